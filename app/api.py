@@ -1,0 +1,123 @@
+"""The JSON API over the stored manifests, the model files and server-side verification."""
+
+from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
+
+from .catalog import Model
+from .extensions import store
+from .verification import verifications
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+
+def get_model(slug: str) -> Model:
+    """The model with this slug, or a 404 that says why it is missing."""
+    model = store.get(slug)
+    if model is None:
+        abort(404, store.why_missing(slug))
+    return model
+
+
+def model_links(model: Model) -> dict:
+    slug = model.slug
+    return {
+        "self": url_for("api.model", slug=slug),
+        "files": url_for("api.files", slug=slug),
+        "verifications": url_for("api.verify", slug=slug),
+        "latest_verification": url_for("api.latest_verification", slug=slug),
+        "page": f"/models/{slug}",
+    }
+
+
+@bp.get("/models")
+def models():
+    """The catalog: one entry per served model, and the manifests that could not be served."""
+    entries = []
+    for model in store.catalog.models.values():
+        m = model.manifest
+        entries.append({
+            "slug": model.slug,
+            "title": m["title"],
+            "question": m["question"],
+            "category": m["category"],
+            "tags": m["tags"],
+            "revision": model.revision,
+            "milestone": m["milestone"],
+            "links": model_links(model),
+        })
+    unavailable = [{"slug": u.slug, "reason": u.reason} for u in store.catalog.unavailable.values()]
+    return jsonify(models=entries, unavailable=unavailable)
+
+
+@bp.get("/models/<slug>")
+def model(slug: str):
+    """The stored manifest, byte for byte, with an ETag for conditional requests."""
+    found = get_model(slug)
+    response = Response(found.raw, mimetype="application/json")
+    response.set_etag(found.etag)
+    return response.make_conditional(request)
+
+
+@bp.get("/models/<slug>/files")
+def files(slug: str):
+    """The model's files with the hash and size of what is served, beside what the manifest recorded."""
+    found = get_model(slug)
+    recorded = found.manifest["files"]
+    listing = []
+    for name, served in found.files.items():
+        entry = {
+            "name": name,
+            "url": found.file_url(name),
+            "content_type": served.content_type,
+            "size": served.size,
+            "sha256": served.sha256,
+            "recorded_sha256": recorded.get(name, {}).get("sha256"),
+            "recorded_size": recorded.get(name, {}).get("bytes"),
+        }
+        entry["matches_recording"] = entry["recorded_sha256"] == served.sha256
+        if entry["recorded_sha256"] and not entry["matches_recording"]:
+            entry["note"] = ("The served file differs from the one recorded at capture; "
+                             "verification reports whether it still reproduces the recorded values.")
+        listing.append(entry)
+    missing = [{"name": n, "recorded_sha256": r.get("sha256"), "note": "recorded but not served"}
+               for n, r in recorded.items() if n not in found.files]
+    return jsonify(model=slug, revision=found.revision, files=listing, not_served=missing)
+
+
+@bp.post("/models/<slug>/verifications")
+def verify(slug: str):
+    """Re-execute the recipe and compare: 200 with the report, or 202 with a Location to poll."""
+    found = get_model(slug)
+    report = verifications.cached(found)
+    if report is not None:
+        return jsonify(report)
+    job = verifications.start(found)
+    if job.done.wait(timeout=float(current_app.config["VERIFY_WAIT"])):
+        return jsonify(job.report)
+    location = url_for("api.verification_job", slug=slug, job_id=job.id)
+    response = jsonify(job.as_dict())
+    response.status_code = 202
+    response.headers["Location"] = location
+    response.headers["Retry-After"] = "1"
+    return response
+
+
+@bp.get("/models/<slug>/verifications/latest")
+def latest_verification(slug: str):
+    """The latest verification report of this model's current revision."""
+    report = verifications.latest(get_model(slug))
+    if report is None:
+        abort(404, f"model {slug!r} has not been verified yet; POST to its verifications first")
+    return jsonify(report)
+
+
+@bp.get("/models/<slug>/verifications/<job_id>")
+def verification_job(slug: str, job_id: str):
+    """A verification job: its state and elapsed time, and the report once it is done."""
+    get_model(slug)
+    job = verifications.job(job_id)
+    if job is None or job.model.slug != slug:
+        abort(404, f"no verification job {job_id!r} for model {slug!r}")
+    response = jsonify(job.as_dict())
+    if not job.done.is_set():
+        response.headers["Retry-After"] = "1"
+    return response

@@ -1,0 +1,155 @@
+"""The manifest store: every manifest under MANIFESTS_DIR, loaded and validated once at start-up."""
+
+import hashlib
+import json
+import logging
+import mimetypes
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flask import Flask, current_app
+
+from .schema import ManifestError, validate_manifest
+
+log = logging.getLogger(__name__)
+
+MANIFEST_NAME = "manifest.json"
+RECIPE_FILES = ("model.py", "run.py", "requirements.txt")
+GRAPH_FILE = "graph.tensorviz.json"
+PREVIEW_FILE = "preview.svg"  # the static architecture snapshot, stored beside the manifest
+CONTENT_TYPES = {
+    ".py": "text/x-python; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+    ".json": "application/json",
+    ".svg": "image/svg+xml",
+}
+
+
+@dataclass(frozen=True)
+class ServedFile:
+    """A downloadable artefact of a model, with the hash of what is actually served."""
+
+    name: str
+    content: bytes
+    content_type: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content).hexdigest()
+
+    @property
+    def size(self) -> int:
+        return len(self.content)
+
+
+@dataclass(frozen=True)
+class Model:
+    """A manifest that passed validation, as recorded, plus the files served for it."""
+
+    slug: str
+    manifest: dict
+    raw: bytes  # the manifest file byte for byte: the recording is served unchanged
+    recipe_dir: Path
+    files: dict[str, ServedFile]
+
+    @property
+    def revision(self) -> str:
+        return self.manifest["revision"]
+
+    @property
+    def etag(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
+
+    def file_url(self, name: str) -> str:
+        return f"/models/{self.slug}/{self.revision}/{name}"
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A manifest folder that could not be served, and why."""
+
+    slug: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    models: dict[str, Model] = field(default_factory=dict)
+    unavailable: dict[str, Unavailable] = field(default_factory=dict)
+
+
+def graph_document(manifest: dict) -> bytes:
+    """The graph file built from the manifest: layers, connections and the tour that walks them."""
+    keys = ("slug", "revision", "className", "layers", "connections", "steps", "openingStep")
+    document = {"format": "tensorviz-graph", "schemaVersion": 1} | {k: manifest.get(k) for k in keys}
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def _served_file(name: str, content: bytes) -> ServedFile:
+    suffix = Path(name).suffix
+    content_type = CONTENT_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
+    return ServedFile(name, content, content_type)
+
+
+def _model_files(manifest: dict, folder: Path, recipe_dir: Path) -> dict[str, ServedFile]:
+    files = {GRAPH_FILE: _served_file(GRAPH_FILE, graph_document(manifest))}
+    for name in RECIPE_FILES:
+        path = recipe_dir / name
+        if not path.is_file():
+            raise ManifestError(f"recipe file {path} is missing")
+        files[name] = _served_file(name, path.read_bytes())
+    preview = folder / PREVIEW_FILE
+    if preview.is_file():
+        files[PREVIEW_FILE] = _served_file(PREVIEW_FILE, preview.read_bytes())
+    return files
+
+
+def load_model(folder: Path, recipes_dir: Path) -> Model:
+    """Read, parse and validate one manifest folder; ManifestError says what is wrong."""
+    slug = folder.name
+    try:
+        raw = (folder / MANIFEST_NAME).read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"cannot read {MANIFEST_NAME}: {exc.strerror or exc}") from exc
+    try:
+        manifest = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{MANIFEST_NAME} is not valid JSON: {exc}") from exc
+    validate_manifest(manifest, slug)
+    recipe_dir = recipes_dir / slug
+    return Model(slug, manifest, raw, recipe_dir, _model_files(manifest, folder, recipe_dir))
+
+
+def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:
+    """Every manifest folder, sorted by slug; a bad one is set aside with its reason, never fatal."""
+    catalog = Catalog()
+    folders = sorted(p for p in manifests_dir.iterdir() if p.is_dir()) if manifests_dir.is_dir() else []
+    if not folders:
+        log.warning("no manifests found under %s", manifests_dir)
+    for folder in folders:
+        try:
+            catalog.models[folder.name] = load_model(folder, recipes_dir)
+        except ManifestError as exc:
+            log.error("manifest %s is unavailable: %s", folder.name, exc)
+            catalog.unavailable[folder.name] = Unavailable(folder.name, str(exc))
+    return catalog
+
+
+class ManifestStore:
+    """Flask extension holding the catalog of the app it is bound to."""
+
+    def init_app(self, app: Flask) -> None:
+        catalog = load_catalog(Path(app.config["MANIFESTS_DIR"]), Path(app.config["RECIPES_DIR"]))
+        app.extensions["tensorviz.catalog"] = catalog
+
+    @property
+    def catalog(self) -> Catalog:
+        return current_app.extensions["tensorviz.catalog"]
+
+    def get(self, slug: str) -> Model | None:
+        return self.catalog.models.get(slug)
+
+    def why_missing(self, slug: str) -> str:
+        """Why no model answers to this slug, for an error message."""
+        gone = self.catalog.unavailable.get(slug)
+        return f"model {slug!r} is unavailable: {gone.reason}" if gone else f"no model {slug!r}"

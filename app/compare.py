@@ -1,0 +1,122 @@
+"""Value-by-value comparison of a replay against the recorded experiment (numpy only, no torch)."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# torch.testing.assert_close's defaults for float32: the recipes compute in float32, so checking them
+# at float64 tolerances would fail on rounding alone.
+FLOAT32_RTOL = 1.3e-6
+FLOAT32_ATOL = 1e-5
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+    source: str
+
+    def as_dict(self) -> dict:
+        return {
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "source": self.source,
+            "rule": "|replayed - recorded| <= atol + rtol * |recorded|, element by element, in float64",
+        }
+
+
+def tolerance_for(manifest: dict) -> Tolerance:
+    """The manifest's own tolerance where it states one, else float32's."""
+    stated = manifest["experiment"].get("tolerance")
+    if stated:
+        return Tolerance(float(stated["rtol"]), float(stated["atol"]), "manifest")
+    return Tolerance(FLOAT32_RTOL, FLOAT32_ATOL, "torch.testing float32 defaults")
+
+
+def compare_values(label: str, kind: str, recorded, replayed, tol: Tolerance) -> dict:
+    """One recorded matrix, vector or metric against its replay."""
+    result: dict = {"kind": kind, "label": label}
+    if replayed is None:
+        return result | {"status": "failed", "message": "the replay produced no value with this label"}
+    want = np.asarray(recorded, dtype=np.float64)
+    got = np.asarray(replayed, dtype=np.float64)
+    result["shape"] = list(want.shape)
+    if want.shape != got.shape:
+        message = f"replayed shape {list(got.shape)} differs from recorded {list(want.shape)}"
+        return result | {"status": "failed", "message": message}
+    diff = np.abs(got - want)
+    allowed = tol.atol + tol.rtol * np.abs(want)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(want != 0, diff / np.abs(want), np.where(diff == 0, 0.0, np.inf))
+    # The worst element is the one furthest past (or closest to) its own allowance.
+    worst = np.unravel_index(int(np.argmax(np.nan_to_num(diff - allowed, nan=np.inf))), want.shape)
+    finite = bool(np.all(np.isfinite(got)))
+    result |= {
+        "status": "passed" if finite and bool(np.all(diff <= allowed)) else "failed",
+        "max_abs_diff": float(np.nanmax(diff)) if finite else None,
+        "max_rel_diff": float(np.nanmax(rel)) if finite else None,
+        "worst_index": [int(i) for i in worst],
+        "recorded_at_worst": float(want[worst]),
+        "replayed_at_worst": float(got[worst]),
+        "failing_elements": int(np.count_nonzero(~(diff <= allowed))),
+    }
+    if kind != "metric":
+        result["abs_diff"] = diff.tolist()  # for per-cell deviation marks
+    return result
+
+
+def compare_case(recorded: dict, replayed: dict | None, tol: Tolerance) -> dict:
+    """Every recorded item of a case, matched to the replay by kind and label."""
+    replayed = replayed or {}
+    values = []
+    for kind, key, field in (("matrix", "matrices", "values"), ("vector", "vectors", "values"),
+                             ("metric", "metrics", "value")):
+        produced = {item["label"]: item[field] for item in replayed.get(key, [])}
+        for item in recorded.get(key, []):
+            values.append(compare_values(item["label"], kind, item[field], produced.get(item["label"]), tol))
+    passed = bool(replayed) and all(v["status"] == "passed" for v in values)
+    case = {"id": recorded["id"], "label": recorded["label"], "status": "passed" if passed else "failed"}
+    if not replayed:
+        case["message"] = "the recipe did not replay this case"
+    return case | {"values": values}
+
+
+def compare_checks(recorded: list[str], replayed: list[dict]) -> list[dict]:
+    """The recorded numerical checks by name, then any further check the recipe ran."""
+    by_name = {check["name"]: check for check in replayed}
+    results = []
+    for name in recorded:
+        check = by_name.pop(name, None)
+        if check is None:
+            results.append({"name": name, "status": "failed", "message": "the recipe did not run this check"})
+        else:
+            results.append({"name": name, "status": "passed" if check["passed"] else "failed",
+                             "detail": check.get("detail", {})})
+    results += [{"name": c["name"], "status": "passed" if c["passed"] else "failed",
+                 "detail": c.get("detail", {}), "recorded": False} for c in by_name.values()]
+    return results
+
+
+def compare_replay(manifest: dict, replay: dict) -> dict:
+    """The comparison part of a verification report: status, tolerance, cases, checks and counts."""
+    tol = tolerance_for(manifest)
+    cases = [compare_case(c, replay["cases"].get(c["id"]), tol) for c in manifest["experiment"]["cases"]]
+    checks = compare_checks(manifest["provenance"].get("numericalChecks", []), replay["checks"])
+    values = [v for case in cases for v in case["values"]]
+    elements = sum(int(np.prod(v.get("shape") or [1])) for v in values)
+    passed = all(c["status"] == "passed" for c in cases) and all(c["status"] == "passed" for c in checks)
+    return {
+        "status": "passed" if passed else "failed",
+        "tolerance": tol.as_dict(),
+        "summary": {
+            "cases": len(cases),
+            "cases_failed": sum(c["status"] != "passed" for c in cases),
+            "values": len(values),
+            "values_failed": sum(v["status"] != "passed" for v in values),
+            "elements": elements,
+            "checks": len(checks),
+            "checks_failed": sum(c["status"] != "passed" for c in checks),
+        },
+        "cases": cases,
+        "checks": checks,
+    }

@@ -1,0 +1,25 @@
+"""The downloadable files of each model, at the URLs its manifest records."""
+
+from flask import Blueprint, Response, abort, request
+
+from .extensions import store
+
+bp = Blueprint("downloads", __name__)
+
+
+@bp.get("/models/<slug>/<revision>/<name>")
+def model_file(slug: str, revision: str, name: str):
+    """One file of a model's current revision; anything not in its file list is a 404."""
+    model = store.get(slug)
+    if model is None:
+        abort(404, store.why_missing(slug))
+    if revision != model.revision:
+        abort(404, f"revision {revision!r} of {slug!r} is not served; the current one is {model.revision}")
+    served = model.files.get(name)
+    if served is None:
+        abort(404, f"{slug!r} has no file {name!r}")
+    response = Response(served.content, content_type=served.content_type)
+    response.set_etag(served.sha256)
+    response.headers["Content-Disposition"] = f'inline; filename="{name}"'
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response.make_conditional(request)

@@ -1,0 +1,34 @@
+"""Errors: JSON with a message under /api, a friendly page everywhere else; never a bare 500."""
+
+from flask import Flask, jsonify, render_template, request
+from werkzeug.exceptions import HTTPException, InternalServerError
+
+
+def _wants_json() -> bool:
+    return request.path.startswith("/api/")
+
+
+def handle_http_error(error: HTTPException):
+    """Render an HTTP error for the client that asked."""
+    status = error.code or 500
+    message = error.description or error.name
+    if _wants_json():
+        response = jsonify(error={"status": status, "name": error.name, "message": message})
+    else:
+        response = render_template("error.html", status=status, name=error.name, message=message)
+    headers = error.get_response().headers
+    extra = {k: v for k, v in headers.items() if k.lower() in ("allow", "retry-after")}
+    return response, status, extra
+
+
+def handle_unexpected(error: Exception):
+    """Log the bug and answer like any other error."""
+    from flask import current_app
+
+    current_app.logger.exception("unhandled error on %s", request.path)
+    return handle_http_error(InternalServerError("An unexpected error occurred; it has been logged."))
+
+
+def register(app: Flask) -> None:
+    app.register_error_handler(HTTPException, handle_http_error)
+    app.register_error_handler(Exception, handle_unexpected)

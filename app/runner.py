@@ -1,0 +1,122 @@
+"""A pool of recipe worker processes: bounded concurrency, hard timeouts, crashed workers replaced."""
+
+import multiprocessing
+import threading
+from pathlib import Path
+
+from flask import Flask, current_app
+
+from . import worker
+
+
+class RecipeError(Exception):
+    """A recipe run ended without a result; the message is fit for a report."""
+
+
+class RecipeTimeout(RecipeError):
+    pass
+
+
+class RecipeCrashed(RecipeError):
+    pass
+
+
+class _Worker:
+    """One spawned process with the pipe to it."""
+
+    def __init__(self, ctx, torch_threads: int, seed: int) -> None:
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(
+            target=worker.serve, args=(child, torch_threads, seed), name="tensorviz-recipe", daemon=True
+        )
+        self.process.start()
+        child.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join(timeout=5)
+        self.conn.close()
+
+
+class WorkerPool:
+    """Runs recipe tasks in long-lived spawned processes, at most `size` at a time.
+
+    Spawn, never fork: a forked child of a process that has threads (or torch) can deadlock.
+    Workers start on first use and stay warm; one that crashes or times out is killed and a fresh one
+    takes its place on the next task.
+    """
+
+    def __init__(self, size: int, timeout: float, torch_threads: int, seed: int) -> None:
+        self.size = size
+        self.timeout = timeout
+        self._torch_threads = torch_threads
+        self._seed = seed
+        self._ctx = multiprocessing.get_context("spawn")
+        self._slots = threading.BoundedSemaphore(size)
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            while self._idle:
+                candidate = self._idle.pop()
+                if candidate.process.is_alive():
+                    return candidate
+                candidate.kill()
+        return _Worker(self._ctx, self._torch_threads, self._seed)
+
+    def _release(self, w: _Worker) -> None:
+        with self._lock:
+            self._idle.append(w)
+
+    def run(self, recipe_dir: Path, entry: str, args: dict | None = None) -> dict:
+        """Call `entry(**args)` of the recipe's run.py in a worker; returns the worker's reply."""
+        task = {"recipe_dir": str(recipe_dir), "entry": entry, "args": args or {}}
+        with self._slots:
+            w = self._take()
+            try:
+                w.conn.send(task)
+                if not w.conn.poll(self.timeout):
+                    w.kill()
+                    raise RecipeTimeout(f"the recipe ran past its {self.timeout:g} s timeout and was stopped")
+                reply = w.conn.recv()
+            except (EOFError, OSError) as exc:
+                w.process.join(timeout=5)
+                code = w.process.exitcode
+                w.kill()
+                raise RecipeCrashed(f"the recipe worker died (exit code {code}) before answering") from exc
+            self._release(w)
+        if not reply["ok"]:
+            raise RecipeError(f"the recipe raised {reply['error']}")
+        return reply
+
+    def pids(self) -> list[int]:
+        """Process ids of the idle workers (for tests and diagnostics)."""
+        with self._lock:
+            return [w.pid for w in self._idle if w.pid is not None]
+
+    def shutdown(self) -> None:
+        with self._lock:
+            for w in self._idle:
+                w.kill()
+            self._idle.clear()
+
+
+class RecipeRunner:
+    """Flask extension owning the worker pool of the app it is bound to."""
+
+    def init_app(self, app: Flask) -> None:
+        app.extensions["tensorviz.pool"] = WorkerPool(
+            size=int(app.config["RECIPE_WORKERS"]),
+            timeout=float(app.config["RECIPE_TIMEOUT"]),
+            torch_threads=int(app.config["RECIPE_TORCH_THREADS"]),
+            seed=int(app.config["RECIPE_SEED"]),
+        )
+
+    @property
+    def pool(self) -> WorkerPool:
+        return current_app.extensions["tensorviz.pool"]

@@ -1,0 +1,162 @@
+"""Verification: replay a model's recipe in a worker process and compare it with the recording."""
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+
+from flask import Flask, current_app
+
+from .catalog import Model
+from .compare import compare_replay
+from .extensions import cache, runner
+from .runner import RecipeError
+
+KEEP_JOBS = 200  # finished jobs remembered for polling
+
+
+def torch_version() -> str:
+    """The installed torch, read from package metadata so that the web process never imports it."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def cache_key(model: Model) -> str:
+    """A report stays valid while the model, its recording, its recipe and torch stay the same."""
+    recipe = f"{model.files['model.py'].sha256[:16]}{model.files['run.py'].sha256[:16]}"
+    return f"verification:{model.slug}:{model.revision}:{recipe}:{torch_version()}"
+
+
+def _latest_key(model: Model) -> str:
+    return f"verification-latest:{model.slug}:{model.revision}"
+
+
+def _recipe_summary(model: Model) -> dict:
+    recorded = model.manifest["provenance"].get("sourceSha256")
+    served = model.files["model.py"].sha256
+    return {
+        "model_py_sha256": served,
+        "run_py_sha256": model.files["run.py"].sha256,
+        "recorded_source_sha256": recorded,
+        "matches_recorded_source": served == recorded,
+        "note": (
+            "The recipe that ran is the model.py served with this model. "
+            + ("It is byte-identical to the recorded capture source."
+               if served == recorded else
+               "The recording was captured from a different model.py (see recorded_source_sha256); "
+               "the values below show whether this recipe reproduces it.")
+        ),
+    }
+
+
+def verify(model: Model) -> dict:
+    """Re-execute the recipe and compare every recorded value; always returns a report."""
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    clock = time.perf_counter()
+    report: dict = {"model": model.slug, "revision": model.revision, "started_at": started_at,
+                    "recipe": _recipe_summary(model)}
+    try:
+        reply = runner.pool.run(model.recipe_dir, "replay")
+    except RecipeError as exc:
+        report |= {"status": "error", "message": str(exc)}
+    else:
+        report |= compare_replay(model.manifest, reply["result"])
+        report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"]}
+    report["duration_seconds"] = time.perf_counter() - clock
+    return report
+
+
+@dataclass
+class Job:
+    """A verification running in the background, polled by its id."""
+
+    model: Model
+    key: str
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    created: float = field(default_factory=time.time)
+    started: float | None = None
+    finished: float | None = None
+    report: dict | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def state(self) -> str:
+        return "done" if self.done.is_set() else "running" if self.started else "queued"
+
+    def as_dict(self) -> dict:
+        end = self.finished or time.time()
+        return {
+            "id": self.id,
+            "model": self.model.slug,
+            "state": self.state,
+            "elapsed_seconds": round(end - self.created, 3),
+            "location": f"/api/models/{self.model.slug}/verifications/{self.id}",
+            "report": self.report,
+        }
+
+
+class Verifications:
+    """Flask extension: background verification jobs with cached reports."""
+
+    def init_app(self, app: Flask) -> None:
+        app.extensions["tensorviz.verifications"] = {
+            "jobs": OrderedDict(),
+            "lock": threading.Lock(),
+            "executor": ThreadPoolExecutor(max_workers=4, thread_name_prefix="verify"),
+        }
+
+    @property
+    def _state(self) -> dict:
+        return current_app.extensions["tensorviz.verifications"]
+
+    def cached(self, model: Model) -> dict | None:
+        """A finished report for this exact recipe, recording and torch, if one is cached."""
+        report = cache.get(cache_key(model))
+        return None if report is None else report | {"cached": True}
+
+    def latest(self, model: Model) -> dict | None:
+        return cache.get(_latest_key(model))
+
+    def job(self, job_id: str) -> Job | None:
+        return self._state["jobs"].get(job_id)
+
+    def start(self, model: Model) -> Job:
+        """The running job for this model, or a new one; identical requests share one run."""
+        state = self._state
+        key = cache_key(model)
+        with state["lock"]:
+            for job in state["jobs"].values():
+                if job.key == key and not job.done.is_set():
+                    return job
+            job = Job(model, key)
+            state["jobs"][job.id] = job
+            while len(state["jobs"]) > KEEP_JOBS:
+                state["jobs"].popitem(last=False)
+        state["executor"].submit(self._run, current_app._get_current_object(), job)
+        return job
+
+    @staticmethod
+    def _run(app: Flask, job: Job) -> None:
+        with app.app_context():
+            job.started = time.time()
+            try:
+                report = verify(job.model)
+            except Exception as exc:  # never leave a poller waiting on a job that died
+                app.logger.exception("verification of %s failed unexpectedly", job.model.slug)
+                report = {"model": job.model.slug, "status": "error", "message": f"internal error: {exc}"}
+            report["cached"] = False
+            if report["status"] != "error":  # a timeout or crash may pass on a retry; never cache it
+                cache.set(job.key, report)
+            cache.set(_latest_key(job.model), report)
+            job.report = report
+            job.finished = time.time()
+            job.done.set()
+
+
+verifications = Verifications()

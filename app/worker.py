@@ -1,0 +1,77 @@
+"""The recipe worker: runs in its own process, imports torch, and calls fixed recipe entry points.
+
+Nothing here is imported by the web process except through multiprocessing's spawn, which starts a
+fresh interpreter, so the web workers never load torch.
+"""
+
+import importlib.util
+import platform
+import sys
+import time
+import traceback
+from multiprocessing.connection import Connection
+from pathlib import Path
+from types import ModuleType
+
+ENTRY_POINTS = frozenset({"replay"})  # the functions of a recipe's run.py a task may call
+
+
+def load_recipe(recipe_dir: Path) -> ModuleType:
+    """Load run.py afresh, so the code that runs is the code on disk whose hash the report gives."""
+    # Every recipe has its own model.py; drop the one a previous task imported.
+    sys.modules.pop("model", None)
+    name = f"recipe_{recipe_dir.name.replace('-', '_')}"
+    spec = importlib.util.spec_from_file_location(name, recipe_dir / "run.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {recipe_dir / 'run.py'}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def environment(torch: ModuleType, seed: int) -> dict:
+    """What the run depended on, as the report states it."""
+    import numpy
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "platform": platform.platform(),
+        "torch_threads": torch.get_num_threads(),
+        "seed": seed,
+        "mode": "eval",
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "device": "cpu",
+    }
+
+
+def execute(task: dict, torch: ModuleType, seed: int) -> dict:
+    """Run one task: {"recipe_dir", "entry", "args"}."""
+    if task["entry"] not in ENTRY_POINTS:
+        raise ValueError(f"{task['entry']!r} is not a recipe entry point")
+    module = load_recipe(Path(task["recipe_dir"]))
+    torch.manual_seed(seed)
+    started = time.perf_counter()
+    result = getattr(module, task["entry"])(**task.get("args", {}))
+    return {"result": result, "compute_seconds": time.perf_counter() - started}
+
+
+def serve(conn: Connection, torch_threads: int, seed: int) -> None:
+    """Answer tasks from the pipe until it closes."""
+    import torch
+
+    torch.set_num_threads(torch_threads)
+    torch.use_deterministic_algorithms(True)
+    env = environment(torch, seed)
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        try:
+            reply = {"ok": True, "environment": env} | execute(task, torch, seed)
+        except Exception as exc:  # a recipe's own error goes back to the caller, the worker lives on
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                     "traceback": traceback.format_exc(limit=8)}
+        conn.send(reply)

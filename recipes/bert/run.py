@@ -1,0 +1,249 @@
+"""Replay the recorded BERT pretraining cases and the four numerical checks.
+
+    python run.py          # a readable table; exit status 1 when a check fails
+    python run.py --json   # the same replay as JSON
+
+Needs only torch and model.py beside this file.
+"""
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+from model import MASK, TinyBertPretraining, build_model, mlm_loss, nsp_loss, unpack  # noqa: E402
+
+SEGMENT_IDS = [0, 0, 0, 0, 1, 1]  # segments A,A,A,A,B,B
+ORIGINAL_IDS = [1, 4, 5, 2, 6, 2]  # CLS 4 5 SEP 6 SEP
+
+
+@dataclass(frozen=True)
+class CaseInputs:
+    original_ids: list[int]
+    segment_ids: list[int]
+    selected: list[int]  # positions scored by the MLM loss
+    nsp_label: int  # 0 IsNext, 1 NotNext
+
+    def corrupted_ids(self) -> list[int]:
+        """The recorded cases replace every selected token with MASK."""
+        return [MASK if i in self.selected else t for i, t in enumerate(self.original_ids)]
+
+
+CASES = {
+    "mask-a": CaseInputs(ORIGINAL_IDS, SEGMENT_IDS, [2], 0),
+    "mask-b": CaseInputs(ORIGINAL_IDS, SEGMENT_IDS, [4], 0),
+    "both": CaseInputs(ORIGINAL_IDS, SEGMENT_IDS, [2, 4], 0),
+    "not-next": CaseInputs(ORIGINAL_IDS, SEGMENT_IDS, [2], 1),
+}
+
+
+@dataclass
+class Forward:
+    """One forward pass with everything a case reports."""
+
+    mlm_logits: Tensor  # (T, VOCAB)
+    nsp_logits: Tensor  # (2,)
+    attention: Tensor  # (heads, T, T)
+    mlm_loss: Tensor
+    nsp_loss: Tensor
+
+
+def forward(
+    model: TinyBertPretraining,
+    input_ids: list[int],
+    segment_ids: list[int],
+    original_ids: list[int],
+    selected: list[int],
+    nsp_label: int,
+    causal: bool = False,
+) -> Forward:
+    """Run the model once and score it; the attention weights are read by a hook on the softmax."""
+    captured: list[Tensor] = []
+    hook = model.encoder.attention.softmax.register_forward_hook(
+        lambda _module, _args, out: captured.append(out)
+    )
+    try:
+        output = model(torch.tensor([input_ids]), torch.tensor([segment_ids]), causal=causal)
+    finally:
+        hook.remove()
+    mlm_logits, nsp_logits = unpack(output)  # (1, T, VOCAB), (1, 2)
+    mask = torch.zeros(len(input_ids), dtype=torch.bool)
+    mask[selected] = True
+    return Forward(
+        mlm_logits=mlm_logits[0],
+        nsp_logits=nsp_logits[0],
+        attention=captured[0][0],
+        mlm_loss=mlm_loss(mlm_logits[0], torch.tensor(original_ids), mask),
+        nsp_loss=nsp_loss(nsp_logits, torch.tensor([nsp_label])),
+    )
+
+
+@torch.no_grad()
+def run_case(model: TinyBertPretraining, case: CaseInputs) -> dict:
+    """One recorded case in the manifest's shape: matrices, vectors and metrics, labelled alike."""
+    corrupted = case.corrupted_ids()
+    f = forward(model, corrupted, case.segment_ids, case.original_ids, case.selected, case.nsp_label)
+    first = min(case.selected)
+    return {
+        "matrices": [{"label": "Bidirectional attention · head 0", "values": f.attention[0].tolist()}],
+        "vectors": [
+            {"label": "Original token IDs", "values": list(case.original_ids)},
+            {"label": "Corrupted token IDs", "values": corrupted},
+            {
+                "label": "MLM loss positions · 1 means selected",
+                "values": [int(i in case.selected) for i in range(len(corrupted))],
+            },
+            {
+                "label": "Prediction at first masked position · 16 token probabilities",
+                "values": f.mlm_logits[first].softmax(-1).tolist(),
+            },
+            {
+                "label": "Sentence pair · IsNext / NotNext probabilities",
+                "values": f.nsp_logits.softmax(-1).tolist(),
+            },
+        ],
+        "metrics": [
+            {"label": "Masked-token cross entropy", "value": f.mlm_loss.item()},
+            {"label": "Sentence-pair cross entropy", "value": f.nsp_loss.item()},
+            {"label": "Combined pretraining objective", "value": (f.mlm_loss + f.nsp_loss).item()},
+        ],
+    }
+
+
+# The four checks. Each measures something that a broken recipe would get wrong, and says what it saw.
+
+CHECK_BIDIRECTIONAL = "A later token can change earlier token logits through bidirectional attention"
+CHECK_IGNORED_TARGETS = "MLM cross entropy ignores all unselected token positions"
+CHECK_TIED_DECODER = "The MLM decoder shares the token-embedding weight and receives a learning signal"
+CHECK_PACKED_OUTPUT = (
+    "Packed MLM/NSP logits have the declared shapes and sentence-pair probabilities sum to one"
+)
+CHANGED = 1e-4  # an earlier logit moving by more than this counts as influenced
+UNCHANGED = 1e-7  # and by no more than this as untouched
+
+
+def _earlier_logit_shift(model: TinyBertPretraining, causal: bool) -> float:
+    """How far positions 0..3 move when the token at position 4 changes."""
+    segments = SEGMENT_IDS
+    before = unpack(model(torch.tensor([ORIGINAL_IDS]), torch.tensor([segments]), causal=causal))[0]
+    later = list(ORIGINAL_IDS)
+    later[4] = 9
+    after = unpack(model(torch.tensor([later]), torch.tensor([segments]), causal=causal))[0]
+    return (after[0, :4] - before[0, :4]).abs().max().item()
+
+
+@torch.no_grad()
+def check_bidirectional(model: TinyBertPretraining) -> dict:
+    """Earlier logits move when a later token changes, and do not under a causal mask (the control)."""
+    shift = _earlier_logit_shift(model, causal=False)
+    control = _earlier_logit_shift(model, causal=True)
+    return {
+        "passed": shift > CHANGED and control <= UNCHANGED,
+        "detail": {"bidirectional_max_shift": shift, "causal_max_shift": control},
+    }
+
+
+@torch.no_grad()
+def check_ignored_targets(model: TinyBertPretraining, loss_fn=mlm_loss) -> dict:
+    """Noise on unselected positions leaves the MLM loss alone; noise on a selected one moves it."""
+    case = CASES["both"]
+    f = forward(model, case.corrupted_ids(), case.segment_ids, case.original_ids, case.selected, 0)
+    targets = torch.tensor(case.original_ids)
+    selected = torch.zeros(len(targets), dtype=torch.bool)
+    selected[case.selected] = True
+    noise = 5 * torch.randn(f.mlm_logits.shape, generator=torch.Generator().manual_seed(7))
+    base = loss_fn(f.mlm_logits, targets, selected)
+    unselected_moved = loss_fn(f.mlm_logits + noise * ~selected[:, None], targets, selected)
+    selected_moved = loss_fn(f.mlm_logits + noise * selected[:, None], targets, selected)
+    unselected_shift = (unselected_moved - base).abs().item()
+    selected_shift = (selected_moved - base).abs().item()
+    return {
+        "passed": unselected_shift <= UNCHANGED and selected_shift > CHANGED,
+        "detail": {"unselected_noise_shift": unselected_shift, "selected_noise_shift": selected_shift},
+    }
+
+
+def check_tied_decoder(model: TinyBertPretraining) -> dict:
+    """One storage for both matrices, and the MLM loss sends gradient to rows only the decoder uses."""
+    shared = model.mlm_decoder.weight.data_ptr() == model.word_embeddings.weight.data_ptr()
+    case = CASES["mask-a"]
+    model.zero_grad()
+    with torch.enable_grad():
+        f = forward(model, case.corrupted_ids(), case.segment_ids, case.original_ids, case.selected, 0)
+        f.mlm_loss.backward()
+    grad = model.word_embeddings.weight.grad
+    unused = [t for t in range(grad.size(0)) if t not in case.corrupted_ids()]
+    decoder_signal = grad[unused].norm().item() if grad is not None else 0.0
+    model.zero_grad()
+    return {
+        "passed": shared and decoder_signal > 0.0,
+        "detail": {"shares_storage": shared, "decoder_only_rows_grad_norm": decoder_signal},
+    }
+
+
+@torch.no_grad()
+def check_packed_output(model: TinyBertPretraining) -> dict:
+    """The packed output is (1, 98) = 6 x 16 MLM logits + 2 NSP logits, and NSP softmax sums to one."""
+    output = model(torch.tensor([ORIGINAL_IDS]), torch.tensor([SEGMENT_IDS]))
+    mlm_logits, nsp_logits = unpack(output)
+    nsp_sum = nsp_logits.softmax(-1).sum().item()
+    shapes = {"output": list(output.shape), "mlm": list(mlm_logits.shape), "nsp": list(nsp_logits.shape)}
+    return {
+        "passed": shapes == {"output": [1, 98], "mlm": [1, 6, 16], "nsp": [1, 2]}
+        and abs(nsp_sum - 1.0) <= 1e-6,
+        "detail": {**shapes, "nsp_probability_sum": nsp_sum},
+    }
+
+
+CHECKS = {
+    CHECK_BIDIRECTIONAL: check_bidirectional,
+    CHECK_IGNORED_TARGETS: check_ignored_targets,
+    CHECK_TIED_DECODER: check_tied_decoder,
+    CHECK_PACKED_OUTPUT: check_packed_output,
+}
+
+
+def replay(model: TinyBertPretraining | None = None) -> dict:
+    """Every recorded case and every check, on the seeded model unless one is given."""
+    model = model if model is not None else build_model()
+    return {
+        "cases": {case_id: run_case(model, case) for case_id, case in CASES.items()},
+        "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()],
+    }
+
+
+def print_table(result: dict) -> None:
+    """A plain-text summary of a replay."""
+    print(f"{'case':10} {'MLM CE':>8} {'NSP CE':>8} {'total':>8}  {'top MLM prediction':>18}  IsNext")
+    for case_id, case in result["cases"].items():
+        mlm, nsp, total = (m["value"] for m in case["metrics"])
+        probs = case["vectors"][3]["values"]
+        top = max(range(len(probs)), key=probs.__getitem__)
+        is_next = case["vectors"][4]["values"][0]
+        prediction = f"id {top} ({probs[top]:.4f})"
+        print(f"{case_id:10} {mlm:8.4f} {nsp:8.4f} {total:8.4f}  {prediction:>18}  {is_next:.4f}")
+    print()
+    for check in result["checks"]:
+        print(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}")
+        for key, value in check["detail"].items():
+            print(f"       {key}: {value}")
+
+
+def main(argv: list[str]) -> int:
+    torch.use_deterministic_algorithms(True)
+    result = replay()
+    if "--json" in argv:
+        print(json.dumps(result, indent=2))
+    else:
+        print_table(result)
+    return 0 if all(check["passed"] for check in result["checks"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
