@@ -9,6 +9,14 @@ from .verification import verifications
 bp = Blueprint("api", __name__, url_prefix="/api")
 
 
+@bp.before_request
+def limit_body() -> None:
+    """Refuse oversized bodies before any work, even on endpoints that ignore the body."""
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    if request.content_length is not None and request.content_length > limit:
+        abort(413, f"request body over {limit} bytes")
+
+
 def get_model(slug: str) -> Model:
     """The model with this slug, or a 404 that says why it is missing."""
     model = store.get(slug)

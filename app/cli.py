@@ -4,6 +4,7 @@ import json
 
 import click
 from flask import Flask
+from flask.cli import with_appcontext
 
 from .extensions import store
 from .verification import verify
@@ -29,6 +30,7 @@ def _format(report: dict) -> list[str]:
 
 
 @click.command("verify")
+@with_appcontext
 @click.argument("slug")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
 def verify_command(slug: str, as_json: bool) -> None:

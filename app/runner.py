@@ -21,6 +21,9 @@ class RecipeCrashed(RecipeError):
     pass
 
 
+STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and import torch
+
+
 class _Worker:
     """One spawned process with the pipe to it."""
 
@@ -31,6 +34,13 @@ class _Worker:
         )
         self.process.start()
         child.close()
+        try:
+            if self.conn.poll(STARTUP_TIMEOUT) and self.conn.recv().get("ready"):
+                return
+        except (EOFError, OSError):
+            pass
+        self.kill()
+        raise RecipeCrashed(f"a recipe worker failed to start (exit code {self.process.exitcode})")
 
     @property
     def pid(self) -> int | None:

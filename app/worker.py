@@ -5,6 +5,7 @@ fresh interpreter, so the web workers never load torch.
 """
 
 import importlib.util
+import json
 import platform
 import sys
 import time
@@ -35,7 +36,7 @@ def environment(torch: ModuleType, seed: int) -> dict:
 
     return {
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),
         "numpy": numpy.__version__,
         "platform": platform.platform(),
         "torch_threads": torch.get_num_threads(),
@@ -64,6 +65,7 @@ def serve(conn: Connection, torch_threads: int, seed: int) -> None:
     torch.set_num_threads(torch_threads)
     torch.use_deterministic_algorithms(True)
     env = environment(torch, seed)
+    conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
     while True:
         try:
             task = conn.recv()
@@ -71,6 +73,8 @@ def serve(conn: Connection, torch_threads: int, seed: int) -> None:
             return
         try:
             reply = {"ok": True, "environment": env} | execute(task, torch, seed)
+            # Plain JSON data only: unpickling a torch object would import torch into the web process.
+            reply = json.loads(json.dumps(reply))
         except Exception as exc:  # a recipe's own error goes back to the caller, the worker lives on
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
                      "traceback": traceback.format_exc(limit=8)}

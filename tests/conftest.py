@@ -1,0 +1,62 @@
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from app import create_app
+from app.config import PROJECT_ROOT, TestConfig
+
+BERT_MANIFEST = PROJECT_ROOT / "manifests" / "bert" / "manifest.json"
+BERT_RECIPE = PROJECT_ROOT / "recipes" / "bert"
+
+
+def bert_manifest() -> dict:
+    return json.loads(BERT_MANIFEST.read_text())
+
+
+class ModelTree:
+    """A manifests/ and recipes/ pair in a temporary folder, for apps that serve altered models."""
+
+    def __init__(self, root: Path) -> None:
+        self.manifests = root / "manifests"
+        self.recipes = root / "recipes"
+        self.manifests.mkdir()
+        self.recipes.mkdir()
+
+    def add(self, slug: str, manifest: dict | bytes | None = None, run_py: str | None = None) -> None:
+        """A model folder: the BERT manifest (or the one given, as JSON or raw bytes) and recipe."""
+        folder = self.manifests / slug
+        folder.mkdir()
+        if manifest is None:
+            manifest = bert_manifest() | {"slug": slug}
+        raw = manifest if isinstance(manifest, bytes) else json.dumps(manifest).encode()
+        (folder / "manifest.json").write_bytes(raw)
+        shutil.copytree(BERT_RECIPE, self.recipes / slug, ignore=shutil.ignore_patterns("__pycache__"))
+        if run_py is not None:
+            (self.recipes / slug / "run.py").write_text(run_py)
+
+    def config(self, **extra) -> dict:
+        return {"MANIFESTS_DIR": str(self.manifests), "RECIPES_DIR": str(self.recipes)} | extra
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> ModelTree:
+    return ModelTree(tmp_path)
+
+
+@pytest.fixture
+def app():
+    app = create_app(TestConfig)
+    yield app
+    app.extensions["tensorviz.pool"].shutdown()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app):
+    return app.test_cli_runner()

@@ -1,0 +1,82 @@
+"""The manifest store: the recording kept as is, bad manifests set aside with their reason."""
+
+import hashlib
+import json
+import logging
+
+import pytest
+
+from app import create_app
+from app.catalog import graph_document, load_catalog
+from app.schema import ManifestError, validate_manifest
+
+from .conftest import BERT_MANIFEST, bert_manifest
+
+# sha256 of the seed manifest as it was recorded
+RECORDING_SHA256 = "9ff70baab928559081d549dc99dedd09c10ccce658570b3c022bf7cacd245037"
+
+
+def test_stored_manifest_is_the_recording_byte_for_byte():
+    assert hashlib.sha256(BERT_MANIFEST.read_bytes()).hexdigest() == RECORDING_SHA256
+
+
+def test_the_recording_validates():
+    validate_manifest(bert_manifest(), "bert")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.pop("title"), "manifest.title"),
+    (lambda m: m.update(slug="other"), "folder name"),
+    (lambda m: m["connections"].append({"source": "input", "target": "nowhere"}), "connections[48].target"),
+    (lambda m: m["layers"][3].update(parent="ghost"), "layers[3].parent"),
+    (lambda m: m.update(openingStep="nope"), "openingStep"),
+    (lambda m: m["steps"][0].update(target="ghost"), "steps[0].target"),
+    (lambda m: m["experiment"]["cases"][0]["matrices"][0]["values"][2].pop(), "has 5 values"),
+    (lambda m: m["experiment"]["cases"][0]["metrics"][0].update(value="2.8"), "metrics[0].value"),
+    (lambda m: m["experiment"]["cases"].append(dict(m["experiment"]["cases"][0])), "repeats id"),
+    (lambda m: m["files"].update({"../x": {}}), "plain file name"),
+    (lambda m: m.update(revision="XYZ"), "revision"),
+])
+def test_validation_names_the_problem(change, message):
+    manifest = bert_manifest()
+    change(manifest)
+    with pytest.raises(ManifestError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        validate_manifest(manifest, "bert")
+
+
+def test_bad_manifests_are_listed_with_their_reason_and_the_good_one_still_served(tree, caplog):
+    tree.add("bert")
+    tree.add("broken-json", manifest=b"{not json")
+    tree.add("invalid", manifest=bert_manifest() | {"slug": "invalid", "layers": "no"})
+    (tree.manifests / "empty").mkdir()
+    with caplog.at_level(logging.ERROR):
+        catalog = load_catalog(tree.manifests, tree.recipes)
+    assert list(catalog.models) == ["bert"]
+    reasons = {slug: u.reason for slug, u in catalog.unavailable.items()}
+    assert "not valid JSON" in reasons["broken-json"]
+    assert reasons["invalid"] == "manifest.layers: must be a list"
+    assert "cannot read manifest.json" in reasons["empty"]
+    assert "broken-json" in caplog.text and "not valid JSON" in caplog.text
+
+
+def test_missing_recipe_makes_the_model_unavailable(tree):
+    tree.add("bert")
+    (tree.recipes / "bert" / "run.py").unlink()
+    catalog = load_catalog(tree.manifests, tree.recipes)
+    assert "run.py" in catalog.unavailable["bert"].reason
+
+
+def test_served_files_hash_what_is_on_disk():
+    app = create_app({"TESTING": True})
+    with app.app_context():
+        model = app.extensions["tensorviz.catalog"].models["bert"]
+    served = model.files["model.py"]
+    disk = (model.recipe_dir / "model.py").read_bytes()
+    assert served.sha256 == hashlib.sha256(disk).hexdigest() and served.size == len(disk)
+
+
+def test_graph_document_carries_the_graph_and_tour():
+    document = json.loads(graph_document(bert_manifest()))
+    assert document["format"] == "tensorviz-graph"
+    assert len(document["layers"]) == 36 and len(document["connections"]) == 48
+    assert document["openingStep"] == "bidirectional" and len(document["steps"]) == 4
