@@ -1,0 +1,107 @@
+"""Verification latency, cold / warm / cached, against the raw compute time of the same cases.
+
+    python bench/verify.py [--repeat N]
+
+This process plays the web worker: it creates the app and calls the API through Flask's WSGI test
+client, so its resident memory is what a web worker holds (it never imports torch). The raw compute
+time is measured in a separate process that imports the recipe directly, in the same run.
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app import create_app  # noqa: E402
+from app.extensions import cache  # noqa: E402
+
+RAW_COMPUTE = """
+import json, statistics, sys, time
+import torch
+sys.path.insert(0, "recipes/bert")
+import run
+torch.set_num_threads(1)
+torch.use_deterministic_algorithms(True)
+run.replay()  # first call pays for lazy initialisation
+times = []
+for _ in range({repeat}):
+    start = time.perf_counter()
+    run.replay()
+    times.append(time.perf_counter() - start)
+print(json.dumps(times))
+"""
+
+
+def rss_mib(pid: str = "self") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def timed_verification(client) -> tuple[float, dict]:
+    start = time.perf_counter()
+    response = client.post("/api/models/bert/verifications")
+    if response.status_code == 202:
+        location = response.headers["Location"]
+        while (job := client.get(location).get_json())["state"] != "done":
+            time.sleep(0.01)
+        report = job["report"]
+    else:
+        report = response.get_json()
+    return time.perf_counter() - start, report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=10)
+    args = parser.parse_args()
+
+    app = create_app({"VERIFY_WAIT": 0.0})
+    client = app.test_client()
+    rss_start = rss_mib()
+
+    cold, report = timed_verification(client)
+    assert report["status"] == "passed", report.get("message")
+    warm_times, compute_times = [], []
+    for _ in range(args.repeat):
+        with app.app_context():
+            cache.clear()
+        seconds, report = timed_verification(client)
+        warm_times.append(seconds)
+        compute_times.append(report["compute_seconds"])
+    cached_times = [timed_verification(client)[0] for _ in range(args.repeat * 10)]
+    rss_web = rss_mib()
+    worker_rss = [rss_mib(str(pid)) for pid in app.extensions["tensorviz.pool"].pids()]
+    torch_in_web = "torch" in sys.modules
+    app.extensions["tensorviz.pool"].shutdown()
+
+    raw = json.loads(subprocess.run(
+        [sys.executable, "-c", RAW_COMPUTE.format(repeat=args.repeat)],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout)
+    raw_median = statistics.median(raw)
+
+    def row(name: str, seconds: float) -> str:
+        return f"{name:34} {seconds * 1000:10.2f} ms   {seconds / raw_median:9.1f} x raw"
+
+    print(f"verification of bert, {args.repeat} repeats (medians)")
+    print(row("raw compute (recipe in-process)", raw_median))
+    print(row("compute inside the worker", statistics.median(compute_times)))
+    print(row("cold (spawn worker + import torch)", cold))
+    print(row("warm (worker up, cache cleared)", statistics.median(warm_times)))
+    print(row("cached report", statistics.median(cached_times)))
+    print(f"{'web process RSS':34} {rss_start:10.1f} MiB at start, {rss_web:.1f} MiB after "
+          f"(torch imported: {torch_in_web})")
+    for pid_rss in worker_rss:
+        print(f"{'recipe worker RSS':34} {pid_rss:10.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
