@@ -8,6 +8,15 @@ from .verification import verifications
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
+# Why a served file's hash can differ from the one the manifest recorded, said plainly.
+DIFFERS_FROM_RECORDING = {
+    "model.py": "Differs from the file recorded at capture: this is the project's own recipe. "
+                "Verification re-runs it and shows whether it still reproduces every recorded value.",
+    "graph.tensorviz.json": "Rebuilt from the manifest's layers, connections and steps; "
+                            "the capture's graph file had another format.",
+    "preview.svg": "Drawn by this project from the manifest's graph; the capture's snapshot differed.",
+}
+
 
 @bp.before_request
 def limit_body() -> None:
@@ -83,8 +92,7 @@ def files(slug: str):
         }
         entry["matches_recording"] = entry["recorded_sha256"] == served.sha256
         if entry["recorded_sha256"] and not entry["matches_recording"]:
-            entry["note"] = ("The served file differs from the one recorded at capture; "
-                             "verification reports whether it still reproduces the recorded values.")
+            entry["note"] = DIFFERS_FROM_RECORDING.get(name, DIFFERS_FROM_RECORDING["model.py"])
         listing.append(entry)
     missing = [{"name": n, "recorded_sha256": r.get("sha256"), "note": "recorded but not served"}
                for n, r in recorded.items() if n not in found.files]

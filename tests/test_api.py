@@ -56,7 +56,7 @@ def test_files_list_actual_and_recorded_hashes(client):
     disk = (BERT_RECIPE / "model.py").read_bytes()
     assert model_py["sha256"] == hashlib.sha256(disk).hexdigest() and model_py["size"] == len(disk)
     assert model_py["recorded_sha256"] == bert_manifest()["provenance"]["sourceSha256"]
-    assert model_py["matches_recording"] is False and "differs" in model_py["note"]
+    assert model_py["matches_recording"] is False and "Differs from the file recorded" in model_py["note"]
     assert model_py["url"] == f"/models/bert/{REVISION}/model.py"
 
 
