@@ -2,7 +2,7 @@
 
 from flask import Flask
 
-from . import api, cli, downloads, errors
+from . import api, cli, downloads, errors, pages
 from .config import Config
 from .extensions import cache, runner, store
 from .verification import verifications
@@ -25,6 +25,7 @@ def create_app(config: type | dict | None = None) -> Flask:
 
     app.register_blueprint(api.bp)
     app.register_blueprint(downloads.bp)
+    app.register_blueprint(pages.bp)
     errors.register(app)
     cli.register(app)
     return app

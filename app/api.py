@@ -2,21 +2,11 @@
 
 from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
 
-from .catalog import Model
+from .catalog import Model, file_listing
 from .extensions import store
 from .verification import verifications
 
 bp = Blueprint("api", __name__, url_prefix="/api")
-
-# Why a served file's hash can differ from the one the manifest recorded, said plainly.
-DIFFERS_FROM_RECORDING = {
-    "model.py": "Differs from the file recorded at capture: this is the project's own recipe. "
-                "Verification re-runs it and shows whether it still reproduces every recorded value.",
-    "graph.tensorviz.json": "Rebuilt from the manifest's layers, connections and steps; "
-                            "the capture's graph file had another format.",
-    "preview.svg": "Drawn by this project from the manifest's graph; the capture's snapshot differed.",
-}
-
 
 @bp.before_request
 def limit_body() -> None:
@@ -78,25 +68,9 @@ def model(slug: str):
 def files(slug: str):
     """The model's files with the hash and size of what is served, beside what the manifest recorded."""
     found = get_model(slug)
-    recorded = found.manifest["files"]
-    listing = []
-    for name, served in found.files.items():
-        entry = {
-            "name": name,
-            "url": found.file_url(name),
-            "content_type": served.content_type,
-            "size": served.size,
-            "sha256": served.sha256,
-            "recorded_sha256": recorded.get(name, {}).get("sha256"),
-            "recorded_size": recorded.get(name, {}).get("bytes"),
-        }
-        entry["matches_recording"] = entry["recorded_sha256"] == served.sha256
-        if entry["recorded_sha256"] and not entry["matches_recording"]:
-            entry["note"] = DIFFERS_FROM_RECORDING.get(name, DIFFERS_FROM_RECORDING["model.py"])
-        listing.append(entry)
     missing = [{"name": n, "recorded_sha256": r.get("sha256"), "note": "recorded but not served"}
-               for n, r in recorded.items() if n not in found.files]
-    return jsonify(model=slug, revision=found.revision, files=listing, not_served=missing)
+               for n, r in found.manifest["files"].items() if n not in found.files]
+    return jsonify(model=slug, revision=found.revision, files=file_listing(found), not_served=missing)
 
 
 @bp.post("/models/<slug>/verifications")

@@ -17,6 +17,7 @@ MANIFEST_NAME = "manifest.json"
 RECIPE_FILES = ("model.py", "run.py", "requirements.txt")
 GRAPH_FILE = "graph.tensorviz.json"
 PREVIEW_FILE = "preview.svg"  # the static architecture snapshot, stored beside the manifest
+LAYOUT_FILE = "layout.json"  # the interactive graph's layouts, stored beside the manifest
 CONTENT_TYPES = {
     ".py": "text/x-python; charset=utf-8",
     ".txt": "text/plain; charset=utf-8",
@@ -78,6 +79,37 @@ class Catalog:
     unavailable: dict[str, Unavailable] = field(default_factory=dict)
 
 
+# Why a served file's hash can differ from the one the manifest recorded, said plainly.
+DIFFERS_FROM_RECORDING = {
+    "model.py": "Differs from the file recorded at capture: this is the project's own recipe. "
+                "Verification re-runs it and shows whether it still reproduces every recorded value.",
+    "graph.tensorviz.json": "Rebuilt from the manifest's layers, connections and steps; "
+                            "the capture's graph file had another format.",
+    "preview.svg": "Drawn by this project from the manifest's graph; the capture's snapshot differed.",
+}
+
+
+def file_listing(model: Model) -> list[dict]:
+    """Each served file: where to get it, what it hashes to, and how that compares with the recording."""
+    recorded = model.manifest["files"]
+    listing = []
+    for name, served in model.files.items():
+        entry = {
+            "name": name,
+            "url": model.file_url(name),
+            "content_type": served.content_type,
+            "size": served.size,
+            "sha256": served.sha256,
+            "recorded_sha256": recorded.get(name, {}).get("sha256"),
+            "recorded_size": recorded.get(name, {}).get("bytes"),
+        }
+        entry["matches_recording"] = entry["recorded_sha256"] == served.sha256
+        if entry["recorded_sha256"] and not entry["matches_recording"]:
+            entry["note"] = DIFFERS_FROM_RECORDING.get(name, DIFFERS_FROM_RECORDING["model.py"])
+        listing.append(entry)
+    return listing
+
+
 def graph_document(manifest: dict) -> bytes:
     """The graph file built from the manifest: layers, connections and the tour that walks them."""
     keys = ("slug", "revision", "className", "layers", "connections", "steps", "openingStep")
@@ -98,9 +130,9 @@ def _model_files(manifest: dict, folder: Path, recipe_dir: Path) -> dict[str, Se
         if not path.is_file():
             raise ManifestError(f"recipe file {path} is missing")
         files[name] = _served_file(name, path.read_bytes())
-    preview = folder / PREVIEW_FILE
-    if preview.is_file():
-        files[PREVIEW_FILE] = _served_file(PREVIEW_FILE, preview.read_bytes())
+    for name in (PREVIEW_FILE, LAYOUT_FILE):
+        if (folder / name).is_file():
+            files[name] = _served_file(name, (folder / name).read_bytes())
     return files
 
 

@@ -135,7 +135,8 @@ def to_dot(manifest: dict, collapsed: tuple[str, ...]) -> str:
 
 
 def run_dot(source: str, fmt: str) -> str:
-    return subprocess.run(["dot", f"-T{fmt}"], input=source, capture_output=True, text=True, check=True).stdout
+    done = subprocess.run(["dot", f"-T{fmt}"], input=source, capture_output=True, text=True, check=True)
+    return done.stdout
 
 
 def dot_version() -> str:
@@ -183,7 +184,8 @@ def parse_layout(dot_json: dict) -> dict:
 def all_states(manifest: dict) -> list[tuple[str, ...]]:
     """Every distinct combination of collapsed modules."""
     ids = [m["id"] for m in modules(manifest)]
-    states = {normalise(manifest, set(c)) for r in range(len(ids) + 1) for c in itertools.combinations(ids, r)}
+    subsets = itertools.chain.from_iterable(itertools.combinations(ids, r) for r in range(len(ids) + 1))
+    states = {normalise(manifest, set(c)) for c in subsets}
     return sorted(states, key=lambda s: (len(s), s))
 
 

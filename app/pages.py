@@ -1,0 +1,119 @@
+"""The browser pages: the catalog, the model page, and each recorded case as a fragment or export."""
+
+import csv
+import io
+from itertools import groupby
+
+import numpy as np
+from flask import Blueprint, Response, abort, jsonify, render_template, request
+
+from .catalog import LAYOUT_FILE, Model, file_listing
+from .extensions import store
+
+bp = Blueprint("pages", __name__)
+
+
+@bp.app_template_filter("sig")
+def significant(value: float, digits: int = 4) -> str:
+    """A number to `digits` significant digits, positional (0.00005626, not 5.626e-05)."""
+    return np.format_float_positional(value, precision=digits, unique=True, fractional=False, trim="-")
+
+
+@bp.app_template_filter("abs_max")
+def abs_max(values: list[float]) -> float:
+    return max(abs(v) for v in values)
+
+
+@bp.app_template_test("all_integers")
+def all_integers(values: list) -> bool:
+    """Token ids and position flags (drawn as chips) rather than measurements (drawn as bars)."""
+    return all(isinstance(v, int) for v in values)
+
+
+def page_model(slug: str) -> Model:
+    model = store.get(slug)
+    if model is None:
+        abort(404, store.why_missing(slug))
+    return model
+
+
+def find_case(model: Model, case_id: str) -> dict:
+    for case in model.manifest["experiment"]["cases"]:
+        if case["id"] == case_id:
+            return case
+    abort(404, f"{model.slug!r} has no recorded case {case_id!r}")
+
+
+@bp.get("/")
+def index():
+    """The catalog: a card per model, grouped by category, filtered by ?tag=."""
+    tag = request.args.get("tag", "")
+    models = sorted(store.catalog.models.values(), key=lambda m: (m.manifest["category"], m.manifest["title"]))
+    all_tags = sorted({t for m in models for t in m.manifest["tags"]}, key=str.lower)
+    shown = [m for m in models if not tag or tag in m.manifest["tags"]]
+    groups = [(category, list(items)) for category, items in groupby(shown, key=lambda m: m.manifest["category"])]
+    return render_template("index.html", groups=groups, tags=all_tags, tag=tag,
+                           unknown_tag=bool(tag) and tag not in all_tags,
+                           unavailable=list(store.catalog.unavailable.values()))
+
+
+@bp.get("/models/<slug>")
+def model_page(slug: str):
+    """The model page; ?case= and ?step= choose the recorded case and the tour step shown."""
+    model = page_model(slug)
+    m = model.manifest
+    cases = m["experiment"]["cases"]
+    steps = m["steps"]
+    case_id = request.args.get("case", cases[0]["id"])
+    case = next((c for c in cases if c["id"] == case_id), cases[0])
+    step_id = request.args.get("step", m.get("openingStep") or steps[0]["id"])
+    step = next((s for s in steps if s["id"] == step_id), steps[0])
+    notices = []
+    if case["id"] != case_id:
+        notices.append(f"There is no recorded case “{case_id}”; showing “{case['label']}”.")
+    if step["id"] != step_id:
+        notices.append(f"There is no tour step “{step_id}”; showing “{step['title']}”.")
+    layers = {layer["id"]: layer for layer in m["layers"]}
+    return render_template(
+        "model.html", model=model, m=m, case=case, step=step, layers=layers, notices=notices,
+        files=file_listing(model), layout_url=model.file_url(LAYOUT_FILE) if LAYOUT_FILE in model.files else None,
+    )
+
+
+@bp.get("/models/<slug>/cases/<case_id>")
+def case_fragment(slug: str, case_id: str):
+    """One recorded case as an HTML fragment, for switching cases without reloading the page."""
+    model = page_model(slug)
+    return render_template("_case.html", model=model, m=model.manifest, case=find_case(model, case_id))
+
+
+@bp.get("/models/<slug>/cases/<case_id>.json")
+def case_json(slug: str, case_id: str):
+    """One recorded case's numbers as JSON."""
+    model = page_model(slug)
+    case = find_case(model, case_id)
+    response = jsonify(model=slug, revision=model.revision, experiment=model.manifest["experiment"]["title"],
+                       case=case)
+    response.headers["Content-Disposition"] = f'attachment; filename="{slug}-{case_id}.json"'
+    return response
+
+
+@bp.get("/models/<slug>/cases/<case_id>.csv")
+def case_csv(slug: str, case_id: str):
+    """One recorded case's numbers as CSV, one value per row."""
+    model = page_model(slug)
+    case = find_case(model, case_id)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["case", "kind", "label", "row", "column", "value"])
+    for matrix in case.get("matrices", []):
+        for i, row in enumerate(matrix["values"]):
+            for j, value in enumerate(row):
+                writer.writerow([case_id, "matrix", matrix["label"], i, j, repr(value)])
+    for vector in case.get("vectors", []):
+        for i, value in enumerate(vector["values"]):
+            writer.writerow([case_id, "vector", vector["label"], "", i, repr(value)])
+    for metric in case.get("metrics", []):
+        writer.writerow([case_id, "metric", metric["label"], "", "", repr(metric["value"])])
+    return Response(out.getvalue(), content_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{slug}-{case_id}.csv"'})

@@ -1,0 +1,269 @@
+// The interactive architecture graph: layouts precomputed by Graphviz (layout.json), drawn as SVG,
+// with pan and zoom, module groups that expand and collapse, node selection and a tour highlight.
+
+import { downloadSvg, svgEl } from "./charts.js";
+
+const MIN_ZOOM = 0.15;
+const MAX_ZOOM = 4;
+const COLOURS = {
+  node: { fill: "#ffffff", stroke: "#55606e" },
+  module: { fill: "#fdf3e6", stroke: "#55606e" },
+  cluster: ["#eef4f1", "#e1ece6", "#d5e4dc"],
+  edge: "#8a96a3",
+};
+
+export class GraphView {
+  constructor(stage, layout, manifest, { onSelect = () => {}, onToggle = () => {} } = {}) {
+    this.stage = stage;
+    this.layout = layout;
+    this.layers = new Map(manifest.layers.map((l) => [l.id, l]));
+    this.modules = layout.modules;
+    this.collapsed = new Set();
+    this.view = { x: 0, y: 0, k: 1 };
+    this.selected = null;
+    this.target = null;
+    this.onSelect = onSelect;
+    this.onToggle = onToggle;
+    this.svg = svgEl("svg", { xmlns: "http://www.w3.org/2000/svg", "aria-hidden": "false" });
+    this.viewport = svgEl("g", { class: "viewport" });
+    this.svg.append(this.viewport);
+    stage.replaceChildren(this.svg);
+    this.bindPanZoom();
+    this.render();
+    this.fitWidth();
+  }
+
+  ancestors(id) {
+    const chain = [];
+    let parent = this.layers.get(id)?.parent;
+    while (parent) {
+      chain.push(parent);
+      parent = this.layers.get(parent)?.parent;
+    }
+    return chain;
+  }
+
+  stateKey() {
+    return [...this.collapsed].filter((m) => !this.ancestors(m).some((a) => this.collapsed.has(a))).sort().join(",");
+  }
+
+  current() {
+    return this.layout.states[this.stateKey()];
+  }
+
+  /** The node or open module box that stands for a layer in the current state. */
+  visibleFor(id) {
+    const hidden = this.ancestors(id).filter((a) => this.collapsed.has(a));
+    return hidden.length ? hidden[hidden.length - 1] : id;
+  }
+
+  render() {
+    const state = this.current();
+    this.viewport.replaceChildren();
+    const depthOf = (id) => this.ancestors(id).length;
+    for (const c of state.clusters) {
+      const g = svgEl("g", { class: `g-cluster depth-${Math.min(depthOf(c.id), 2)}`, "data-id": c.id });
+      g.append(svgEl("rect", {
+        x: c.x, y: c.y, width: c.w, height: c.h, rx: 8, fill: COLOURS.cluster[Math.min(depthOf(c.id), 2)],
+        stroke: "#9aa8a0",
+      }));
+      const label = svgEl("text", { x: c.x + 8, y: c.y + 15, "font-size": 11, "font-weight": 600, fill: "#3b4a42" }, `${c.id}  ▾`);
+      label.append(svgEl("title", {}, `Collapse ${c.id}`));
+      label.addEventListener("click", (e) => {
+        e.stopPropagation();
+        this.toggle(c.id);
+      });
+      g.append(label);
+      this.viewport.append(g);
+    }
+    for (const e of state.edges) {
+      const p = e.points;
+      let d = `M${p[0][0]},${p[0][1]}`;
+      for (let i = 1; i + 2 < p.length; i += 3) d += ` C${p[i][0]},${p[i][1]} ${p[i + 1][0]},${p[i + 1][1]} ${p[i + 2][0]},${p[i + 2][1]}`;
+      const g = svgEl("g", { "data-source": e.source, "data-target": e.target });
+      g.append(svgEl("path", { d, class: "g-edge", fill: "none", stroke: COLOURS.edge }));
+      if (e.arrow) g.append(arrowHead(p[p.length - 1], e.arrow));
+      this.viewport.append(g);
+    }
+    for (const n of state.nodes) {
+      const layer = this.layers.get(n.id);
+      const isModule = n.kind === "module";
+      const colours = isModule ? COLOURS.module : COLOURS.node;
+      const g = svgEl("g", {
+        class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, tabindex: 0, role: "button",
+        "aria-label": `${n.id}: ${n.op}${isModule ? " (collapsed module, press Enter for details)" : ""}`,
+      });
+      g.append(svgEl("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: colours.fill, stroke: colours.stroke }));
+      g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: "#1d2530" }, isModule ? `${n.label} ▸` : n.label));
+      g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: "#4a5563" }, n.op));
+      g.addEventListener("click", () => this.select(n.id));
+      g.addEventListener("keydown", (ev) => {
+        if (ev.key === "Enter" || ev.key === " ") {
+          ev.preventDefault();
+          this.select(n.id);
+        }
+      });
+      g.dataset.layer = layer ? layer.id : n.id;
+      this.viewport.append(g);
+    }
+    this.svg.setAttribute("aria-label", `Architecture graph, ${state.nodes.length} nodes`);
+    this.mark();
+    this.apply();
+  }
+
+  mark() {
+    for (const el of this.viewport.querySelectorAll(".is-selected, .is-target")) el.classList.remove("is-selected", "is-target");
+    if (this.selected) this.elementFor(this.visibleFor(this.selected))?.classList.add("is-selected");
+    if (this.target) this.elementFor(this.visibleFor(this.target))?.classList.add("is-target");
+  }
+
+  elementFor(id) {
+    return this.viewport.querySelector(`[data-id="${CSS.escape(id)}"]`);
+  }
+
+  toggle(moduleId) {
+    if (this.collapsed.has(moduleId)) this.collapsed.delete(moduleId);
+    else this.collapsed.add(moduleId);
+    this.render();
+    this.onToggle(moduleId, this.collapsed.has(moduleId));
+  }
+
+  isCollapsed(moduleId) {
+    return this.ancestors(moduleId).concat(moduleId).some((m) => this.collapsed.has(m));
+  }
+
+  select(id) {
+    this.selected = id;
+    this.mark();
+    this.onSelect(this.layers.get(id));
+  }
+
+  /** Highlight a tour target and bring it to the middle of the stage. */
+  highlight(id, { animate = true } = {}) {
+    this.target = id;
+    this.mark();
+    this.centerOn(this.visibleFor(id), animate);
+  }
+
+  boxOf(id) {
+    const state = this.current();
+    return state.nodes.find((n) => n.id === id) || state.clusters.find((c) => c.id === id);
+  }
+
+  centerOn(id, animate) {
+    const box = this.boxOf(id);
+    if (!box) return;
+    const { width, height } = this.stage.getBoundingClientRect();
+    const k = Math.max(this.view.k, Math.min(1, width / (box.w * 3)));
+    this.setView({ k, x: width / 2 - (box.x + box.w / 2) * k, y: height / 2 - (box.y + box.h / 2) * k }, animate);
+  }
+
+  fit() {
+    const state = this.current();
+    const { width, height } = this.stage.getBoundingClientRect();
+    const k = Math.min(width / state.width, height / state.height) * 0.96;
+    this.setView({ k, x: (width - state.width * k) / 2, y: (height - state.height * k) / 2 }, true);
+  }
+
+  fitWidth() {
+    const state = this.current();
+    const { width } = this.stage.getBoundingClientRect();
+    const k = Math.min(1.2, (width / state.width) * 0.96);
+    this.setView({ k, x: (width - state.width * k) / 2, y: 8 }, false);
+  }
+
+  zoomBy(factor, cx, cy) {
+    const { width, height } = this.stage.getBoundingClientRect();
+    cx ??= width / 2;
+    cy ??= height / 2;
+    const k = Math.min(MAX_ZOOM, Math.max(MIN_ZOOM, this.view.k * factor));
+    const ratio = k / this.view.k;
+    this.setView({ k, x: cx - (cx - this.view.x) * ratio, y: cy - (cy - this.view.y) * ratio }, false);
+  }
+
+  setView(view, animate) {
+    this.view = view;
+    this.viewport.classList.toggle("is-animating", Boolean(animate));
+    this.apply();
+  }
+
+  apply() {
+    const { x, y, k } = this.view;
+    this.viewport.setAttribute("transform", `translate(${x.toFixed(2)},${y.toFixed(2)}) scale(${k.toFixed(4)})`);
+  }
+
+  bindPanZoom() {
+    const pointers = new Map();
+    let last = null;
+    let pinch = null;
+    this.stage.addEventListener("pointerdown", (e) => {
+      if (e.target.closest(".g-node")) return;
+      this.stage.setPointerCapture(e.pointerId);
+      pointers.set(e.pointerId, [e.clientX, e.clientY]);
+      last = [e.clientX, e.clientY];
+      this.stage.classList.add("is-dragging");
+    });
+    this.stage.addEventListener("pointermove", (e) => {
+      if (!pointers.has(e.pointerId)) return;
+      pointers.set(e.pointerId, [e.clientX, e.clientY]);
+      if (pointers.size === 2) {
+        const [a, b] = [...pointers.values()];
+        const dist = Math.hypot(a[0] - b[0], a[1] - b[1]);
+        const rect = this.stage.getBoundingClientRect();
+        if (pinch) this.zoomBy(dist / pinch, (a[0] + b[0]) / 2 - rect.left, (a[1] + b[1]) / 2 - rect.top);
+        pinch = dist;
+        return;
+      }
+      this.setView({ ...this.view, x: this.view.x + e.clientX - last[0], y: this.view.y + e.clientY - last[1] }, false);
+      last = [e.clientX, e.clientY];
+    });
+    const end = (e) => {
+      pointers.delete(e.pointerId);
+      pinch = null;
+      const rest = [...pointers.values()][0];
+      last = rest || null;
+      if (!pointers.size) this.stage.classList.remove("is-dragging");
+    };
+    this.stage.addEventListener("pointerup", end);
+    this.stage.addEventListener("pointercancel", end);
+    this.stage.addEventListener("wheel", (e) => {
+      if (!e.ctrlKey && !e.metaKey) return; // plain wheel scrolls the page
+      e.preventDefault();
+      const rect = this.stage.getBoundingClientRect();
+      this.zoomBy(Math.exp(-e.deltaY / 300), e.clientX - rect.left, e.clientY - rect.top);
+    }, { passive: false });
+    this.stage.addEventListener("keydown", (e) => {
+      if (e.target !== this.stage) return;
+      const step = 40;
+      const moves = { ArrowLeft: [step, 0], ArrowRight: [-step, 0], ArrowUp: [0, step], ArrowDown: [0, -step] };
+      if (moves[e.key]) {
+        e.preventDefault();
+        this.setView({ ...this.view, x: this.view.x + moves[e.key][0], y: this.view.y + moves[e.key][1] }, false);
+      } else if (e.key === "+" || e.key === "=") this.zoomBy(1.25);
+      else if (e.key === "-") this.zoomBy(0.8);
+      else if (e.key === "0") this.fit();
+    });
+  }
+
+  /** The whole graph in its current state as a standalone SVG file. */
+  download(filename) {
+    const state = this.current();
+    const svg = svgEl("svg", { viewBox: `0 0 ${state.width} ${state.height}`, width: state.width, height: state.height, "font-family": "system-ui, 'DejaVu Sans', sans-serif" });
+    const copy = this.viewport.cloneNode(true);
+    copy.removeAttribute("transform");
+    copy.removeAttribute("class");
+    svg.append(copy);
+    downloadSvg(svg, filename);
+  }
+}
+
+function arrowHead(from, to) {
+  const [x1, y1] = from;
+  const [x2, y2] = to;
+  const angle = Math.atan2(y2 - y1, x2 - x1);
+  const size = 6;
+  const spread = 0.45;
+  const a = [x2 - size * Math.cos(angle - spread), y2 - size * Math.sin(angle - spread)];
+  const b = [x2 - size * Math.cos(angle + spread), y2 - size * Math.sin(angle + spread)];
+  return svgEl("polygon", { points: `${x2},${y2} ${a[0]},${a[1]} ${b[0]},${b[1]}`, class: "g-arrow", fill: COLOURS.edge });
+}

@@ -1,0 +1,233 @@
+// The model page: recorded cases without reloads, the tour on the interactive graph, re-verification.
+// Everything here enhances a page that is complete without JavaScript.
+
+import { barsSvg, downloadSvg, fillBars, slugify, valueHeatmap } from "./charts.js";
+import { GraphView } from "./graph.js";
+import { VerifyPanel } from "./verify.js";
+
+document.documentElement.classList.add("has-js");
+
+const page = document.getElementById("model-page");
+const slug = page.dataset.slug;
+const state = { case: page.dataset.case, step: page.dataset.step };
+let graph = null;
+let sourceLines = null;
+
+// ---- URL state: ?case=…&step=… is a shareable view; back and forward restore it.
+
+function writeUrl(push) {
+  const url = new URL(window.location.href);
+  url.searchParams.set("case", state.case);
+  url.searchParams.set("step", state.step);
+  window.history[push ? "pushState" : "replaceState"]({ ...state }, "", url);
+}
+
+window.addEventListener("popstate", () => {
+  const params = new URL(window.location.href).searchParams;
+  if (params.get("case") && params.get("case") !== state.case) showCase(params.get("case"), false);
+  if (params.get("step") && params.get("step") !== state.step) showStep(params.get("step"), false);
+});
+
+// ---- Recorded cases
+
+function enhanceCase(panel) {
+  for (const figure of panel.querySelectorAll('[data-chart="heatmap"]')) {
+    const values = JSON.parse(figure.dataset.values);
+    figure.querySelector(".chart-canvas").replaceChildren(valueHeatmap(values, figure.dataset.label));
+  }
+  for (const figure of panel.querySelectorAll('[data-chart="bars"]')) fillBars(figure);
+  for (const button of panel.querySelectorAll("[data-export-svg]")) {
+    button.addEventListener("click", () => {
+      const figure = button.closest("figure");
+      const label = figure.dataset.label;
+      const svg = figure.dataset.chart === "heatmap"
+        ? figure.querySelector(".chart-canvas svg")
+        : barsSvg(JSON.parse(figure.dataset.values), Number(figure.dataset.max), label);
+      downloadSvg(svg, `${slug}-${panel.dataset.case}-${slugify(label)}.svg`);
+    });
+  }
+}
+
+async function showCase(caseId, push) {
+  const container = document.getElementById("case-container");
+  const current = document.getElementById("case-panel");
+  current.classList.add("is-loading");
+  try {
+    const response = await fetch(`/models/${encodeURIComponent(slug)}/cases/${encodeURIComponent(caseId)}`);
+    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    container.innerHTML = await response.text();
+  } catch (error) {
+    current.classList.remove("is-loading");
+    current.prepend(Object.assign(document.createElement("p"), { className: "notice", textContent: `Could not load that case: ${error.message}` }));
+    return;
+  }
+  enhanceCase(document.getElementById("case-panel"));
+  for (const link of document.querySelectorAll("[data-case-id]")) {
+    const on = link.dataset.caseId === caseId;
+    link.classList.toggle("is-current", on);
+    if (on) link.setAttribute("aria-current", "true");
+    else link.removeAttribute("aria-current");
+  }
+  state.case = caseId;
+  if (push !== undefined) writeUrl(push);
+}
+
+for (const link of document.querySelectorAll("[data-case-id]")) {
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    if (link.dataset.caseId !== state.case) showCase(link.dataset.caseId, true);
+  });
+}
+enhanceCase(document.getElementById("case-panel"));
+
+// ---- Tour
+
+const steps = [...document.querySelectorAll(".tour-step")];
+
+function showStep(stepId, push) {
+  const index = Math.max(0, steps.findIndex((s) => s.dataset.stepId === stepId));
+  steps.forEach((s, i) => {
+    s.classList.toggle("is-current", i === index);
+    if (i === index) s.setAttribute("aria-current", "step");
+    else s.removeAttribute("aria-current");
+  });
+  state.step = steps[index].dataset.stepId;
+  document.getElementById("tour-position").textContent = `Step ${index + 1} of ${steps.length}`;
+  document.querySelector('[data-tour="prev"]').disabled = index === 0;
+  document.querySelector('[data-tour="next"]').disabled = index === steps.length - 1;
+  graph?.highlight(steps[index].dataset.target);
+  if (push !== undefined) writeUrl(push);
+}
+
+document.querySelector('[data-tour="prev"]').addEventListener("click", () => {
+  const i = steps.findIndex((s) => s.dataset.stepId === state.step);
+  showStep(steps[Math.max(0, i - 1)].dataset.stepId, true);
+});
+document.querySelector('[data-tour="next"]').addEventListener("click", () => {
+  const i = steps.findIndex((s) => s.dataset.stepId === state.step);
+  showStep(steps[Math.min(steps.length - 1, i + 1)].dataset.stepId, true);
+});
+showStep(state.step);
+
+// ---- Graph and node details
+
+async function loadSource() {
+  if (!sourceLines) {
+    const response = await fetch(page.dataset.sourceUrl);
+    if (!response.ok) throw new Error(`model.py: the server answered ${response.status}`);
+    sourceLines = (await response.text()).split("\n");
+  }
+  return sourceLines;
+}
+
+function fact(dl, name, value) {
+  dl.append(Object.assign(document.createElement("dt"), { textContent: name }));
+  const dd = document.createElement("dd");
+  dd.append(value);
+  dl.append(dd);
+}
+
+async function showDetails(layer) {
+  const panel = document.getElementById("node-details");
+  const title = Object.assign(document.createElement("h3"), { id: "node-details-title", textContent: layer.id });
+  const dl = document.createElement("dl");
+  fact(dl, "op", layer.op);
+  fact(dl, "kind", layer.kind);
+  const params = Object.entries(layer.params || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+  fact(dl, "params", params || "—");
+  fact(dl, "parent", layer.parent || "— (top level)");
+  const src = layer.source;
+  fact(dl, "source", src ? `model.py ${src.endLine !== src.line ? `lines ${src.line}–${src.endLine}` : `line ${src.line}`}` : "—");
+  const children = [title, dl];
+  if (layer.kind === "module" && graph) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = graph.isCollapsed(layer.id) ? `Expand ${layer.id}` : `Collapse ${layer.id}`;
+    button.addEventListener("click", () => {
+      graph.toggle(layer.id);
+      showDetails(layer);
+    });
+    children.push(button);
+  }
+  panel.replaceChildren(...children);
+  if (!src) return;
+  try {
+    const lines = await loadSource();
+    const pre = Object.assign(document.createElement("pre"), { className: "source" });
+    pre.setAttribute("aria-label", `model.py lines ${src.line} to ${src.endLine}, with context`);
+    const from = Math.max(1, src.line - 2);
+    const to = Math.min(lines.length, src.endLine + 2);
+    for (let n = from; n <= to; n++) {
+      const line = Object.assign(document.createElement("code"), { className: `source-line${n >= src.line && n <= src.endLine ? " is-hit" : ""}` });
+      line.append(Object.assign(document.createElement("span"), { className: "ln", textContent: n }), lines[n - 1]);
+      pre.append(line);
+    }
+    panel.append(pre);
+  } catch (error) {
+    panel.append(Object.assign(document.createElement("p"), { className: "notice", textContent: `Source unavailable: ${error.message}` }));
+  }
+}
+
+function moduleToggles() {
+  const holder = document.getElementById("module-toggles");
+  holder.replaceChildren(...graph.modules.map((m) => {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.dataset.module = m.id;
+    const collapsed = graph.collapsed.has(m.id);
+    button.setAttribute("aria-pressed", String(collapsed));
+    button.textContent = `${collapsed ? "▸" : "▾"} ${m.id}`;
+    button.title = collapsed ? `Expand ${m.id}` : `Collapse ${m.id}`;
+    button.addEventListener("click", () => graph.toggle(m.id));
+    return button;
+  }));
+}
+
+async function startGraph(manifest) {
+  const stage = document.getElementById("graph-stage");
+  const layoutUrl = page.dataset.layoutUrl;
+  try {
+    if (!layoutUrl) throw new Error("no layout is stored for this model");
+    const response = await fetch(layoutUrl);
+    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    graph = new GraphView(stage, await response.json(), manifest, { onSelect: showDetails, onToggle: moduleToggles });
+  } catch (error) {
+    stage.replaceChildren(Object.assign(document.createElement("p"), {
+      className: "graph-loading", textContent: `The interactive graph could not load (${error.message}); the snapshot below shows the same graph.`,
+    }));
+    return;
+  }
+  moduleToggles();
+  for (const button of document.querySelectorAll("[data-zoom]")) {
+    button.addEventListener("click", () => {
+      const how = button.dataset.zoom;
+      if (how === "fit") graph.fit();
+      else graph.zoomBy(how === "in" ? 1.25 : 0.8);
+    });
+  }
+  document.querySelector("[data-export-graph]").addEventListener("click", () => graph.download(`${slug}-graph.svg`));
+  showStep(state.step);
+}
+
+async function main() {
+  let manifest;
+  try {
+    const response = await fetch(page.dataset.manifestUrl, { headers: { Accept: "application/json" } });
+    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    manifest = await response.json();
+  } catch (error) {
+    document.getElementById("graph-stage").textContent = `The model manifest could not load: ${error.message}`;
+    return;
+  }
+  new VerifyPanel({
+    button: document.getElementById("reverify"),
+    status: document.getElementById("verify-status"),
+    output: document.getElementById("verify-report"),
+    url: page.dataset.verifyUrl,
+    manifest,
+  });
+  await startGraph(manifest);
+}
+
+writeUrl(false);
+main();

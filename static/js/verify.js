@@ -1,0 +1,184 @@
+// "Re-verify on the server": start a verification, show its progress, then the live report.
+
+import { deviationColour, heatmapSvg, sig } from "./charts.js";
+
+const POLL_MS = 500;
+const GIVE_UP_MS = 240000;
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  node.append(...children.filter((c) => c !== null && c !== undefined));
+  return node;
+}
+
+async function readJson(response) {
+  try {
+    return await response.json();
+  } catch {
+    return null;
+  }
+}
+
+function errorMessage(response, body) {
+  return body?.error?.message || `the server answered ${response.status} ${response.statusText}`;
+}
+
+export class VerifyPanel {
+  constructor({ button, status, output, url, manifest }) {
+    Object.assign(this, { button, status, output, url, manifest });
+    this.cases = new Map(manifest.experiment.cases.map((c) => [c.id, c]));
+    button.addEventListener("click", () => this.run());
+  }
+
+  setStatus(text, isError = false) {
+    this.status.textContent = text;
+    this.status.classList.toggle("is-error", isError);
+  }
+
+  tick() {
+    const seconds = ((performance.now() - this.started) / 1000).toFixed(1);
+    const phase = this.phase === "running" ? "Running the recipe on the server" : "Queued";
+    this.setStatus(`${phase}… ${seconds} s`);
+  }
+
+  async run() {
+    this.button.disabled = true;
+    this.output.replaceChildren();
+    this.started = performance.now();
+    this.phase = "queued";
+    this.tick();
+    const timer = setInterval(() => this.tick(), 100);
+    try {
+      const report = await this.fetchReport();
+      clearInterval(timer);
+      const seconds = ((performance.now() - this.started) / 1000).toFixed(1);
+      this.setStatus(report.cached ? `Done in ${seconds} s (a cached report of an identical run).` : `Done in ${seconds} s.`,
+        report.status === "error");
+      this.render(report);
+    } catch (error) {
+      clearInterval(timer);
+      this.setStatus(`Verification could not finish: ${error.message}`, true);
+    } finally {
+      this.button.disabled = false;
+    }
+  }
+
+  async fetchReport() {
+    let response = await fetch(this.url, { method: "POST", headers: { Accept: "application/json" } });
+    let body = await readJson(response);
+    if (response.status === 200) return body;
+    if (response.status !== 202) throw new Error(errorMessage(response, body));
+    const location = response.headers.get("Location");
+    while (performance.now() - this.started < GIVE_UP_MS) {
+      this.phase = body.state;
+      await sleep(POLL_MS);
+      response = await fetch(location, { headers: { Accept: "application/json" } });
+      body = await readJson(response);
+      if (!response.ok) throw new Error(errorMessage(response, body));
+      if (body.state === "done") return body.report;
+    }
+    throw new Error(`no result after ${GIVE_UP_MS / 1000} s; the server may be busy, try again later`);
+  }
+
+  render(report) {
+    const out = this.output;
+    out.append(el("p", { class: `report-headline is-${report.status}`, id: "report-headline" }, headline(report)));
+    if (report.status === "error") return;
+    out.append(this.environment(report));
+    for (const c of report.cases) out.append(this.caseBlock(c, report.tolerance));
+    out.append(checksBlock(report.checks));
+  }
+
+  environment(report) {
+    const env = report.environment;
+    const recipe = report.recipe;
+    const facts = [
+      ["python", env.python], ["torch", env.torch], ["numpy", env.numpy], ["platform", env.platform],
+      ["torch threads", env.torch_threads], ["seed", env.seed], ["mode", env.mode],
+      ["deterministic", String(env.deterministic)], ["compute", `${(report.compute_seconds * 1000).toFixed(1)} ms`],
+      ["total", `${report.duration_seconds.toFixed(2)} s`], ["started", report.started_at],
+      ["model.py sha256", recipe.model_py_sha256.slice(0, 16) + "…"],
+      ["recorded source", (recipe.recorded_source_sha256 || "—").slice(0, 16) + "…"],
+    ];
+    return el("dl", { class: "report-env" }, ...facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, String(v)))));
+  }
+
+  caseBlock(c, tol) {
+    const recorded = this.cases.get(c.id);
+    const passedCount = c.values.filter((v) => v.status === "passed").length;
+    const details = el("details", { class: "report-case", "data-case": c.id });
+    if (c.status !== "passed") details.open = true;
+    details.append(el("summary", {}, `${c.label} — `,
+      el("span", { class: `status-${c.status}` }, c.status === "passed" ? "matched ✓" : "did not match ✗"),
+      ` (${passedCount} of ${c.values.length} values)`));
+    if (c.message) details.append(el("p", {}, c.message));
+    const rows = c.values.map((v) => {
+      const source = findRecorded(recorded, v);
+      return el("tr", { class: `status-row-${v.status}` },
+        el("th", { scope: "row" }, v.label),
+        el("td", {}, v.kind),
+        el("td", { class: `status-${v.status}` }, v.status === "passed" ? "✓ matched" : "✗ off"),
+        el("td", { class: "num" }, v.max_abs_diff == null ? "—" : v.max_abs_diff.toExponential(2)),
+        el("td", { class: "num" }, v.max_rel_diff == null ? "—" : v.max_rel_diff.toExponential(2)),
+        el("td", { class: "num" }, v.worst_index ? `[${v.worst_index.join(", ")}]` : "—"),
+        el("td", {}, deviation(v, source, tol) || v.message || ""));
+    });
+    const table = el("table", { class: "report-values" },
+      el("caption", {}, `Every recorded value of “${c.label}”, replayed and compared`),
+      el("thead", {}, el("tr", {}, ...["Value", "Kind", "Result", "max |Δ|", "max rel.", "worst at", "deviation / tolerance"]
+        .map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, ...rows));
+    details.append(el("div", { class: "table-wrap" }, table));
+    return details;
+  }
+}
+
+function headline(report) {
+  if (report.status === "error") return `Error — ${report.message}`;
+  const s = report.summary;
+  const tol = `rtol ${report.tolerance.rtol}, atol ${report.tolerance.atol}`;
+  if (report.status === "passed") {
+    return `Passed — all ${s.elements} recorded numbers (${s.values} values in ${s.cases} cases) match the live replay within ${tol}; ${s.checks} of ${s.checks} checks pass.`;
+  }
+  return `Failed — ${s.values_failed} of ${s.values} values in ${s.cases_failed} of ${s.cases} cases are outside ${tol}; ${s.checks_failed} of ${s.checks} checks fail.`;
+}
+
+function findRecorded(recordedCase, value) {
+  const key = { matrix: "matrices", vector: "vectors", metric: "metrics" }[value.kind];
+  return recordedCase?.[key]?.find((item) => item.label === value.label);
+}
+
+/** Per-element |Δ| over its allowance (atol + rtol·|recorded|): lightest is exact, rust is out of tolerance. */
+function deviation(value, source, tol) {
+  if (!source || !value.abs_diff) {
+    if (value.kind === "metric" && value.max_abs_diff != null && source) {
+      const ratio = value.max_abs_diff / (tol.atol + tol.rtol * Math.abs(source.value));
+      return el("span", { class: "fine" }, `${sig(ratio, 2)} of its allowance`);
+    }
+    return null;
+  }
+  const recorded = value.kind === "matrix" ? source.values : [source.values];
+  const diffs = value.kind === "matrix" ? value.abs_diff : [value.abs_diff];
+  const ratios = diffs.map((row, i) => row.map((d, j) => d / (tol.atol + tol.rtol * Math.abs(recorded[i][j]))));
+  const worst = Math.max(...ratios.flat());
+  const svg = heatmapSvg(ratios, {
+    label: `Deviation of ${value.label}: worst element at ${sig(worst, 2)} of its tolerance`,
+    colour: deviationColour, cell: value.kind === "matrix" ? 14 : 9,
+    describe: (r, i, j) => `|Δ| ${diffs[i][j].toExponential(2)}, ${sig(r, 2)} of the allowance`,
+  });
+  const wrap = el("span", { class: `deviation${value.kind === "matrix" ? "" : " deviation-strip"}` });
+  wrap.append(svg, el("span", { class: "fine" }, ` worst ${sig(worst, 2)}×`));
+  return wrap;
+}
+
+function checksBlock(checks) {
+  return el("div", {},
+    el("h3", {}, "Checks, re-run live"),
+    el("ul", { class: "report-checks" }, ...checks.map((c) => el("li", {},
+      el("span", { class: `status-${c.status}` }, c.status === "passed" ? "✓ " : "✗ "), c.name,
+      c.message ? el("div", { class: "detail" }, c.message) : null,
+      el("div", { class: "detail" }, Object.entries(c.detail || {}).map(([k, v]) => `${k}: ${typeof v === "number" ? sig(v) : JSON.stringify(v)}`).join(" · "))))));
+}
