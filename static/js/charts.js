@@ -41,11 +41,11 @@ export function deviationColour(ratio) {
  * A heatmap with row/column indices and a legend.
  * `colour(value)` picks a cell's fill; `legend` is [[label, colour], ...] drawn under the grid.
  */
-export function heatmapSvg(values, { label, colour, legend = [], cell = 40, describe = (v) => sig(v) }) {
+export function heatmapSvg(values, { label, colour, legend = [], cell = 40, describe = (v) => sig(v), indices = true }) {
   const rows = values.length;
   const cols = values[0].length;
-  const left = 22;
-  const top = 22;
+  const left = indices ? 22 : 0;
+  const top = indices ? 22 : 0;
   const width = left + cols * cell + 4;
   const height = top + rows * cell + (legend.length ? 34 : 6);
   const svg = svgEl("svg", {
@@ -53,11 +53,11 @@ export function heatmapSvg(values, { label, colour, legend = [], cell = 40, desc
     "font-family": FONT, "font-size": 11,
   });
   svg.append(svgEl("title", {}, label));
-  for (let j = 0; j < cols; j++) {
+  for (let j = 0; indices && j < cols; j++) {
     svg.append(svgEl("text", { x: left + j * cell + cell / 2, y: 14, "text-anchor": "middle", fill: "#4a5563" }, j));
   }
   values.forEach((row, i) => {
-    svg.append(svgEl("text", { x: 14, y: top + i * cell + cell / 2 + 4, "text-anchor": "middle", fill: "#4a5563" }, i));
+    if (indices) svg.append(svgEl("text", { x: 14, y: top + i * cell + cell / 2 + 4, "text-anchor": "middle", fill: "#4a5563" }, i));
     row.forEach((v, j) => {
       const rect = svgEl("rect", {
         x: left + j * cell, y: top + i * cell, width: cell - 1, height: cell - 1, fill: colour(v),

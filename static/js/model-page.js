@@ -225,6 +225,7 @@ async function main() {
     output: document.getElementById("verify-report"),
     url: page.dataset.verifyUrl,
     manifest,
+    openCase: () => state.case,
   });
   await startGraph(manifest);
 }

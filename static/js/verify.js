@@ -27,8 +27,8 @@ function errorMessage(response, body) {
 }
 
 export class VerifyPanel {
-  constructor({ button, status, output, url, manifest }) {
-    Object.assign(this, { button, status, output, url, manifest });
+  constructor({ button, status, output, url, manifest, openCase = () => null }) {
+    Object.assign(this, { button, status, output, url, manifest, openCase });
     this.cases = new Map(manifest.experiment.cases.map((c) => [c.id, c]));
     button.addEventListener("click", () => this.run());
   }
@@ -110,7 +110,7 @@ export class VerifyPanel {
     const recorded = this.cases.get(c.id);
     const passedCount = c.values.filter((v) => v.status === "passed").length;
     const details = el("details", { class: "report-case", "data-case": c.id });
-    if (c.status !== "passed") details.open = true;
+    if (c.status !== "passed" || c.id === this.openCase()) details.open = true;
     details.append(el("summary", {}, `${c.label} — `,
       el("span", { class: `status-${c.status}` }, c.status === "passed" ? "matched ✓" : "did not match ✗"),
       ` (${passedCount} of ${c.values.length} values)`));
@@ -123,7 +123,7 @@ export class VerifyPanel {
         el("td", { class: `status-${v.status}` }, v.status === "passed" ? "✓ matched" : "✗ off"),
         el("td", { class: "num" }, v.max_abs_diff == null ? "—" : v.max_abs_diff.toExponential(2)),
         el("td", { class: "num" }, v.max_rel_diff == null ? "—" : v.max_rel_diff.toExponential(2)),
-        el("td", { class: "num" }, v.worst_index ? `[${v.worst_index.join(", ")}]` : "—"),
+        el("td", { class: "num" }, v.worst_index?.length ? `[${v.worst_index.join(", ")}]` : "—"),
         el("td", {}, deviation(v, source, tol) || v.message || ""));
     });
     const table = el("table", { class: "report-values" },
@@ -139,7 +139,7 @@ export class VerifyPanel {
 function headline(report) {
   if (report.status === "error") return `Error — ${report.message}`;
   const s = report.summary;
-  const tol = `rtol ${report.tolerance.rtol}, atol ${report.tolerance.atol}`;
+  const tol = `rtol ${report.tolerance.rtol.toExponential()}, atol ${report.tolerance.atol.toExponential()}`;
   if (report.status === "passed") {
     return `Passed — all ${s.elements} recorded numbers (${s.values} values in ${s.cases} cases) match the live replay within ${tol}; ${s.checks} of ${s.checks} checks pass.`;
   }
@@ -166,7 +166,7 @@ function deviation(value, source, tol) {
   const worst = Math.max(...ratios.flat());
   const svg = heatmapSvg(ratios, {
     label: `Deviation of ${value.label}: worst element at ${sig(worst, 2)} of its tolerance`,
-    colour: deviationColour, cell: value.kind === "matrix" ? 14 : 9,
+    colour: deviationColour, cell: value.kind === "matrix" ? 12 : 10, indices: false,
     describe: (r, i, j) => `|Δ| ${diffs[i][j].toExponential(2)}, ${sig(r, 2)} of the allowance`,
   });
   const wrap = el("span", { class: `deviation${value.kind === "matrix" ? "" : " deviation-strip"}` });
