@@ -23,7 +23,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 setup: $(VENV)/.installed
 
 setup-test: $(VENV)/.installed-test
-	scripts/install-browser
+	scripts/install-test-packages
 
 serve: setup
 	$(BIN)/flask --app wsgi run --host $(HOST) --port $(PORT)

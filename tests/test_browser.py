@@ -1,0 +1,256 @@
+"""The explorer in a real browser: Debian's Chromium driven by Playwright against a live server."""
+
+import re
+import threading
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+from werkzeug.serving import make_server
+
+from app import create_app
+from app.config import PROJECT_ROOT, TestConfig
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update"]
+ARTIFACTS = PROJECT_ROOT / "test-artifacts"
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 375, "height": 740}
+
+
+@pytest.fixture(scope="module")
+def live_server():
+    app = create_app(TestConfig)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    app.extensions["tensorviz.pool"].shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert Path(CHROMIUM).exists(), "Debian's chromium is needed: scripts/install-test-packages"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class Watched:
+    """A page whose console errors, page errors and failed or non-local requests are collected."""
+
+    def __init__(self, browser, base: str, viewport: dict, **context) -> None:
+        self.context = browser.new_context(viewport=viewport, accept_downloads=True, **context)
+        self.page = self.context.new_page()
+        self.problems: list[str] = []
+        self.page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
+        self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+        self.page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url} {r.failure}"))
+        self.page.on("request", lambda r: r.url.startswith((base, "blob:", "data:"))
+                     or self.problems.append(f"left the site: {r.url}"))
+        self.page.on("response", lambda r: r.status >= 400 and self.problems.append(f"{r.status}: {r.url}"))
+
+    def close(self) -> None:
+        self.context.close()
+        assert self.problems == []
+
+
+@pytest.fixture
+def watched(browser, live_server):
+    opened: list[Watched] = []
+
+    def open_page(path: str, viewport: dict = DESKTOP, **context):
+        w = Watched(browser, live_server, viewport, **context)
+        w.page.goto(live_server + path)
+        opened.append(w)
+        return w.page
+
+    yield open_page
+    for w in opened:
+        w.close()
+
+
+def graph_ready(page) -> None:
+    expect(page.locator("#graph-stage svg .g-node").first).to_be_visible()
+
+
+def cell(page, row: int, col: int):
+    return page.locator("#case-panel .value-table tbody tr").nth(row).locator("td").nth(col)
+
+
+def test_switching_cases_shows_each_recorded_case(watched):
+    page = watched("/models/bert")
+    expect(cell(page, 0, 0)).to_have_text("0.1762")
+    page.get_by_role("link", name="Mask one token in segment B").click()
+    expect(page.locator("#case-panel")).to_have_attribute("data-case", "mask-b")
+    expect(cell(page, 0, 0)).to_have_text("0.1744")
+    expect(page.locator("#case-panel .chart-canvas svg rect[data-row='0'][data-col='0']")).to_have_count(1)
+    expect(page.locator(".metric dd").first).to_have_text("4.5")
+    assert "case=mask-b" in page.url
+    page.get_by_role("link", name="Same tokens with a negative sentence-pair label").click()
+    expect(page.locator(".metric dd").nth(1)).to_have_text("0.6372")
+    page.go_back()
+    expect(page.locator("#case-panel")).to_have_attribute("data-case", "mask-b")
+    expect(cell(page, 0, 0)).to_have_text("0.1744")
+
+
+def test_bars_share_one_scale(watched):
+    page = watched("/models/bert?case=mask-a")
+    fills = page.locator("#case-panel .bar-fill")
+    expect(fills).to_have_count(18)
+    widths = page.eval_on_selector_all("#case-panel .bar-fill", "els => els.map(e => parseFloat(e.style.width))")
+    assert max(widths) == pytest.approx(100.0)  # the largest value of the case fills its track
+    assert widths[1] == pytest.approx(100.0) and 0 < widths[9] < widths[1]
+
+
+def test_tour_moves_the_highlight_and_centres_it(watched):
+    page = watched("/models/bert")
+    graph_ready(page)
+    expect(page.locator(".g-node.is-target")).to_have_attribute("data-id", "encoder.attention.softmax")
+    expect(page.locator("#tour-position")).to_have_text("Step 2 of 4")
+    page.get_by_role("button", name="Next step").click()
+    target = page.locator(".g-node.is-target")
+    expect(target).to_have_attribute("data-id", "mlm_decoder")
+    expect(page.locator(".tour-step.is-current h4")).to_have_text("Predict only the selected original tokens")
+    assert "step=masked" in page.url
+    page.wait_for_timeout(400)  # the centring transition
+    stage = page.locator("#graph-stage").bounding_box()
+    box = target.bounding_box()
+    assert stage["x"] < box["x"] + box["width"] / 2 < stage["x"] + stage["width"]
+    assert stage["y"] < box["y"] + box["height"] / 2 < stage["y"] + stage["height"]
+    page.get_by_role("button", name="Previous step").click()
+    page.get_by_role("button", name="Previous step").click()
+    expect(page.locator(".g-node.is-target")).to_have_attribute("data-id", "word_embeddings")
+    expect(page.get_by_role("button", name="Previous step")).to_be_disabled()
+
+
+def test_shared_url_opens_the_same_view(watched):
+    page = watched("/models/bert?case=both&step=pair")
+    graph_ready(page)
+    expect(page.locator("#case-panel")).to_have_attribute("data-case", "both")
+    expect(page.locator(".g-node.is-target")).to_have_attribute("data-id", "nsp_head")
+
+
+def test_node_click_shows_op_params_and_source_lines(watched):
+    page = watched("/models/bert")
+    graph_ready(page)
+    page.get_by_role("button", name="Fit").click()  # the whole graph in view
+    page.wait_for_timeout(400)
+    page.locator('.g-node[data-id="word_embeddings"]').click()
+    details = page.locator("#node-details")
+    expect(details.locator("h3")).to_have_text("word_embeddings")
+    expect(details).to_contain_text("Embedding")
+    expect(details).to_contain_text("num_embeddings=16, embedding_dim=8")
+    expect(details).to_contain_text("model.py line 49")
+    expect(details.locator(".source-line.is-hit")).to_have_text(
+        re.compile(r"49\s*self\.word_embeddings = nn\.Embedding\(VOCAB, WIDTH\)"))
+    page.locator('.g-node[data-id="add@TinyBertPretraining#0"]').focus()
+    page.keyboard.press("Enter")
+    expect(details.locator(".source-line.is-hit")).to_have_count(5)  # lines 65-69
+
+
+def test_modules_collapse_and_expand(watched):
+    page = watched("/models/bert")
+    graph_ready(page)
+    page.locator('[data-module="encoder"]').click()
+    expect(page.locator('.g-node[data-id="encoder"]')).to_have_count(1)
+    expect(page.locator('.g-node[data-id="encoder.up"]')).to_have_count(0)
+    # the tour's target sits inside the collapsed module, which takes the highlight
+    expect(page.locator(".g-node.is-target")).to_have_attribute("data-id", "encoder")
+    page.locator('[data-module="encoder"]').click()
+    expect(page.locator('.g-node[data-id="encoder.up"]')).to_have_count(1)
+    expect(page.locator('.g-cluster[data-id="encoder.attention"]')).to_have_count(1)
+
+
+def test_pan_and_zoom_change_the_view(watched):
+    page = watched("/models/bert")
+    graph_ready(page)
+    viewport = page.locator("#graph-stage .viewport")
+    before = viewport.get_attribute("transform")
+    page.get_by_role("button", name="Zoom in").click()
+    zoomed = viewport.get_attribute("transform")
+    assert zoomed != before
+    stage = page.locator("#graph-stage").bounding_box()
+    page.mouse.move(stage["x"] + 20, stage["y"] + 20)
+    page.mouse.down()
+    page.mouse.move(stage["x"] + 120, stage["y"] + 80, steps=5)
+    page.mouse.up()
+    assert viewport.get_attribute("transform") != zoomed
+
+
+def test_reverification_shows_progress_then_a_passing_report(watched):
+    page = watched("/models/bert?case=mask-b")
+    graph_ready(page)
+    page.get_by_role("button", name="Re-verify on the server").click()
+    expect(page.locator("#verify-status")).to_contain_text(re.compile(r"(Queued|Running)"))
+    headline = page.locator("#report-headline")
+    expect(headline).to_contain_text("Passed — all 300 recorded numbers", timeout=120_000)
+    expect(page.locator(".report-case")).to_have_count(4)
+    opened = page.locator('.report-case[data-case="mask-b"]')
+    expect(opened.locator("tbody tr")).to_have_count(9)
+    expect(opened.locator("tbody tr .status-passed")).to_have_count(9)
+    expect(opened.locator(".deviation svg").first).to_be_visible()
+    expect(page.locator(".report-checks li")).to_have_count(4)
+    expect(page.locator(".report-env")).to_contain_text("deterministic")
+    page.get_by_role("button", name="Re-verify on the server").click()
+    expect(page.locator("#verify-status")).to_contain_text("cached report", timeout=30_000)
+
+
+def test_charts_download_as_svg_and_numbers_as_csv(watched, tmp_path):
+    page = watched("/models/bert?case=mask-b")
+    graph_ready(page)
+    with page.expect_download() as info:
+        page.locator(".heatmap-figure [data-export-svg]").click()
+    svg = Path(info.value.path()).read_text()
+    assert info.value.suggested_filename == "bert-mask-b-bidirectional-attention-head-0.svg"
+    assert svg.startswith("<?xml") and "<svg" in svg and "row 0, column 0: 0.1744" in svg
+    with page.expect_download() as info:
+        page.locator(".bars-figure [data-export-svg]").first.click()
+    assert "0.7253" in Path(info.value.path()).read_text()
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download SVG").first.click()  # the graph
+    assert 'data-id="encoder.attention.softmax"' in Path(info.value.path()).read_text()
+    with page.expect_download() as info:
+        page.get_by_role("link", name="CSV").click()
+    assert Path(info.value.path()).read_text().startswith("case,kind,label,row,column,value")
+
+
+def test_readable_without_javascript(watched):
+    page = watched("/models/bert?case=mask-b", java_script_enabled=False)
+    expect(cell(page, 0, 0)).to_have_text("0.1744")
+    expect(page.locator(".tour-step")).to_have_count(4)
+    for step in page.locator(".tour-step").all():
+        expect(step).to_be_visible()
+    expect(page.locator(".snapshot img")).to_be_visible()
+    expect(page.locator("#graph-explorer")).to_be_hidden()
+
+
+def test_keyboard_reaches_the_controls(watched):
+    page = watched("/models/bert")
+    graph_ready(page)
+    reached = set()
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        reached.add(page.evaluate("document.activeElement.textContent.trim().slice(0, 30)"))
+    assert {"+", "Fit", "Download SVG"} <= reached
+
+
+@pytest.mark.parametrize("name, path, viewport", [
+    ("catalog-desktop", "/", DESKTOP), ("catalog-phone", "/", PHONE),
+    ("model-desktop", "/models/bert", DESKTOP), ("model-phone", "/models/bert", PHONE),
+    ("not-found-phone", "/models/nope", PHONE),
+])
+def test_screenshots_without_horizontal_scroll(browser, live_server, name, path, viewport):
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    response = page.goto(live_server + path)
+    if path.startswith("/models/bert"):
+        graph_ready(page)
+    assert response.status == (404 if "nope" in path else 200)
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+    context.close()

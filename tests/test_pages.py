@@ -1,0 +1,147 @@
+"""Server-rendered pages: every section and template branch, readable without JavaScript."""
+
+import csv
+import io
+import re
+
+import pytest
+
+from app import create_app
+from app.pages import significant
+
+from .conftest import bert_manifest
+
+
+def text(response) -> str:
+    return response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("value, shown", [
+    (5.625725974555662e-05, "0.00005626"), (0.24600964304811473, "0.246"), (2.801952562219697, "2.802"),
+    (0.7524517450851487, "0.7525"), (0.17444152428483226, "0.1744"), (1, "1"), (-0.0123456, "-0.01235"),
+])
+def test_four_significant_digits_like_the_seed_page(value, shown):
+    assert significant(value) == shown
+
+
+def test_catalog_has_a_card_per_model_grouped_by_category(client):
+    page = text(client.get("/"))
+    assert "<h2 id=\"cat-1\">Language milestones</h2>" in page
+    assert "Learn from both sides of a masked token" in page
+    assert "What changes when the encoder can see both left and right context?" in page
+    assert "BERT pretraining · 2018" in page
+    assert 'href="/models/bert"' in page
+    assert 'src="/models/bert/0c48027dcf5a807d/preview.svg"' in page
+    for tag in bert_manifest()["tags"]:
+        assert f">{tag}</a>" in page
+
+
+def test_catalog_filters_by_tag(client):
+    assert "Learn from both sides" in text(client.get("/?tag=NSP"))
+    page = text(client.get("/?tag=Vision"))
+    assert "Learn from both sides" not in page
+    assert "No model is tagged “Vision”" in page
+
+
+def test_catalog_shows_unavailable_models_with_why(tree):
+    tree.add("bert")
+    tree.add("broken", manifest=b"{")
+    page = text(create_app(tree.config(TESTING=True)).test_client().get("/"))
+    assert "Unavailable" in page and "broken" in page and "is not valid JSON" in page
+
+
+def test_model_page_header_and_snapshot(client):
+    page = text(client.get("/models/bert"))
+    assert "Language milestones" in page and "<h1>Learn from both sides of a masked token</h1>" in page
+    assert "Curated by TensorViz · BERT pretraining · 4-step tour" in page
+    assert "Architecture snapshot · No Python required" in page
+    assert 'href="/models/bert/0c48027dcf5a807d/graph.tensorviz.json" download>Download graph ↓' in page
+    assert 'data-layout-url="/models/bert/0c48027dcf5a807d/layout.json"' in page
+
+
+def test_tour_opens_at_the_opening_step_and_follows_the_url(client):
+    page = text(client.get("/models/bert"))
+    assert re.search(r'class="tour-step is-current" id="step-bidirectional"', page)
+    assert page.count('data-step-id="') == 4
+    assert "model.py line 19" in page  # the softmax the opening step targets
+    page = text(client.get("/models/bert?step=masked"))
+    assert re.search(r'class="tour-step is-current" id="step-masked"', page)
+
+
+def test_case_picker_and_recorded_values(client):
+    page = text(client.get("/models/bert"))
+    assert 'aria-label="Pretraining example"' in page
+    for case in bert_manifest()["experiment"]["cases"]:
+        assert f'data-case-id="{case["id"]}"' in page and case["label"] in page
+    assert "<td>0.1762</td>" in page  # mask-a, head 0, cell [0][0]
+    page = text(client.get("/models/bert?case=mask-b"))
+    assert "<td>0.1744</td>" in page
+    assert "Min 0.1037 · Max 0.2288" in page
+    assert "<dd>4.5</dd>" in page and "<dd>0.7446</dd>" in page and "<dd>5.245</dd>" in page
+    assert page.count('class="chip chip-token"') == 18
+    assert page.count('class="bar-row"') == 18
+
+
+def test_unknown_case_or_step_falls_back_with_a_notice(client):
+    page = text(client.get("/models/bert?case=nope&step=gone"))
+    assert "There is no recorded case “nope”" in page and "There is no tour step “gone”" in page
+    assert "<td>0.1762</td>" in page
+
+
+def test_verification_section_and_about(client):
+    page = text(client.get("/models/bert"))
+    for check in bert_manifest()["provenance"]["numericalChecks"]:
+        assert check in page
+    assert 'id="reverify"' in page and 'data-verify-url="/api/models/bert/verifications"' in page
+    assert "Architecture · 2018" in page
+    assert "One post-LN encoder, width eight" in page
+    assert 'href="https://arxiv.org/abs/1810.04805"' in page
+    assert "Untrained fixed-length model without padding" in page
+    assert "0c48027dcf5a807d" in page and "fa041d05ccb2a15cb1e139d53180ab5ca4930dd11ba12f3fd3aec170228f0fc5" in page
+    assert "2026-09-17 · Python 3.13.13 / Torch 2.7.1" in page
+    assert "differs from the recording" in page
+    assert 'href="/api/models/bert">Read the model manifest' in page
+    for name in ("model.py", "run.py", "requirements.txt", "graph.tensorviz.json", "preview.svg"):
+        assert f'href="/models/bert/0c48027dcf5a807d/{name}" download>{name}</a>' in page
+
+
+def test_case_fragment_and_exports(client):
+    fragment = text(client.get("/models/bert/cases/both"))
+    assert 'data-case="both"' in fragment and "<td>0.175</td>" in fragment
+    assert "<html" not in fragment
+    response = client.get("/models/bert/cases/mask-b.csv")
+    assert response.content_type == "text/csv; charset=utf-8"
+    assert 'filename="bert-mask-b.csv"' in response.headers["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(text(response))))
+    assert len(rows) == 36 + 6 + 6 + 6 + 16 + 2 + 3
+    assert rows[0] == {"case": "mask-b", "kind": "matrix", "label": "Bidirectional attention · head 0",
+                       "row": "0", "column": "0", "value": "0.17444152428483226"}
+    recorded = next(c for c in bert_manifest()["experiment"]["cases"] if c["id"] == "mask-b")
+    assert client.get("/models/bert/cases/mask-b.json").get_json()["case"] == recorded
+
+
+@pytest.mark.parametrize("path", ["/models/nope", "/models/bert/cases/nope", "/models/bert/cases/nope.csv"])
+def test_friendly_404_pages(client, path):
+    response = client.get(path)
+    assert response.status_code == 404
+    assert response.content_type.startswith("text/html")
+    assert "Back to all models" in text(response)
+
+
+def test_no_resource_leaves_the_site(client):
+    for path in ("/", "/models/bert", "/models/nope"):
+        page = text(client.get(path))
+        resources = re.findall(r'(?:src|href)="([^"]+)"', page)
+        stylesheets_and_scripts = re.findall(r'<(?:script|link|img)[^>]*(?:src|href)="([^"]+)"', page)
+        assert stylesheets_and_scripts and all(r.startswith("/") for r in stylesheets_and_scripts)
+        for resource in resources:
+            if resource.startswith("/") and not resource.startswith("/api/"):
+                assert client.get(resource.split("#")[0]).status_code == 200, resource
+
+
+def test_page_without_stored_layouts_still_renders(tree):
+    tree.add("bert")
+    client = create_app(tree.config(TESTING=True)).test_client()
+    page = text(client.get("/models/bert"))
+    assert 'data-layout-url=""' in page and "Architecture snapshot" not in page
+    assert "All 36 layers and ops" in page
