@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup setup-test serve test lint bench clean
+.PHONY: setup setup-test serve test lint bench layouts clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,12 @@ lint: setup-test
 test: setup-test lint
 	$(BIN)/pytest
 
-bench: setup
+bench: setup-test
 	$(BIN)/python bench/verify.py
+	$(BIN)/python bench/page.py
+
+layouts: setup-test
+	$(BIN)/python scripts/build-layouts
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts

@@ -48,10 +48,13 @@ def find_case(model: Model, case_id: str) -> dict:
 def index():
     """The catalog: a card per model, grouped by category, filtered by ?tag=."""
     tag = request.args.get("tag", "")
-    models = sorted(store.catalog.models.values(), key=lambda m: (m.manifest["category"], m.manifest["title"]))
+    models = sorted(
+        store.catalog.models.values(), key=lambda m: (m.manifest["category"], m.manifest["title"])
+    )
     all_tags = sorted({t for m in models for t in m.manifest["tags"]}, key=str.lower)
     shown = [m for m in models if not tag or tag in m.manifest["tags"]]
-    groups = [(category, list(items)) for category, items in groupby(shown, key=lambda m: m.manifest["category"])]
+    by_category = groupby(shown, key=lambda m: m.manifest["category"])
+    groups = [(category, list(items)) for category, items in by_category]
     return render_template("index.html", groups=groups, tags=all_tags, tag=tag,
                            unknown_tag=bool(tag) and tag not in all_tags,
                            unavailable=list(store.catalog.unavailable.values()))
@@ -76,7 +79,8 @@ def model_page(slug: str):
     layers = {layer["id"]: layer for layer in m["layers"]}
     return render_template(
         "model.html", model=model, m=m, case=case, step=step, layers=layers, notices=notices,
-        files=file_listing(model), layout_url=model.file_url(LAYOUT_FILE) if LAYOUT_FILE in model.files else None,
+        files=file_listing(model),
+        layout_url=model.file_url(LAYOUT_FILE) if LAYOUT_FILE in model.files else None,
     )
 
 

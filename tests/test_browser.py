@@ -101,7 +101,7 @@ def test_bars_share_one_scale(watched):
     page = watched("/models/bert?case=mask-a")
     fills = page.locator("#case-panel .bar-fill")
     expect(fills).to_have_count(18)
-    widths = page.eval_on_selector_all("#case-panel .bar-fill", "els => els.map(e => parseFloat(e.style.width))")
+    widths = fills.evaluate_all("els => els.map(e => parseFloat(e.style.width))")
     assert max(widths) == pytest.approx(100.0)  # the largest value of the case fills its track
     assert widths[1] == pytest.approx(100.0) and 0 < widths[9] < widths[1]
 

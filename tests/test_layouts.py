@@ -20,7 +20,7 @@ def manifest():
 
 
 def test_graphviz_is_installed():
-    assert shutil.which("dot"), "Graphviz's dot is needed to check the stored layouts: apt-get install graphviz"
+    assert shutil.which("dot"), "Graphviz's dot checks the stored layouts: scripts/install-test-packages"
 
 
 def test_stored_layouts_are_current(manifest):
