@@ -2,6 +2,7 @@
 
 from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
 
+from . import lab, live
 from .catalog import Model, file_listing
 from .extensions import store
 from .verification import verifications
@@ -111,3 +112,45 @@ def verification_job(slug: str, job_id: str):
     if not job.done.is_set():
         response.headers["Retry-After"] = "1"
     return response
+
+
+def _json_body():
+    body = request.get_json(force=True, silent=True)
+    if body is None:
+        abort(400, "body: send a JSON object (Content-Type: application/json)")
+    return body
+
+
+@bp.post("/models/<slug>/runs")
+def run(slug: str):
+    """A what-if run of the recipe on the recorded weights, answered in the shape of a recorded case."""
+    found = get_model(slug)
+    args = lab.run_request(_json_body(), lab.limits_for(found.manifest))
+    answer = live.compute(found, "live_run", args)
+    label = f"Live run · {args['attention']} attention"
+    case = {"id": "live", "label": label, **answer.pop("result")}
+    return jsonify({"kind": "live-run", **answer, "case": case})
+
+
+@bp.post("/models/<slug>/corruptions")
+def corruption(slug: str):
+    """One seeded draw of BERT's corruption sampler, with the run request that would score it."""
+    found = get_model(slug)
+    args = lab.corruption_request(_json_body(), lab.limits_for(found.manifest))
+    segment_ids = args.pop("segment_ids")
+    answer = live.compute(found, "sample_corruption", args)
+    draw = answer.pop("result")
+    run_request = {"input_ids": draw["input_ids"], "segment_ids": segment_ids,
+                   "mlm_positions": draw["mlm_positions"], "original_ids": draw["original_ids"],
+                   "nsp_label": 0, "attention": "bidirectional"}
+    return jsonify({"kind": "corruption", **answer, **draw, "run_request": run_request})
+
+
+@bp.get("/models/<slug>/trace")
+def trace(slug: str):
+    """One token followed through every stage of the recipe's forward pass."""
+    found = get_model(slug)
+    args = lab.trace_request(request.args, lab.limits_for(found.manifest))
+    answer = live.compute(found, "trace", args)
+    result = answer.pop("result")
+    return jsonify({"kind": "trace", **answer, **result})

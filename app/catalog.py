@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "manifest.json"
 RECIPE_FILES = ("model.py", "run.py", "requirements.txt")
+LAB_FILE = "lab.py"  # what-if runs, the corruption sampler and the trace, where a recipe has them
 GRAPH_FILE = "graph.tensorviz.json"
 PREVIEW_FILE = "preview.svg"  # the static architecture snapshot, stored beside the manifest
 LAYOUT_FILE = "layout.json"  # the interactive graph's layouts, stored beside the manifest
@@ -60,6 +61,16 @@ class Model:
     @property
     def etag(self) -> str:
         return hashlib.sha256(self.raw).hexdigest()
+
+    @property
+    def recipe_sha256(self) -> str:
+        """One hash over every recipe file: what a cached result of running the recipe depends on."""
+        parts = [self.files[name].sha256 for name in (*RECIPE_FILES, LAB_FILE) if name in self.files]
+        return hashlib.sha256("".join(parts).encode()).hexdigest()
+
+    @property
+    def has_lab(self) -> bool:
+        return LAB_FILE in self.files
 
     def file_url(self, name: str) -> str:
         return f"/models/{self.slug}/{self.revision}/{name}"
@@ -130,6 +141,8 @@ def _model_files(manifest: dict, folder: Path, recipe_dir: Path) -> dict[str, Se
         if not path.is_file():
             raise ManifestError(f"recipe file {path} is missing")
         files[name] = _served_file(name, path.read_bytes())
+    if (recipe_dir / LAB_FILE).is_file():
+        files[LAB_FILE] = _served_file(LAB_FILE, (recipe_dir / LAB_FILE).read_bytes())
     for name in (PREVIEW_FILE, LAYOUT_FILE):
         if (folder / name).is_file():
             files[name] = _served_file(name, (folder / name).read_bytes())

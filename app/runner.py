@@ -2,11 +2,20 @@
 
 import multiprocessing
 import threading
+from importlib import metadata
 from pathlib import Path
 
 from flask import Flask, current_app
 
 from . import worker
+
+
+def torch_version() -> str:
+    """The workers' torch, read from package metadata so that the web process never imports it."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 class RecipeError(Exception):
@@ -83,9 +92,9 @@ class WorkerPool:
         with self._lock:
             self._idle.append(w)
 
-    def run(self, recipe_dir: Path, entry: str, args: dict | None = None) -> dict:
-        """Call `entry(**args)` of the recipe's run.py in a worker; returns the worker's reply."""
-        task = {"recipe_dir": str(recipe_dir), "entry": entry, "args": args or {}}
+    def run(self, recipe_dir: Path, module: str, entry: str, args: dict | None = None) -> dict:
+        """Call `entry(**args)` of the recipe file `module`.py in a worker; returns the worker's reply."""
+        task = {"recipe_dir": str(recipe_dir), "module": module, "entry": entry, "args": args or {}}
         with self._slots:
             w = self._take()
             try:

@@ -7,30 +7,20 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 
 from flask import Flask, current_app
 
 from .catalog import Model
 from .compare import compare_replay
 from .extensions import cache, runner
-from .runner import RecipeError
+from .runner import RecipeError, torch_version
 
 KEEP_JOBS = 200  # finished jobs remembered for polling
 
 
-def torch_version() -> str:
-    """The installed torch, read from package metadata so that the web process never imports it."""
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def cache_key(model: Model) -> str:
     """A report stays valid while the model, its recording, its recipe and torch stay the same."""
-    recipe = f"{model.files['model.py'].sha256[:16]}{model.files['run.py'].sha256[:16]}"
-    return f"verification:{model.slug}:{model.revision}:{recipe}:{torch_version()}"
+    return f"verification:{model.slug}:{model.revision}:{model.recipe_sha256}:{torch_version()}"
 
 
 def _latest_key(model: Model) -> str:
@@ -62,7 +52,7 @@ def verify(model: Model) -> dict:
     report: dict = {"model": model.slug, "revision": model.revision, "started_at": started_at,
                     "recipe": _recipe_summary(model)}
     try:
-        reply = runner.pool.run(model.recipe_dir, "replay")
+        reply = runner.pool.run(model.recipe_dir, "run", "replay")
     except RecipeError as exc:
         report |= {"status": "error", "message": str(exc)}
     else:

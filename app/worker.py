@@ -14,17 +14,19 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
 
-ENTRY_POINTS = frozenset({"replay"})  # the functions of a recipe's run.py a task may call
+# The functions of a recipe a task may call, by the recipe file that defines them.
+ENTRY_POINTS = {"run": frozenset({"replay"}), "lab": frozenset({"live_run", "sample_corruption", "trace"})}
 
 
-def load_recipe(recipe_dir: Path) -> ModuleType:
-    """Load run.py afresh, so the code that runs is the code on disk whose hash the report gives."""
-    # Every recipe has its own model.py; drop the one a previous task imported.
-    sys.modules.pop("model", None)
-    name = f"recipe_{recipe_dir.name.replace('-', '_')}"
-    spec = importlib.util.spec_from_file_location(name, recipe_dir / "run.py")
+def load_recipe(recipe_dir: Path, module: str) -> ModuleType:
+    """Load a recipe file afresh, so the code that runs is the code on disk whose hash is reported."""
+    # Every recipe has its own model.py and run.py; drop those a previous task imported.
+    for stem in ("model", *ENTRY_POINTS):
+        sys.modules.pop(stem, None)
+    name = f"recipe_{recipe_dir.name.replace('-', '_')}_{module}"
+    spec = importlib.util.spec_from_file_location(name, recipe_dir / f"{module}.py")
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {recipe_dir / 'run.py'}")
+        raise ImportError(f"cannot load {recipe_dir / module}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -48,10 +50,10 @@ def environment(torch: ModuleType, seed: int) -> dict:
 
 
 def execute(task: dict, torch: ModuleType, seed: int) -> dict:
-    """Run one task: {"recipe_dir", "entry", "args"}."""
-    if task["entry"] not in ENTRY_POINTS:
-        raise ValueError(f"{task['entry']!r} is not a recipe entry point")
-    module = load_recipe(Path(task["recipe_dir"]))
+    """Run one task: {"recipe_dir", "module", "entry", "args"}."""
+    if task["entry"] not in ENTRY_POINTS.get(task["module"], ()):
+        raise ValueError(f"{task['module']}.{task['entry']} is not a recipe entry point")
+    module = load_recipe(Path(task["recipe_dir"]), task["module"])
     torch.manual_seed(seed)
     started = time.perf_counter()
     result = getattr(module, task["entry"])(**task.get("args", {}))

@@ -25,21 +25,24 @@ ORIGINAL_IDS = [1, 4, 5, 2, 6, 2]  # CLS 4 5 SEP 6 SEP
 
 @dataclass(frozen=True)
 class CaseInputs:
-    original_ids: list[int]
+    input_ids: list[int]  # what the model reads: the corrupted sequence
+    original_ids: list[int]  # what the selected positions are scored against
     segment_ids: list[int]
     selected: list[int]  # positions scored by the MLM loss
     nsp_label: int  # 0 IsNext, 1 NotNext
 
-    def corrupted_ids(self) -> list[int]:
-        """The recorded cases replace every selected token with MASK."""
-        return [MASK if i in self.selected else t for i, t in enumerate(self.original_ids)]
+
+def masked(original_ids: list[int], selected: list[int], nsp_label: int) -> CaseInputs:
+    """A recorded case: every selected token replaced with MASK."""
+    corrupted = [MASK if i in selected else t for i, t in enumerate(original_ids)]
+    return CaseInputs(corrupted, original_ids, SEGMENT_IDS, selected, nsp_label)
 
 
 CASES = {
-    "mask-a": CaseInputs(ORIGINAL_IDS, SEGMENT_IDS, [2], 0),
-    "mask-b": CaseInputs(ORIGINAL_IDS, SEGMENT_IDS, [4], 0),
-    "both": CaseInputs(ORIGINAL_IDS, SEGMENT_IDS, [2, 4], 0),
-    "not-next": CaseInputs(ORIGINAL_IDS, SEGMENT_IDS, [2], 1),
+    "mask-a": masked(ORIGINAL_IDS, [2], 0),
+    "mask-b": masked(ORIGINAL_IDS, [4], 0),
+    "both": masked(ORIGINAL_IDS, [2, 4], 0),
+    "not-next": masked(ORIGINAL_IDS, [2], 1),
 }
 
 
@@ -85,24 +88,31 @@ def forward(
 
 
 @torch.no_grad()
-def run_case(model: TinyBertPretraining, case: CaseInputs) -> dict:
-    """One recorded case in the manifest's shape: matrices, vectors and metrics, labelled alike."""
-    corrupted = case.corrupted_ids()
-    f = forward(model, corrupted, case.segment_ids, case.original_ids, case.selected, case.nsp_label)
-    first = min(case.selected)
+def run_case(model: TinyBertPretraining, case: CaseInputs, causal: bool = False) -> dict:
+    """A case in the manifest's shape (matrices, vectors, metrics, labelled alike) with more:
+    attention for every head, probabilities at every position and at each selected one."""
+    f = forward(model, case.input_ids, case.segment_ids, case.original_ids, case.selected, case.nsp_label,
+                causal=causal)
+    probs = f.mlm_logits.softmax(-1)  # (T, VOCAB)
+    mode = "Causal" if causal else "Bidirectional"
+    heads = [{"label": f"{mode} attention · head {h}", "values": f.attention[h].tolist()}
+             for h in range(f.attention.size(0))]
+    per_position = [{"label": f"Prediction at position {p} · {probs.size(1)} token probabilities",
+                     "values": probs[p].tolist()} for p in sorted(case.selected)]
     return {
-        "matrices": [{"label": "Bidirectional attention · head 0", "values": f.attention[0].tolist()}],
+        "matrices": [*heads, {"label": "Token probabilities at every position", "values": probs.tolist()}],
         "vectors": [
             {"label": "Original token IDs", "values": list(case.original_ids)},
-            {"label": "Corrupted token IDs", "values": corrupted},
+            {"label": "Corrupted token IDs", "values": list(case.input_ids)},
             {
                 "label": "MLM loss positions · 1 means selected",
-                "values": [int(i in case.selected) for i in range(len(corrupted))],
+                "values": [int(i in case.selected) for i in range(len(case.input_ids))],
             },
             {
                 "label": "Prediction at first masked position · 16 token probabilities",
-                "values": f.mlm_logits[first].softmax(-1).tolist(),
+                "values": probs[min(case.selected)].tolist(),
             },
+            *per_position,
             {
                 "label": "Sentence pair · IsNext / NotNext probabilities",
                 "values": f.nsp_logits.softmax(-1).tolist(),
@@ -153,7 +163,7 @@ def check_bidirectional(model: TinyBertPretraining) -> dict:
 def check_ignored_targets(model: TinyBertPretraining, loss_fn=mlm_loss) -> dict:
     """Noise on unselected positions leaves the MLM loss alone; noise on a selected one moves it."""
     case = CASES["both"]
-    f = forward(model, case.corrupted_ids(), case.segment_ids, case.original_ids, case.selected, 0)
+    f = forward(model, case.input_ids, case.segment_ids, case.original_ids, case.selected, 0)
     targets = torch.tensor(case.original_ids)
     selected = torch.zeros(len(targets), dtype=torch.bool)
     selected[case.selected] = True
@@ -175,10 +185,10 @@ def check_tied_decoder(model: TinyBertPretraining) -> dict:
     case = CASES["mask-a"]
     model.zero_grad()
     with torch.enable_grad():
-        f = forward(model, case.corrupted_ids(), case.segment_ids, case.original_ids, case.selected, 0)
+        f = forward(model, case.input_ids, case.segment_ids, case.original_ids, case.selected, 0)
         f.mlm_loss.backward()
     grad = model.word_embeddings.weight.grad
-    unused = [t for t in range(grad.size(0)) if t not in case.corrupted_ids()]
+    unused = [t for t in range(grad.size(0)) if t not in case.input_ids]
     decoder_signal = grad[unused].norm().item() if grad is not None else 0.0
     model.zero_grad()
     return {
@@ -223,9 +233,10 @@ def print_table(result: dict) -> None:
     print(f"{'case':10} {'MLM CE':>8} {'NSP CE':>8} {'total':>8}  {'top MLM prediction':>18}  IsNext")
     for case_id, case in result["cases"].items():
         mlm, nsp, total = (m["value"] for m in case["metrics"])
-        probs = case["vectors"][3]["values"]
+        vectors = {v["label"]: v["values"] for v in case["vectors"]}
+        probs = vectors["Prediction at first masked position · 16 token probabilities"]
         top = max(range(len(probs)), key=probs.__getitem__)
-        is_next = case["vectors"][4]["values"][0]
+        is_next = vectors["Sentence pair · IsNext / NotNext probabilities"][0]
         prediction = f"id {top} ({probs[top]:.4f})"
         print(f"{case_id:10} {mlm:8.4f} {nsp:8.4f} {total:8.4f}  {prediction:>18}  {is_next:.4f}")
     print()

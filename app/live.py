@@ -1,0 +1,50 @@
+"""Live computations on a model's recipe (what-if runs, corruption draws, traces), cached by request."""
+
+import hashlib
+import json
+
+from flask import abort
+
+from .catalog import Model
+from .extensions import cache, runner
+from .runner import RecipeCrashed, RecipeError, RecipeTimeout, torch_version
+
+LIVE_NOTE = "Computed live on the server by the model's recipe for this request; not a recorded value."
+
+
+def _key(model: Model, entry: str, args: dict) -> str:
+    request = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
+    return f"live:{entry}:{model.slug}:{model.revision}:{model.recipe_sha256}:{torch_version()}:{request}"
+
+
+def compute(model: Model, entry: str, args: dict) -> dict:
+    """`entry(**args)` of the model's lab recipe in a worker; identical requests come from the cache.
+
+    A failed run answers 503 (worker died), 504 (timeout) or 502 (the recipe raised), with the reason.
+    """
+    if not model.has_lab:
+        abort(404, f"model {model.slug!r} has no live lab")
+    key = _key(model, entry, args)
+    found = cache.get(key)
+    if found is not None:
+        return found | {"cached": True}
+    try:
+        reply = runner.pool.run(model.recipe_dir, "lab", entry, args)
+    except RecipeTimeout as exc:
+        abort(504, str(exc))
+    except RecipeCrashed as exc:
+        abort(503, str(exc))
+    except RecipeError as exc:
+        abort(502, str(exc))
+    result = {
+        "model": model.slug,
+        "revision": model.revision,
+        "recorded": False,
+        "note": LIVE_NOTE,
+        "request": args,
+        "result": reply["result"],
+        "environment": reply["environment"],
+        "compute_seconds": reply["compute_seconds"],
+    }
+    cache.set(key, result)
+    return result | {"cached": False}
