@@ -1,0 +1,297 @@
+"""The live lab: what-if runs, the corruption sampler and the trace, through the API and in the recipe."""
+
+import sys
+from collections import Counter
+
+import pytest
+
+from app import create_app
+from app.compare import compare_case, tolerance_for
+from app.config import TestConfig
+from app.lab import limits_for, recorded_run_request
+
+from .conftest import BERT_RECIPE, bert_manifest
+
+sys.path.insert(0, str(BERT_RECIPE))
+import lab as recipe_lab  # noqa: E402
+
+RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2],
+       "original_ids": [1, 4, 5, 2, 6, 2], "nsp_label": 0, "attention": "bidirectional"}
+TRACE = "/api/models/bert/trace?input_ids=1,4,3,2,6,2&segment_ids=0,0,0,0,1,1&position=2&attention=bidirectional"
+
+
+@pytest.fixture(scope="module")
+def lab_client():
+    app = create_app(TestConfig)
+    yield app.test_client()
+    app.extensions["tensorviz.pool"].shutdown()
+
+
+def values(case: dict, label: str):
+    for item in case["matrices"] + case["vectors"]:
+        if item["label"] == label:
+            return item["values"]
+    raise KeyError(label)
+
+
+# ---- what-if runs
+
+
+def test_limits_come_from_the_manifest():
+    limits = limits_for(bert_manifest())
+    assert (limits.length, limits.vocab, limits.segments) == (6, 16, 2)
+    assert limits.special == {"CLS": 1, "SEP": 2, "MASK": 3}
+
+
+@pytest.mark.parametrize("case", bert_manifest()["experiment"]["cases"], ids=lambda c: c["id"])
+def test_live_run_of_each_recorded_case_matches_its_record(lab_client, case):
+    request = recorded_run_request(case, limits_for(bert_manifest()))
+    assert request["nsp_label"] == (1 if case["id"] == "not-next" else 0)
+    response = lab_client.post("/api/models/bert/runs", json=request)
+    assert response.status_code == 200
+    body = response.get_json()
+    assert body["kind"] == "live-run" and body["recorded"] is False and "not a recorded value" in body["note"]
+    result = compare_case(case, body["case"], tolerance_for(bert_manifest()))
+    assert result["status"] == "passed", [v for v in result["values"] if v["status"] != "passed"]
+
+
+def test_live_run_reports_every_head_and_every_selected_position(lab_client):
+    body = lab_client.post("/api/models/bert/runs", json=RUN | {"mlm_positions": [2, 4]}).get_json()
+    case = body["case"]
+    labels = [m["label"] for m in case["matrices"]]
+    assert labels == ["Bidirectional attention · head 0", "Bidirectional attention · head 1",
+                      "Token probabilities at every position"]
+    for p in (2, 4):
+        probs = values(case, f"Prediction at position {p} · 16 token probabilities")
+        assert sum(probs) == pytest.approx(1, abs=1e-6)
+    assert sum(values(case, "Sentence pair · IsNext / NotNext probabilities")) == pytest.approx(1, abs=1e-6)
+    metrics = {m["label"]: m["value"] for m in case["metrics"]}
+    assert metrics["Combined pretraining objective"] == pytest.approx(
+        metrics["Masked-token cross entropy"] + metrics["Sentence-pair cross entropy"], abs=1e-5)
+    assert {"python", "torch"} <= set(body["environment"])
+
+
+def test_identical_requests_are_served_from_the_cache(lab_client):
+    request = RUN | {"nsp_label": 1, "mlm_positions": [1, 2]}
+    first = lab_client.post("/api/models/bert/runs", json=request).get_json()
+    again = lab_client.post("/api/models/bert/runs", json=dict(reversed(list(request.items())))).get_json()
+    assert first["cached"] is False and again["cached"] is True
+    assert again["case"] == first["case"]
+
+
+def earlier_rows(client, attention: str, later_token: int) -> list[list[float]]:
+    request = RUN | {"attention": attention, "input_ids": [1, 4, 3, 2, later_token, 2]}
+    case = client.post("/api/models/bert/runs", json=request).get_json()["case"]
+    return values(case, "Token probabilities at every position")[:4]
+
+
+def test_causal_runs_ignore_later_tokens_while_bidirectional_runs_do_not(lab_client):
+    causal = earlier_rows(lab_client, "causal", 6), earlier_rows(lab_client, "causal", 9)
+    assert causal[0] == causal[1]
+    both = earlier_rows(lab_client, "bidirectional", 6), earlier_rows(lab_client, "bidirectional", 9)
+    shift = max(abs(a - b) for ra, rb in zip(*both, strict=True) for a, b in zip(ra, rb, strict=True))
+    assert shift > 1e-3
+    attention = lab_client.post("/api/models/bert/runs", json=RUN | {"attention": "causal"}).get_json()["case"]
+    head = values(attention, "Causal attention · head 0")
+    assert all(head[i][j] == 0 for i in range(6) for j in range(i + 1, 6))
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"input_ids": [1, 2, 3]}, "input_ids: must hold exactly 6 values, not 3"),
+    ({"input_ids": [1, 4, 3, 2, 6, 16]}, "input_ids[5]: 16 is out of range 0..15"),
+    ({"input_ids": [1, 4, 3, 2, 6, -1]}, "input_ids[5]: -1 is out of range 0..15"),
+    ({"input_ids": [1, 4, 3, 2, 6, 2.0]}, "input_ids[5]: must be an integer, not float"),
+    ({"input_ids": [1, 4, 3, 2, 6, "2"]}, "input_ids[5]: must be an integer, not str"),
+    ({"input_ids": "1,4,3,2,6,2"}, "input_ids: must be a list of 6 integers"),
+    ({"segment_ids": [0, 0, 0, 0, 1, 2]}, "segment_ids[5]: 2 is out of range 0..1"),
+    ({"mlm_positions": []}, "mlm_positions: must be a non-empty list"),
+    ({"mlm_positions": [6]}, "mlm_positions[0]: 6 is out of range 0..5"),
+    ({"mlm_positions": [2, 2]}, "mlm_positions: names a position twice"),
+    ({"mlm_positions": [True]}, "mlm_positions[0]: must be an integer, not bool"),
+    ({"original_ids": [1, 4, 5, 2, 6]}, "original_ids: must hold exactly 6 values, not 5"),
+    ({"nsp_label": 2}, "nsp_label: 2 is out of range 0..1"),
+    ({"attention": "sideways"}, "attention: must be one of bidirectional, causal"),
+    ({"temperature": 1}, "temperature: unknown field"),
+])
+def test_bad_run_requests_name_the_field(client, change, field):
+    response = client.post("/api/models/bert/runs", json=RUN | change)
+    assert response.status_code == 400
+    assert response.get_json()["error"]["message"].startswith(field)
+
+
+@pytest.mark.parametrize("body", [b"", b"{not json", b"[1, 2]", b"null", b"6"])
+def test_a_body_that_is_not_an_object_is_400(client, body):
+    response = client.post("/api/models/bert/runs", data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.get_json()["error"]["message"].startswith("body:")
+
+
+def test_missing_required_fields_are_named(client):
+    response = client.post("/api/models/bert/runs", json={"input_ids": RUN["input_ids"]})
+    assert response.get_json()["error"]["message"] == "segment_ids: is required"
+
+
+def test_oversized_run_body_is_refused(client):
+    response = client.post("/api/models/bert/runs", data=b"[" + b"1," * 40000 + b"1]",
+                           content_type="application/json")
+    assert response.status_code == 413
+    assert "request body over" in response.get_json()["error"]["message"]
+
+
+def test_lab_on_an_unknown_model_is_404(client):
+    assert client.post("/api/models/nope/runs", json=RUN).status_code == 404
+
+
+# ---- the corruption sampler
+
+
+def test_corruption_api_answers_a_run_ready_draw(lab_client):
+    response = lab_client.post("/api/models/bert/corruptions", json={"input_ids": [1, 4, 5, 2, 6, 2], "seed": 7})
+    body = response.get_json()
+    assert response.status_code == 200 and body["kind"] == "corruption" and body["seed"] == 7
+    assert [p["selected"] for p in body["positions"]].count(True) == 1
+    chosen = next(p for p in body["positions"] if p["selected"])
+    assert chosen["action"] in ("mask", "random", "unchanged")
+    assert body["run_request"]["mlm_positions"] == [chosen["position"]]
+    assert body["run_request"]["segment_ids"] == [0, 0, 0, 0, 1, 1]
+    run = lab_client.post("/api/models/bert/runs", json=body["run_request"])
+    assert run.status_code == 200
+    again = lab_client.post("/api/models/bert/corruptions", json={"input_ids": [1, 4, 5, 2, 6, 2], "seed": 7})
+    assert again.get_json()["positions"] == body["positions"]
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"input_ids": [1, 4, 5, 2, 6, 2]}, "seed: is required"),
+    ({"input_ids": [1, 4, 5, 2, 6, 2], "seed": -1}, "seed: -1 is out of range"),
+    ({"input_ids": [1, 4, 5, 2, 6, 2], "seed": "x"}, "seed: must be an integer"),
+    ({"input_ids": [1, 4, 5], "seed": 1}, "input_ids: must hold exactly 6 values"),
+    ({"input_ids": [1, 4, 5, 2, 6, 2], "seed": 1, "rate": 0.2}, "rate: unknown field"),
+])
+def test_bad_corruption_requests_name_the_field(client, body, message):
+    response = client.post("/api/models/bert/corruptions", json=body)
+    assert response.status_code == 400 and response.get_json()["error"]["message"].startswith(message)
+
+
+def test_sampler_proportions_are_80_10_10():
+    actions = Counter()
+    for seed in range(20000):
+        draw = recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], seed)
+        actions.update(p["action"] for p in draw["positions"] if p["selected"])
+    total = sum(actions.values())
+    assert total == 20000  # round(15% of 6) = 1 per sequence
+    # 5 standard deviations at n = 20000 is under 0.015: a 70/20/10 sampler is 0.1 away
+    assert abs(actions["mask"] / total - 0.8) < 0.015
+    assert abs(actions["random"] / total - 0.1) < 0.015
+    assert abs(actions["unchanged"] / total - 0.1) < 0.015
+
+
+def test_sampler_selects_15_percent_uniformly_and_never_cls_or_sep():
+    sequence = [1] + list(range(4, 16)) * 8 + [2]  # 98 tokens, 96 candidates
+    hits = Counter()
+    for seed in range(2000):
+        draw = recipe_lab.sample_corruption(sequence, seed)
+        assert len(draw["mlm_positions"]) == round(len(sequence) * 0.15) == 15
+        assert 0 not in draw["mlm_positions"] and len(sequence) - 1 not in draw["mlm_positions"]
+        hits.update(draw["mlm_positions"])
+    expected = 2000 * 15 / 96
+    assert set(hits) <= set(range(1, 97))
+    assert all(abs(count - expected) < 6 * expected**0.5 for count in hits.values())
+
+
+def test_sampler_is_reproducible_and_random_tokens_come_from_the_vocabulary():
+    assert recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], 3) == recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], 3)
+    randoms = Counter()
+    for seed in range(4000):
+        for p in recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], seed)["positions"]:
+            if p["action"] == "random":
+                randoms[p["token"]] += 1
+            if p["action"] == "mask":
+                assert p["token"] == 3
+            if p["action"] == "unchanged":
+                assert p["token"] == p["original"]
+    assert set(randoms) <= set(range(16)) and len(randoms) > 10
+
+
+# ---- the trace
+
+
+@pytest.fixture(scope="module")
+def traced(lab_client):
+    response = lab_client.get(TRACE)
+    assert response.status_code == 200
+    return response.get_json()
+
+
+def stage(trace: dict, name: str) -> dict:
+    return next(s for s in trace["stages"] if s["id"] == name)
+
+
+def close(a: list[float], b: list[float], tol: float = 1e-5) -> bool:
+    return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b, strict=True))
+
+
+def test_trace_walks_every_stage_with_a_caption(traced):
+    assert traced["kind"] == "trace" and traced["position"] == 2 and traced["recorded"] is False
+    assert [s["id"] for s in traced["stages"]] == ["tokens", "embeddings", "embedding_norm", "attention",
+                                                  "attention_output", "ffn_up", "ffn_down", "mlm_head",
+                                                  "logits", "softmax", "nsp"]
+    assert all(len(s["caption"]) > 40 for s in traced["stages"])
+
+
+def test_each_stage_feeds_the_next(traced):
+    emb = stage(traced, "embeddings")
+    summed = [w + p + s for w, p, s in zip(emb["word"], emb["position_embedding"], emb["segment"], strict=True)]
+    assert close(summed, emb["values"])
+    assert stage(traced, "embedding_norm")["input"] == emb["values"]
+    att = stage(traced, "attention_output")
+    assert close([x + a for x, a in zip(stage(traced, "embedding_norm")["values"], att["projected"], strict=True)],
+                 att["residual_sum"])
+    ffn = stage(traced, "ffn_up")
+    assert len(ffn["before_gelu"]) == 32 and sorted(ffn["passed"] + ffn["suppressed"]) == list(range(32))
+    assert all(abs(ffn["after_gelu"][i]) < 0.2 for i in ffn["suppressed"])
+    down = stage(traced, "ffn_down")
+    assert close([x + d for x, d in zip(att["values"], down["down"], strict=True)], down["residual_sum"])
+    for h in stage(traced, "attention")["heads"]:
+        assert sum(h["weights"]) == pytest.approx(1, abs=1e-6)
+        assert len(h["top_context"]) == 2 and all(c["position"] != 2 for c in h["top_context"])
+        top = sorted((w, j) for j, w in enumerate(h["weights"]) if j != 2)[-1]
+        assert h["top_context"][0]["position"] == top[1]
+
+
+def test_logits_are_dot_products_with_the_tied_embedding_and_softmax_sums_to_one(traced):
+    logits = stage(traced, "logits")
+    for row in logits["table"]:
+        assert row["dot"] + row["bias"] == pytest.approx(row["logit"], abs=1e-5)
+    assert logits["table"][0]["token"] == max(range(16), key=logits["values"].__getitem__)
+    soft = stage(traced, "softmax")
+    assert sum(r["probability"] for r in soft["table"]) == pytest.approx(1, abs=1e-6)
+    assert sum(r["exp"] for r in soft["table"]) == pytest.approx(soft["sum_exp"])
+    for row in soft["table"]:
+        assert row["exp"] / soft["sum_exp"] == pytest.approx(row["probability"], abs=1e-6)
+    assert soft["predicted"] == logits["table"][0]["token"] == 1
+
+
+def test_trace_probabilities_equal_the_runs(lab_client, traced):
+    case = lab_client.post("/api/models/bert/runs", json=RUN).get_json()["case"]
+    assert stage(traced, "softmax")["values"] == values(case, "Prediction at position 2 · 16 token probabilities")
+    assert stage(traced, "nsp")["values"] == values(case, "Sentence pair · IsNext / NotNext probabilities")
+
+
+def test_trace_position_defaults_to_the_first_mask(lab_client):
+    body = lab_client.get("/api/models/bert/trace?input_ids=1,4,5,2,3,2").get_json()
+    assert body["position"] == 4 and body["segment_ids"] == [0, 0, 0, 0, 1, 1]
+
+
+@pytest.mark.parametrize("query, message", [
+    ("", "input_ids: is required"),
+    ("input_ids=1,4,x,2,6,2", "input_ids: must be comma-separated integers"),
+    ("input_ids=1,4,3,2,6", "input_ids: must hold exactly 6 values"),
+    ("input_ids=1,4,5,2,6,2", "position: is required when input_ids holds no MASK (3)"),
+    ("input_ids=1,4,3,2,6,2&position=9", "position: 9 is out of range 0..5"),
+    ("input_ids=1,4,3,2,6,2&position=two", "position: must be an integer"),
+    ("input_ids=1,4,3,2,6,2&attention=left", "attention: must be one of"),
+    ("input_ids=1,4,3,2,6,2&layer=3", "layer: unknown parameter"),
+])
+def test_bad_trace_queries_name_the_parameter(client, query, message):
+    response = client.get(f"/api/models/bert/trace?{query}")
+    assert response.status_code == 400 and response.get_json()["error"]["message"].startswith(message)
