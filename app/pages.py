@@ -8,7 +8,9 @@ import numpy as np
 from flask import Blueprint, Response, abort, jsonify, render_template, request
 
 from .catalog import LAYOUT_FILE, Model, file_listing
+from .compare import tolerance_for
 from .extensions import store
+from .lab import limits_for, recorded_run_request
 
 bp = Blueprint("pages", __name__)
 
@@ -28,6 +30,22 @@ def abs_max(values: list[float]) -> float:
 def all_integers(values: list) -> bool:
     """Token ids and position flags (drawn as chips) rather than measurements (drawn as bars)."""
     return all(isinstance(v, int) for v in values)
+
+
+def lab_settings(model: Model) -> dict:
+    """What the lab panel needs: the model's sizes and special ids, the recorded cases as run requests,
+    and the tolerance a live replay of a recorded case is held to."""
+    limits = limits_for(model.manifest)
+    tol = tolerance_for(model.manifest)
+    return {
+        "length": limits.length,
+        "vocab": limits.vocab,
+        "segments": limits.segments,
+        "special": {str(v): k for k, v in limits.special.items()},
+        "presets": [{"id": c["id"], "label": c["label"], "request": recorded_run_request(c, limits)}
+                    for c in model.manifest["experiment"]["cases"]],
+        "tolerance": {"rtol": tol.rtol, "atol": tol.atol},
+    }
 
 
 def page_model(slug: str) -> Model:
@@ -79,6 +97,7 @@ def model_page(slug: str):
     layers = {layer["id"]: layer for layer in m["layers"]}
     return render_template(
         "model.html", model=model, m=m, case=case, step=step, layers=layers, notices=notices,
+        lab=lab_settings(model) if model.has_lab else None,
         files=file_listing(model),
         layout_url=model.file_url(LAYOUT_FILE) if LAYOUT_FILE in model.files else None,
     )

@@ -1,5 +1,6 @@
 """The live lab: what-if runs, the corruption sampler and the trace, through the API and in the recipe."""
 
+import math
 import sys
 from collections import Counter
 
@@ -269,6 +270,15 @@ def test_logits_are_dot_products_with_the_tied_embedding_and_softmax_sums_to_one
     for row in soft["table"]:
         assert row["exp"] / soft["sum_exp"] == pytest.approx(row["probability"], abs=1e-6)
     assert soft["predicted"] == logits["table"][0]["token"] == 1
+
+
+def test_cls_path_feeds_the_sentence_pair_head(traced):
+    nsp = stage(traced, "nsp")
+    assert nsp["cls"] == stage(traced, "ffn_down")["values"] or traced["position"] != 0
+    assert len(nsp["pooler"]) == len(nsp["tanh"]) == 8
+    assert close([math.tanh(x) for x in nsp["pooler"]], nsp["tanh"])
+    assert sum(nsp["values"]) == pytest.approx(1, abs=1e-6)
+    assert nsp["predicted"] == ["IsNext", "NotNext"][nsp["values"].index(max(nsp["values"]))]
 
 
 def test_trace_probabilities_equal_the_runs(lab_client, traced):

@@ -165,8 +165,9 @@ def trace(input_ids: list[int], segment_ids: list[int], position: int | None, at
         {"id": "logits", "table": table, "values": logits.tolist()},
         {"id": "softmax", "table": softmax, "sum_exp": exps.sum().item(), "values": probs.tolist(),
          "predicted": table[0]["token"], "confidence": probs.max().item()},
-        {"id": "nsp", "cls": at("encoder.output_norm", 0), "pooler": at("pooler", 0),
-         "tanh": seen["pooler_tanh"][0].tolist(), "logits": nsp_logits.tolist(), "values": nsp_probs.tolist(),
+        {"id": "nsp", "cls": at("encoder.output_norm", 0),
+         "pooler": seen["pooler"][0].tolist(), "tanh": seen["pooler_tanh"][0].tolist(),  # (B, WIDTH): CLS only
+         "logits": nsp_logits.tolist(), "values": nsp_probs.tolist(),
          "predicted": ["IsNext", "NotNext"][int(nsp_probs.argmax())]},
     ]
     for stage in stages:

@@ -3,6 +3,7 @@
 
 import { barsSvg, downloadSvg, fillBars, slugify, valueHeatmap } from "./charts.js";
 import { GraphView } from "./graph.js";
+import { Lab } from "./lab.js";
 import { VerifyPanel } from "./verify.js";
 
 document.documentElement.classList.add("has-js");
@@ -227,6 +228,8 @@ async function main() {
     manifest,
     openCase: () => state.case,
   });
+  const labSection = document.getElementById("lab");
+  if (labSection) new Lab(labSection, manifest);
   await startGraph(manifest);
 }
 

@@ -1,0 +1,384 @@
+// The live lab: edit tokens, run the recipe on the server, compare bidirectional with causal attention,
+// sample BERT's corruption, and trace one token through every stage.
+
+import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "./charts.js";
+
+const MODES = ["bidirectional", "causal"];
+const ROWS_LABEL = "Token probabilities at every position";
+const MOVED = 1e-6; // a probability moving by more than this counts as changed
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else node.setAttribute(k, v);
+  }
+  node.append(...children.filter((c) => c !== null && c !== undefined && c !== false));
+  return node;
+}
+
+function bar(value, max, { label, negative = value < 0 } = {}) {
+  const fill = el("span", { class: `bar-fill${negative ? " bar-negative" : ""}` });
+  fill.style.width = `${max > 0 ? (100 * Math.abs(value)) / max : 0}%`;
+  return el("li", { class: "bar-row" }, el("span", { class: "bar-index" }, label), el("span", { class: "bar-track" }, fill),
+    el("span", { class: "bar-value" }, sig(value)));
+}
+
+function bars(values, labels, max = Math.max(...values.map(Math.abs))) {
+  return el("ol", { class: `bars${labels ? " bars-named" : ""}` }, ...values.map((v, i) => bar(v, max, { label: labels ? labels[i] : i })));
+}
+
+async function postJson(url, body) {
+  const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" }, body: JSON.stringify(body) });
+  const data = await response.json().catch(() => null);
+  if (!response.ok) throw new Error(data?.error?.message || `the server answered ${response.status}`);
+  return data;
+}
+
+function find(caseResult, label) {
+  return [...caseResult.matrices, ...caseResult.vectors].find((item) => item.label === label)?.values;
+}
+
+export class Lab {
+  constructor(section, manifest) {
+    this.section = section;
+    this.settings = JSON.parse(section.dataset.settings);
+    this.urls = { run: section.dataset.runUrl, corruption: section.dataset.corruptionUrl, trace: section.dataset.traceUrl };
+    this.recorded = new Map(manifest.experiment.cases.map((c) => [c.id, c]));
+    this.status = section.querySelector("#lab-status");
+    this.results = section.querySelector("#lab-results");
+    this.traceBox = section.querySelector("#trace");
+    this.previous = {}; // mode -> {ids, rows}: the last run, to show which predictions a change moved
+    this.edited = null;
+    this.generation = 0;
+    this.bind();
+    this.load(this.settings.presets[0].request, this.settings.presets[0].id);
+  }
+
+  name(id) {
+    const special = this.settings.special[String(id)];
+    return special ? `${special} (${id})` : String(id);
+  }
+
+  bind() {
+    for (const button of this.section.querySelectorAll("[data-preset]")) {
+      button.addEventListener("click", () => {
+        const preset = this.settings.presets.find((p) => p.id === button.dataset.preset);
+        this.load(preset.request, preset.id);
+      });
+    }
+    for (const input of this.section.querySelectorAll('input[name="nsp"], input[name="attention"], #compare-mode')) {
+      input.addEventListener("change", () => {
+        this.preset = null;
+        this.edited = null;
+        this.run();
+      });
+    }
+    this.section.querySelector("#sample-corruption").addEventListener("click", () => this.sample());
+  }
+
+  load(request, presetId = null) {
+    this.ids = [...request.input_ids];
+    this.orig = [...request.original_ids];
+    this.seg = [...request.segment_ids];
+    this.sel = new Set(request.mlm_positions);
+    this.actions = [];
+    this.preset = presetId;
+    this.edited = null;
+    this.section.querySelector(`input[name="nsp"][value="${request.nsp_label}"]`).checked = true;
+    this.section.querySelector(`input[name="attention"][value="${request.attention}"]`).checked = true;
+    this.renderStrip();
+    this.run();
+  }
+
+  request(attention) {
+    return {
+      input_ids: this.ids, segment_ids: this.seg, mlm_positions: [...this.sel].sort((a, b) => a - b),
+      original_ids: this.orig, nsp_label: Number(this.section.querySelector('input[name="nsp"]:checked').value), attention,
+    };
+  }
+
+  changed(position) {
+    this.preset = null;
+    this.actions = [];
+    this.edited = position;
+    this.renderStrip();
+    this.run();
+  }
+
+  renderStrip() {
+    const strip = this.section.querySelector("#token-strip");
+    const legend = strip.querySelector("legend");
+    const slots = this.ids.map((id, i) => {
+      const select = el("select", { "aria-label": `Token at position ${i}`, "data-position": i });
+      for (let v = 0; v < this.settings.vocab; v++) select.append(el("option", { value: v }, this.name(v)));
+      select.value = String(id);
+      select.addEventListener("change", () => {
+        this.ids[i] = Number(select.value);
+        if (!this.sel.has(i)) this.orig[i] = this.ids[i];
+        this.changed(i);
+      });
+      const selected = this.sel.has(i);
+      const mask = el("button", { type: "button", class: "mask-toggle", "aria-pressed": String(selected), "data-mask": i },
+        selected ? "scored ✓" : "mask");
+      mask.title = selected ? "Stop scoring this position (restores its token)" : "Replace with MASK and score the original token";
+      mask.addEventListener("click", () => {
+        if (this.sel.has(i)) {
+          this.sel.delete(i);
+          this.ids[i] = this.orig[i];
+        } else {
+          this.sel.add(i);
+          this.orig[i] = this.ids[i];
+          this.ids[i] = Number(Object.keys(this.settings.special).find((k) => this.settings.special[k] === "MASK"));
+        }
+        this.changed(i);
+      });
+      const segment = el("button", { type: "button", class: "segment-toggle", "aria-label": `Segment of position ${i}: ${"AB"[this.seg[i]]}` }, `seg ${"AB"[this.seg[i]]}`);
+      segment.addEventListener("click", () => {
+        this.seg[i] = 1 - this.seg[i];
+        this.changed(i);
+      });
+      const action = this.actions[i];
+      return el("div", { class: `token-slot${selected ? " is-selected" : ""}` },
+        el("span", { class: "slot-position" }, `position ${i}`), select, mask,
+        selected ? el("span", { class: "fine" }, `scored against ${this.name(this.orig[i])}`) : null,
+        segment, action ? el("span", { class: `badge action-${action}` }, action) : null);
+    });
+    strip.replaceChildren(legend, ...slots);
+  }
+
+  async sample() {
+    const seedInput = this.section.querySelector("#corruption-seed");
+    const seed = Number(seedInput.value);
+    if (!Number.isInteger(seed) || seed < 0) {
+      this.setStatus("The seed must be a whole number, 0 or more.", true);
+      return;
+    }
+    try {
+      const draw = await postJson(this.urls.corruption, { input_ids: this.orig, seed, segment_ids: this.seg });
+      this.load(draw.run_request);
+      this.actions = draw.positions.map((p) => p.action);
+      this.renderStrip();
+      const chosen = draw.positions.filter((p) => p.selected).map((p) => `position ${p.position}: ${p.action}${p.action === "random" ? ` → ${this.name(p.token)}` : ""}`);
+      this.setStatus(`Seed ${seed} selected ${chosen.join(", ")}.`);
+    } catch (error) {
+      this.setStatus(`Could not sample: ${error.message}`, true);
+    }
+  }
+
+  setStatus(text, isError = false) {
+    this.status.textContent = text;
+    this.status.classList.toggle("is-error", isError);
+  }
+
+  async run() {
+    if (!this.sel.size) {
+      this.setStatus("Choose at least one position to score: press “mask” under a token.", true);
+      return;
+    }
+    const compare = this.section.querySelector("#compare-mode").checked;
+    const attention = this.section.querySelector('input[name="attention"]:checked').value;
+    const modes = compare ? MODES : [attention];
+    const generation = ++this.generation;
+    this.setStatus("Running the recipe on the server…");
+    let answers;
+    try {
+      answers = await Promise.all(modes.map((mode) => postJson(this.urls.run, this.request(mode))));
+    } catch (error) {
+      if (generation === this.generation) this.setStatus(`The run failed: ${error.message}`, true);
+      return;
+    }
+    if (generation !== this.generation) return; // a newer edit has started its own run
+    const ms = answers.reduce((sum, a) => sum + a.compute_seconds * 1000, 0);
+    this.setStatus(`Live run${answers.length > 1 ? "s" : ""} done: ${ms.toFixed(1)} ms of compute on the server${answers.every((a) => a.cached) ? " (cached: identical request)" : ""}.`);
+    this.render(modes, answers);
+  }
+
+  influence(mode, rows) {
+    const before = this.previous[mode];
+    this.previous[mode] = { ids: [...this.ids], rows };
+    if (this.edited === null || !before) return null;
+    return rows.slice(0, this.edited).map((row, i) => Math.max(...row.map((p, v) => Math.abs(p - before.rows[i][v]))));
+  }
+
+  render(modes, answers) {
+    const columns = answers.map((answer, k) => this.column(modes[k], answer));
+    const parts = [];
+    if (this.preset) parts.push(this.recordCheck(answers[0]));
+    parts.push(el("div", { class: `lab-columns${answers.length > 1 ? " is-compare" : ""}` }, ...columns));
+    if (answers.length > 1) parts.push(this.difference(answers));
+    this.results.replaceChildren(...parts);
+  }
+
+  recordCheck(answer) {
+    const recorded = this.recorded.get(this.preset);
+    const { rtol, atol } = this.settings.tolerance;
+    let worst = 0;
+    let within = true;
+    for (const kind of ["matrices", "vectors", "metrics"]) {
+      for (const item of recorded[kind]) {
+        const live = kind === "metrics" ? answer.case.metrics.find((m) => m.label === item.label)?.value : find(answer.case, item.label);
+        const want = kind === "metrics" ? [item.value] : item.values.flat();
+        const got = kind === "metrics" ? [live] : (live || []).flat();
+        if (got.length !== want.length) within = false;
+        want.forEach((w, i) => {
+          const d = Math.abs(got[i] - w);
+          worst = Math.max(worst, d);
+          if (!(d <= atol + rtol * Math.abs(w))) within = false;
+        });
+      }
+    }
+    return el("p", { class: `record-check ${within ? "is-passed" : "is-failed"}`, id: "record-check" },
+      within ? `✓ This live run reproduces the recorded case “${recorded.label}” within rtol ${rtol.toExponential()}, atol ${atol.toExponential()} (largest |Δ| ${worst.toExponential(2)}).`
+        : `✗ This live run differs from the recorded case “${recorded.label}” (largest |Δ| ${worst.toExponential(2)}).`);
+  }
+
+  column(mode, answer) {
+    const c = answer.case;
+    const rows = find(c, ROWS_LABEL);
+    const moved = this.influence(mode, rows);
+    const metrics = el("dl", { class: "metrics" }, ...c.metrics.map((m) => el("div", { class: "metric" }, el("dt", {}, m.label), el("dd", {}, sig(m.value)))));
+    const heads = c.matrices.filter((m) => m.label.includes("attention · head")).map((m) =>
+      el("figure", { class: "chart lab-heatmap" }, el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), valueHeatmap(m.values, m.label)));
+    const predictions = el("ol", { class: "chips prediction-chips", "aria-label": `Top prediction at each position, ${mode}` },
+      ...rows.map((row, i) => {
+        const top = row.indexOf(Math.max(...row));
+        const delta = moved && i < moved.length ? moved[i] : null;
+        const mark = delta === null ? "" : delta > MOVED ? " is-moved" : " is-still";
+        return el("li", { class: `chip chip-token${mark}`, "data-position": i, title: delta === null ? "" : `changed by ${sig(delta, 2)}` },
+          `${i}: ${this.name(top)}`, delta === null ? null : el("span", { class: "delta" }, delta > MOVED ? ` Δ${sig(delta, 2)}` : " =" ));
+      }));
+    const influence = moved ? el("p", { class: "fine influence", "data-mode": mode },
+      `You changed position ${this.edited}: ${moved.filter((d) => d > MOVED).length} of ${moved.length} earlier positions' predictions moved.`) : null;
+    const selected = [...this.sel].sort((a, b) => a - b).map((p) => {
+      const probs = find(c, `Prediction at position ${p} · ${this.settings.vocab} token probabilities`);
+      const order = probs.map((v, i) => [v, i]).sort((a, b) => b[0] - a[0]).slice(0, 5);
+      return el("figure", { class: "chart" }, el("figcaption", {}, el("span", { class: "chart-title" }, `Position ${p}: top 5 of ${probs.length} (scored against ${this.name(this.orig[p])})`),
+        el("button", { type: "button", class: "link-button", "data-trace": p }, `Trace position ${p}`)),
+      bars(order.map(([v]) => v), order.map(([, i]) => this.name(i)), 1));
+    });
+    const nsp = find(c, "Sentence pair · IsNext / NotNext probabilities");
+    const column = el("div", { class: "lab-column", "data-mode": mode },
+      el("h3", {}, `${c.label}${answer.cached ? " · cached" : ""}`), metrics, el("div", { class: "lab-heads" }, ...heads),
+      el("h4", {}, "Top prediction at every position"), predictions, influence, ...selected,
+      el("figure", { class: "chart" }, el("figcaption", {}, el("span", { class: "chart-title" }, "Sentence pair · IsNext / NotNext")), bars(nsp, ["IsNext", "NotNext"], 1)));
+    for (const button of column.querySelectorAll("[data-trace]")) button.addEventListener("click", () => this.trace(Number(button.dataset.trace), mode));
+    return column;
+  }
+
+  difference(answers) {
+    const [bi, causal] = answers.map((a) => a.case.matrices.filter((m) => m.label.includes("attention · head")));
+    const maps = bi.map((m, h) => {
+      const diff = m.values.map((row, i) => row.map((v, j) => v - causal[h].values[i][j]));
+      const limit = Math.max(...diff.flat().map(Math.abs));
+      const label = `Bidirectional − causal · head ${h}`;
+      return el("figure", { class: "chart lab-heatmap" }, el("figcaption", {}, el("span", { class: "chart-title" }, label)),
+        heatmapSvg(diff, { label, colour: (v) => diverging(v, limit), legend: [[`−${sig(limit)}`, diverging(-limit, limit)], ["0", diverging(0, limit)], [`+${sig(limit)}`, diverging(limit, limit)]] }));
+    });
+    return el("section", { class: "lab-difference", "aria-label": "Difference between bidirectional and causal attention" },
+      el("h3", {}, "Difference: bidirectional − causal"),
+      el("p", { class: "fine" }, "Above the diagonal, causal attention is zero: that mass is what bidirectional attention spends on later tokens (mint), taken from earlier ones (rust)."),
+      el("div", { class: "lab-heads" }, ...maps));
+  }
+
+  async trace(position, attention) {
+    const params = new URLSearchParams({ input_ids: this.ids.join(","), segment_ids: this.seg.join(","), position, attention });
+    const url = `${this.urls.trace}?${params}`;
+    this.traceBox.replaceChildren(el("p", { class: "fine" }, `Tracing position ${position}…`));
+    try {
+      const response = await fetch(url, { headers: { Accept: "application/json" } });
+      const data = await response.json().catch(() => null);
+      if (!response.ok) throw new Error(data?.error?.message || `the server answered ${response.status}`);
+      this.traceBox.replaceChildren(...new TraceView(data, url, (id) => this.name(id)).render());
+      this.traceBox.scrollIntoView({ behavior: "smooth", block: "start" });
+    } catch (error) {
+      this.traceBox.replaceChildren(el("p", { class: "notice" }, `The trace failed: ${error.message}`));
+    }
+  }
+}
+
+// ---- The trace: one token, stage by stage
+
+function vector(values, label) {
+  const max = Math.max(...values.map(Math.abs));
+  return el("div", { class: "trace-vector" }, el("span", { class: "trace-vector-label" }, label),
+    el("ol", { class: "vector-cells", start: 0 }, ...values.map((v) => {
+      const cell = el("li", { title: String(v) }, sig(v, 3));
+      cell.style.background = diverging(v, max);
+      return cell;
+    })));
+}
+
+function table(headers, rows, caption) {
+  return el("div", { class: "table-wrap" }, el("table", { class: "trace-table" }, el("caption", {}, caption),
+    el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", {}, v))))))));
+}
+
+function arcs(tokens, position, head, name) {
+  const step = 64;
+  const width = step * tokens.length;
+  const svg = svgEl("svg", { viewBox: `0 0 ${width} 110`, width, height: 110, role: "img", "font-size": 11, "font-family": "system-ui, sans-serif",
+    "aria-label": `Head ${head.head}: position ${position} attends most to ${head.top_context.map((c) => `position ${c.position} (${sig(c.weight, 3)})`).join(" and ")}` });
+  const x = (i) => i * step + step / 2;
+  head.top_context.forEach((c, k) => {
+    const lift = 30 + 25 * Math.abs(c.position - position) / tokens.length + k * 8;
+    svg.append(svgEl("path", { d: `M${x(position)},70 Q${(x(position) + x(c.position)) / 2},${70 - lift * 1.6} ${x(c.position)},70`, fill: "none", stroke: "#1f8a6b", "stroke-width": 1 + 10 * c.weight, "stroke-opacity": 0.75 }));
+    svg.append(svgEl("text", { x: (x(position) + x(c.position)) / 2, y: 70 - lift * 0.8 - 4, "text-anchor": "middle", fill: "#11573f" }, sig(c.weight, 3)));
+  });
+  tokens.forEach((t, i) => {
+    svg.append(svgEl("rect", { x: i * step + 6, y: 74, width: step - 12, height: 24, rx: 5, fill: i === position ? "#f7e2d8" : "#ffffff", stroke: i === position ? "#b4532a" : "#aeb8c2" }));
+    svg.append(svgEl("text", { x: x(i), y: 90, "text-anchor": "middle", fill: "#1d2530" }, name(t)));
+  });
+  return svg;
+}
+
+class TraceView {
+  constructor(data, url, name) {
+    Object.assign(this, { data, url, name });
+  }
+
+  stage(id, title, ...body) {
+    const s = this.data.stages.find((x) => x.id === id);
+    return el("section", { class: "trace-stage", "data-stage": id }, el("h4", {}, title), el("p", { class: "fine" }, s.caption), ...body);
+  }
+
+  render() {
+    const d = this.data;
+    const get = (id) => d.stages.find((s) => s.id === id);
+    const p = d.position;
+    const tokens = get("tokens");
+    const emb = get("embeddings");
+    const att = get("attention");
+    const out = get("attention_output");
+    const up = get("ffn_up");
+    const down = get("ffn_down");
+    const head = get("mlm_head");
+    const logits = get("logits");
+    const soft = get("softmax");
+    const nsp = get("nsp");
+    const gelu = up.before_gelu.map((v, i) => [String(i), sig(v, 3), sig(up.after_gelu[i], 3), up.passed.includes(i) ? "passed" : "squeezed"]);
+    return [
+      el("h3", { id: "trace-title" }, `Trace of position ${p} (${this.name(tokens.token)}), ${d.attention} attention`),
+      el("p", { class: "fine" }, "Every number below was captured from the real forward pass by hooks. ", el("a", { href: this.url }, "This trace as JSON")),
+      this.stage("tokens", "1 · Token ids", el("ol", { class: "chips", start: 0 }, ...tokens.values.map((t, i) => el("li", { class: `chip chip-token${i === p ? " is-traced" : ""}` }, this.name(t))))),
+      this.stage("embeddings", "2 · Word + position + segment embeddings", vector(emb.word, "word"), vector(emb.position_embedding, "position"), vector(emb.segment, "segment"), vector(emb.values, "sum")),
+      this.stage("embedding_norm", "3 · Embedding LayerNorm", vector(get("embedding_norm").values, "normalised")),
+      this.stage("attention", "4 · Self-attention: scores, weights, arcs", ...att.heads.map((h) => el("div", { class: "trace-head" },
+        el("h5", {}, `Head ${h.head}`), arcs(tokens.values, p, h, this.name),
+        table(["", ...tokens.values.map((t, i) => `${i}: ${this.name(t)}`)], [["score q·k/√d", ...h.scores.map((v) => sig(v, 3))], ["weight", ...h.weights.map((v) => sig(v, 3))]], `Head ${h.head}: position ${p}'s query against every key`)))),
+      this.stage("attention_output", "5 · Attention output, residual + LayerNorm", vector(out.projected, "attention out"), vector(out.residual_sum, "+ residual"), vector(out.values, "LayerNorm")),
+      this.stage("ffn_up", `6 · Feed-forward up-projection and GELU (${up.passed.length} of 32 passed, ${up.suppressed.length} squeezed)`, vector(up.before_gelu, "before GELU"), vector(up.after_gelu, "after GELU"),
+        el("details", {}, el("summary", {}, "All 32 units"), table(["unit", "before", "after", ""], gelu, "GELU unit by unit"))),
+      this.stage("ffn_down", "7 · Down-projection, residual + LayerNorm", vector(down.down, "down"), vector(down.residual_sum, "+ residual"), vector(down.values, "encoder output")),
+      this.stage("mlm_head", "8 · MLM transform, GELU, LayerNorm", vector(head.transform, "transform"), vector(head.gelu, "GELU"), vector(head.values, "LayerNorm")),
+      this.stage("logits", "9 · Logits: dot product with every word embedding, plus bias",
+        table(["rank", "token", "h · E[token]", "bias", "logit"], logits.table.map((r, i) => [String(i + 1), this.name(r.token), sig(r.dot), sig(r.bias), sig(r.logit)]), "Ranked logits")),
+      this.stage("softmax", "10 · Softmax: logit → exp → ÷ sum",
+        table(["token", "logit z", "exp(z)", "probability"], soft.table.map((r) => [this.name(r.token), sig(r.logit), sig(r.exp), sig(r.probability)]), `Sum of exp(z) = ${sig(soft.sum_exp)}`),
+        el("p", { class: "trace-prediction" }, `Predicted token: ${this.name(soft.predicted)} with probability ${sig(soft.confidence)}`)),
+      this.stage("nsp", "11 · The CLS path: tanh pooler → IsNext / NotNext", vector(nsp.cls, "CLS output"), vector(nsp.pooler, "pooler"), vector(nsp.tanh, "tanh"),
+        bars(nsp.values, ["IsNext", "NotNext"], 1), el("p", { class: "trace-prediction" }, `Sentence pair: ${nsp.predicted}`)),
+    ];
+  }
+}
