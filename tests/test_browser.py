@@ -254,3 +254,90 @@ def test_screenshots_without_horizontal_scroll(browser, live_server, name, path,
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
     context.close()
+
+
+# ---- the live lab
+
+
+def lab_ready(page) -> None:
+    expect(page.locator("#record-check")).to_contain_text("reproduces the recorded case", timeout=120_000)
+
+
+def test_lab_starts_from_a_recorded_case_and_reproduces_it(watched):
+    page = watched("/models/bert")
+    lab_ready(page)
+    page.locator('[data-preset="not-next"]').click()
+    expect(page.locator("#record-check")).to_contain_text("“Same tokens with a negative sentence-pair label”")
+    expect(page.locator("#record-check")).to_have_class(re.compile("is-passed"))
+    expect(page.locator('input[name="nsp"][value="1"]')).to_be_checked()
+    expect(page.locator(".lab-column .metric dd").nth(1)).to_have_text("0.6372")
+
+
+def test_editing_a_token_updates_the_results_in_place(watched):
+    page = watched("/models/bert")
+    lab_ready(page)
+    before = page.locator(".lab-column .metric dd").first.inner_text()
+    page.locator('select[data-position="4"]').select_option("9")
+    expect(page.locator("#record-check")).to_have_count(0)  # no longer a recorded case
+    expect(page.locator(".lab-column .metric dd").first).not_to_have_text(before)
+    expect(page.locator(".influence")).to_contain_text("You changed position 4: 4 of 4 earlier")
+    page.locator('[data-mask="1"]').click()  # score position 1 as well
+    expect(page.locator('select[data-position="1"]')).to_have_value("3")
+    expect(page.locator(".lab-column figcaption", has_text="Position 1: top 5 of 16")).to_have_count(1)
+
+
+def test_compare_mode_shows_both_and_marks_which_predictions_moved(watched):
+    page = watched("/models/bert")
+    lab_ready(page)
+    page.locator("#compare-mode").check()
+    expect(page.locator(".lab-column")).to_have_count(2)
+    expect(page.locator(".lab-difference svg")).to_have_count(2)
+    page.locator('select[data-position="4"]').select_option("9")
+    bidirectional = page.locator('.influence[data-mode="bidirectional"]')
+    causal = page.locator('.influence[data-mode="causal"]')
+    expect(bidirectional).to_contain_text("4 of 4 earlier positions' predictions moved")
+    expect(causal).to_contain_text("0 of 4 earlier positions' predictions moved")
+    expect(page.locator('.lab-column[data-mode="causal"] .is-moved')).to_have_count(0)
+    expect(page.locator('.lab-column[data-mode="bidirectional"] .is-moved')).to_have_count(4)
+
+
+def test_sampling_a_corruption_fills_the_strip(watched):
+    page = watched("/models/bert")
+    lab_ready(page)
+    page.locator("#corruption-seed").fill("7")
+    page.get_by_role("button", name="Sample a corruption").click()
+    expect(page.locator("#lab-status")).to_contain_text("Seed 7 selected position 1: mask")
+    expect(page.locator('select[data-position="1"]')).to_have_value("3")
+    expect(page.locator(".token-slot .badge.action-mask")).to_have_count(1)
+    expect(page.locator(".lab-column h3")).to_contain_text("Live run")
+    page.locator("#corruption-seed").fill("-3")
+    page.get_by_role("button", name="Sample a corruption").click()
+    expect(page.locator("#lab-status")).to_contain_text("The seed must be a whole number")
+
+
+def test_trace_view_follows_the_token_through_every_stage(watched):
+    page = watched("/models/bert")
+    lab_ready(page)
+    page.get_by_role("button", name="Trace position 2").click()
+    expect(page.locator("#trace-title")).to_have_text("Trace of position 2 (MASK (3)), bidirectional attention")
+    expect(page.locator(".trace-stage")).to_have_count(11)
+    expect(page.locator('[data-stage="attention"] svg')).to_have_count(2)
+    softmax = page.locator('[data-stage="softmax"]')
+    expect(softmax.locator("tbody tr").first.locator("td").last).to_have_text("0.7849")
+    expect(softmax.locator(".trace-prediction")).to_have_text("Predicted token: CLS (1) with probability 0.7849")
+    expect(page.locator('[data-stage="nsp"] .trace-prediction')).to_have_text("Sentence pair: NotNext")
+
+
+def test_lab_screenshot_in_compare_mode(browser, live_server):
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    page.goto(live_server + "/models/bert")
+    lab_ready(page)
+    page.locator("#compare-mode").check()
+    page.locator('select[data-position="4"]').select_option("9")
+    expect(page.locator('.influence[data-mode="causal"]')).to_be_visible()
+    page.get_by_role("button", name="Trace position 2").first.click()
+    expect(page.locator(".trace-stage")).to_have_count(11)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#lab").screenshot(path=ARTIFACTS / "lab-compare-desktop.png")
+    context.close()
