@@ -1,10 +1,12 @@
 """TensorViz: a model explorer whose recorded numbers can be re-executed on the server."""
 
+import secrets
+
 from flask import Flask
 
-from . import api, cli, downloads, errors, pages
+from . import api, assets, cli, downloads, errors, pages, security
 from .config import Config
-from .extensions import cache, runner, store
+from .extensions import cache, compress, runner, store
 from .verification import verifications
 
 
@@ -17,8 +19,11 @@ def create_app(config: type | dict | None = None) -> Flask:
         app.config.update(config)
     elif config is not None:
         app.config.from_object(config)
+    if not app.config["SECRET_KEY"]:
+        app.config["SECRET_KEY"] = secrets.token_hex(32)
 
     cache.init_app(app)
+    compress.init_app(app)
     store.init_app(app)
     runner.init_app(app)
     verifications.init_app(app)
@@ -26,6 +31,8 @@ def create_app(config: type | dict | None = None) -> Flask:
     app.register_blueprint(api.bp)
     app.register_blueprint(downloads.bp)
     app.register_blueprint(pages.bp)
+    assets.init_app(app)
     errors.register(app)
+    security.init_app(app)
     cli.register(app)
     return app

@@ -36,6 +36,16 @@ def model_links(model: Model) -> dict:
     }
 
 
+@bp.after_request
+def conditional_json(response: Response) -> Response:
+    """Every successful GET answers with an ETag and honours If-None-Match."""
+    if request.method == "GET" and response.status_code == 200 and not response.is_streamed:
+        if response.get_etag()[0] is None:
+            response.add_etag()
+        response.make_conditional(request)
+    return response
+
+
 @bp.get("/models")
 def models():
     """The catalog: one entry per served model, and the manifests that could not be served."""

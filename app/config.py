@@ -11,8 +11,16 @@ class Config:
     MANIFESTS_DIR = str(PROJECT_ROOT / "manifests")
     RECIPES_DIR = str(PROJECT_ROOT / "recipes")
 
+    DEBUG = False
+    SECRET_KEY = None  # from TENSORVIZ_SECRET_KEY; nothing here signs sessions, so a random one is fine
+    PROXY_FIX = 0  # number of trusted reverse proxies (X-Forwarded-*); 0 trusts none
+
     # Requests carry no uploads: small JSON bodies at most.
     MAX_CONTENT_LENGTH = 64 * 1024
+
+    COMPRESS_MIMETYPES = ["text/html", "text/css", "text/csv", "text/plain", "text/x-python",
+                          "application/json", "text/javascript", "image/svg+xml"]
+    COMPRESS_ALGORITHM = ["br", "gzip"]
 
     CACHE_TYPE = "SimpleCache"
     CACHE_DEFAULT_TIMEOUT = 24 * 3600

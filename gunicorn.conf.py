@@ -1,0 +1,19 @@
+"""Production serving: `gunicorn -c gunicorn.conf.py wsgi:app` (settings overridable by environment)."""
+
+import multiprocessing
+import os
+
+bind = os.environ.get("TENSORVIZ_BIND", "127.0.0.1:8000")
+# Web workers stay lean (no torch); each owns its own small pool of recipe processes.
+workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() * 2 + 1))
+worker_class = "gthread"
+threads = int(os.environ.get("TENSORVIZ_THREADS", 4))  # a POST may wait briefly on a verification job
+timeout = 60  # a web request never waits this long: recipe runs have their own, shorter timeout
+graceful_timeout = 30
+keepalive = 5
+max_requests = 2000  # recycle workers now and then, staggered so they do not all restart together
+max_requests_jitter = 200
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("TENSORVIZ_LOG_LEVEL", "info")
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
