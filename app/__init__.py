@@ -6,7 +6,7 @@ from flask import Flask
 
 from . import api, assets, cli, downloads, errors, pages, security
 from .config import Config
-from .extensions import cache, compress, runner, store
+from .extensions import cache, compress, limiter, runner, store
 from .verification import verifications
 
 
@@ -24,6 +24,7 @@ def create_app(config: type | dict | None = None) -> Flask:
 
     cache.init_app(app)
     compress.init_app(app)
+    limiter.init_app(app)
     store.init_app(app)
     runner.init_app(app)
     verifications.init_app(app)

@@ -4,10 +4,14 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request, url
 
 from . import lab, live
 from .catalog import Model, file_listing
-from .extensions import store
+from .extensions import limiter, store
 from .verification import verifications
 
 bp = Blueprint("api", __name__, url_prefix="/api")
+
+def post_limit() -> str:
+    return current_app.config["RATELIMIT_POSTS"]
+
 
 @bp.before_request
 def limit_body() -> None:
@@ -85,6 +89,7 @@ def files(slug: str):
 
 
 @bp.post("/models/<slug>/verifications")
+@limiter.limit(post_limit)
 def verify(slug: str):
     """Re-execute the recipe and compare: 200 with the report, or 202 with a Location to poll."""
     found = get_model(slug)
@@ -132,6 +137,7 @@ def _json_body():
 
 
 @bp.post("/models/<slug>/runs")
+@limiter.limit(post_limit)
 def run(slug: str):
     """A what-if run of the recipe on the recorded weights, answered in the shape of a recorded case."""
     found = get_model(slug)
@@ -143,6 +149,7 @@ def run(slug: str):
 
 
 @bp.post("/models/<slug>/corruptions")
+@limiter.limit(post_limit)
 def corruption(slug: str):
     """One seeded draw of BERT's corruption sampler, with the run request that would score it."""
     found = get_model(slug)

@@ -27,9 +27,17 @@ class Config:
 
     # Recipe execution: separate processes, each replaced when it crashes or passes its timeout.
     RECIPE_WORKERS = 1  # recipes running at once
+    RECIPE_QUEUE = 8  # runs that may wait for a worker; beyond that, POSTs answer 429
     RECIPE_TIMEOUT = 120.0  # seconds before a run is killed
     RECIPE_TORCH_THREADS = 1
+    RECIPE_MEMORY_MB = 1024  # address space a worker may add after loading torch; 0 for no cap
     RECIPE_SEED = 0  # torch.manual_seed in the worker before every run
+    # Per-client limit on every POST (what-if runs, corruptions, verifications).
+    RATELIMIT_POSTS = "120 per minute"
+    RATELIMIT_STORAGE_URI = "memory://"
+    RATELIMIT_IN_MEMORY_FALLBACK_ENABLED = True  # if the shared store goes down, limit per process
+    RATELIMIT_SWALLOW_ERRORS = True
+
     # How long POST /verifications waits for a fresh run before answering 202 with a Location.
     VERIFY_WAIT = 0.5
 
@@ -39,4 +47,5 @@ class TestConfig(Config):
 
     TESTING = True
     RECIPE_TIMEOUT = 60.0
+    RATELIMIT_POSTS = "100000 per minute"
     VERIFY_WAIT = 0.0

@@ -28,6 +28,7 @@ def compute(model: Model, entry: str, args: dict) -> dict:
     found = cache.get(key)
     if found is not None:
         return found | {"cached": True}
+    runner.pool.admit()
     try:
         reply = runner.pool.run(model.recipe_dir, "lab", entry, args)
     except RecipeTimeout as exc:
@@ -36,6 +37,8 @@ def compute(model: Model, entry: str, args: dict) -> dict:
         abort(503, str(exc))
     except RecipeError as exc:
         abort(502, str(exc))
+    finally:
+        runner.pool.release()
     result = {
         "model": model.slug,
         "revision": model.revision,

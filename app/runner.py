@@ -26,6 +26,10 @@ class RecipeTimeout(RecipeError):
     pass
 
 
+class PoolBusy(RecipeError):
+    """Every worker is busy and the queue is full: come back later."""
+
+
 class RecipeCrashed(RecipeError):
     pass
 
@@ -36,10 +40,10 @@ STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and imp
 class _Worker:
     """One spawned process with the pipe to it."""
 
-    def __init__(self, ctx, torch_threads: int, seed: int) -> None:
+    def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int) -> None:
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=worker.serve, args=(child, torch_threads, seed), name="tensorviz-recipe", daemon=True
+            target=worker.serve, args=(child, torch_threads, seed, memory_mb), name="tensorviz-recipe", daemon=True
         )
         self.process.start()
         child.close()
@@ -69,15 +73,30 @@ class WorkerPool:
     takes its place on the next task.
     """
 
-    def __init__(self, size: int, timeout: float, torch_threads: int, seed: int) -> None:
+    def __init__(self, size: int, timeout: float, torch_threads: int, seed: int, queue: int = 0,
+                 memory_mb: int = 0) -> None:
         self.size = size
+        self.capacity = size + queue  # runs admitted at once: running plus waiting for a worker
+        self._admitted = 0
         self.timeout = timeout
         self._torch_threads = torch_threads
         self._seed = seed
+        self._memory_mb = memory_mb
         self._ctx = multiprocessing.get_context("spawn")
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
+
+    def admit(self) -> None:
+        """Claim a place for one run, running or queued; PoolBusy when there is none. Pair with release()."""
+        with self._lock:
+            if self._admitted >= self.capacity:
+                raise PoolBusy(f"all {self.size} recipe workers are busy and {self.capacity - self.size} runs wait")
+            self._admitted += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._admitted -= 1
 
     def _take(self) -> _Worker:
         with self._lock:
@@ -86,7 +105,7 @@ class WorkerPool:
                 if candidate.process.is_alive():
                     return candidate
                 candidate.kill()
-        return _Worker(self._ctx, self._torch_threads, self._seed)
+        return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb)
 
     def _release(self, w: _Worker) -> None:
         with self._lock:
@@ -134,6 +153,8 @@ class RecipeRunner:
             timeout=float(app.config["RECIPE_TIMEOUT"]),
             torch_threads=int(app.config["RECIPE_TORCH_THREADS"]),
             seed=int(app.config["RECIPE_SEED"]),
+            queue=int(app.config["RECIPE_QUEUE"]),
+            memory_mb=int(app.config["RECIPE_MEMORY_MB"]),
         )
 
     @property

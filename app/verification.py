@@ -124,6 +124,7 @@ class Verifications:
             for job in state["jobs"].values():
                 if job.key == key and not job.done.is_set():
                     return job
+            runner.pool.admit()  # PoolBusy when the queue is full: nothing is started
             job = Job(model, key)
             state["jobs"][job.id] = job
             while len(state["jobs"]) > KEEP_JOBS:
@@ -140,6 +141,8 @@ class Verifications:
             except Exception as exc:  # never leave a poller waiting on a job that died
                 app.logger.exception("verification of %s failed unexpectedly", job.model.slug)
                 report = {"model": job.model.slug, "status": "error", "message": f"internal error: {exc}"}
+            finally:
+                runner.pool.release()
             report["cached"] = False
             if report["status"] != "error":  # a timeout or crash may pass on a retry; never cache it
                 cache.set(job.key, report)

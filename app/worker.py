@@ -60,10 +60,24 @@ def execute(task: dict, torch: ModuleType, seed: int) -> dict:
     return {"result": result, "compute_seconds": time.perf_counter() - started}
 
 
-def serve(conn: Connection, torch_threads: int, seed: int) -> None:
+def cap_memory(headroom_mb: int) -> None:
+    """Cap this process's address space at what it maps now (Python and torch loaded) plus headroom,
+    so that a runaway recipe fails with an allocation error instead of exhausting the machine."""
+    if headroom_mb <= 0:
+        return
+    import resource
+
+    status = Path("/proc/self/status").read_text()
+    mapped = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmSize:"))) * 1024
+    limit = mapped + headroom_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0) -> None:
     """Answer tasks from the pipe until it closes."""
     import torch
 
+    cap_memory(memory_mb)
     torch.set_num_threads(torch_threads)
     torch.use_deterministic_algorithms(True)
     env = environment(torch, seed)

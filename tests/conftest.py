@@ -24,7 +24,8 @@ class ModelTree:
         self.manifests.mkdir()
         self.recipes.mkdir()
 
-    def add(self, slug: str, manifest: dict | bytes | None = None, run_py: str | None = None) -> None:
+    def add(self, slug: str, manifest: dict | bytes | None = None, run_py: str | None = None,
+            lab_py: str | None = None) -> None:
         """A model folder: the BERT manifest (or the one given, as JSON or raw bytes) and recipe."""
         folder = self.manifests / slug
         folder.mkdir()
@@ -35,6 +36,8 @@ class ModelTree:
         shutil.copytree(BERT_RECIPE, self.recipes / slug, ignore=shutil.ignore_patterns("__pycache__"))
         if run_py is not None:
             (self.recipes / slug / "run.py").write_text(run_py)
+        if lab_py is not None:
+            (self.recipes / slug / "lab.py").write_text(lab_py)
 
     def config(self, **extra) -> dict:
         return {"MANIFESTS_DIR": str(self.manifests), "RECIPES_DIR": str(self.recipes)} | extra

@@ -1,0 +1,83 @@
+"""Protecting the compute: per-client rate limits, a bounded queue, and capped worker memory."""
+
+import threading
+
+import pytest
+
+from app import create_app
+from app.config import TestConfig
+
+from .conftest import ModelTree
+
+RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
+SLOW_LAB = "import time\n\ndef live_run(**request):\n    time.sleep(3)\n    return {'matrices': [], 'vectors': [], 'metrics': []}\n"
+GREEDY_LAB = "import torch\n\ndef live_run(**request):\n    torch.ones(6 * 2**30, dtype=torch.uint8)\n    return {}\n"
+
+
+def test_posts_are_rate_limited_per_client():
+    client = create_app({"TESTING": True, "RATELIMIT_POSTS": "3 per minute"}).test_client()
+    bad = {"input_ids": [1]}  # answered 400 without running anything: the limit still counts it
+    for _ in range(3):
+        assert client.post("/api/models/bert/runs", json=bad).status_code == 400
+    limited = client.post("/api/models/bert/runs", json=bad)
+    assert limited.status_code == 429
+    assert 0 < int(limited.headers["Retry-After"]) <= 60
+    assert "rate limit of 3 per 1 minute exceeded" in limited.get_json()["error"]["message"]
+    other = client.post("/api/models/bert/runs", json=bad, environ_base={"REMOTE_ADDR": "198.51.100.7"})
+    assert other.status_code == 400
+    assert client.get("/api/models").status_code == 200  # reads are not limited
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/models/bert/runs", RUN),
+    ("/api/models/bert/corruptions", {"input_ids": [1, 4, 5, 2, 6, 2], "seed": 1}),
+    ("/api/models/bert/verifications", None),
+])
+def test_a_full_queue_answers_429_with_retry_after_and_starts_nothing(path, body):
+    app = create_app(type("Full", (TestConfig,), {"RECIPE_WORKERS": 1, "RECIPE_QUEUE": 0}))
+    pool = app.extensions["tensorviz.pool"]
+    pool.admit()  # the one place is taken
+    response = app.test_client().post(path, json=body)
+    assert response.status_code == 429
+    assert response.headers["Retry-After"] == "5"
+    assert "recipe workers are busy" in response.get_json()["error"]["message"]
+    assert pool.pids() == []  # no worker was started for it
+    pool.release()
+
+
+def test_concurrent_runs_beyond_the_queue_are_refused_and_none_is_lost(tmp_path):
+    tree = ModelTree(tmp_path)
+    tree.add("bert", lab_py=SLOW_LAB)
+    app = create_app(type("Slow", (TestConfig,), tree.config(RECIPE_WORKERS=1, RECIPE_QUEUE=1)))
+    statuses: list[int] = []
+
+    def post(n: int) -> None:
+        response = app.test_client().post("/api/models/bert/runs", json=RUN | {"nsp_label": n % 2,
+                                                                              "mlm_positions": [n]})
+        statuses.append(response.status_code)
+
+    threads = [threading.Thread(target=post, args=(n,)) for n in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    app.extensions["tensorviz.pool"].shutdown()
+    assert len(statuses) == 5  # every request was answered
+    assert sorted(set(statuses)) == [200, 429]
+    assert statuses.count(200) == 2  # one running, one queued
+
+
+def test_a_recipe_that_grabs_memory_fails_cleanly_under_the_cap(tmp_path):
+    tree = ModelTree(tmp_path)
+    tree.add("bert", lab_py=GREEDY_LAB)
+    app = create_app(type("Capped", (TestConfig,), tree.config(RECIPE_MEMORY_MB=512)))
+    client = app.test_client()
+    response = client.post("/api/models/bert/runs", json=RUN)
+    assert response.status_code == 502
+    assert "the recipe raised" in response.get_json()["error"]["message"]
+    assert "alloc" in response.get_json()["error"]["message"].lower()
+    # the worker lived on: the same process answers the next request
+    pids = app.extensions["tensorviz.pool"].pids()
+    client.post("/api/models/bert/runs", json=RUN | {"nsp_label": 1})
+    assert app.extensions["tensorviz.pool"].pids() == pids
+    app.extensions["tensorviz.pool"].shutdown()
