@@ -10,7 +10,7 @@ from app.config import TestConfig
 from .conftest import ModelTree
 
 RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
-SLOW_LAB = "import time\n\ndef live_run(**request):\n    time.sleep(3)\n    return {'matrices': [], 'vectors': [], 'metrics': []}\n"
+SLOW_LAB = "import time\n\ndef live_run(**request):\n    time.sleep(3)\n    return {}\n"
 GREEDY_LAB = "import torch\n\ndef live_run(**request):\n    torch.ones(6 * 2**30, dtype=torch.uint8)\n    return {}\n"
 
 
