@@ -1,5 +1,6 @@
 """TensorViz: a model explorer whose recorded numbers can be re-executed on the server."""
 
+import os
 import secrets
 
 from flask import Flask
@@ -8,6 +9,19 @@ from . import api, assets, cli, downloads, errors, pages, security
 from .config import Config
 from .extensions import cache, compress, limiter, runner, store
 from .verification import verifications
+
+
+def use_redis(app: Flask, url: str | None) -> None:
+    """Point the cache and the rate limiter at a shared Redis, when one is configured."""
+    if not url:
+        return
+    app.config.update(
+        REDIS_URL=url,
+        CACHE_TYPE="app.cache_backend.ResilientRedisCache",
+        CACHE_REDIS_URL=url,
+        CACHE_KEY_PREFIX="tensorviz:",
+        RATELIMIT_STORAGE_URI=url,
+    )
 
 
 def create_app(config: type | dict | None = None) -> Flask:
@@ -21,6 +35,7 @@ def create_app(config: type | dict | None = None) -> Flask:
         app.config.from_object(config)
     if not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = secrets.token_hex(32)
+    use_redis(app, app.config["REDIS_URL"] or os.environ.get("REDIS_URL"))
 
     cache.init_app(app)
     compress.init_app(app)

@@ -121,10 +121,10 @@ def verification_job(slug: str, job_id: str):
     """A verification job: its state and elapsed time, and the report once it is done."""
     get_model(slug)
     job = verifications.job(job_id)
-    if job is None or job.model.slug != slug:
+    if job is None or job["model"] != slug:
         abort(404, f"no verification job {job_id!r} for model {slug!r}")
-    response = jsonify(job.as_dict())
-    if not job.done.is_set():
+    response = jsonify(job)
+    if job["state"] != "done":
         response.headers["Retry-After"] = "1"
     return response
 

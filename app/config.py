@@ -24,6 +24,9 @@ class Config:
 
     CACHE_TYPE = "SimpleCache"
     CACHE_DEFAULT_TIMEOUT = 24 * 3600
+    # With a Redis URL (TENSORVIZ_REDIS_URL, or REDIS_URL), reports, live runs, verification jobs and rate
+    # limits are shared by every process and machine that uses the same Redis.
+    REDIS_URL = None
 
     # Recipe execution: separate processes, each replaced when it crashes or passes its timeout.
     RECIPE_WORKERS = 1  # recipes running at once

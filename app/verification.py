@@ -15,7 +15,8 @@ from .compare import compare_replay
 from .extensions import cache, runner
 from .runner import RecipeError, torch_version
 
-KEEP_JOBS = 200  # finished jobs remembered for polling
+KEEP_JOBS = 200  # finished jobs remembered for polling in this process
+KEEP_JOB_SECONDS = 3600  # and in the shared cache
 
 
 def cache_key(model: Model) -> str:
@@ -80,15 +81,25 @@ class Job:
         return "done" if self.done.is_set() else "running" if self.started else "queued"
 
     def as_dict(self) -> dict:
-        end = self.finished or time.time()
-        return {
+        return with_elapsed({
             "id": self.id,
             "model": self.model.slug,
             "state": self.state,
-            "elapsed_seconds": round(end - self.created, 3),
+            "created": self.created,
+            "finished": self.finished,
             "location": f"/api/models/{self.model.slug}/verifications/{self.id}",
             "report": self.report,
-        }
+        })
+
+
+def with_elapsed(job: dict) -> dict:
+    """Elapsed seconds as of now (or of the finish), also for a job another process published."""
+    end = job["finished"] or time.time()
+    return job | {"elapsed_seconds": round(end - job["created"], 3)}
+
+
+def _job_key(job_id: str) -> str:
+    return f"verification-job:{job_id}"
 
 
 class Verifications:
@@ -113,8 +124,17 @@ class Verifications:
     def latest(self, model: Model) -> dict | None:
         return cache.get(_latest_key(model))
 
-    def job(self, job_id: str) -> Job | None:
-        return self._state["jobs"].get(job_id)
+    def job(self, job_id: str) -> dict | None:
+        """A job's state, from this process or, with a shared cache, from the one that runs it."""
+        local = self._state["jobs"].get(job_id)
+        if local is not None:
+            return local.as_dict()
+        published = cache.get(_job_key(job_id))
+        return None if published is None else with_elapsed(published)
+
+    @staticmethod
+    def _publish(job: Job) -> None:
+        cache.set(_job_key(job.id), job.as_dict(), timeout=KEEP_JOB_SECONDS)
 
     def start(self, model: Model) -> Job:
         """The running job for this model, or a new one; identical requests share one run."""
@@ -129,13 +149,14 @@ class Verifications:
             state["jobs"][job.id] = job
             while len(state["jobs"]) > KEEP_JOBS:
                 state["jobs"].popitem(last=False)
+        self._publish(job)
         state["executor"].submit(self._run, current_app._get_current_object(), job)
         return job
 
-    @staticmethod
-    def _run(app: Flask, job: Job) -> None:
+    def _run(self, app: Flask, job: Job) -> None:
         with app.app_context():
             job.started = time.time()
+            self._publish(job)
             try:
                 report = verify(job.model)
             except Exception as exc:  # never leave a poller waiting on a job that died
@@ -150,6 +171,7 @@ class Verifications:
             job.report = report
             job.finished = time.time()
             job.done.set()
+            self._publish(job)
 
 
 verifications = Verifications()

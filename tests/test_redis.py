@@ -1,0 +1,139 @@
+"""Several app instances sharing one real Redis behave as one; a Redis outage degrades, never breaks."""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+import redis
+
+from app import create_app
+from app.config import TestConfig
+
+RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A real redis-server on a loopback port, without persistence."""
+
+    def __init__(self) -> None:
+        assert shutil.which("redis-server"), "redis-server is needed: scripts/install-test-packages"
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url)
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def redis_url():
+    """The Redis that CI started (TENSORVIZ_TEST_REDIS_URL), or one started here."""
+    given = os.environ.get("TENSORVIZ_TEST_REDIS_URL")
+    if given:
+        redis.Redis.from_url(given).flushdb()
+        yield given
+        return
+    server = RedisServer()
+    server.start()
+    yield server.url
+    server.stop()
+
+
+def instance(url: str, **settings):
+    return create_app(type("Shared", (TestConfig,), {"REDIS_URL": url, **settings}))
+
+
+@pytest.fixture(scope="module")
+def two_instances(redis_url):
+    first, second = instance(redis_url), instance(redis_url)
+    yield first, second
+    for app in (first, second):
+        app.extensions["tensorviz.pool"].shutdown()
+
+
+def test_redis_url_switches_the_backends(two_instances):
+    app = two_instances[0]
+    assert app.config["CACHE_TYPE"] == "app.cache_backend.ResilientRedisCache"
+    assert app.config["RATELIMIT_STORAGE_URI"] == app.config["REDIS_URL"]
+
+
+def test_a_live_run_computed_by_one_instance_is_served_by_the_other(two_instances):
+    first, second = (app.test_client() for app in two_instances)
+    computed = first.post("/api/models/bert/runs", json=RUN | {"nsp_label": 1, "mlm_positions": [1, 2]})
+    assert computed.get_json()["cached"] is False
+    shared = second.post("/api/models/bert/runs", json=RUN | {"nsp_label": 1, "mlm_positions": [1, 2]})
+    assert shared.get_json()["cached"] is True
+    assert shared.get_json()["case"] == computed.get_json()["case"]
+    assert two_instances[1].extensions["tensorviz.pool"].pids() == []  # the second never ran a recipe
+
+
+def test_a_verification_job_is_polled_on_another_instance(two_instances):
+    first, second = (app.test_client() for app in two_instances)
+    started = first.post("/api/models/bert/verifications")
+    assert started.status_code == 202
+    location = started.headers["Location"]
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        job = second.get(location).get_json()
+        assert job["state"] in ("queued", "running", "done")
+        if job["state"] == "done":
+            break
+        time.sleep(0.2)
+    assert job["report"]["status"] == "passed"
+    again = second.post("/api/models/bert/verifications")
+    assert again.status_code == 200 and again.get_json()["cached"] is True
+    assert second.get("/api/models/bert/verifications/latest").get_json()["status"] == "passed"
+
+
+def test_rate_limits_are_shared(redis_url):
+    first, second = (instance(redis_url, RATELIMIT_POSTS="3 per minute").test_client() for _ in range(2))
+    bad = {"input_ids": [1]}
+    statuses = [c.post("/api/models/bert/corruptions", json=bad, environ_base={"REMOTE_ADDR": "192.0.2.44"}).status_code
+                for c in (first, second, first, second)]
+    assert statuses == [400, 400, 400, 429]
+
+
+def test_stopping_redis_degrades_to_uncached_and_recovers():
+    server = RedisServer()
+    server.start()
+    app = instance(server.url)
+    client = app.test_client()
+    try:
+        assert client.post("/api/models/bert/runs", json=RUN).status_code == 200
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True
+        server.stop()
+        for path in ("/", "/models/bert", "/api/models/bert"):
+            assert client.get(path).status_code == 200
+        during = client.post("/api/models/bert/runs", json=RUN)
+        assert during.status_code == 200 and during.get_json()["cached"] is False  # recomputed, not lost
+        assert client.post("/api/models/bert/verifications/latest").status_code == 405
+        server.start()
+        client.post("/api/models/bert/runs", json=RUN)
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True
+    finally:
+        app.extensions["tensorviz.pool"].shutdown()
+        if server.process.poll() is None:
+            server.stop()
