@@ -5,6 +5,7 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request, url
 from . import lab, live
 from .catalog import Model, file_listing
 from .extensions import limiter, store
+from .openapi import openapi_document
 from .verification import verifications
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -171,3 +172,9 @@ def trace(slug: str):
     answer = live.compute(found, "trace", args)
     result = answer.pop("result")
     return jsonify({"kind": "trace", **answer, **result})
+
+
+@bp.get("/openapi.json")
+def openapi():
+    """The OpenAPI 3 description of this API."""
+    return jsonify(openapi_document())

@@ -1,0 +1,48 @@
+"""The API contract: the OpenAPI document covers every route, and every operation honours it."""
+
+import re
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from openapi_spec_validator import validate
+
+from app import create_app
+from app.config import TestConfig
+
+app = create_app(TestConfig)
+schema = schemathesis.openapi.from_wsgi("/api/openapi.json", app)
+
+
+def test_the_document_is_valid_openapi_3(client):
+    document = client.get("/api/openapi.json").get_json()
+    assert document["openapi"].startswith("3.")
+    validate(document)
+
+
+def test_every_api_route_is_described(client):
+    document = client.get("/api/openapi.json").get_json()
+    for rule in client.application.url_map.iter_rules():
+        if rule.rule.startswith("/api/"):
+            path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule)
+            assert path in document["paths"], path
+            described = set(document["paths"][path])
+            assert {m.lower() for m in rule.methods - {"HEAD", "OPTIONS"}} == described, path
+
+
+@schema.parametrize()
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+def test_every_operation_conforms_and_never_fails_on_the_server(case):
+    excluded = []
+    if case.operation.path == "/api/models/{slug}/trace":
+        # Valid by the schema but refused by design: no MASK in input_ids and no position (a 400 naming it).
+        from schemathesis.specs.openapi.checks import positive_data_acceptance
+        excluded.append(positive_data_acceptance)
+    # The in-process WSGI transport does not decompress: ask for plain bodies.
+    case.call_and_validate(headers={"Accept-Encoding": "identity"}, excluded_checks=excluded)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def stop_workers():
+    yield
+    app.extensions["tensorviz.pool"].shutdown()
