@@ -104,7 +104,8 @@ def _schemas(length: int, vocab: int, segments: int) -> dict:
 
 def _paths(slugs: list[str], length: int, vocab: int, segments: int) -> dict:
     slug = {"name": "slug", "in": "path", "required": True, "schema": {"type": "string", "enum": slugs}}
-    job_id = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
+    job_id = {"name": "job_id", "in": "path", "required": True,
+              "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
     token = f"({'|'.join(str(v) for v in range(vocab - 1, -1, -1))})"
     seg = f"({'|'.join(str(v) for v in range(segments))})"
     csv = f"^{token}(,{token}){{{length - 1}}}$"
