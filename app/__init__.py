@@ -5,7 +5,7 @@ import secrets
 
 from flask import Flask
 
-from . import api, assets, cli, downloads, errors, openapi, pages, security
+from . import api, assets, cli, downloads, errors, pages, security
 from .config import Config
 from .extensions import cache, compress, limiter, runner, store
 from .verification import verifications
@@ -41,7 +41,6 @@ def create_app(config: type | dict | None = None) -> Flask:
     compress.init_app(app)
     limiter.init_app(app)
     store.init_app(app)
-    openapi.init_app(app)
     runner.init_app(app)
     verifications.init_app(app)
 

@@ -4,6 +4,8 @@ import hashlib
 import json
 import logging
 import mimetypes
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,16 +182,49 @@ def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:
     return catalog
 
 
+def _signature(*folders: Path) -> tuple:
+    """What the catalog was built from: every file below the folders, with its size and mtime."""
+    files = sorted(p for folder in folders if folder.is_dir() for p in folder.rglob("*")
+                   if p.is_file() and "__pycache__" not in p.parts)
+    return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+
+
+class LiveCatalog:
+    """The catalog, rebuilt when a file under manifests/ or recipes/ changes (looked at every `interval` s),
+    so that a manifest broken on disk is reported unavailable, and served again once it is mended,
+    without a restart."""
+
+    def __init__(self, manifests_dir: Path, recipes_dir: Path, interval: float) -> None:
+        self.folders = (manifests_dir, recipes_dir)
+        self.interval = interval
+        self.signature = _signature(*self.folders)
+        self.catalog = load_catalog(*self.folders)
+        self.checked = time.monotonic()
+        self.lock = threading.Lock()
+
+    def current(self) -> Catalog:
+        if self.interval and time.monotonic() - self.checked >= self.interval:
+            with self.lock:
+                self.checked = time.monotonic()
+                signature = _signature(*self.folders)
+                if signature != self.signature:
+                    log.warning("model files changed on disk; reloading the catalog")
+                    self.catalog = load_catalog(*self.folders)
+                    self.signature = signature
+        return self.catalog
+
+
 class ManifestStore:
     """Flask extension holding the catalog of the app it is bound to."""
 
     def init_app(self, app: Flask) -> None:
-        catalog = load_catalog(Path(app.config["MANIFESTS_DIR"]), Path(app.config["RECIPES_DIR"]))
-        app.extensions["tensorviz.catalog"] = catalog
+        app.extensions["tensorviz.catalog"] = LiveCatalog(
+            Path(app.config["MANIFESTS_DIR"]), Path(app.config["RECIPES_DIR"]),
+            float(app.config["CATALOG_RELOAD_SECONDS"]))
 
     @property
     def catalog(self) -> Catalog:
-        return current_app.extensions["tensorviz.catalog"]
+        return current_app.extensions["tensorviz.catalog"].current()
 
     def get(self, slug: str) -> Model | None:
         return self.catalog.models.get(slug)

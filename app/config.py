@@ -10,6 +10,7 @@ class Config:
 
     MANIFESTS_DIR = str(PROJECT_ROOT / "manifests")
     RECIPES_DIR = str(PROJECT_ROOT / "recipes")
+    CATALOG_RELOAD_SECONDS = 2.0  # how often to look for changed model files; 0 loads them once
 
     DEBUG = False
     SECRET_KEY = None  # from TENSORVIZ_SECRET_KEY; nothing here signs sessions, so a random one is fine

@@ -6,9 +6,10 @@ tests/test_openapi.py runs schemathesis over every operation against it.
 """
 
 from apispec import APISpec
-from flask import Flask, current_app
+from flask import current_app
 
 from .catalog import Catalog
+from .extensions import store
 from .lab import ATTENTION, MAX_SEED, limits_for
 
 ERRORS = {
@@ -170,9 +171,10 @@ def build_spec(catalog: Catalog) -> dict:
 
 
 def openapi_document() -> dict:
-    return current_app.extensions["tensorviz.openapi"]
-
-
-def init_app(app: Flask) -> None:
-    with app.app_context():
-        app.extensions["tensorviz.openapi"] = build_spec(current_app.extensions["tensorviz.catalog"])
+    """The document for the current catalog, rebuilt only when the catalog was."""
+    catalog = store.catalog
+    built = current_app.extensions.get("tensorviz.openapi")
+    if built is None or built[0] is not catalog:
+        built = (catalog, build_spec(catalog))
+        current_app.extensions["tensorviz.openapi"] = built
+    return built[1]

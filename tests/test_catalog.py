@@ -3,11 +3,13 @@
 import hashlib
 import json
 import logging
+import time
 
 import pytest
 
 from app import create_app
 from app.catalog import graph_document, load_catalog
+from app.extensions import store
 from app.schema import ManifestError, validate_manifest
 
 from .conftest import BERT_MANIFEST, bert_manifest
@@ -69,7 +71,7 @@ def test_missing_recipe_makes_the_model_unavailable(tree):
 def test_served_files_hash_what_is_on_disk():
     app = create_app({"TESTING": True})
     with app.app_context():
-        model = app.extensions["tensorviz.catalog"].models["bert"]
+        model = store.get("bert")
     served = model.files["model.py"]
     disk = (model.recipe_dir / "model.py").read_bytes()
     assert served.sha256 == hashlib.sha256(disk).hexdigest() and served.size == len(disk)
@@ -80,3 +82,25 @@ def test_graph_document_carries_the_graph_and_tour():
     assert document["format"] == "tensorviz-graph"
     assert len(document["layers"]) == 36 and len(document["connections"]) == 48
     assert document["openingStep"] == "bidirectional" and len(document["steps"]) == 4
+
+
+def test_a_manifest_broken_on_disk_is_reported_then_served_again_once_mended(tree):
+    tree.add("bert")
+    tree.add("other")
+    app = create_app(tree.config(TESTING=True, CATALOG_RELOAD_SECONDS=0.01))
+    client = app.test_client()
+    path = tree.manifests / "bert" / "manifest.json"
+    good = path.read_bytes()
+    assert client.get("/api/models/bert").status_code == 200
+    path.write_bytes(good[:100])  # cut short, as by a failed copy
+    time.sleep(0.05)
+    body = client.get("/api/models").get_json()
+    assert [m["slug"] for m in body["models"]] == ["other"]
+    assert "not valid JSON" in body["unavailable"][0]["reason"]
+    response = client.get("/api/models/bert")
+    assert response.status_code == 404 and "unavailable" in response.get_json()["error"]["message"]
+    assert client.get("/api/models/other").status_code == 200
+    path.write_bytes(good)
+    time.sleep(0.05)
+    assert client.get("/api/models/bert").status_code == 200
+    assert client.get("/api/models").get_json()["unavailable"] == []
