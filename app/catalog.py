@@ -7,6 +7,7 @@ import mimetypes
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from flask import Flask, current_app
@@ -37,7 +38,7 @@ class ServedFile:
     content: bytes
     content_type: str
 
-    @property
+    @cached_property
     def sha256(self) -> str:
         return hashlib.sha256(self.content).hexdigest()
 
@@ -60,11 +61,11 @@ class Model:
     def revision(self) -> str:
         return self.manifest["revision"]
 
-    @property
+    @cached_property
     def etag(self) -> str:
         return hashlib.sha256(self.raw).hexdigest()
 
-    @property
+    @cached_property
     def recipe_sha256(self) -> str:
         """One hash over every recipe file: what a cached result of running the recipe depends on."""
         parts = [self.files[name].sha256 for name in (*RECIPE_FILES, LAB_FILE) if name in self.files]

@@ -2,10 +2,12 @@
 
 import csv
 import io
+from collections import OrderedDict
 from itertools import groupby
+from threading import Lock
 
 import numpy as np
-from flask import Blueprint, Response, abort, jsonify, render_template, request
+from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request
 
 from .catalog import LAYOUT_FILE, Model, file_listing
 from .compare import tolerance_for
@@ -78,10 +80,37 @@ def index():
                            unavailable=list(store.catalog.unavailable.values()))
 
 
+PAGES_REMEMBERED = 128  # rendered model pages kept per process; a page depends only on the catalog and ?case=&step=
+
+
+def remembered(key: tuple, render) -> str:
+    """The page rendered for this key while the catalog stays the same; rendering it is most of its cost."""
+    catalog = store.catalog
+    memo = current_app.extensions.get("tensorviz.pages")
+    if memo is None or memo["catalog"] is not catalog:
+        memo = {"catalog": catalog, "pages": OrderedDict(), "lock": Lock()}
+        current_app.extensions["tensorviz.pages"] = memo
+    with memo["lock"]:
+        if key in memo["pages"]:
+            memo["pages"].move_to_end(key)
+            return memo["pages"][key]
+    page = render()
+    with memo["lock"]:
+        memo["pages"][key] = page
+        while len(memo["pages"]) > PAGES_REMEMBERED:
+            memo["pages"].popitem(last=False)
+    return page
+
+
 @bp.get("/models/<slug>")
 def model_page(slug: str):
     """The model page; ?case= and ?step= choose the recorded case and the tour step shown."""
     model = page_model(slug)
+    key = (slug, request.args.get("case"), request.args.get("step"))
+    return remembered(key, lambda: render_model_page(model))
+
+
+def render_model_page(model: Model) -> str:
     m = model.manifest
     cases = m["experiment"]["cases"]
     steps = m["steps"]

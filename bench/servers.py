@@ -1,0 +1,98 @@
+"""Start real servers on loopback for the benchmarks: gunicorn with the project's config, and Redis."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(url: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {seconds} s")
+
+
+@contextmanager
+def gunicorn(app: str, env: dict | None = None, ready_path: str = "/") -> Iterator[str]:
+    """`gunicorn -c gunicorn.conf.py APP` on a free loopback port; yields its base URL."""
+    port = free_port()
+    log = open(ROOT / "bench" / f".gunicorn-{port}.log", "w")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--bind", f"127.0.0.1:{port}",
+         "--access-logfile", "/dev/null", app],
+        cwd=ROOT, env=os.environ | (env or {}), stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(base + ready_path)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+        Path(log.name).unlink(missing_ok=True)
+
+
+class Redis:
+    """A real redis-server on a loopback port, without persistence; stop() and start() for the drills."""
+
+    def __init__(self) -> None:
+        if not shutil.which("redis-server"):
+            raise SystemExit("redis-server is needed: scripts/install-test-packages")
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+    def __enter__(self) -> "Redis":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def request(method: str, url: str, body: bytes | None = None, timeout: float = 60) -> tuple[int, dict, bytes]:
+    """One HTTP request; returns status, headers and body, also for 4xx and 5xx answers."""
+    req = urllib.request.Request(url, data=body, method=method,
+                                 headers={"Content-Type": "application/json"} if body else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
