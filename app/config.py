@@ -31,7 +31,7 @@ class Config:
 
     # Recipe execution: separate processes, each replaced when it crashes or passes its timeout.
     RECIPE_WORKERS = 1  # recipes running at once
-    RECIPE_QUEUE = 8  # runs that may wait for a worker; beyond that, POSTs answer 429
+    RECIPE_QUEUE = 2  # runs that may wait for a worker; beyond that, POSTs answer 429 at once
     RECIPE_TIMEOUT = 120.0  # seconds before a run is killed
     RECIPE_TORCH_THREADS = 1
     RECIPE_MEMORY_MB = 1024  # address space a worker may add after loading torch; 0 for no cap

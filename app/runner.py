@@ -132,6 +132,20 @@ class WorkerPool:
             raise RecipeError(f"the recipe raised {reply['error']}")
         return reply
 
+    def prestart(self) -> None:
+        """Start every worker in a background thread, so that the first runs find them warm."""
+
+        def start() -> None:
+            try:
+                workers = [_Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb)
+                           for _ in range(self.size)]
+            except RecipeError:
+                return  # a worker that cannot start is reported by the run that needs it
+            for w in workers:
+                self._release(w)
+
+        threading.Thread(target=start, name="recipe-prestart", daemon=True).start()
+
     def pids(self) -> list[int]:
         """Process ids of the idle workers (for tests and diagnostics)."""
         with self._lock:
