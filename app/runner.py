@@ -109,7 +109,10 @@ class WorkerPool:
 
     def _release(self, w: _Worker) -> None:
         with self._lock:
-            self._idle.append(w)
+            if len(self._idle) < self.size:
+                self._idle.append(w)
+                return
+        w.kill()  # a replacement started while a request started its own: keep no more than size
 
     def run(self, recipe_dir: Path, module: str, entry: str, args: dict | None = None) -> dict:
         """Call `entry(**args)` of the recipe file `module`.py in a worker; returns the worker's reply."""
@@ -120,12 +123,14 @@ class WorkerPool:
                 w.conn.send(task)
                 if not w.conn.poll(self.timeout):
                     w.kill()
+                    self._start_in_background(1)
                     raise RecipeTimeout(f"the recipe ran past its {self.timeout:g} s timeout and was stopped")
                 reply = w.conn.recv()
             except (EOFError, OSError) as exc:
                 w.process.join(timeout=5)
                 code = w.process.exitcode
                 w.kill()
+                self._start_in_background(1)
                 raise RecipeCrashed(f"the recipe worker died (exit code {code}) before answering") from exc
             self._release(w)
         if not reply["ok"]:
@@ -133,18 +138,20 @@ class WorkerPool:
         return reply
 
     def prestart(self) -> None:
-        """Start every worker in a background thread, so that the first runs find them warm."""
+        """Start every worker in the background, so that the first runs find them warm."""
+        self._start_in_background(self.size)
+
+    def _start_in_background(self, count: int) -> None:
+        """Start workers (at boot, or to replace one that was killed) without making a request wait."""
 
         def start() -> None:
-            try:
-                workers = [_Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb)
-                           for _ in range(self.size)]
-            except RecipeError:
-                return  # a worker that cannot start is reported by the run that needs it
-            for w in workers:
-                self._release(w)
+            for _ in range(count):
+                try:
+                    self._release(_Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb))
+                except RecipeError:
+                    return  # a worker that cannot start is reported by the run that needs it
 
-        threading.Thread(target=start, name="recipe-prestart", daemon=True).start()
+        threading.Thread(target=start, name="recipe-start", daemon=True).start()
 
     def pids(self) -> list[int]:
         """Process ids of the idle workers (for tests and diagnostics)."""

@@ -1,0 +1,143 @@
+"""Fault drills against gunicorn on loopback: each fault must end in a clear error and self-recovery.
+
+    python bench/faults.py
+
+1. a recipe worker killed mid-run; 2. a recipe that hangs past its timeout; 3. a manifest corrupted on
+disk; 4. Redis stopped while the app runs. The app serves a copy of the models plus a "slow" one
+whose what-if run sleeps for a minute, with a 3 s recipe timeout and one web worker (so the drill can
+find its recipe process). Prints, per drill, what the client saw and how long recovery took.
+"""
+
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from servers import ROOT, Redis, gunicorn, request  # noqa: E402
+
+RUN = json.dumps({"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}).encode()
+SLOW_LAB = "import time\n\n\ndef live_run(**request):\n    time.sleep(60)\n"
+
+
+def model_tree(folder: Path) -> tuple[Path, Path]:
+    manifests, recipes = folder / "manifests", folder / "recipes"
+    shutil.copytree(ROOT / "manifests", manifests)
+    shutil.copytree(ROOT / "recipes", recipes, ignore=shutil.ignore_patterns("__pycache__"))
+    slow = json.loads((manifests / "bert" / "manifest.json").read_text()) | {"slug": "slow"}
+    (manifests / "slow").mkdir()
+    (manifests / "slow" / "manifest.json").write_text(json.dumps(slow))
+    shutil.copytree(recipes / "bert", recipes / "slow")
+    (recipes / "slow" / "lab.py").write_text(SLOW_LAB)
+    return manifests, recipes
+
+
+def recipe_processes() -> list[int]:
+    """Spawned multiprocessing children (our recipe workers) of this machine's gunicorn under test."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if b"multiprocessing.spawn" in cmdline or b"spawn_main" in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def until(check, seconds: float = 60) -> float:
+    """Seconds until check() is true."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        if check():
+            return time.monotonic() - started
+        time.sleep(0.1)
+    raise SystemExit(f"no recovery within {seconds} s")
+
+
+def message(body: bytes) -> str:
+    return json.loads(body)["error"]["message"]
+
+
+FRESH = iter(range(10**6))
+
+
+def run_ok(base: str) -> bool:
+    """A what-if run no cache has seen (so a recipe worker must answer it) succeeds."""
+    n = next(FRESH)
+    body = {"input_ids": [1, 4 + n % 12, 3, 2, 4 + n // 12 % 12, 2], "segment_ids": [0, 0, 0, 0, 1, 1],
+            "mlm_positions": [2], "nsp_label": n // 144 % 2}
+    return request("POST", base + "/api/models/bert/runs", json.dumps(body).encode())[0] == 200
+
+
+def main() -> None:
+    folder = Path(tempfile.mkdtemp())
+    manifests, recipes = model_tree(folder)
+    env = {"WEB_CONCURRENCY": "1", "TENSORVIZ_MANIFESTS_DIR": str(manifests), "TENSORVIZ_RECIPES_DIR": str(recipes),
+           "TENSORVIZ_RECIPE_TIMEOUT": "3", "TENSORVIZ_CATALOG_RELOAD_SECONDS": "1",
+           "TENSORVIZ_RATELIMIT_POSTS": '"1000000 per minute"'}
+    rows = []
+    with Redis() as redis, gunicorn("wsgi:app", env | {"REDIS_URL": redis.url}) as base:
+        until(lambda: run_ok(base), 180)  # the recipe worker is up
+
+        # 1. kill the recipe worker while it runs the slow recipe
+        answer: dict = {}
+        slow = threading.Thread(target=lambda: answer.update(
+            r=request("POST", base + "/api/models/slow/runs", RUN)))
+        slow.start()
+        time.sleep(1.0)
+        for pid in recipe_processes():
+            os.kill(pid, signal.SIGKILL)
+        slow.join()
+        status, _, body = answer["r"]
+        recovery = until(lambda: run_ok(base), 120)
+        rows.append(("recipe worker killed mid-run", f"{status} {message(body)}", recovery))
+
+        # 2. a recipe that hangs past the 3 s timeout
+        started = time.monotonic()
+        status, _, body = request("POST", base + "/api/models/slow/runs",
+                                  json.dumps(json.loads(RUN) | {"nsp_label": 1}).encode())
+        waited = time.monotonic() - started
+        recovery = until(lambda: run_ok(base), 120)
+        rows.append((f"recipe hangs (answered after {waited:.1f} s)", f"{status} {message(body)}", recovery))
+
+        # 3. a manifest corrupted on disk, then mended
+        path = manifests / "bert" / "manifest.json"
+        good = path.read_bytes()
+        path.write_bytes(good[: len(good) // 2])
+        until(lambda: request("GET", base + "/api/models/bert")[0] == 404, 30)
+        status, _, body = request("GET", base + "/api/models/bert")
+        others = request("GET", base + "/api/models/slow")[0]
+        path.write_bytes(good)
+        recovery = until(lambda: request("GET", base + "/api/models/bert")[0] == 200, 30)
+        rows.append(("manifest corrupted on disk", f"{status} {message(body)} (slow: {others})", recovery))
+
+        # 4. Redis stopped while the app runs, then started again
+        redis.stop()
+        outage = [request("GET", base + p)[0] for p in ("/", "/models/bert", "/api/models/bert")]
+        status, _, body = request("POST", base + "/api/models/bert/runs",
+                                  json.dumps(json.loads(RUN) | {"mlm_positions": [1]}).encode())
+        during = f"pages {outage}, run {status} cached={json.loads(body).get('cached')}"
+        redis.start()
+
+        def cached_again() -> bool:
+            request("POST", base + "/api/models/bert/runs", RUN)
+            _, _, again = request("POST", base + "/api/models/bert/runs", RUN)
+            return json.loads(again).get("cached") is True
+
+        rows.append(("Redis stopped, then restarted", during, until(cached_again, 60)))
+    shutil.rmtree(folder)
+
+    print(f"{'drill':42} {'what the client saw':88} recovered after")
+    for drill, saw, seconds in rows:
+        print(f"{drill:42} {saw[:88]:88} {seconds:6.1f} s")
+
+
+if __name__ == "__main__":
+    main()
