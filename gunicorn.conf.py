@@ -23,4 +23,6 @@ access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
 
 def post_worker_init(worker) -> None:
     """Start the worker's recipe processes now, in the background, rather than on the first request."""
-    worker.wsgi.extensions["tensorviz.pool"].prestart()
+    pool = getattr(worker.wsgi, "extensions", {}).get("tensorviz.pool")
+    if pool is not None:  # the benchmarks' baseline app runs under this config too
+        pool.prestart()

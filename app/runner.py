@@ -2,6 +2,7 @@
 
 import multiprocessing
 import threading
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 
@@ -10,8 +11,10 @@ from flask import Flask, current_app
 from . import worker
 
 
+@cache
 def torch_version() -> str:
-    """The workers' torch, read from package metadata so that the web process never imports it."""
+    """The workers' torch, read from package metadata so that the web process never imports it.
+    Read once per process: parsing the metadata costs more than serving a cached report."""
     try:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
