@@ -37,6 +37,9 @@ test: setup-test lint
 bench: setup-test
 	$(BIN)/python bench/verify.py
 	$(BIN)/python bench/page.py
+	$(BIN)/python bench/load.py
+	$(BIN)/python bench/storm.py
+	$(BIN)/python bench/faults.py
 
 layouts: setup-test
 	$(BIN)/python scripts/build-layouts
