@@ -21,7 +21,8 @@ PHONE = {"width": 375, "height": 740}
 
 @pytest.fixture(scope="module")
 def live_server():
-    app = create_app(TestConfig)
+    # Every model page starts a live run; tests open pages faster than a cold worker answers them.
+    app = create_app(type("Browser", (TestConfig,), {"RECIPE_QUEUE": 32}))
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -341,3 +342,22 @@ def test_lab_screenshot_in_compare_mode(browser, live_server):
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator("#lab").screenshot(path=ARTIFACTS / "lab-compare-desktop.png")
     context.close()
+
+
+def test_the_lab_waits_and_retries_when_the_server_is_busy(browser):
+    app = create_app(type("Busy", (TestConfig,), {"RECIPE_WORKERS": 1, "RECIPE_QUEUE": 0}))
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pool = app.extensions["tensorviz.pool"]
+    pool.admit()  # the only place is taken: the page's first run is refused with 429
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_port}/models/bert")
+        expect(page.locator("#lab-status")).to_contain_text("The server is busy; trying again in 5 s")
+        pool.release()  # the place frees up: the retry goes through
+        expect(page.locator("#record-check")).to_contain_text("reproduces the recorded case", timeout=120_000)
+    finally:
+        context.close()
+        server.shutdown()
+        pool.shutdown()

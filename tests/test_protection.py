@@ -81,3 +81,21 @@ def test_a_recipe_that_grabs_memory_fails_cleanly_under_the_cap(tmp_path):
     client.post("/api/models/bert/runs", json=RUN | {"nsp_label": 1})
     assert app.extensions["tensorviz.pool"].pids() == pids
     app.extensions["tensorviz.pool"].shutdown()
+
+
+def test_only_the_recipes_own_entry_points_can_run():
+    from app import worker
+    from app.config import PROJECT_ROOT
+
+    task = {"recipe_dir": str(PROJECT_ROOT / "recipes" / "bert"), "args": {}}
+    for module, entry in (("run", "main"), ("run", "print_table"), ("lab", "main"), ("model", "build_model"),
+                          ("../app/config", "Config"), ("run", "__import__")):
+        with pytest.raises(ValueError, match="is not a recipe entry point"):
+            worker.execute(task | {"module": module, "entry": entry}, torch=None, seed=0)
+
+
+def test_request_fields_cannot_name_code_or_files(client):
+    for extra in ({"entry": "main"}, {"module": "run"}, {"recipe_dir": "/tmp"}):
+        response = client.post("/api/models/bert/runs", json=RUN | extra)
+        assert response.status_code == 400
+        assert response.get_json()["error"]["message"].startswith(f"{next(iter(extra))}: unknown field")

@@ -28,11 +28,22 @@ function bars(values, labels, max = Math.max(...values.map(Math.abs))) {
   return el("ol", { class: `bars${labels ? " bars-named" : ""}` }, ...values.map((v, i) => bar(v, max, { label: labels ? labels[i] : i })));
 }
 
-async function postJson(url, body) {
-  const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" }, body: JSON.stringify(body) });
-  const data = await response.json().catch(() => null);
-  if (!response.ok) throw new Error(data?.error?.message || `the server answered ${response.status}`);
-  return data;
+const BUSY_RETRIES = 3;
+
+/** POST JSON; when the server is busy (429) wait for its Retry-After and try again, a few times. */
+async function postJson(url, body, onBusy = () => {}) {
+  for (let attempt = 0; ; attempt++) {
+    const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" }, body: JSON.stringify(body) });
+    const data = await response.json().catch(() => null);
+    if (response.ok) return data;
+    if (response.status === 429 && attempt < BUSY_RETRIES) {
+      const seconds = Math.min(30, Number(response.headers.get("Retry-After")) || 5);
+      onBusy(seconds);
+      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+      continue;
+    }
+    throw new Error(data?.error?.message || `the server answered ${response.status}`);
+  }
 }
 
 function find(caseResult, label) {
@@ -183,7 +194,8 @@ export class Lab {
     this.setStatus("Running the recipe on the server…");
     let answers;
     try {
-      answers = await Promise.all(modes.map((mode) => postJson(this.urls.run, this.request(mode))));
+      const busy = (seconds) => generation === this.generation && this.setStatus(`The server is busy; trying again in ${seconds} s…`);
+      answers = await Promise.all(modes.map((mode) => postJson(this.urls.run, this.request(mode), busy)));
     } catch (error) {
       if (generation === this.generation) this.setStatus(`The run failed: ${error.message}`, true);
       return;
