@@ -335,6 +335,7 @@ def test_lab_screenshot_in_compare_mode(browser, live_server):
     page.goto(live_server + "/models/bert")
     lab_ready(page)
     page.locator("#compare-mode").check()
+    expect(page.locator(".lab-column")).to_have_count(2)  # both modes have run once: changes can be compared
     page.locator('select[data-position="4"]').select_option("9")
     expect(page.locator('.influence[data-mode="causal"]')).to_be_visible()
     page.get_by_role("button", name="Trace position 2").first.click()
