@@ -10,7 +10,9 @@ from .verification import verifications
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
+
 def post_limit() -> str:
+    """The per-client limit on POSTs, read per request so that tests and deployments can set it."""
     return current_app.config["RATELIMIT_POSTS"]
 
 
