@@ -2,20 +2,11 @@
 // sample BERT's corruption, and trace one token through every stage.
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "./charts.js";
+import { el, errorMessage, readJson } from "./dom.js";
 
 const MODES = ["bidirectional", "causal"];
 const ROWS_LABEL = "Token probabilities at every position";
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else node.setAttribute(k, v);
-  }
-  node.append(...children.filter((c) => c !== null && c !== undefined && c !== false));
-  return node;
-}
 
 function bar(value, max, { label, negative = value < 0 } = {}) {
   const fill = el("span", { class: `bar-fill${negative ? " bar-negative" : ""}` });
@@ -34,7 +25,7 @@ const BUSY_RETRIES = 3;
 async function postJson(url, body, onBusy = () => {}) {
   for (let attempt = 0; ; attempt++) {
     const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" }, body: JSON.stringify(body) });
-    const data = await response.json().catch(() => null);
+    const data = await readJson(response);
     if (response.ok) return data;
     if (response.status === 429 && attempt < BUSY_RETRIES) {
       const seconds = Math.min(30, Number(response.headers.get("Retry-After")) || 5);
@@ -42,7 +33,7 @@ async function postJson(url, body, onBusy = () => {}) {
       await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
       continue;
     }
-    throw new Error(data?.error?.message || `the server answered ${response.status}`);
+    throw new Error(errorMessage(response, data));
   }
 }
 
@@ -299,8 +290,8 @@ export class Lab {
     this.traceBox.replaceChildren(el("p", { class: "fine" }, `Tracing position ${position}…`));
     try {
       const response = await fetch(url, { headers: { Accept: "application/json" } });
-      const data = await response.json().catch(() => null);
-      if (!response.ok) throw new Error(data?.error?.message || `the server answered ${response.status}`);
+      const data = await readJson(response);
+      if (!response.ok) throw new Error(errorMessage(response, data));
       this.traceBox.replaceChildren(...new TraceView(data, url, (id) => this.name(id)).render());
       this.traceBox.scrollIntoView({ behavior: "smooth", block: "start" });
     } catch (error) {

@@ -1,30 +1,12 @@
 // "Re-verify on the server": start a verification, show its progress, then the live report.
 
 import { deviationColour, heatmapSvg, sig } from "./charts.js";
+import { el, errorMessage, readJson } from "./dom.js";
 
 const POLL_MS = 500;
 const GIVE_UP_MS = 240000;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  node.append(...children.filter((c) => c !== null && c !== undefined));
-  return node;
-}
-
-async function readJson(response) {
-  try {
-    return await response.json();
-  } catch {
-    return null;
-  }
-}
-
-function errorMessage(response, body) {
-  return body?.error?.message || `the server answered ${response.status} ${response.statusText}`;
-}
 
 export class VerifyPanel {
   constructor({ button, status, output, url, manifest, openCase = () => null }) {
