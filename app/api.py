@@ -1,14 +1,23 @@
 """The JSON API over the stored manifests, the model files and server-side verification."""
 
 from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
+from werkzeug.exceptions import MethodNotAllowed
+from werkzeug.routing import BaseConverter
 
-from . import lab, live
+from . import live
 from .catalog import Model, file_listing
+from .compare import compare_case, tolerance_for
 from .extensions import limiter, store
+from .labs.fields import parse_query, validate
 from .openapi import openapi_document
 from .verification import verifications
 
 bp = Blueprint("api", __name__, url_prefix="/api")
+
+
+@bp.record_once
+def _converters(state) -> None:
+    state.app.url_map.converters["action"] = ActionConverter
 
 
 def post_limit() -> str:
@@ -139,41 +148,51 @@ def _json_body():
     return body
 
 
-@bp.post("/models/<slug>/runs")
-@limiter.limit(post_limit)
-def run(slug: str):
-    """A what-if run of the recipe on the recorded weights, answered in the shape of a recorded case."""
+def _record_check(model: Model, case_id, result: dict) -> dict:
+    """A live case compared with the recorded one it should reproduce, by the verification's own rule."""
+    recorded = next((c for c in model.manifest["experiment"]["cases"] if c["id"] == case_id), None)
+    if recorded is None:
+        cases = ", ".join(c["id"] for c in model.manifest["experiment"]["cases"])
+        abort(400, f"compare_with: {str(case_id)[:40]!r} is not a recorded case; the cases are {cases}")
+    tol = tolerance_for(model.manifest)
+    return compare_case(recorded, result, tol) | {"tolerance": tol.as_dict()}
+
+
+class ActionConverter(BaseConverter):
+    """A lab endpoint's name: any plain name but those of the fixed routes beside it."""
+
+    regex = r"(?!files$|verifications$)[a-z][a-z_]{0,39}"
+
+
+@bp.route("/models/<slug>/<action:action>", methods=["GET", "POST", "OPTIONS"], provide_automatic_options=False)
+@limiter.limit(post_limit, methods=["POST"])
+def lab_endpoint(slug: str, action: str):
+    """A live-lab endpoint the model's recipe declares: what-if runs, samplers, generation, traces."""
     found = get_model(slug)
-    args = lab.run_request(_json_body(), lab.limits_for(found.manifest))
-    answer = live.compute(found, "live_run", args)
-    label = f"Live run · {args['attention']} attention"
-    case = {"id": "live", "label": label, **answer.pop("result")}
-    return jsonify({"kind": "live-run", **answer, "case": case})
-
-
-@bp.post("/models/<slug>/corruptions")
-@limiter.limit(post_limit)
-def corruption(slug: str):
-    """One seeded draw of BERT's corruption sampler, with the run request that would score it."""
-    found = get_model(slug)
-    args = lab.corruption_request(_json_body(), lab.limits_for(found.manifest))
-    segment_ids = args.pop("segment_ids")
-    answer = live.compute(found, "sample_corruption", args)
-    draw = answer.pop("result")
-    run_request = {"input_ids": draw["input_ids"], "segment_ids": segment_ids,
-                   "mlm_positions": draw["mlm_positions"], "original_ids": draw["original_ids"],
-                   "nsp_label": 0, "attention": "bidirectional"}
-    return jsonify({"kind": "corruption", **answer, **draw, "run_request": run_request})
-
-
-@bp.get("/models/<slug>/trace")
-def trace(slug: str):
-    """One token followed through every stage of the recipe's forward pass."""
-    found = get_model(slug)
-    args = lab.trace_request(request.args, lab.limits_for(found.manifest))
-    answer = live.compute(found, "trace", args)
+    if not found.has_lab:
+        abort(404, f"model {slug!r} has no live lab")
+    declared = found.lab.endpoints.get(action)
+    if declared is None:
+        abort(404, f"model {slug!r} has no lab endpoint {action!r}; it has {', '.join(found.lab.endpoints)}")
+    if request.method == "OPTIONS":  # the one method this endpoint answers, not every method of the route
+        return Response(status=200, headers={"Allow": f"{declared.method}, OPTIONS"})
+    if request.method != declared.method:
+        raise MethodNotAllowed([declared.method], f"{action} answers {declared.method} only")
+    body = _json_body() if declared.method == "POST" else parse_query(request.args, declared.fields)
+    compare_with = None
+    if declared.answers == "case" and isinstance(body, dict) and "compare_with" in body:
+        compare_with = body.pop("compare_with")
+        if not isinstance(compare_with, str):
+            abort(400, "compare_with: must be the id of a recorded case")
+    args = found.lab.module.prepare(action, validate(body, declared.fields), found.lab)
+    answer = live.compute(found, declared.entry, args)
     result = answer.pop("result")
-    return jsonify({"kind": "trace", **answer, **result})
+    if declared.answers != "case":
+        return jsonify({"kind": action, **answer, **result})
+    reply = {"kind": action, **answer, "case": {"id": "live", **result}}
+    if compare_with is not None:
+        reply["record_check"] = _record_check(found, compare_with, result)
+    return jsonify(reply)
 
 
 @bp.get("/openapi.json")

@@ -4,6 +4,7 @@ import hashlib
 import json
 import logging
 import mimetypes
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -12,6 +13,9 @@ from pathlib import Path
 
 from flask import Flask, current_app
 
+from .labs import LabSpec, lab_spec
+from .labs.fields import DeclarationError
+from .recipes import RecipeMetadataError, read_metadata
 from .schema import ManifestError, validate_manifest
 
 log = logging.getLogger(__name__)
@@ -56,6 +60,7 @@ class Model:
     raw: bytes  # the manifest file byte for byte: the recording is served unchanged
     recipe_dir: Path
     files: dict[str, ServedFile]
+    lab: LabSpec | None = None  # the recipe's declared lab, where it has one
 
     @property
     def revision(self) -> str:
@@ -73,7 +78,16 @@ class Model:
 
     @property
     def has_lab(self) -> bool:
-        return LAB_FILE in self.files
+        return self.lab is not None
+
+    @cached_property
+    def preview_size(self) -> tuple[int, int]:
+        """The snapshot's shown width and height in CSS pixels (about half its natural size), so that the
+        page reserves its space."""
+        preview = self.files.get(PREVIEW_FILE)
+        size = rb'<svg[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"'
+        found = re.search(size, preview.content) if preview else None
+        return (round(float(found[1]) * 0.47), round(float(found[2]) * 0.47)) if found else (224, 634)
 
     def file_url(self, name: str) -> str:
         return f"/models/{self.slug}/{self.revision}/{name}"
@@ -152,6 +166,37 @@ def _model_files(manifest: dict, folder: Path, recipe_dir: Path) -> dict[str, Se
     return files
 
 
+ITEM_KINDS = ("matrices", "vectors", "metrics")
+
+
+def apply_keys(manifest: dict, keys: dict[str, str]) -> None:
+    """Give every recorded item its stable key. Items recorded before keys existed get theirs from the
+    recipe's one mapping of labels to keys; the app never looks a value up by its label."""
+    for case in manifest["experiment"]["cases"]:
+        for kind in ITEM_KINDS:
+            seen = set()
+            for i, item in enumerate(case.get(kind, [])):
+                key = item.get("key") or keys.get(item["label"])
+                if not isinstance(key, str) or not key:
+                    raise ManifestError(f"experiment.cases[{case['id']!r}].{kind}[{i}]: has no key, and "
+                                        f"recipe.toml [recording.keys] maps none for its label")
+                if key in seen:
+                    raise ManifestError(f"experiment.cases[{case['id']!r}].{kind}[{i}]: repeats key {key!r}")
+                seen.add(key)
+                item["key"] = key
+
+
+def _lab(meta: dict, manifest: dict, recipe_dir: Path) -> LabSpec | None:
+    if "lab" not in meta:
+        return None
+    if not (recipe_dir / LAB_FILE).is_file():
+        raise ManifestError(f"recipe.toml declares a lab, but recipes/{recipe_dir.name}/{LAB_FILE} is missing")
+    try:
+        return lab_spec(meta["lab"], manifest)
+    except DeclarationError as exc:
+        raise ManifestError(f"recipe.toml: {exc}") from exc
+
+
 def load_model(folder: Path, recipes_dir: Path) -> Model:
     """Read, parse and validate one manifest folder; ManifestError says what is wrong."""
     slug = folder.name
@@ -165,7 +210,13 @@ def load_model(folder: Path, recipes_dir: Path) -> Model:
         raise ManifestError(f"{MANIFEST_NAME} is not valid JSON: {exc}") from exc
     validate_manifest(manifest, slug)
     recipe_dir = recipes_dir / slug
-    return Model(slug, manifest, raw, recipe_dir, _model_files(manifest, folder, recipe_dir))
+    try:
+        meta = read_metadata(recipe_dir)
+    except RecipeMetadataError as exc:
+        raise ManifestError(str(exc)) from exc
+    apply_keys(manifest, meta.get("recording", {}).get("keys", {}))
+    files = _model_files(manifest, folder, recipe_dir)
+    return Model(slug, manifest, raw, recipe_dir, files, _lab(meta, manifest, recipe_dir))
 
 
 def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:

@@ -1,12 +1,17 @@
-"""Command-line verification: `flask --app wsgi verify bert`."""
+"""Commands: `flask --app wsgi verify <slug>` and `flask --app wsgi record <slug>`."""
 
 import json
+import time
+from pathlib import Path
 
 import click
-from flask import Flask
+from flask import Flask, current_app
 from flask.cli import with_appcontext
 
-from .extensions import store
+from .extensions import runner, store
+from .recorder import RecordingError, build_recording, made_by_recorder, stale_parts, write_recording
+from .runner import RecipeError
+from .schema import SLUG
 from .verification import verify
 
 
@@ -44,5 +49,45 @@ def verify_command(slug: str, as_json: bool) -> None:
         raise SystemExit(1)
 
 
+@click.command("record")
+@with_appcontext
+@click.argument("slug")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Write the recording here instead of manifests/SLUG.")
+@click.option("--check", is_flag=True, help="Record into memory; exit 1 naming what differs when the stored "
+                                            "recording is stale.")
+@click.option("--force", is_flag=True, help="Overwrite a recording this recorder did not make.")
+def record_command(slug: str, out: Path | None, check: bool, force: bool) -> None:
+    """Trace and replay recipes/SLUG and write its manifest, layouts and snapshot."""
+    if not SLUG.match(slug):
+        raise click.ClickException(f"{slug!r} is not a slug (lowercase letters, digits and dashes)")
+    recipe_dir = Path(current_app.config["RECIPES_DIR"]) / slug
+    if not recipe_dir.is_dir():
+        raise click.ClickException(f"there is no recipe folder recipes/{slug}")
+    target = out or Path(current_app.config["MANIFESTS_DIR"]) / slug
+    if not check and not force and made_by_recorder(target) is False:
+        raise click.ClickException(
+            f"{target / 'manifest.json'} was not made by this recorder (an original capture); "
+            "record elsewhere with --out, or overwrite it with --force")
+    started = time.perf_counter()
+    try:
+        recording = build_recording(slug, recipe_dir, runner.pool, int(current_app.config["RECIPE_SEED"]))
+    except (RecordingError, RecipeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    seconds = time.perf_counter() - started
+    if check:
+        stale = stale_parts(recording, target)
+        for line in stale:
+            click.echo(f"stale: {line}")
+        if stale:
+            raise SystemExit(1)
+        click.echo(f"{slug}: the stored recording is current ({seconds:.1f} s)")
+        return
+    for path in write_recording(recording, target):
+        click.echo(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    click.echo(f"{slug} @ {recording.manifest['revision']}: recorded in {seconds:.1f} s")
+
+
 def register(app: Flask) -> None:
     app.cli.add_command(verify_command)
+    app.cli.add_command(record_command)

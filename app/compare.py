@@ -33,11 +33,11 @@ def tolerance_for(manifest: dict) -> Tolerance:
     return Tolerance(FLOAT32_RTOL, FLOAT32_ATOL, "torch.testing float32 defaults")
 
 
-def compare_values(label: str, kind: str, recorded, replayed, tol: Tolerance) -> dict:
+def compare_values(key: str, label: str, kind: str, recorded, replayed, tol: Tolerance) -> dict:
     """One recorded matrix, vector or metric against its replay."""
-    result: dict = {"kind": kind, "label": label}
+    result: dict = {"kind": kind, "key": key, "label": label}
     if replayed is None:
-        return result | {"status": "failed", "message": "the replay produced no value with this label"}
+        return result | {"status": "failed", "message": f"the replay produced no {kind} with the key {key!r}"}
     want = np.asarray(recorded, dtype=np.float64)
     got = np.asarray(replayed, dtype=np.float64)
     result["shape"] = list(want.shape)
@@ -60,20 +60,25 @@ def compare_values(label: str, kind: str, recorded, replayed, tol: Tolerance) ->
         "replayed_at_worst": float(got[worst]),
         "failing_elements": int(np.count_nonzero(~(diff <= allowed))),
     }
+    # Each element's |Δ| as a share of its own allowance: at most 1 is within tolerance. The page draws
+    # these as they are, so the tolerance rule is applied here only.
+    ratio = np.where(np.isfinite(diff), diff / allowed, np.inf)
+    result["worst_ratio"] = float(np.max(ratio)) if finite else None
     if kind != "metric":
         result["abs_diff"] = diff.tolist()  # for per-cell deviation marks
+        result["allowance_ratio"] = np.nan_to_num(ratio, posinf=1e300).tolist()
     return result
 
 
 def compare_case(recorded: dict, replayed: dict | None, tol: Tolerance) -> dict:
-    """Every recorded item of a case, matched to the replay by kind and label."""
+    """Every recorded item of a case, matched to the replay by kind and key."""
     replayed = replayed or {}
     values = []
-    for kind, key, field in (("matrix", "matrices", "values"), ("vector", "vectors", "values"),
-                             ("metric", "metrics", "value")):
-        produced = {item["label"]: item[field] for item in replayed.get(key, [])}
-        for item in recorded.get(key, []):
-            values.append(compare_values(item["label"], kind, item[field], produced.get(item["label"]), tol))
+    for kind, group, field in (("matrix", "matrices", "values"), ("vector", "vectors", "values"),
+                               ("metric", "metrics", "value")):
+        produced = {item.get("key"): item[field] for item in replayed.get(group, [])}
+        for item in recorded.get(group, []):
+            values.append(compare_values(item["key"], item["label"], kind, item[field], produced.get(item["key"]), tol))
     passed = bool(replayed) and all(v["status"] == "passed" for v in values)
     case = {"id": recorded["id"], "label": recorded["label"], "status": "passed" if passed else "failed"}
     if not replayed:

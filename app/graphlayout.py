@@ -1,13 +1,16 @@
 """Graph layouts by Graphviz `dot`, computed ahead of time and stored beside each manifest.
 
-`scripts/build-layouts` writes, for each model, `preview.svg` (the static snapshot, every module open)
-and `layout.json` (node boxes, module boxes and edge splines for every expand/collapse state of the
+`scripts/build-layouts` (and the recorder) write, for each model, `preview.svg` (the static snapshot,
+every module open) and `layout.json` (node boxes, module boxes and edge splines for every state of the
 interactive graph). Serving reads the stored files and needs no layout binary; a test rebuilds them
 and fails when they are stale.
+
+The graph keeps one open path of modules at a time (opening a module closes its open siblings, as a
+tree view that follows the focus), so a model has one state per module plus the all-closed one: the
+stored layouts grow with the number of modules, not with the 2^n combinations of open and closed.
 """
 
 import hashlib
-import itertools
 import json
 import re
 import subprocess
@@ -181,17 +184,31 @@ def parse_layout(dot_json: dict) -> dict:
             "edges": edges}
 
 
+def focus_state(manifest: dict, focus: str | None) -> tuple[str, ...]:
+    """The collapsed modules when `focus` and its ancestors are open and every other module is closed."""
+    layers = {layer["id"]: layer for layer in manifest["layers"]}
+    open_path = set(ancestors(layers, focus)) | {focus} if focus else set()
+    return normalise(manifest, {m["id"] for m in modules(manifest)} - open_path)
+
+
 def all_states(manifest: dict) -> list[tuple[str, ...]]:
-    """Every distinct combination of collapsed modules."""
-    ids = [m["id"] for m in modules(manifest)]
-    subsets = itertools.chain.from_iterable(itertools.combinations(ids, r) for r in range(len(ids) + 1))
-    states = {normalise(manifest, set(c)) for c in subsets}
+    """Every state the explorer can show: each module in focus, and none."""
+    states = {focus_state(manifest, focus) for focus in [None, *(m["id"] for m in modules(manifest))]}
     return sorted(states, key=lambda s: (len(s), s))
 
 
-def build_layouts(manifest: dict) -> dict:
-    """The layout.json document for a manifest."""
+def default_focus(manifest: dict) -> str | None:
+    """With modules nested in one chain, open them all; with siblings, start with every module closed."""
+    groups = modules(manifest)
+    deepest = [m for m in groups if not any(g.get("parent") == m["id"] for g in groups)]
+    return deepest[0]["id"] if len(deepest) == 1 else None
+
+
+def build_layouts(manifest: dict, focus: str | None = None) -> dict:
+    """The layout.json document for a manifest; `focus` is the module open when the page loads."""
     layers = {layer["id"]: layer for layer in manifest["layers"]}
+    if focus is not None and layers.get(focus, {}).get("kind") != "module":
+        raise ValueError(f"graph.focus names no module: {focus!r}")
     states = {}
     for collapsed in all_states(manifest):
         layout = parse_layout(json.loads(run_dot(to_dot(manifest, collapsed), "json")))
@@ -203,6 +220,7 @@ def build_layouts(manifest: dict) -> dict:
         "generator": dot_version(),
         "graph_sha256": graph_digest(manifest),
         "modules": [{"id": m["id"], "parent": m.get("parent")} for m in modules(manifest)],
+        "focus": focus if focus is not None else default_focus(manifest),
         "states": states,
     }
 
@@ -212,11 +230,16 @@ def build_preview(manifest: dict) -> str:
     return run_dot(to_dot(manifest, ()), "svg")
 
 
-def write_model_layouts(folder: Path) -> list[Path]:
+def layout_bytes(manifest: dict, focus: str | None = None) -> bytes:
+    """layout.json as stored: compact, since a deep model has many states."""
+    return (json.dumps(build_layouts(manifest, focus), separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+def write_model_layouts(folder: Path, focus: str | None = None) -> list[Path]:
     """Rebuild preview.svg and layout.json beside a manifest; returns the files written."""
     manifest = json.loads((folder / "manifest.json").read_text())
     layout = folder / "layout.json"
     preview = folder / "preview.svg"
-    layout.write_text(json.dumps(build_layouts(manifest), indent=1, ensure_ascii=False) + "\n")
+    layout.write_bytes(layout_bytes(manifest, focus))
     preview.write_text(build_preview(manifest))
     return [layout, preview]

@@ -1,16 +1,16 @@
 """The OpenAPI 3 description of the JSON API, assembled with apispec and served at /api/openapi.json.
 
-The lab's limits (sequence length, vocabulary, segments) come from the served models' manifests, and
-the slug parameter lists the models this server has, so the document describes this server exactly.
+Each model's lab endpoints are described from its recipe's declaration (the same one that validates the
+requests), and the slug parameter lists the models this server has, so the document describes this
+server exactly.
 tests/test_openapi.py runs schemathesis over every operation against it.
 """
 
 from apispec import APISpec
 from flask import current_app
 
-from .catalog import Catalog
+from .catalog import Catalog, Model
 from .extensions import store
-from .lab import ATTENTION, MAX_SEED, limits_for
 
 ERRORS = {
     400: "Bad input; the message starts with the field or parameter at fault.",
@@ -39,16 +39,13 @@ def _errors(*codes: int) -> dict:
     return {str(code): {"$ref": f"#/components/responses/E{code}"} for code in codes}
 
 
-def _schemas(length: int, vocab: int, segments: int) -> dict:
-    ids = {"type": "array", "minItems": length, "maxItems": length,
-           "items": {"type": "integer", "minimum": 0, "maximum": vocab - 1}}
-    segs = {"type": "array", "minItems": length, "maxItems": length,
-            "items": {"type": "integer", "minimum": 0, "maximum": segments - 1}}
-    labelled = {"type": "object", "required": ["label"], "properties": {"label": {"type": "string"}}}
+def _schemas() -> dict:
+    item = {"type": "object", "required": ["key", "label"], "properties": {
+        "key": {"type": "string"}, "label": {"type": "string"}}}
     live = {
         "model": {"type": "string"}, "revision": {"type": "string"}, "recorded": {"type": "boolean", "enum": [False]},
         "note": {"type": "string"}, "request": {"type": "object"}, "environment": {"type": "object"},
-        "compute_seconds": {"type": "number"}, "cached": {"type": "boolean"},
+        "compute_seconds": {"type": "number"}, "cached": {"type": "boolean"}, "kind": {"type": "string"},
     }
     return {
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {
@@ -74,42 +71,20 @@ def _schemas(length: int, vocab: int, segments: int) -> dict:
                                "elapsed_seconds": {"type": "number"}, "created": {"type": "number"},
                                "finished": NULLABLE_NUMBER,
                                "report": {"allOf": [_ref("Report")], "nullable": True}}},
-        "RunRequest": {"type": "object", "additionalProperties": False,
-                       "required": ["input_ids", "segment_ids", "mlm_positions"], "properties": {
-            "input_ids": ids, "segment_ids": segs, "original_ids": ids,
-            "mlm_positions": {"type": "array", "minItems": 1, "maxItems": length, "uniqueItems": True,
-                              "items": {"type": "integer", "minimum": 0, "maximum": length - 1}},
-            "nsp_label": {"type": "integer", "minimum": 0, "maximum": 1},
-            "attention": {"type": "string", "enum": list(ATTENTION)}}},
-        "LiveRun": {"type": "object", "required": ["kind", "case", "recorded", "cached"], "properties": {
-            **live, "kind": {"type": "string", "enum": ["live-run"]},
-            "case": {"type": "object", "required": ["id", "label", "matrices", "vectors", "metrics"], "properties": {
-                "matrices": {"type": "array", "items": labelled | {"properties": {"values": MATRIX}}},
-                "vectors": {"type": "array", "items": labelled | {"properties": {"values": NUMBERS}}},
-                "metrics": {"type": "array", "items": labelled | {"properties": {"value": {"type": "number"}}}}}}}},
-        "CorruptionRequest": {"type": "object", "additionalProperties": False, "required": ["input_ids", "seed"],
-                              "properties": {"input_ids": ids, "segment_ids": segs,
-                                             "seed": {"type": "integer", "minimum": 0, "maximum": MAX_SEED}}},
-        "Corruption": {"type": "object", "required": ["kind", "seed", "positions", "input_ids", "mlm_positions",
-                                                      "run_request"], "properties": {
-            **live, "kind": {"type": "string", "enum": ["corruption"]},
-            "positions": {"type": "array", "items": {"type": "object", "required": [
-                "position", "original", "selected", "action", "token"], "properties": {
-                "action": {"type": "string", "enum": ["mask", "random", "unchanged"], "nullable": True}}}},
-            "run_request": _ref("RunRequest")}},
-        "Trace": {"type": "object", "required": ["kind", "position", "attention", "stages"], "properties": {
-            **live, "kind": {"type": "string", "enum": ["trace"]},
-            "stages": {"type": "array", "items": {"type": "object", "required": ["id", "caption"]}}}},
+        "LiveCase": {"type": "object", "required": ["kind", "case", "recorded", "cached"], "properties": {
+            **live, "record_check": {"type": "object"},
+            "case": {"type": "object", "required": ["id", "matrices", "vectors", "metrics"], "properties": {
+                "matrices": {"type": "array", "items": item | {"properties": {"values": MATRIX}}},
+                "vectors": {"type": "array", "items": item | {"properties": {"values": NUMBERS}}},
+                "metrics": {"type": "array", "items": item | {"properties": {"value": {"type": "number"}}}}}}}},
+        "LiveResult": {"type": "object", "required": ["kind", "recorded", "cached"], "properties": live},
     }
 
 
-def _paths(slugs: list[str], length: int, vocab: int, segments: int) -> dict:
+def _paths(slugs: list[str]) -> dict:
     slug = {"name": "slug", "in": "path", "required": True, "schema": {"type": "string", "enum": slugs}}
     job_id = {"name": "job_id", "in": "path", "required": True,
               "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
-    token = f"({'|'.join(str(v) for v in range(vocab - 1, -1, -1))})"
-    seg = f"({'|'.join(str(v) for v in range(segments))})"
-    csv = f"^{token}(,{token}){{{length - 1}}}$"
     return {
         "/api/models": {"get": {"summary": "The catalog", "responses": {
             "200": _json(_ref("Catalog"), "Served models, and manifests that could not be loaded.")}}},
@@ -128,44 +103,62 @@ def _paths(slugs: list[str], length: int, vocab: int, segments: int) -> dict:
         "/api/models/{slug}/verifications/{job_id}": {"get": {
             "summary": "A verification job", "parameters": [slug, job_id],
             "responses": {"200": _json(_ref("Job"), "The job and, once done, its report."), **_errors(404)}}},
-        "/api/models/{slug}/runs": {"post": {
-            "summary": "A what-if run of the recipe", "parameters": [slug],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("RunRequest")}}},
-            "responses": {"200": _json(_ref("LiveRun"), "The run, in the shape of a recorded case."),
-                          **_errors(400, 404, 413, 429, 502, 503, 504)}}},
-        "/api/models/{slug}/corruptions": {"post": {
-            "summary": "One seeded draw of BERT's corruption sampler", "parameters": [slug],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("CorruptionRequest")}}},
-            "responses": {"200": _json(_ref("Corruption"), "The draw and the run request that scores it."),
-                          **_errors(400, 404, 413, 429, 502, 503, 504)}}},
-        "/api/models/{slug}/trace": {"get": {
-            "summary": "One token through every stage of the model", "parameters": [
-                slug,
-                {"name": "input_ids", "in": "query", "required": True, "schema": {"type": "string", "pattern": csv}},
-                {"name": "segment_ids", "in": "query", "schema": {
-                    "type": "string", "pattern": f"^{seg}(,{seg}){{{length - 1}}}$"}},
-                {"name": "position", "in": "query", "description": "Defaults to the first MASK; required without one.",
-                 "schema": {"type": "integer", "minimum": 0, "maximum": length - 1}},
-                {"name": "attention", "in": "query", "schema": {"type": "string", "enum": list(ATTENTION)}},
-            ],
-            "responses": {"200": _json(_ref("Trace"), "The trace."), **_errors(400, 404, 429, 502, 503, 504)}}},
         "/api/openapi.json": {"get": {"summary": "This document", "responses": {
             "200": {"description": "OpenAPI 3", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
     }
 
 
+def _lab_paths(model: Model) -> dict:
+    """Each lab endpoint of one model, its fields described from the recipe's declaration."""
+    paths = {}
+    for name, endpoint in model.lab.endpoints.items():
+        operation: dict = {"summary": f"{model.slug}: {endpoint.summary}",
+                           "responses": {"200": _json(_ref("LiveCase" if endpoint.answers == "case" else "LiveResult"),
+                                                      "The answer, computed live by the recipe."),
+                                         **_errors(400, 404, 413, 429, 502, 503, 504)}}
+        fields = {f: field.json_schema() for f, field in endpoint.fields.items()}
+        if endpoint.method == "POST":
+            properties = dict(fields)
+            if endpoint.answers == "case":
+                cases = [c["id"] for c in model.manifest["experiment"]["cases"]]
+                properties["compare_with"] = {"type": "string", "enum": cases,
+                                              "description": "A recorded case this run should reproduce: the answer "
+                                                             "carries record_check, the server's comparison."}
+            body = {"type": "object", "additionalProperties": False, "properties": properties,
+                    "required": [f for f, field in endpoint.fields.items() if field.required]}
+            operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+        else:
+            operation["parameters"] = [{"name": f, "in": "query", "required": endpoint.fields[f].required,
+                                        "schema": _query_schema(schema), "description": schema.get("description", "")}
+                                       for f, schema in fields.items()]
+        paths[f"/api/models/{model.slug}/{name}"] = {endpoint.method.lower(): operation}
+    return paths
+
+
+def _query_schema(schema: dict) -> dict:
+    """A list field travels in the query string as comma-separated integers."""
+    if schema.get("type") != "array":
+        return {k: v for k, v in schema.items() if k != "description"}
+    low, high = schema["items"].get("minimum", 0), schema["items"].get("maximum", 0)
+    number = f"({'|'.join(str(v) for v in range(int(high), int(low) - 1, -1))})" if high - low < 64 else "[0-9]+"
+    count = schema.get("minItems", 1), schema.get("maxItems", schema.get("minItems", 1))
+    return {"type": "string", "pattern": f"^{number}(,{number}){{{max(count[0] - 1, 0)},{max(count[1] - 1, 0)}}}$"}
+
+
 def build_spec(catalog: Catalog) -> dict:
     """The document for the models in this catalog."""
     models = list(catalog.models.values())
-    limits = limits_for(models[0].manifest) if models else None
-    length, vocab, segments = (limits.length, limits.vocab, limits.segments) if limits else (1, 1, 1)
     spec = APISpec(title="TensorViz API", version="1", openapi_version="3.0.3", info={
         "description": "The stored manifests, their files, server-side verification and the live lab."})
-    for name, schema in _schemas(length, vocab, segments).items():
+    for name, schema in _schemas().items():
         spec.components.schema(name, schema)
     for code, description in ERRORS.items():
         spec.components.response(f"E{code}", _json(_ref("Error"), description))
-    for path, operations in _paths([m.slug for m in models] or ["none"], length, vocab, segments).items():
+    paths = _paths([m.slug for m in models] or ["none"])
+    for model in models:
+        if model.has_lab:
+            paths |= _lab_paths(model)
+    for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return spec.to_dict()
 

@@ -7,12 +7,10 @@ from itertools import groupby
 from threading import Lock
 
 import numpy as np
-from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request
+from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request, url_for
 
 from .catalog import LAYOUT_FILE, Model, file_listing
-from .compare import tolerance_for
 from .extensions import store
-from .lab import limits_for, recorded_run_request
 
 bp = Blueprint("pages", __name__)
 
@@ -35,18 +33,19 @@ def all_integers(values: list) -> bool:
 
 
 def lab_settings(model: Model) -> dict:
-    """What the lab panel needs: the model's sizes and special ids, the recorded cases as run requests,
-    and the tolerance a live replay of a recorded case is held to."""
-    limits = limits_for(model.manifest)
-    tol = tolerance_for(model.manifest)
+    """What the lab panel needs, from the recipe's declaration: sizes, token names, the recorded cases as
+    run requests, and each endpoint's URL and fields."""
+    spec = model.lab
     return {
-        "length": limits.length,
-        "vocab": limits.vocab,
-        "segments": limits.segments,
-        "special": {str(v): k for k, v in limits.special.items()},
-        "presets": [{"id": c["id"], "label": c["label"], "request": recorded_run_request(c, limits)}
-                    for c in model.manifest["experiment"]["cases"]],
-        "tolerance": {"rtol": tol.rtol, "atol": tol.atol},
+        "kind": spec.kind,
+        "sizes": spec.sizes,
+        "special": {str(v): k for k, v in spec.special.items()},
+        "names": list(spec.names),
+        "presets": spec.module.presets(model.manifest["experiment"]["cases"], spec),
+        "endpoints": {name: {"url": url_for("api.lab_endpoint", slug=model.slug, action=name),
+                             "method": e.method,
+                             "fields": {f: field.json_schema() for f, field in e.fields.items()}}
+                      for name, e in spec.endpoints.items()},
     }
 
 

@@ -4,32 +4,21 @@ Nothing here is imported by the web process except through multiprocessing's spa
 fresh interpreter, so the web workers never load torch.
 """
 
-import importlib.util
 import json
 import platform
-import sys
 import time
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
 
-# The functions of a recipe a task may call, by the recipe file that defines them.
-ENTRY_POINTS = {"run": frozenset({"replay"}), "lab": frozenset({"live_run", "sample_corruption", "trace"})}
+from .recipes import load_module, read_metadata
 
 
-def load_recipe(recipe_dir: Path, module: str) -> ModuleType:
-    """Load a recipe file afresh, so the code that runs is the code on disk whose hash is reported."""
-    # Every recipe has its own model.py and run.py; drop those a previous task imported.
-    for stem in ("model", *ENTRY_POINTS):
-        sys.modules.pop(stem, None)
-    name = f"recipe_{recipe_dir.name.replace('-', '_')}_{module}"
-    spec = importlib.util.spec_from_file_location(name, recipe_dir / f"{module}.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {recipe_dir / module}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def entry_points(recipe_dir: Path) -> dict[str, set[str]]:
+    """What a task may call: run.py's replay, and the lab.py functions the recipe's lab declaration names."""
+    lab = read_metadata(recipe_dir).get("lab", {})
+    return {"run": {"replay"}, "lab": {str(e.get("entry")) for e in lab.get("endpoints", {}).values()}}
 
 
 def environment(torch: ModuleType, seed: int) -> dict:
@@ -51,12 +40,22 @@ def environment(torch: ModuleType, seed: int) -> dict:
 
 def execute(task: dict, torch: ModuleType, seed: int) -> dict:
     """Run one task: {"recipe_dir", "module", "entry", "args"}."""
-    if task["entry"] not in ENTRY_POINTS.get(task["module"], ()):
-        raise ValueError(f"{task['module']}.{task['entry']} is not a recipe entry point")
-    module = load_recipe(Path(task["recipe_dir"]), task["module"])
+    module, entry = task["module"], task["entry"]
+    if module == "capture" and entry == "capture":
+        from . import capture  # imports torch: only ever inside a worker
+
+        function = capture.capture
+        args = {"recipe_dir": task["recipe_dir"], **task.get("args", {})}
+    elif entry in entry_points(Path(task["recipe_dir"])).get(module, ()):
+        function = getattr(load_module(Path(task["recipe_dir"]), module), entry, None)
+        if not callable(function):
+            raise ValueError(f"{module}.py has no entry point {entry}()")
+        args = task.get("args", {})
+    else:
+        raise ValueError(f"{module}.{entry} is not a recipe entry point")
     torch.manual_seed(seed)
     started = time.perf_counter()
-    result = getattr(module, task["entry"])(**task.get("args", {}))
+    result = function(**args)
     return {"result": result, "compute_seconds": time.perf_counter() - started}
 
 

@@ -5,14 +5,25 @@ from pathlib import Path
 import pytest
 
 from app import create_app
+from app.catalog import apply_keys
 from app.config import PROJECT_ROOT, TestConfig
+from app.recipes import load_module, read_metadata
 
 BERT_MANIFEST = PROJECT_ROOT / "manifests" / "bert" / "manifest.json"
 BERT_RECIPE = PROJECT_ROOT / "recipes" / "bert"
+GPT_RECIPE = PROJECT_ROOT / "recipes" / "gpt"
 
 
 def bert_manifest() -> dict:
-    return json.loads(BERT_MANIFEST.read_text())
+    """The seed manifest, with each item's key from the recipe's mapping (as the catalog gives them)."""
+    manifest = json.loads(BERT_MANIFEST.read_text())
+    apply_keys(manifest, read_metadata(BERT_RECIPE)["recording"]["keys"])
+    return manifest
+
+
+def recipe_module(recipe_dir: Path, module: str):
+    """A recipe file imported as the worker imports it: inside its slug-qualified package."""
+    return load_module(recipe_dir, module)
 
 
 class ModelTree:
@@ -33,7 +44,8 @@ class ModelTree:
             manifest = bert_manifest() | {"slug": slug}
         raw = manifest if isinstance(manifest, bytes) else json.dumps(manifest).encode()
         (folder / "manifest.json").write_bytes(raw)
-        shutil.copytree(BERT_RECIPE, self.recipes / slug, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(BERT_RECIPE, self.recipes / slug, ignore=shutil.ignore_patterns("__pycache__"),
+                        dirs_exist_ok=True)
         if run_py is not None:
             (self.recipes / slug / "run.py").write_text(run_py)
         if lab_py is not None:

@@ -12,10 +12,10 @@ from .conftest import BERT_MANIFEST, BERT_RECIPE, bert_manifest
 REVISION = "0c48027dcf5a807d"
 
 
-def test_catalog_lists_bert(client):
+def test_catalog_lists_bert_and_gpt(client):
     body = client.get("/api/models").get_json()
-    [entry] = body["models"]
-    assert entry["slug"] == "bert"
+    assert [m["slug"] for m in body["models"]] == ["bert", "gpt"]
+    entry = body["models"][0]
     assert entry["title"] == "Learn from both sides of a masked token"
     assert entry["revision"] == REVISION
     assert entry["milestone"]["year"] == 2018

@@ -163,6 +163,9 @@ def test_modules_collapse_and_expand(watched):
     expect(page.locator(".g-node.is-target")).to_have_attribute("data-id", "encoder")
     page.locator('[data-module="encoder"]').click()
     expect(page.locator('.g-node[data-id="encoder.up"]')).to_have_count(1)
+    # One open path at a time: the reopened encoder shows its attention closed, until that is opened too.
+    expect(page.locator('.g-node[data-id="encoder.attention"]')).to_have_count(1)
+    page.locator('[data-module="encoder.attention"]').click()
     expect(page.locator('.g-cluster[data-id="encoder.attention"]')).to_have_count(1)
 
 
@@ -362,3 +365,28 @@ def test_the_lab_waits_and_retries_when_the_server_is_busy(browser):
         context.close()
         server.shutdown()
         pool.shutdown()
+
+
+# ---- the second milestone: GPT and its causal-LM lab
+
+
+def test_gpt_page_lab_generates_and_traces(watched):
+    page = watched("/models/gpt")
+    graph_ready(page)
+    expect(page.locator("#record-check")).to_contain_text("reproduces the recorded case", timeout=120_000)
+    expect(page.locator("#live-loss")).to_have_text("7.192")
+    # A later token changes only later predictions: edit the last token and the loss moves.
+    page.select_option('select[data-position="6"]', label="slept")
+    expect(page.locator("#record-check")).to_have_count(0)
+    expect(page.locator("#live-loss")).not_to_have_text("7.192")
+    page.locator("#remove-token").click()
+    page.locator("#gen-steps").fill("2")
+    page.locator("#generate").click()
+    expect(page.locator(".generation-step")).to_have_count(2)
+    expect(page.locator("#generation-text")).to_contain_text("the cat sat on the mat")
+    page.locator('[data-trace="1"]').click()
+    expect(page.locator("#trace-title")).to_contain_text("position 1")
+    expect(page.locator("#trace .trace-table").first).to_contain_text("masked")
+    page.locator('[data-module="h.1"]').click()  # open the second block: the first one closes
+    expect(page.locator('#graph-stage .g-node[data-id="h.1.attn"]')).to_have_count(1)
+    expect(page.locator('#graph-stage .g-node[data-id="h.0"]')).to_have_count(1)

@@ -27,38 +27,44 @@ def test_manifest_tolerance_wins():
 
 
 def test_within_tolerance_passes_and_reports_the_worst_element():
-    result = compare_values("m", "matrix", [[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 4.000004]], TOL)
+    result = compare_values("m", "m", "matrix", [[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 4.000004]], TOL)
     assert result["status"] == "passed"
     assert result["worst_index"] == [1, 1]
     assert math.isclose(result["max_abs_diff"], 4e-6, rel_tol=1e-3)
     assert math.isclose(result["max_rel_diff"], 1e-6, rel_tol=1e-3)
+    # Each element's share of its own allowance, computed here so that no page applies the rule again.
+    assert result["allowance_ratio"][0] == [0.0, 0.0]
+    assert math.isclose(result["allowance_ratio"][1][1], 4e-6 / (FLOAT32_ATOL + FLOAT32_RTOL * 4.0), rel_tol=1e-3)
+    assert result["worst_ratio"] == max(max(row) for row in result["allowance_ratio"])
 
 
 def test_just_past_tolerance_fails_on_that_element():
     allowed = FLOAT32_ATOL + FLOAT32_RTOL * 0.5
-    result = compare_values("v", "vector", [0.1, 0.5, 0.2], [0.1, 0.5 + allowed * 1.01, 0.2], TOL)
+    result = compare_values("v", "v", "vector", [0.1, 0.5, 0.2], [0.1, 0.5 + allowed * 1.01, 0.2], TOL)
     assert result["status"] == "failed"
     assert result["worst_index"] == [1]
     assert result["failing_elements"] == 1
 
 
 def test_shape_mismatch_nan_and_missing_values_fail():
-    assert compare_values("v", "vector", [1, 2], [1, 2, 3], TOL)["status"] == "failed"
-    nan = compare_values("v", "vector", [1.0, 2.0], [1.0, float("nan")], TOL)
+    assert compare_values("v", "v", "vector", [1, 2], [1, 2, 3], TOL)["status"] == "failed"
+    nan = compare_values("v", "v", "vector", [1.0, 2.0], [1.0, float("nan")], TOL)
     assert nan["status"] == "failed" and nan["max_abs_diff"] is None
-    assert compare_values("x", "metric", 1.0, None, TOL)["status"] == "failed"
+    assert compare_values("x", "x", "metric", 1.0, None, TOL)["status"] == "failed"
 
 
 def test_zero_recorded_value_has_infinite_relative_error_only_when_it_moved():
-    assert compare_values("v", "vector", [0.0], [0.0], TOL)["max_rel_diff"] == 0.0
-    assert compare_values("v", "vector", [0.0], [1e-9], TOL)["max_rel_diff"] == math.inf
+    assert compare_values("v", "v", "vector", [0.0], [0.0], TOL)["max_rel_diff"] == 0.0
+    assert compare_values("v", "v", "vector", [0.0], [1e-9], TOL)["max_rel_diff"] == math.inf
 
 
-def test_case_is_matched_by_label_not_position():
+def test_case_is_matched_by_key_not_position_nor_label():
     recorded = {"id": "c", "label": "C", "matrices": [], "vectors": [
-        {"label": "a", "values": [1.0]}, {"label": "b", "values": [2.0]}], "metrics": []}
-    replayed = {"vectors": [{"label": "b", "values": [2.0]}, {"label": "a", "values": [1.0]}]}
+        {"key": "a", "label": "A", "values": [1.0]}, {"key": "b", "label": "B", "values": [2.0]}], "metrics": []}
+    replayed = {"vectors": [{"key": "b", "label": "renamed", "values": [2.0]}, {"key": "a", "values": [1.0]}]}
     assert compare_case(recorded, replayed, TOL)["status"] == "passed"
+    relabelled = {"vectors": [{"key": "x", "label": "A", "values": [1.0]}, {"key": "b", "values": [2.0]}]}
+    assert compare_case(recorded, relabelled, TOL)["status"] == "failed"
     assert compare_case(recorded, None, TOL)["status"] == "failed"
 
 

@@ -1,7 +1,6 @@
 """The live lab: what-if runs, the corruption sampler and the trace, through the API and in the recipe."""
 
 import math
-import sys
 from collections import Counter
 
 import pytest
@@ -9,12 +8,12 @@ import pytest
 from app import create_app
 from app.compare import compare_case, tolerance_for
 from app.config import TestConfig
-from app.lab import limits_for, recorded_run_request
+from app.extensions import store
+from app.labs import masked_lm
 
-from .conftest import BERT_RECIPE, bert_manifest
+from .conftest import BERT_RECIPE, bert_manifest, recipe_module
 
-sys.path.insert(0, str(BERT_RECIPE))
-import lab as recipe_lab  # noqa: E402
+recipe_lab = recipe_module(BERT_RECIPE, "lab")
 
 RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2],
        "original_ids": [1, 4, 5, 2, 6, 2], "nsp_label": 0, "attention": "bidirectional"}
@@ -28,47 +27,58 @@ def lab_client():
     app.extensions["tensorviz.pool"].shutdown()
 
 
-def values(case: dict, label: str):
+def values(case: dict, key: str):
     for item in case["matrices"] + case["vectors"]:
-        if item["label"] == label:
+        if item["key"] == key:
             return item["values"]
-    raise KeyError(label)
+    raise KeyError(key)
+
+
+def bert_lab(app):
+    with app.app_context():
+        return store.get("bert").lab
 
 
 # ---- what-if runs
 
 
-def test_limits_come_from_the_manifest():
-    limits = limits_for(bert_manifest())
-    assert (limits.length, limits.vocab, limits.segments) == (6, 16, 2)
-    assert limits.special == {"CLS": 1, "SEP": 2, "MASK": 3}
+def test_limits_come_from_the_recorded_graph_and_the_declaration(app):
+    spec = bert_lab(app)
+    assert spec.sizes == {"length": 6, "vocab": 16, "segments": 2}
+    assert spec.special == {"CLS": 1, "SEP": 2, "MASK": 3}
+    assert spec.endpoints["runs"].fields["input_ids"].max == 15
 
 
 @pytest.mark.parametrize("case", bert_manifest()["experiment"]["cases"], ids=lambda c: c["id"])
-def test_live_run_of_each_recorded_case_matches_its_record(lab_client, case):
-    request = recorded_run_request(case, limits_for(bert_manifest()))
+def test_live_run_of_each_recorded_case_matches_its_record(app, lab_client, case):
+    request = next(p["request"] for p in masked_lm.presets([case], bert_lab(app)))
     assert request["nsp_label"] == (1 if case["id"] == "not-next" else 0)
-    response = lab_client.post("/api/models/bert/runs", json=request)
+    response = lab_client.post("/api/models/bert/runs", json=request | {"compare_with": case["id"]})
     assert response.status_code == 200
     body = response.get_json()
-    assert body["kind"] == "live-run" and body["recorded"] is False and "not a recorded value" in body["note"]
+    assert body["kind"] == "runs" and body["recorded"] is False and "not a recorded value" in body["note"]
     result = compare_case(case, body["case"], tolerance_for(bert_manifest()))
     assert result["status"] == "passed", [v for v in result["values"] if v["status"] != "passed"]
+    assert body["record_check"]["status"] == "passed"
+    assert all(v["worst_ratio"] <= 1 for v in body["record_check"]["values"])
+
+
+def test_the_server_says_when_a_live_run_does_not_reproduce_the_case_it_names(lab_client):
+    body = lab_client.post("/api/models/bert/runs", json=RUN | {"compare_with": "mask-b"}).get_json()
+    assert body["record_check"]["status"] == "failed"
+    response = lab_client.post("/api/models/bert/runs", json=RUN | {"compare_with": "nope"})
+    assert response.status_code == 400 and response.get_json()["error"]["message"].startswith("compare_with")
 
 
 def test_live_run_reports_every_head_and_every_selected_position(lab_client):
     body = lab_client.post("/api/models/bert/runs", json=RUN | {"mlm_positions": [2, 4]}).get_json()
     case = body["case"]
-    labels = [m["label"] for m in case["matrices"]]
-    assert labels == ["Bidirectional attention · head 0", "Bidirectional attention · head 1",
-                      "Token probabilities at every position"]
+    assert [m["key"] for m in case["matrices"]] == ["attention_head_0", "attention_head_1", "probabilities"]
     for p in (2, 4):
-        probs = values(case, f"Prediction at position {p} · 16 token probabilities")
-        assert sum(probs) == pytest.approx(1, abs=1e-6)
-    assert sum(values(case, "Sentence pair · IsNext / NotNext probabilities")) == pytest.approx(1, abs=1e-6)
-    metrics = {m["label"]: m["value"] for m in case["metrics"]}
-    assert metrics["Combined pretraining objective"] == pytest.approx(
-        metrics["Masked-token cross entropy"] + metrics["Sentence-pair cross entropy"], abs=1e-5)
+        assert sum(values(case, f"probabilities_at_{p}")) == pytest.approx(1, abs=1e-6)
+    assert sum(values(case, "nsp_probabilities")) == pytest.approx(1, abs=1e-6)
+    metrics = {m["key"]: m["value"] for m in case["metrics"]}
+    assert metrics["total_loss"] == pytest.approx(metrics["mlm_loss"] + metrics["nsp_loss"], abs=1e-5)
     assert {"python", "torch"} <= set(body["environment"])
 
 
@@ -83,7 +93,7 @@ def test_identical_requests_are_served_from_the_cache(lab_client):
 def earlier_rows(client, attention: str, later_token: int) -> list[list[float]]:
     request = RUN | {"attention": attention, "input_ids": [1, 4, 3, 2, later_token, 2]}
     case = client.post("/api/models/bert/runs", json=request).get_json()["case"]
-    return values(case, "Token probabilities at every position")[:4]
+    return values(case, "probabilities")[:4]
 
 
 def test_causal_runs_ignore_later_tokens_while_bidirectional_runs_do_not(lab_client):
@@ -93,7 +103,7 @@ def test_causal_runs_ignore_later_tokens_while_bidirectional_runs_do_not(lab_cli
     shift = max(abs(a - b) for ra, rb in zip(*both, strict=True) for a, b in zip(ra, rb, strict=True))
     assert shift > 1e-3
     attention = lab_client.post("/api/models/bert/runs", json=RUN | {"attention": "causal"}).get_json()["case"]
-    head = values(attention, "Causal attention · head 0")
+    head = values(attention, "attention_head_0")
     assert all(head[i][j] == 0 for i in range(6) for j in range(i + 1, 6))
 
 
@@ -103,11 +113,11 @@ def test_causal_runs_ignore_later_tokens_while_bidirectional_runs_do_not(lab_cli
     ({"input_ids": [1, 4, 3, 2, 6, -1]}, "input_ids[5]: -1 is out of range 0..15"),
     ({"input_ids": [1, 4, 3, 2, 6, 2.0]}, "input_ids[5]: must be an integer, not float"),
     ({"input_ids": [1, 4, 3, 2, 6, "2"]}, "input_ids[5]: must be an integer, not str"),
-    ({"input_ids": "1,4,3,2,6,2"}, "input_ids: must be a list of 6 integers"),
+    ({"input_ids": "1,4,3,2,6,2"}, "input_ids: must be a list of integers"),
     ({"segment_ids": [0, 0, 0, 0, 1, 2]}, "segment_ids[5]: 2 is out of range 0..1"),
-    ({"mlm_positions": []}, "mlm_positions: must be a non-empty list"),
+    ({"mlm_positions": []}, "mlm_positions: must hold at least 1 value"),
     ({"mlm_positions": [6]}, "mlm_positions[0]: 6 is out of range 0..5"),
-    ({"mlm_positions": [2, 2]}, "mlm_positions: names a position twice"),
+    ({"mlm_positions": [2, 2]}, "mlm_positions: names a value twice"),
     ({"mlm_positions": [True]}, "mlm_positions[0]: must be an integer, not bool"),
     ({"original_ids": [1, 4, 5, 2, 6]}, "original_ids: must hold exactly 6 values, not 5"),
     ({"nsp_label": 2}, "nsp_label: 2 is out of range 0..1"),
@@ -149,7 +159,7 @@ def test_lab_on_an_unknown_model_is_404(client):
 def test_corruption_api_answers_a_run_ready_draw(lab_client):
     response = lab_client.post("/api/models/bert/corruptions", json={"input_ids": [1, 4, 5, 2, 6, 2], "seed": 7})
     body = response.get_json()
-    assert response.status_code == 200 and body["kind"] == "corruption" and body["seed"] == 7
+    assert response.status_code == 200 and body["kind"] == "corruptions" and body["seed"] == 7
     assert [p["selected"] for p in body["positions"]].count(True) == 1
     chosen = next(p for p in body["positions"] if p["selected"])
     assert chosen["action"] in ("mask", "random", "unchanged")
@@ -283,8 +293,8 @@ def test_cls_path_feeds_the_sentence_pair_head(traced):
 
 def test_trace_probabilities_equal_the_runs(lab_client, traced):
     case = lab_client.post("/api/models/bert/runs", json=RUN).get_json()["case"]
-    assert stage(traced, "softmax")["values"] == values(case, "Prediction at position 2 · 16 token probabilities")
-    assert stage(traced, "nsp")["values"] == values(case, "Sentence pair · IsNext / NotNext probabilities")
+    assert stage(traced, "softmax")["values"] == values(case, "probabilities_at_2")
+    assert stage(traced, "nsp")["values"] == values(case, "nsp_probabilities")
 
 
 def test_trace_position_defaults_to_the_first_mask(lab_client):

@@ -10,11 +10,10 @@ import torch
 
 from app.compare import compare_replay
 
-from .conftest import BERT_RECIPE, bert_manifest
+from .conftest import BERT_RECIPE, bert_manifest, recipe_module
 
-sys.path.insert(0, str(BERT_RECIPE))
-import model as bert  # noqa: E402
-import run as recipe  # noqa: E402
+bert = recipe_module(BERT_RECIPE, "model")
+recipe = recipe_module(BERT_RECIPE, "run")
 
 
 def reference_forward(params: dict, input_ids: torch.Tensor, segment_ids: torch.Tensor,

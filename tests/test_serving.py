@@ -60,10 +60,10 @@ def test_assets_are_fingerprinted_and_cached_for_a_year(app, client):
     version = app.extensions["tensorviz.assets"]
     urls = re.findall(r'"(/assets/[^"]+)"', page)
     assert {f"/assets/{version}/css/site.css", f"/assets/{version}/js/model-page.js"} <= set(urls)
-    response = client.get(f"/assets/{version}/js/lab.js", headers={"Accept-Encoding": "gzip"})
+    response = client.get(f"/assets/{version}/js/labs/masked-lm.js", headers={"Accept-Encoding": "gzip"})
     assert response.status_code == 200 and response.headers["Content-Encoding"] == "gzip"
     assert response.headers["Cache-Control"] == "public, max-age=31536000, immutable"
-    stale = client.get("/assets/000000000000/js/lab.js")
+    stale = client.get("/assets/000000000000/js/labs/masked-lm.js")
     assert stale.status_code == 200 and stale.headers["Cache-Control"] == "no-cache"
 
 

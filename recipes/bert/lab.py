@@ -9,16 +9,16 @@ Needs only torch, model.py and run.py beside this file.
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
-HERE = str(Path(__file__).resolve().parent)
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-from model import CLS, MASK, SEP, VOCAB, build_model  # noqa: E402
-from run import CaseInputs, run_case  # noqa: E402
+try:
+    from .model import CLS, MASK, SEP, VOCAB, build_model
+    from .run import CaseInputs, run_case
+except ImportError:  # run as a script: python lab.py
+    from model import CLS, MASK, SEP, VOCAB, build_model
+    from run import CaseInputs, run_case
 
 SELECT_RATE = 0.15  # share of the sequence selected for prediction
 MASK_RATE, RANDOM_RATE = 0.8, 0.1  # of the selected: replaced by MASK, by a random token; the rest kept
@@ -31,10 +31,11 @@ def live_run(input_ids: list[int], segment_ids: list[int], mlm_positions: list[i
     return run_case(build_model(), case, causal=attention == "causal")
 
 
-def sample_corruption(input_ids: list[int], seed: int) -> dict:
+def sample_corruption(input_ids: list[int], seed: int, segment_ids: list[int] | None = None) -> dict:
     """BERT's masking, as in its create_pretraining_data: choose round(15%) of the positions (at least one,
     never CLS or SEP) in a random order, then replace 80% of them with MASK, 10% with a random token of
-    the whole vocabulary, and keep 10% unchanged. The same seed gives the same draw."""
+    the whole vocabulary, and keep 10% unchanged. The same seed gives the same draw. With the draw comes
+    the what-if run request that scores it."""
     generator = torch.Generator().manual_seed(seed)
     candidates = [i for i, token in enumerate(input_ids) if token not in (CLS, SEP)]
     count = min(len(candidates), max(1, round(len(input_ids) * SELECT_RATE)))
@@ -52,13 +53,12 @@ def sample_corruption(input_ids: list[int], seed: int) -> dict:
             else:
                 entry["action"] = "unchanged"
         positions.append(entry)
-    return {
-        "seed": seed,
-        "positions": positions,
-        "input_ids": [p["token"] for p in positions],
-        "original_ids": list(input_ids),
-        "mlm_positions": selected,
-    }
+    corrupted = [p["token"] for p in positions]
+    run_request = {"input_ids": corrupted, "segment_ids": list(segment_ids or [0] * len(input_ids)),
+                   "mlm_positions": selected, "original_ids": list(input_ids), "nsp_label": 0,
+                   "attention": "bidirectional"}
+    return {"seed": seed, "positions": positions, "input_ids": corrupted, "original_ids": list(input_ids),
+            "mlm_positions": selected, "run_request": run_request}
 
 
 CAPTIONS = {

@@ -9,15 +9,14 @@ Needs only torch and model.py beside this file.
 import json
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
-HERE = str(Path(__file__).resolve().parent)
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-from model import MASK, TinyBertPretraining, build_model, mlm_loss, nsp_loss, unpack  # noqa: E402
+try:
+    from .model import MASK, TinyBertPretraining, build_model, mlm_loss, nsp_loss, unpack
+except ImportError:  # run as a script: python run.py
+    from model import MASK, TinyBertPretraining, build_model, mlm_loss, nsp_loss, unpack
 
 SEGMENT_IDS = [0, 0, 0, 0, 1, 1]  # segments A,A,A,A,B,B
 ORIGINAL_IDS = [1, 4, 5, 2, 6, 2]  # CLS 4 5 SEP 6 SEP
@@ -89,39 +88,45 @@ def forward(
 
 @torch.no_grad()
 def run_case(model: TinyBertPretraining, case: CaseInputs, causal: bool = False) -> dict:
-    """A case in the manifest's shape (matrices, vectors, metrics, labelled alike) with more:
-    attention for every head, probabilities at every position and at each selected one."""
+    """A case in the manifest's shape (matrices, vectors, metrics; each with a stable key and a display
+    label) with more: attention for every head, probabilities at every position and at each selected one."""
     f = forward(model, case.input_ids, case.segment_ids, case.original_ids, case.selected, case.nsp_label,
                 causal=causal)
     probs = f.mlm_logits.softmax(-1)  # (T, VOCAB)
     mode = "Causal" if causal else "Bidirectional"
-    heads = [{"label": f"{mode} attention · head {h}", "values": f.attention[h].tolist()}
-             for h in range(f.attention.size(0))]
-    per_position = [{"label": f"Prediction at position {p} · {probs.size(1)} token probabilities",
-                     "values": probs[p].tolist()} for p in sorted(case.selected)]
+    heads = [{"key": f"attention_head_{h}", "label": f"{mode} attention · head {h}",
+              "values": f.attention[h].tolist()} for h in range(f.attention.size(0))]
+    per_position = [{"key": f"probabilities_at_{p}", "values": probs[p].tolist(),
+                     "label": f"Prediction at position {p} · {probs.size(1)} token probabilities"}
+                    for p in sorted(case.selected)]
     return {
-        "matrices": [*heads, {"label": "Token probabilities at every position", "values": probs.tolist()}],
+        "label": f"Live run · {mode.lower()} attention",
+        "matrices": [*heads, {"key": "probabilities", "label": "Token probabilities at every position",
+                              "values": probs.tolist()}],
         "vectors": [
-            {"label": "Original token IDs", "values": list(case.original_ids)},
-            {"label": "Corrupted token IDs", "values": list(case.input_ids)},
+            {"key": "original_ids", "label": "Original token IDs", "values": list(case.original_ids)},
+            {"key": "input_ids", "label": "Corrupted token IDs", "values": list(case.input_ids)},
             {
+                "key": "mlm_positions",
                 "label": "MLM loss positions · 1 means selected",
                 "values": [int(i in case.selected) for i in range(len(case.input_ids))],
             },
             {
+                "key": "first_mask_probabilities",
                 "label": "Prediction at first masked position · 16 token probabilities",
                 "values": probs[min(case.selected)].tolist(),
             },
             *per_position,
             {
+                "key": "nsp_probabilities",
                 "label": "Sentence pair · IsNext / NotNext probabilities",
                 "values": f.nsp_logits.softmax(-1).tolist(),
             },
         ],
         "metrics": [
-            {"label": "Masked-token cross entropy", "value": f.mlm_loss.item()},
-            {"label": "Sentence-pair cross entropy", "value": f.nsp_loss.item()},
-            {"label": "Combined pretraining objective", "value": (f.mlm_loss + f.nsp_loss).item()},
+            {"key": "mlm_loss", "label": "Masked-token cross entropy", "value": f.mlm_loss.item()},
+            {"key": "nsp_loss", "label": "Sentence-pair cross entropy", "value": f.nsp_loss.item()},
+            {"key": "total_loss", "label": "Combined pretraining objective", "value": (f.mlm_loss + f.nsp_loss).item()},
         ],
     }
 
@@ -233,10 +238,10 @@ def print_table(result: dict) -> None:
     print(f"{'case':10} {'MLM CE':>8} {'NSP CE':>8} {'total':>8}  {'top MLM prediction':>18}  IsNext")
     for case_id, case in result["cases"].items():
         mlm, nsp, total = (m["value"] for m in case["metrics"])
-        vectors = {v["label"]: v["values"] for v in case["vectors"]}
-        probs = vectors["Prediction at first masked position · 16 token probabilities"]
+        vectors = {v["key"]: v["values"] for v in case["vectors"]}
+        probs = vectors["first_mask_probabilities"]
         top = max(range(len(probs)), key=probs.__getitem__)
-        is_next = vectors["Sentence pair · IsNext / NotNext probabilities"][0]
+        is_next = vectors["nsp_probabilities"][0]
         prediction = f"id {top} ({probs[top]:.4f})"
         print(f"{case_id:10} {mlm:8.4f} {nsp:8.4f} {total:8.4f}  {prediction:>18}  {is_next:.4f}")
     print()

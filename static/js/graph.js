@@ -19,6 +19,7 @@ export class GraphView {
     this.layers = new Map(manifest.layers.map((l) => [l.id, l]));
     this.modules = layout.modules;
     this.collapsed = new Set();
+    this.focusOn(layout.focus ?? null);
     this.view = { x: 0, y: 0, k: 1 };
     this.selected = null;
     this.target = null;
@@ -121,9 +122,14 @@ export class GraphView {
     return this.viewport.querySelector(`[data-id="${CSS.escape(id)}"]`);
   }
 
+  /** Open `moduleId` and its ancestors, close every other module: one open path, as layout.json stores. */
+  focusOn(moduleId) {
+    const open = new Set(moduleId ? [moduleId, ...this.ancestors(moduleId)] : []);
+    this.collapsed = new Set(this.modules.map((m) => m.id).filter((id) => !open.has(id)));
+  }
+
   toggle(moduleId) {
-    if (this.collapsed.has(moduleId)) this.collapsed.delete(moduleId);
-    else this.collapsed.add(moduleId);
+    this.focusOn(this.collapsed.has(moduleId) ? moduleId : this.layers.get(moduleId)?.parent ?? null);
     this.render();
     this.onToggle(moduleId, this.collapsed.has(moduleId));
   }

@@ -3,7 +3,6 @@
 
 import { barsSvg, downloadSvg, fillBars, slugify, valueHeatmap } from "./charts.js";
 import { GraphView } from "./graph.js";
-import { Lab } from "./lab.js";
 import { VerifyPanel } from "./verify.js";
 
 document.documentElement.classList.add("has-js");
@@ -138,7 +137,9 @@ async function showDetails(layer) {
   fact(dl, "params", params || "—");
   fact(dl, "parent", layer.parent || "— (top level)");
   const src = layer.source;
-  fact(dl, "source", src ? `model.py ${src.endLine !== src.line ? `lines ${src.line}–${src.endLine}` : `line ${src.line}`}` : "—");
+  const lines = (span) => `model.py ${span.endLine !== span.line ? `lines ${span.line}–${span.endLine}` : `line ${span.line}`}`;
+  fact(dl, layer.callSource ? "declared" : "source", src ? lines(src) : "—");
+  if (layer.callSource) fact(dl, "runs at", lines(layer.callSource));
   const children = [title, dl];
   if (layer.kind === "module" && graph) {
     const button = document.createElement("button");
@@ -153,17 +154,19 @@ async function showDetails(layer) {
   panel.replaceChildren(...children);
   if (!src) return;
   try {
-    const lines = await loadSource();
-    const pre = Object.assign(document.createElement("pre"), { className: "source" });
-    pre.setAttribute("aria-label", `model.py lines ${src.line} to ${src.endLine}, with context`);
-    const from = Math.max(1, src.line - 2);
-    const to = Math.min(lines.length, src.endLine + 2);
-    for (let n = from; n <= to; n++) {
-      const line = Object.assign(document.createElement("code"), { className: `source-line${n >= src.line && n <= src.endLine ? " is-hit" : ""}` });
-      line.append(Object.assign(document.createElement("span"), { className: "ln", textContent: n }), lines[n - 1]);
-      pre.append(line);
+    const text = await loadSource();
+    for (const span of [src, layer.callSource].filter(Boolean)) {
+      const pre = Object.assign(document.createElement("pre"), { className: "source" });
+      pre.setAttribute("aria-label", `model.py lines ${span.line} to ${span.endLine}, with context`);
+      const from = Math.max(1, span.line - 2);
+      const to = Math.min(text.length, span.endLine + 2);
+      for (let n = from; n <= to; n++) {
+        const line = Object.assign(document.createElement("code"), { className: `source-line${n >= span.line && n <= span.endLine ? " is-hit" : ""}` });
+        line.append(Object.assign(document.createElement("span"), { className: "ln", textContent: n }), text[n - 1]);
+        pre.append(line);
+      }
+      panel.append(pre);
     }
-    panel.append(pre);
   } catch (error) {
     panel.append(Object.assign(document.createElement("p"), { className: "notice", textContent: `Source unavailable: ${error.message}` }));
   }
@@ -171,7 +174,9 @@ async function showDetails(layer) {
 
 function moduleToggles() {
   const holder = document.getElementById("module-toggles");
-  holder.replaceChildren(...graph.modules.map((m) => {
+  // A toggle for each module that is in view: top level, or inside an open module.
+  const shown = graph.modules.filter((m) => !m.parent || !graph.isCollapsed(m.parent));
+  holder.replaceChildren(...shown.map((m) => {
     const button = document.createElement("button");
     button.type = "button";
     button.dataset.module = m.id;
@@ -225,11 +230,18 @@ async function main() {
     status: document.getElementById("verify-status"),
     output: document.getElementById("verify-report"),
     url: page.dataset.verifyUrl,
-    manifest,
     openCase: () => state.case,
   });
   const labSection = document.getElementById("lab");
-  if (labSection) new Lab(labSection, manifest);
+  if (labSection) {
+    // Each lab kind brings its own module; the page loads the one this model's recipe declares.
+    try {
+      const { Lab } = await import(labSection.dataset.script);
+      new Lab(labSection);
+    } catch (error) {
+      labSection.append(Object.assign(document.createElement("p"), { className: "notice", textContent: `The lab could not start: ${error.message}` }));
+    }
+  }
   await startGraph(manifest);
 }
 

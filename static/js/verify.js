@@ -9,9 +9,8 @@ const GIVE_UP_MS = 240000;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class VerifyPanel {
-  constructor({ button, status, output, url, manifest, openCase = () => null }) {
-    Object.assign(this, { button, status, output, url, manifest, openCase });
-    this.cases = new Map(manifest.experiment.cases.map((c) => [c.id, c]));
+  constructor({ button, status, output, url, openCase = () => null }) {
+    Object.assign(this, { button, status, output, url, openCase });
     button.addEventListener("click", () => this.run());
   }
 
@@ -70,7 +69,7 @@ export class VerifyPanel {
     out.append(el("p", { class: `report-headline is-${report.status}`, id: "report-headline" }, headline(report)));
     if (report.status === "error") return;
     out.append(this.environment(report));
-    for (const c of report.cases) out.append(this.caseBlock(c, report.tolerance));
+    for (const c of report.cases) out.append(this.caseBlock(c));
     out.append(checksBlock(report.checks));
   }
 
@@ -88,8 +87,7 @@ export class VerifyPanel {
     return el("dl", { class: "report-env" }, ...facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, String(v)))));
   }
 
-  caseBlock(c, tol) {
-    const recorded = this.cases.get(c.id);
+  caseBlock(c) {
     const passedCount = c.values.filter((v) => v.status === "passed").length;
     const details = el("details", { class: "report-case", "data-case": c.id });
     if (c.status !== "passed" || c.id === this.openCase()) details.open = true;
@@ -98,7 +96,6 @@ export class VerifyPanel {
       ` (${passedCount} of ${c.values.length} values)`));
     if (c.message) details.append(el("p", {}, c.message));
     const rows = c.values.map((v) => {
-      const source = findRecorded(recorded, v);
       return el("tr", { class: `status-row-${v.status}` },
         el("th", { scope: "row" }, v.label),
         el("td", {}, v.kind),
@@ -106,7 +103,7 @@ export class VerifyPanel {
         el("td", { class: "num" }, v.max_abs_diff == null ? "—" : v.max_abs_diff.toExponential(2)),
         el("td", { class: "num" }, v.max_rel_diff == null ? "—" : v.max_rel_diff.toExponential(2)),
         el("td", { class: "num" }, v.worst_index?.length ? `[${v.worst_index.join(", ")}]` : "—"),
-        el("td", {}, deviation(v, source, tol) || v.message || ""));
+        el("td", {}, deviation(v) || v.message || ""));
     });
     const table = el("table", { class: "report-values" },
       el("caption", {}, `Every recorded value of “${c.label}”, replayed and compared`),
@@ -128,31 +125,21 @@ function headline(report) {
   return `Failed — ${s.values_failed} of ${s.values} values in ${s.cases_failed} of ${s.cases} cases are outside ${tol}; ${s.checks_failed} of ${s.checks} checks fail.`;
 }
 
-function findRecorded(recordedCase, value) {
-  const key = { matrix: "matrices", vector: "vectors", metric: "metrics" }[value.kind];
-  return recordedCase?.[key]?.find((item) => item.label === value.label);
-}
-
-/** Per-element |Δ| over its allowance (atol + rtol·|recorded|): lightest is exact, rust is out of tolerance. */
-function deviation(value, source, tol) {
-  if (!source || !value.abs_diff) {
-    if (value.kind === "metric" && value.max_abs_diff != null && source) {
-      const ratio = value.max_abs_diff / (tol.atol + tol.rtol * Math.abs(source.value));
-      return el("span", { class: "fine" }, `${sig(ratio, 2)} of its allowance`);
-    }
-    return null;
+/** Per-element |Δ| as a share of its allowance, as the server computed it: lightest is exact, rust is out of tolerance. */
+function deviation(value) {
+  if (value.kind === "metric") {
+    return value.worst_ratio == null ? null : el("span", { class: "fine" }, `${sig(value.worst_ratio, 2)} of its allowance`);
   }
-  const recorded = value.kind === "matrix" ? source.values : [source.values];
+  if (!value.allowance_ratio) return null;
+  const ratios = value.kind === "matrix" ? value.allowance_ratio : [value.allowance_ratio];
   const diffs = value.kind === "matrix" ? value.abs_diff : [value.abs_diff];
-  const ratios = diffs.map((row, i) => row.map((d, j) => d / (tol.atol + tol.rtol * Math.abs(recorded[i][j]))));
-  const worst = Math.max(...ratios.flat());
   const svg = heatmapSvg(ratios, {
-    label: `Deviation of ${value.label}: worst element at ${sig(worst, 2)} of its tolerance`,
+    label: `Deviation of ${value.label}: worst element at ${sig(value.worst_ratio, 2)} of its tolerance`,
     colour: deviationColour, cell: value.kind === "matrix" ? 12 : 10, indices: false,
     describe: (r, i, j) => `|Δ| ${diffs[i][j].toExponential(2)}, ${sig(r, 2)} of the allowance`,
   });
   const wrap = el("span", { class: `deviation${value.kind === "matrix" ? "" : " deviation-strip"}` });
-  wrap.append(svg, el("span", { class: "fine" }, ` worst ${sig(worst, 2)}×`));
+  wrap.append(svg, el("span", { class: "fine" }, ` worst ${sig(value.worst_ratio, 2)}×`));
   return wrap;
 }
 

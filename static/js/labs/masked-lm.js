@@ -1,52 +1,27 @@
 // The live lab: edit tokens, run the recipe on the server, compare bidirectional with causal attention,
 // sample BERT's corruption, and trace one token through every stage.
 
-import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "./charts.js";
-import { el, errorMessage, readJson } from "./dom.js";
+import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
+import { el } from "../dom.js";
+import { bars, getJson, item, postJson, recordCheck } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
-const ROWS_LABEL = "Token probabilities at every position";
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
 
-function bar(value, max, { label, negative = value < 0 } = {}) {
-  const fill = el("span", { class: `bar-fill${negative ? " bar-negative" : ""}` });
-  fill.style.width = `${max > 0 ? (100 * Math.abs(value)) / max : 0}%`;
-  return el("li", { class: "bar-row" }, el("span", { class: "bar-index" }, label), el("span", { class: "bar-track" }, fill),
-    el("span", { class: "bar-value" }, sig(value)));
+function find(caseResult, key) {
+  return item(caseResult, key)?.values;
 }
 
-function bars(values, labels, max = Math.max(...values.map(Math.abs))) {
-  return el("ol", { class: `bars${labels ? " bars-named" : ""}` }, ...values.map((v, i) => bar(v, max, { label: labels ? labels[i] : i })));
-}
-
-const BUSY_RETRIES = 3;
-
-/** POST JSON; when the server is busy (429) wait for its Retry-After and try again, a few times. */
-async function postJson(url, body, onBusy = () => {}) {
-  for (let attempt = 0; ; attempt++) {
-    const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" }, body: JSON.stringify(body) });
-    const data = await readJson(response);
-    if (response.ok) return data;
-    if (response.status === 429 && attempt < BUSY_RETRIES) {
-      const seconds = Math.min(30, Number(response.headers.get("Retry-After")) || 5);
-      onBusy(seconds);
-      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
-      continue;
-    }
-    throw new Error(errorMessage(response, data));
-  }
-}
-
-function find(caseResult, label) {
-  return [...caseResult.matrices, ...caseResult.vectors].find((item) => item.label === label)?.values;
+function attentionHeads(caseResult) {
+  return caseResult.matrices.filter((m) => m.key.startsWith("attention_head_"));
 }
 
 export class Lab {
-  constructor(section, manifest) {
+  constructor(section) {
     this.section = section;
     this.settings = JSON.parse(section.dataset.settings);
-    this.urls = { run: section.dataset.runUrl, corruption: section.dataset.corruptionUrl, trace: section.dataset.traceUrl };
-    this.recorded = new Map(manifest.experiment.cases.map((c) => [c.id, c]));
+    const url = (name) => this.settings.endpoints[name].url;
+    this.urls = { run: url("runs"), corruption: url("corruptions"), trace: url("trace") };
     this.status = section.querySelector("#lab-status");
     this.results = section.querySelector("#lab-results");
     this.traceBox = section.querySelector("#trace");
@@ -113,7 +88,7 @@ export class Lab {
     const legend = strip.querySelector("legend");
     const slots = this.ids.map((id, i) => {
       const select = el("select", { "aria-label": `Token at position ${i}`, "data-position": i });
-      for (let v = 0; v < this.settings.vocab; v++) select.append(el("option", { value: v }, this.name(v)));
+      for (let v = 0; v < this.settings.sizes.vocab; v++) select.append(el("option", { value: v }, this.name(v)));
       select.value = String(id);
       select.addEventListener("change", () => {
         this.ids[i] = Number(select.value);
@@ -186,7 +161,9 @@ export class Lab {
     let answers;
     try {
       const busy = (seconds) => generation === this.generation && this.setStatus(`The server is busy; trying again in ${seconds} s…`);
-      answers = await Promise.all(modes.map((mode) => postJson(this.urls.run, this.request(mode), busy)));
+      const preset = this.preset;
+      answers = await Promise.all(modes.map((mode, k) => postJson(this.urls.run,
+        { ...this.request(mode), ...(preset && k === 0 ? { compare_with: preset } : {}) }, busy)));
     } catch (error) {
       if (generation === this.generation) this.setStatus(`The run failed: ${error.message}`, true);
       return;
@@ -207,41 +184,21 @@ export class Lab {
   render(modes, answers) {
     const columns = answers.map((answer, k) => this.column(modes[k], answer));
     const parts = [];
-    if (this.preset) parts.push(this.recordCheck(answers[0]));
+    if (this.preset && answers[0].record_check) {
+      const label = this.settings.presets.find((p) => p.id === this.preset)?.label;
+      parts.push(recordCheck(answers[0].record_check, label));
+    }
     parts.push(el("div", { class: `lab-columns${answers.length > 1 ? " is-compare" : ""}` }, ...columns));
     if (answers.length > 1) parts.push(this.difference(answers));
     this.results.replaceChildren(...parts);
   }
 
-  recordCheck(answer) {
-    const recorded = this.recorded.get(this.preset);
-    const { rtol, atol } = this.settings.tolerance;
-    let worst = 0;
-    let within = true;
-    for (const kind of ["matrices", "vectors", "metrics"]) {
-      for (const item of recorded[kind]) {
-        const live = kind === "metrics" ? answer.case.metrics.find((m) => m.label === item.label)?.value : find(answer.case, item.label);
-        const want = kind === "metrics" ? [item.value] : item.values.flat();
-        const got = kind === "metrics" ? [live] : (live || []).flat();
-        if (got.length !== want.length) within = false;
-        want.forEach((w, i) => {
-          const d = Math.abs(got[i] - w);
-          worst = Math.max(worst, d);
-          if (!(d <= atol + rtol * Math.abs(w))) within = false;
-        });
-      }
-    }
-    return el("p", { class: `record-check ${within ? "is-passed" : "is-failed"}`, id: "record-check" },
-      within ? `✓ This live run reproduces the recorded case “${recorded.label}” within rtol ${rtol.toExponential()}, atol ${atol.toExponential()} (largest |Δ| ${worst.toExponential(2)}).`
-        : `✗ This live run differs from the recorded case “${recorded.label}” (largest |Δ| ${worst.toExponential(2)}).`);
-  }
-
   column(mode, answer) {
     const c = answer.case;
-    const rows = find(c, ROWS_LABEL);
+    const rows = find(c, "probabilities");
     const moved = this.influence(mode, rows);
     const metrics = el("dl", { class: "metrics" }, ...c.metrics.map((m) => el("div", { class: "metric" }, el("dt", {}, m.label), el("dd", {}, sig(m.value)))));
-    const heads = c.matrices.filter((m) => m.label.includes("attention · head")).map((m) =>
+    const heads = attentionHeads(c).map((m) =>
       el("figure", { class: "chart lab-heatmap" }, el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), valueHeatmap(m.values, m.label)));
     const predictions = el("ol", { class: "chips prediction-chips", "aria-label": `Top prediction at each position, ${mode}` },
       ...rows.map((row, i) => {
@@ -254,13 +211,13 @@ export class Lab {
     const influence = moved ? el("p", { class: "fine influence", "data-mode": mode },
       `You changed position ${this.edited}: ${moved.filter((d) => d > MOVED).length} of ${moved.length} earlier positions' predictions moved.`) : null;
     const selected = [...this.sel].sort((a, b) => a - b).map((p) => {
-      const probs = find(c, `Prediction at position ${p} · ${this.settings.vocab} token probabilities`);
+      const probs = find(c, `probabilities_at_${p}`);
       const order = probs.map((v, i) => [v, i]).sort((a, b) => b[0] - a[0]).slice(0, 5);
       return el("figure", { class: "chart" }, el("figcaption", {}, el("span", { class: "chart-title" }, `Position ${p}: top 5 of ${probs.length} (scored against ${this.name(this.orig[p])})`),
         el("button", { type: "button", class: "link-button", "data-trace": p }, `Trace position ${p}`)),
       bars(order.map(([v]) => v), order.map(([, i]) => this.name(i)), 1));
     });
-    const nsp = find(c, "Sentence pair · IsNext / NotNext probabilities");
+    const nsp = find(c, "nsp_probabilities");
     const column = el("div", { class: "lab-column", "data-mode": mode },
       el("h3", {}, `${c.label}${answer.cached ? " · cached" : ""}`), metrics, el("div", { class: "lab-heads" }, ...heads),
       el("h4", {}, "Top prediction at every position"), predictions, influence, ...selected,
@@ -270,7 +227,7 @@ export class Lab {
   }
 
   difference(answers) {
-    const [bi, causal] = answers.map((a) => a.case.matrices.filter((m) => m.label.includes("attention · head")));
+    const [bi, causal] = answers.map((a) => attentionHeads(a.case));
     const maps = bi.map((m, h) => {
       const diff = m.values.map((row, i) => row.map((v, j) => v - causal[h].values[i][j]));
       const limit = Math.max(...diff.flat().map(Math.abs));
@@ -285,13 +242,11 @@ export class Lab {
   }
 
   async trace(position, attention) {
-    const params = new URLSearchParams({ input_ids: this.ids.join(","), segment_ids: this.seg.join(","), position, attention });
-    const url = `${this.urls.trace}?${params}`;
+    const params = { input_ids: this.ids, segment_ids: this.seg, position, attention };
+    const url = `${this.urls.trace}?${new URLSearchParams({ ...params, input_ids: this.ids.join(","), segment_ids: this.seg.join(",") })}`;
     this.traceBox.replaceChildren(el("p", { class: "fine" }, `Tracing position ${position}…`));
     try {
-      const response = await fetch(url, { headers: { Accept: "application/json" } });
-      const data = await readJson(response);
-      if (!response.ok) throw new Error(errorMessage(response, data));
+      const data = await getJson(this.urls.trace, params);
       this.traceBox.replaceChildren(...new TraceView(data, url, (id) => this.name(id)).render());
       this.traceBox.scrollIntoView({ behavior: "smooth", block: "start" });
     } catch (error) {

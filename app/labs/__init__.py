@@ -1,0 +1,87 @@
+"""Lab kinds: one module per kind behind a small registry, so that the core names no model.
+
+A recipe declares its lab in `recipe.toml` under [lab]: the kind, sizes read from the recorded graph,
+special tokens, token names, and its endpoints with their request fields. The kind module brings what
+is particular to that kind: its template and ES module, how a recorded case becomes a preset request,
+and defaults that depend on other fields (a trace's position, say).
+"""
+
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from . import causal_lm, masked_lm
+from .fields import DeclarationError, Field, declared_field
+
+KINDS: dict[str, ModuleType] = {masked_lm.NAME: masked_lm, causal_lm.NAME: causal_lm}
+METHODS = ("GET", "POST")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """`/api/models/<slug>/<name>`: which recipe function answers it and what it accepts."""
+
+    name: str
+    method: str
+    entry: str
+    summary: str
+    fields: dict[str, Field]
+    answers: str = "result"  # "case": the result is a case, answered under "case" and comparable with a recording
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """A model's lab, resolved against its recording."""
+
+    kind: str
+    sizes: dict[str, int]
+    special: dict[str, int]
+    names: tuple[str, ...]
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+
+    @property
+    def module(self) -> ModuleType:
+        return KINDS[self.kind]
+
+    def token_name(self, token: int) -> str:
+        """A token as the page shows it: its word, its special name, or its id."""
+        special = {v: k for k, v in self.special.items()}
+        if token in special:
+            return special[token]
+        return self.names[token] if token < len(self.names) else str(token)
+
+
+def _size(manifest: dict, reference, where: str) -> int:
+    """`"word_embeddings.num_embeddings"` read from the recorded graph, or a number as it stands."""
+    if isinstance(reference, int) and not isinstance(reference, bool):
+        return reference
+    layer_id, _, param = str(reference).rpartition(".")
+    for layer in manifest["layers"]:
+        if layer["id"] == layer_id:
+            value = layer.get("params", {}).get(param)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            raise DeclarationError(f"{where}: layer {layer_id!r} records no integer {param!r}")
+    raise DeclarationError(f"{where}: the recorded graph has no layer {layer_id!r}")
+
+
+def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
+    """The [lab] declaration of a recipe, checked and resolved; DeclarationError says what is wrong."""
+    kind = declaration.get("kind")
+    if kind not in KINDS:
+        raise DeclarationError(f"lab.kind {kind!r} is not one of {', '.join(sorted(KINDS))}")
+    sizes = {name: _size(manifest, ref, f"lab.sizes.{name}") for name, ref in declaration.get("sizes", {}).items()}
+    special = declaration.get("special", {})
+    if not all(isinstance(v, int) for v in special.values()):
+        raise DeclarationError("lab.special must map names to token ids")
+    endpoints = {}
+    for name, spec in declaration.get("endpoints", {}).items():
+        where = f"lab.endpoints.{name}"
+        entry = str(spec.get("entry", ""))
+        if not name.isidentifier() or spec.get("method") not in METHODS or not entry.isidentifier():
+            raise DeclarationError(f"{where}: needs a plain name, a method ({', '.join(METHODS)}) and an entry")
+        fields = {f: declared_field(f, s, sizes, f"{where}.fields") for f, s in spec.get("fields", {}).items()}
+        endpoints[name] = Endpoint(name, spec["method"], spec["entry"], spec.get("summary", name), fields,
+                                   spec.get("answers", "result"))
+    spec = LabSpec(kind, sizes, dict(special), tuple(declaration.get("names", ())), endpoints)
+    KINDS[kind].check(spec)
+    return spec

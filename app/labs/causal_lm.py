@@ -1,0 +1,45 @@
+"""The causal-LM lab kind (a decoder that predicts the next token): what-if runs, step-by-step
+generation, and a stage-by-stage trace of one position through the blocks."""
+
+from .fields import DeclarationError, fail
+
+NAME = "causal-lm"
+TEMPLATE = "labs/causal-lm.html"
+SCRIPT = "js/labs/causal-lm.js"
+SIZES = ("context", "vocab")
+ENDPOINTS = ("runs", "generations", "trace")
+
+
+def check(spec) -> None:
+    """What this kind's page and defaults rely on."""
+    for name, group in (("sizes", SIZES), ("endpoints", ENDPOINTS)):
+        missing = [k for k in group if k not in getattr(spec, name)]
+        if missing:
+            raise DeclarationError(f"lab.{name} of a {NAME} lab needs {', '.join(missing)}")
+    if spec.names and len(spec.names) != spec.sizes["vocab"]:
+        raise DeclarationError(f"lab.names lists {len(spec.names)} tokens; the vocabulary has {spec.sizes['vocab']}")
+
+
+def prepare(endpoint: str, args: dict, spec) -> dict:
+    """A trace's position defaults to the last token; a generation must leave room to grow."""
+    if endpoint == "trace":
+        last = len(args["input_ids"]) - 1
+        args.setdefault("position", last)
+        if args["position"] > last:
+            fail("position", f"{args['position']} is past the last token ({last})")
+    if endpoint == "generations":
+        room = spec.sizes["context"] - len(args["input_ids"])
+        if args["steps"] > room:
+            fail("steps", f"{args['steps']} new tokens do not fit: the context holds {spec.sizes['context']} "
+                          f"and the prompt has {len(args['input_ids'])}, so at most {room}")
+    return args
+
+
+def presets(cases: list[dict], spec) -> list[dict]:
+    """Each recorded case as the run request that replays it: its prompt."""
+    presets = []
+    for case in cases:
+        vectors = {v["key"]: v["values"] for v in case.get("vectors", [])}
+        if "input_ids" in vectors:
+            presets.append({"id": case["id"], "label": case["label"], "request": {"input_ids": vectors["input_ids"]}})
+    return presets

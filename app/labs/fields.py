@@ -1,0 +1,184 @@
+"""Lab requests validated against the recipe's declaration: each field's type and range, from its sizes.
+
+A recipe declares, per endpoint, fields such as
+    input_ids = { type = "ints", length = "length", below = "vocab", required = true }
+where a number may name one of the lab's sizes ("vocab"), which come from the recorded graph. The
+same declaration gives the OpenAPI schema (app/openapi.py), so the two never disagree.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from werkzeug.datastructures import MultiDict
+from werkzeug.exceptions import BadRequest
+
+TYPES = ("int", "ints", "number", "choice")
+BOUNDS = ("min", "max", "below", "length", "min_length", "max_length")
+
+
+class DeclarationError(ValueError):
+    """The recipe's lab declaration cannot be used; the message names the endpoint and field."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One request field, with every size already resolved to a number."""
+
+    name: str
+    type: str
+    required: bool = False
+    default: Any = None
+    default_from: str | None = None
+    min: float | None = None
+    max: float | None = None  # inclusive; `below` in the declaration is max + 1
+    values: tuple = ()
+    length: int | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    unique: bool = False
+    sorted: bool = False
+    description: str = ""
+
+    def json_schema(self) -> dict:
+        """The field as JSON Schema (OpenAPI 3.0)."""
+        if self.type == "choice":
+            schema: dict = {"type": "string", "enum": list(self.values)}
+        else:
+            scalar = {"type": "number" if self.type == "number" else "integer"}
+            if self.min is not None:
+                scalar["minimum"] = self.min
+            if self.max is not None:
+                scalar["maximum"] = self.max
+            schema = scalar
+            if self.type == "ints":
+                schema = {"type": "array", "items": scalar}
+                low = self.length if self.length is not None else self.min_length
+                high = self.length if self.length is not None else self.max_length
+                if low is not None:
+                    schema["minItems"] = low
+                if high is not None:
+                    schema["maxItems"] = high
+                if self.unique:
+                    schema["uniqueItems"] = True
+        if self.default is not None:
+            schema["default"] = self.default
+        if self.description:
+            schema["description"] = self.description
+        return schema
+
+
+def _resolve(value, sizes: dict[str, int], where: str):
+    if value is None or isinstance(value, int | float):
+        return value
+    if isinstance(value, str) and value in sizes:
+        return sizes[value]
+    raise DeclarationError(f"{where}: {value!r} is neither a number nor one of the sizes {', '.join(sizes)}")
+
+
+def declared_field(name: str, spec: dict, sizes: dict[str, int], where: str) -> Field:
+    """A field from its declaration, with sizes resolved."""
+    kind = spec.get("type")
+    if kind not in TYPES:
+        raise DeclarationError(f"{where}.{name}.type must be one of {', '.join(TYPES)}")
+    bounds = {key: _resolve(spec.get(key), sizes, f"{where}.{name}.{key}") for key in BOUNDS}
+    if bounds["below"] is not None:
+        bounds["max"] = bounds["below"] - 1
+    if kind == "choice" and not spec.get("values"):
+        raise DeclarationError(f"{where}.{name}: a choice needs values")
+    return Field(name=name, type=kind, required=bool(spec.get("required")), default=spec.get("default"),
+                 default_from=spec.get("default_from"), min=bounds["min"], max=bounds["max"],
+                 values=tuple(spec.get("values", ())), length=bounds["length"], min_length=bounds["min_length"],
+                 max_length=bounds["max_length"], unique=bool(spec.get("unique")), sorted=bool(spec.get("sorted")),
+                 description=spec.get("description", ""))
+
+
+def fail(field: str, message: str):
+    raise BadRequest(f"{field}: {message}")
+
+
+def _int(value, field: Field, where: str) -> int:
+    """An integer in range; JSON true/false and 2.0 are not integers here."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        fail(where, f"must be an integer, not {type(value).__name__}")
+    _in_range(value, field, where)
+    return value
+
+
+def _in_range(value, field: Field, where: str) -> None:
+    if field.min is not None and value < field.min or field.max is not None and value > field.max:
+        low = "" if field.min is None else f"{field.min:g}"
+        high = "" if field.max is None else f"{field.max:g}"
+        fail(where, f"{value} is out of range {low}..{high}")
+
+
+def _check(value, field: Field):
+    name = field.name
+    if field.type == "int":
+        return _int(value, field, name)
+    if field.type == "number":
+        if not isinstance(value, int | float) or isinstance(value, bool) or value != value:
+            fail(name, f"must be a number, not {type(value).__name__}")
+        _in_range(value, field, name)
+        return float(value)
+    if field.type == "choice":
+        if value not in field.values:
+            fail(name, f"must be one of {', '.join(map(str, field.values))}")
+        return value
+    if not isinstance(value, list):
+        fail(name, "must be a list of integers")
+    if field.length is not None and len(value) != field.length:
+        fail(name, f"must hold exactly {field.length} values, not {len(value)}")
+    if field.min_length is not None and len(value) < field.min_length:
+        fail(name, f"must hold at least {field.min_length} value{'s' * (field.min_length != 1)}")
+    if field.max_length is not None and len(value) > field.max_length:
+        fail(name, f"must hold at most {field.max_length} values, not {len(value)}")
+    items = [_int(v, field, f"{name}[{i}]") for i, v in enumerate(value)]
+    if field.unique and len(set(items)) != len(items):
+        fail(name, "names a value twice")
+    return sorted(items) if field.sorted else items
+
+
+def validate(body: Any, fields: dict[str, Field]) -> dict:
+    """A JSON body checked field by field; the 400's message starts with the field at fault."""
+    if not isinstance(body, dict):
+        fail("body", "send a JSON object (Content-Type: application/json)")
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        fail(unknown[0], f"unknown field; the fields are {', '.join(sorted(fields))}")
+    args = {}
+    for name, field in fields.items():
+        if name in body:
+            if body[name] is None:
+                fail(name, "must not be null; leave the field out for its default")
+            args[name] = _check(body[name], field)
+        elif field.required:
+            fail(name, "is required")
+        elif field.default is not None:
+            args[name] = field.default
+    for name, field in fields.items():
+        if field.default_from and name not in args and field.default_from in args:
+            args[name] = args[field.default_from]
+    return args
+
+
+def parse_query(query: MultiDict, fields: dict[str, Field]) -> dict:
+    """Query parameters into the JSON body they stand for: lists as comma-separated integers."""
+    unknown = sorted(set(query) - set(fields))
+    if unknown:
+        fail(unknown[0], f"unknown parameter; the parameters are {', '.join(sorted(fields))}")
+    body: dict = {}
+    for name, raw in query.items():
+        kind = fields[name].type
+        try:
+            if kind == "ints":
+                body[name] = [int(v) for v in raw.split(",")] if raw else []
+            elif kind == "int":
+                body[name] = int(raw)
+            elif kind == "number":
+                body[name] = float(raw)
+            else:
+                body[name] = raw
+        except ValueError:
+            what = {"ints": "comma-separated integers", "int": "an integer"}.get(kind, f"a {kind}")
+            fail(name, f"must be {what}, not {raw[:40]!r}")
+    return body

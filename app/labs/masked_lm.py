@@ -1,0 +1,63 @@
+"""The masked-LM lab kind (an encoder trained to fill in masked tokens, with a sentence-pair head):
+what-if runs, the pretraining corruption sampler, and a stage-by-stage trace of one token."""
+
+import math
+
+from .fields import DeclarationError, fail
+
+NAME = "masked-lm"
+TEMPLATE = "labs/masked-lm.html"
+SCRIPT = "js/labs/masked-lm.js"
+SIZES = ("length", "vocab", "segments")
+SPECIAL = ("CLS", "SEP", "MASK")
+ENDPOINTS = ("runs", "corruptions", "trace")
+
+
+def check(spec) -> None:
+    """What this kind's page and defaults rely on."""
+    for name, group in (("sizes", SIZES), ("special", SPECIAL), ("endpoints", ENDPOINTS)):
+        missing = [k for k in group if k not in getattr(spec, name)]
+        if missing:
+            raise DeclarationError(f"lab.{name} of a {NAME} lab needs {', '.join(missing)}")
+
+
+def default_segments(input_ids: list[int], spec) -> list[int]:
+    """Segment A up to and including the first SEP, segment B after it."""
+    sep = spec.special["SEP"]
+    first = input_ids.index(sep) if sep in input_ids else len(input_ids) - 1
+    return [0 if i <= first else min(1, spec.sizes["segments"] - 1) for i in range(len(input_ids))]
+
+
+def prepare(endpoint: str, args: dict, spec) -> dict:
+    """Defaults that depend on other fields: segments from the first SEP, a trace's position from MASK."""
+    if "segment_ids" not in args and "input_ids" in args:
+        args["segment_ids"] = default_segments(args["input_ids"], spec)
+    if endpoint == "trace" and "position" not in args:
+        mask = spec.special["MASK"]
+        if mask not in args["input_ids"]:
+            fail("position", f"is required when input_ids holds no MASK ({mask})")
+        args["position"] = args["input_ids"].index(mask)
+    return args
+
+
+def presets(cases: list[dict], spec) -> list[dict]:
+    """Each recorded case as the run request that replays it. The recording keeps no sentence-pair
+    label; the one whose cross entropy, -log p(label), equals the recorded loss is it."""
+    presets = []
+    for case in cases:
+        vectors = {v["key"]: v["values"] for v in case.get("vectors", [])}
+        metrics = {m["key"]: m["value"] for m in case.get("metrics", [])}
+        if not {"input_ids", "original_ids", "mlm_positions", "nsp_probabilities"} <= set(vectors) \
+                or "nsp_loss" not in metrics:
+            continue
+        probs = vectors["nsp_probabilities"]
+        label = min(range(len(probs)), key=lambda i: abs(-math.log(max(probs[i], 1e-300)) - metrics["nsp_loss"]))
+        presets.append({"id": case["id"], "label": case["label"], "request": {
+            "input_ids": vectors["input_ids"],
+            "segment_ids": default_segments(vectors["input_ids"], spec),
+            "mlm_positions": [i for i, flag in enumerate(vectors["mlm_positions"]) if flag],
+            "original_ids": vectors["original_ids"],
+            "nsp_label": label,
+            "attention": "bidirectional",
+        }})
+    return presets

@@ -1,0 +1,209 @@
+// The causal-LM lab: edit a prompt, see attention and the next-token distribution at every position,
+// generate one token at a time, and trace one position through every block.
+
+import { diverging, sig, valueHeatmap } from "../charts.js";
+import { el } from "../dom.js";
+import { bars, getJson, item, postJson, recordCheck } from "./common.js";
+
+const TOP = 5;
+
+function vector(values, label) {
+  const max = Math.max(...values.map((v) => Math.abs(v ?? 0)));
+  return el("div", { class: "trace-vector" }, el("span", { class: "trace-vector-label" }, label),
+    el("ol", { class: "vector-cells", start: 0 }, ...values.map((v) => {
+      const cell = el("li", { title: v === null ? "masked" : String(v) }, v === null ? "masked" : sig(v, 3));
+      if (v !== null) cell.style.background = diverging(v, max);
+      return cell;
+    })));
+}
+
+function table(headers, rows, caption) {
+  return el("div", { class: "table-wrap" }, el("table", { class: "trace-table" }, el("caption", {}, caption),
+    el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", {}, v))))))));
+}
+
+export class Lab {
+  constructor(section) {
+    this.section = section;
+    this.settings = JSON.parse(section.dataset.settings);
+    this.urls = Object.fromEntries(Object.entries(this.settings.endpoints).map(([k, v]) => [k, v.url]));
+    this.status = section.querySelector("#lab-status");
+    this.results = section.querySelector("#lab-results");
+    this.generation = section.querySelector("#generation");
+    this.traceBox = section.querySelector("#trace");
+    this.runs = 0;
+    for (const button of section.querySelectorAll("[data-preset]")) {
+      button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
+    }
+    section.querySelector("#add-token").addEventListener("click", () => {
+      if (this.ids.length < this.settings.sizes.context) this.edit([...this.ids, this.ids[this.ids.length - 1]]);
+    });
+    section.querySelector("#remove-token").addEventListener("click", () => {
+      if (this.ids.length > 2) this.edit(this.ids.slice(0, -1));
+    });
+    section.querySelector("#generate").addEventListener("click", () => this.generate());
+    this.load(this.settings.presets[0]);
+  }
+
+  name(id) {
+    return this.settings.names[id] ?? String(id);
+  }
+
+  load(preset) {
+    this.preset = preset?.id ?? null;
+    this.presetLabel = preset?.label;
+    this.ids = [...preset.request.input_ids];
+    this.renderStrip();
+    this.run();
+  }
+
+  edit(ids) {
+    this.preset = null;
+    this.ids = ids;
+    this.renderStrip();
+    this.run();
+  }
+
+  renderStrip() {
+    const strip = this.section.querySelector("#token-strip");
+    const legend = strip.querySelector("legend");
+    strip.replaceChildren(legend, ...this.ids.map((id, i) => {
+      const select = el("select", { "aria-label": `Token at position ${i}`, "data-position": i });
+      for (let v = 0; v < this.settings.sizes.vocab; v++) select.append(el("option", { value: v }, this.name(v)));
+      select.value = String(id);
+      select.addEventListener("change", () => this.edit(this.ids.map((t, j) => (j === i ? Number(select.value) : t))));
+      return el("div", { class: "token-slot" }, el("span", { class: "slot-position" }, `position ${i}`), select);
+    }));
+    this.section.querySelector("#add-token").disabled = this.ids.length >= this.settings.sizes.context;
+    this.section.querySelector("#remove-token").disabled = this.ids.length <= 2;
+    // Generation can add only as many tokens as the context has room for.
+    const room = this.settings.sizes.context - this.ids.length;
+    const steps = this.section.querySelector("#gen-steps");
+    steps.max = String(Math.max(room, 1));
+    if (Number(steps.value) > room) steps.value = String(Math.max(room, 1));
+    const button = this.section.querySelector("#generate");
+    button.disabled = room < 1;
+    button.title = room < 1 ? "The context is full: remove a token to generate" : "";
+  }
+
+  setStatus(text, isError = false) {
+    this.status.textContent = text;
+    this.status.classList.toggle("is-error", isError);
+  }
+
+  async run() {
+    const generation = ++this.runs;
+    this.setStatus("Running the recipe on the server…");
+    const body = { input_ids: this.ids, ...(this.preset ? { compare_with: this.preset } : {}) };
+    let answer;
+    try {
+      answer = await postJson(this.urls.runs, body, (s) => generation === this.runs && this.setStatus(`The server is busy; trying again in ${s} s…`));
+    } catch (error) {
+      if (generation === this.runs) this.setStatus(`The run failed: ${error.message}`, true);
+      return;
+    }
+    if (generation !== this.runs) return; // a newer edit has started its own run
+    this.setStatus(`Live run done: ${(answer.compute_seconds * 1000).toFixed(1)} ms of compute on the server${answer.cached ? " (an identical request was answered before)" : ""}.`);
+    this.render(answer);
+  }
+
+  render(answer) {
+    const c = answer.case;
+    const probs = item(c, "next_token_probs").values;
+    const loss = item(c, "loss");
+    const positionLoss = item(c, "position_loss")?.values || [];
+    const heads = c.matrices.filter((m) => m.key.startsWith("attention_b")).map((m) =>
+      el("figure", { class: "chart lab-heatmap", "data-key": m.key }, el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), valueHeatmap(m.values, m.label)));
+    const rows = probs.map((row, i) => {
+      const order = row.map((p, v) => [p, v]).sort((a, b) => b[0] - a[0]).slice(0, 3);
+      const actual = this.ids[i + 1];
+      return [`${i}: ${this.name(this.ids[i])}`, order.map(([p, v]) => `${this.name(v)} ${sig(p, 3)}`).join(" · "),
+        actual === undefined ? "—" : `${this.name(actual)} (p ${sig(row[actual], 3)})`, positionLoss[i] === undefined ? "—" : sig(positionLoss[i], 4)];
+    });
+    const last = probs[probs.length - 1];
+    const order = last.map((p, v) => [p, v]).sort((a, b) => b[0] - a[0]).slice(0, TOP);
+    const parts = [];
+    if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
+    parts.push(
+      el("dl", { class: "metrics" }, el("div", { class: "metric" }, el("dt", {}, loss.label), el("dd", { id: "live-loss" }, sig(loss.value)))),
+      el("h3", {}, "Attention of every block and head"),
+      el("p", { class: "fine" }, "Rows are queries, columns keys. Above the diagonal every weight is zero: a position never reads a later one."),
+      el("div", { class: "lab-heads" }, ...heads),
+      el("h3", {}, "Next-token distribution at every position"),
+      table(["position", "top 3 next tokens", "actual next token", "loss"], rows, "What each position predicts for the token after it"),
+      el("figure", { class: "chart" }, el("figcaption", {}, el("span", { class: "chart-title" }, `After “${this.name(this.ids[this.ids.length - 1])}” (the last position): top ${TOP} of ${last.length}`)),
+        bars(order.map(([p]) => p), order.map(([, v]) => this.name(v)), 1)),
+      el("div", { class: "lab-options" }, ...this.ids.map((_, i) => {
+        const button = el("button", { type: "button", "data-trace": i }, `Trace position ${i}`);
+        button.addEventListener("click", () => this.trace(i));
+        return button;
+      })),
+    );
+    this.results.replaceChildren(...parts);
+  }
+
+  async generate() {
+    const value = (id) => this.section.querySelector(id).value;
+    const body = {
+      input_ids: this.ids, steps: Number(value("#gen-steps")), seed: Number(value("#gen-seed")),
+      strategy: this.section.querySelector('input[name="strategy"]:checked').value, temperature: Number(value("#gen-temperature")),
+    };
+    if (value("#gen-top-k") !== "") body.top_k = Number(value("#gen-top-k"));
+    this.generation.replaceChildren(el("p", { class: "fine" }, "Generating…"));
+    let answer;
+    try {
+      answer = await postJson(this.urls.generations, body);
+    } catch (error) {
+      this.generation.replaceChildren(el("p", { class: "notice" }, `Generation failed: ${error.message}`));
+      return;
+    }
+    const steps = answer.steps.map((step, k) => el("figure", { class: "chart generation-step", "data-step": k },
+      el("figcaption", {}, el("span", { class: "chart-title" }, `Step ${k + 1}: after “${step.context.map((t) => this.name(t)).join(" ")}” → picked “${step.word}” (model p ${sig(step.pick_probability, 3)})`)),
+      bars(step.drawn_top.map((t) => t.probability), step.drawn_top.map((t) => `${t.token === step.pick ? "▶ " : ""}${t.word}`), 1)));
+    const use = el("button", { type: "button", id: "use-generation" }, "Use this text as the prompt");
+    use.addEventListener("click", () => this.edit(answer.output_ids.slice(0, this.settings.sizes.context)));
+    this.generation.replaceChildren(
+      el("p", { class: "generation-text", id: "generation-text" }, answer.text),
+      el("p", { class: "fine" }, answer.strategy === "greedy" ? "Greedy: each step takes the most likely token (bars: the distribution after temperature and top-k)."
+        : `Sampled with seed ${answer.seed}, temperature ${answer.temperature}${answer.top_k ? `, top-${answer.top_k}` : ""}: the bars show the distribution drawn from; ▶ marks the pick.`),
+      ...steps, use);
+  }
+
+  async trace(position) {
+    this.traceBox.replaceChildren(el("p", { class: "fine" }, `Tracing position ${position}…`));
+    let data;
+    try {
+      data = await getJson(this.urls.trace, { input_ids: this.ids, position });
+    } catch (error) {
+      this.traceBox.replaceChildren(el("p", { class: "notice" }, `The trace failed: ${error.message}`));
+      return;
+    }
+    const get = (id) => data.stages.find((s) => s.id === id);
+    const tokens = get("tokens");
+    const emb = get("embeddings");
+    const logits = get("logits");
+    const prediction = get("prediction");
+    const blocks = data.stages.filter((s) => s.id.startsWith("block")).map((b) => el("section", { class: "trace-stage", "data-stage": b.id },
+      el("h4", {}, `Block ${b.block}`),
+      vector(b.input, "stream in"), vector(b.ln_1, "ln_1"),
+      ...b.heads.map((h) => table(["", ...tokens.words.map((w, i) => `${i}: ${w}`)],
+        [["score q·k/√d", ...h.scores.map((v) => (v === null ? "masked" : sig(v, 3)))], ["weight", ...h.weights.map((v) => sig(v, 3))]],
+        `Head ${h.head}: position ${data.position}'s query against every key (later keys masked); reads most from ${h.top_context.map((c) => `${c.position}: ${tokens.words[c.position]}`).join(" and ") || "itself"}`)),
+      vector(b.attention_output, "attention out"), vector(b.after_attention, "+ stream"), vector(b.ln_2, "ln_2"),
+      vector(b.before_gelu, `MLP before GELU (${b.passed.length} passed)`), vector(b.after_gelu, `after GELU (${b.squeezed.length} squeezed)`),
+      vector(b.mlp_output, "MLP out"), vector(b.values, "+ stream")));
+    this.traceBox.replaceChildren(
+      el("h3", { id: "trace-title" }, `Trace of position ${data.position} (“${tokens.words[data.position]}”)`),
+      el("section", { class: "trace-stage", "data-stage": "embeddings" }, el("h4", {}, "Token + position embedding"),
+        vector(emb.token_embedding, "token"), vector(emb.position_embedding, "position"), vector(emb.values, "sum")),
+      ...blocks,
+      el("section", { class: "trace-stage", "data-stage": "final_norm" }, el("h4", {}, "Final LayerNorm"), vector(get("final_norm").values, "ln_f")),
+      el("section", { class: "trace-stage", "data-stage": "logits" }, el("h4", {}, "Logits and softmax"),
+        table(["rank", "token", "h · E[token]", "logit", "exp(logit − max)", "probability"],
+          logits.table.map((r, i) => [String(i + 1), r.word, sig(r.dot), sig(r.logit), sig(r.exp), sig(r.probability)]),
+          `Max shift ${sig(logits.max_shift)}; sum of exp = ${sig(logits.sum_exp)}`),
+        el("p", { class: "trace-prediction" }, `Predicted next token: ${prediction.word} with probability ${sig(prediction.probability)}${prediction.actual_next === null ? "" : ` (the prompt continues with ${this.name(prediction.actual_next)})`}`)));
+    this.traceBox.scrollIntoView({ behavior: window.matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth", block: "start" });
+  }
+}

@@ -1,0 +1,64 @@
+// What every lab kind shares: JSON requests that wait out a busy server, bars, recorded items by key,
+// and the server's comparison of a live run with the recorded case it replays.
+
+import { sig } from "../charts.js";
+import { el, errorMessage, readJson } from "../dom.js";
+
+const BUSY_RETRIES = 3;
+
+async function send(url, init, onBusy) {
+  for (let attempt = 0; ; attempt++) {
+    const response = await fetch(url, init);
+    const data = await readJson(response);
+    if (response.ok) return data;
+    if (response.status === 429 && attempt < BUSY_RETRIES) {
+      const seconds = Math.min(30, Number(response.headers.get("Retry-After")) || 5);
+      onBusy(seconds);
+      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+      continue;
+    }
+    throw new Error(errorMessage(response, data));
+  }
+}
+
+/** POST JSON; when the server is busy (429) wait for its Retry-After and try again, a few times. */
+export function postJson(url, body, onBusy = () => {}) {
+  const init = { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" }, body: JSON.stringify(body) };
+  return send(url, init, onBusy);
+}
+
+/** GET a lab endpoint with its fields as query parameters (lists comma-separated). */
+export function getJson(url, params, onBusy = () => {}) {
+  const query = new URLSearchParams(Object.entries(params).map(([k, v]) => [k, Array.isArray(v) ? v.join(",") : String(v)]));
+  return send(`${url}?${query}`, { headers: { Accept: "application/json" } }, onBusy);
+}
+
+export function bar(value, max, { label, negative = value < 0 } = {}) {
+  const fill = el("span", { class: `bar-fill${negative ? " bar-negative" : ""}` });
+  fill.style.width = `${max > 0 ? (100 * Math.abs(value)) / max : 0}%`;
+  return el("li", { class: "bar-row" }, el("span", { class: "bar-index" }, label), el("span", { class: "bar-track" }, fill),
+    el("span", { class: "bar-value" }, sig(value)));
+}
+
+export function bars(values, labels, max = Math.max(...values.map(Math.abs))) {
+  return el("ol", { class: `bars${labels ? " bars-named" : ""}` }, ...values.map((v, i) => bar(v, max, { label: labels ? labels[i] : i })));
+}
+
+/** A case's matrix, vector or metric by its stable key (labels are for display only). */
+export function item(caseResult, key) {
+  for (const group of ["matrices", "vectors", "metrics"]) {
+    const found = (caseResult[group] || []).find((x) => x.key === key);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+/** The server's verdict on a live run of a recorded case (the tolerance rule is applied there). */
+export function recordCheck(check, recordedLabel) {
+  const worst = Math.max(0, ...check.values.map((v) => v.max_abs_diff ?? Infinity));
+  const tol = check.tolerance;
+  const passed = check.status === "passed";
+  return el("p", { class: `record-check ${passed ? "is-passed" : "is-failed"}`, id: "record-check" },
+    passed ? `✓ This live run reproduces the recorded case “${recordedLabel}” within rtol ${tol.rtol.toExponential()}, atol ${tol.atol.toExponential()} (largest |Δ| ${worst.toExponential(2)}).`
+      : `✗ This live run differs from the recorded case “${recordedLabel}”: ${check.values.filter((v) => v.status !== "passed").length} values are outside rtol ${tol.rtol.toExponential()}, atol ${tol.atol.toExponential()}.`);
+}

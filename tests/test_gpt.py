@@ -1,0 +1,223 @@
+"""The GPT recipe: against transformers' GPT2LMHeadModel, its checks, its verification and its lab."""
+
+import json
+import math
+import shutil
+
+import pytest
+import torch
+
+from app import create_app
+from app.config import PROJECT_ROOT, TestConfig
+
+from .conftest import GPT_RECIPE, recipe_module
+
+gpt = recipe_module(GPT_RECIPE, "model")
+recipe = recipe_module(GPT_RECIPE, "run")
+lab = recipe_module(GPT_RECIPE, "lab")
+GPT_MANIFEST = PROJECT_ROOT / "manifests" / "gpt" / "manifest.json"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return gpt.build_model()
+
+
+def hf_gpt2(model):
+    """transformers' GPT2LMHeadModel with the recipe's weights (its Conv1D stores weights transposed)."""
+    transformers = pytest.importorskip("transformers")
+    c = model.config
+    config = transformers.GPT2Config(vocab_size=c.vocab_size, n_positions=c.block_size, n_embd=c.n_embd,
+                                     n_layer=c.n_layer, n_head=c.n_head, activation_function="gelu_new",
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                     layer_norm_epsilon=c.layer_norm_epsilon)
+    reference = transformers.GPT2LMHeadModel(config).eval()
+    ours = model.state_dict()
+    theirs = {}
+    for name, value in ours.items():
+        key = name if name.startswith("lm_head") else f"transformer.{name}"
+        if any(name.endswith(f"{layer}.weight") for layer in ("c_attn", "c_proj", "c_fc")):
+            value = value.T
+        theirs[key] = value
+    missing, unexpected = reference.load_state_dict(theirs, strict=False)
+    assert not unexpected and all(".attn.bias" in m or "masked_bias" in m for m in missing), (missing, unexpected)
+    return reference
+
+
+def test_gpt_equals_transformers_gpt2(model):
+    reference = hf_gpt2(model)
+    generator = torch.Generator().manual_seed(0)
+    for length in (1, 5, 8):
+        ids = torch.randint(0, model.config.vocab_size, (3, length), generator=generator)
+        with torch.no_grad():
+            ours = model(ids)
+            theirs = reference(ids).logits
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+
+
+def test_untying_the_head_breaks_the_equality(model):
+    reference = hf_gpt2(model)
+    broken = gpt.build_model()
+    noise = 0.05 * torch.randn(broken.lm_head.weight.shape, generator=torch.Generator().manual_seed(1))
+    broken.lm_head.weight = torch.nn.Parameter(broken.lm_head.weight.detach().clone() + noise)
+    ids = torch.tensor([[1, 3, 6, 9]])
+    with torch.no_grad():
+        assert (broken(ids) - reference(ids).logits).abs().max() > 1e-3
+
+
+def test_checks_pass_on_the_recipe(model):
+    for name, check in recipe.CHECKS.items():
+        assert check(model)["passed"], name
+
+
+def test_causal_check_catches_a_model_that_looks_right():
+    class Unmasked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = gpt.build_model()
+
+        def forward(self, idx, causal=True):
+            return self.inner(idx, causal=False)
+
+    assert not recipe.check_causal(Unmasked())["passed"]
+
+
+def test_loss_check_catches_an_unshifted_loss(model):
+    def unshifted(logits, idx):
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx.flatten())
+
+    assert not recipe.check_shifted_loss(model, loss_fn=unshifted)["passed"]
+
+
+def test_tied_head_check_catches_untied_weights():
+    broken = gpt.build_model()
+    broken.lm_head.weight = torch.nn.Parameter(broken.wte.weight.detach().clone())
+    assert not recipe.check_tied_head(broken)["passed"]
+
+
+def test_shape_check_catches_a_wrong_shape():
+    class Wider(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = gpt.build_model()
+
+        def forward(self, idx, causal=True):
+            return torch.cat([self.inner(idx, causal), self.inner(idx, causal)[..., :1]], -1)
+
+    assert not recipe.check_shapes(Wider())["passed"]
+
+
+# ---- verification
+
+
+@pytest.fixture(scope="module")
+def cli():
+    app = create_app(TestConfig)
+    yield app.test_cli_runner()
+    app.extensions["tensorviz.pool"].shutdown()
+
+
+def test_gpt_verification_passes(cli):
+    result = cli.invoke(args=["verify", "gpt"])
+    assert result.exit_code == 0, result.output
+    assert "gpt @" in result.output and "PASSED" in result.output
+
+
+def test_a_value_moved_by_1e_3_fails_exactly_that_case(tree):
+    manifest = json.loads(GPT_MANIFEST.read_text())
+    cell = manifest["experiment"]["cases"][1]["matrices"][2]["values"][3]
+    cell[1] += 1e-3
+    tree.add("gpt", manifest)
+    shutil.rmtree(tree.recipes / "gpt")
+    shutil.copytree(GPT_RECIPE, tree.recipes / "gpt", ignore=shutil.ignore_patterns("__pycache__"))
+    app = create_app(tree.config(TESTING=True))
+    try:
+        result = app.test_cli_runner().invoke(args=["verify", "gpt", "--json"])
+    finally:
+        app.extensions["tensorviz.pool"].shutdown()
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert [c["id"] for c in report["cases"] if c["status"] == "failed"] == ["dog"]
+    [failed] = [v for c in report["cases"] for v in c["values"] if v["status"] == "failed"]
+    assert failed["key"] == "attention_b1_h0" and failed["worst_index"] == [3, 1]
+    assert failed["worst_ratio"] > 1 and report["summary"]["values_failed"] == 1
+
+
+# ---- the lab
+
+
+@pytest.fixture(scope="module")
+def client():
+    app = create_app(TestConfig)
+    yield app.test_client()
+    app.extensions["tensorviz.pool"].shutdown()
+
+
+PROMPT = recipe.encode("the cat sat on the mat .")
+
+
+def test_runs_answer_the_case_shape_with_keys(client):
+    response = client.post("/api/models/gpt/runs", json={"input_ids": PROMPT, "compare_with": "cat"})
+    assert response.status_code == 200
+    body = response.get_json()
+    case = body["case"]
+    probs = next(m for m in case["matrices"] if m["key"] == "next_token_probs")["values"]
+    assert len(probs) == len(PROMPT) and all(abs(sum(row) - 1) < 1e-5 for row in probs)
+    loss = next(m for m in case["metrics"] if m["key"] == "loss")["value"]
+    by_hand = -sum(math.log(probs[i][PROMPT[i + 1]]) for i in range(len(PROMPT) - 1)) / (len(PROMPT) - 1)
+    assert loss == pytest.approx(by_hand, abs=1e-5)
+    for key in ("attention_b0_h0", "attention_b1_h1"):
+        weights = next(m for m in case["matrices"] if m["key"] == key)["values"]
+        assert all(weights[i][j] == 0 for i in range(len(PROMPT)) for j in range(i + 1, len(PROMPT)))
+    assert body["record_check"]["status"] == "passed"
+
+
+def test_greedy_generation_takes_the_argmax_and_sampling_follows_its_seed(client):
+    greedy = client.post("/api/models/gpt/generations", json={"input_ids": PROMPT[:2], "steps": 3}).get_json()
+    for step in greedy["steps"]:
+        assert step["pick"] == max(range(16), key=step["probabilities"].__getitem__)
+    body = {"input_ids": PROMPT[:2], "steps": 4, "strategy": "sample", "top_k": 3, "temperature": 2.0, "seed": 11}
+    first = client.post("/api/models/gpt/generations", json=body).get_json()
+    second = client.post("/api/models/gpt/generations", json=body).get_json()
+    assert first["output_ids"] == second["output_ids"] and len(first["output_ids"]) == 6
+    for step in first["steps"]:
+        allowed = sorted(range(16), key=step["probabilities"].__getitem__, reverse=True)[:3]
+        assert step["pick"] in allowed and sum(p > 0 for p in step["drawn"]) == 3
+
+
+def test_trace_feeds_each_stage_into_the_next_and_ends_where_the_run_does(client):
+    run = client.post("/api/models/gpt/runs", json={"input_ids": PROMPT[:4]}).get_json()["case"]
+    probs = next(m for m in run["matrices"] if m["key"] == "next_token_probs")["values"]
+    body = client.get("/api/models/gpt/trace?input_ids=" + ",".join(map(str, PROMPT[:4])) + "&position=1").get_json()
+    stages = {s["id"]: s for s in body["stages"]}
+    assert stages["block0"]["heads"][0]["scores"][2:] == [None, None]  # masked, as valid JSON
+    assert stages["block1"]["input"] == pytest.approx(stages["block0"]["values"], abs=1e-6)
+    top = stages["logits"]["table"][0]
+    assert top["probability"] == pytest.approx(max(probs[1]), abs=1e-6)
+    assert stages["prediction"]["actual_next"] == PROMPT[2]
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("runs", {"input_ids": [1]}, "input_ids: must hold at least 2 values"),
+    ("runs", {"input_ids": [1, 16]}, "input_ids[1]: 16 is out of range 0..15"),
+    ("runs", {"input_ids": list(range(9))}, "input_ids: must hold at most 8 values"),
+    ("runs", {"input_ids": [1, 2], "mlm_positions": [1]}, "mlm_positions: unknown field"),
+    ("generations", {"input_ids": PROMPT, "steps": 2}, "steps: 2 new tokens do not fit"),
+    ("generations", {"input_ids": [1], "temperature": 0}, "temperature: 0 is out of range"),
+    ("generations", {"input_ids": [1], "strategy": "beam"}, "strategy: must be one of greedy, sample"),
+])
+def test_bad_lab_requests_name_the_field(client, path, body, field):
+    response = client.post(f"/api/models/gpt/{path}", json=body)
+    assert response.status_code == 400
+    assert response.get_json()["error"]["message"].startswith(field)
+
+
+def test_a_trace_position_past_the_prompt_is_400(client):
+    response = client.get("/api/models/gpt/trace?input_ids=1,3&position=5")
+    assert response.status_code == 400 and response.get_json()["error"]["message"].startswith("position")
+
+
+def test_the_gpt_page_renders_its_own_lab(client):
+    page = client.get("/models/gpt").get_data(as_text=True)
+    assert "js/labs/causal-lm.js" in page and "Generate, step by step" in page
+    assert "What can a model learn when it may only look left?" in page

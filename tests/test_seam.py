@@ -1,0 +1,110 @@
+"""One seam for model kinds: recipes as packages, labs declared as data, a core that names no model."""
+
+import json
+import re
+import shutil
+import sys
+
+import pytest
+
+from app import create_app
+from app.capture import trace_graph
+from app.config import PROJECT_ROOT
+from app.graphlayout import all_states, layout_bytes, modules
+from app.recipes import load_module, read_metadata
+from app.runner import WorkerPool
+
+from .conftest import BERT_RECIPE, GPT_RECIPE
+
+
+def test_two_recipes_load_side_by_side_in_one_process():
+    bert, gpt = load_module(BERT_RECIPE, "model"), load_module(GPT_RECIPE, "model")
+    assert bert is not gpt and hasattr(bert, "TinyBertPretraining") and hasattr(gpt, "GPT")
+    assert load_module(BERT_RECIPE, "run").build_model is bert.build_model  # run.py found its own model.py
+    assert "model" not in sys.modules and "run" not in sys.modules
+
+
+def test_two_recipes_run_in_the_same_worker_process():
+    pool = WorkerPool(size=1, timeout=60, torch_threads=1, seed=0)
+    try:
+        first = pool.run(BERT_RECIPE, "run", "replay")
+        [worker] = pool.pids()
+        second = pool.run(GPT_RECIPE, "run", "replay")
+        third = pool.run(BERT_RECIPE, "lab", "trace", {"input_ids": [1, 4, 3, 2, 6, 2],
+                                                       "segment_ids": [0, 0, 0, 0, 1, 1], "position": 2,
+                                                       "attention": "bidirectional"})
+        assert pool.pids() == [worker]  # one process served all three
+    finally:
+        pool.shutdown()
+    assert set(first["result"]["cases"]) == {"mask-a", "mask-b", "both", "not-next"}
+    assert set(second["result"]["cases"]) == {"cat", "dog", "bird"}
+    assert third["result"]["position"] == 2
+
+
+@pytest.fixture
+def no_lab_app(tree):
+    tree.add("plain")
+    recipe = tree.recipes / "plain"
+    meta = (recipe / "recipe.toml").read_text()
+    (recipe / "recipe.toml").write_text(meta[: meta.index("[lab]")])
+    app = create_app(tree.config(TESTING=True))
+    yield app
+    app.extensions["tensorviz.pool"].shutdown()
+
+
+def test_a_recipe_without_a_lab_has_no_panel_and_its_lab_endpoints_answer_404_json(no_lab_app):
+    client = no_lab_app.test_client()
+    page = client.get("/models/plain")
+    assert page.status_code == 200 and 'id="lab"' not in page.get_data(as_text=True)
+    for method, path in (("post", "runs"), ("post", "corruptions"), ("get", "trace")):
+        response = getattr(client, method)(f"/api/models/plain/{path}", json={})
+        assert response.status_code == 404 and response.is_json
+        assert response.get_json()["error"]["message"] == "model 'plain' has no live lab"
+    assert client.get("/api/openapi.json").status_code == 200
+
+
+def test_a_bad_lab_declaration_makes_the_model_unavailable_with_the_reason(tree):
+    tree.add("odd")
+    meta = tree.recipes / "odd" / "recipe.toml"
+    meta.write_text(meta.read_text().replace('kind = "masked-lm"', 'kind = "telepathy"'))
+    app = create_app(tree.config(TESTING=True))
+    try:
+        body = app.test_client().get("/api/models").get_json()
+    finally:
+        app.extensions["tensorviz.pool"].shutdown()
+    [gone] = body["unavailable"]
+    assert gone["slug"] == "odd" and "lab.kind 'telepathy'" in gone["reason"]
+
+
+def test_the_core_names_no_model_token_or_head():
+    """Outside a lab kind's own files, app/, templates/ and static/js/ never name a model's particulars."""
+    words = re.compile(r"\b(BERT|GPT|NSP|MLM|CLS|SEP|segments?|nsp|mlm)\b")
+    kind_files = {"app/labs/masked_lm.py", "app/labs/causal_lm.py", "templates/labs/masked-lm.html",
+                  "templates/labs/causal-lm.html", "static/js/labs/masked-lm.js", "static/js/labs/causal-lm.js"}
+    offenders = []
+    for folder, pattern in (("app", "*.py"), ("templates", "*.html"), ("static/js", "*.js")):
+        for path in sorted((PROJECT_ROOT / folder).rglob(pattern)):
+            name = str(path.relative_to(PROJECT_ROOT))
+            if name in kind_files:
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if words.search(line):
+                    offenders.append(f"{name}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+def test_layouts_grow_with_modules_not_combinations(tmp_path):
+    """A 12-block GPT keeps every state the explorer can show, in under 1 MB of layouts."""
+    recipe = tmp_path / "gpt12"
+    shutil.copytree(GPT_RECIPE, recipe, ignore=shutil.ignore_patterns("__pycache__"))
+    model_py = recipe / "model.py"
+    model_py.write_text(model_py.read_text().replace("n_layer: int = 2", "n_layer: int = 12"))
+    graph = trace_graph(recipe, read_metadata(recipe)["recording"]["inputs"])
+    manifest = {"layers": graph["layers"], "connections": graph["connections"]}
+    groups = modules(manifest)
+    assert len(groups) == 1 + 12 * 3  # h, and each block with its attention and MLP
+    assert len(all_states(manifest)) == len(groups) + 1
+    stored = layout_bytes(manifest, "h.0")
+    assert len(stored) < 1_000_000
+    layout = json.loads(stored)
+    assert layout["focus"] == "h.0" and len(layout["states"]) == len(groups) + 1
