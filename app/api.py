@@ -150,7 +150,7 @@ def _json_body():
 
 def _record_check(model: Model, case_id, result: dict) -> dict:
     """A live case compared with the recorded one it should reproduce, by the verification's own rule."""
-    recorded = next((c for c in model.manifest["experiment"]["cases"] if c["id"] == case_id), None)
+    recorded = model.case(case_id)
     if recorded is None:
         cases = ", ".join(c["id"] for c in model.manifest["experiment"]["cases"])
         abort(400, f"compare_with: {str(case_id)[:40]!r} is not a recorded case; the cases are {cases}")

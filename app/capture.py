@@ -30,7 +30,8 @@ OPERATORS = {"add": "add", "radd": "add", "iadd": "add", "sub": "sub", "rsub": "
              "truediv": "div", "rtruediv": "div", "matmul": "matmul", "rmatmul": "matmul", "pow": "pow",
              "neg": "neg", "getitem": "getitem", "setitem": "setitem"}
 # Calls that only read metadata, or hand back what they were given, are not steps of the computation.
-SKIPPED = {"size", "dim", "numel", "item", "tolist", "__get__", "__len__", "__format__", "__bool__",
+# (Property reads, `__get__`, are filtered by their result: `.device` is no tensor, `.T` is.)
+SKIPPED = {"size", "dim", "numel", "item", "tolist", "__len__", "__format__", "__bool__",
            "__index__", "__int__", "__float__", "__repr__", "__hash__", "__eq__", "__ne__", "data_ptr",
            "is_floating_point", "requires_grad_", "__iter__", "__contains__", "stride", "contiguous",
            "element_size", "storage_offset", "__reduce_ex__", "__deepcopy__", "register_hook", "_is_view"}
@@ -67,10 +68,20 @@ def _tensors(value) -> list[torch.Tensor]:
 
 
 @cache
+def _syntax(source: str) -> ast.Module:
+    """A source text's syntax tree, parsed once per text: keyed by content, so an edited file is parsed anew."""
+    return ast.parse(source)
+
+
+@cache
+def _statement_spans(source: str) -> list[tuple[int, int]]:
+    return [(node.lineno, node.end_lineno or node.lineno) for node in ast.walk(_syntax(source))
+            if isinstance(node, ast.stmt)]
+
+
 def _statements(path: str) -> list[tuple[int, int]]:
-    """(first line, last line) of every statement in a source file, innermost last when nested."""
-    tree = ast.parse(Path(path).read_text())
-    return [(node.lineno, node.end_lineno or node.lineno) for node in ast.walk(tree) if isinstance(node, ast.stmt)]
+    """(first line, last line) of every statement in a source file, as it is on disk now."""
+    return _statement_spans(Path(path).read_text())
 
 
 def statement_span(path: str, line: int) -> dict:
@@ -97,8 +108,7 @@ def declaration_span(owner: nn.Module, attribute: str, source_file: str) -> dict
                 continue
         except TypeError:
             continue
-        tree = ast.parse(Path(source_file).read_text())
-        for node in ast.walk(tree):
+        for node in ast.walk(_syntax(Path(source_file).read_text())):
             if not (isinstance(node, ast.ClassDef) and node.name == klass.__name__):
                 continue
             for stmt in ast.walk(node):
@@ -163,6 +173,16 @@ class Capture:
         return None
 
 
+def _params(short: str, args: tuple, kwargs: dict) -> dict:
+    """The small arguments of a call, by name: what comes after the tensor it works on (a method's self,
+    or a function's first argument), and every keyword."""
+    positional = args[1:] if args and isinstance(args[0], torch.Tensor) else args
+    names = ARG_NAMES.get(short, ())
+    params = {names[i] if i < len(names) else f"arg{i}": plain
+              for i, value in enumerate(positional) if (plain := _plain(value)) is not None}
+    return params | {k: plain for k, v in kwargs.items() if (plain := _plain(v)) is not None}
+
+
 def _op_name(func) -> tuple[str, str]:
     """(short name for the node id, op shown on the node) of a torch function or tensor method."""
     name = getattr(func, "__name__", repr(func))
@@ -197,17 +217,9 @@ class _Tracer(TorchFunctionMode):
         index = c.counters.get(f"{short}@{scope}", 0)
         c.counters[f"{short}@{scope}"] = index + 1
         node_id = f"{short}@{scope}#{index}"
-        names = ARG_NAMES.get(short, ())
-        params = {}
-        for i, value in enumerate(args[1:] if op.startswith(("Tensor.", "torch.")) and short not in
-                                  ("cat", "arange", "zeros", "ones", "stack") else args):
-            plain = _plain(value)
-            if plain is not None and not isinstance(value, torch.Tensor):
-                params[names[i + 1] if short in ("cat", "stack") and i + 1 < len(names)
-                       else names[i] if i < len(names) else f"arg{i}"] = plain
-        params |= {k: p for k, v in kwargs.items() if (p := _plain(v)) is not None}
         layer = {"id": node_id, "label": node_id, "op": op, "kind": "layer",
-                 "parent": c.scopes[-1] if c.scopes and c.scopes[-1] else None, "params": params}
+                 "parent": c.scopes[-1] if c.scopes and c.scopes[-1] else None,
+                 "params": _params(short, args, kwargs)}
         site = c.call_site()
         if site:
             layer["source"] = site
@@ -318,14 +330,14 @@ def trace_graph(recipe_dir: Path, inputs: list[dict]) -> dict:
                                 "parent": None, "params": {}}
     capture.connect(output, "output")
     first = _tensors(output)[0]
-    used = {n for edge in capture.edges for n in edge} | {
-        layer["parent"] for layer in capture.layers.values() if layer["parent"]}
-    # Modules that never ran in forward (none in a tidy recipe) would float unconnected: leave them out.
-    while True:
-        parents = {layer["parent"] for layer in capture.layers.values() if layer["id"] in used and layer["parent"]}
-        if parents <= used:
-            break
-        used |= parents
+    # Modules that never ran in forward (none in a tidy recipe) would float unconnected: keep only the nodes
+    # the data flowed through, and the groups that hold them.
+    used = {n for edge in capture.edges for n in edge}
+    for node in list(used):
+        parent = capture.layers[node]["parent"]
+        while parent and parent not in used:
+            used.add(parent)
+            parent = capture.layers[parent]["parent"]
     layers = [layer for layer in capture.layers.values() if layer["id"] in used or layer["kind"] == "input"]
     return {
         "className": type(model).__name__,

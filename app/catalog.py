@@ -16,7 +16,7 @@ from flask import Flask, current_app
 from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
 from .recipes import RecipeMetadataError, read_metadata
-from .schema import ManifestError, validate_manifest
+from .schema import ITEMS, ManifestError, validate_manifest
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,10 @@ class Model:
         found = re.search(size, preview.content) if preview else None
         return (round(float(found[1]) * 0.47), round(float(found[2]) * 0.47)) if found else (224, 634)
 
+    def case(self, case_id: str) -> dict | None:
+        """The recorded case with this id, if there is one."""
+        return next((c for c in self.manifest["experiment"]["cases"] if c["id"] == case_id), None)
+
     def file_url(self, name: str) -> str:
         return f"/models/{self.slug}/{self.revision}/{name}"
 
@@ -151,29 +155,32 @@ def _served_file(name: str, content: bytes) -> ServedFile:
     return ServedFile(name, content, content_type)
 
 
+def recipe_files(recipe_dir: Path) -> dict[str, bytes]:
+    """The recipe's files a model serves (and a recording hashes): the required ones and lab.py."""
+    files = {}
+    for name in (*RECIPE_FILES, LAB_FILE):
+        path = recipe_dir / name
+        if path.is_file():
+            files[name] = path.read_bytes()
+        elif name in RECIPE_FILES:
+            raise ManifestError(f"recipe file {path} is missing")
+    return files
+
+
 def _model_files(manifest: dict, folder: Path, recipe_dir: Path) -> dict[str, ServedFile]:
     files = {GRAPH_FILE: _served_file(GRAPH_FILE, graph_document(manifest))}
-    for name in RECIPE_FILES:
-        path = recipe_dir / name
-        if not path.is_file():
-            raise ManifestError(f"recipe file {path} is missing")
-        files[name] = _served_file(name, path.read_bytes())
-    if (recipe_dir / LAB_FILE).is_file():
-        files[LAB_FILE] = _served_file(LAB_FILE, (recipe_dir / LAB_FILE).read_bytes())
+    files |= {name: _served_file(name, content) for name, content in recipe_files(recipe_dir).items()}
     for name in (PREVIEW_FILE, LAYOUT_FILE):
         if (folder / name).is_file():
             files[name] = _served_file(name, (folder / name).read_bytes())
     return files
 
 
-ITEM_KINDS = ("matrices", "vectors", "metrics")
-
-
 def apply_keys(manifest: dict, keys: dict[str, str]) -> None:
     """Give every recorded item its stable key. Items recorded before keys existed get theirs from the
     recipe's one mapping of labels to keys; the app never looks a value up by its label."""
     for case in manifest["experiment"]["cases"]:
-        for kind in ITEM_KINDS:
+        for _, kind, _ in ITEMS:
             seen = set()
             for i, item in enumerate(case.get(kind, [])):
                 key = item.get("key") or keys.get(item["label"])

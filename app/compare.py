@@ -4,6 +4,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .schema import ITEMS
+
 # torch.testing.assert_close's defaults for float32: the recipes compute in float32, so checking them
 # at float64 tolerances would fail on rounding alone.
 FLOAT32_RTOL = 1.3e-6
@@ -74,8 +76,7 @@ def compare_case(recorded: dict, replayed: dict | None, tol: Tolerance) -> dict:
     """Every recorded item of a case, matched to the replay by kind and key."""
     replayed = replayed or {}
     values = []
-    for kind, group, field in (("matrix", "matrices", "values"), ("vector", "vectors", "values"),
-                               ("metric", "metrics", "value")):
+    for kind, group, field in ITEMS:
         produced = {item.get("key"): item[field] for item in replayed.get(group, [])}
         for item in recorded.get(group, []):
             values.append(compare_values(item["key"], item["label"], kind, item[field], produced.get(item["key"]), tol))

@@ -57,10 +57,10 @@ def page_model(slug: str) -> Model:
 
 
 def find_case(model: Model, case_id: str) -> dict:
-    for case in model.manifest["experiment"]["cases"]:
-        if case["id"] == case_id:
-            return case
-    abort(404, f"{model.slug!r} has no recorded case {case_id!r}")
+    case = model.case(case_id)
+    if case is None:
+        abort(404, f"{model.slug!r} has no recorded case {case_id!r}")
+    return case
 
 
 @bp.get("/")
@@ -114,7 +114,7 @@ def render_model_page(model: Model) -> str:
     cases = m["experiment"]["cases"]
     steps = m["steps"]
     case_id = request.args.get("case", cases[0]["id"])
-    case = next((c for c in cases if c["id"] == case_id), cases[0])
+    case = model.case(case_id) or cases[0]
     step_id = request.args.get("step", m.get("openingStep") or steps[0]["id"])
     step = next((s for s in steps if s["id"] == step_id), steps[0])
     notices = []

@@ -13,12 +13,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .catalog import GRAPH_FILE, LAB_FILE, LAYOUT_FILE, MANIFEST_NAME, PREVIEW_FILE, RECIPE_FILES, graph_document
+from .catalog import (
+    GRAPH_FILE,
+    LAB_FILE,
+    LAYOUT_FILE,
+    MANIFEST_NAME,
+    PREVIEW_FILE,
+    RECIPE_FILES,
+    graph_document,
+    recipe_files,
+)
 from .compare import tolerance_for
 from .graphlayout import build_preview, layout_bytes
 from .recipes import RecipeMetadataError, read_metadata
 from .runner import WorkerPool
-from .schema import ManifestError, validate_manifest
+from .schema import ITEMS, ManifestError, validate_manifest
 
 RECORDER_VERSION = 1  # provenance.recorder: which recordings this recorder made (and may overwrite)
 # Page metadata copied from recipe.toml into the manifest, in the seed manifest's order.
@@ -26,7 +35,6 @@ HEAD_FIELDS = ("title", "className", "question", "description", "category", "tag
                "license", "limitations", "openingStep")
 REQUIRED = ("title", "question", "description", "category", "tags", "curator", "attribution", "license",
             "limitations", "milestone", "steps", "experiment", "recording")
-ITEM_KINDS = (("matrices", "values"), ("vectors", "values"), ("metrics", "value"))
 
 
 class RecordingError(Exception):
@@ -77,7 +85,7 @@ def _cases(meta: dict, replay: dict) -> list[dict]:
             raise RecordingError(f"run.py replay() returns no case {spec['id']!r} (declared in recipe.toml)")
         case = experiment.get("caseDefaults", {}) | spec
         values = replayed[spec["id"]]
-        for kind, field in ITEM_KINDS:
+        for _, kind, field in ITEMS:
             items = []
             for i, item in enumerate(values.get(kind, [])):
                 if not item.get("key"):
@@ -121,22 +129,20 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
     """Trace and replay the recipe in a worker, and assemble the manifest and its files."""
     try:
         meta = read_metadata(recipe_dir)
-    except RecipeMetadataError as exc:
+        files = recipe_files(recipe_dir)
+    except (RecipeMetadataError, ManifestError) as exc:
         raise RecordingError(str(exc)) from exc
     missing = [k for k in REQUIRED if k not in meta]
-    if not (recipe_dir / "model.py").is_file():
-        raise RecordingError(f"recipes/{slug}/model.py is missing")
     if missing:
         raise RecordingError(f"recipes/{slug}/recipe.toml lacks {', '.join(missing)}")
     reply = pool.run(recipe_dir, "capture", "capture", {"inputs": meta["recording"]["inputs"]})
     graph, replay = reply["result"]["graph"], reply["result"]["replay"]
-    model_py = (recipe_dir / "model.py").read_bytes()
     manifest: dict = {"schemaVersion": 1, "slug": slug}
     for key in HEAD_FIELDS:
         value = graph["className"] if key == "className" else meta.get(key)
         if value is not None:
             manifest[key] = value
-    manifest["provenance"] = _provenance(meta, graph, replay, reply["environment"], model_py, seed)
+    manifest["provenance"] = _provenance(meta, graph, replay, reply["environment"], files["model.py"], seed)
     manifest["layers"] = graph["layers"]
     manifest["connections"] = graph["connections"]
     manifest["steps"] = meta["steps"]
@@ -152,14 +158,10 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
     focus = meta.get("graph", {}).get("focus")
     layout = layout_bytes(manifest, focus)
     preview = build_preview(manifest).encode()
-    served = {GRAPH_FILE: graph_document(manifest), PREVIEW_FILE: preview}
-    for name in (*RECIPE_FILES, LAB_FILE):
-        if (recipe_dir / name).is_file():
-            served[name] = (recipe_dir / name).read_bytes()
-    order = ("graph.tensorviz.json", "model.py", "run.py", LAB_FILE, "requirements.txt", PREVIEW_FILE)
+    served = {GRAPH_FILE: graph_document(manifest), **files, PREVIEW_FILE: preview}
     manifest["files"] = {name: {"url": f"/models/{slug}/{manifest['revision']}/{name}",
-                                "sha256": _sha256(served[name]), "bytes": len(served[name])}
-                         for name in order if name in served}
+                                "sha256": _sha256(content), "bytes": len(content)}
+                         for name, content in served.items()}
     return Recording(slug, manifest, {MANIFEST_NAME: manifest_bytes(manifest), LAYOUT_FILE: layout,
                                       PREVIEW_FILE: preview})
 
@@ -234,7 +236,7 @@ def stale_parts(recording: Recording, folder: Path) -> list[str]:
                  {k: v for k, v in fresh["provenance"].items() if k not in VOLATILE}, "provenance", None, out)
     _differences(stored.get("experiment"), fresh["experiment"], "experiment", tolerance_for(fresh), out)
     if not out:
-        for name in ("model.py", "run.py", "requirements.txt", LAB_FILE):
+        for name in (*RECIPE_FILES, LAB_FILE):
             if stored.get("files", {}).get(name, {}).get("sha256") != fresh["files"].get(name, {}).get("sha256"):
                 out.append(f"files.{name}: the recipe file changed since it was recorded")
         for name in (LAYOUT_FILE, PREVIEW_FILE):

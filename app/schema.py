@@ -8,6 +8,10 @@ REVISION = re.compile(r"^[0-9a-f]{8,64}$")
 FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
+# The recorded items of a case: (kind, the list that holds them, the field with their numbers).
+ITEMS = (("matrix", "matrices", "values"), ("vector", "vectors", "values"), ("metric", "metrics", "value"))
+
+
 class ManifestError(ValueError):
     """The manifest is not usable; the message says where and why."""
 

@@ -2,7 +2,8 @@
 
 A recipe declares its lab in `recipe.toml` under [lab]: the kind, sizes read from the recorded graph,
 special tokens, token names, and its endpoints with their request fields. The kind module brings what
-is particular to that kind: its template and ES module, how a recorded case becomes a preset request,
+is particular to that kind: its template and ES module, the parts of the declaration it REQUIRES (and
+optionally a `check` of its own), how a recorded case becomes a preset request,
 and defaults that depend on other fields (a trace's position, say).
 """
 
@@ -42,13 +43,6 @@ class LabSpec:
     def module(self) -> ModuleType:
         return KINDS[self.kind]
 
-    def token_name(self, token: int) -> str:
-        """A token as the page shows it: its word, its special name, or its id."""
-        special = {v: k for k, v in self.special.items()}
-        if token in special:
-            return special[token]
-        return self.names[token] if token < len(self.names) else str(token)
-
 
 def _size(manifest: dict, reference, where: str) -> int:
     """`"word_embeddings.num_embeddings"` read from the recorded graph, or a number as it stands."""
@@ -83,5 +77,11 @@ def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
         endpoints[name] = Endpoint(name, spec["method"], spec["entry"], spec.get("summary", name), fields,
                                    spec.get("answers", "result"))
     spec = LabSpec(kind, sizes, dict(special), tuple(declaration.get("names", ())), endpoints)
-    KINDS[kind].check(spec)
+    for part, required in KINDS[kind].REQUIRES.items():
+        missing = [k for k in required if k not in getattr(spec, part)]
+        if missing:
+            raise DeclarationError(f"lab.{part} of a {kind} lab needs {', '.join(missing)}")
+    extra_check = getattr(KINDS[kind], "check", None)  # what a kind checks beyond REQUIRES, if anything
+    if extra_check:
+        extra_check(spec)
     return spec

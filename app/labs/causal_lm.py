@@ -6,16 +6,12 @@ from .fields import DeclarationError, fail
 NAME = "causal-lm"
 TEMPLATE = "labs/causal-lm.html"
 SCRIPT = "js/labs/causal-lm.js"
-SIZES = ("context", "vocab")
-ENDPOINTS = ("runs", "generations", "trace")
+# What this kind's page and defaults rely on, by part of the declaration.
+REQUIRES = {"sizes": ("context", "vocab"), "endpoints": ("runs", "generations", "trace")}
 
 
 def check(spec) -> None:
-    """What this kind's page and defaults rely on."""
-    for name, group in (("sizes", SIZES), ("endpoints", ENDPOINTS)):
-        missing = [k for k in group if k not in getattr(spec, name)]
-        if missing:
-            raise DeclarationError(f"lab.{name} of a {NAME} lab needs {', '.join(missing)}")
+    """Token names, where given, name every token of the vocabulary."""
     if spec.names and len(spec.names) != spec.sizes["vocab"]:
         raise DeclarationError(f"lab.names lists {len(spec.names)} tokens; the vocabulary has {spec.sizes['vocab']}")
 

@@ -3,22 +3,14 @@ what-if runs, the pretraining corruption sampler, and a stage-by-stage trace of 
 
 import math
 
-from .fields import DeclarationError, fail
+from .fields import fail
 
 NAME = "masked-lm"
 TEMPLATE = "labs/masked-lm.html"
 SCRIPT = "js/labs/masked-lm.js"
-SIZES = ("length", "vocab", "segments")
-SPECIAL = ("CLS", "SEP", "MASK")
-ENDPOINTS = ("runs", "corruptions", "trace")
-
-
-def check(spec) -> None:
-    """What this kind's page and defaults rely on."""
-    for name, group in (("sizes", SIZES), ("special", SPECIAL), ("endpoints", ENDPOINTS)):
-        missing = [k for k in group if k not in getattr(spec, name)]
-        if missing:
-            raise DeclarationError(f"lab.{name} of a {NAME} lab needs {', '.join(missing)}")
+# What this kind's page and defaults rely on, by part of the declaration.
+REQUIRES = {"sizes": ("length", "vocab", "segments"), "special": ("CLS", "SEP", "MASK"),
+            "endpoints": ("runs", "corruptions", "trace")}
 
 
 def default_segments(input_ids: list[int], spec) -> list[int]:

@@ -1,27 +1,11 @@
 // The causal-LM lab: edit a prompt, see attention and the next-token distribution at every position,
 // generate one token at a time, and trace one position through every block.
 
-import { diverging, sig, valueHeatmap } from "../charts.js";
+import { sig, valueHeatmap } from "../charts.js";
 import { el } from "../dom.js";
-import { bars, getJson, item, postJson, recordCheck } from "./common.js";
+import { bars, getJson, item, postJson, recordCheck, table, vector } from "./common.js";
 
 const TOP = 5;
-
-function vector(values, label) {
-  const max = Math.max(...values.map((v) => Math.abs(v ?? 0)));
-  return el("div", { class: "trace-vector" }, el("span", { class: "trace-vector-label" }, label),
-    el("ol", { class: "vector-cells", start: 0 }, ...values.map((v) => {
-      const cell = el("li", { title: v === null ? "masked" : String(v) }, v === null ? "masked" : sig(v, 3));
-      if (v !== null) cell.style.background = diverging(v, max);
-      return cell;
-    })));
-}
-
-function table(headers, rows, caption) {
-  return el("div", { class: "table-wrap" }, el("table", { class: "trace-table" }, el("caption", {}, caption),
-    el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", {}, v))))))));
-}
 
 export class Lab {
   constructor(section) {

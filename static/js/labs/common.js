@@ -1,7 +1,7 @@
 // What every lab kind shares: JSON requests that wait out a busy server, bars, recorded items by key,
 // and the server's comparison of a live run with the recorded case it replays.
 
-import { sig } from "../charts.js";
+import { diverging, sig } from "../charts.js";
 import { el, errorMessage, readJson } from "../dom.js";
 
 const BUSY_RETRIES = 3;
@@ -42,6 +42,24 @@ export function bar(value, max, { label, negative = value < 0 } = {}) {
 
 export function bars(values, labels, max = Math.max(...values.map(Math.abs))) {
   return el("ol", { class: `bars${labels ? " bars-named" : ""}` }, ...values.map((v, i) => bar(v, max, { label: labels ? labels[i] : i })));
+}
+
+/** One vector of a trace as coloured cells; a null is a value the model masked out. */
+export function vector(values, label) {
+  const max = Math.max(...values.map((v) => Math.abs(v ?? 0)));
+  return el("div", { class: "trace-vector" }, el("span", { class: "trace-vector-label" }, label),
+    el("ol", { class: "vector-cells", start: 0 }, ...values.map((v) => {
+      const cell = el("li", { title: v === null ? "masked" : String(v) }, v === null ? "masked" : sig(v, 3));
+      if (v !== null) cell.style.background = diverging(v, max);
+      return cell;
+    })));
+}
+
+/** A trace table whose first column heads each row. */
+export function table(headers, rows, caption) {
+  return el("div", { class: "table-wrap" }, el("table", { class: "trace-table" }, el("caption", {}, caption),
+    el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", {}, v))))))));
 }
 
 /** A case's matrix, vector or metric by its stable key (labels are for display only). */

@@ -3,7 +3,7 @@
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
 import { el } from "../dom.js";
-import { bars, getJson, item, postJson, recordCheck } from "./common.js";
+import { bars, getJson, item, postJson, recordCheck, table, vector } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
@@ -256,22 +256,6 @@ export class Lab {
 }
 
 // ---- The trace: one token, stage by stage
-
-function vector(values, label) {
-  const max = Math.max(...values.map(Math.abs));
-  return el("div", { class: "trace-vector" }, el("span", { class: "trace-vector-label" }, label),
-    el("ol", { class: "vector-cells", start: 0 }, ...values.map((v) => {
-      const cell = el("li", { title: String(v) }, sig(v, 3));
-      cell.style.background = diverging(v, max);
-      return cell;
-    })));
-}
-
-function table(headers, rows, caption) {
-  return el("div", { class: "table-wrap" }, el("table", { class: "trace-table" }, el("caption", {}, caption),
-    el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", {}, v))))))));
-}
 
 function arcs(tokens, position, head, name) {
   const step = 64;
