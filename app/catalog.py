@@ -15,7 +15,7 @@ from flask import Flask, current_app
 
 from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
-from .recipes import RecipeMetadataError, read_metadata
+from .recipes import METADATA_FILE, RecipeMetadataError, read_metadata
 from .schema import ITEMS, ManifestError, validate_manifest
 
 log = logging.getLogger(__name__)
@@ -23,12 +23,16 @@ log = logging.getLogger(__name__)
 MANIFEST_NAME = "manifest.json"
 RECIPE_FILES = ("model.py", "run.py", "requirements.txt")
 LAB_FILE = "lab.py"  # what-if runs, the corruption sampler and the trace, where a recipe has them
+# Every recipe file a model serves, the required ones first. recipe.toml is among them: a recipe may read
+# it (a vocabulary, say), so cached results must change when it does.
+SERVED_RECIPE_FILES = (*RECIPE_FILES, LAB_FILE, METADATA_FILE)
 GRAPH_FILE = "graph.tensorviz.json"
 PREVIEW_FILE = "preview.svg"  # the static architecture snapshot, stored beside the manifest
 LAYOUT_FILE = "layout.json"  # the interactive graph's layouts, stored beside the manifest
 CONTENT_TYPES = {
     ".py": "text/x-python; charset=utf-8",
     ".txt": "text/plain; charset=utf-8",
+    ".toml": "text/plain; charset=utf-8",
     ".json": "application/json",
     ".svg": "image/svg+xml",
 }
@@ -73,7 +77,7 @@ class Model:
     @cached_property
     def recipe_sha256(self) -> str:
         """One hash over every recipe file: what a cached result of running the recipe depends on."""
-        parts = [self.files[name].sha256 for name in (*RECIPE_FILES, LAB_FILE) if name in self.files]
+        parts = [self.files[name].sha256 for name in SERVED_RECIPE_FILES if name in self.files]
         return hashlib.sha256("".join(parts).encode()).hexdigest()
 
     @property
@@ -156,9 +160,9 @@ def _served_file(name: str, content: bytes) -> ServedFile:
 
 
 def recipe_files(recipe_dir: Path) -> dict[str, bytes]:
-    """The recipe's files a model serves (and a recording hashes): the required ones and lab.py."""
+    """The recipe's files a model serves (and a recording hashes): the required ones, then those it has."""
     files = {}
-    for name in (*RECIPE_FILES, LAB_FILE):
+    for name in SERVED_RECIPE_FILES:
         path = recipe_dir / name
         if path.is_file():
             files[name] = path.read_bytes()

@@ -15,11 +15,10 @@ from pathlib import Path
 
 from .catalog import (
     GRAPH_FILE,
-    LAB_FILE,
     LAYOUT_FILE,
     MANIFEST_NAME,
     PREVIEW_FILE,
-    RECIPE_FILES,
+    SERVED_RECIPE_FILES,
     graph_document,
     recipe_files,
 )
@@ -236,7 +235,7 @@ def stale_parts(recording: Recording, folder: Path) -> list[str]:
                  {k: v for k, v in fresh["provenance"].items() if k not in VOLATILE}, "provenance", None, out)
     _differences(stored.get("experiment"), fresh["experiment"], "experiment", tolerance_for(fresh), out)
     if not out:
-        for name in (*RECIPE_FILES, LAB_FILE):
+        for name in SERVED_RECIPE_FILES:
             if stored.get("files", {}).get(name, {}).get("sha256") != fresh["files"].get(name, {}).get("sha256"):
                 out.append(f"files.{name}: the recipe file changed since it was recorded")
         for name in (LAYOUT_FILE, PREVIEW_FILE):

@@ -108,3 +108,16 @@ def test_layouts_grow_with_modules_not_combinations(tmp_path):
     assert len(stored) < 1_000_000
     layout = json.loads(stored)
     assert layout["focus"] == "h.0" and len(layout["states"]) == len(groups) + 1
+
+
+def test_recipe_toml_is_served_and_changes_the_recipe_hash(tree):
+    """A recipe may read its recipe.toml (GPT's vocabulary), so cached results are keyed by it too."""
+    from app.catalog import load_catalog
+
+    tree.add("bert")
+    before = load_catalog(tree.manifests, tree.recipes).models["bert"]
+    assert before.files["recipe.toml"].content_type.startswith("text/plain")
+    meta = tree.recipes / "bert" / "recipe.toml"
+    meta.write_text(meta.read_text().replace('curator = "TensorViz"', 'curator = "Someone else"'))
+    after = load_catalog(tree.manifests, tree.recipes).models["bert"]
+    assert after.recipe_sha256 != before.recipe_sha256
