@@ -15,17 +15,14 @@ from flask import Flask, current_app
 
 from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
-from .recipes import METADATA_FILE, RecipeMetadataError, read_metadata
-from .schema import ITEMS, ManifestError, validate_manifest
+from .recipes import RecipeMetadataError, read_metadata
+from .schema import FILE_NAME, ITEMS, ManifestError, validate_manifest
 
 log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "manifest.json"
-RECIPE_FILES = ("model.py", "run.py", "requirements.txt")
+RECIPE_FILES = ("model.py", "run.py", "requirements.txt")  # every recipe has these
 LAB_FILE = "lab.py"  # what-if runs, the corruption sampler and the trace, where a recipe has them
-# Every recipe file a model serves, the required ones first. recipe.toml is among them: a recipe may read
-# it (a vocabulary, say), so cached results must change when it does.
-SERVED_RECIPE_FILES = (*RECIPE_FILES, LAB_FILE, METADATA_FILE)
 GRAPH_FILE = "graph.tensorviz.json"
 PREVIEW_FILE = "preview.svg"  # the static architecture snapshot, stored beside the manifest
 LAYOUT_FILE = "layout.json"  # the interactive graph's layouts, stored beside the manifest
@@ -33,6 +30,7 @@ CONTENT_TYPES = {
     ".py": "text/x-python; charset=utf-8",
     ".txt": "text/plain; charset=utf-8",
     ".toml": "text/plain; charset=utf-8",
+    ".safetensors": "application/octet-stream",
     ".json": "application/json",
     ".svg": "image/svg+xml",
 }
@@ -64,6 +62,7 @@ class Model:
     raw: bytes  # the manifest file byte for byte: the recording is served unchanged
     recipe_dir: Path
     files: dict[str, ServedFile]
+    recipe_file_names: tuple[str, ...] = ()  # which of `files` come from the recipe folder
     lab: LabSpec | None = None  # the recipe's declared lab, where it has one
 
     @property
@@ -77,8 +76,8 @@ class Model:
     @cached_property
     def recipe_sha256(self) -> str:
         """One hash over every recipe file: what a cached result of running the recipe depends on."""
-        parts = [self.files[name].sha256 for name in SERVED_RECIPE_FILES if name in self.files]
-        return hashlib.sha256("".join(parts).encode()).hexdigest()
+        parts = [f"{name}:{self.files[name].sha256}" for name in self.recipe_file_names]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
     @property
     def has_lab(self) -> bool:
@@ -160,20 +159,19 @@ def _served_file(name: str, content: bytes) -> ServedFile:
 
 
 def recipe_files(recipe_dir: Path) -> dict[str, bytes]:
-    """The recipe's files a model serves (and a recording hashes): the required ones, then those it has."""
-    files = {}
-    for name in SERVED_RECIPE_FILES:
-        path = recipe_dir / name
-        if path.is_file():
-            files[name] = path.read_bytes()
-        elif name in RECIPE_FILES:
-            raise ManifestError(f"recipe file {path} is missing")
-    return files
+    """Every file of the recipe folder, the required ones first: what a model serves, what a recording
+    hashes, and what a cached result of running the recipe depends on (weights and data included)."""
+    missing = [name for name in RECIPE_FILES if not (recipe_dir / name).is_file()]
+    if missing:
+        raise ManifestError(f"recipes/{recipe_dir.name}/{missing[0]} is missing")
+    others = sorted(p.name for p in recipe_dir.iterdir()
+                    if p.is_file() and FILE_NAME.match(p.name) and p.name not in RECIPE_FILES)
+    return {name: (recipe_dir / name).read_bytes() for name in (*RECIPE_FILES, *others)}
 
 
-def _model_files(manifest: dict, folder: Path, recipe_dir: Path) -> dict[str, ServedFile]:
+def _model_files(manifest: dict, folder: Path, recipe: dict[str, bytes]) -> dict[str, ServedFile]:
     files = {GRAPH_FILE: _served_file(GRAPH_FILE, graph_document(manifest))}
-    files |= {name: _served_file(name, content) for name, content in recipe_files(recipe_dir).items()}
+    files |= {name: _served_file(name, content) for name, content in recipe.items()}
     for name in (PREVIEW_FILE, LAYOUT_FILE):
         if (folder / name).is_file():
             files[name] = _served_file(name, (folder / name).read_bytes())
@@ -226,8 +224,9 @@ def load_model(folder: Path, recipes_dir: Path) -> Model:
     except RecipeMetadataError as exc:
         raise ManifestError(str(exc)) from exc
     apply_keys(manifest, meta.get("recording", {}).get("keys", {}))
-    files = _model_files(manifest, folder, recipe_dir)
-    return Model(slug, manifest, raw, recipe_dir, files, _lab(meta, manifest, recipe_dir))
+    recipe = recipe_files(recipe_dir)
+    files = _model_files(manifest, folder, recipe)
+    return Model(slug, manifest, raw, recipe_dir, files, tuple(recipe), _lab(meta, manifest, recipe_dir))
 
 
 def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:

@@ -18,7 +18,6 @@ from .catalog import (
     LAYOUT_FILE,
     MANIFEST_NAME,
     PREVIEW_FILE,
-    SERVED_RECIPE_FILES,
     graph_document,
     recipe_files,
 )
@@ -235,9 +234,10 @@ def stale_parts(recording: Recording, folder: Path) -> list[str]:
                  {k: v for k, v in fresh["provenance"].items() if k not in VOLATILE}, "provenance", None, out)
     _differences(stored.get("experiment"), fresh["experiment"], "experiment", tolerance_for(fresh), out)
     if not out:
-        for name in SERVED_RECIPE_FILES:
-            if stored.get("files", {}).get(name, {}).get("sha256") != fresh["files"].get(name, {}).get("sha256"):
-                out.append(f"files.{name}: the recipe file changed since it was recorded")
+        stored_files = stored.get("files", {})
+        for name in sorted(set(stored_files) | set(fresh["files"])):
+            if stored_files.get(name, {}).get("sha256") != fresh["files"].get(name, {}).get("sha256"):
+                out.append(f"files.{name}: the file changed since it was recorded")
         for name in (LAYOUT_FILE, PREVIEW_FILE):
             path = folder / name
             if not path.is_file() or path.read_bytes() != recording.files[name]:

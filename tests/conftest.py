@@ -12,6 +12,7 @@ from app.recipes import load_module, read_metadata
 BERT_MANIFEST = PROJECT_ROOT / "manifests" / "bert" / "manifest.json"
 BERT_RECIPE = PROJECT_ROOT / "recipes" / "bert"
 GPT_RECIPE = PROJECT_ROOT / "recipes" / "gpt"
+LENET_RECIPE = PROJECT_ROOT / "recipes" / "lenet"
 
 
 def bert_manifest() -> dict:

@@ -12,9 +12,9 @@ from .conftest import BERT_MANIFEST, BERT_RECIPE, bert_manifest
 REVISION = "0c48027dcf5a807d"
 
 
-def test_catalog_lists_bert_and_gpt(client):
+def test_catalog_lists_every_model(client):
     body = client.get("/api/models").get_json()
-    assert [m["slug"] for m in body["models"]] == ["bert", "gpt"]
+    assert [m["slug"] for m in body["models"]] == ["bert", "gpt", "lenet"]
     entry = body["models"][0]
     assert entry["title"] == "Learn from both sides of a masked token"
     assert entry["revision"] == REVISION

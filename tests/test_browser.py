@@ -1,15 +1,19 @@
 """The explorer in a real browser: Debian's Chromium driven by Playwright against a live server."""
 
+import json
 import re
 import threading
 from pathlib import Path
 
 import pytest
+import torch
 from playwright.sync_api import expect, sync_playwright
 from werkzeug.serving import make_server
 
 from app import create_app
 from app.config import PROJECT_ROOT, TestConfig
+
+from .conftest import LENET_RECIPE, recipe_module
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -245,13 +249,14 @@ def test_keyboard_reaches_the_controls(watched):
 @pytest.mark.parametrize("name, path, viewport", [
     ("catalog-desktop", "/", DESKTOP), ("catalog-phone", "/", PHONE),
     ("model-desktop", "/models/bert", DESKTOP), ("model-phone", "/models/bert", PHONE),
+    ("lenet-desktop", "/models/lenet", DESKTOP), ("lenet-phone", "/models/lenet", PHONE),
     ("not-found-phone", "/models/nope", PHONE),
 ])
 def test_screenshots_without_horizontal_scroll(browser, live_server, name, path, viewport):
     context = browser.new_context(viewport=viewport)
     page = context.new_page()
     response = page.goto(live_server + path)
-    if path.startswith("/models/bert"):
+    if path.startswith("/models/") and "nope" not in path:
         graph_ready(page)
     assert response.status == (404 if "nope" in path else 200)
     assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
@@ -390,3 +395,86 @@ def test_gpt_page_lab_generates_and_traces(watched):
     page.locator('[data-module="h.1"]').click()  # open the second block: the first one closes
     expect(page.locator('#graph-stage .g-node[data-id="h.1.attn"]')).to_have_count(1)
     expect(page.locator('#graph-stage .g-node[data-id="h.0"]')).to_have_count(1)
+
+
+# ---- the vision milestone: LeNet and its image-classifier lab
+
+
+def grid_cell(page, row: int, col: int):
+    return page.locator(f'#draw-grid [data-row="{row}"][data-col="{col}"]')
+
+
+def drawn_image(request) -> list[list[int]]:
+    return json.loads(request.post_data)["image"]
+
+
+def read_as(image: list[list[int]]) -> str:
+    """What the recipe itself reads in this drawing: the page must say the same."""
+    model = recipe_module(LENET_RECIPE, "model")
+    with torch.no_grad():
+        return str(int(model.build_model()(model.pixels(image)).argmax()))
+
+
+def test_lenet_lab_reads_a_digit_drawn_with_the_mouse(watched):
+    page = watched("/models/lenet")
+    graph_ready(page)
+    lab_ready(page)
+    expect(page.locator("#draw-prediction strong")).to_have_text("0")
+    with page.expect_request(lambda r: r.url.endswith("/api/models/lenet/runs")):
+        page.locator("#clear-drawing").click()
+    expect(page.locator("#record-check")).to_have_count(0)
+    expect(grid_cell(page, 3, 3)).to_have_attribute("aria-label", "Row 4, column 4: level 0")
+    # A vertical stroke, drawn with the real mouse: press on one cell, drag over the others, release.
+    page.locator("#draw-grid").scroll_into_view_if_needed()
+    start, end = grid_cell(page, 1, 4).bounding_box(), grid_cell(page, 6, 4).bounding_box()
+    x = start["x"] + start["width"] / 2
+    with page.expect_request(lambda r: r.url.endswith("/runs") and any(drawn_image(r)[6])) as sent:
+        page.mouse.move(x, start["y"] + 4)
+        page.mouse.down()
+        page.mouse.move(x, end["y"] + end["height"] - 4, steps=12)
+        page.mouse.up()
+    image = drawn_image(sent.value)
+    assert [row[4] for row in image] == [0, 16, 16, 16, 16, 16, 16, 0]
+    assert sum(map(sum, image)) == 6 * 16
+    expect(grid_cell(page, 4, 4)).to_have_attribute("aria-label", "Row 5, column 5: level 16")
+    expect(page.locator("#draw-prediction strong")).to_have_text(read_as(image))
+    expect(page.locator("#draw-saliency svg rect[data-row]")).to_have_count(64)
+    page.locator("#trace-class").click()
+    expect(page.locator("#trace-summary")).to_contain_text(f"Digit {read_as(image)}:")
+    expect(page.locator('#trace [data-stage="input"]')).to_be_visible()
+
+
+def test_lenet_lab_draws_with_the_keyboard_and_keeps_focus(watched):
+    page = watched("/models/lenet")
+    lab_ready(page)
+    page.locator("#clear-drawing").click()
+    grid_cell(page, 0, 0).focus()
+    for key in ("ArrowRight", "ArrowRight", "ArrowDown", "ArrowDown", "ArrowDown"):
+        page.keyboard.press(key)
+    assert page.evaluate("[document.activeElement.dataset.row, document.activeElement.dataset.col]") == ["3", "2"]
+    assert page.locator('#draw-grid [tabindex="0"]').count() == 1  # one tab stop: the grid
+    with page.expect_request(lambda r: r.url.endswith("/runs") and drawn_image(r)[3][2] == 15) as sent:
+        page.keyboard.press("Space")
+        page.keyboard.press("Minus")
+    assert sum(map(sum, drawn_image(sent.value))) == 15
+    expect(grid_cell(page, 3, 2)).to_have_attribute("aria-label", "Row 4, column 3: level 15")
+    assert page.evaluate("document.activeElement.dataset.row") == "3"  # focus stayed on the cell
+    page.keyboard.press("Delete")
+    expect(grid_cell(page, 3, 2)).to_have_attribute("aria-label", "Row 4, column 3: level 0")
+    expect(page.locator("#lab-status")).to_contain_text("Read as")
+
+
+def test_lenet_lab_at_375px_draws_by_touch(watched):
+    page = watched("/models/lenet", PHONE, has_touch=True, is_mobile=True)
+    lab_ready(page)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    box = page.locator("#draw-grid").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+    cell_box = grid_cell(page, 0, 0).bounding_box()
+    assert cell_box["width"] >= 24 and cell_box["height"] >= 24
+    page.locator("#clear-drawing").tap()
+    with page.expect_request(lambda r: r.url.endswith("/runs") and drawn_image(r)[2][5] == 16):
+        grid_cell(page, 2, 5).tap()
+    expect(grid_cell(page, 2, 5)).to_have_attribute("aria-label", "Row 3, column 6: level 16")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#lab").screenshot(path=ARTIFACTS / "lenet-lab-phone.png")

@@ -11,6 +11,8 @@ from app import create_app
 from app.capture import trace_graph
 from app.config import PROJECT_ROOT
 from app.graphlayout import all_states, layout_bytes, modules
+from app.labs import lab_spec
+from app.labs.fields import DeclarationError
 from app.recipes import load_module, read_metadata
 from app.runner import WorkerPool
 
@@ -121,3 +123,46 @@ def test_recipe_toml_is_served_and_changes_the_recipe_hash(tree):
     meta.write_text(meta.read_text().replace('curator = "TensorViz"', 'curator = "Someone else"'))
     after = load_catalog(tree.manifests, tree.recipes).models["bert"]
     assert after.recipe_sha256 != before.recipe_sha256
+
+
+def test_every_file_of_the_recipe_folder_is_served_and_keys_the_recipe_hash(tree):
+    """Weights and data a recipe reads beside its code change what it computes, so they key cached results."""
+    from app.catalog import load_catalog
+
+    tree.add("bert")
+    before = load_catalog(tree.manifests, tree.recipes).models["bert"]
+    (tree.recipes / "bert" / "weights.safetensors").write_bytes(b"\x00" * 16)
+    (tree.recipes / "bert" / ".model.py.swp").write_bytes(b"editor state")
+    after = load_catalog(tree.manifests, tree.recipes).models["bert"]
+    assert after.files["weights.safetensors"].content_type == "application/octet-stream"
+    assert ".model.py.swp" not in after.files and "__pycache__" not in after.files
+    assert after.recipe_sha256 != before.recipe_sha256
+    (tree.recipes / "bert" / "weights.safetensors").write_bytes(b"\x01" * 16)
+    assert load_catalog(tree.manifests, tree.recipes).models["bert"].recipe_sha256 != after.recipe_sha256
+
+
+GRID = {"type": "grid", "rows": "rows", "cols": 8, "min": 0, "max": 16, "required": True}
+
+
+def test_a_grid_field_is_declared_with_its_size_and_gives_its_schema():
+    spec = lab_spec({"kind": "image-classifier", "sizes": {"rows": 8, "cols": 8, "levels": 16, "classes": 10},
+                     "endpoints": {name: {"method": "POST", "entry": name, "fields": {"image": GRID}}
+                                   for name in ("runs", "trace")}}, {"layers": []})
+    schema = spec.endpoints["runs"].fields["image"].json_schema()
+    assert schema["minItems"] == schema["maxItems"] == 8
+    assert schema["items"]["maxItems"] == 8 and schema["items"]["items"] == {"type": "integer", "minimum": 0,
+                                                                              "maximum": 16}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"method": "GET"}, "a grid field needs a JSON body; declare the endpoint POST"),
+    ({"fields": {"image": GRID | {"rows": None}}}, "a grid needs positive rows and cols"),
+    ({"fields": {"pixels": GRID}}, "needs an `image` grid field"),
+])
+def test_a_grid_declaration_the_lab_cannot_serve_is_refused(change, message):
+    endpoints = {name: {"method": "POST", "entry": name, "fields": {"image": GRID}} for name in ("runs", "trace")}
+    endpoints["trace"] |= change
+    declaration = {"kind": "image-classifier", "sizes": {"rows": 8, "cols": 8, "levels": 16, "classes": 10},
+                   "endpoints": endpoints}
+    with pytest.raises(DeclarationError, match=re.escape(message)):
+        lab_spec(declaration, {"layers": []})

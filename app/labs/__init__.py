@@ -10,10 +10,10 @@ and defaults that depend on other fields (a trace's position, say).
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from . import causal_lm, masked_lm
+from . import causal_lm, image_classifier, masked_lm
 from .fields import DeclarationError, Field, declared_field
 
-KINDS: dict[str, ModuleType] = {masked_lm.NAME: masked_lm, causal_lm.NAME: causal_lm}
+KINDS: dict[str, ModuleType] = {module.NAME: module for module in (masked_lm, causal_lm, image_classifier)}
 METHODS = ("GET", "POST")
 
 
@@ -74,6 +74,8 @@ def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
         if not name.isidentifier() or spec.get("method") not in METHODS or not entry.isidentifier():
             raise DeclarationError(f"{where}: needs a plain name, a method ({', '.join(METHODS)}) and an entry")
         fields = {f: declared_field(f, s, sizes, f"{where}.fields") for f, s in spec.get("fields", {}).items()}
+        if spec["method"] == "GET" and any(f.type == "grid" for f in fields.values()):
+            raise DeclarationError(f"{where}: a grid field needs a JSON body; declare the endpoint POST")
         endpoints[name] = Endpoint(name, spec["method"], spec["entry"], spec.get("summary", name), fields,
                                    spec.get("answers", "result"))
     spec = LabSpec(kind, sizes, dict(special), tuple(declaration.get("names", ())), endpoints)

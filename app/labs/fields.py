@@ -2,6 +2,7 @@
 
 A recipe declares, per endpoint, fields such as
     input_ids = { type = "ints", length = "length", below = "vocab", required = true }
+    image = { type = "grid", rows = "rows", cols = "cols", min = 0, max = "levels", required = true }
 where a number may name one of the lab's sizes ("vocab"), which come from the recorded graph. The
 same declaration gives the OpenAPI schema (app/openapi.py), so the two never disagree.
 """
@@ -12,8 +13,8 @@ from typing import Any
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import BadRequest
 
-TYPES = ("int", "ints", "number", "choice")
-BOUNDS = ("min", "max", "below", "length", "min_length", "max_length")
+TYPES = ("int", "ints", "grid", "number", "choice")  # grid: rows of integers, all rows equally long
+BOUNDS = ("min", "max", "below", "length", "min_length", "max_length", "rows", "cols")
 
 
 class DeclarationError(ValueError):
@@ -35,6 +36,8 @@ class Field:
     length: int | None = None
     min_length: int | None = None
     max_length: int | None = None
+    rows: int | None = None
+    cols: int | None = None
     unique: bool = False
     sorted: bool = False
     description: str = ""
@@ -50,6 +53,9 @@ class Field:
             if self.max is not None:
                 scalar["maximum"] = self.max
             schema = scalar
+            if self.type == "grid":
+                row = {"type": "array", "items": scalar, "minItems": self.cols, "maxItems": self.cols}
+                schema = {"type": "array", "items": row, "minItems": self.rows, "maxItems": self.rows}
             if self.type == "ints":
                 schema = {"type": "array", "items": scalar}
                 low = self.length if self.length is not None else self.min_length
@@ -85,10 +91,13 @@ def declared_field(name: str, spec: dict, sizes: dict[str, int], where: str) -> 
         bounds["max"] = bounds["below"] - 1
     if kind == "choice" and not spec.get("values"):
         raise DeclarationError(f"{where}.{name}: a choice needs values")
+    if kind == "grid" and not all(isinstance(bounds[k], int) and bounds[k] > 0 for k in ("rows", "cols")):
+        raise DeclarationError(f"{where}.{name}: a grid needs positive rows and cols")
     return Field(name=name, type=kind, required=bool(spec.get("required")), default=spec.get("default"),
                  default_from=spec.get("default_from"), min=bounds["min"], max=bounds["max"],
                  values=tuple(spec.get("values", ())), length=bounds["length"], min_length=bounds["min_length"],
-                 max_length=bounds["max_length"], unique=bool(spec.get("unique")), sorted=bool(spec.get("sorted")),
+                 max_length=bounds["max_length"], rows=bounds["rows"], cols=bounds["cols"],
+                 unique=bool(spec.get("unique")), sorted=bool(spec.get("sorted")),
                  description=spec.get("description", ""))
 
 
@@ -124,6 +133,8 @@ def _check(value, field: Field):
         if value not in field.values:
             fail(name, f"must be one of {', '.join(map(str, field.values))}")
         return value
+    if field.type == "grid":
+        return _grid(value, field)
     if not isinstance(value, list):
         fail(name, "must be a list of integers")
     if field.length is not None and len(value) != field.length:
@@ -136,6 +147,21 @@ def _check(value, field: Field):
     if field.unique and len(set(items)) != len(items):
         fail(name, "names a value twice")
     return sorted(items) if field.sorted else items
+
+
+def _grid(value, field: Field) -> list[list[int]]:
+    """`rows` lists of `cols` integers in range; the message names the row or the cell at fault."""
+    name = field.name
+    if not isinstance(value, list):
+        fail(name, f"must be a list of {field.rows} rows")
+    if len(value) != field.rows:
+        fail(name, f"must hold exactly {field.rows} rows, not {len(value)}")
+    for r, row in enumerate(value):
+        if not isinstance(row, list):
+            fail(f"{name}[{r}]", f"must be a list of {field.cols} integers")
+        if len(row) != field.cols:
+            fail(f"{name}[{r}]", f"must hold exactly {field.cols} values, not {len(row)}")
+    return [[_int(v, field, f"{name}[{r}][{c}]") for c, v in enumerate(row)] for r, row in enumerate(value)]
 
 
 def validate(body: Any, fields: dict[str, Field]) -> dict:
@@ -169,6 +195,8 @@ def parse_query(query: MultiDict, fields: dict[str, Field]) -> dict:
     body: dict = {}
     for name, raw in query.items():
         kind = fields[name].type
+        if kind == "grid":
+            fail(name, "a grid is sent in a JSON body (POST), not as a query parameter")
         try:
             if kind == "ints":
                 body[name] = [int(v) for v in raw.split(",")] if raw else []

@@ -3,7 +3,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { el } from "../dom.js";
-import { bars, getJson, item, postJson, recordCheck, table, vector } from "./common.js";
+import { bars, getJson, item, Latest, postJson, recordCheck, table, vector } from "./common.js";
 
 const TOP = 5;
 
@@ -16,7 +16,7 @@ export class Lab {
     this.results = section.querySelector("#lab-results");
     this.generation = section.querySelector("#generation");
     this.traceBox = section.querySelector("#trace");
-    this.runs = 0;
+    this.latest = new Latest((text, isError) => this.setStatus(text, isError));
     for (const button of section.querySelectorAll("[data-preset]")) {
       button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
     }
@@ -77,17 +77,9 @@ export class Lab {
   }
 
   async run() {
-    const generation = ++this.runs;
-    this.setStatus("Running the recipe on the server…");
     const body = { input_ids: this.ids, ...(this.preset ? { compare_with: this.preset } : {}) };
-    let answer;
-    try {
-      answer = await postJson(this.urls.runs, body, (s) => generation === this.runs && this.setStatus(`The server is busy; trying again in ${s} s…`));
-    } catch (error) {
-      if (generation === this.runs) this.setStatus(`The run failed: ${error.message}`, true);
-      return;
-    }
-    if (generation !== this.runs) return; // a newer edit has started its own run
+    const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy));
+    if (!answer) return;
     this.setStatus(`Live run done: ${(answer.compute_seconds * 1000).toFixed(1)} ms of compute on the server${answer.cached ? " (an identical request was answered before)" : ""}.`);
     this.render(answer);
   }

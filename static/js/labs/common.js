@@ -33,6 +33,31 @@ export function getJson(url, params, onBusy = () => {}) {
   return send(`${url}?${query}`, { headers: { Accept: "application/json" } }, onBusy);
 }
 
+/**
+ * Runs of which only the latest counts: a newer edit supersedes an older run. `start(busy)` sends the
+ * request(s), passing `busy` on to postJson; the answer comes back, or null when the run failed (its
+ * message reported) or a newer run started meanwhile.
+ */
+export class Latest {
+  constructor(report) {
+    this.report = report; // (text, isError) => void
+    this.count = 0;
+  }
+
+  async run(start, waiting = "Running the recipe on the server…") {
+    const mine = ++this.count;
+    const current = () => mine === this.count;
+    this.report(waiting);
+    try {
+      const answer = await start((seconds) => current() && this.report(`The server is busy; trying again in ${seconds} s…`));
+      return current() ? answer : null;
+    } catch (error) {
+      if (current()) this.report(`The run failed: ${error.message}`, true);
+      return null;
+    }
+  }
+}
+
 export function bar(value, max, { label, negative = value < 0 } = {}) {
   const fill = el("span", { class: `bar-fill${negative ? " bar-negative" : ""}` });
   fill.style.width = `${max > 0 ? (100 * Math.abs(value)) / max : 0}%`;

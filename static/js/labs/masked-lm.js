@@ -3,7 +3,7 @@
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
 import { el } from "../dom.js";
-import { bars, getJson, item, postJson, recordCheck, table, vector } from "./common.js";
+import { bars, getJson, item, Latest, postJson, recordCheck, table, vector } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
@@ -27,7 +27,7 @@ export class Lab {
     this.traceBox = section.querySelector("#trace");
     this.previous = {}; // mode -> {ids, rows}: the last run, to show which predictions a change moved
     this.edited = null;
-    this.generation = 0;
+    this.latest = new Latest((text, isError) => this.setStatus(text, isError));
     this.bind();
     this.load(this.settings.presets[0].request, this.settings.presets[0].id);
   }
@@ -65,7 +65,7 @@ export class Lab {
     this.section.querySelector(`input[name="nsp"][value="${request.nsp_label}"]`).checked = true;
     this.section.querySelector(`input[name="attention"][value="${request.attention}"]`).checked = true;
     this.renderStrip();
-    this.run();
+    return this.run();
   }
 
   request(attention) {
@@ -133,11 +133,13 @@ export class Lab {
     }
     try {
       const draw = await postJson(this.urls.corruption, { input_ids: this.orig, seed, segment_ids: this.seg });
-      this.load(draw.run_request);
+      const ran = this.load(draw.run_request);
       this.actions = draw.positions.map((p) => p.action);
       this.renderStrip();
       const chosen = draw.positions.filter((p) => p.selected).map((p) => `position ${p.position}: ${p.action}${p.action === "random" ? ` → ${this.name(p.token)}` : ""}`);
-      this.setStatus(`Seed ${seed} selected ${chosen.join(", ")}.`);
+      const explanation = `Seed ${seed} selected ${chosen.join(", ")}.`;
+      this.setStatus(explanation);
+      if (await ran) this.setStatus(`${explanation} ${this.status.textContent}`); // keep the draw's explanation
     } catch (error) {
       this.setStatus(`Could not sample: ${error.message}`, true);
     }
@@ -151,27 +153,19 @@ export class Lab {
   async run() {
     if (!this.sel.size) {
       this.setStatus("Choose at least one position to score: press “mask” under a token.", true);
-      return;
+      return false;
     }
     const compare = this.section.querySelector("#compare-mode").checked;
     const attention = this.section.querySelector('input[name="attention"]:checked').value;
     const modes = compare ? MODES : [attention];
-    const generation = ++this.generation;
-    this.setStatus("Running the recipe on the server…");
-    let answers;
-    try {
-      const busy = (seconds) => generation === this.generation && this.setStatus(`The server is busy; trying again in ${seconds} s…`);
-      const preset = this.preset;
-      answers = await Promise.all(modes.map((mode, k) => postJson(this.urls.run,
-        { ...this.request(mode), ...(preset && k === 0 ? { compare_with: preset } : {}) }, busy)));
-    } catch (error) {
-      if (generation === this.generation) this.setStatus(`The run failed: ${error.message}`, true);
-      return;
-    }
-    if (generation !== this.generation) return; // a newer edit has started its own run
+    const preset = this.preset;
+    const answers = await this.latest.run((busy) => Promise.all(modes.map((mode, k) => postJson(this.urls.run,
+      { ...this.request(mode), ...(preset && k === 0 ? { compare_with: preset } : {}) }, busy))));
+    if (!answers) return false;
     const ms = answers.reduce((sum, a) => sum + a.compute_seconds * 1000, 0);
     this.setStatus(`Live run${answers.length > 1 ? "s" : ""} done: ${ms.toFixed(1)} ms of compute on the server${answers.every((a) => a.cached) ? " (cached: identical request)" : ""}.`);
     this.render(modes, answers);
+    return true;
   }
 
   influence(mode, rows) {

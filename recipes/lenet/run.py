@@ -1,0 +1,191 @@
+"""Replay the recorded LeNet cases and the four numerical checks on the stored weights.
+
+    python run.py          # a readable table; exit status 1 when a check fails
+    python run.py --json   # the same replay as JSON
+
+Needs only torch, model.py and the two .safetensors files beside this file.
+"""
+
+import json
+import sys
+
+import torch
+from torch import Tensor, nn
+
+try:
+    from .model import TEST_DIGITS, WEIGHTS, LeNet, build_model, pixels, read_safetensors
+except ImportError:  # run as a script: python run.py
+    from model import TEST_DIGITS, WEIGHTS, LeNet, build_model, pixels, read_safetensors
+
+# The recorded digits, by position in the test split: three read correctly, one misread (a 2 read as a 3).
+DIGITS = {"zero": 0, "three": 14, "seven": 5, "misread": 345}
+STAGES = ("stage1.act", "stage1.pool", "stage2.act", "stage2.pool")  # the feature maps a case records
+STAGE_LABELS = {"stage1.act": "Stage 1 conv + tanh", "stage1.pool": "Stage 1 pooled",
+                "stage2.act": "Stage 2 conv + tanh", "stage2.pool": "Stage 2 pooled"}
+
+
+def test_split() -> tuple[Tensor, Tensor, dict[str, str]]:
+    """The held-out digits (N, 8, 8) in grey levels 0..16, their labels (N,), and the weights' metadata."""
+    tensors, _ = read_safetensors(TEST_DIGITS)
+    _, metadata = read_safetensors(WEIGHTS)
+    return tensors["test_images"], tensors["test_labels"], metadata
+
+
+def forward(model: LeNet, image) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """Logits (classes,), the input (1, 1, 8, 8) with its gradient graph, and every module's output."""
+    seen: dict[str, Tensor] = {}
+    hooks = [module.register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out))
+             for name, module in model.named_modules() if name]
+    x = pixels(image).requires_grad_(True)
+    try:
+        logits = model(x)[0]
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return logits, x, seen
+
+
+def run_case(model: LeNet, image: list[list[int]], label: int | None = None, title: str = "Live run") -> dict:
+    """A case in the manifest's shape: the image, every channel's feature maps per stage, the saliency of the
+    predicted class over the image, the class probabilities and, with a label, the loss."""
+    with torch.enable_grad():
+        logits, x, seen = forward(model, image)
+        predicted = int(logits.argmax())
+        (grad,) = torch.autograd.grad(logits[predicted], x)
+    saliency = (x * grad)[0, 0]  # (8, 8) input times gradient: what the predicted class's score rests on
+    probs = logits.detach().softmax(-1)
+    matrices = [{"key": "image", "label": "Input image (grey levels 0-16)", "values": [list(r) for r in image]}]
+    for stage in STAGES:
+        maps = seen[stage][0].detach()  # (channels, H, W)
+        matrices += [{"key": f"{stage.replace('.', '_')}_c{c}",
+                      "label": f"{STAGE_LABELS[stage]} · channel {c} ({maps.size(1)}×{maps.size(2)})",
+                      "values": maps[c].tolist()} for c in range(maps.size(0))]
+    matrices.append({"key": "saliency", "label": f"Saliency of class {predicted}: input × gradient of its logit",
+                     "values": saliency.tolist()})
+    case = {"label": title, "matrices": matrices,
+            "vectors": [{"key": "probabilities", "label": "Class probabilities (digits 0-9)", "values": probs.tolist()},
+                        {"key": "logits", "label": "Logits (digits 0-9)", "values": logits.detach().tolist()}],
+            "metrics": [{"key": "prediction", "label": "Read as", "value": predicted},
+                        {"key": "confidence", "label": "Probability of the digit read",
+                         "value": probs[predicted].item()}]}
+    if label is not None:
+        loss = nn.functional.cross_entropy(logits.detach()[None], torch.tensor([label]))
+        case["metrics"] += [{"key": "label", "label": "True digit", "value": label},
+                            {"key": "loss", "label": "Cross entropy against the true digit", "value": loss.item()}]
+    return case
+
+
+@torch.no_grad()
+def test_case(model: LeNet) -> dict:
+    """The whole held-out split: accuracy, mean loss, per-digit accuracy and the confusion matrix."""
+    images, labels, _ = test_split()
+    logits = model(pixels(images))
+    predicted = logits.argmax(-1)
+    classes = logits.size(-1)
+    confusion = torch.zeros(classes, classes, dtype=torch.int64)
+    confusion.index_put_((labels, predicted), torch.ones_like(labels), accumulate=True)
+    per_class = confusion.diag().double() / confusion.sum(1).double()
+    return {"label": "All held-out test digits",
+            "matrices": [{"key": "confusion", "label": "Confusion: true digit (rows) × digit read (columns)",
+                          "values": confusion.tolist()}],
+            "vectors": [{"key": "class_accuracy", "label": "Accuracy per true digit (0-9)",
+                         "values": per_class.tolist()}],
+            "metrics": [{"key": "test_accuracy", "label": "Test accuracy",
+                         "value": (predicted == labels).double().mean().item()},
+                        {"key": "test_loss", "label": "Mean cross entropy on the test split",
+                         "value": nn.functional.cross_entropy(logits, labels).item()},
+                        {"key": "test_size", "label": "Test digits", "value": len(labels)}]}
+
+
+# The four checks. Each measures something that a broken recipe would get wrong, and says what it saw.
+
+CHECK_SHIFT = "Each convolution commutes with shifting its input one pixel (away from the border)"
+CHECK_POOLING = "Each pooling halves both sides by averaging 2x2 blocks"
+CHECK_PROBABILITIES = "The class probabilities of every test digit sum to one"
+CHECK_ACCURACY = "The stored weights reproduce the test accuracy measured when they were trained"
+EXACT = 1e-5  # float32 sums of at most a few dozen terms agree to about this
+
+
+@torch.no_grad()
+def check_shift(model: LeNet) -> dict:
+    """conv(shift(x)) equals shift(conv(x)) on columns whose window stays inside the image; the same
+    comparison without shifting the output must differ, or the check would prove nothing."""
+    detail = {}
+    for name in ("stage1.conv", "stage2.conv"):
+        conv = model.get_submodule(name)
+        x = torch.rand(1, conv.in_channels, 8, 8, generator=torch.Generator().manual_seed(0))
+        shifted = torch.zeros_like(x)
+        shifted[..., 1:] = x[..., :-1]  # one pixel right; a zero column enters on the left
+        before, after = conv(x), conv(shifted)  # (1, out, 8, 8)
+        detail[name] = {"max_difference": (after[..., 2:7] - before[..., 1:6]).abs().max().item(),
+                        "unshifted_difference": (after[..., 2:7] - before[..., 2:7]).abs().max().item()}
+    passed = all(d["max_difference"] <= EXACT and d["unshifted_difference"] > 1e-3 for d in detail.values())
+    return {"passed": passed, "detail": detail}
+
+
+@torch.no_grad()
+def check_pooling(model: LeNet) -> dict:
+    images, _, _ = test_split()
+    _, _, seen = forward(model, images[0].tolist())
+    detail = {}
+    for stage in ("stage1", "stage2"):
+        inp, out = seen[f"{stage}.act"], seen[f"{stage}.pool"]  # (1, C, H, W) and (1, C, H/2, W/2)
+        B, C, H, W = inp.shape
+        by_hand = inp.reshape(B, C, H // 2, 2, W // 2, 2).mean((3, 5))
+        detail[stage] = {"in": [H, W], "out": list(out.shape[2:]),
+                         "max_difference": (out - by_hand).abs().max().item() if out.shape == by_hand.shape else None}
+    passed = all(d["out"] == [d["in"][0] // 2, d["in"][1] // 2] and d["max_difference"] is not None
+                 and d["max_difference"] <= EXACT for d in detail.values())
+    return {"passed": passed, "detail": detail}
+
+
+@torch.no_grad()
+def check_probabilities(model: LeNet) -> dict:
+    images, _, _ = test_split()
+    sums = model(pixels(images)).softmax(-1).sum(-1)
+    worst = (sums - 1).abs().max().item()
+    return {"passed": worst <= 1e-6, "detail": {"digits": len(sums), "worst_sum_error": worst}}
+
+
+@torch.no_grad()
+def check_accuracy(model: LeNet) -> dict:
+    images, labels, metadata = test_split()
+    replayed = (model(pixels(images)).argmax(-1) == labels).float().mean().item()  # float32, as train.py measured
+    trained = float(metadata.get("test_accuracy", "nan"))
+    return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
+
+
+CHECKS = {CHECK_SHIFT: check_shift, CHECK_POOLING: check_pooling, CHECK_PROBABILITIES: check_probabilities,
+          CHECK_ACCURACY: check_accuracy}
+
+
+def replay(model: LeNet | None = None) -> dict:
+    """Every recorded case and every check, on the stored weights unless a model is given."""
+    model = model if model is not None else build_model()
+    images, labels, _ = test_split()
+    cases = {case_id: run_case(model, images[i].tolist(), int(labels[i]), f"Test digit {i}")
+             for case_id, i in DIGITS.items()}
+    cases["test-split"] = test_case(model)
+    return {"cases": cases, "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()]}
+
+
+def main(argv: list[str]) -> int:
+    torch.use_deterministic_algorithms(True)
+    result = replay()
+    if "--json" in argv:
+        print(json.dumps(result, indent=2))
+    else:
+        for case_id, case in result["cases"].items():
+            metrics = {m["key"]: m["value"] for m in case["metrics"]}
+            if "prediction" in metrics:
+                print(f"{case_id:10} true {metrics['label']}  read as {metrics['prediction']} "
+                      f"({metrics['confidence']:.3f})  loss {metrics['loss']:.4f}")
+            else:
+                print(f"{case_id:10} test accuracy {metrics['test_accuracy']:.4f} on {metrics['test_size']} digits")
+        for check in result["checks"]:
+            print(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}  {check['detail']}")
+    return 0 if all(check["passed"] for check in result["checks"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,276 @@
+// The image-classifier lab: draw on a grid of grey levels; every edit re-runs the network on the server
+// (feature maps, class probabilities, saliency), and one class's score can be traced back to the drawing.
+// Feature maps arrive as matrices keyed `<stage>_c<channel>`, labelled "<stage title> · channel <n> ...".
+
+import { diverging, heatmapSvg, sig, valueHeatmap } from "../charts.js";
+import { el } from "../dom.js";
+import { bars, item, Latest, postJson, recordCheck, table, vector } from "./common.js";
+
+const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
+const MAP_PIXELS = 72; // the drawn size of one feature map, whatever its side
+const FEATURE_MAP = /^(.+)_c(\d+)$/;
+
+export class Lab {
+  constructor(section) {
+    this.section = section;
+    this.settings = JSON.parse(section.dataset.settings);
+    this.urls = Object.fromEntries(Object.entries(this.settings.endpoints).map(([k, v]) => [k, v.url]));
+    const { rows, cols, levels } = this.settings.sizes;
+    Object.assign(this, { rows, cols, levels });
+    this.status = section.querySelector("#lab-status");
+    this.answerBox = section.querySelector("#draw-answer");
+    this.results = section.querySelector("#lab-results");
+    this.traceBox = section.querySelector("#trace");
+    this.grid = section.querySelector("#draw-grid");
+    this.ink = section.querySelector("#ink");
+    this.label = section.querySelector("#draw-label");
+    this.target = section.querySelector("#trace-target");
+    this.image = this.blank();
+    this.latest = new Latest((text, isError) => this.setStatus(text, isError));
+    this.traces = 0;
+    this.traceShown = false;
+    this.buildGrid();
+    for (const button of section.querySelectorAll("[data-preset]")) {
+      button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
+    }
+    section.querySelector("#clear-drawing").addEventListener("click", () => this.edit(this.blank()));
+    this.ink.addEventListener("input", () => { section.querySelector("#ink-value").value = this.ink.value; });
+    this.label.addEventListener("change", () => this.run());
+    this.target.addEventListener("change", () => this.traceShown && this.trace());
+    section.querySelector("#trace-class").addEventListener("click", () => this.trace());
+    if (this.settings.presets.length) this.load(this.settings.presets[0]);
+    else this.run();
+  }
+
+  name(k) {
+    return this.settings.names[k] ?? String(k);
+  }
+
+  blank() {
+    return Array.from({ length: this.rows }, () => Array(this.cols).fill(0));
+  }
+
+  // ---- the drawing grid
+
+  buildGrid() {
+    this.grid.style.setProperty("--cols", String(this.cols));
+    this.cells = [];
+    for (let r = 0; r < this.rows; r++) {
+      const row = el("div", { role: "row", class: "draw-row" });
+      this.cells.push([]);
+      for (let c = 0; c < this.cols; c++) {
+        const cell = el("div", { role: "gridcell", class: "draw-cell", tabindex: r === 0 && c === 0 ? "0" : "-1", "data-row": r, "data-col": c });
+        this.cells[r].push(cell);
+        row.append(cell);
+      }
+      this.grid.append(row);
+    }
+    this.grid.addEventListener("pointerdown", (e) => {
+      const cell = e.target.closest(".draw-cell");
+      if (!cell || e.button > 0) return;
+      e.preventDefault(); // no text selection or scrolling while drawing
+      this.grid.setPointerCapture(e.pointerId);
+      this.drawing = true;
+      this.moveTo(Number(cell.dataset.row), Number(cell.dataset.col));
+      this.paint(cell);
+    });
+    this.grid.addEventListener("pointermove", (e) => {
+      if (!this.drawing) return;
+      const cell = document.elementFromPoint(e.clientX, e.clientY)?.closest(".draw-cell");
+      if (cell && this.grid.contains(cell)) this.paint(cell);
+    });
+    for (const end of ["pointerup", "pointercancel", "lostpointercapture"]) {
+      this.grid.addEventListener(end, () => { this.drawing = false; });
+    }
+    this.grid.addEventListener("keydown", (e) => this.key(e));
+    this.show();
+  }
+
+  /** Roving focus: the grid is one tab stop, and the arrow keys move within it. */
+  moveTo(r, c, focus = false) {
+    const cell = this.cells[r][c];
+    for (const row of this.cells) for (const other of row) other.tabIndex = other === cell ? 0 : -1;
+    if (focus) cell.focus();
+  }
+
+  key(e) {
+    const cell = e.target.closest(".draw-cell");
+    if (!cell) return;
+    const r = Number(cell.dataset.row);
+    const c = Number(cell.dataset.col);
+    const moves = { ArrowUp: [r - 1, c], ArrowDown: [r + 1, c], ArrowLeft: [r, c - 1], ArrowRight: [r, c + 1], Home: [r, 0], End: [r, this.cols - 1] };
+    const level = this.image[r][c];
+    const ink = Number(this.ink.value);
+    const levels = { " ": level === ink ? 0 : ink, Enter: level === ink ? 0 : ink, "+": level + 1, "=": level + 1, "-": level - 1, Delete: 0, Backspace: 0 };
+    if (e.key in moves) {
+      const [nr, nc] = moves[e.key];
+      if (nr >= 0 && nr < this.rows && nc >= 0 && nc < this.cols) this.moveTo(nr, nc, true);
+    } else if (e.key in levels) {
+      this.set(r, c, Math.max(0, Math.min(this.levels, levels[e.key])));
+    } else {
+      return;
+    }
+    e.preventDefault();
+  }
+
+  paint(cell) {
+    const erase = this.section.querySelector('input[name="draw-tool"]:checked').value === "erase";
+    this.set(Number(cell.dataset.row), Number(cell.dataset.col), erase ? 0 : Number(this.ink.value));
+  }
+
+  set(r, c, level) {
+    if (this.image[r][c] === level) return;
+    this.image = this.image.map((row, i) => (i === r ? row.map((v, j) => (j === c ? level : v)) : row));
+    this.edited();
+  }
+
+  show() {
+    this.cells.forEach((row, r) => row.forEach((cell, c) => {
+      const level = this.image[r][c];
+      cell.style.setProperty("--level", String(level / this.levels));
+      cell.setAttribute("aria-label", `Row ${r + 1}, column ${c + 1}: level ${level}`);
+      cell.classList.toggle("is-dark", level / this.levels > 0.5);
+    }));
+  }
+
+  // ---- runs
+
+  load(preset) {
+    this.preset = preset.id;
+    this.presetLabel = preset.label;
+    this.image = preset.request.image.map((row) => [...row]);
+    this.label.value = preset.request.label ?? "";
+    for (const b of this.section.querySelectorAll("[data-preset]")) b.setAttribute("aria-pressed", String(b.dataset.preset === preset.id));
+    this.show();
+    this.run();
+  }
+
+  edit(image) {
+    this.image = image;
+    this.edited();
+  }
+
+  /** The drawing changed: it is no longer the recorded case, and a run follows once the edits settle. */
+  edited() {
+    this.preset = null;
+    for (const b of this.section.querySelectorAll("[data-preset]")) b.setAttribute("aria-pressed", "false");
+    this.show();
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.run(), SETTLE_MS);
+  }
+
+  setStatus(text, isError = false) {
+    this.status.textContent = text;
+    this.status.classList.toggle("is-error", isError);
+  }
+
+  async run() {
+    const body = { image: this.image };
+    if (this.label.value !== "") body.label = Number(this.label.value);
+    if (this.preset) body.compare_with = this.preset;
+    const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy), "Reading the drawing on the server…");
+    if (!answer) return;
+    const c = answer.case;
+    const read = item(c, "prediction").value;
+    const ms = answer.compute_seconds * 1000;
+    this.setStatus(`Read as ${this.name(read)} with probability ${sig(item(c, "confidence").value, 3)} (${ms < 1 ? "under 1" : ms.toFixed(0)} ms on the server).`);
+    this.render(answer);
+    if (this.traceShown) this.trace();
+  }
+
+  render(answer) {
+    const c = answer.case;
+    const probs = item(c, "probabilities").values;
+    const read = item(c, "prediction").value;
+    const loss = item(c, "loss");
+    const saliency = item(c, "saliency");
+    const parts = [];
+    if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
+    parts.push(
+      el("p", { class: "draw-prediction", id: "draw-prediction" }, "Read as ", el("strong", {}, this.name(read))),
+      el("figure", { class: "chart", id: "draw-probabilities" }, el("figcaption", {}, el("span", { class: "chart-title" }, item(c, "probabilities").label)),
+        bars(probs, probs.map((_, k) => `${k === read ? "▶ " : ""}${this.name(k)}`), 1)),
+    );
+    if (loss) {
+      parts.push(el("dl", { class: "metrics" }, el("div", { class: "metric" }, el("dt", {}, loss.label), el("dd", { id: "draw-loss" }, sig(loss.value)))));
+    }
+    parts.push(el("figure", { class: "chart lab-heatmap draw-saliency", id: "draw-saliency" },
+      el("figcaption", {}, el("span", { class: "chart-title" }, saliency.label)), valueHeatmap(saliency.values, saliency.label),
+      el("p", { class: "fine" }, "Mint: ink here raises the score; rust: it lowers it. Blank paper contributes nothing.")));
+    this.answerBox.replaceChildren(...parts);
+    this.results.replaceChildren(el("h3", {}, "Feature maps of every channel"),
+      el("p", { class: "fine" }, "Each small map is one channel, drawn with one colour scale per stage (mint positive, rust negative)."),
+      ...this.stages(c.matrices));
+  }
+
+  /** Matrices keyed `<stage>_c<channel>`, grouped by stage in recorded order. */
+  stages(matrices) {
+    const groups = new Map();
+    for (const m of matrices) {
+      const found = FEATURE_MAP.exec(m.key);
+      if (!found) continue;
+      if (!groups.has(found[1])) groups.set(found[1], { title: m.label.split(" · ")[0], maps: [] });
+      groups.get(found[1]).maps.push({ channel: Number(found[2]), values: m.values, label: m.label });
+    }
+    return [...groups.entries()].map(([stage, { title, maps }]) => {
+      const limit = Math.max(...maps.flatMap((m) => m.values.flat().map(Math.abs)));
+      return el("section", { class: "feature-stage", "data-stage": stage },
+        el("h4", {}, `${title} `, el("span", { class: "fine" }, `${maps.length} channels, ${maps[0].values.length}×${maps[0].values[0].length}, largest |value| ${sig(limit, 3)}`)),
+        el("div", { class: "feature-maps" }, ...maps.map((m) => this.map(m.values, m.label, `ch ${m.channel}`, limit))));
+    });
+  }
+
+  map(values, label, caption, limit) {
+    const cell = Math.max(6, Math.round(MAP_PIXELS / values.length));
+    return el("figure", { class: "feature-map" },
+      heatmapSvg(values, { label, colour: (v) => diverging(v, limit), cell, indices: false }), el("figcaption", {}, caption));
+  }
+
+  // ---- the class trace
+
+  async trace() {
+    const generation = ++this.traces;
+    this.traceShown = true;
+    const body = { image: this.image };
+    if (this.target.value !== "") body.target = Number(this.target.value);
+    this.traceBox.setAttribute("aria-busy", "true");
+    let data;
+    try {
+      data = await postJson(this.urls.trace, body);
+    } catch (error) {
+      if (generation === this.traces) this.traceBox.replaceChildren(el("p", { class: "notice" }, `The trace failed: ${error.message}`));
+      return;
+    } finally {
+      if (generation === this.traces) this.traceBox.removeAttribute("aria-busy");
+    }
+    if (generation !== this.traces) return;
+    const [head, ...stages] = data.stages;
+    const target = this.name(data.target);
+    this.traceBox.replaceChildren(
+      el("p", { class: "trace-prediction", id: "trace-summary" }, `Digit ${target}: logit ${sig(head.logit)}, probability ${sig(head.probability, 3)}`
+        + (data.target === data.predicted ? " (the digit read)." : ` (the digit read is ${this.name(data.predicted)}).`)),
+      table(["stage", "share of the score"], [[head.title, sig(head.logit - head.bias)], ...stages.map((s) => [s.title, sig(s.total)])],
+        "How much of the logit (without its bias) each stage accounts for"),
+      el("p", { class: "fine" }, `Method: ${data.method}. Tanh bends the signal between stages, so the shares of earlier stages only approximate the logit.`),
+      el("section", { class: "trace-stage", "data-stage": head.id }, el("h4", {}, head.title),
+        el("p", {}, `logit = bias + Σ weight × activation = ${sig(head.bias)} + ${sig(head.check - head.bias)} = ${sig(head.check)}`),
+        table(["unit", "weight", "activation", "contribution"], head.strongest.map((u) => [String(u.unit), sig(u.weight), sig(u.activation), sig(u.contribution)]),
+          "The five hidden units that move the logit most")),
+      ...stages.map((s) => this.traceStage(s)));
+  }
+
+  traceStage(stage) {
+    const section = el("section", { class: "trace-stage", "data-stage": stage.id }, el("h4", {}, `${stage.title} `, el("span", { class: "fine" }, `share ${sig(stage.total)}`)));
+    if (stage.channel_totals) {
+      const limit = Math.max(...stage.attribution.flat(2).map(Math.abs));
+      section.append(
+        bars(stage.channel_totals, stage.channel_totals.map((_, k) => `ch ${k}`)),
+        el("div", { class: "feature-maps" }, ...stage.attribution.map((m, k) => this.map(m, `${stage.title}, channel ${k}: activation × gradient`, `ch ${k}`, limit))));
+    } else if (stage.shape.length === 2) {
+      section.append(el("figure", { class: "chart lab-heatmap" }, valueHeatmap(stage.attribution, `${stage.title}: activation × gradient`)));
+    } else {
+      section.append(vector(stage.attribution, "activation × gradient"));
+    }
+    return section;
+  }
+}
