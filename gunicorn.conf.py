@@ -3,6 +3,8 @@
 import multiprocessing
 import os
 
+from app.config import Config
+
 bind = os.environ.get("TENSORVIZ_BIND", "127.0.0.1:8000")
 # Web workers stay lean (no torch); each owns its own small pool of recipe processes, so few workers
 # with many threads: a thread waiting on a recipe run costs nothing, a worker costs a recipe process.
@@ -10,8 +12,11 @@ workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() + 1)
 worker_class = "gthread"
 # More threads than a worker admits recipe runs (RECIPE_WORKERS + RECIPE_QUEUE), so reads always find one.
 threads = int(os.environ.get("TENSORVIZ_THREADS", 8))
-timeout = 60  # a web request never waits this long: recipe runs have their own, shorter timeout
-graceful_timeout = 30
+timeout = 60  # gthread workers report to the arbiter from their main loop, so long requests do not count
+# A recycled or stopped worker finishes what it runs first: a recipe run may take RECIPE_TIMEOUT, so the
+# arbiter waits that long and a little more before it kills the worker (and, with it, the run).
+recipe_timeout = float(os.environ.get("TENSORVIZ_RECIPE_TIMEOUT", Config.RECIPE_TIMEOUT))
+graceful_timeout = int(recipe_timeout) + 15
 keepalive = 5
 max_requests = 2000  # recycle workers now and then, staggered so they do not all restart together
 max_requests_jitter = 200

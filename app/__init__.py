@@ -5,23 +5,10 @@ import secrets
 
 from flask import Flask
 
-from . import api, assets, cli, downloads, errors, pages, security
+from . import api, assets, cli, compression, downloads, errors, pages, security
 from .config import Config
-from .extensions import cache, compress, limiter, runner, store
+from .extensions import runner, state, store
 from .verification import verifications
-
-
-def use_redis(app: Flask, url: str | None) -> None:
-    """Point the cache and the rate limiter at a shared Redis, when one is configured."""
-    if not url:
-        return
-    app.config.update(
-        REDIS_URL=url,
-        CACHE_TYPE="app.cache_backend.ResilientRedisCache",
-        CACHE_REDIS_URL=url,
-        CACHE_KEY_PREFIX="tensorviz:",
-        RATELIMIT_STORAGE_URI=url,
-    )
 
 
 def create_app(config: type | dict | None = None) -> Flask:
@@ -35,11 +22,10 @@ def create_app(config: type | dict | None = None) -> Flask:
         app.config.from_object(config)
     if not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = secrets.token_hex(32)
-    use_redis(app, app.config["REDIS_URL"] or os.environ.get("REDIS_URL"))
+    app.config["REDIS_URL"] = app.config["REDIS_URL"] or os.environ.get("REDIS_URL")
 
-    cache.init_app(app)
-    compress.init_app(app)
-    limiter.init_app(app)
+    state.init_app(app)
+    compression.init_app(app)
     store.init_app(app)
     runner.init_app(app)
     verifications.init_app(app)

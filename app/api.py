@@ -1,13 +1,15 @@
 """The JSON API over the stored manifests, the model files and server-side verification."""
 
+import json
+
 from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
 from werkzeug.exceptions import MethodNotAllowed
 from werkzeug.routing import BaseConverter
 
-from . import live
+from . import budget, live
 from .catalog import Model, file_listing
 from .compare import compare_case, tolerance_for
-from .extensions import limiter, store
+from .extensions import store
 from .labs.fields import parse_query, validate
 from .openapi import openapi_document
 from .verification import verifications
@@ -20,17 +22,24 @@ def _converters(state) -> None:
     state.app.url_map.converters["action"] = ActionConverter
 
 
-def post_limit() -> str:
-    """The per-client limit on POSTs, read per request so that tests and deployments can set it."""
-    return current_app.config["RATELIMIT_POSTS"]
-
-
 @bp.before_request
 def limit_body() -> None:
-    """Refuse oversized bodies before any work, even on endpoints that ignore the body."""
+    """Refuse oversized bodies before any work, even on endpoints that ignore the body; a body sent in
+    chunks (no Content-Length) is read up to the limit and refused past it."""
     limit = current_app.config["MAX_CONTENT_LENGTH"]
-    if request.content_length is not None and request.content_length > limit:
-        abort(413, f"request body over {limit} bytes")
+    if request.content_length is not None:
+        if request.content_length > limit:
+            abort(413, f"request body over {limit} bytes")
+    elif request.method in ("POST", "PUT", "PATCH"):
+        try:
+            body = request.stream.read(limit + 1)
+            # werkzeug's stream stops quietly at MAX_CONTENT_LENGTH and raises on the next read
+            over = len(body) > limit or (len(body) == limit and request.stream.read(1) != b"")
+        except Exception:  # that raise, or a client that went away mid-body
+            over = True
+        if over:
+            abort(413, f"request body over {limit} bytes")
+        request.environ["tensorviz.body"] = body
 
 
 def get_model(slug: str) -> Model:
@@ -53,12 +62,29 @@ def model_links(model: Model) -> dict:
 
 
 @bp.after_request
+def options_without_body(response: Response) -> Response:
+    """OPTIONS answers which methods a path takes (Allow), with no body to misread as HTML."""
+    if request.method == "OPTIONS" and response.status_code == 200:
+        response.status_code = 204
+        response.set_data(b"")
+        del response.headers["Content-Type"]
+    return response
+
+
+@bp.after_request
 def conditional_json(response: Response) -> Response:
-    """Every successful GET answers with an ETag and honours If-None-Match."""
+    """Every successful GET answers with an ETag and honours If-None-Match and If-Match (a 412 in the
+    API's error shape, not the representation it did not match)."""
     if request.method == "GET" and response.status_code == 200 and not response.is_streamed:
         if response.get_etag()[0] is None:
             response.add_etag()
         response.make_conditional(request)
+        if response.status_code == 412:
+            etag = response.get_etag()[0]
+            response = jsonify(error={"status": 412, "name": "Precondition Failed",
+                                      "message": f"If-Match names no current representation; the ETag is \"{etag}\""})
+            response.status_code = 412
+            response.set_etag(etag)
     return response
 
 
@@ -101,18 +127,19 @@ def files(slug: str):
 
 
 @bp.post("/models/<slug>/verifications")
-@limiter.limit(post_limit)
 def verify(slug: str):
     """Re-execute the recipe and compare: 200 with the report, or 202 with a Location to poll."""
+    budget.spend()
     found = get_model(slug)
-    report = verifications.cached(found)
+    cached = verifications.cached(found)
+    if cached is not None:
+        return Response(cached, mimetype="application/json")
+    job = verifications.start(found)
+    report = verifications.wait(job["id"], float(current_app.config["VERIFY_WAIT"]))
     if report is not None:
         return jsonify(report)
-    job = verifications.start(found)
-    if job.done.wait(timeout=float(current_app.config["VERIFY_WAIT"])):
-        return jsonify(job.report)
-    location = url_for("api.verification_job", slug=slug, job_id=job.id)
-    response = jsonify(job.as_dict())
+    location = url_for("api.verification_job", slug=slug, job_id=job["id"])
+    response = jsonify(job)
     response.status_code = 202
     response.headers["Location"] = location
     response.headers["Retry-After"] = "1"
@@ -142,10 +169,15 @@ def verification_job(slug: str, job_id: str):
 
 
 def _json_body():
-    body = request.get_json(force=True, silent=True)
-    if body is None:
+    """The request's JSON, read once by limit_body; a body that is not JSON, or nests too deeply to parse,
+    is a 400."""
+    raw = request.environ.get("tensorviz.body")
+    if raw is None:
+        raw = request.get_data(cache=True)
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
         abort(400, "body: send a JSON object (Content-Type: application/json)")
-    return body
 
 
 def _record_check(model: Model, case_id, result: dict) -> dict:
@@ -165,7 +197,6 @@ class ActionConverter(BaseConverter):
 
 
 @bp.route("/models/<slug>/<action:action>", methods=["GET", "POST", "OPTIONS"], provide_automatic_options=False)
-@limiter.limit(post_limit, methods=["POST"])
 def lab_endpoint(slug: str, action: str):
     """A live-lab endpoint the model's recipe declares: what-if runs, samplers, generation, traces."""
     found = get_model(slug)
@@ -178,6 +209,7 @@ def lab_endpoint(slug: str, action: str):
         return Response(status=200, headers={"Allow": f"{declared.method}, OPTIONS"})
     if request.method != declared.method:
         raise MethodNotAllowed([declared.method], f"{action} answers {declared.method} only")
+    budget.spend()
     body = _json_body() if declared.method == "POST" else parse_query(request.args, declared.fields)
     compare_with = None
     if declared.answers == "case" and isinstance(body, dict) and "compare_with" in body:

@@ -212,7 +212,7 @@ def load_model(folder: Path, recipes_dir: Path) -> Model:
     try:
         raw = (folder / MANIFEST_NAME).read_bytes()
     except OSError as exc:
-        raise ManifestError(f"cannot read {MANIFEST_NAME}: {exc.strerror or exc}") from exc
+        raise ManifestError(f"cannot read {MANIFEST_NAME}: {exc.strerror or type(exc).__name__}") from exc
     try:
         manifest = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -241,6 +241,11 @@ def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:
         except ManifestError as exc:
             log.error("manifest %s is unavailable: %s", folder.name, exc)
             catalog.unavailable[folder.name] = Unavailable(folder.name, str(exc))
+        except OSError as exc:  # an unreadable recipe or layout file: said without the server's paths
+            log.error("manifest %s is unavailable: %s", folder.name, exc)
+            name = Path(exc.filename).name if exc.filename else "a file"
+            reason = f"cannot read {name} of its manifest or recipe folder: {exc.strerror or type(exc).__name__}"
+            catalog.unavailable[folder.name] = Unavailable(folder.name, reason)
     return catalog
 
 

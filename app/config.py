@@ -21,13 +21,16 @@ class Config:
 
     COMPRESS_MIMETYPES = ["text/html", "text/css", "text/csv", "text/plain", "text/x-python",
                           "application/json", "text/javascript", "image/svg+xml"]
-    COMPRESS_ALGORITHM = ["br", "gzip"]
+    COMPRESS_CACHE_BYTES = 32 * 2**20  # compressed bodies kept per process, by content hash
 
-    CACHE_TYPE = "SimpleCache"
-    CACHE_DEFAULT_TIMEOUT = 24 * 3600
-    # With a Redis URL (TENSORVIZ_REDIS_URL, or REDIS_URL), reports, live runs, verification jobs and rate
-    # limits are shared by every process and machine that uses the same Redis.
+    # Reports, live runs, verification jobs and the compute budget live in one store shared by every
+    # process: an SQLite file (STATE_PATH; "" puts it in the instance folder, None in a private temporary
+    # folder) or, with a Redis URL (TENSORVIZ_REDIS_URL, or REDIS_URL), Redis, shared by every machine.
     REDIS_URL = None
+    STATE_PATH = ""
+    STATE_MAX_BYTES = 256 * 2**20  # cached reports and live runs beyond this: those nearest expiry go first
+    STATE_MAX_ENTRY_BYTES = 4 * 2**20  # a larger answer is served but not cached
+    CACHE_SECONDS = 24 * 3600  # how long a report or a live run stays cached
 
     # Recipe execution: separate processes, each replaced when it crashes or passes its timeout.
     RECIPE_WORKERS = 1  # recipes running at once
@@ -36,11 +39,13 @@ class Config:
     RECIPE_TORCH_THREADS = 1
     RECIPE_MEMORY_MB = 1024  # address space a worker may add after loading torch; 0 for no cap
     RECIPE_SEED = 0  # torch.manual_seed in the worker before every run
-    # Per-client limit on every POST (what-if runs, corruptions, verifications).
-    RATELIMIT_POSTS = "120 per minute"
-    RATELIMIT_STORAGE_URI = "memory://"
-    RATELIMIT_IN_MEMORY_FALLBACK_ENABLED = True  # if the shared store goes down, limit per process
-    RATELIMIT_SWALLOW_ERRORS = True
+    # One per-client budget for every request that can start a recipe run (verifications and every lab
+    # endpoint, GET included), counted in the shared store.
+    COMPUTE_BUDGET = "120 per minute"
+    # Verification jobs: the process running one refreshes its heartbeat this often; a job whose heartbeat
+    # is older than JOB_STALE_SECONDS ended with its process and is reported as an error.
+    JOB_HEARTBEAT_SECONDS = 1.0
+    JOB_STALE_SECONDS = 6.0
 
     # How long POST /verifications waits for a fresh run before answering 202 with a Location.
     VERIFY_WAIT = 0.5
@@ -51,5 +56,6 @@ class TestConfig(Config):
 
     TESTING = True
     RECIPE_TIMEOUT = 60.0
-    RATELIMIT_POSTS = "100000 per minute"
+    STATE_PATH = None  # each test app keeps its own state
+    COMPUTE_BUDGET = "100000 per minute"
     VERIFY_WAIT = 0.0

@@ -1,10 +1,19 @@
 """The downloadable files of each model, at the URLs its manifest records."""
 
+import re
+from urllib.parse import quote
+
 from flask import Blueprint, Response, abort, request
 
 from .extensions import store
 
 bp = Blueprint("downloads", __name__)
+
+
+def content_disposition(kind: str, filename: str) -> str:
+    """An RFC 6266 header: a plain ASCII `filename` for old clients, the exact name in `filename*`."""
+    fallback = re.sub(r'[^A-Za-z0-9._ -]', "_", filename).strip() or "download"
+    return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
 @bp.get("/models/<slug>/<revision>/<name>")
@@ -20,6 +29,6 @@ def model_file(slug: str, revision: str, name: str):
         abort(404, f"{slug!r} has no file {name!r}")
     response = Response(served.content, content_type=served.content_type)
     response.set_etag(served.sha256)
-    response.headers["Content-Disposition"] = f'inline; filename="{name}"'
+    response.headers["Content-Disposition"] = content_disposition("inline", name)
     response.headers["X-Content-Type-Options"] = "nosniff"
     return response.make_conditional(request)

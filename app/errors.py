@@ -1,19 +1,15 @@
 """Errors: JSON with a message under /api, a friendly page everywhere else; never a bare 500."""
 
-import time
-
 from flask import Flask, jsonify, render_template, request
-from flask_limiter.errors import RateLimitExceeded
 from werkzeug.exceptions import HTTPException, InternalServerError, TooManyRequests
 
-from .extensions import limiter
 from .runner import PoolBusy
 
 BUSY_RETRY_AFTER = 5  # seconds: about the time a queue of warm recipe runs takes to drain
 
 
 def _wants_json() -> bool:
-    return request.path.startswith("/api/")
+    return request.path == "/api" or request.path.startswith("/api/")
 
 
 def handle_http_error(error: HTTPException):
@@ -34,13 +30,6 @@ def handle_busy(error: PoolBusy):
     return handle_http_error(TooManyRequests(f"{error}; retry in {BUSY_RETRY_AFTER} s", retry_after=BUSY_RETRY_AFTER))
 
 
-def handle_rate_limited(error: RateLimitExceeded):
-    """A client over its POST limit: 429 with the seconds until its window resets."""
-    current = limiter.current_limit
-    retry_after = max(1, int(current.reset_at - time.time())) if current else 60
-    return handle_http_error(TooManyRequests(f"rate limit of {error.description} exceeded", retry_after=retry_after))
-
-
 def handle_unexpected(error: Exception):
     """Log the bug and answer like any other error."""
     from flask import current_app
@@ -52,5 +41,4 @@ def handle_unexpected(error: Exception):
 def register(app: Flask) -> None:
     app.register_error_handler(HTTPException, handle_http_error)
     app.register_error_handler(PoolBusy, handle_busy)
-    app.register_error_handler(RateLimitExceeded, handle_rate_limited)
     app.register_error_handler(Exception, handle_unexpected)

@@ -30,10 +30,10 @@ def short_label(layer: dict) -> str:
 
 def op_label(layer: dict) -> str:
     """The op with its sizes, e.g. `Linear 8→32`, `Embedding 16×8`."""
-    p = layer.get("params", {})
-    if "in_features" in p:
+    p = layer.get("params") or {}
+    if "in_features" in p and "out_features" in p:
         return f"{layer['op']} {p['in_features']}→{p['out_features']}"
-    if "num_embeddings" in p:
+    if "num_embeddings" in p and "embedding_dim" in p:
         return f"{layer['op']} {p['num_embeddings']}×{p['embedding_dim']}"
     if "normalized_shape" in p:
         return f"{layer['op']} {p['normalized_shape']}"
@@ -94,8 +94,10 @@ def visible_graph(manifest: dict, collapsed: tuple[str, ...]) -> tuple[list[dict
     return nodes, edges
 
 
-def _dot_id(layer_id: str) -> str:
-    return json.dumps(layer_id)
+def _dot_id(text: str) -> str:
+    """A DOT quoted string: only backslash, quote and line breaks need escaping; UTF-8 stays as it is."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\r", "").replace("\n", "\\n")
+    return f'"{escaped}"'
 
 
 def to_dot(manifest: dict, collapsed: tuple[str, ...]) -> str:
@@ -115,9 +117,9 @@ def to_dot(manifest: dict, collapsed: tuple[str, ...]) -> str:
         pad = "  " * (depth + 1)
         for node in nodes:
             if node.get("parent") == parent or (parent is None and node.get("parent") not in layers):
-                label = f"{short_label(node)}\\n{op_label(node)}"
+                label = _dot_id(short_label(node))[:-1] + "\\n" + _dot_id(op_label(node))[1:]
                 fill = "#fdf3e6" if node["kind"] == "module" else "#ffffff"
-                lines.append(f'{pad}{_dot_id(node["id"])} [label="{label}", fillcolor="{fill}", '
+                lines.append(f'{pad}{_dot_id(node["id"])} [label={label}, fillcolor="{fill}", '
                              f'id={_dot_id("node-" + node["id"])}];')
         for module in modules(manifest):
             if module.get("parent") == parent and module["id"] not in collapsed and not any(

@@ -3,18 +3,18 @@
 import hashlib
 import json
 
-from flask import abort
+from flask import abort, current_app
 
 from .catalog import Model
-from .extensions import cache, runner
-from .runner import RecipeCrashed, RecipeError, RecipeTimeout, torch_version
+from .extensions import runner, state
+from .runner import RecipeCrashed, RecipeError, RecipeTimeout, run_key
 
 LIVE_NOTE = "Computed live on the server by the model's recipe for this request; not a recorded value."
 
 
 def _key(model: Model, entry: str, args: dict) -> str:
     request = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
-    return f"live:{entry}:{model.slug}:{model.revision}:{model.recipe_sha256}:{torch_version()}:{request}"
+    return f"live:{entry}:{run_key(model)}:{request}"
 
 
 def compute(model: Model, entry: str, args: dict) -> dict:
@@ -25,7 +25,7 @@ def compute(model: Model, entry: str, args: dict) -> dict:
     if not model.has_lab:
         abort(404, f"model {model.slug!r} has no live lab")
     key = _key(model, entry, args)
-    found = cache.get(key)
+    found = state.store.get(key)
     if found is not None:
         return found | {"cached": True}
     runner.pool.admit()
@@ -49,5 +49,5 @@ def compute(model: Model, entry: str, args: dict) -> dict:
         "environment": reply["environment"],
         "compute_seconds": reply["compute_seconds"],
     }
-    cache.set(key, result)
+    state.store.set(key, result, float(current_app.config["CACHE_SECONDS"]), cached=True)
     return result | {"cached": False}

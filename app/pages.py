@@ -5,11 +5,13 @@ import io
 from collections import OrderedDict
 from itertools import groupby
 from threading import Lock
+from urllib.parse import urlsplit
 
 import numpy as np
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request, url_for
 
 from .catalog import LAYOUT_FILE, Model, file_listing
+from .downloads import content_disposition
 from .extensions import store
 
 bp = Blueprint("pages", __name__)
@@ -24,6 +26,12 @@ def significant(value: float, digits: int = 4) -> str:
 @bp.app_template_filter("abs_max")
 def abs_max(values: list[float]) -> float:
     return max(abs(v) for v in values)
+
+
+@bp.app_template_test("http_url")
+def http_url(value) -> bool:
+    """Only http(s) links become links: a recording could carry javascript: or data: URLs."""
+    return isinstance(value, str) and urlsplit(value).scheme.lower() in ("http", "https") and "//" in value
 
 
 @bp.app_template_test("all_integers")
@@ -145,7 +153,7 @@ def case_json(slug: str, case_id: str):
     case = find_case(model, case_id)
     response = jsonify(model=slug, revision=model.revision, experiment=model.manifest["experiment"]["title"],
                        case=case)
-    response.headers["Content-Disposition"] = f'attachment; filename="{slug}-{case_id}.json"'
+    response.headers["Content-Disposition"] = content_disposition("attachment", f"{slug}-{case_id}.json")
     return response
 
 
@@ -167,4 +175,4 @@ def case_csv(slug: str, case_id: str):
     for metric in case.get("metrics", []):
         writer.writerow([case_id, "metric", metric["label"], "", "", repr(metric["value"])])
     return Response(out.getvalue(), content_type="text/csv; charset=utf-8",
-                    headers={"Content-Disposition": f'attachment; filename="{slug}-{case_id}.csv"'})
+                    headers={"Content-Disposition": content_disposition("attachment", f"{slug}-{case_id}.csv")})

@@ -1,6 +1,8 @@
 """A pool of recipe worker processes: bounded concurrency, hard timeouts, crashed workers replaced."""
 
 import multiprocessing
+import os
+import re
 import threading
 from functools import cache
 from importlib import metadata
@@ -19,6 +21,21 @@ def torch_version() -> str:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+ABSOLUTE_FOLDERS = re.compile(r"(?<![\w.~])/(?:[^\s'\"/:]+/)+")
+
+
+def without_paths(message: str) -> str:
+    """A recipe's error message without the server's folders: '/srv/app/recipes/x/w.bin' -> 'w.bin'."""
+    return ABSOLUTE_FOLDERS.sub("", message)
+
+
+def run_key(model) -> str:
+    """Everything a recipe run's answer depends on, as content hashes: the recording's bytes (its sha256,
+    not its declared revision), every recipe file, torch and the seed. Part of every cached answer's key."""
+    seed = current_app.config["RECIPE_SEED"]
+    return f"{model.slug}:{model.etag}:{model.recipe_sha256}:torch-{torch_version()}:seed-{seed}"
 
 
 class RecipeError(Exception):
@@ -43,10 +60,11 @@ STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and imp
 class _Worker:
     """One spawned process with the pipe to it."""
 
-    def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int) -> None:
+    def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int, timeout: float) -> None:
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=worker.serve, args=(child, torch_threads, seed, memory_mb), name="tensorviz-recipe", daemon=True
+            target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout),
+            name="tensorviz-recipe", daemon=True,
         )
         self.process.start()
         child.close()
@@ -108,7 +126,7 @@ class WorkerPool:
                 if candidate.process.is_alive():
                     return candidate
                 candidate.kill()
-        return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb)
+        return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout)
 
     def _release(self, w: _Worker) -> None:
         with self._lock:
@@ -137,7 +155,7 @@ class WorkerPool:
                 raise RecipeCrashed(f"the recipe worker died (exit code {code}) before answering") from exc
             self._release(w)
         if not reply["ok"]:
-            raise RecipeError(f"the recipe raised {reply['error']}")
+            raise RecipeError(f"the recipe raised {without_paths(reply['error'])}")
         return reply
 
     def prestart(self) -> None:
@@ -150,7 +168,7 @@ class WorkerPool:
         def start() -> None:
             for _ in range(count):
                 try:
-                    self._release(_Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb))
+                    self._release(_Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout))
                 except RecipeError:
                     return  # a worker that cannot start is reported by the run that needs it
 

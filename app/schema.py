@@ -6,6 +6,9 @@ from typing import Any
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 REVISION = re.compile(r"^[0-9a-f]{8,64}$")
 FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+# A case id is part of its page's and its exports' URLs: one part of a path, printable, and not ending like
+# an export's extension. Unicode and quotes are fine.
+CASE_ID = re.compile(r"^(?!.*\.(?:json|csv)$)[^/\\\x00-\x1f\x7f]{1,100}$")
 
 
 # The recorded items of a case: (kind, the list that holds them, the field with their numbers).
@@ -57,6 +60,7 @@ def _graph(manifest: dict) -> set[str]:
         layer_id = _string(layer, "id", where)
         _string(layer, "op", where)
         _string(layer, "kind", where)
+        _require(isinstance(layer.get("params", {}), dict), f"{where}.params", "must be an object when present")
         _require(layer_id not in ids, where, f"repeats id {layer_id!r}")
         ids.add(layer_id)
     for i, layer in enumerate(manifest["layers"]):
@@ -91,6 +95,8 @@ def _experiment(manifest: dict) -> None:
         where = f"experiment.cases[{i}]"
         _require(isinstance(case, dict), where, "must be an object")
         case_id = _string(case, "id", where)
+        _require(bool(CASE_ID.match(case_id)), f"{where}.id",
+                 "must be 1 to 100 characters without '/', '\\' or control characters, not ending in .json or .csv")
         _require(case_id not in case_ids, where, f"repeats id {case_id!r}")
         case_ids.add(case_id)
         _string(case, "label", where)
@@ -127,6 +133,9 @@ def validate_manifest(manifest: Any, slug: str) -> None:
     for name in files:
         _require(bool(FILE_NAME.match(name)), f"manifest.files[{name!r}]", "is not a plain file name")
     _require(isinstance(manifest.get("milestone"), dict), "manifest.milestone", "must be an object")
+    for i, paper in enumerate(manifest["milestone"].get("papers") or []):
+        _require(isinstance(paper, dict) and isinstance(paper.get("title"), str)
+                 and isinstance(paper.get("url", ""), str), f"milestone.papers[{i}]", "must have a title and a url")
     _require(isinstance(manifest.get("provenance"), dict), "manifest.provenance", "must be an object")
     _steps(manifest, _graph(manifest))
     _experiment(manifest)

@@ -1,31 +1,46 @@
-"""Verification: replay a model's recipe in a worker process and compare it with the recording."""
+"""Verification: replay a model's recipe in a worker process and compare it with the recording.
 
+Reports, the latest report and the jobs that make them live in the shared state (app/state.py), so that
+any process of the app can answer a poll. A job names the process that runs it (its owner) and carries a
+heartbeat that the owner refreshes while it runs; a job whose heartbeat stops ended with its process and
+is reported as an error, so that a poller never waits on a dead job.
+"""
+
+import os
+import socket
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from flask import Flask, current_app
 
 from .catalog import Model
-from .compare import compare_replay
-from .extensions import cache, runner
-from .runner import RecipeError, torch_version
+from .compare import compare_replay, tolerance_for
+from .extensions import runner, state
+from .runner import RecipeError, run_key
 
-KEEP_JOBS = 200  # finished jobs remembered for polling in this process
-KEEP_JOB_SECONDS = 3600  # and in the shared cache
+KEEP_JOB_SECONDS = 3600  # how long a finished job can still be polled
 
 
 def cache_key(model: Model) -> str:
-    """A report stays valid while the model, its recording, its recipe and torch stay the same."""
-    return f"verification:{model.slug}:{model.revision}:{model.recipe_sha256}:{torch_version()}"
+    """A report holds for exactly what it checked: the recording's bytes, the recipe files, torch, the
+    seed and the tolerance."""
+    tol = tolerance_for(model.manifest)
+    return f"verification:{run_key(model)}:rtol-{tol.rtol!r}:atol-{tol.atol!r}"
 
 
 def _latest_key(model: Model) -> str:
-    return f"verification-latest:{model.slug}:{model.revision}"
+    return "latest-" + cache_key(model)
+
+
+def _job_key(job_id: str) -> str:
+    return f"verification-job:{job_id}"
+
+
+def _running_key(key: str) -> str:
+    return f"verification-running:{key}"
 
 
 def _recipe_summary(model: Model) -> dict:
@@ -50,8 +65,8 @@ def verify(model: Model) -> dict:
     """Re-execute the recipe and compare every recorded value; always returns a report."""
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.perf_counter()
-    report: dict = {"model": model.slug, "revision": model.revision, "started_at": started_at,
-                    "recipe": _recipe_summary(model)}
+    report: dict = {"model": model.slug, "revision": model.revision, "manifest_sha256": model.etag,
+                    "started_at": started_at, "recipe": _recipe_summary(model)}
     try:
         reply = runner.pool.run(model.recipe_dir, "run", "replay")
     except RecipeError as exc:
@@ -63,115 +78,143 @@ def verify(model: Model) -> dict:
     return report
 
 
-@dataclass
-class Job:
-    """A verification running in the background, polled by its id."""
-
-    model: Model
-    key: str
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    created: float = field(default_factory=time.time)
-    started: float | None = None
-    finished: float | None = None
-    report: dict | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def state(self) -> str:
-        return "done" if self.done.is_set() else "running" if self.started else "queued"
-
-    def as_dict(self) -> dict:
-        return with_elapsed({
-            "id": self.id,
-            "model": self.model.slug,
-            "state": self.state,
-            "created": self.created,
-            "finished": self.finished,
-            "location": f"/api/models/{self.model.slug}/verifications/{self.id}",
-            "report": self.report,
-        })
-
-
 def with_elapsed(job: dict) -> dict:
-    """Elapsed seconds as of now (or of the finish), also for a job another process published."""
+    """Elapsed seconds as of now (or of the finish)."""
     end = job["finished"] or time.time()
     return job | {"elapsed_seconds": round(end - job["created"], 3)}
 
 
-def _job_key(job_id: str) -> str:
-    return f"verification-job:{job_id}"
+def owner_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Verifications:
-    """Flask extension: background verification jobs with cached reports."""
+    """Flask extension: background verification jobs with cached reports, in the shared state."""
 
     def init_app(self, app: Flask) -> None:
         app.extensions["tensorviz.verifications"] = {
-            "jobs": OrderedDict(),
+            "running": {},  # job id -> (job record, threading.Event): the jobs this process runs
             "lock": threading.Lock(),
             "executor": ThreadPoolExecutor(max_workers=4, thread_name_prefix="verify"),
+            "heartbeat": None,
         }
 
     @property
-    def _state(self) -> dict:
+    def _local(self) -> dict:
         return current_app.extensions["tensorviz.verifications"]
 
-    def cached(self, model: Model) -> dict | None:
-        """A finished report for this exact recipe, recording and torch, if one is cached."""
-        report = cache.get(cache_key(model))
-        return None if report is None else report | {"cached": True}
+    def cached(self, model: Model) -> bytes | None:
+        """A finished report for exactly this recording, recipe, torch and tolerance, if one is cached: its
+        JSON bytes, served as they are kept."""
+        return state.store.get_json(cache_key(model))
 
     def latest(self, model: Model) -> dict | None:
-        return cache.get(_latest_key(model))
+        return state.store.get(_latest_key(model))
 
     def job(self, job_id: str) -> dict | None:
-        """A job's state, from this process or, with a shared cache, from the one that runs it."""
-        local = self._state["jobs"].get(job_id)
+        """A job's state, whichever process runs it; a job whose owner stopped ends here as an error."""
+        record = state.store.get(_job_key(job_id))
+        if record is None:
+            return None
+        stale = float(current_app.config["JOB_STALE_SECONDS"])
+        if record["state"] != "done" and time.time() - record["heartbeat"] > stale:
+            record = self._finish(record, {
+                "model": record["model"], "status": "error", "cached": False,
+                "message": f"the server process running this verification ({record['owner']}) stopped before it "
+                           f"finished (no heartbeat for {stale:g} s); start a new verification"})
+            if state.store.get(_running_key(record["key"])) == job_id:
+                state.store.delete(_running_key(record["key"]))  # the next request starts afresh
+        return with_elapsed(record)
+
+    def wait(self, job_id: str, seconds: float) -> dict | None:
+        """The job's report if it is done within `seconds` (waiting only on jobs this process runs)."""
+        local = self._local["running"].get(job_id)
         if local is not None:
-            return local.as_dict()
-        published = cache.get(_job_key(job_id))
-        return None if published is None else with_elapsed(published)
+            return local[0]["report"] if local[1].wait(timeout=seconds) else None
+        record = self.job(job_id)
+        return record["report"] if record is not None and record["state"] == "done" else None
 
-    @staticmethod
-    def _publish(job: Job) -> None:
-        cache.set(_job_key(job.id), job.as_dict(), timeout=KEEP_JOB_SECONDS)
-
-    def start(self, model: Model) -> Job:
-        """The running job for this model, or a new one; identical requests share one run."""
-        state = self._state
+    def start(self, model: Model) -> dict:
+        """The job already running this exact verification (in any process), or a new one."""
         key = cache_key(model)
-        with state["lock"]:
-            for job in state["jobs"].values():
-                if job.key == key and not job.done.is_set():
-                    return job
-            runner.pool.admit()  # PoolBusy when the queue is full: nothing is started
-            job = Job(model, key)
-            state["jobs"][job.id] = job
-            while len(state["jobs"]) > KEEP_JOBS:
-                state["jobs"].popitem(last=False)
-        self._publish(job)
-        state["executor"].submit(self._run, current_app._get_current_object(), job)
-        return job
+        running = state.store.get(_running_key(key))
+        if running is not None:
+            found = self.job(running)
+            if found is not None and found["state"] != "done":
+                return found
+        runner.pool.admit()  # PoolBusy when the queue is full: nothing is started
+        now = time.time()
+        job_id = uuid.uuid4().hex
+        record = {"id": job_id, "model": model.slug, "key": key, "state": "queued", "created": now,
+                  "finished": None, "owner": owner_name(), "heartbeat": now,
+                  "location": f"/api/models/{model.slug}/verifications/{job_id}", "report": None}
+        timeout = float(current_app.config["RECIPE_TIMEOUT"])
+        state.store.set(_job_key(job_id), record, KEEP_JOB_SECONDS)
+        if not state.store.add(_running_key(key), job_id, ttl=2 * timeout + 60):
+            # Another process started the same verification a moment ago: follow that one.
+            runner.pool.release()
+            state.store.delete(_job_key(job_id))
+            winner = self.job(state.store.get(_running_key(key)) or "")
+            if winner is not None and winner["state"] != "done":
+                return winner
+            runner.pool.admit()
+            state.store.set(_job_key(job_id), record, KEEP_JOB_SECONDS)
+        local = self._local
+        with local["lock"]:
+            local["running"][job_id] = (record, threading.Event())
+            self._ensure_heartbeat(current_app._get_current_object())
+        local["executor"].submit(self._run, current_app._get_current_object(), model, key, record)
+        return with_elapsed(record)
 
-    def _run(self, app: Flask, job: Job) -> None:
+    def _ensure_heartbeat(self, app: Flask) -> None:
+        """One thread per process refreshes the heartbeat of every job it runs."""
+        local = self._local
+        if local["heartbeat"] is not None and local["heartbeat"].is_alive():
+            return
+
+        def beat() -> None:
+            every = float(app.config["JOB_HEARTBEAT_SECONDS"])
+            with app.app_context():
+                while True:
+                    time.sleep(every)
+                    with local["lock"]:
+                        records = [r for r, done in local["running"].values() if not done.is_set()]
+                    for record in records:
+                        record["heartbeat"] = time.time()
+                        state.store.set(_job_key(record["id"]), record, KEEP_JOB_SECONDS)
+
+        local["heartbeat"] = threading.Thread(target=beat, name="verify-heartbeat", daemon=True)
+        local["heartbeat"].start()
+
+    def _finish(self, record: dict, report: dict) -> dict:
+        record = record | {"state": "done", "finished": time.time(), "report": report, "heartbeat": time.time()}
+        state.store.set(_job_key(record["id"]), record, KEEP_JOB_SECONDS)
+        return record
+
+    def _run(self, app: Flask, model: Model, key: str, record: dict) -> None:
         with app.app_context():
-            job.started = time.time()
-            self._publish(job)
+            record["state"] = "running"
+            record["started"] = record["heartbeat"] = time.time()
+            state.store.set(_job_key(record["id"]), record, KEEP_JOB_SECONDS)
             try:
-                report = verify(job.model)
+                report = verify(model)
             except Exception as exc:  # never leave a poller waiting on a job that died
-                app.logger.exception("verification of %s failed unexpectedly", job.model.slug)
-                report = {"model": job.model.slug, "status": "error", "message": f"internal error: {exc}"}
+                app.logger.exception("verification of %s failed unexpectedly", model.slug)
+                report = {"model": model.slug, "status": "error", "message": f"internal error: {exc}"}
             finally:
                 runner.pool.release()
             report["cached"] = False
+            seconds = float(app.config["CACHE_SECONDS"])
             if report["status"] != "error":  # a timeout or crash may pass on a retry; never cache it
-                cache.set(job.key, report)
-            cache.set(_latest_key(job.model), report)
-            job.report = report
-            job.finished = time.time()
-            job.done.set()
-            self._publish(job)
+                state.store.set(key, report | {"cached": True}, seconds, cached=True)
+            state.store.set(_latest_key(model), report, seconds)
+            finished = self._finish(record, report)
+            state.store.delete(_running_key(key))
+            local = app.extensions["tensorviz.verifications"]
+            with local["lock"]:
+                record.update(finished)
+                _, done = local["running"].pop(record["id"])
+            done.set()
 
 
 verifications = Verifications()

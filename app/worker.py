@@ -5,7 +5,9 @@ fresh interpreter, so the web workers never load torch.
 """
 
 import json
+import os
 import platform
+import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
@@ -72,8 +74,38 @@ def cap_memory(headroom_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0) -> None:
+class Watchdog:
+    """Ends this process when the web process that started it is gone (a SIGKILLed parent leaves its
+    children to init: nothing else would stop them), or when a task runs past its timeout and a grace
+    period (the pool kills it then; this holds even if the pool's process cannot)."""
+
+    GRACE = 5.0  # seconds past the timeout before the worker ends itself
+
+    def __init__(self, parent: int, timeout: float) -> None:
+        self.parent = parent
+        self.timeout = timeout
+        self.deadline: float | None = None
+        threading.Thread(target=self._watch, name="recipe-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            if os.getppid() != self.parent:
+                os._exit(70)
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                os._exit(71)
+            time.sleep(0.5)
+
+    def task(self) -> None:
+        self.deadline = time.monotonic() + self.timeout + self.GRACE
+
+    def idle(self) -> None:
+        self.deadline = None
+
+
+def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, parent: int | None = None,
+          timeout: float = 0.0) -> None:
     """Answer tasks from the pipe until it closes."""
+    watchdog = Watchdog(parent if parent is not None else os.getppid(), timeout) if timeout else None
     import torch
 
     cap_memory(memory_mb)
@@ -86,6 +118,8 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0) -
             task = conn.recv()
         except EOFError:
             return
+        if watchdog:
+            watchdog.task()
         try:
             reply = {"ok": True, "environment": env} | execute(task, torch, seed)
             # Plain JSON data only: unpickling a torch object would import torch into the web process.
@@ -93,4 +127,6 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0) -
         except Exception as exc:  # a recipe's own error goes back to the caller, the worker lives on
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
                      "traceback": traceback.format_exc(limit=8)}
+        if watchdog:
+            watchdog.idle()
         conn.send(reply)

@@ -3,9 +3,10 @@
     python bench/faults.py
 
 1. a recipe worker killed mid-run; 2. a recipe that hangs past its timeout; 3. a manifest corrupted on
-disk; 4. Redis stopped while the app runs. The app serves a copy of the models plus a "slow" one
-whose what-if run sleeps for a minute, with a 3 s recipe timeout and one web worker (so the drill can
-find its recipe process). Prints, per drill, what the client saw and how long recovery took.
+disk; 4. Redis stopped while the app runs; 5. the web worker killed while it runs a verification. The
+app serves a copy of the models plus a "slow" one whose what-if run and replay sleep for a minute, with
+a 3 s recipe timeout and one web worker (so the drill can find its recipe process). Prints, per drill,
+what the client saw and how long recovery took.
 """
 
 import json
@@ -23,6 +24,8 @@ from servers import ROOT, Redis, gunicorn, request  # noqa: E402
 
 RUN = json.dumps({"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}).encode()
 SLOW_LAB = "import time\n\n\ndef live_run(**request):\n    time.sleep(60)\n"
+SLOW_REPLAY = ("\n\n_replay = replay\n\n\ndef replay(model=None):\n    import time\n    time.sleep(2)\n"
+               "    return _replay(model)\n")
 
 
 def model_tree(folder: Path) -> tuple[Path, Path]:
@@ -34,6 +37,8 @@ def model_tree(folder: Path) -> tuple[Path, Path]:
     (manifests / "slow" / "manifest.json").write_text(json.dumps(slow))
     shutil.copytree(recipes / "bert", recipes / "slow")
     (recipes / "slow" / "lab.py").write_text(SLOW_LAB)
+    with (recipes / "slow" / "run.py").open("a") as run_py:
+        run_py.write(SLOW_REPLAY)
     return manifests, recipes
 
 
@@ -81,7 +86,7 @@ def main() -> None:
     manifests, recipes = model_tree(folder)
     env = {"WEB_CONCURRENCY": "1", "TENSORVIZ_MANIFESTS_DIR": str(manifests), "TENSORVIZ_RECIPES_DIR": str(recipes),
            "TENSORVIZ_RECIPE_TIMEOUT": "3", "TENSORVIZ_CATALOG_RELOAD_SECONDS": "1",
-           "TENSORVIZ_RATELIMIT_POSTS": '"1000000 per minute"'}
+           "TENSORVIZ_COMPUTE_BUDGET": '"1000000 per minute"'}
     rows = []
     with Redis() as redis, gunicorn("wsgi:app", env | {"REDIS_URL": redis.url}) as base:
         until(lambda: run_ok(base), 180)  # the recipe worker is up
@@ -132,6 +137,27 @@ def main() -> None:
             return json.loads(again).get("cached") is True
 
         rows.append(("Redis stopped, then restarted", during, until(cached_again, 60)))
+
+        # 5. the web worker killed while it runs a verification: the job ends as an error, its recipe
+        # worker with it, and the arbiter's new web worker answers the poll
+        _, headers, body = request("POST", base + "/api/models/slow/verifications")
+        job = json.loads(body)
+        while job["state"] != "running":
+            time.sleep(0.1)
+            job = json.loads(request("GET", base + headers["Location"])[2])
+        owner = int(job["owner"].rsplit(":", 1)[1])
+        recipes_before = recipe_processes()
+        os.kill(owner, signal.SIGKILL)
+
+        def ended() -> bool:
+            status, _, body = request("GET", base + headers["Location"])
+            return status == 200 and json.loads(body)["state"] == "done"
+
+        ended_after = until(ended, 60)
+        report = json.loads(request("GET", base + headers["Location"])[2])["report"]
+        gone = until(lambda: not set(recipes_before) & set(recipe_processes()), 30)
+        rows.append(("web worker killed mid-verification", f"job {report['status']}: {report['message'][:60]}…; "
+                     f"its recipe worker gone after {gone:.1f} s", ended_after))
     shutil.rmtree(folder)
 
     print(f"{'drill':42} {'what the client saw':88} recovered after")

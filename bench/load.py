@@ -2,10 +2,12 @@
 
     python bench/load.py [--seconds 5] [--connections 16]
 
-Both apps run under the same gunicorn.conf.py on loopback; wrk (Debian's) drives each endpoint in turn:
-GET /api/models/bert, GET /models/bert and a cached POST /api/models/bert/verifications. TensorViz runs
-with a real Redis (started here) so that every gunicorn worker shares the one cached report. Prints
-requests/s, p50 and p99 latency, errors, and TensorViz's overhead as a ratio to the baseline.
+Every app runs under the same gunicorn.conf.py on loopback; wrk (Debian's) drives each endpoint in turn
+with a browser's `Accept-Encoding: br, gzip`: GET /api/models/bert, GET /models/bert and a cached POST
+/api/models/bert/verifications. TensorViz runs twice: with its embedded default (one SQLite file shared
+by the gunicorn workers) and with a real Redis (started here). The baseline answers TensorViz's own
+compressed bytes, read once at start. Prints requests/s, p50 and p99 latency, errors, and each
+TensorViz run's throughput as a ratio to the baseline's, all measured in this one run.
 """
 
 import argparse
@@ -23,11 +25,12 @@ from servers import Redis, gunicorn, request  # noqa: E402
 
 ENDPOINTS = [("GET", "/api/models/bert"), ("GET", "/models/bert"), ("POST", "/api/models/bert/verifications")]
 UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+ACCEPT = {"Accept-Encoding": "br, gzip"}
 
 
 def wrk(method: str, url: str, seconds: int, connections: int) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(f'wrk.method = "{method}"\n')
+        script.write(f'wrk.method = "{method}"\nwrk.headers["Accept-Encoding"] = "{ACCEPT["Accept-Encoding"]}"\n')
     done = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", script.name, url],
                           capture_output=True, text=True, check=True)
     Path(script.name).unlink()
@@ -47,17 +50,29 @@ def wrk(method: str, url: str, seconds: int, connections: int) -> dict:
 
 
 def capture_bytes(base: str, folder: Path) -> None:
-    """What TensorViz answers, for the baseline to answer too; waits until the report is cached."""
-    (folder / "manifest.json").write_bytes(request("GET", base + "/api/models/bert")[2])
-    (folder / "page.html").write_bytes(request("GET", base + "/models/bert")[2])
+    """What TensorViz answers a browser (compressed), for the baseline to answer too; waits until the
+    report is cached."""
+    def keep(name: str, method: str, path: str) -> bytes:
+        status, headers, body = request(method, base + path, headers=ACCEPT)
+        (folder / name).write_bytes(body)
+        (folder / f"{name}.encoding").write_text(headers.get("Content-Encoding", ""))
+        return body
+
+    keep("manifest.json", "GET", "/api/models/bert")
+    keep("page.html", "GET", "/models/bert")
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         status, _, body = request("POST", base + "/api/models/bert/verifications")
         if status == 200 and json.loads(body).get("cached"):
-            (folder / "report.json").write_bytes(body)
+            keep("report.json", "POST", "/api/models/bert/verifications")
             return
         time.sleep(0.5)
     raise SystemExit("the verification never came back cached")
+
+
+def measure(base: str, label: str, results: dict, args) -> None:
+    for method, path in ENDPOINTS:
+        results[f"{label} {method} {path}"] = wrk(method, base + path, args.seconds, args.connections)
 
 
 def main() -> None:
@@ -69,24 +84,28 @@ def main() -> None:
         raise SystemExit("wrk is needed: scripts/install-test-packages")
     results: dict[str, dict] = {}
     folder = Path(tempfile.mkdtemp())
-    env = {"TENSORVIZ_RATELIMIT_POSTS": '"1000000 per minute"'}
+    env = {"TENSORVIZ_COMPUTE_BUDGET": '"1000000 per minute"', "TENSORVIZ_STATE_PATH": str(folder / "state.sqlite3")}
+    with gunicorn("wsgi:app", env) as base:
+        capture_bytes(base, folder)
+        measure(base, "embedded", results, args)
     with Redis() as redis, gunicorn("wsgi:app", env | {"REDIS_URL": redis.url}) as base:
         capture_bytes(base, folder)
-        for method, path in ENDPOINTS:
-            results[f"tensorviz {method} {path}"] = wrk(method, base + path, args.seconds, args.connections)
+        measure(base, "redis", results, args)
     with gunicorn("minimal_app:app", {"BENCH_BYTES_DIR": str(folder), "PYTHONPATH": "bench"},
                   ready_path="/api/models/bert") as base:
-        for method, path in ENDPOINTS:
-            results[f"baseline {method} {path}"] = wrk(method, base + path, args.seconds, args.connections)
+        measure(base, "baseline", results, args)
     shutil.rmtree(folder)
 
-    print(f"wrk -t2 -c{args.connections} -d{args.seconds}s against gunicorn (gunicorn.conf.py) on loopback")
-    print(f"{'endpoint':44}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'req/s vs baseline':>20}")
+    print(f"wrk -t2 -c{args.connections} -d{args.seconds}s against gunicorn (gunicorn.conf.py) on loopback, "
+          f"Accept-Encoding: {ACCEPT['Accept-Encoding']}")
+    print(f"{'endpoint':54}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'vs baseline':>13}")
     for method, path in ENDPOINTS:
-        ours, base = results[f"tensorviz {method} {path}"], results[f"baseline {method} {path}"]
-        for name, r in (("tensorviz", ours), ("baseline", base)):
-            print(f"{name + ' ' + method + ' ' + path:44}{r['rps']:9.0f}{r['p50']:9.2f}{r['p99']:9.2f}{r['errors']:8d}"
-                  + (f"{ours['rps'] / base['rps']:19.2f}x" if name == "tensorviz" else ""))
+        base = results[f"baseline {method} {path}"]
+        for name in ("embedded", "redis", "baseline"):
+            r = results[f"{name} {method} {path}"]
+            ratio = f"{r['rps'] / base['rps']:12.2f}x" if name != "baseline" else ""
+            print(f"{name + ' ' + method + ' ' + path:54}{r['rps']:9.0f}{r['p50']:9.2f}{r['p99']:9.2f}"
+                  f"{r['errors']:8d}{ratio}")
 
 
 if __name__ == "__main__":

@@ -87,10 +87,11 @@ class Redis:
         self.stop()
 
 
-def request(method: str, url: str, body: bytes | None = None, timeout: float = 60) -> tuple[int, dict, bytes]:
-    """One HTTP request; returns status, headers and body, also for 4xx and 5xx answers."""
-    req = urllib.request.Request(url, data=body, method=method,
-                                 headers={"Content-Type": "application/json"} if body else {})
+def request(method: str, url: str, body: bytes | None = None, timeout: float = 60,
+            headers: dict | None = None) -> tuple[int, dict, bytes]:
+    """One HTTP request; returns status, headers and body (as sent: not decompressed), also for 4xx and 5xx."""
+    sent = ({"Content-Type": "application/json"} if body else {}) | (headers or {})
+    req = urllib.request.Request(url, data=body, method=method, headers=sent)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as response:
             return response.status, dict(response.headers), response.read()

@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--threads", type=int, default=32)
     args = parser.parse_args()
-    env = {"TENSORVIZ_RATELIMIT_POSTS": '"1000000 per minute"'}
+    env = {"TENSORVIZ_COMPUTE_BUDGET": '"1000000 per minute"'}
     with Redis() as redis, gunicorn("wsgi:app", env | {"REDIS_URL": redis.url}) as base:
         warm_up(base)
         quiet: list[float] = []

@@ -14,18 +14,23 @@ SLOW_LAB = "import time\n\ndef live_run(**request):\n    time.sleep(3)\n    retu
 GREEDY_LAB = "import torch\n\ndef live_run(**request):\n    torch.ones(6 * 2**30, dtype=torch.uint8)\n    return {}\n"
 
 
-def test_posts_are_rate_limited_per_client():
-    client = create_app({"TESTING": True, "RATELIMIT_POSTS": "3 per minute"}).test_client()
-    bad = {"input_ids": [1]}  # answered 400 without running anything: the limit still counts it
-    for _ in range(3):
-        assert client.post("/api/models/bert/runs", json=bad).status_code == 400
-    limited = client.post("/api/models/bert/runs", json=bad)
-    assert limited.status_code == 429
-    assert 0 < int(limited.headers["Retry-After"]) <= 60
-    assert "rate limit of 3 per 1 minute exceeded" in limited.get_json()["error"]["message"]
+def test_one_compute_budget_per_client_across_every_endpoint_that_can_run_a_recipe():
+    client = create_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "4 per hour"})).test_client()
+    bad = {"input_ids": [1]}  # answered 400 without running anything: the budget still counts it
+    assert client.post("/api/models/bert/runs", json=bad).status_code == 400
+    assert client.post("/api/models/bert/corruptions", json=bad).status_code == 400
+    assert client.get("/api/models/bert/trace?input_ids=1").status_code == 400  # GET counts too
+    assert client.post("/api/models/gpt/generations", json={"input_ids": []}).status_code == 400  # another model
+    for path in ("/api/models/bert/verifications", "/api/models/gpt/runs"):
+        limited = client.post(path, json=bad)
+        assert limited.status_code == 429
+        assert 0 < int(limited.headers["Retry-After"]) <= 3600
+        assert "compute budget of 4 requests per 1 hour exceeded" in limited.get_json()["error"]["message"]
+    assert client.get("/api/models/bert/trace?input_ids=1").status_code == 429
     other = client.post("/api/models/bert/runs", json=bad, environ_base={"REMOTE_ADDR": "198.51.100.7"})
     assert other.status_code == 400
-    assert client.get("/api/models").status_code == 200  # reads are not limited
+    assert client.get("/api/models").status_code == 200  # reads of stored data are not counted
+    assert client.options("/api/models/bert/runs").status_code == 204
 
 
 @pytest.mark.parametrize("path, body", [

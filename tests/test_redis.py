@@ -74,10 +74,10 @@ def two_instances(redis_url):
         app.extensions["tensorviz.pool"].shutdown()
 
 
-def test_redis_url_switches_the_backends(two_instances):
-    app = two_instances[0]
-    assert app.config["CACHE_TYPE"] == "app.cache_backend.ResilientRedisCache"
-    assert app.config["RATELIMIT_STORAGE_URI"] == app.config["REDIS_URL"]
+def test_redis_url_switches_the_store(two_instances):
+    from app.state import RedisStore
+
+    assert all(isinstance(app.extensions["tensorviz.state"], RedisStore) for app in two_instances)
 
 
 def test_a_live_run_computed_by_one_instance_is_served_by_the_other(two_instances):
@@ -108,8 +108,8 @@ def test_a_verification_job_is_polled_on_another_instance(two_instances):
     assert second.get("/api/models/bert/verifications/latest").get_json()["status"] == "passed"
 
 
-def test_rate_limits_are_shared(redis_url):
-    first, second = (instance(redis_url, RATELIMIT_POSTS="3 per minute").test_client() for _ in range(2))
+def test_the_compute_budget_is_shared(redis_url):
+    first, second = (instance(redis_url, COMPUTE_BUDGET="3 per hour").test_client() for _ in range(2))
     bad = {"input_ids": [1]}
     statuses = [c.post("/api/models/bert/corruptions", json=bad, environ_base={"REMOTE_ADDR": "192.0.2.44"}).status_code
                 for c in (first, second, first, second)]
@@ -137,3 +137,17 @@ def test_stopping_redis_degrades_to_uncached_and_recovers():
         app.extensions["tensorviz.pool"].shutdown()
         if server.process.poll() is None:
             server.stop()
+
+
+def test_the_redis_cache_is_bounded_and_jobs_are_never_evicted(redis_url):
+    from app.state import RedisStore
+
+    store = RedisStore(redis_url, max_bytes=10_000, max_entry=4_000, prefix="bounded-test:")
+    store.set("job", {"state": "running"}, ttl=60)
+    for i in range(50):
+        store.set(f"report-{i}", {"values": "x" * 1_000, "i": i}, ttl=60 + i, cached=True)
+    assert store.cached_bytes() <= 10_000
+    assert store.get("report-49")["i"] == 49 and store.get("report-0") is None  # nearest expiry went first
+    assert store.get("job") == {"state": "running"}
+    used = sum(len(store.client.get(k) or b"") for k in store.client.keys("bounded-test:report-*"))
+    assert used == store.cached_bytes()  # the byte count is what the values take

@@ -71,3 +71,25 @@ def test_assets_are_fingerprinted_and_cached_for_a_year(app, client):
 def test_assets_outside_static_are_404(app, client, path):
     response = client.get(f"/assets/{app.extensions['tensorviz.assets']}/{path}", follow_redirects=True)
     assert response.status_code == 404
+
+
+def test_the_same_bytes_are_compressed_once_per_encoding(app, client, monkeypatch):
+    import brotli
+
+    calls = []
+    real = brotli.compress
+
+    def counted(data, **options):
+        calls.append(len(data))
+        return real(data, **options)
+
+    monkeypatch.setattr("app.compression.brotli.compress", counted)
+    bodies = {client.get("/api/models/bert", headers={"Accept-Encoding": "br"}).data for _ in range(5)}
+    assert len(bodies) == 1 and brotli.decompress(bodies.pop()) == client.get("/api/models/bert").data
+    assert len(calls) == 1
+    client.get("/api/models/bert", headers={"Accept-Encoding": "gzip"})
+    assert len(calls) == 1  # gzip is its own entry; brotli was not called again
+    first = client.get("/api/models/bert", headers={"Accept-Encoding": "br"})
+    assert first.headers["ETag"].endswith('-br"')
+    again = client.get("/api/models/bert", headers={"Accept-Encoding": "br", "If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 304

@@ -1,0 +1,182 @@
+"""Several gunicorn workers without Redis behave as one server: one shared state for jobs, reports and the
+compute budget; a job whose web worker dies ends as an error; its recipe worker does not outlive it."""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.config import PROJECT_ROOT
+
+from .conftest import BERT_MANIFEST, BERT_RECIPE, ModelTree
+
+
+def slow_replay(seconds: float) -> str:
+    """The BERT recipe's run.py, with a replay that first sleeps (so that runs overlap requests)."""
+    return (BERT_RECIPE / "run.py").read_text() + f'''
+
+_replay = replay
+
+
+def replay(model=None):
+    import time
+    time.sleep({seconds})
+    return _replay(model)
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(port: int, method: str, path: str, body: dict | None = None) -> tuple[int, dict, dict]:
+    """One request on a fresh connection (so that the kernel may hand it to any worker)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        data = None if body is None else json.dumps(body)
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json", "Connection": "close"})
+        response = conn.getresponse()
+        raw = response.read()
+        return response.status, dict(response.getheaders()), json.loads(raw) if raw else {}
+    finally:
+        conn.close()
+
+
+class Gunicorn:
+    """`gunicorn -c gunicorn.conf.py wsgi:app` on a model tree, without Redis."""
+
+    def __init__(self, tree: ModelTree, workers: int, **settings) -> None:
+        self.port = free_port()
+        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "TENSORVIZ_REDIS_URL")}
+        env |= {"WEB_CONCURRENCY": str(workers), "TENSORVIZ_MANIFESTS_DIR": str(tree.manifests),
+                "TENSORVIZ_RECIPES_DIR": str(tree.recipes),
+                "TENSORVIZ_STATE_PATH": str(tree.manifests.parent / "state.sqlite3"), "TENSORVIZ_VERIFY_WAIT": "0"}
+        env |= {f"TENSORVIZ_{k}": json.dumps(v) for k, v in settings.items()}
+        self.log = open(tree.manifests.parent / "gunicorn.log", "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--bind", f"127.0.0.1:{self.port}",
+             "--access-logfile", "/dev/null", "wsgi:app"], cwd=PROJECT_ROOT, env=env, stdout=self.log,
+            stderr=self.log)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if call(self.port, "GET", "/api/models")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("gunicorn did not start: " + Path(self.log.name).read_text()[-2000:])
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGQUIT)  # quick shutdown: a test does not wait for runs to finish
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> ModelTree:
+    return ModelTree(tmp_path)
+
+
+def test_three_workers_without_redis_share_jobs_reports_and_the_budget(tree):
+    tree.add("bert", BERT_MANIFEST.read_bytes(), run_py=slow_replay(4))
+    server = Gunicorn(tree, workers=3, COMPUTE_BUDGET="8 per hour")
+    try:
+        posts = [call(server.port, "POST", "/api/models/bert/verifications") for _ in range(3)]
+        assert [status for status, _, _ in posts] == [202, 202, 202]
+        assert len({body["id"] for _, _, body in posts}) == 1  # identical POSTs share one run
+        location = posts[0][1]["Location"]
+        states = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            status, _, job = call(server.port, "GET", location)
+            assert status == 200, job  # every worker knows the job
+            states.append(job["state"])
+            if job["state"] == "done":
+                break
+            time.sleep(0.2)
+        assert job["report"]["status"] == "passed", job
+        assert "running" in states
+        latest = [call(server.port, "GET", "/api/models/bert/verifications/latest")[2] for _ in range(6)]
+        assert all(report == latest[0] for report in latest) and latest[0]["status"] == "passed"
+        cached = call(server.port, "POST", "/api/models/bert/verifications")
+        assert cached[0] == 200 and cached[2]["cached"] is True
+        # 4 POSTs so far; the budget of 8 holds across the workers and fresh connections.
+        statuses = [call(server.port, "POST", "/api/models/bert/runs", {"input_ids": [1]})[0] for _ in range(6)]
+        assert statuses == [400, 400, 400, 400, 429, 429]
+    finally:
+        server.stop()
+
+
+def test_a_killed_web_workers_job_ends_as_an_error_and_its_recipe_worker_is_gone(tree):
+    tree.add("bert", BERT_MANIFEST.read_bytes(), run_py=slow_replay(60))
+    server = Gunicorn(tree, workers=2, JOB_STALE_SECONDS=3)
+    try:
+        status, headers, job = call(server.port, "POST", "/api/models/bert/verifications")
+        assert status == 202
+        deadline = time.monotonic() + 60
+        while job["state"] != "running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            job = call(server.port, "GET", headers["Location"])[2]
+        owner = int(job["owner"].rsplit(":", 1)[1])
+        recipe_workers = children(owner)
+        assert recipe_workers, "the web worker runs its recipes in child processes"
+        os.kill(owner, signal.SIGKILL)
+        killed = time.monotonic()
+        while time.monotonic() - killed < 30:
+            status, _, job = call(server.port, "GET", headers["Location"])
+            assert status == 200
+            if job["state"] == "done":
+                break
+            time.sleep(0.25)
+        assert job["state"] == "done" and job["report"]["status"] == "error"
+        assert "stopped before it finished" in job["report"]["message"]
+        assert time.monotonic() - killed < 15
+        while any(alive(pid) for pid in recipe_workers) and time.monotonic() - killed < 15:
+            time.sleep(0.2)
+        assert not any(alive(pid) for pid in recipe_workers), "an orphaned recipe worker outlived its web worker"
+        again = call(server.port, "POST", "/api/models/bert/verifications")
+        assert again[0] == 202 and again[2]["id"] != job["id"]  # a dead job does not block a new one
+    finally:
+        server.stop()
+
+
+def test_a_recycled_worker_waits_for_a_run_that_may_still_finish(monkeypatch):
+    import runpy
+
+    for timeout in ("120", "300"):
+        monkeypatch.setenv("TENSORVIZ_RECIPE_TIMEOUT", timeout)
+        conf = runpy.run_path(str(PROJECT_ROOT / "gunicorn.conf.py"))
+        assert conf["graceful_timeout"] > float(timeout)

@@ -1,0 +1,238 @@
+"""Trust under hostile input and edited files: reports keyed by what they checked, bad bodies and hostile
+manifests answered cleanly, and the shared state bounded."""
+
+import copy
+import json
+import time
+
+import pytest
+
+from app import create_app
+from app.config import TestConfig
+from app.graphlayout import build_layouts
+from app.state import SQLiteStore
+
+from .conftest import BERT_MANIFEST, ModelTree, bert_manifest
+
+RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
+
+
+def tree_app(tree: ModelTree, **settings):
+    return create_app(type("Tree", (TestConfig,), tree.config(CATALOG_RELOAD_SECONDS=0.01, **settings)))
+
+
+def verified(client) -> dict:
+    """POST a verification and follow its job to the report."""
+    response = client.post("/api/models/bert/verifications")
+    if response.status_code == 200:
+        return response.get_json()
+    location = response.headers["Location"]
+    for _ in range(600):
+        job = client.get(location).get_json()
+        if job["state"] == "done":
+            return job["report"]
+        time.sleep(0.1)
+    raise AssertionError("the verification never finished")
+
+
+# ---- 1. a report is keyed by the bytes it checked
+
+
+def test_an_edited_recording_is_verified_again_and_fails(tree):
+    tree.add("bert", BERT_MANIFEST.read_bytes())
+    app = tree_app(tree)
+    client = app.test_client()
+    try:
+        first = verified(client)
+        assert first["status"] == "passed"
+        assert client.post("/api/models/bert/verifications").get_json()["cached"] is True
+        edited = json.loads(BERT_MANIFEST.read_text())
+        edited["experiment"]["cases"][0]["matrices"][0]["values"][0][0] += 0.01  # the revision stays
+        (tree.manifests / "bert" / "manifest.json").write_text(json.dumps(edited))
+        time.sleep(0.05)
+        again = verified(client)
+        assert again["cached"] is False and again["status"] == "failed"
+        assert again["revision"] == first["revision"] and again["manifest_sha256"] != first["manifest_sha256"]
+        latest = client.get("/api/models/bert/verifications/latest").get_json()
+        assert latest["status"] == "failed"
+    finally:
+        app.extensions["tensorviz.pool"].shutdown()
+
+
+def test_live_runs_are_keyed_by_the_recording_too(tree):
+    tree.add("bert", BERT_MANIFEST.read_bytes())
+    app = tree_app(tree)
+    client = app.test_client()
+    try:
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True
+        edited = json.loads(BERT_MANIFEST.read_text())
+        edited["description"] += " Edited."
+        (tree.manifests / "bert" / "manifest.json").write_text(json.dumps(edited))
+        time.sleep(0.05)
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
+    finally:
+        app.extensions["tensorviz.pool"].shutdown()
+
+
+# ---- 5. bad bodies and odd requests
+
+
+def test_a_deeply_nested_body_is_a_400(client):
+    body = "[" * 30_000 + "]" * 30_000  # under the size limit, far past the parser's recursion limit
+    response = client.post("/api/models/bert/runs", data=body, content_type="application/json")
+    assert response.status_code == 400 and response.is_json
+    assert response.get_json()["error"]["message"].startswith("body:")
+
+
+def test_a_body_without_length_is_cut_at_the_limit(app):
+    client = app.test_client()
+    big = json.dumps({"input_ids": [1] * 40_000}).encode()
+    environ = {"wsgi.input_terminated": True}
+    from io import BytesIO
+
+    response = client.post("/api/models/bert/runs", input_stream=BytesIO(big), content_type="application/json",
+                           environ_overrides=environ, headers={"Transfer-Encoding": "chunked"})
+    assert response.status_code == 413 and response.is_json
+
+
+def test_options_and_unknown_api_paths_answer_json(client):
+    for path in ("/api", "/api/nowhere"):
+        response = client.open(path, method="OPTIONS")
+        assert response.status_code == 404 and response.is_json, path
+    allowed = client.options("/api/models")
+    assert allowed.status_code == 204 and allowed.data == b"" and "GET" in allowed.headers["Allow"]
+
+
+def test_if_match_mismatch_is_a_412_in_the_error_shape(client):
+    response = client.get("/api/models/bert", headers={"If-Match": '"not-the-etag"'})
+    assert response.status_code == 412 and response.is_json
+    body = response.get_json()
+    assert set(body) == {"error"} and body["error"]["status"] == 412
+    assert len(response.data) < 500  # not the manifest it did not match
+
+
+# ---- 6. hostile manifests
+
+
+def served(tree: ModelTree, manifest: dict):
+    tree.add("bert", manifest)
+    return tree_app(tree)
+
+
+def test_a_case_id_with_unicode_and_quotes_exports_with_rfc_6266_names(tree):
+    manifest = bert_manifest()
+    manifest["experiment"]["cases"][0]["id"] = 'résumé "quoted"'
+    app = served(tree, manifest)
+    client = app.test_client()
+    page = client.get("/models/bert").get_data(as_text=True)
+    for kind in ("csv", "json"):
+        link = f'/models/bert/cases/r%C3%A9sum%C3%A9%20%22quoted%22.{kind}'
+        assert link in page
+        response = client.get(link)
+        assert response.status_code == 200
+        disposition = response.headers["Content-Disposition"]
+        assert disposition == (f'attachment; filename="bert-r_sum_ _quoted_.{kind}"; '
+                               f"filename*=UTF-8''bert-r%C3%A9sum%C3%A9%20%22quoted%22.{kind}")
+        disposition.encode("latin-1")  # a header every server can send
+
+
+@pytest.mark.parametrize("case_id", ["a/b", "line\nbreak", "back\\slash", "x.json", ""])
+def test_a_case_id_the_app_cannot_serve_makes_the_model_unavailable(tree, case_id):
+    manifest = bert_manifest()
+    manifest["experiment"]["cases"][0]["id"] = case_id
+    body = served(tree, manifest).test_client().get("/api/models").get_json()
+    [gone] = body["unavailable"]
+    assert "experiment.cases[0].id" in gone["reason"]
+
+
+def test_a_layer_without_params_still_renders(tree):
+    manifest = bert_manifest()
+    for layer in manifest["layers"]:
+        if layer["id"] in ("encoder.attention", "encoder.attention.softmax", "mlm_decoder"):
+            layer.pop("params", None)
+    app = served(tree, manifest)
+    client = app.test_client()
+    try:
+        assert client.get("/api/models").get_json()["unavailable"] == []
+        assert client.get("/models/bert").status_code == 200
+        trace = client.get("/api/models/bert/trace?input_ids=1,4,3,2,6,2&segment_ids=0,0,0,0,1,1&position=2")
+        assert trace.status_code == 200
+    finally:
+        app.extensions["tensorviz.pool"].shutdown()
+
+
+def test_only_http_links_are_linked(tree):
+    manifest = bert_manifest()
+    manifest["milestone"]["papers"] = [{"title": "Script", "url": "javascript:alert(1)"},
+                                       {"title": "Data", "url": "data:text/html,<b>hi</b>"},
+                                       {"title": "Real", "url": "https://arxiv.org/abs/1810.04805"}]
+    page = served(tree, manifest).test_client().get("/models/bert").get_data(as_text=True)
+    assert 'href="javascript:' not in page and 'href="data:' not in page
+    assert '<a href="https://arxiv.org/abs/1810.04805" rel="noopener">Real</a>' in page
+    assert "Script" in page and "not linked" in page
+
+
+def test_dot_labels_are_escaped():
+    manifest = bert_manifest()
+    hostile = copy.deepcopy(manifest)
+    for layer in hostile["layers"]:
+        if layer["id"] == "mlm_decoder":
+            layer["op"] = 'Linear"]; evil [label="x'
+            layer["label"] = 'back\\slash\nnewline'
+    layouts = build_layouts(hostile)
+    for layout in layouts["states"].values():  # graphviz parsed every state, each node under its own id
+        assert {n["id"] for n in layout["nodes"]} <= {layer["id"] for layer in hostile["layers"]}
+    [node] = [n for s in layouts["states"].values() for n in s["nodes"] if n["id"] == "mlm_decoder"][:1]
+    assert node["op"].startswith('Linear"]; evil [label="x')
+
+
+def test_unavailable_reasons_and_recipe_errors_name_no_server_path(tree):
+    tree.add("bert", BERT_MANIFEST.read_bytes())
+    (tree.recipes / "bert" / "lab.py").write_text(
+        "def live_run(**request):\n    open('/nonexistent/folder/weights.bin')\n")
+    app = tree_app(tree)
+    try:
+        response = app.test_client().post("/api/models/bert/runs", json=RUN)
+        assert response.status_code == 502
+        message = response.get_json()["error"]["message"]
+        assert "weights.bin" in message and "/nonexistent" not in message and str(tree.recipes) not in message
+    finally:
+        app.extensions["tensorviz.pool"].shutdown()
+    tree.add("gpt", BERT_MANIFEST.read_bytes())
+    (tree.recipes / "gpt" / "model.py").chmod(0)
+    reasons = [u["reason"] for u in create_app(tree.config(TESTING=True, STATE_PATH=None)).test_client()
+               .get("/api/models").get_json()["unavailable"]]
+    (tree.recipes / "gpt" / "model.py").chmod(0o644)
+    assert reasons and all(str(tree.recipes) not in r and "/tmp" not in r for r in reasons), reasons
+
+
+# ---- 4. the shared cache is bounded
+
+
+def test_the_cache_is_bounded_and_jobs_are_never_evicted(tmp_path):
+    store = SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000)
+    store.set("job", {"state": "running"}, ttl=60)
+    for i in range(50):
+        store.set(f"report-{i}", {"values": "x" * 1_000, "i": i}, ttl=60 + i, cached=True)
+    assert store.cached_bytes() <= 10_000
+    assert store.get("report-49")["i"] == 49 and store.get("report-0") is None  # nearest expiry went first
+    assert store.get("job") == {"state": "running"}
+    store.set("huge", {"values": "x" * 5_000}, ttl=60, cached=True)
+    assert store.get("huge") is None  # over the per-entry cap: served, never cached
+
+
+def test_the_store_degrades_when_its_file_breaks(tmp_path):
+    store = SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000)
+    store.set("k", 1, ttl=60)
+    store.close()
+    (tmp_path / "state.sqlite3").unlink()
+    tmp_path.chmod(0o500)  # the folder cannot hold a new file
+    try:
+        broken = SQLiteStore.__new__(SQLiteStore)
+        broken.__dict__.update(store.__dict__)
+        broken._local.db = None
+        assert broken.get("k") is None and broken.add("k", 2, ttl=60) is True
+        assert broken.hit("client", 60)[0] == 0
+    finally:
+        tmp_path.chmod(0o700)
