@@ -1,5 +1,6 @@
 """Production serving: `gunicorn -c gunicorn.conf.py wsgi:app` (settings overridable by environment)."""
 
+import gc
 import multiprocessing
 import os
 
@@ -31,3 +32,6 @@ def post_worker_init(worker) -> None:
     pool = getattr(worker.wsgi, "extensions", {}).get("tensorviz.pool")
     if pool is not None:  # the benchmarks' baseline app runs under this config too
         pool.prestart()
+    # The catalog loaded at start-up lives as long as the worker: keep the collector from walking its
+    # objects again and again (full collections show as latency spikes under load).
+    gc.freeze()

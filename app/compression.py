@@ -1,6 +1,7 @@
 """Response compression, once per content: the compressed bytes are kept in this process, keyed by the
-sha256 of what was compressed and the encoding, so that the same manifest, page or report is compressed
-once and then served from memory (hashing costs a small fraction of compressing)."""
+content hash of what was compressed and the encoding, so that the same manifest, page or report is
+compressed once and then served from memory. Every strong ETag this app sets is a hash of the body, so a
+response that has one is keyed by it; any other body is hashed here (a small fraction of compressing)."""
 
 import gzip
 import hashlib
@@ -20,11 +21,11 @@ class CompressedBodies:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.size = 0
-        self.items: OrderedDict[tuple[bytes, str], bytes] = OrderedDict()
+        self.items: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, body: bytes, encoding: str) -> bytes:
-        key = (hashlib.sha256(body).digest(), encoding)
+    def get(self, body: bytes, encoding: str, etag: str | None = None) -> bytes:
+        key = (etag or hashlib.sha256(body).hexdigest(), encoding)
         with self.lock:
             found = self.items.get(key)
             if found is not None:
@@ -55,9 +56,10 @@ def compress(response: Response) -> Response:
     body = response.get_data()
     if len(body) < MIN_SIZE:
         return response
-    response.set_data(current_app.extensions["tensorviz.compressed"].get(body, encoding))
-    response.headers["Content-Encoding"] = encoding
     etag, weak = response.get_etag()
+    compressed = current_app.extensions["tensorviz.compressed"].get(body, encoding, None if weak else etag)
+    response.set_data(compressed)
+    response.headers["Content-Encoding"] = encoding
     if etag:
         response.set_etag(f"{etag}-{encoding}", weak=weak)
         if request.method in ("GET", "HEAD"):

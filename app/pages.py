@@ -1,6 +1,7 @@
 """The browser pages: the catalog, the model page, and each recorded case as a fragment or export."""
 
 import csv
+import hashlib
 import io
 from collections import OrderedDict
 from itertools import groupby
@@ -90,23 +91,28 @@ def index():
 PAGES_REMEMBERED = 128  # rendered model pages kept per process; a page depends only on the catalog and ?case=&step=
 
 
-def remembered(key: tuple, render) -> str:
-    """The page rendered for this key while the catalog stays the same; rendering it is most of its cost."""
+def remembered(key: tuple, render) -> Response:
+    """The page rendered for this key while the catalog stays the same (rendering it is most of its cost),
+    as bytes with a content-hash ETag: the compressed body is then found by that ETag without hashing."""
     catalog = store.catalog
     memo = current_app.extensions.get("tensorviz.pages")
     if memo is None or memo["catalog"] is not catalog:
         memo = {"catalog": catalog, "pages": OrderedDict(), "lock": Lock()}
         current_app.extensions["tensorviz.pages"] = memo
     with memo["lock"]:
-        if key in memo["pages"]:
+        page = memo["pages"].get(key)
+        if page is not None:
             memo["pages"].move_to_end(key)
-            return memo["pages"][key]
-    page = render()
-    with memo["lock"]:
-        memo["pages"][key] = page
-        while len(memo["pages"]) > PAGES_REMEMBERED:
-            memo["pages"].popitem(last=False)
-    return page
+    if page is None:
+        html = render().encode()
+        page = (html, hashlib.sha256(html).hexdigest()[:32])
+        with memo["lock"]:
+            memo["pages"][key] = page
+            while len(memo["pages"]) > PAGES_REMEMBERED:
+                memo["pages"].popitem(last=False)
+    response = Response(page[0], mimetype="text/html")
+    response.set_etag(page[1])
+    return response.make_conditional(request)
 
 
 @bp.get("/models/<slug>")
