@@ -236,3 +236,24 @@ def test_the_store_degrades_when_its_file_breaks(tmp_path):
         assert broken.hit("client", 60)[0] == 0
     finally:
         tmp_path.chmod(0o700)
+
+
+def test_a_relabelled_recorded_item_is_served_by_its_key_or_set_aside_with_the_reason(tree):
+    from .conftest import GPT_RECIPE
+
+    seed_raw = json.loads(BERT_MANIFEST.read_text())  # the original capture: its items have no keys
+    seed_raw["experiment"]["cases"][0]["vectors"][0]["label"] = "Renamed"
+    tree.add("bert", seed_raw)
+    gpt = json.loads((BERT_MANIFEST.parent.parent / "gpt" / "manifest.json").read_text())
+    gpt["experiment"]["cases"][0]["vectors"][0]["label"] = "Token IDs, renamed"
+    tree.add("gpt", gpt)
+    import shutil
+
+    shutil.rmtree(tree.recipes / "gpt")
+    shutil.copytree(GPT_RECIPE, tree.recipes / "gpt", ignore=shutil.ignore_patterns("__pycache__"))
+    client = tree_app(tree).test_client()
+    [gone] = client.get("/api/models").get_json()["unavailable"]
+    assert gone["slug"] == "bert" and "maps none for its label" in gone["reason"]
+    assert client.get("/models/bert").status_code == 404
+    page = client.get("/models/gpt")
+    assert page.status_code == 200 and "Token IDs, renamed" in page.get_data(as_text=True)
