@@ -5,6 +5,7 @@ import multiprocessing
 import os
 
 from app.config import Config
+from app.pages import prerender
 
 bind = os.environ.get("TENSORVIZ_BIND", "127.0.0.1:8000")
 # Web workers stay lean (no torch); each owns its own small pool of recipe processes, so few workers
@@ -19,8 +20,10 @@ timeout = 60  # gthread workers report to the arbiter from their main loop, so l
 recipe_timeout = float(os.environ.get("TENSORVIZ_RECIPE_TIMEOUT", Config.RECIPE_TIMEOUT))
 graceful_timeout = int(recipe_timeout) + 15
 keepalive = 5
-max_requests = 2000  # recycle workers now and then, staggered so they do not all restart together
-max_requests_jitter = 200
+# Recycle workers now and then, staggered so they do not all restart together. Rarely: a recycled worker
+# starts a new recipe process (a torch import, seconds of CPU), which under load costs more than it saves.
+max_requests = 100_000
+max_requests_jitter = 10_000
 accesslog = "-"
 errorlog = "-"
 loglevel = os.environ.get("TENSORVIZ_LOG_LEVEL", "info")
@@ -28,10 +31,12 @@ access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
 
 
 def post_worker_init(worker) -> None:
-    """Start the worker's recipe processes now, in the background, rather than on the first request."""
+    """Start the worker's recipe processes now, in the background, and render the model pages, rather than
+    on the first requests."""
     pool = getattr(worker.wsgi, "extensions", {}).get("tensorviz.pool")
     if pool is not None:  # the benchmarks' baseline app runs under this config too
         pool.prestart()
+        prerender(worker.wsgi)
     # The catalog loaded at start-up lives as long as the worker: keep the collector from walking its
     # objects again and again (full collections show as latency spikes under load).
     gc.freeze()

@@ -9,6 +9,7 @@ from werkzeug.routing import BaseConverter
 from . import budget, live
 from .catalog import Model, file_listing
 from .compare import compare_case, tolerance_for
+from .compression import is_conditional
 from .extensions import store
 from .labs.fields import parse_query, validate
 from .openapi import openapi_document
@@ -78,6 +79,8 @@ def conditional_json(response: Response) -> Response:
     if request.method == "GET" and response.status_code == 200 and not response.is_streamed:
         if response.get_etag()[0] is None:
             response.add_etag()
+        if not is_conditional(request):
+            return response
         response.make_conditional(request)
         if response.status_code == 412:
             etag = response.get_etag()[0]

@@ -7,19 +7,22 @@ import gzip
 import hashlib
 import threading
 from collections import OrderedDict
+from functools import lru_cache
 
 import brotli
 from flask import Flask, Response, current_app, request
+from werkzeug.http import parse_accept_header
 
 ENCODINGS = ("br", "gzip")  # in order of preference when the client accepts both equally
 MIN_SIZE = 500  # smaller bodies gain nothing
 
 
 class CompressedBodies:
-    """A bounded LRU of compressed bodies."""
+    """A bounded LRU of compressed bodies, and which media types are compressed."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, mimetypes: list[str]) -> None:
         self.max_bytes = max_bytes
+        self.mimetypes = frozenset(mimetypes)
         self.size = 0
         self.items: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self.lock = threading.Lock()
@@ -44,29 +47,53 @@ class CompressedBodies:
 
 def compress(response: Response) -> Response:
     """Compress what is worth compressing for a client that accepts it; honour conditional requests on the
-    compressed representation (its ETag is the plain one with the encoding appended)."""
-    if response.mimetype not in current_app.config["COMPRESS_MIMETYPES"]:
+    compressed representation (its ETag is the plain one with the encoding appended). Headers are read and
+    written directly: this runs on every response."""
+    state = current_app.extensions["tensorviz.compressed"]
+    headers = response.headers
+    if headers.get("Content-Type", "").split(";", 1)[0] not in state.mimetypes:
         return response
-    response.vary.add("Accept-Encoding")
-    encoding = request.accept_encodings.best_match(ENCODINGS)
+    vary = headers.get("Vary")
+    if not vary:
+        headers["Vary"] = "Accept-Encoding"
+    elif "accept-encoding" not in vary.lower():
+        headers["Vary"] = f"{vary}, Accept-Encoding"
+    encoding = chosen_encoding(request.environ.get("HTTP_ACCEPT_ENCODING", ""))
     if (encoding is None or not 200 <= response.status_code < 300 or response.is_streamed
-            or "Content-Encoding" in response.headers):
+            or "Content-Encoding" in headers):
         return response
     response.direct_passthrough = False
     body = response.get_data()
     if len(body) < MIN_SIZE:
         return response
-    etag, weak = response.get_etag()
-    compressed = current_app.extensions["tensorviz.compressed"].get(body, encoding, None if weak else etag)
-    response.set_data(compressed)
-    response.headers["Content-Encoding"] = encoding
+    etag = headers.get("ETag")
+    strong = etag is not None and not etag.startswith("W/")
+    response.set_data(state.get(body, encoding, etag if strong else None))
+    headers["Content-Encoding"] = encoding
     if etag:
-        response.set_etag(f"{etag}-{encoding}", weak=weak)
-        if request.method in ("GET", "HEAD"):
+        headers["ETag"] = f'{etag[:-1]}-{encoding}"'
+        if request.method in ("GET", "HEAD") and is_conditional(request):
             response.make_conditional(request)
     return response
 
 
+CONDITIONS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_IF_UNMODIFIED_SINCE",
+              "HTTP_IF_RANGE", "HTTP_RANGE")
+
+
+def is_conditional(request) -> bool:
+    """Whether the request asks anything make_conditional answers (most requests do not)."""
+    environ = request.environ
+    return any(name in environ for name in CONDITIONS)
+
+
+@lru_cache(maxsize=64)
+def chosen_encoding(accept_encoding: str) -> str | None:
+    """The best encoding this client accepts, by its q-values (browsers send few distinct headers)."""
+    return parse_accept_header(accept_encoding).best_match(ENCODINGS)
+
+
 def init_app(app: Flask) -> None:
-    app.extensions["tensorviz.compressed"] = CompressedBodies(int(app.config["COMPRESS_CACHE_BYTES"]))
+    app.extensions["tensorviz.compressed"] = CompressedBodies(int(app.config["COMPRESS_CACHE_BYTES"]),
+                                                              app.config["COMPRESS_MIMETYPES"])
     app.after_request(compress)

@@ -30,5 +30,4 @@ def model_file(slug: str, revision: str, name: str):
     response = Response(served.content, content_type=served.content_type)
     response.set_etag(served.sha256)
     response.headers["Content-Disposition"] = content_disposition("inline", name)
-    response.headers["X-Content-Type-Options"] = "nosniff"
     return response.make_conditional(request)

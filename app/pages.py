@@ -12,6 +12,7 @@ import numpy as np
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request, url_for
 
 from .catalog import LAYOUT_FILE, Model, file_listing
+from .compression import is_conditional
 from .downloads import content_disposition
 from .extensions import store
 
@@ -97,22 +98,27 @@ def remembered(key: tuple, render) -> Response:
     catalog = store.catalog
     memo = current_app.extensions.get("tensorviz.pages")
     if memo is None or memo["catalog"] is not catalog:
-        memo = {"catalog": catalog, "pages": OrderedDict(), "lock": Lock()}
+        memo = {"catalog": catalog, "pages": OrderedDict(), "lock": Lock(), "rendering": Lock()}
         current_app.extensions["tensorviz.pages"] = memo
     with memo["lock"]:
         page = memo["pages"].get(key)
         if page is not None:
             memo["pages"].move_to_end(key)
     if page is None:
-        html = render().encode()
-        page = (html, hashlib.sha256(html).hexdigest()[:32])
-        with memo["lock"]:
-            memo["pages"][key] = page
-            while len(memo["pages"]) > PAGES_REMEMBERED:
-                memo["pages"].popitem(last=False)
+        # One render at a time: requests that arrive together for a page not yet rendered wait for the
+        # first one instead of each rendering it (rendering is CPU work under the GIL anyway).
+        with memo["rendering"]:
+            page = memo["pages"].get(key)
+            if page is None:
+                html = render().encode()
+                page = (html, hashlib.sha256(html).hexdigest()[:32])
+                with memo["lock"]:
+                    memo["pages"][key] = page
+                    while len(memo["pages"]) > PAGES_REMEMBERED:
+                        memo["pages"].popitem(last=False)
     response = Response(page[0], mimetype="text/html")
     response.set_etag(page[1])
-    return response.make_conditional(request)
+    return response.make_conditional(request) if is_conditional(request) else response
 
 
 @bp.get("/models/<slug>")
@@ -121,6 +127,15 @@ def model_page(slug: str):
     model = page_model(slug)
     key = (slug, request.args.get("case"), request.args.get("step"))
     return remembered(key, lambda: render_model_page(model))
+
+
+def prerender(app) -> None:
+    """Render every model's page as first shown, so that a new worker's first visitors do not wait for it."""
+    with app.app_context():
+        slugs = list(store.catalog.models)
+    for slug in slugs:
+        with app.test_request_context(f"/models/{slug}"):
+            model_page(slug)
 
 
 def render_model_page(model: Model) -> str:

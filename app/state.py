@@ -122,29 +122,44 @@ class SQLiteStore(Store):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._local = threading.local()
-        self._sets = 0
-        with self._db() as db:
-            db.executescript(SCHEMA)
+        self._run(lambda db: db.executescript(SCHEMA))
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=10, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            # No busy timeout: SQLite's own handler sleeps for whole milliseconds, rising to 100 ms, when
+            # another process writes; _run retries in steps of 0.1 ms instead.
+            db = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
             self._local.db = db
+            self._run(lambda db: db.execute("PRAGMA journal_mode=WAL"))
+            db.execute("PRAGMA synchronous=NORMAL")
         return db
 
+    BUSY_SECONDS = 10.0  # how long a statement waits for another process's write before failing
+
+    def _run(self, work):
+        """`work(connection)`, retried while another process holds the write lock."""
+        deadline = time.monotonic() + self.BUSY_SECONDS
+        pause = 0.0001
+        while True:
+            try:
+                return work(self._db())
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or time.monotonic() > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.005)
+
     def _get(self, key: str) -> bytes | None:
-        row = self._db().execute("SELECT value, expires FROM entries WHERE key = ?", (key,)).fetchone()
+        row = self._run(lambda db: db.execute("SELECT value, expires FROM entries WHERE key = ?", (key,)).fetchone())
         return row[0] if row and row[1] > time.time() else None
 
     def _set(self, key: str, raw: bytes, ttl: float, cached: bool) -> None:
-        db = self._db()
-        db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)",
-                   (key, raw, time.time() + ttl, len(raw), int(cached)))
+        self._run(lambda db: db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)",
+                                        (key, raw, time.time() + ttl, len(raw), int(cached))))
         if cached:
-            self._evict(db)
+            self._run(self._evict)
 
     def _evict(self, db: sqlite3.Connection) -> None:
         """Drop what expired, then the cached values nearest their expiry while over the cap."""
@@ -158,31 +173,34 @@ class SQLiteStore(Store):
             total -= size
 
     def _add(self, key: str, raw: bytes, ttl: float) -> bool:
-        db = self._db()
-        now = time.time()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            db.execute("DELETE FROM entries WHERE key = ? AND expires <= ?", (key, now))
-            added = db.execute("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, 0)",
-                               (key, raw, now + ttl, len(raw))).rowcount == 1
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return added
+        def add(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("DELETE FROM entries WHERE key = ? AND expires <= ?", (key, now))
+                added = db.execute("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, 0)",
+                                   (key, raw, now + ttl, len(raw))).rowcount == 1
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return added
+
+        return self._run(add)
 
     def _delete(self, key: str) -> None:
-        self._db().execute("DELETE FROM entries WHERE key = ?", (key,))
+        self._run(lambda db: db.execute("DELETE FROM entries WHERE key = ?", (key,)))
 
     def _hit(self, key: str, expires: float) -> int:
-        (count,) = self._db().execute(
+        (count,) = self._run(lambda db: db.execute(
             "INSERT INTO counters VALUES (?, 1, ?) ON CONFLICT(key) DO UPDATE SET count = count + 1 RETURNING count",
-            (key, expires)).fetchone()
+            (key, expires)).fetchone())
         return count
 
     def cached_bytes(self) -> int:
         """What the cached values take now (for tests and the README's figures)."""
-        return self._db().execute("SELECT COALESCE(SUM(size), 0) FROM entries WHERE cached = 1").fetchone()[0]
+        return self._run(lambda db: db.execute(
+            "SELECT COALESCE(SUM(size), 0) FROM entries WHERE cached = 1").fetchone()[0])
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)

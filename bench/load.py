@@ -1,13 +1,15 @@
 """Throughput and latency under gunicorn, beside a minimal Flask app answering the same bytes.
 
-    python bench/load.py [--seconds 5] [--connections 16]
+    python bench/load.py [--seconds 4] [--connections 16] [--rounds 3]
 
 Every app runs under the same gunicorn.conf.py on loopback; wrk (Debian's) drives each endpoint in turn
 with a browser's `Accept-Encoding: br, gzip`: GET /api/models/bert, GET /models/bert and a cached POST
 /api/models/bert/verifications. TensorViz runs twice: with its embedded default (one SQLite file shared
 by the gunicorn workers) and with a real Redis (started here). The baseline answers TensorViz's own
-compressed bytes, read once at start. Prints requests/s, p50 and p99 latency, errors, and each
-TensorViz run's throughput as a ratio to the baseline's, all measured in this one run.
+compressed bytes, read once at start. The three servers run side by side and are measured in turns,
+endpoint by endpoint, `--rounds` times, so that the machine's drift falls on all of them alike. Prints
+the median requests/s, p50 and p99 latency over the rounds, errors, and each TensorViz store's
+throughput as a ratio to the baseline's.
 """
 
 import argparse
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -70,39 +73,44 @@ def capture_bytes(base: str, folder: Path) -> None:
     raise SystemExit("the verification never came back cached")
 
 
-def measure(base: str, label: str, results: dict, args) -> None:
-    for method, path in ENDPOINTS:
-        results[f"{label} {method} {path}"] = wrk(method, base + path, args.seconds, args.connections)
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--seconds", type=int, default=4)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is needed: scripts/install-test-packages")
-    results: dict[str, dict] = {}
     folder = Path(tempfile.mkdtemp())
     env = {"TENSORVIZ_COMPUTE_BUDGET": '"1000000 per minute"', "TENSORVIZ_STATE_PATH": str(folder / "state.sqlite3")}
-    with gunicorn("wsgi:app", env) as base:
-        capture_bytes(base, folder)
-        measure(base, "embedded", results, args)
-    with Redis() as redis, gunicorn("wsgi:app", env | {"REDIS_URL": redis.url}) as base:
-        capture_bytes(base, folder)
-        measure(base, "redis", results, args)
-    with gunicorn("minimal_app:app", {"BENCH_BYTES_DIR": str(folder), "PYTHONPATH": "bench"},
-                  ready_path="/api/models/bert") as base:
-        measure(base, "baseline", results, args)
+    runs: dict[tuple[str, str], list[dict]] = {}
+    with ExitStack() as stack:
+        redis = stack.enter_context(Redis())
+        servers = {"embedded": stack.enter_context(gunicorn("wsgi:app", env)),
+                   "redis": stack.enter_context(gunicorn("wsgi:app", env | {"REDIS_URL": redis.url}))}
+        capture_bytes(servers["embedded"], folder)
+        capture_bytes(servers["redis"], folder)
+        servers["baseline"] = stack.enter_context(gunicorn(
+            "minimal_app:app", {"BENCH_BYTES_DIR": str(folder), "PYTHONPATH": "bench"}, ready_path="/api/models/bert"))
+        for method, path in ENDPOINTS:
+            for _ in range(args.rounds):
+                for name, base in servers.items():
+                    runs.setdefault((name, path), []).append(wrk(method, base + path, args.seconds, args.connections))
     shutil.rmtree(folder)
 
+    results = {key: {k: median([r[k] for r in rs]) for k in ("rps", "p50", "p99")}
+               | {"errors": sum(r["errors"] for r in rs)} for key, rs in runs.items()}
     print(f"wrk -t2 -c{args.connections} -d{args.seconds}s against gunicorn (gunicorn.conf.py) on loopback, "
-          f"Accept-Encoding: {ACCEPT['Accept-Encoding']}")
+          f"Accept-Encoding: {ACCEPT['Accept-Encoding']}; medians of {args.rounds} rounds taken in turns")
     print(f"{'endpoint':54}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'vs baseline':>13}")
     for method, path in ENDPOINTS:
-        base = results[f"baseline {method} {path}"]
+        base = results[("baseline", path)]
         for name in ("embedded", "redis", "baseline"):
-            r = results[f"{name} {method} {path}"]
+            r = results[(name, path)]
             ratio = f"{r['rps'] / base['rps']:12.2f}x" if name != "baseline" else ""
             print(f"{name + ' ' + method + ' ' + path:54}{r['rps']:9.0f}{r['p50']:9.2f}{r['p99']:9.2f}"
                   f"{r['errors']:8d}{ratio}")

@@ -146,3 +146,14 @@ def test_page_without_stored_layouts_still_renders(tree):
     page = text(client.get("/models/bert"))
     assert 'data-layout-url=""' in page and "Architecture snapshot" not in page
     assert "All 36 layers and ops" in page
+
+
+def test_prerender_fills_the_page_memo_that_requests_then_use(app):
+    from app.pages import prerender
+
+    prerender(app)
+    memo = app.extensions["tensorviz.pages"]
+    assert {key[0] for key in memo["pages"]} == {"bert", "gpt", "lenet"}
+    before = dict(memo["pages"])
+    app.test_client().get("/models/gpt")
+    assert memo["pages"][("gpt", None, None)] is before[("gpt", None, None)]  # served, not rendered again
