@@ -31,7 +31,7 @@ def limit_body() -> None:
     if request.content_length is not None:
         if request.content_length > limit:
             abort(413, f"request body over {limit} bytes")
-    elif request.method in ("POST", "PUT", "PATCH"):
+    elif request.method not in ("GET", "HEAD", "OPTIONS"):
         try:
             body = request.stream.read(limit + 1)
             # werkzeug's stream stops quietly at MAX_CONTENT_LENGTH and raises on the next read
@@ -77,7 +77,7 @@ def conditional_json(response: Response) -> Response:
     """Every successful GET answers with an ETag and honours If-None-Match and If-Match (a 412 in the
     API's error shape, not the representation it did not match)."""
     if request.method == "GET" and response.status_code == 200 and not response.is_streamed:
-        if response.get_etag()[0] is None:
+        if "ETag" not in response.headers:
             response.add_etag()
         if not is_conditional(request):
             return response

@@ -27,7 +27,7 @@ HEADERS = [("Content-Security-Policy", CONTENT_SECURITY_POLICY), ("X-Content-Typ
 
 def secure_headers(response: Response) -> Response:
     response.headers.extend(HEADERS)
-    if request.is_secure:
+    if request.environ.get("wsgi.url_scheme") == "https":  # request.is_secure, without the proxy's cost
         response.headers["Strict-Transport-Security"] = HSTS
     return response
 
