@@ -226,6 +226,10 @@ class RedisStore(Store):
         self.errors = (redis.RedisError,)
         self.client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
         self.prefix = prefix
+        # One command per budget hit: count, and give the window's counter its expiry when it is new.
+        self._count = self.client.register_script(
+            "local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end "
+            "return n")
         self.index = prefix + "cached:by-expiry"
         self.sizes = prefix + "cached:sizes"
         self.total = prefix + "cached:bytes"
@@ -277,12 +281,7 @@ class RedisStore(Store):
         self.client.delete(self.prefix + key)
 
     def _hit(self, key: str, expires: float) -> int:
-        name = self.prefix + "hits:" + key
-        with self.client.pipeline() as pipe:
-            pipe.incr(name)
-            pipe.expireat(name, int(expires) + 1)
-            count, _ = pipe.execute()
-        return int(count)
+        return int(self._count(keys=[self.prefix + "hits:" + key], args=[int(expires) + 1]))
 
     def cached_bytes(self) -> int:
         return int(self.client.get(self.total) or 0)
