@@ -4,6 +4,7 @@ import os
 import secrets
 
 from flask import Flask
+from flask.json.provider import DefaultJSONProvider
 
 from . import api, assets, cli, compression, downloads, errors, pages, security
 from .config import Config
@@ -11,9 +12,19 @@ from .extensions import runner, state, store
 from .verification import verifications
 
 
+class StrictJSON(DefaultJSONProvider):
+    """The one JSON encoder of every answer: NaN and infinity are not JSON, so they are refused (an error
+    the app reports) rather than written as tokens a client's parser rejects."""
+
+    def dumps(self, obj, **kwargs) -> str:
+        kwargs.setdefault("allow_nan", False)
+        return super().dumps(obj, **kwargs)
+
+
 def create_app(config: type | dict | None = None) -> Flask:
     """Build the app: configuration, extensions, blueprints, error handlers and commands."""
     app = Flask(__name__, template_folder="../templates", static_folder="../static")
+    app.json = StrictJSON(app)
     app.config.from_object(Config)
     app.config.from_prefixed_env("TENSORVIZ")
     if isinstance(config, dict):

@@ -39,6 +39,10 @@ def compute(model: Model, entry: str, args: dict) -> dict:
         abort(502, str(exc))
     finally:
         runner.pool.release()
+    try:
+        json.dumps(reply["result"], allow_nan=False)
+    except ValueError:
+        abort(502, f"the recipe's {entry}() answered NaN or infinity, which JSON cannot carry")
     result = {
         "model": model.slug,
         "revision": model.revision,

@@ -6,6 +6,7 @@ heartbeat that the owner refreshes while it runs; a job whose heartbeat stops en
 is reported as an error, so that a poller never waits on a dead job.
 """
 
+import math
 import os
 import socket
 import threading
@@ -80,7 +81,18 @@ def verify(model: Model) -> dict:
         report |= compare_replay(model.manifest, reply["result"])
         report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"]}
     report["duration_seconds"] = time.perf_counter() - clock
-    return report
+    return json_safe(report)
+
+
+def json_safe(value):
+    """NaN and infinity (a recipe that replays them fails the comparison) as None: JSON cannot carry them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def with_elapsed(job: dict) -> dict:

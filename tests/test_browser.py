@@ -478,3 +478,15 @@ def test_lenet_lab_at_375px_draws_by_touch(watched):
     expect(grid_cell(page, 2, 5)).to_have_attribute("aria-label", "Row 3, column 6: level 16")
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator("#lab").screenshot(path=ARTIFACTS / "lenet-lab-phone.png")
+
+
+def test_a_causal_trace_shows_the_masked_keys_at_a_position_before_the_last(watched):
+    page = watched("/models/bert")
+    lab_ready(page)
+    page.locator('input[name="attention"][value="causal"]').check()
+    page.get_by_role("button", name="Trace position 2").first.click()
+    expect(page.locator("#trace-title")).to_have_text("Trace of position 2 (MASK (3)), causal attention")
+    scores = page.locator('[data-stage="attention"] .trace-table').first.locator("tbody tr").first
+    expect(scores.locator("td").nth(3)).to_have_text("masked")  # keys 3, 4 and 5 come after position 2
+    expect(scores.locator("td").nth(5)).to_have_text("masked")
+    expect(scores.locator("td").nth(2)).not_to_have_text("masked")

@@ -128,7 +128,10 @@ def trace(input_ids: list[int], segment_ids: list[int], position: int | None, at
             "head": h,
             "query": heads_q[position, h].tolist(),
             "keys": heads_k[:, h].tolist(),
-            "scores": scores[h].tolist(),
+            # With causal attention the keys after the position score minus infinity, which JSON cannot
+            # carry: they are None, and the masked keys are named.
+            "scores": [v if v != float("-inf") else None for v in scores[h].tolist()],
+            "masked": [j for j, v in enumerate(scores[h].tolist()) if v == float("-inf")],
             "weights": weights[h].tolist(),
             "top_context": [{"position": j, "token": input_ids[j], "weight": weights[h, j].item()}
                             for j in others[:2]],

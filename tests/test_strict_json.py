@@ -1,0 +1,94 @@
+"""Every answer is strict JSON: no NaN or Infinity anywhere, whatever the model, endpoint or input."""
+
+import json
+
+import pytest
+
+from .conftest import ModelTree
+
+
+def strict(raw: bytes):
+    """Parse as a strict JSON parser would: NaN, Infinity and -Infinity are errors."""
+    def refuse(token):
+        raise ValueError(f"not JSON: {token}")
+
+    return json.loads(raw, parse_constant=refuse)
+
+
+def test_every_lab_endpoint_of_every_model_answers_strict_json(app, client):
+    from app.extensions import store
+
+    with app.app_context():
+        models = list(store.catalog.models.values())
+    checked = 0
+    for model in models:
+        if model.lab is None:
+            continue
+        preset = model.lab.module.presets(model.manifest["experiment"]["cases"], model.lab)[0]["request"]
+        for name, endpoint in model.lab.endpoints.items():
+            body = {k: v for k, v in preset.items() if k in endpoint.fields}
+            for field in endpoint.fields.values():  # a required field no preset carries: its smallest value
+                if field.required and field.name not in body:
+                    body[field.name] = field.values[0] if field.type == "choice" else int(field.min or 0)
+            if "steps" in endpoint.fields:
+                body["steps"] = 1  # a generation must fit in the context a recorded prompt leaves
+            url = f"/api/models/{model.slug}/{name}"
+            if endpoint.method == "GET":
+                query = "&".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in body.items())
+                response = client.get(f"{url}?{query}")
+            else:
+                response = client.post(url, json=body)
+            assert response.status_code == 200, (url, response.get_json())
+            strict(response.data)
+            checked += 1
+    assert checked >= 8
+
+
+@pytest.mark.parametrize("position", range(6))
+def test_a_causal_trace_is_strict_json_at_every_position_with_masked_keys_named(client, position):
+    query = f"input_ids=1,4,3,2,6,2&segment_ids=0,0,0,0,1,1&position={position}&attention=causal"
+    response = client.get(f"/api/models/bert/trace?{query}")
+    assert response.status_code == 200
+    body = strict(response.data)
+    attention = next(s for s in body["stages"] if s.get("id") == "attention") if "stages" in body else body
+    heads = attention["heads"] if "heads" in attention else body["attention"]["heads"]
+    for head in heads:
+        assert head["masked"] == list(range(position + 1, 6))
+        assert all(head["scores"][j] is None for j in head["masked"])
+        assert all(isinstance(v, float) for j, v in enumerate(head["scores"]) if j <= position)
+
+
+def test_the_api_and_reports_answer_strict_json(client):
+    for path in ("/api/models", "/api/models/bert", "/api/models/gpt/files", "/api/openapi.json"):
+        strict(client.get(path).data)
+    strict(client.post("/api/models/lenet/verifications").data)
+
+
+NAN_LAB = ("def live_run(**request):\n"
+           "    return {'matrices': [], 'vectors': [{'key': 'v', 'label': 'v', 'values': [float('nan')]}]}\n")
+NAN_RUN = ("\n\n_replay = replay\n\n\ndef replay(model=None):\n    result = _replay(model)\n"
+           "    result['cases']['mask-a']['metrics'][0]['value'] = float('inf')\n    return result\n")
+
+
+def test_a_recipe_that_answers_nan_gets_a_clear_error_not_broken_json(tmp_path):
+    from app import create_app
+    from app.config import TestConfig
+
+    from .conftest import BERT_MANIFEST, BERT_RECIPE
+
+    tree = ModelTree(tmp_path)
+    tree.add("bert", BERT_MANIFEST.read_bytes(), lab_py=NAN_LAB, run_py=(BERT_RECIPE / "run.py").read_text() + NAN_RUN)
+    app = create_app(type("Nan", (TestConfig,), tree.config(VERIFY_WAIT=60)))
+    client = app.test_client()
+    try:
+        run = client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
+                                                         "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]})
+        assert run.status_code == 502 and "NaN or infinity" in strict(run.data)["error"]["message"]
+        report = strict(client.post("/api/models/bert/verifications").data)
+        assert report["status"] == "failed"
+        [case] = [c for c in report["cases"] if c["status"] == "failed"]
+        assert case["id"] == "mask-a"
+        [value] = [v for v in case["values"] if v["status"] == "failed"]
+        assert value["kind"] == "metric" and value["replayed_at_worst"] is None  # infinity, said as null
+    finally:
+        app.extensions["tensorviz.pool"].shutdown()
