@@ -1,5 +1,6 @@
 """Value-by-value comparison of a replay against the recorded experiment (numpy only, no torch)."""
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,18 @@ def tolerance_for(manifest: dict) -> Tolerance:
     if stated:
         return Tolerance(float(stated["rtol"]), float(stated["atol"]), "manifest")
     return Tolerance(FLOAT32_RTOL, FLOAT32_ATOL, "torch.testing float32 defaults")
+
+
+def json_safe(value):
+    """NaN and infinity as None (a relative difference from a recorded zero, a replay that produced them):
+    JSON cannot carry them, and the app's one encoder refuses them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def compare_values(key: str, label: str, kind: str, recorded, replayed, tol: Tolerance) -> dict:
@@ -69,7 +82,7 @@ def compare_values(key: str, label: str, kind: str, recorded, replayed, tol: Tol
     if kind != "metric":
         result["abs_diff"] = diff.tolist()  # for per-cell deviation marks
         result["allowance_ratio"] = np.nan_to_num(ratio, posinf=1e300).tolist()
-    return result
+    return json_safe(result)
 
 
 def compare_case(recorded: dict, replayed: dict | None, tol: Tolerance) -> dict:

@@ -6,7 +6,6 @@ heartbeat that the owner refreshes while it runs; a job whose heartbeat stops en
 is reported as an error, so that a poller never waits on a dead job.
 """
 
-import math
 import os
 import socket
 import threading
@@ -19,7 +18,7 @@ from datetime import UTC, datetime
 from flask import Flask, current_app
 
 from .catalog import Model
-from .compare import compare_replay, tolerance_for
+from .compare import compare_replay, json_safe, tolerance_for
 from .extensions import runner, state
 from .runner import RecipeError, run_key
 
@@ -81,18 +80,7 @@ def verify(model: Model) -> dict:
         report |= compare_replay(model.manifest, reply["result"])
         report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"]}
     report["duration_seconds"] = time.perf_counter() - clock
-    return json_safe(report)
-
-
-def json_safe(value):
-    """NaN and infinity (a recipe that replays them fails the comparison) as None: JSON cannot carry them."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [json_safe(v) for v in value]
-    return value
+    return json_safe(report)  # a check's own detail may hold them too
 
 
 def with_elapsed(job: dict) -> dict:
