@@ -205,6 +205,8 @@ def test_reverification_shows_progress_then_a_passing_report(watched):
     expect(page.locator(".report-env")).to_contain_text("deterministic")
     page.get_by_role("button", name="Re-verify on the server").click()
     expect(page.locator("#verify-status")).to_contain_text("cached report", timeout=30_000)
+    # A cached report comes back in milliseconds, and says so rather than "0.0 s".
+    expect(page.locator("#verify-status")).to_have_text(re.compile(r"^Done in \d+ ms \(a cached report"))
 
 
 def test_charts_download_as_svg_and_numbers_as_csv(watched, tmp_path):
@@ -490,3 +492,16 @@ def test_a_causal_trace_shows_the_masked_keys_at_a_position_before_the_last(watc
     expect(scores.locator("td").nth(3)).to_have_text("masked")  # keys 3, 4 and 5 come after position 2
     expect(scores.locator("td").nth(5)).to_have_text("masked")
     expect(scores.locator("td").nth(2)).not_to_have_text("masked")
+
+
+@pytest.mark.parametrize(("path", "label"), [
+    ("/models/gpt?case=dog", "a dog ran under the tree ."),
+    ("/models/lenet?case=misread", "Test digit 345: a 2, misread as 3"),
+    ("/models/bert?case=mask-b", None),
+])
+def test_the_lab_starts_from_the_case_the_page_names(watched, path, label):
+    page = watched(path)
+    case_id = path.split("=")[1]
+    expect(page.locator("#record-check")).to_contain_text("reproduces the recorded case", timeout=120_000)
+    recorded = label or page.locator(f'#lab [data-preset="{case_id}"]').inner_text()
+    expect(page.locator("#record-check")).to_contain_text(f"“{recorded}”")  # that case, not the first one

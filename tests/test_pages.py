@@ -157,3 +157,19 @@ def test_prerender_fills_the_page_memo_that_requests_then_use(app):
     before = dict(memo["pages"])
     app.test_client().get("/models/gpt")
     assert memo["pages"][("gpt", None, None)] is before[("gpt", None, None)]  # served, not rendered again
+
+
+def test_an_error_page_ends_its_message_with_one_period():
+    from app import create_app
+    from app.config import TestConfig
+
+    app = create_app(TestConfig)
+
+    @app.get("/boom")
+    def boom():
+        raise RuntimeError("a bug")
+
+    page = app.test_client().get("/boom").get_data(as_text=True)
+    assert "it has been logged.</p>" in page and "logged.." not in page
+    missing = app.test_client().get("/models/nope").get_data(as_text=True)
+    assert "No model &#39;nope&#39;.</p>" in missing or "No model 'nope'.</p>" in missing

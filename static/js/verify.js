@@ -8,6 +8,11 @@ const GIVE_UP_MS = 240000;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A duration as people read it: "30 ms" under a second, "1.4 s" above. */
+function duration(ms) {
+  return ms < 1000 ? `${Math.max(1, Math.round(ms))} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
 export class VerifyPanel {
   constructor({ button, status, output, url, openCase = () => null }) {
     Object.assign(this, { button, status, output, url, openCase });
@@ -35,8 +40,8 @@ export class VerifyPanel {
     try {
       const report = await this.fetchReport();
       clearInterval(timer);
-      const seconds = ((performance.now() - this.started) / 1000).toFixed(1);
-      this.setStatus(report.cached ? `Done in ${seconds} s (a cached report of an identical run).` : `Done in ${seconds} s.`,
+      const took = duration(performance.now() - this.started);
+      this.setStatus(report.cached ? `Done in ${took} (a cached report of an identical run).` : `Done in ${took}.`,
         report.status === "error");
       this.render(report);
     } catch (error) {

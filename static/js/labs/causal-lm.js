@@ -3,7 +3,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { el } from "../dom.js";
-import { bars, getJson, item, Latest, postJson, recordCheck, table, vector } from "./common.js";
+import { bars, getJson, item, Latest, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const TOP = 5;
 
@@ -27,7 +27,7 @@ export class Lab {
       if (this.ids.length > 2) this.edit(this.ids.slice(0, -1));
     });
     section.querySelector("#generate").addEventListener("click", () => this.generate());
-    this.load(this.settings.presets[0]);
+    this.load(startingPreset(this.settings.presets));
   }
 
   name(id) {

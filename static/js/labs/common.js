@@ -87,6 +87,12 @@ export function table(headers, rows, caption) {
     el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", {}, v))))))));
 }
 
+/** The preset a lab starts from: the recorded case the page's ?case= names, else the first one. */
+export function startingPreset(presets) {
+  const wanted = new URLSearchParams(window.location.search).get("case");
+  return presets.find((p) => p.id === wanted) ?? presets[0];
+}
+
 /** A case's matrix, vector or metric by its stable key (labels are for display only). */
 export function item(caseResult, key) {
   for (const group of ["matrices", "vectors", "metrics"]) {

@@ -4,7 +4,7 @@
 
 import { diverging, heatmapSvg, sig, valueHeatmap } from "../charts.js";
 import { el } from "../dom.js";
-import { bars, item, Latest, postJson, recordCheck, table, vector } from "./common.js";
+import { bars, item, Latest, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
 const MAP_PIXELS = 72; // the drawn size of one feature map, whatever its side
@@ -38,7 +38,7 @@ export class Lab {
     this.label.addEventListener("change", () => this.run());
     this.target.addEventListener("change", () => this.traceShown && this.trace());
     section.querySelector("#trace-class").addEventListener("click", () => this.trace());
-    if (this.settings.presets.length) this.load(this.settings.presets[0]);
+    if (this.settings.presets.length) this.load(startingPreset(this.settings.presets));
     else this.run();
   }
 

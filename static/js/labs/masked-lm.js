@@ -3,7 +3,7 @@
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
 import { el } from "../dom.js";
-import { bars, getJson, item, Latest, postJson, recordCheck, table, vector } from "./common.js";
+import { bars, getJson, item, Latest, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
@@ -29,7 +29,8 @@ export class Lab {
     this.edited = null;
     this.latest = new Latest((text, isError) => this.setStatus(text, isError));
     this.bind();
-    this.load(this.settings.presets[0].request, this.settings.presets[0].id);
+    const first = startingPreset(this.settings.presets);
+    this.load(first.request, first.id);
   }
 
   name(id) {
