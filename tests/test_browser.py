@@ -505,3 +505,17 @@ def test_the_lab_starts_from_the_case_the_page_names(watched, path, label):
     expect(page.locator("#record-check")).to_contain_text("reproduces the recorded case", timeout=120_000)
     recorded = label or page.locator(f'#lab [data-preset="{case_id}"]').inner_text()
     expect(page.locator("#record-check")).to_contain_text(f"“{recorded}”")  # that case, not the first one
+
+
+def test_a_real_mouse_click_on_a_group_title_collapses_it(watched):
+    page = watched("/models/gpt")
+    graph_ready(page)
+    expect(page.locator('.g-cluster[data-id="h.0"]')).to_have_count(1)
+    title = page.locator('.g-cluster[data-id="h.0"] .g-cluster-title')
+    title.scroll_into_view_if_needed()
+    box = title.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.up()
+    expect(page.locator('.g-cluster[data-id="h.0"]')).to_have_count(0)
+    expect(page.locator('.g-node[data-id="h.0"]')).to_have_count(1)  # the group, collapsed to one node

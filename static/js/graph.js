@@ -68,7 +68,7 @@ export class GraphView {
         x: c.x, y: c.y, width: c.w, height: c.h, rx: 8, fill: COLOURS.cluster[Math.min(depthOf(c.id), 2)],
         stroke: "#9aa8a0",
       }));
-      const label = svgEl("text", { x: c.x + 8, y: c.y + 15, "font-size": 11, "font-weight": 600, fill: "#3b4a42" }, `${c.id}  ▾`);
+      const label = svgEl("text", { x: c.x + 8, y: c.y + 15, "font-size": 11, "font-weight": 600, fill: "#3b4a42", class: "g-cluster-title" }, `${c.id}  ▾`);
       label.append(svgEl("title", {}, `Collapse ${c.id}`));
       label.addEventListener("click", (e) => {
         e.stopPropagation();
@@ -203,7 +203,9 @@ export class GraphView {
     let last = null;
     let pinch = null;
     this.stage.addEventListener("pointerdown", (e) => {
-      if (e.target.closest(".g-node")) return;
+      // Nodes and group titles take their own clicks: capturing the pointer here would send the click to
+      // the stage instead.
+      if (e.target.closest(".g-node, .g-cluster-title")) return;
       this.stage.setPointerCapture(e.pointerId);
       pointers.set(e.pointerId, [e.clientX, e.clientY]);
       last = [e.clientX, e.clientY];
