@@ -2,6 +2,7 @@
 samplers, generations, traces), kept in the shared state so that it holds across processes and machines."""
 
 import re
+from functools import lru_cache
 
 from flask import current_app, request
 from werkzeug.exceptions import TooManyRequests
@@ -12,6 +13,7 @@ PERIODS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 BUDGET = re.compile(r"^\s*(\d+)\s*(?:per|/)\s*(?:(\d+)\s*)?(second|minute|hour|day)s?\s*$")
 
 
+@lru_cache(maxsize=8)
 def parse(text: str) -> tuple[int, int, str]:
     """"120 per minute" -> (120, 60, "1 minute")."""
     found = BUDGET.match(text)

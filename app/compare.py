@@ -110,9 +110,9 @@ def compare_checks(recorded: list[str], replayed: list[dict]) -> list[dict]:
             results.append({"name": name, "status": "failed", "message": "the recipe did not run this check"})
         else:
             results.append({"name": name, "status": "passed" if check["passed"] else "failed",
-                             "detail": check.get("detail", {})})
+                             "detail": json_safe(check.get("detail", {}))})
     results += [{"name": c["name"], "status": "passed" if c["passed"] else "failed",
-                 "detail": c.get("detail", {}), "recorded": False} for c in by_name.values()]
+                 "detail": json_safe(c.get("detail", {})), "recorded": False} for c in by_name.values()]
     return results
 
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from flask import Flask, current_app
 
 from .catalog import Model
-from .compare import compare_replay, json_safe, tolerance_for
+from .compare import compare_replay, tolerance_for
 from .extensions import runner, state
 from .runner import RecipeError, run_key
 
@@ -80,7 +80,7 @@ def verify(model: Model) -> dict:
         report |= compare_replay(model.manifest, reply["result"])
         report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"]}
     report["duration_seconds"] = time.perf_counter() - clock
-    return json_safe(report)  # a check's own detail may hold them too
+    return report
 
 
 def with_elapsed(job: dict) -> dict:
@@ -153,14 +153,18 @@ class Verifications:
         record = self.job(job_id)
         return record["report"] if record is not None and record["state"] == "done" else None
 
+    def _running(self, key: str) -> dict | None:
+        """The job that runs this verification now, in any process, if there is one."""
+        job_id = state.store.get(_running_key(key))
+        found = self.job(job_id) if job_id is not None else None
+        return found if found is not None and found["state"] != "done" else None
+
     def start(self, model: Model) -> dict:
         """The job already running this exact verification (in any process), or a new one."""
         key = cache_key(model)
-        running = state.store.get(_running_key(key))
-        if running is not None:
-            found = self.job(running)
-            if found is not None and found["state"] != "done":
-                return found
+        found = self._running(key)
+        if found is not None:
+            return found
         runner.pool.admit()  # PoolBusy when the queue is full: nothing is started
         now = time.time()
         job_id = uuid.uuid4().hex
@@ -170,14 +174,11 @@ class Verifications:
         timeout = float(current_app.config["RECIPE_TIMEOUT"])
         state.store.set(_job_key(job_id), record, KEEP_JOB_SECONDS)
         if not state.store.add(_running_key(key), job_id, ttl=2 * timeout + 60):
-            # Another process started the same verification a moment ago: follow that one.
-            runner.pool.release()
-            state.store.delete(_job_key(job_id))
-            winner = self.job(state.store.get(_running_key(key)) or "")
-            if winner is not None and winner["state"] != "done":
+            winner = self._running(key)
+            if winner is not None:  # another process started the same verification a moment ago
+                runner.pool.release()
+                state.store.delete(_job_key(job_id))
                 return winner
-            runner.pool.admit()
-            state.store.set(_job_key(job_id), record, KEEP_JOB_SECONDS)
         local = self._local
         with local["lock"]:
             local["running"][job_id] = (record, threading.Event())

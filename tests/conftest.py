@@ -22,6 +22,19 @@ def bert_manifest() -> dict:
     return manifest
 
 
+def check_bounded_cache(store) -> None:
+    """The same cap for either store: 50 values of 1 KB under a 10 KB cap keep the latest to expire, a
+    job is never evicted, and a value over the per-entry cap is not kept (stores made with 10_000 / 4_000)."""
+    store.set("job", {"state": "running"}, ttl=60)
+    for i in range(50):
+        store.set(f"report-{i}", {"values": "x" * 1_000, "i": i}, ttl=60 + i, cached=True)
+    assert store.cached_bytes() <= 10_000
+    assert store.get("report-49")["i"] == 49 and store.get("report-0") is None  # nearest expiry went first
+    assert store.get("job") == {"state": "running"}
+    store.set("huge", {"values": "x" * 5_000}, ttl=60, cached=True)
+    assert store.get("huge") is None  # over the per-entry cap: served, never cached
+
+
 def recipe_module(recipe_dir: Path, module: str):
     """A recipe file imported as the worker imports it: inside its slug-qualified package."""
     return load_module(recipe_dir, module)

@@ -12,6 +12,8 @@ import redis
 from app import create_app
 from app.config import TestConfig
 
+from .conftest import check_bounded_cache
+
 RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
 
 
@@ -143,11 +145,6 @@ def test_the_redis_cache_is_bounded_and_jobs_are_never_evicted(redis_url):
     from app.state import RedisStore
 
     store = RedisStore(redis_url, max_bytes=10_000, max_entry=4_000, prefix="bounded-test:")
-    store.set("job", {"state": "running"}, ttl=60)
-    for i in range(50):
-        store.set(f"report-{i}", {"values": "x" * 1_000, "i": i}, ttl=60 + i, cached=True)
-    assert store.cached_bytes() <= 10_000
-    assert store.get("report-49")["i"] == 49 and store.get("report-0") is None  # nearest expiry went first
-    assert store.get("job") == {"state": "running"}
+    check_bounded_cache(store)
     used = sum(len(store.client.get(k) or b"") for k in store.client.keys("bounded-test:report-*"))
     assert used == store.cached_bytes()  # the byte count is what the values take

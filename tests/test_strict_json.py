@@ -50,9 +50,8 @@ def test_a_causal_trace_is_strict_json_at_every_position_with_masked_keys_named(
     response = client.get(f"/api/models/bert/trace?{query}")
     assert response.status_code == 200
     body = strict(response.data)
-    attention = next(s for s in body["stages"] if s.get("id") == "attention") if "stages" in body else body
-    heads = attention["heads"] if "heads" in attention else body["attention"]["heads"]
-    for head in heads:
+    attention = next(s for s in body["stages"] if s["id"] == "attention")
+    for head in attention["heads"]:
         assert head["masked"] == list(range(position + 1, 6))
         assert all(head["scores"][j] is None for j in head["masked"])
         assert all(isinstance(v, float) for j, v in enumerate(head["scores"]) if j <= position)

@@ -12,7 +12,7 @@ from app.config import TestConfig
 from app.graphlayout import build_layouts
 from app.state import SQLiteStore
 
-from .conftest import BERT_MANIFEST, ModelTree, bert_manifest
+from .conftest import BERT_MANIFEST, ModelTree, bert_manifest, check_bounded_cache
 
 RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
 
@@ -211,15 +211,7 @@ def test_unavailable_reasons_and_recipe_errors_name_no_server_path(tree):
 
 
 def test_the_cache_is_bounded_and_jobs_are_never_evicted(tmp_path):
-    store = SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000)
-    store.set("job", {"state": "running"}, ttl=60)
-    for i in range(50):
-        store.set(f"report-{i}", {"values": "x" * 1_000, "i": i}, ttl=60 + i, cached=True)
-    assert store.cached_bytes() <= 10_000
-    assert store.get("report-49")["i"] == 49 and store.get("report-0") is None  # nearest expiry went first
-    assert store.get("job") == {"state": "running"}
-    store.set("huge", {"values": "x" * 5_000}, ttl=60, cached=True)
-    assert store.get("huge") is None  # over the per-entry cap: served, never cached
+    check_bounded_cache(SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000))
 
 
 def test_the_store_degrades_when_its_file_breaks(tmp_path):
