@@ -38,6 +38,7 @@ bench: setup-test
 	$(BIN)/python bench/verify.py
 	$(BIN)/python bench/page.py
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/datalab.py
 	$(BIN)/python bench/storm.py
 	$(BIN)/python bench/faults.py
 

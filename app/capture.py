@@ -308,10 +308,10 @@ def example_inputs(specs: list[dict]) -> list[torch.Tensor]:
 
 
 @torch.no_grad()
-def trace_graph(recipe_dir: Path, inputs: list[dict]) -> dict:
+def trace_graph(recipe_dir: Path, inputs: list[dict], **context) -> dict:
     """The model's graph: layers (modules, groups, ops, input, output) and connections by data flow."""
     model_module = load_module(recipe_dir, "model")
-    model = model_module.build_model()
+    model = model_module.build_model(**context)
     source_file = inspect.getsourcefile(model_module)
     capture = Capture(source_file=source_file, root_name=type(model).__name__)
     capture.layers["input"] = {"id": "input", "label": "input", "op": "Input", "kind": "input", "parent": None,
@@ -364,10 +364,11 @@ def _ordered(layers: list[dict], ran: list[str]) -> list[dict]:
     return result
 
 
-def capture(recipe_dir: str, inputs: list[dict]) -> dict:
-    """Everything the recorder needs from running the recipe: the traced graph and the replay."""
+def capture(recipe_dir: str, inputs: list[dict], **context) -> dict:
+    """Everything the recorder needs from running the recipe: the traced graph and the replay. `context`
+    holds the server's own arguments (a checkpoint folder), given to build_model() and replay() alike."""
     recipe = Path(recipe_dir)
-    graph = trace_graph(recipe, inputs)
+    graph = trace_graph(recipe, inputs, **context)
     torch.manual_seed(0)
-    replay = load_module(recipe, "run").replay()
+    replay = load_module(recipe, "run").replay(**context)
     return {"graph": graph, "replay": replay}

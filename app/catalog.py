@@ -13,6 +13,7 @@ from pathlib import Path
 
 from flask import Flask, current_app
 
+from .checkpoints import CheckpointDeclarationError, CheckpointSpec, checkpoint_spec
 from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
 from .recipes import RecipeMetadataError, read_metadata
@@ -64,6 +65,7 @@ class Model:
     files: dict[str, ServedFile]
     recipe_file_names: tuple[str, ...] = ()  # which of `files` come from the recipe folder
     lab: LabSpec | None = None  # the recipe's declared lab, where it has one
+    checkpoint: CheckpointSpec | None = None  # weights read from a folder on this server, where declared
 
     @property
     def revision(self) -> str:
@@ -206,6 +208,15 @@ def _lab(meta: dict, manifest: dict, recipe_dir: Path) -> LabSpec | None:
         raise ManifestError(f"recipe.toml: {exc}") from exc
 
 
+def _checkpoint(meta: dict) -> CheckpointSpec | None:
+    if "checkpoint" not in meta:
+        return None
+    try:
+        return checkpoint_spec(meta["checkpoint"])
+    except CheckpointDeclarationError as exc:
+        raise ManifestError(f"recipe.toml: {exc}") from exc
+
+
 def load_model(folder: Path, recipes_dir: Path) -> Model:
     """Read, parse and validate one manifest folder; ManifestError says what is wrong."""
     slug = folder.name
@@ -226,7 +237,8 @@ def load_model(folder: Path, recipes_dir: Path) -> Model:
     apply_keys(manifest, meta.get("recording", {}).get("keys", {}))
     recipe = recipe_files(recipe_dir)
     files = _model_files(manifest, folder, recipe)
-    return Model(slug, manifest, raw, recipe_dir, files, tuple(recipe), _lab(meta, manifest, recipe_dir))
+    return Model(slug, manifest, raw, recipe_dir, files, tuple(recipe), _lab(meta, manifest, recipe_dir),
+                 _checkpoint(meta))
 
 
 def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:

@@ -6,8 +6,9 @@ import json
 from flask import abort, current_app
 
 from .catalog import Model
+from .checkpoints import context
 from .extensions import runner, state
-from .runner import RecipeCrashed, RecipeError, RecipeTimeout, run_key
+from .runner import RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout, run_key
 
 LIVE_NOTE = "Computed live on the server by the model's recipe for this request; not a recorded value."
 
@@ -20,7 +21,8 @@ def _key(model: Model, entry: str, args: dict) -> str:
 def compute(model: Model, entry: str, args: dict) -> dict:
     """`entry(**args)` of the model's lab recipe in a worker; identical requests come from the cache.
 
-    A failed run answers 503 (worker died), 504 (timeout) or 502 (the recipe raised), with the reason.
+    A failed run answers 503 (worker died, or no usable checkpoint), 504 (timeout), 502 (the recipe raised)
+    or 400 (the recipe refused the request), with the reason.
     """
     if not model.has_lab:
         abort(404, f"model {model.slug!r} has no live lab")
@@ -30,7 +32,9 @@ def compute(model: Model, entry: str, args: dict) -> dict:
         return found | {"cached": True}
     runner.pool.admit()
     try:
-        reply = runner.pool.run(model.recipe_dir, "lab", entry, args)
+        reply = runner.pool.run(model.recipe_dir, "lab", entry, args, context(model.checkpoint))
+    except RecipeRefused as exc:
+        abort(exc.status, str(exc))
     except RecipeTimeout as exc:
         abort(504, str(exc))
     except RecipeCrashed as exc:

@@ -19,7 +19,8 @@ ERRORS = {
     413: "Request body too large.",
     429: "Rate limit reached, or every recipe worker and the queue are busy (see Retry-After).",
     502: "The recipe raised an error.",
-    503: "A recipe worker died before answering.",
+    503: "A recipe worker died before answering, or the model's checkpoint is not on this server (the message "
+         "says how to provide one).",
     504: "The recipe ran past its timeout and was stopped.",
 }
 NUMBERS = {"type": "array", "items": {"type": "number"}}
@@ -96,10 +97,10 @@ def _paths(slugs: list[str]) -> dict:
         "/api/models/{slug}/verifications": {"post": {
             "summary": "Re-execute the recipe and compare with the recording", "parameters": [slug],
             "responses": {"200": _json(_ref("Report"), "The report (finished or cached)."),
-                          "202": _json(_ref("Job"), "Running: poll the Location."), **_errors(404, 413, 429)}}},
+                          "202": _json(_ref("Job"), "Running: poll the Location."), **_errors(404, 413, 429, 503)}}},
         "/api/models/{slug}/verifications/latest": {"get": {
             "summary": "The latest verification report", "parameters": [slug],
-            "responses": {"200": _json(_ref("Report"), "The report."), **_errors(404)}}},
+            "responses": {"200": _json(_ref("Report"), "The report."), **_errors(404, 503)}}},
         "/api/models/{slug}/verifications/{job_id}": {"get": {
             "summary": "A verification job", "parameters": [slug, job_id],
             "responses": {"200": _json(_ref("Job"), "The job and, once done, its report."), **_errors(404)}}},

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import numpy as np
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request, url_for
 
+from . import checkpoints
 from .catalog import LAYOUT_FILE, Model, file_listing
 from .compression import is_conditional
 from .downloads import content_disposition
@@ -125,8 +126,9 @@ def remembered(key: tuple, render) -> Response:
 def model_page(slug: str):
     """The model page; ?case= and ?step= choose the recorded case and the tour step shown."""
     model = page_model(slug)
-    key = (slug, request.args.get("case"), request.args.get("step"))
-    return remembered(key, lambda: render_model_page(model))
+    checkpoint = checkpoints.status(model.checkpoint) if model.checkpoint else None
+    key = (slug, request.args.get("case"), request.args.get("step"), repr(checkpoint))
+    return remembered(key, lambda: render_model_page(model, checkpoint))
 
 
 def prerender(app) -> None:
@@ -138,23 +140,25 @@ def prerender(app) -> None:
             model_page(slug)
 
 
-def render_model_page(model: Model) -> str:
+def render_model_page(model: Model, checkpoint: dict | None = None) -> str:
     m = model.manifest
     cases = m["experiment"]["cases"]
     steps = m["steps"]
-    case_id = request.args.get("case", cases[0]["id"])
-    case = model.case(case_id) or cases[0]
+    case_id = request.args.get("case", cases[0]["id"] if cases else None)
+    case = model.case(case_id) if case_id else None
+    case = case or (cases[0] if cases else None)  # a recording made without its checkpoint has no case
     step_id = request.args.get("step", m.get("openingStep") or steps[0]["id"])
     step = next((s for s in steps if s["id"] == step_id), steps[0])
     notices = []
-    if case["id"] != case_id:
-        notices.append(f"There is no recorded case “{case_id}”; showing “{case['label']}”.")
+    if case_id and (case is None or case["id"] != case_id):
+        shown = f"showing “{case['label']}”" if case else "this recording holds none"
+        notices.append(f"There is no recorded case “{case_id}”; {shown}.")
     if step["id"] != step_id:
         notices.append(f"There is no tour step “{step_id}”; showing “{step['title']}”.")
     layers = {layer["id"]: layer for layer in m["layers"]}
     return render_template(
         "model.html", model=model, m=m, case=case, step=step, layers=layers, notices=notices,
-        lab=lab_settings(model) if model.has_lab else None,
+        lab=lab_settings(model) if model.has_lab else None, checkpoint=checkpoint,
         files=file_listing(model),
         layout_url=model.file_url(LAYOUT_FILE) if LAYOUT_FILE in model.files else None,
     )

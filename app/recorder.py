@@ -21,6 +21,14 @@ from .catalog import (
     graph_document,
     recipe_files,
 )
+from .checkpoints import (
+    Checkpoint,
+    CheckpointDeclarationError,
+    CheckpointUnavailable,
+    checkpoint_spec,
+    find,
+    locate,
+)
 from .compare import tolerance_for
 from .graphlayout import build_preview, layout_bytes
 from .recipes import RecipeMetadataError, read_metadata
@@ -67,13 +75,18 @@ def content_revision(manifest: dict) -> str:
     return _sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode())[:16]
 
 
-def _cases(meta: dict, replay: dict) -> list[dict]:
-    """The declared cases with the values the replay produced; every item needs a key."""
+def _cases(meta: dict, replay: dict, without_checkpoint: bool) -> list[dict]:
+    """The declared cases with the values the replay produced; every item needs a key. A recipe whose
+    checkpoint is not on this machine records its graph and no case."""
     experiment = meta["experiment"]
     declared = experiment.get("cases") or []
     if not declared:
         raise RecordingError("recipe.toml: experiment.cases declares no case")
     replayed = replay.get("cases", {})
+    if without_checkpoint:
+        if replayed:
+            raise RecordingError("run.py replay() returned cases without a checkpoint; it must return none")
+        return []
     extra = sorted(set(replayed) - {c["id"] for c in declared})
     if extra:
         raise RecordingError(f"run.py replay() returns case {extra[0]!r}, which recipe.toml does not declare")
@@ -92,6 +105,8 @@ def _cases(meta: dict, replay: dict) -> list[dict]:
                     raise RecordingError(f"case {spec['id']!r}: {kind} {item['key']!r} holds NaN or infinity")
                 items.append({"key": item["key"], "label": item.get("label") or item["key"], field: item[field]})
             case[kind] = items
+        if isinstance(values.get("request"), dict):  # the lab request that reproduces the case: a preset
+            case["request"] = values["request"]
         cases.append(case)
     return cases
 
@@ -102,7 +117,8 @@ def _flat(value) -> list[float]:
     return [value]
 
 
-def _provenance(meta: dict, graph: dict, replay: dict, environment: dict, model_py: bytes, seed: int) -> dict:
+def _provenance(meta: dict, graph: dict, replay: dict, environment: dict, model_py: bytes, seed: int,
+                checkpoint: Checkpoint | None) -> dict:
     failed = [c["name"] for c in replay.get("checks", []) if not c.get("passed")]
     if failed:
         raise RecordingError(f"run.py check failed, nothing was recorded: {failed[0]}")
@@ -120,7 +136,20 @@ def _provenance(meta: dict, graph: dict, replay: dict, environment: dict, model_
         "method": recording.get("method", "TensorViz recorder"),
         "scope": recording.get("scope", ""),
         "numericalChecks": [c["name"] for c in replay.get("checks", [])],
-    }
+    } | ({} if "checkpoint" not in meta else {"checkpoint": checkpoint and {"files": checkpoint.sha256}})
+
+
+def _checkpoint(meta: dict) -> Checkpoint | None:
+    """The recipe's checkpoint where it declares one and this machine has it; None records the graph alone."""
+    if "checkpoint" not in meta:
+        return None
+    try:
+        spec = checkpoint_spec(meta["checkpoint"])
+        return find(spec) if locate(spec) else None
+    except CheckpointDeclarationError as exc:
+        raise RecordingError(f"recipe.toml: {exc}") from exc
+    except CheckpointUnavailable as exc:
+        raise RecordingError(exc.description) from exc
 
 
 def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0) -> Recording:
@@ -133,20 +162,23 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
     missing = [k for k in REQUIRED if k not in meta]
     if missing:
         raise RecordingError(f"recipes/{slug}/recipe.toml lacks {', '.join(missing)}")
-    reply = pool.run(recipe_dir, "capture", "capture", {"inputs": meta["recording"]["inputs"]})
+    checkpoint = _checkpoint(meta)
+    context = {"checkpoint": str(checkpoint.folder)} if checkpoint else {}
+    reply = pool.run(recipe_dir, "capture", "capture", {"inputs": meta["recording"]["inputs"]}, context)
     graph, replay = reply["result"]["graph"], reply["result"]["replay"]
     manifest: dict = {"schemaVersion": 1, "slug": slug}
     for key in HEAD_FIELDS:
         value = graph["className"] if key == "className" else meta.get(key)
         if value is not None:
             manifest[key] = value
-    manifest["provenance"] = _provenance(meta, graph, replay, reply["environment"], files["model.py"], seed)
+    manifest["provenance"] = _provenance(meta, graph, replay, reply["environment"], files["model.py"], seed,
+                                         checkpoint)
     manifest["layers"] = graph["layers"]
     manifest["connections"] = graph["connections"]
     manifest["steps"] = meta["steps"]
     manifest["milestone"] = meta["milestone"]
     experiment = {k: v for k, v in meta["experiment"].items() if k not in ("cases", "caseDefaults")}
-    manifest["experiment"] = experiment | {"cases": _cases(meta, replay)}
+    manifest["experiment"] = experiment | {"cases": _cases(meta, replay, "checkpoint" in meta and not checkpoint)}
     manifest["revision"] = content_revision(manifest)
     try:
         validate_manifest(manifest | {"files": {}}, slug)

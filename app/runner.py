@@ -10,7 +10,7 @@ from pathlib import Path
 
 from flask import Flask, current_app
 
-from . import worker
+from . import checkpoints, worker
 
 
 @cache
@@ -33,9 +33,11 @@ def without_paths(message: str) -> str:
 
 def run_key(model) -> str:
     """Everything a recipe run's answer depends on, as content hashes: the recording's bytes (its sha256,
-    not its declared revision), every recipe file, torch and the seed. Part of every cached answer's key."""
+    not its declared revision), every recipe file, the checkpoint's files where it reads one, torch and the
+    seed. Part of every cached answer's key; CheckpointUnavailable (503) when its checkpoint is missing."""
     seed = current_app.config["RECIPE_SEED"]
-    return f"{model.slug}:{model.etag}:{model.recipe_sha256}:torch-{torch_version()}:seed-{seed}"
+    key = f"{model.slug}:{model.etag}:{model.recipe_sha256}:torch-{torch_version()}:seed-{seed}"
+    return key if model.checkpoint is None else f"{key}:checkpoint-{checkpoints.find(model.checkpoint).digest}"
 
 
 class RecipeError(Exception):
@@ -52,6 +54,14 @@ class PoolBusy(RecipeError):
 
 class RecipeCrashed(RecipeError):
     pass
+
+
+class RecipeRefused(RecipeError):
+    """The recipe refused the request (400, the message names the field) or cannot serve it (503)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and import torch
@@ -135,9 +145,12 @@ class WorkerPool:
                 return
         w.kill()  # a replacement started while a request started its own: keep no more than size
 
-    def run(self, recipe_dir: Path, module: str, entry: str, args: dict | None = None) -> dict:
-        """Call `entry(**args)` of the recipe file `module`.py in a worker; returns the worker's reply."""
-        task = {"recipe_dir": str(recipe_dir), "module": module, "entry": entry, "args": args or {}}
+    def run(self, recipe_dir: Path, module: str, entry: str, args: dict | None = None,
+            context: dict | None = None) -> dict:
+        """Call `entry(**args, **context)` of the recipe file `module`.py in a worker; returns the worker's
+        reply. `context` holds the server's own arguments (a checkpoint folder), never a client's."""
+        task = {"recipe_dir": str(recipe_dir), "module": module, "entry": entry, "args": args or {},
+                "context": context or {}}
         with self._slots:
             w = self._take()
             try:
@@ -154,6 +167,8 @@ class WorkerPool:
                 self._start_in_background(1)
                 raise RecipeCrashed(f"the recipe worker died (exit code {code}) before answering") from exc
             self._release(w)
+        if not reply["ok"] and reply.get("refused"):
+            raise RecipeRefused(reply["refused"], without_paths(reply["message"]))
         if not reply["ok"]:
             raise RecipeError(f"the recipe raised {without_paths(reply['error'])}")
         return reply

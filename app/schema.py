@@ -100,6 +100,7 @@ def _experiment(manifest: dict) -> None:
         _require(case_id not in case_ids, where, f"repeats id {case_id!r}")
         case_ids.add(case_id)
         _string(case, "label", where)
+        _require(isinstance(case.get("request", {}), dict), f"{where}.request", "must be an object when present")
         for kind, depth in (("matrices", 2), ("vectors", 1)):
             for j, item in enumerate(case.get(kind, [])):
                 _string(item, "label", f"{where}.{kind}[{j}]")

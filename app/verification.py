@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from flask import Flask, current_app
 
 from .catalog import Model
+from .checkpoints import CheckpointUnavailable, context, find
 from .compare import compare_replay, tolerance_for
 from .extensions import runner, state
 from .runner import RecipeError, run_key
@@ -66,6 +67,17 @@ def _recipe_summary(model: Model) -> dict:
     }
 
 
+def _checkpoint_summary(model: Model) -> dict:
+    """The checkpoint files the replay read, beside those the recording was made from."""
+    used = find(model.checkpoint).sha256
+    recorded = (model.manifest["provenance"].get("checkpoint") or {}).get("files")
+    note = ("The replay read the checkpoint files the recording was made from." if used == recorded else
+            "The recording was made without a checkpoint: it holds no case to compare." if recorded is None else
+            "The replay read other checkpoint files than the recording was made from: the values below show "
+            "whether this checkpoint reproduces it.")
+    return {"used": used, "recorded": recorded, "matches_recording": used == recorded, "note": note}
+
+
 def verify(model: Model) -> dict:
     """Re-execute the recipe and compare every recorded value; always returns a report."""
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
@@ -73,12 +85,16 @@ def verify(model: Model) -> dict:
     report: dict = {"model": model.slug, "revision": model.revision, "manifest_sha256": model.etag,
                     "started_at": started_at, "recipe": _recipe_summary(model)}
     try:
-        reply = runner.pool.run(model.recipe_dir, "run", "replay")
+        reply = runner.pool.run(model.recipe_dir, "run", "replay", context=context(model.checkpoint))
+    except CheckpointUnavailable as exc:
+        report |= {"status": "error", "message": exc.description}
     except RecipeError as exc:
         report |= {"status": "error", "message": str(exc)}
     else:
         report |= compare_replay(model.manifest, reply["result"])
         report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"]}
+    if model.checkpoint is not None and report["status"] != "error":
+        report["checkpoint"] = _checkpoint_summary(model)
     report["duration_seconds"] = time.perf_counter() - clock
     return report
 

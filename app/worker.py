@@ -16,6 +16,10 @@ from types import ModuleType
 
 from .recipes import load_module, read_metadata
 
+# Statuses a recipe's exception may carry (as its `status` attribute) to say that it refused the request
+# (400: the message starts with the field at fault) or that it cannot serve any request (503).
+REFUSALS = (400, 503)
+
 
 def entry_points(recipe_dir: Path) -> dict[str, set[str]]:
     """What a task may call: run.py's replay, and the lab.py functions the recipe's lab declaration names."""
@@ -47,12 +51,12 @@ def execute(task: dict, torch: ModuleType, seed: int) -> dict:
         from . import capture  # imports torch: only ever inside a worker
 
         function = capture.capture
-        args = {"recipe_dir": task["recipe_dir"], **task.get("args", {})}
+        args = {"recipe_dir": task["recipe_dir"], **task.get("args", {}), **task.get("context", {})}
     elif entry in entry_points(Path(task["recipe_dir"])).get(module, ()):
         function = getattr(load_module(Path(task["recipe_dir"]), module), entry, None)
         if not callable(function):
             raise ValueError(f"{module}.py has no entry point {entry}()")
-        args = task.get("args", {})
+        args = {**task.get("args", {}), **task.get("context", {})}  # the server's own arguments: a checkpoint
     else:
         raise ValueError(f"{module}.{entry} is not a recipe entry point")
     torch.manual_seed(seed)
@@ -127,6 +131,9 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, p
         except Exception as exc:  # a recipe's own error goes back to the caller, the worker lives on
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
                      "traceback": traceback.format_exc(limit=8)}
+            status = getattr(exc, "status", None)
+            if status in REFUSALS:  # the recipe refused the request (400) or cannot serve it (503)
+                reply |= {"refused": status, "message": str(exc)}
         if watchdog:
             watchdog.idle()
         conn.send(reply)

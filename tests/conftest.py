@@ -1,4 +1,5 @@
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -67,6 +68,35 @@ class ModelTree:
 
     def config(self, **extra) -> dict:
         return {"MANIFESTS_DIR": str(self.manifests), "RECIPES_DIR": str(self.recipes)} | extra
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_outside_checkpoints(tmp_path_factory):
+    """Checkpoints come only from what a test sets: not from the environment nor a real Hugging Face cache."""
+    saved = {k: os.environ.pop(k, None) for k in ("TENSORVIZ_BERT_CHECKPOINT", "HF_HUB_CACHE", "HF_HOME")}
+    os.environ["HF_HUB_CACHE"] = str(tmp_path_factory.mktemp("empty-hub-cache"))
+    yield
+    for key, value in saved.items():
+        os.environ.pop(key, None)
+        if value is not None:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def bert_checkpoint(tmp_path_factory) -> Path:
+    """A small random uncased BertForMaskedLM in model.safetensors, saved by transformers."""
+    from .bert_checkpoints import make_checkpoint
+
+    return make_checkpoint(tmp_path_factory.mktemp("bert-checkpoint"))
+
+
+@pytest.fixture
+def checkpoint_app(bert_checkpoint):
+    """The app with BERT_CHECKPOINT set to the small random checkpoint."""
+    app = create_app(TestConfig)
+    app.config["BERT_CHECKPOINT"] = str(bert_checkpoint)
+    yield app
+    app.extensions["tensorviz.pool"].shutdown()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ REVISION = "0c48027dcf5a807d"
 
 def test_catalog_lists_every_model(client):
     body = client.get("/api/models").get_json()
-    assert [m["slug"] for m in body["models"]] == ["bert", "gpt", "lenet"]
+    assert [m["slug"] for m in body["models"]] == ["bert", "bert-base", "gpt", "lenet"]
     entry = body["models"][0]
     assert entry["title"] == "Learn from both sides of a masked token"
     assert entry["revision"] == REVISION

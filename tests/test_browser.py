@@ -252,6 +252,7 @@ def test_keyboard_reaches_the_controls(watched):
     ("catalog-desktop", "/", DESKTOP), ("catalog-phone", "/", PHONE),
     ("model-desktop", "/models/bert", DESKTOP), ("model-phone", "/models/bert", PHONE),
     ("lenet-desktop", "/models/lenet", DESKTOP), ("lenet-phone", "/models/lenet", PHONE),
+    ("bert-base-desktop", "/models/bert-base", DESKTOP), ("bert-base-phone", "/models/bert-base", PHONE),
     ("not-found-phone", "/models/nope", PHONE),
 ])
 def test_screenshots_without_horizontal_scroll(browser, live_server, name, path, viewport):
@@ -519,3 +520,108 @@ def test_a_real_mouse_click_on_a_group_title_collapses_it(watched):
     page.mouse.up()
     expect(page.locator('.g-cluster[data-id="h.0"]')).to_have_count(0)
     expect(page.locator('.g-node[data-id="h.0"]')).to_have_count(1)  # the group, collapsed to one node
+
+
+# ---- the BERT DataLab
+
+
+@pytest.fixture(scope="module")
+def datalab_server(bert_checkpoint):
+    app = create_app(type("Browser", (TestConfig,), {"BERT_CHECKPOINT": str(bert_checkpoint)}))
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    app.extensions["tensorviz.pool"].shutdown()
+
+
+@pytest.fixture
+def datalab_page(browser, datalab_server):
+    opened: list[Watched] = []
+
+    def open_page(viewport: dict = DESKTOP, **context):
+        w = Watched(browser, datalab_server, viewport, **context)
+        w.page.goto(datalab_server + "/models/bert-base")
+        opened.append(w)
+        return w.page
+
+    yield open_page
+    for w in opened:
+        w.close()
+
+
+def traced(page, text: str | None = None) -> None:
+    if text is not None:
+        page.locator("#datalab-text").fill(text)
+    page.get_by_role("button", name="Trace", exact=True).click()
+    expect(page.locator("#lab-status")).to_contain_text("resolved to", timeout=120_000)
+
+
+def test_the_datalab_steps_through_every_stage_and_keeps_focus_on_the_control(datalab_page, datalab_server):
+    page = datalab_page()
+    traced(page)
+    stages = page.locator(".datalab-stage")
+    expect(stages).to_have_count(6)  # tokens, embedding, 2 layers, convergence, head
+    expect(page.locator(".datalab-stage:visible")).to_have_count(1)
+    expect(page.locator(".datalab-token.is-traced")).to_contain_text("[MASK]")
+    page.locator("#datalab-next").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator(".datalab-stage:visible")).to_have_count(2)
+    assert page.evaluate("document.activeElement.id") == "datalab-next"
+    expect(page.locator("#datalab-progress")).to_have_text("Stage 2 of 6: Embedding")
+    page.keyboard.press("Enter")
+    layer = stages.nth(2)
+    arcs = layer.locator(".datalab-arcs")
+    before = arcs.get_attribute("aria-label")
+    layer.get_by_label("Head of layer 1").select_option("2")
+    expect(arcs).not_to_have_attribute("aria-label", before)
+    expect(arcs).to_have_attribute("aria-label", re.compile(r"^layer 1, head 3: strongest to "))
+    expect(layer.locator(".datalab-ffn td.is-passed").first).to_be_visible()
+    page.get_by_role("button", name="Show all stages").click()
+    expect(page.locator(".datalab-stage:visible")).to_have_count(6)
+    expect(page.locator("#datalab-next")).to_be_disabled()
+    answer = page.request.post(datalab_server + "/api/models/bert-base/datalab",
+                               data={"text": "The capital of France is [MASK].", "top_k": 10}).json()
+    expect(stages.nth(5)).to_contain_text(f"Prediction: “{answer['prediction']['token']}”")
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download datalab-softmax as CSV").click()
+    lines = Path(info.value.path()).read_text().splitlines()
+    assert lines[0] == "token,id,h · E[token],bias,logit,exp(logit − shift),probability"
+    first = answer["top"][0]
+    assert lines[1].split(",")[4] == str(first["logit"])  # full precision, as the API answered
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download datalab-convergence as JSON").click()
+    rows = json.loads(Path(info.value.path()).read_text())
+    assert [r["rank of the prediction"] for r in rows] == [layer["lens"]["rank"] for layer in answer["layers"]]
+
+
+def test_the_datalab_traces_the_mask_chosen_and_honours_reduced_motion(datalab_page):
+    page = datalab_page(reduced_motion="reduce")
+    page.evaluate("""() => { window.scrolls = [];
+        Element.prototype.scrollIntoView = function (options) { window.scrolls.push(options); }; }""")
+    traced(page, "the [MASK] sat on the [MASK] .")
+    expect(page.locator("#datalab-position-label")).to_be_visible()
+    page.locator("#datalab-position").select_option("6")
+    expect(page.locator("#lab-status")).to_contain_text("[MASK] at position 6 resolved to")
+    expect(page.locator(".datalab-token.is-traced")).to_contain_text("6 ·")
+    page.locator("#datalab-next").click()
+    assert page.evaluate("window.scrolls") == [{"behavior": "auto", "block": "nearest"}]
+
+
+def test_the_datalab_at_375px_fits_the_screen(datalab_page):
+    page = datalab_page(PHONE)
+    traced(page)
+    page.get_by_role("button", name="Show all stages").click()
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#lab").screenshot(path=ARTIFACTS / "datalab-phone.png")
+
+
+def test_the_datalab_without_a_checkpoint_says_how_to_provide_one(watched):
+    page = watched("/models/bert-base")
+    graph_ready(page)  # the graph needs no weights
+    expect(page.locator("#lab[data-ready]")).to_have_count(1)
+    expect(page.locator("#checkpoint-status")).to_contain_text("No checkpoint to trace yet.")
+    expect(page.locator("#checkpoint-status")).to_contain_text("hf download google-bert/bert-base-uncased")
+    expect(page.get_by_role("button", name="Trace", exact=True)).to_be_disabled()
+    expect(page.locator("#example")).to_contain_text("This recording holds no case")

@@ -15,16 +15,19 @@ def strict(raw: bytes):
     return json.loads(raw, parse_constant=refuse)
 
 
-def test_every_lab_endpoint_of_every_model_answers_strict_json(app, client):
+def test_every_lab_endpoint_of_every_model_answers_strict_json(checkpoint_app):
     from app.extensions import store
 
+    app, client = checkpoint_app, checkpoint_app.test_client()
     with app.app_context():
         models = list(store.catalog.models.values())
     checked = 0
     for model in models:
         if model.lab is None:
             continue
-        preset = model.lab.module.presets(model.manifest["experiment"]["cases"], model.lab)[0]["request"]
+        presets = model.lab.module.presets(model.manifest["experiment"]["cases"], model.lab)
+        # A recording made without its checkpoint has no case to start from: a sentence of the test vocabulary.
+        preset = presets[0]["request"] if presets else {"text": "the capital of france is [MASK] ."}
         for name, endpoint in model.lab.endpoints.items():
             body = {k: v for k, v in preset.items() if k in endpoint.fields}
             for field in endpoint.fields.values():  # a required field no preset carries: its smallest value
@@ -41,7 +44,7 @@ def test_every_lab_endpoint_of_every_model_answers_strict_json(app, client):
             assert response.status_code == 200, (url, response.get_json())
             strict(response.data)
             checked += 1
-    assert checked >= 8
+    assert checked >= 9  # bert 3, gpt 3, lenet 2, bert-base 1
 
 
 @pytest.mark.parametrize("position", range(6))

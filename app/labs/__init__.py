@@ -10,10 +10,10 @@ and defaults that depend on other fields (a trace's position, say).
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from . import causal_lm, image_classifier, masked_lm
+from . import causal_lm, datalab, image_classifier, masked_lm
 from .fields import DeclarationError, Field, declared_field
 
-KINDS: dict[str, ModuleType] = {module.NAME: module for module in (masked_lm, causal_lm, image_classifier)}
+KINDS: dict[str, ModuleType] = {module.NAME: module for module in (masked_lm, causal_lm, image_classifier, datalab)}
 METHODS = ("GET", "POST")
 
 

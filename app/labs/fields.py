@@ -13,7 +13,7 @@ from typing import Any
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import BadRequest
 
-TYPES = ("int", "ints", "grid", "number", "choice")  # grid: rows of integers, all rows equally long
+TYPES = ("int", "ints", "grid", "number", "choice", "text")  # grid: rows of integers, all rows equally long
 BOUNDS = ("min", "max", "below", "length", "min_length", "max_length", "rows", "cols")
 
 
@@ -46,6 +46,12 @@ class Field:
         """The field as JSON Schema (OpenAPI 3.0)."""
         if self.type == "choice":
             schema: dict = {"type": "string", "enum": list(self.values)}
+        elif self.type == "text":
+            schema = {"type": "string"}
+            if self.min_length is not None:
+                schema["minLength"] = self.min_length
+            if self.max_length is not None:
+                schema["maxLength"] = self.max_length
         else:
             scalar = {"type": "number" if self.type == "number" else "integer"}
             if self.min is not None:
@@ -135,6 +141,8 @@ def _check(value, field: Field):
         return value
     if field.type == "grid":
         return _grid(value, field)
+    if field.type == "text":
+        return _text(value, field)
     if not isinstance(value, list):
         fail(name, "must be a list of integers")
     if field.length is not None and len(value) != field.length:
@@ -147,6 +155,19 @@ def _check(value, field: Field):
     if field.unique and len(set(items)) != len(items):
         fail(name, "names a value twice")
     return sorted(items) if field.sorted else items
+
+
+def _text(value, field: Field) -> str:
+    """A string of a declared length in characters, without control characters but for tabs and newlines."""
+    if not isinstance(value, str):
+        fail(field.name, f"must be a string, not {type(value).__name__}")
+    if field.min_length is not None and len(value.strip()) < field.min_length:
+        fail(field.name, f"must hold at least {field.min_length} character{'s' * (field.min_length != 1)}")
+    if field.max_length is not None and len(value) > field.max_length:
+        fail(field.name, f"must hold at most {field.max_length} characters, not {len(value)}")
+    if any(ord(c) < 32 and c not in "\t\n\r" or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+        fail(field.name, "holds a control character or an unpaired surrogate")
+    return value
 
 
 def _grid(value, field: Field) -> list[list[int]]:

@@ -17,7 +17,7 @@ let sourceLines = null;
 
 function writeUrl(push) {
   const url = new URL(window.location.href);
-  url.searchParams.set("case", state.case);
+  if (state.case) url.searchParams.set("case", state.case); // a recording without cases has none to name
   url.searchParams.set("step", state.step);
   window.history[push ? "pushState" : "replaceState"]({ ...state }, "", url);
 }
@@ -31,6 +31,7 @@ window.addEventListener("popstate", () => {
 // ---- Recorded cases
 
 function enhanceCase(panel) {
+  if (!panel) return; // a recording without cases
   for (const figure of panel.querySelectorAll('[data-chart="heatmap"]')) {
     const values = JSON.parse(figure.dataset.values);
     figure.querySelector(".chart-canvas").replaceChildren(valueHeatmap(values, figure.dataset.label));
@@ -238,6 +239,7 @@ async function main() {
     try {
       const { Lab } = await import(labSection.dataset.script);
       new Lab(labSection);
+      labSection.dataset.ready = "true";
     } catch (error) {
       labSection.append(Object.assign(document.createElement("p"), { className: "notice", textContent: `The lab could not start: ${error.message}` }));
     }

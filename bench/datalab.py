@@ -1,0 +1,148 @@
+"""The DataLab on a checkpoint of BERT-base's exact size, beside the raw forward of the same model.
+
+    python bench/datalab.py [--repeat N] [--keep FOLDER]
+
+Builds a random BertForMaskedLM of BERT-base's configuration (110M parameters, vocabulary 30,522) with
+transformers and saves it with save_pretrained, then prints, in one run:
+  - the load time (config, safetensors weights, vocabulary) in the recipe;
+  - the raw forward of the loaded model on a 12-token sentence (every position's logits), the same through
+    transformers' BertForMaskedLM, and the DataLab trace of that sentence, with the ratio to the raw forward
+    (goal: within 2x once loaded);
+  - the DataLab through the API (a recipe worker behind the app; JSON in and out), first and warm, and the
+    recipe worker's resident memory.
+One torch thread throughout, as the server's recipe workers run.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SENTENCE = "the capital of france is [MASK] on the river ."  # 12 WordPiece tokens with [CLS] and [SEP]
+WORDS = "the capital of france is on river . paris city".split()
+
+
+def make_checkpoint(folder: Path) -> Path:
+    """BERT-base's configuration with random weights, and a vocabulary of 30,522 entries in BERT's layout."""
+    import torch
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", *(f"[unused{i}]" for i in range(99)), "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    vocab += [f"w{i}" for i in range(30522 - len(vocab))]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    torch.manual_seed(0)
+    transformers.BertForMaskedLM(transformers.BertConfig()).eval().save_pretrained(folder)
+    return folder
+
+
+def median_ms(action, repeat: int) -> float:
+    action()  # the first call pays for lazy initialisation
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def in_process(folder: Path, repeat: int) -> dict:
+    import torch
+    import transformers
+
+    from app.recipes import load_module
+
+    torch.set_num_threads(1)
+    transformers.utils.logging.disable_progress_bar()
+    lab = load_module(ROOT / "recipes" / "bert-base", "lab")
+    start = time.perf_counter()
+    loaded = lab.load(str(folder))
+    load_s = time.perf_counter() - start
+    _, ids, _ = lab.tokenize(loaded.vocabulary, SENTENCE, 512)
+    assert len(ids) == 12, ids
+    input_ids = torch.tensor([ids])
+    with torch.no_grad():
+        raw = median_ms(lambda: loaded.model(input_ids), repeat)
+        reference = transformers.BertForMaskedLM.from_pretrained(folder).eval()
+        hf = median_ms(lambda: reference(input_ids=input_ids), repeat)
+    datalab = median_ms(lambda: lab.datalab(str(folder), SENTENCE, 10), repeat)
+    serialised = median_ms(lambda: json.dumps(lab.datalab(str(folder), SENTENCE, 10)), repeat)
+    return {"load_s": load_s, "raw_ms": raw, "transformers_ms": hf, "datalab_ms": datalab,
+            "datalab_json_ms": serialised}
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def through_the_api(folder: Path, repeat: int) -> dict:
+    from app import create_app
+
+    app = create_app({"BERT_CHECKPOINT": str(folder), "STATE_PATH": None, "COMPUTE_BUDGET": "100000 per minute"})
+    client = app.test_client()
+
+    def post(top_k: int) -> float:  # a new top_k each time: never a cached answer
+        start = time.perf_counter()
+        response = client.post("/api/models/bert-base/datalab", json={"text": SENTENCE, "top_k": top_k})
+        assert response.status_code == 200, response.get_json()
+        assert response.get_json()["cached"] is False
+        return time.perf_counter() - start
+
+    first = post(1)
+    warm = statistics.median(post(k) for k in range(2, repeat + 2)) * 1000
+    start = time.perf_counter()
+    assert client.post("/api/models/bert-base/datalab", json={"text": SENTENCE, "top_k": 2}).get_json()["cached"]
+    cached = (time.perf_counter() - start) * 1000
+    size = len(client.post("/api/models/bert-base/datalab", json={"text": SENTENCE, "top_k": 2}).data)
+    pid = app.extensions["tensorviz.pool"].pids()[0]
+    rss, peak = rss_mib(pid)
+    app.extensions["tensorviz.pool"].shutdown()
+    return {"first_s": first, "warm_ms": warm, "cached_ms": cached, "answer_bytes": size,
+            "worker_rss_mib": rss, "worker_peak_mib": peak}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--keep", type=Path,
+                        help="Build the checkpoint here (or reuse it) instead of a temporary folder.")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tensorviz-bert-base-") as scratch:
+        folder = args.keep or Path(scratch) / "checkpoint"
+        if not (folder / "model.safetensors").is_file():
+            start = time.perf_counter()
+            make_checkpoint(folder)
+            print(f"built a random BERT-base checkpoint in {time.perf_counter() - start:.1f} s "
+                  f"({(folder / 'model.safetensors').stat().st_size / 2**20:.0f} MiB of safetensors)")
+        local = in_process(folder, args.repeat)
+        api = through_the_api(folder, args.repeat)
+    ratio = local["datalab_ms"] / local["raw_ms"]
+    print(f"12-token sentence, one torch thread, medians of {args.repeat}")
+    print(f"  load (config, weights, vocabulary)    {local['load_s']:8.2f} s")
+    print(f"  raw forward, this recipe              {local['raw_ms']:8.1f} ms   1.00x")
+    print(f"  raw forward, transformers             {local['transformers_ms']:8.1f} ms   "
+          f"{local['transformers_ms'] / local['raw_ms']:.2f}x")
+    print(f"  DataLab trace                         {local['datalab_ms']:8.1f} ms   {ratio:.2f}x   "
+          f"(goal: within 2x: {'met' if ratio <= 2 else 'NOT met'})")
+    print(f"  DataLab trace + JSON                  {local['datalab_json_ms']:8.1f} ms   "
+          f"{local['datalab_json_ms'] / local['raw_ms']:.2f}x")
+    print("through the API (recipe worker, JSON in and out)")
+    print(f"  first request (worker start + load)   {api['first_s']:8.2f} s")
+    print(f"  warm, not cached                      {api['warm_ms']:8.1f} ms   {api['warm_ms'] / local['raw_ms']:.2f}x")
+    print(f"  cached                                {api['cached_ms']:8.1f} ms")
+    print(f"  answer size                           {api['answer_bytes'] / 1024:8.0f} KiB")
+    print(f"  recipe worker memory                  {api['worker_rss_mib']:8.0f} MiB resident, "
+          f"{api['worker_peak_mib']:.0f} MiB peak")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,292 @@
+"""BERT (Devlin et al. 2018) at any size, loaded from a local checkpoint in the Hugging Face layout.
+
+The same post-LN encoder as the tiny recipe: token + position + segment embeddings and LayerNorm, then
+layers of self-attention and a 4x feed-forward network, each followed by residual + LayerNorm, exact (erf)
+GELU, and the MLM head (linear, GELU, LayerNorm, then the word-embedding matrix itself as the decoder,
+plus a bias). A checkpoint folder holds `config.json`, `vocab.txt` and `model.safetensors` or
+`pytorch_model.bin` of a BertForMaskedLM or BertForPreTraining model; its tensors are mapped onto these
+modules by name (MAPPING). Without a checkpoint, build_model() gives the bert-base-uncased architecture
+with random weights: enough to record the graph, never to record numbers.
+"""
+
+import json
+import math
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # looked for in this order
+ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining")
+
+
+class CheckpointError(RuntimeError):
+    """The checkpoint folder cannot be used; the message names the file and the problem."""
+
+    status = 503  # the server's checkpoint, not the request, is at fault
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"the checkpoint cannot be used: {problem}")
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+
+    @classmethod
+    def from_checkpoint(cls, folder: Path) -> "BertConfig":
+        """The architecture config.json describes; CheckpointError for anything this recipe does not compute."""
+        try:
+            data = json.loads((folder / "config.json").read_text())
+        except FileNotFoundError as exc:
+            raise CheckpointError("config.json is missing from the checkpoint folder") from exc
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"config.json cannot be read as JSON: {exc}") from exc
+        if not isinstance(data, dict) or data.get("model_type") != "bert":
+            kind = data.get("model_type") if isinstance(data, dict) else None
+            raise CheckpointError(f"config.json describes a {kind!r} model, not a BERT model (model_type 'bert')")
+        named = data.get("architectures") or []
+        if named and not set(named) & set(ARCHITECTURES):
+            raise CheckpointError(f"config.json names {', '.join(named)}; this recipe needs the masked-LM head of "
+                                  f"{' or '.join(ARCHITECTURES)}")
+        unsupported = {"hidden_act": "gelu", "position_embedding_type": "absolute"}
+        for key, needed in unsupported.items():
+            if data.get(key, needed) != needed:
+                raise CheckpointError(f"config.json: {key} {data[key]!r} is not supported; this recipe computes "
+                                      f"{key} {needed!r}")
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        config = cls(**values)
+        if config.hidden_size % config.num_attention_heads:
+            raise CheckpointError("config.json: hidden_size is not a multiple of num_attention_heads")
+        return config
+
+
+class Embeddings(nn.Module):
+    def __init__(self, c: BertConfig) -> None:
+        super().__init__()
+        self.word = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.position = nn.Embedding(c.max_position_embeddings, c.hidden_size)
+        self.segment = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+
+    def forward(self, input_ids: Tensor, segment_ids: Tensor) -> Tensor:
+        positions = torch.arange(input_ids.size(1), device=input_ids.device)  # (T,)
+        return self.norm(self.word(input_ids) + self.position(positions) + self.segment(segment_ids))  # (B, T, C)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, c: BertConfig) -> None:
+        super().__init__()
+        self.heads = c.num_attention_heads
+        self.query = nn.Linear(c.hidden_size, c.hidden_size)
+        self.key = nn.Linear(c.hidden_size, c.hidden_size)
+        self.value = nn.Linear(c.hidden_size, c.hidden_size)
+        self.softmax = nn.Softmax(dim=-1)  # a module, so a forward hook can read the attention weights
+        self.project = nn.Linear(c.hidden_size, c.hidden_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        q = self.query(x).unflatten(-1, (self.heads, -1)).transpose(1, 2)  # (B, heads, T, head_dim)
+        k = self.key(x).unflatten(-1, (self.heads, -1)).transpose(1, 2)  # (B, heads, T, head_dim)
+        v = self.value(x).unflatten(-1, (self.heads, -1)).transpose(1, 2)  # (B, heads, T, head_dim)
+        weights = self.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)))  # (B, heads, T, T)
+        return self.project((weights @ v).transpose(1, 2).flatten(2))  # (B, T, C)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, c: BertConfig) -> None:
+        super().__init__()
+        self.attention = SelfAttention(c)
+        self.attention_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.up = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.gelu = nn.GELU()  # exact (erf) GELU, as BERT's "gelu"
+        self.down = nn.Linear(c.intermediate_size, c.hidden_size)
+        self.output_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.attention_norm(x + self.attention(x))  # post-LN: normalise after the residual
+        return self.output_norm(x + self.down(self.gelu(self.up(x))))  # (B, T, C)
+
+
+class MaskedLMHead(nn.Module):
+    """Transform each position, then score it against every word embedding (the decoder is tied to them)."""
+
+    def __init__(self, c: BertConfig) -> None:
+        super().__init__()
+        self.transform = nn.Linear(c.hidden_size, c.hidden_size)
+        self.gelu = nn.GELU()
+        self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(c.vocab_size))
+
+    def transformed(self, h: Tensor) -> Tensor:
+        return self.norm(self.gelu(self.transform(h)))  # (..., C): what the decoder reads
+
+    def decode(self, h: Tensor, word_embeddings: Tensor) -> Tensor:
+        return nn.functional.linear(h, word_embeddings, self.bias)  # (..., vocab): h · E[word] + bias
+
+    def forward(self, h: Tensor, word_embeddings: Tensor) -> Tensor:
+        return self.decode(self.transformed(h), word_embeddings)  # (B, T, vocab)
+
+
+class BertForMaskedLM(nn.Module):
+    def __init__(self, c: BertConfig) -> None:
+        super().__init__()
+        self.config = c
+        self.embeddings = Embeddings(c)
+        self.layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.num_hidden_layers))
+        self.mlm = MaskedLMHead(c)
+
+    def encode(self, input_ids: Tensor, segment_ids: Tensor) -> Tensor:
+        x = self.embeddings(input_ids, segment_ids)  # (B, T, C)
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def forward(self, input_ids: Tensor, segment_ids: Tensor | None = None) -> Tensor:
+        if segment_ids is None:
+            segment_ids = torch.zeros_like(input_ids)
+        return self.mlm(self.encode(input_ids, segment_ids), self.embeddings.word.weight)  # (B, T, vocab)
+
+
+# Checkpoint tensor names (after the legacy gamma/beta renaming) -> this recipe's parameter names.
+MAPPING = [
+    (r"bert\.embeddings\.word_embeddings\.", "embeddings.word."),
+    (r"bert\.embeddings\.position_embeddings\.", "embeddings.position."),
+    (r"bert\.embeddings\.token_type_embeddings\.", "embeddings.segment."),
+    (r"bert\.embeddings\.LayerNorm\.", "embeddings.norm."),
+    (r"bert\.encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.", r"layers.\1.attention.\2."),
+    (r"bert\.encoder\.layer\.(\d+)\.attention\.output\.dense\.", r"layers.\1.attention.project."),
+    (r"bert\.encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.", r"layers.\1.attention_norm."),
+    (r"bert\.encoder\.layer\.(\d+)\.intermediate\.dense\.", r"layers.\1.up."),
+    (r"bert\.encoder\.layer\.(\d+)\.output\.dense\.", r"layers.\1.down."),
+    (r"bert\.encoder\.layer\.(\d+)\.output\.LayerNorm\.", r"layers.\1.output_norm."),
+    (r"cls\.predictions\.transform\.dense\.", "mlm.transform."),
+    (r"cls\.predictions\.transform\.LayerNorm\.", "mlm.norm."),
+    (r"cls\.predictions\.bias$", "mlm.bias"),
+]
+# Present in some checkpoints, not computed here: the NSP pooler and head, the position-id buffer, and the
+# decoder's copies of the tied embedding matrix and of the bias.
+IGNORED = re.compile(r"bert\.pooler\.|cls\.seq_relationship\.|bert\.embeddings\.position_ids$"
+                     r"|cls\.predictions\.decoder\.(weight|bias)$")
+
+
+def recipe_name(name: str) -> str | None:
+    """A checkpoint tensor's name in this recipe; None for one that is not computed here."""
+    name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name))
+    if not name.startswith(("bert.", "cls.")):
+        name = "bert." + name  # a bare BertModel's names have no prefix
+    if IGNORED.match(name):
+        return None
+    for pattern, replacement in MAPPING:
+        if re.match(pattern, name):
+            return re.sub(pattern, replacement, name)
+    raise CheckpointError(f"the weights hold {name!r}, which is not part of a BERT masked-LM model")
+
+
+def read_weights(folder: Path) -> tuple[str, dict[str, Tensor]]:
+    """The checkpoint's tensors by name, and the file they came from."""
+    path = next((folder / n for n in WEIGHT_FILES if (folder / n).is_file()), None)
+    if path is None:
+        raise CheckpointError(f"the checkpoint folder has neither {' nor '.join(WEIGHT_FILES)}")
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            return path.name, load_file(path)
+        return path.name, torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a truncated or foreign file: each format raises its own error types
+        raise CheckpointError(f"{path.name} cannot be read as {path.suffix[1:]} weights: "
+                              f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+
+
+def load_checkpoint(folder: str | Path) -> BertForMaskedLM:
+    """The checkpoint's model in eval mode; CheckpointError names a missing, misshapen or extra tensor."""
+    folder = Path(folder)
+    config = BertConfig.from_checkpoint(folder)
+    source, tensors = read_weights(folder)
+    with torch.device("meta"):  # no memory and no random initialisation for weights about to be replaced
+        model = BertForMaskedLM(config)
+    expected = {name: p.shape for name, p in model.named_parameters()}
+    state = {}
+    for name, tensor in tensors.items():
+        target = recipe_name(name)
+        if target is None:
+            continue
+        if target not in expected:
+            raise CheckpointError(f"{source}: {name} has no place in a {config.num_hidden_layers}-layer model")
+        if tensor.shape != expected[target]:
+            raise CheckpointError(f"{source}: {name} has shape {list(tensor.shape)}, config.json implies "
+                                  f"{list(expected[target])}")
+        state[target] = tensor.float()
+    missing = sorted(set(expected) - set(state))
+    if missing:
+        raise CheckpointError(f"{source} lacks {len(missing)} tensor{'s' * (len(missing) > 1)} of a BERT "
+                              f"masked-LM model, such as the one for {missing[0]}")
+    model.load_state_dict(state, assign=True)
+    return model.eval()
+
+
+def build_model(checkpoint: str | None = None) -> BertForMaskedLM:
+    """The checkpoint's model, or bert-base-uncased's architecture with seeded random weights without one."""
+    if checkpoint:
+        return load_checkpoint(checkpoint)
+    torch.manual_seed(0)
+    return BertForMaskedLM(BertConfig()).eval()
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The checkpoint's WordPiece tokenizer, lower-casing (and accent stripping) as its config says."""
+
+    tokenizer: object  # tokenizers.Tokenizer
+    lowercase: bool
+
+    def encode(self, text: str) -> tuple[list[str], list[int]]:
+        """`[CLS] text [SEP]` as WordPiece tokens and their ids; `[MASK]` in the text stays one token."""
+        encoding = self.tokenizer.encode(text)
+        return encoding.tokens, encoding.ids
+
+    def id(self, token: str) -> int | None:
+        return self.tokenizer.token_to_id(token)
+
+    def token(self, token_id: int) -> str:
+        return self.tokenizer.id_to_token(token_id)
+
+
+def load_vocabulary(folder: str | Path, vocab_size: int) -> Vocabulary:
+    """vocab.txt through the `tokenizers` library; tokenizer_config.json's do_lower_case (True when absent,
+    as for BertTokenizer), strip_accents and tokenize_chinese_chars."""
+    from tokenizers import BertWordPieceTokenizer
+    from tokenizers.models import WordPiece
+
+    folder = Path(folder)
+    path = folder / "vocab.txt"
+    if not path.is_file():
+        raise CheckpointError("vocab.txt is missing from the checkpoint folder")
+    try:
+        settings = json.loads((folder / "tokenizer_config.json").read_text())
+    except FileNotFoundError:
+        settings = {}
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"tokenizer_config.json cannot be read as JSON: {exc}") from exc
+    try:
+        vocab = WordPiece.read_file(str(path))
+    except Exception as exc:
+        raise CheckpointError(f"vocab.txt cannot be read: {exc}") from exc
+    if len(vocab) > vocab_size:
+        raise CheckpointError(f"vocab.txt holds {len(vocab)} tokens; config.json's vocab_size is {vocab_size}")
+    missing = [t for t in ("[CLS]", "[SEP]", "[MASK]", "[UNK]") if t not in vocab]
+    if missing:
+        raise CheckpointError(f"vocab.txt lacks the special token {missing[0]}")
+    lowercase = bool(settings.get("do_lower_case", True))
+    tokenizer = BertWordPieceTokenizer(vocab, lowercase=lowercase, strip_accents=settings.get("strip_accents"),
+                                       handle_chinese_chars=bool(settings.get("tokenize_chinese_chars", True)))
+    return Vocabulary(tokenizer, lowercase)

@@ -1,0 +1,364 @@
+"""The BERT DataLab: every stage held to transformers' own BertForMaskedLM, the checkpoint found or explained,
+bad checkpoints named, and the API's answers and refusals."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from app import create_app
+from app.config import PROJECT_ROOT, TestConfig
+
+from .bert_checkpoints import make_checkpoint
+from .conftest import recipe_module
+
+RECIPE = PROJECT_ROOT / "recipes" / "bert-base"
+TEXT = "The Capital of France is [MASK]. It sat on the [MASK] bank"
+URL = "/api/models/bert-base/datalab"
+
+
+def reference(folder: Path, text: str) -> dict:
+    """transformers' outputs for the text: tokens, hidden states, attentions, logits, and each sublayer's
+    output read by hooks (post-attention state, FFN before and after GELU, the MLM head's state)."""
+    import torch
+    import transformers
+
+    model = transformers.BertForMaskedLM.from_pretrained(folder, attn_implementation="eager").eval()
+    tokenizer = transformers.BertTokenizer.from_pretrained(folder)
+    encoding = tokenizer(text, return_tensors="pt")
+    seen, handles = {}, []
+
+    def keep(module, name):
+        handles.append(module.register_forward_hook(lambda _m, _a, out: seen.__setitem__(name, out[0])))
+
+    for i, layer in enumerate(model.bert.encoder.layer):
+        keep(layer.attention.output, f"{i}.post_attention")
+        keep(layer.intermediate.dense, f"{i}.before")
+        keep(layer.intermediate, f"{i}.after")
+    keep(model.cls.predictions.transform, "head_state")
+    with torch.no_grad():
+        out = model(**encoding, output_hidden_states=True, output_attentions=True)
+    for handle in handles:
+        handle.remove()
+    embeddings = model.bert.embeddings
+    return {"ids": encoding.input_ids[0].tolist(), "tokens": tokenizer.convert_ids_to_tokens(encoding.input_ids[0]),
+            "hidden": out.hidden_states, "attentions": out.attentions, "logits": out.logits[0], "seen": seen,
+            "word": embeddings.word_embeddings.weight, "position": embeddings.position_embeddings.weight,
+            "segment": embeddings.token_type_embeddings.weight, "bias": model.cls.predictions.bias}
+
+
+def worst(ours, theirs) -> float:
+    import torch
+
+    return (torch.tensor(ours, dtype=torch.float32) - theirs.detach().float()).abs().max().item()
+
+
+@pytest.mark.parametrize("cased", [False, True], ids=["uncased", "cased"])
+@pytest.mark.parametrize("weights", ["safetensors", "bin"])
+def test_every_stage_matches_transformers_within_1e_5(tmp_path, cased, weights):
+    folder = make_checkpoint(tmp_path / "ckpt", cased=cased, safetensors=weights == "safetensors", seed=3)
+    assert (folder / ("model.safetensors" if weights == "safetensors" else "pytorch_model.bin")).is_file()
+    answer = recipe_module(RECIPE, "lab").datalab(str(folder), TEXT, top_k=8)
+    ref = reference(folder, TEXT)
+    assert [t["token"] for t in answer["tokens"]] == ref["tokens"]
+    assert [t["id"] for t in answer["tokens"]] == ref["ids"]
+    assert answer["tokens"][2]["token"] == ("Capital" if cased else "capital")  # lower-cased as its config says
+    assert answer["mask_positions"] == [i for i, t in enumerate(ref["tokens"]) if t == "[MASK]"]
+    p = answer["position"]
+    assert p == answer["mask_positions"][0]
+    e = answer["embedding"]
+    assert worst(e["word"], ref["word"][ref["ids"][p]]) < 1e-7  # 8 significant digits
+    assert worst(e["position_vector"], ref["position"][p]) < 1e-7
+    assert worst(e["segment_vector"], ref["segment"][0]) < 1e-7
+    assert worst(e["sum"], ref["word"][ref["ids"][p]] + ref["position"][p] + ref["segment"][0]) < 1e-5
+    assert worst(e["norm"], ref["hidden"][0][0, p]) < 1e-5
+    layers = answer["layers"]
+    assert len(layers) == len(ref["hidden"]) == 3  # the embedding output and two layers
+    for i, layer in enumerate(layers):
+        assert worst(layer["state"], ref["hidden"][i][0, p]) < 1e-5, layer["name"]
+        if i == 0:
+            continue
+        seen = ref["seen"]
+        assert worst(layer["attention"]["heads"], ref["attentions"][i - 1][0, :, p]) < 1e-5
+        assert worst(layer["post_attention"], seen[f"{i - 1}.post_attention"][p]) < 1e-5
+        assert worst(layer["ffn"]["before"], seen[f"{i - 1}.before"][p]) < 1e-5
+        assert worst(layer["ffn"]["after"], seen[f"{i - 1}.after"][p]) < 1e-5
+        assert layer["ffn"]["passed"] + layer["ffn"]["squeezed"] == 128
+        for head, arcs in zip(layer["attention"]["heads"], layer["attention"]["arcs"], strict=True):
+            others = sorted((w, j) for j, w in enumerate(head) if j != p)[::-1]
+            assert [a["to"] for a in arcs] == [j for _, j in others[:2]]
+    assert worst(answer["head_state"], ref["seen"]["head_state"][p]) < 1e-5
+    logits = ref["logits"][p]
+    probabilities = logits.softmax(-1)
+    assert [t["id"] for t in answer["top"]] == logits.topk(8).indices.tolist()
+    for row in answer["top"]:
+        assert abs(row["logit"] - logits[row["id"]].item()) < 1e-5
+        assert abs(row["probability"] - probabilities[row["id"]].item()) < 1e-5
+        assert abs(row["bias"] - ref["bias"][row["id"]].item()) < 1e-6
+        assert abs(row["dot"] + row["bias"] - row["logit"]) < 1e-5
+    assert answer["prediction"]["id"] == int(logits.argmax())
+    assert abs(answer["softmax"]["shift"] - logits.max().item()) < 1e-5
+    assert abs(answer["softmax"]["denominator"] - (logits - logits.max()).exp().sum().item()) < 1e-4
+    assert layers[-1]["lens"]["rank"] == 1 and abs(layers[-1]["lens"]["cosine"] - 1) < 1e-6
+    json.dumps(answer, allow_nan=False)
+
+
+def test_the_second_mask_is_traced_when_asked(tmp_path):
+    folder = make_checkpoint(tmp_path / "ckpt")
+    lab = recipe_module(RECIPE, "lab")
+    first, second = lab.datalab(str(folder), TEXT)["mask_positions"]
+    answer = lab.datalab(str(folder), TEXT, position=second)
+    ref = reference(folder, TEXT)
+    assert answer["position"] == second
+    assert worst(answer["layers"][-1]["state"], ref["hidden"][-1][0, second]) < 1e-5
+    with pytest.raises(ValueError, match=r"^position: 1 is not a \[MASK\] position"):
+        lab.datalab(str(folder), TEXT, position=1)
+
+
+def test_a_pretraining_checkpoint_loads_and_its_nsp_head_is_left_aside(tmp_path):
+    folder = make_checkpoint(tmp_path / "ckpt", head="BertForPreTraining")
+    answer = recipe_module(RECIPE, "lab").datalab(str(folder), TEXT)
+    ref = reference(folder, TEXT)  # BertForMaskedLM reads the same file, ignoring the NSP head
+    assert worst(answer["layers"][-1]["state"], ref["hidden"][-1][0, answer["position"]]) < 1e-5
+
+
+def _edit_config(folder: Path, **changes) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | changes))
+
+
+def _extra_tensor(folder: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    tensors["bert.encoder.layer.0.attention.self.rotary.weight"] = tensors["cls.predictions.bias"].clone()
+    save_file(tensors, folder / "model.safetensors")
+
+
+def _missing_tensor(folder: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    del tensors["bert.encoder.layer.1.output.dense.weight"]
+    save_file(tensors, folder / "model.safetensors")
+
+
+BAD_CHECKPOINTS = {
+    "no-config": (lambda f: (f / "config.json").unlink(), "config.json is missing"),
+    "config-not-json": (lambda f: (f / "config.json").write_text("{oops"), "config.json cannot be read as JSON"),
+    "another-architecture": (lambda f: _edit_config(f, model_type="gpt2"), "describes a 'gpt2' model, not a BERT"),
+    "no-mlm-head": (lambda f: _edit_config(f, architectures=["BertForSequenceClassification"]),
+                    "names BertForSequenceClassification; this recipe needs the masked-LM head"),
+    "wrong-shapes": (lambda f: _edit_config(f, intermediate_size=64),
+                     "intermediate.dense.bias has shape [128], config.json implies [64]"),
+    "more-layers-than-weights": (lambda f: _edit_config(f, num_hidden_layers=3), "lacks 16 tensors"),
+    "missing-tensor": (_missing_tensor,
+                       "lacks 1 tensor of a BERT masked-LM model, such as the one for layers.1.down.weight"),
+    "foreign-tensor": (_extra_tensor, "rotary.weight', which is not part of a BERT masked-LM model"),
+    "no-weights": (lambda f: (f / "model.safetensors").unlink(), "has neither model.safetensors nor pytorch_model.bin"),
+    "truncated-weights": (lambda f: (f / "model.safetensors").write_bytes((f / "model.safetensors").read_bytes()[:999]),
+                          "model.safetensors cannot be read as safetensors weights"),
+    "garbage-bin": (lambda f: ((f / "model.safetensors").unlink(),
+                               (f / "pytorch_model.bin").write_bytes(b"not a pickle")),
+                    "pytorch_model.bin cannot be read as bin weights"),
+    "no-vocab": (lambda f: (f / "vocab.txt").unlink(), "vocab.txt is missing"),
+    "vocab-without-mask": (lambda f: (f / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n"),
+                           "vocab.txt lacks the special token [MASK]"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CHECKPOINTS, ids=list(BAD_CHECKPOINTS))
+def test_a_bad_checkpoint_is_named_and_explained(tmp_path, case):
+    folder = make_checkpoint(tmp_path / "ckpt")
+    spoil, message = BAD_CHECKPOINTS[case]
+    spoil(folder)
+    lab = recipe_module(RECIPE, "lab")
+    with pytest.raises(Exception) as raised:
+        lab.datalab(str(folder), TEXT)
+    assert type(raised.value).__name__ == "CheckpointError" and raised.value.status == 503
+    assert str(raised.value).startswith("the checkpoint cannot be used: ")
+    assert message in str(raised.value)
+    assert str(tmp_path) not in str(raised.value)
+
+
+# ---- through the API
+
+
+def test_the_datalab_answers_every_stage(checkpoint_app, bert_checkpoint):
+    client = checkpoint_app.test_client()
+    response = client.post(URL, json={"text": "The capital of France is [MASK].", "top_k": 5})
+    assert response.status_code == 200, response.get_json()
+    body = json.loads(response.data)  # strict: no NaN anywhere
+    assert body["kind"] == "datalab" and body["recorded"] is False and body["cached"] is False
+    tokens = ["[CLS]", "the", "capital", "of", "france", "is", "[MASK]", ".", "[SEP]"]
+    assert [t["token"] for t in body["tokens"]] == tokens
+    assert body["mask_positions"] == [6] and body["position"] == 6
+    assert len(body["top"]) == 5 and len(body["layers"]) == 3
+    assert set(body["top"][0]) == {"token", "id", "dot", "bias", "logit", "exp", "probability"}
+    assert body["prediction"]["id"] == body["top"][0]["id"]
+    assert body["checkpoint"]["layers"] == 2 and body["checkpoint"]["lowercase"] is True
+    assert str(bert_checkpoint) not in response.get_data(as_text=True)  # no server path in the answer
+    again = client.post(URL, json={"text": "The capital of France is [MASK].", "top_k": 5}).get_json()
+    assert again["cached"] is True and again["top"] == body["top"]
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ({"text": "no mask here"}, "text: holds no [MASK] to trace"),
+    ({"text": "the " * 127 + "[MASK]"}, "text: becomes 130 WordPiece tokens with [CLS] and [SEP]; at most 64 fit"),
+    ({"text": "[MASK] sat on the [MASK]", "position": 3},
+     "position: 3 is not a [MASK] position; the text's are [1, 5]"),
+    ({"text": "[MASK]", "top_k": 0}, "top_k: 0 is out of range 1..100"),
+    ({"text": ["[MASK]"]}, "text: must be a string, not list"),
+    ({"text": "[MASK]" + "x" * 2000}, "text: must hold at most 2000 characters"),
+    ({"text": "   "}, "text: must hold at least 1 character"),
+    ({"text": "[MASK]\x00"}, "text: holds a control character"),
+    ({"text": "[MASK]", "layer": 2}, "layer: unknown field"),
+])
+def test_bad_input_is_a_400_naming_the_field(checkpoint_app, body, message):
+    response = checkpoint_app.test_client().post(URL, json=body)
+    assert response.status_code == 400
+    assert response.get_json()["error"]["message"].startswith(message)
+
+
+def test_the_limit_is_128_tokens_where_the_checkpoint_allows_more(tmp_path):
+    folder = make_checkpoint(tmp_path / "ckpt")
+    _edit_config(folder, max_position_embeddings=64)  # as saved; and a checkpoint of 512 positions:
+    lab = recipe_module(RECIPE, "lab")
+    with pytest.raises(ValueError, match="at most 64 fit"):
+        lab.tokenize(lab.load(str(folder)).vocabulary, "the " * 100 + "[MASK]", 64)
+    with pytest.raises(ValueError, match="becomes 130 WordPiece tokens with \\[CLS\\] and \\[SEP\\]; at most 128 fit"):
+        lab.tokenize(lab.load(str(folder)).vocabulary, "the " * 127 + "[MASK]", 512)
+
+
+def _no_checkpoint_app(tmp_path, monkeypatch, **config):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    return create_app(type("Config", (TestConfig,), config))
+
+
+def test_without_a_checkpoint_the_api_and_the_page_say_how_to_provide_one(tmp_path, monkeypatch):
+    app = _no_checkpoint_app(tmp_path, monkeypatch)
+    client = app.test_client()
+    response = client.post(URL, json={"text": "a [MASK] ."})
+    assert response.status_code == 503
+    message = response.get_json()["error"]["message"]
+    assert message.startswith("No BERT checkpoint is on this server. Where a network exists, download it with "
+                              "`hf download google-bert/bert-base-uncased config.json vocab.txt")
+    assert "set TENSORVIZ_BERT_CHECKPOINT to a folder holding config.json, vocab.txt and model.safetensors or " \
+           "pytorch_model.bin" in message
+    page = client.get("/models/bert-base")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    assert "No checkpoint to trace yet." in html and "TENSORVIZ_BERT_CHECKPOINT" in html
+    assert "This recording holds no case" in html
+    assert "architecture-title" in html and 'id="graph-stage"' in html  # the graph is recorded without weights
+    for path in ("/", "/models/bert", "/api/models/bert-base", "/api/models/bert-base/files"):
+        assert client.get(path).status_code == 200, path
+    verification = client.post("/api/models/bert-base/verifications")
+    assert verification.status_code == 503 and verification.get_json()["error"]["message"] == message
+    assert client.get("/api/models/bert-base/verifications/latest").status_code == 503
+    assert client.post("/api/models/lenet/verifications").status_code in (200, 202)  # the rest is unaffected
+    app.extensions["tensorviz.pool"].shutdown()
+
+
+def test_a_setting_that_names_no_folder_is_explained(tmp_path, monkeypatch):
+    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(tmp_path / "nowhere"))
+    message = app.test_client().post(URL, json={"text": "a [MASK] ."}).get_json()["error"]["message"]
+    assert message.startswith("The folder TENSORVIZ_BERT_CHECKPOINT names is not a folder. Where a network exists")
+    assert str(tmp_path) not in message
+
+
+def test_a_folder_without_vocab_is_a_503_before_any_run(tmp_path, monkeypatch, bert_checkpoint):
+    folder = tmp_path / "partial"
+    shutil.copytree(bert_checkpoint, folder)
+    (folder / "vocab.txt").unlink()
+    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(folder))
+    response = app.test_client().post(URL, json={"text": "a [MASK] ."})
+    assert response.status_code == 503
+    assert response.get_json()["error"]["message"].startswith(
+        "The BERT checkpoint (the folder TENSORVIZ_BERT_CHECKPOINT names) lacks vocab.txt. Where a network exists")
+
+
+def test_a_corrupt_checkpoint_is_a_503_naming_the_file_never_a_500(tmp_path, monkeypatch, bert_checkpoint):
+    folder = tmp_path / "corrupt"
+    shutil.copytree(bert_checkpoint, folder)
+    (folder / "model.safetensors").write_bytes(b"\x00" * 64)
+    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(folder))
+    response = app.test_client().post(URL, json={"text": "a [MASK] ."})
+    assert response.status_code == 503
+    message = response.get_json()["error"]["message"]
+    assert message.startswith("the checkpoint cannot be used: model.safetensors cannot be read as safetensors weights")
+    assert str(tmp_path) not in message
+    app.extensions["tensorviz.pool"].shutdown()
+
+
+@pytest.mark.parametrize("variable", ["HF_HUB_CACHE", "HF_HOME"])
+def test_the_local_hugging_face_cache_is_found(tmp_path, monkeypatch, bert_checkpoint, variable):
+    hub = tmp_path / "hf" / "hub" if variable == "HF_HOME" else tmp_path / "hub"
+    repository = hub / "models--google-bert--bert-base-uncased"
+    shutil.copytree(bert_checkpoint, repository / "snapshots" / "0123abcd")
+    (repository / "refs").mkdir()
+    (repository / "refs" / "main").write_text("0123abcd")
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv(variable, str(tmp_path / "hf" if variable == "HF_HOME" else hub))
+    app = create_app(TestConfig)
+    client = app.test_client()
+    html = client.get("/models/bert-base").get_data(as_text=True)
+    assert "Checkpoint: google-bert/bert-base-uncased in the local Hugging Face cache" in html
+    assert client.post(URL, json={"text": "the [MASK] sat ."}).status_code == 200
+    app.extensions["tensorviz.pool"].shutdown()
+
+
+def test_another_checkpoint_never_answers_from_this_ones_cache(tmp_path, monkeypatch):
+    first = make_checkpoint(tmp_path / "one", seed=1)
+    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(first))
+    client = app.test_client()
+    body = {"text": "the [MASK] sat ."}
+    before = client.post(URL, json=body).get_json()
+    make_checkpoint(first, seed=2)  # new weights in the same folder
+    after = client.post(URL, json=body).get_json()
+    assert after["cached"] is False and after["top"] != before["top"]
+    app.extensions["tensorviz.pool"].shutdown()
+
+
+def test_the_recorded_graph_needs_no_checkpoint_and_is_current(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    result = runner.invoke(args=["record", "bert-base", "--check"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((PROJECT_ROOT / "manifests" / "bert-base" / "manifest.json").read_text())
+    assert manifest["experiment"]["cases"] == [] and manifest["provenance"]["checkpoint"] is None
+    layers = {layer["id"]: layer for layer in manifest["layers"]}
+    assert [f"layers.{i}" for i in range(12)] == [i for i, layer in layers.items() if layer["parent"] == "layers"]
+    assert json.loads((PROJECT_ROOT / "manifests" / "bert-base" / "layout.json").read_text())["focus"] == "layers"
+
+
+def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(tmp_path, monkeypatch, bert_checkpoint):
+    from .conftest import ModelTree
+
+    (tmp_path / "tree").mkdir()
+    tree = ModelTree(tmp_path / "tree")
+    shutil.copytree(RECIPE, tree.recipes / "bert-base", ignore=shutil.ignore_patterns("__pycache__"))
+    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(bert_checkpoint), **tree.config())
+    result = app.test_cli_runner().invoke(args=["record", "bert-base"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tree.manifests / "bert-base" / "manifest.json").read_text())
+    assert [c["id"] for c in manifest["experiment"]["cases"]] == ["capital", "river", "two-masks"]
+    assert manifest["experiment"]["cases"][0]["request"] == {"text": "The capital of France is [MASK].", "top_k": 10}
+    files = manifest["provenance"]["checkpoint"]["files"]
+    assert set(files) == {"config.json", "vocab.txt", "model.safetensors", "tokenizer_config.json"}
+    result = app.test_cli_runner().invoke(args=["verify", "bert-base", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["status"] == "passed" and report["checkpoint"]["matches_recording"] is True, report["checkpoint"]
+    assert len(report["cases"]) == 3
+    page = app.test_client().get("/models/bert-base?case=river").get_data(as_text=True)
+    assert 'data-preset="river"' in page and "She sat on the bank" in page
+
+    other = make_checkpoint(tmp_path / "other", seed=9)
+    app.config["BERT_CHECKPOINT"] = str(other)
+    result = app.test_cli_runner().invoke(args=["verify", "bert-base", "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["status"] == "failed" and report["checkpoint"]["matches_recording"] is False
+    assert "other checkpoint files than the recording was made from" in report["checkpoint"]["note"]
+    app.extensions["tensorviz.pool"].shutdown()
