@@ -1,9 +1,9 @@
 """Graph layouts by Graphviz `dot`, computed ahead of time and stored beside each manifest.
 
 `scripts/build-layouts` (and the recorder) write, for each model, `preview.svg` (the static snapshot,
-every module open) and `layout.json` (node boxes, module boxes and edge splines for every state of the
-interactive graph). Serving reads the stored files and needs no layout binary; a test rebuilds them
-and fails when they are stale.
+every module open where the graph is small enough to read so) and `layout.json` (node boxes, module
+boxes and edge splines for every state of the interactive graph). Serving reads the stored files and
+needs no layout binary; a test rebuilds them and fails when they are stale.
 
 The graph keeps one open path of modules at a time (opening a module closes its open siblings, as a
 tree view that follows the focus), so a model has one state per module plus the all-closed one: the
@@ -227,9 +227,15 @@ def build_layouts(manifest: dict, focus: str | None = None) -> dict:
     }
 
 
-def build_preview(manifest: dict) -> str:
-    """The static snapshot: every module open."""
-    return run_dot(to_dot(manifest, ()), "svg")
+SNAPSHOT_ALL_OPEN = 120  # graphs up to this many nodes are drawn with every module open in the snapshot
+
+
+def build_preview(manifest: dict, focus: str | None = None) -> str:
+    """The static snapshot: every module open, or, for a graph too large to read that way (BERT-base's 329
+    nodes make a drawing thousands of pixels tall), the state the interactive graph opens with."""
+    if len(manifest["layers"]) <= SNAPSHOT_ALL_OPEN:
+        return run_dot(to_dot(manifest, ()), "svg")
+    return run_dot(to_dot(manifest, focus_state(manifest, focus or default_focus(manifest))), "svg")
 
 
 def layout_bytes(manifest: dict, focus: str | None = None) -> bytes:
@@ -243,5 +249,5 @@ def write_model_layouts(folder: Path, focus: str | None = None) -> list[Path]:
     layout = folder / "layout.json"
     preview = folder / "preview.svg"
     layout.write_bytes(layout_bytes(manifest, focus))
-    preview.write_text(build_preview(manifest))
+    preview.write_text(build_preview(manifest, focus))
     return [layout, preview]

@@ -187,7 +187,7 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
 
     focus = meta.get("graph", {}).get("focus")
     layout = layout_bytes(manifest, focus)
-    preview = build_preview(manifest).encode()
+    preview = build_preview(manifest, focus).encode()
     served = {GRAPH_FILE: graph_document(manifest), **files, PREVIEW_FILE: preview}
     manifest["files"] = {name: {"url": f"/models/{slug}/{manifest['revision']}/{name}",
                                 "sha256": _sha256(content), "bytes": len(content)}

@@ -2,6 +2,7 @@
 bad checkpoints named, and the API's answers and refusals."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -330,6 +331,11 @@ def test_the_recorded_graph_needs_no_checkpoint_and_is_current(runner, tmp_path,
     layers = {layer["id"]: layer for layer in manifest["layers"]}
     assert [f"layers.{i}" for i in range(12)] == [i for i, layer in layers.items() if layer["parent"] == "layers"]
     assert json.loads((PROJECT_ROOT / "manifests" / "bert-base" / "layout.json").read_text())["focus"] == "layers"
+    # 329 nodes are too many to draw open: the snapshot shows the twelve layers as the page opens them
+    preview = (PROJECT_ROOT / "manifests" / "bert-base" / "preview.svg").read_text()
+    titles = re.findall(r"<title>([^<]*)</title>", preview)
+    assert len(manifest["layers"]) == 329 and "cluster_layers" in titles
+    assert {f"layers.{i}" for i in range(12)} <= set(titles) and "layers.0.attention.softmax" not in titles
 
 
 def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(tmp_path, monkeypatch, bert_checkpoint):
