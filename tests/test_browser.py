@@ -625,3 +625,77 @@ def test_the_datalab_without_a_checkpoint_says_how_to_provide_one(watched):
     expect(page.locator("#checkpoint-status")).to_contain_text("hf download google-bert/bert-base-uncased")
     expect(page.get_by_role("button", name="Trace", exact=True)).to_be_disabled()
     expect(page.locator("#example")).to_contain_text("This recording holds no case")
+
+
+# ---- axe-core: no serious or critical violation, as loaded and with the lab, a report and a node's source open
+
+AXE = PROJECT_ROOT / "tests" / "vendor" / "axe.min.js"  # axe-core 4.14.1 from the npm registry (MPL-2.0)
+
+
+def axe_violations(page) -> list[str]:
+    """axe-core's serious and critical violations on the page as it stands, one line each."""
+    if not page.evaluate("typeof axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))  # the page's CSP forbids this; the test's context bypasses it
+    result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    return [f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes'][:3]]}"
+            for v in result["violations"] if v["impact"] in ("serious", "critical")]
+
+
+def open_node_source(page, node: str) -> None:
+    page.locator(f'#graph-stage .g-node[data-id="{node}"]').click()
+    expect(page.locator("#node-details pre.source").first).to_be_visible()
+
+
+def bert_states(page):
+    lab_ready(page)
+    yield "loaded"
+    page.locator("[data-trace]").first.click()
+    expect(page.locator("#trace .trace-vector").first).to_be_visible(timeout=60_000)
+    yield "trace open"
+    page.locator("#reverify").click()
+    expect(page.locator("#verify-report details").first).to_be_visible(timeout=120_000)
+    yield "report open"
+    open_node_source(page, "encoder.up")
+    yield "node source open"
+
+
+def gpt_states(page):
+    lab_ready(page)
+    yield "loaded"
+    page.locator("#generate").click()
+    expect(page.locator(".generation-step").first).to_be_visible(timeout=60_000)
+    page.locator('[data-trace="1"]').click()
+    expect(page.locator("#trace-title")).to_contain_text("position 1", timeout=60_000)
+    yield "generation and trace open"
+    open_node_source(page, "wte")
+    yield "node source open"
+
+
+def lenet_states(page):
+    lab_ready(page)
+    yield "loaded"
+    page.locator("#trace-class").click()
+    expect(page.locator("#trace .trace-table").first).to_be_visible(timeout=60_000)
+    yield "trace open"
+    open_node_source(page, "fc1")
+    yield "node source open"
+
+
+@pytest.mark.parametrize("path, states", [("/models/bert", bert_states), ("/models/gpt", gpt_states),
+                                          ("/models/lenet", lenet_states)], ids=["bert", "gpt", "lenet"])
+def test_axe_finds_no_serious_or_critical_violation(watched, path, states):
+    page = watched(path, bypass_csp=True)
+    graph_ready(page)
+    found = {state: axe_violations(page) for state in states(page)}
+    assert found == {state: [] for state in found}
+
+
+def test_axe_finds_none_on_the_catalog_and_the_datalab(watched, datalab_page):
+    catalog = watched("/", bypass_csp=True)
+    assert axe_violations(catalog) == []
+    page = datalab_page(bypass_csp=True)
+    expect(page.locator("#lab[data-ready]")).to_have_count(1)
+    assert axe_violations(page) == []
+    traced(page)
+    page.get_by_role("button", name="Show all stages").click()
+    assert axe_violations(page) == []

@@ -92,10 +92,11 @@ export class GraphView {
       const colours = isModule ? COLOURS.module : COLOURS.node;
       const g = svgEl("g", {
         class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, tabindex: 0, role: "button",
-        "aria-label": `${n.id}: ${n.op}${isModule ? " (collapsed module, press Enter for details)" : ""}`,
+        // The name starts with the visible text (label, then op), as speech-input users say what they see.
+        "aria-label": `${n.label} ${n.op}${isModule ? ", collapsed module: press Enter for details" : ""} (${n.id})`,
       });
       g.append(svgEl("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: colours.fill, stroke: colours.stroke }));
-      g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: "#1d2530" }, isModule ? `${n.label} ▸` : n.label));
+      g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: "#1d2530" }, isModule ? `${n.label} ▸ ` : `${n.label} `)); // the space parts label and op in the text a name must contain
       g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: "#4a5563" }, n.op));
       g.addEventListener("click", () => this.select(n.id));
       g.addEventListener("keydown", (ev) => {

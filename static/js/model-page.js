@@ -157,7 +157,8 @@ async function showDetails(layer) {
   try {
     const text = await loadSource();
     for (const span of [src, layer.callSource].filter(Boolean)) {
-      const pre = Object.assign(document.createElement("pre"), { className: "source" });
+      const pre = Object.assign(document.createElement("pre"), { className: "source", tabIndex: 0 }); // scrolls by keyboard
+      pre.setAttribute("role", "region");
       pre.setAttribute("aria-label", `model.py lines ${span.line} to ${span.endLine}, with context`);
       const from = Math.max(1, span.line - 2);
       const to = Math.min(text.length, span.endLine + 2);

@@ -163,7 +163,7 @@ export class Lab {
     const blocks = data.stages.filter((s) => s.id.startsWith("block")).map((b) => el("section", { class: "trace-stage", "data-stage": b.id },
       el("h4", {}, `Block ${b.block}`),
       vector(b.input, "stream in"), vector(b.ln_1, "ln_1"),
-      ...b.heads.map((h) => table(["", ...tokens.words.map((w, i) => `${i}: ${w}`)],
+      ...b.heads.map((h) => table(["quantity", ...tokens.words.map((w, i) => `${i}: ${w}`)],
         [["score q·k/√d", ...h.scores.map((v) => (v === null ? "masked" : sig(v, 3)))], ["weight", ...h.weights.map((v) => sig(v, 3))]],
         `Head ${h.head}: position ${data.position}'s query against every key (later keys masked); reads most from ${h.top_context.map((c) => `${c.position}: ${tokens.words[c.position]}`).join(" and ") || "itself"}`)),
       vector(b.attention_output, "attention out"), vector(b.after_attention, "+ stream"), vector(b.ln_2, "ln_2"),

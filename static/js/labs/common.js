@@ -5,6 +5,7 @@ import { diverging, sig } from "../charts.js";
 import { el, errorMessage, readJson } from "../dom.js";
 
 const BUSY_RETRIES = 3;
+const TEXT_CELL_STRENGTH = 0.7; // cells that carry text take at most 70% of a colour: dark text keeps 5:1
 
 async function send(url, init, onBusy) {
   for (let attempt = 0; ; attempt++) {
@@ -75,14 +76,15 @@ export function vector(values, label) {
   return el("div", { class: "trace-vector" }, el("span", { class: "trace-vector-label" }, label),
     el("ol", { class: "vector-cells", start: 0 }, ...values.map((v) => {
       const cell = el("li", { title: v === null ? "masked" : String(v) }, v === null ? "masked" : sig(v, 3));
-      if (v !== null) cell.style.background = diverging(v, max);
+      if (v !== null) cell.style.background = diverging(v, max / TEXT_CELL_STRENGTH);
       return cell;
     })));
 }
 
 /** A trace table whose first column heads each row. */
 export function table(headers, rows, caption) {
-  return el("div", { class: "table-wrap" }, el("table", { class: "trace-table" }, el("caption", {}, caption),
+  // Focusable, so that a keyboard can scroll a table wider than the screen.
+  return el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": caption }, el("table", { class: "trace-table" }, el("caption", {}, caption),
     el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", {}, v))))))));
 }

@@ -111,7 +111,7 @@ export class Lab {
         }
         this.changed(i);
       });
-      const segment = el("button", { type: "button", class: "segment-toggle", "aria-label": `Segment of position ${i}: ${"AB"[this.seg[i]]}` }, `seg ${"AB"[this.seg[i]]}`);
+      const segment = el("button", { type: "button", class: "segment-toggle", "aria-label": `seg ${"AB"[this.seg[i]]}: segment of position ${i}, press to switch` }, `seg ${"AB"[this.seg[i]]}`);
       segment.addEventListener("click", () => {
         this.seg[i] = 1 - this.seg[i];
         this.changed(i);
@@ -303,7 +303,7 @@ class TraceView {
       this.stage("embedding_norm", "3 · Embedding LayerNorm", vector(get("embedding_norm").values, "normalised")),
       this.stage("attention", "4 · Self-attention: scores, weights, arcs", ...att.heads.map((h) => el("div", { class: "trace-head" },
         el("h5", {}, `Head ${h.head}`), arcs(tokens.values, p, h, this.name),
-        table(["", ...tokens.values.map((t, i) => `${i}: ${this.name(t)}`)], [["score q·k/√d", ...h.scores.map((v) => (v === null ? "masked" : sig(v, 3)))], ["weight", ...h.weights.map((v) => sig(v, 3))]], `Head ${h.head}: position ${p}'s query against every key`)))),
+        table(["quantity", ...tokens.values.map((t, i) => `${i}: ${this.name(t)}`)], [["score q·k/√d", ...h.scores.map((v) => (v === null ? "masked" : sig(v, 3)))], ["weight", ...h.weights.map((v) => sig(v, 3))]], `Head ${h.head}: position ${p}'s query against every key`)))),
       this.stage("attention_output", "5 · Attention output, residual + LayerNorm", vector(out.projected, "attention out"), vector(out.residual_sum, "+ residual"), vector(out.values, "LayerNorm")),
       this.stage("ffn_up", `6 · Feed-forward up-projection and GELU (${up.passed.length} of 32 passed, ${up.suppressed.length} squeezed)`, vector(up.before_gelu, "before GELU"), vector(up.after_gelu, "after GELU"),
         el("details", {}, el("summary", {}, "All 32 units"), table(["unit", "before", "after", ""], gelu, "GELU unit by unit"))),
