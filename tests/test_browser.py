@@ -699,3 +699,27 @@ def test_axe_finds_none_on_the_catalog_and_the_datalab(watched, datalab_page):
     traced(page)
     page.get_by_role("button", name="Show all stages").click()
     assert axe_violations(page) == []
+
+
+# ---- layout shift: the page is laid out for its scripts from the first paint
+
+LAYOUT_SHIFT = """window.layoutShift = 0;
+new PerformanceObserver((entries) => {
+  for (const e of entries.getEntries()) if (!e.hadRecentInput) window.layoutShift += e.value;
+}).observe({ type: "layout-shift", buffered: true });"""
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+@pytest.mark.parametrize("path", ["/models/bert", "/models/gpt", "/models/lenet", "/models/bert-base"])
+def test_cumulative_layout_shift_stays_under_0_1(browser, live_server, path, viewport):
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    page.add_init_script(LAYOUT_SHIFT)
+    page.goto(live_server + path)
+    graph_ready(page)
+    expect(page.locator("#lab[data-ready]")).to_have_count(1)
+    expect(page.locator("#module-toggles button").first).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    shift = page.evaluate("window.layoutShift")
+    context.close()
+    assert shift < 0.1

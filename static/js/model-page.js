@@ -5,7 +5,6 @@ import { barsSvg, downloadSvg, fillBars, slugify, valueHeatmap } from "./charts.
 import { GraphView } from "./graph.js";
 import { VerifyPanel } from "./verify.js";
 
-document.documentElement.classList.add("has-js");
 
 const page = document.getElementById("model-page");
 const slug = page.dataset.slug;
