@@ -723,3 +723,43 @@ def test_cumulative_layout_shift_stays_under_0_1(browser, live_server, path, vie
     shift = page.evaluate("window.layoutShift")
     context.close()
     assert shift < 0.1
+
+
+# ---- keyboard focus stays on (or returns to) the control the user pressed
+
+
+def test_focus_stays_on_the_control_after_each_action(watched):
+    page = watched("/models/bert")
+    graph_ready(page)
+    lab_ready(page)
+    toggle = page.locator('#module-toggles button[data-module="encoder"]')
+    toggle.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator('#module-toggles button[data-module="encoder"]')).to_have_attribute("aria-pressed", "true")
+    expect(page.locator('#module-toggles button[data-module="encoder"]')).to_be_focused()
+    for control in ('[data-mask="2"]', '[data-segment="3"]'):
+        page.locator(f"#token-strip {control}").focus()
+        page.keyboard.press("Enter")
+        expect(page.locator(f"#token-strip {control}")).to_be_focused()
+    token = page.locator('#token-strip select[data-position="1"]')
+    before = token.input_value()
+    token.focus()
+    page.keyboard.press("ArrowDown")
+    expect(page.locator('#token-strip select[data-position="1"]')).not_to_have_value(before)
+    expect(page.locator('#token-strip select[data-position="1"]')).to_be_focused()
+    page.locator('#module-toggles button[data-module="encoder"]').click()  # open the encoder again
+    page.locator('#graph-stage .g-node[data-id="encoder.attention"]').click()
+    expand = page.locator('#node-details button[data-toggle="encoder.attention"]')
+    expand.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator('#node-details button[data-toggle="encoder.attention"]')).to_have_text(
+        re.compile(r"^(Expand|Collapse) encoder\.attention$"))
+    expect(page.locator('#node-details button[data-toggle="encoder.attention"]')).to_be_focused()
+    page.locator('[data-tour="prev"]').focus()
+    while not page.locator("#tour-position").inner_text().startswith("Step 1 of"):
+        page.keyboard.press("Enter")  # at the first step Previous is disabled: the focus moves to Next
+    expect(page.locator('[data-tour="next"]')).to_be_focused()
+    page.locator("#reverify").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#verify-status")).to_contain_text("Done in", timeout=120_000)
+    expect(page.locator("#reverify")).to_be_focused()

@@ -21,3 +21,28 @@ export async function readJson(response) {
 export function errorMessage(response, body) {
   return body?.error?.message || `the server answered ${response.status} ${response.statusText}`.trim();
 }
+
+/** The selector that finds a control again after its container is drawn anew: its id, else its data-* attributes. */
+function sameControl(node) {
+  if (node.id) return `#${CSS.escape(node.id)}`;
+  const data = [...node.attributes].filter((a) => a.name.startsWith("data-"));
+  return data.length ? node.tagName.toLowerCase() + data.map((a) => `[${a.name}="${CSS.escape(a.value)}"]`).join("") : null;
+}
+
+/** Draw `container` anew with `render()`, and give focus back to the control that had it (the one with the same id
+ * or data-* attributes): a keyboard user stays where they were instead of falling back to the top of the page. */
+export function keepingFocus(container, render) {
+  const active = document.activeElement;
+  const selector = active && active !== container && container.contains(active) ? sameControl(active) : null;
+  const result = render();
+  if (selector) container.querySelector(selector)?.focus();
+  return result;
+}
+
+/** Enable or disable a button; one disabled while it has the focus hands the focus to `fallback` (a disabled
+ * button would drop it to <body>). */
+export function setDisabled(button, disabled, fallback) {
+  const focused = document.activeElement === button;
+  button.disabled = disabled;
+  if (disabled && focused) fallback.focus();
+}

@@ -2,6 +2,7 @@
 // Everything here enhances a page that is complete without JavaScript.
 
 import { barsSvg, downloadSvg, fillBars, slugify, valueHeatmap } from "./charts.js";
+import { keepingFocus, setDisabled } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { VerifyPanel } from "./verify.js";
 
@@ -93,8 +94,10 @@ function showStep(stepId, push) {
   });
   state.step = steps[index].dataset.stepId;
   document.getElementById("tour-position").textContent = `Step ${index + 1} of ${steps.length}`;
-  document.querySelector('[data-tour="prev"]').disabled = index === 0;
-  document.querySelector('[data-tour="next"]').disabled = index === steps.length - 1;
+  const prev = document.querySelector('[data-tour="prev"]');
+  const next = document.querySelector('[data-tour="next"]');
+  setDisabled(prev, index === 0, next);
+  setDisabled(next, index === steps.length - 1, prev);
   graph?.highlight(steps[index].dataset.target);
   if (push !== undefined) writeUrl(push);
 }
@@ -144,6 +147,7 @@ async function showDetails(layer) {
   if (layer.kind === "module" && graph) {
     const button = document.createElement("button");
     button.type = "button";
+    button.dataset.toggle = layer.id; // found again by keepingFocus once the panel is drawn anew
     button.textContent = graph.isCollapsed(layer.id) ? `Expand ${layer.id}` : `Collapse ${layer.id}`;
     button.addEventListener("click", () => {
       graph.toggle(layer.id);
@@ -151,7 +155,7 @@ async function showDetails(layer) {
     });
     children.push(button);
   }
-  panel.replaceChildren(...children);
+  keepingFocus(panel, () => panel.replaceChildren(...children));
   if (!src) return;
   try {
     const text = await loadSource();
@@ -177,7 +181,7 @@ function moduleToggles() {
   const holder = document.getElementById("module-toggles");
   // A toggle for each module that is in view: top level, or inside an open module.
   const shown = graph.modules.filter((m) => !m.parent || !graph.isCollapsed(m.parent));
-  holder.replaceChildren(...shown.map((m) => {
+  keepingFocus(holder, () => holder.replaceChildren(...shown.map((m) => {
     const button = document.createElement("button");
     button.type = "button";
     button.dataset.module = m.id;
@@ -187,7 +191,7 @@ function moduleToggles() {
     button.title = collapsed ? `Expand ${m.id}` : `Collapse ${m.id}`;
     button.addEventListener("click", () => graph.toggle(m.id));
     return button;
-  }));
+  })));
 }
 
 async function startGraph(manifest) {

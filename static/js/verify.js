@@ -31,7 +31,9 @@ export class VerifyPanel {
   }
 
   async run() {
-    this.button.disabled = true;
+    // aria-disabled, not disabled: a disabled button loses the keyboard focus to <body>.
+    if (this.button.getAttribute("aria-disabled") === "true") return;
+    this.button.setAttribute("aria-disabled", "true");
     this.output.replaceChildren();
     this.started = performance.now();
     this.phase = "queued";
@@ -48,7 +50,7 @@ export class VerifyPanel {
       clearInterval(timer);
       this.setStatus(`Verification could not finish: ${error.message}`, true);
     } finally {
-      this.button.disabled = false;
+      this.button.removeAttribute("aria-disabled");
     }
   }
 

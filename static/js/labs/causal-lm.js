@@ -2,7 +2,7 @@
 // generate one token at a time, and trace one position through every block.
 
 import { sig, valueHeatmap } from "../charts.js";
-import { el } from "../dom.js";
+import { el, keepingFocus, setDisabled } from "../dom.js";
 import { bars, getJson, item, Latest, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const TOP = 5;
@@ -52,15 +52,17 @@ export class Lab {
   renderStrip() {
     const strip = this.section.querySelector("#token-strip");
     const legend = strip.querySelector("legend");
-    strip.replaceChildren(legend, ...this.ids.map((id, i) => {
+    keepingFocus(strip, () => strip.replaceChildren(legend, ...this.ids.map((id, i) => {
       const select = el("select", { "aria-label": `Token at position ${i}`, "data-position": i });
       for (let v = 0; v < this.settings.sizes.vocab; v++) select.append(el("option", { value: v }, this.name(v)));
       select.value = String(id);
       select.addEventListener("change", () => this.edit(this.ids.map((t, j) => (j === i ? Number(select.value) : t))));
       return el("div", { class: "token-slot" }, el("span", { class: "slot-position" }, `position ${i}`), select);
-    }));
-    this.section.querySelector("#add-token").disabled = this.ids.length >= this.settings.sizes.context;
-    this.section.querySelector("#remove-token").disabled = this.ids.length <= 2;
+    })));
+    const add = this.section.querySelector("#add-token");
+    const remove = this.section.querySelector("#remove-token");
+    setDisabled(add, this.ids.length >= this.settings.sizes.context, remove);
+    setDisabled(remove, this.ids.length <= 2, add);
     // Generation can add only as many tokens as the context has room for.
     const room = this.settings.sizes.context - this.ids.length;
     const steps = this.section.querySelector("#gen-steps");

@@ -3,7 +3,7 @@
 // prediction) revealed one at a time or all at once. Every table can be downloaded as CSV or JSON.
 
 import { diverging, sig, svgEl } from "../charts.js";
-import { el } from "../dom.js";
+import { el, setDisabled } from "../dom.js";
 import { Latest, postJson, startingPreset, table } from "./common.js";
 
 const ALIGNED_UNITS = 16; // FFN units shown aligned before/after GELU; all of them are in the downloads
@@ -277,7 +277,7 @@ export class Lab {
     const newest = all[this.shown - 1];
     this.progress.textContent = `Stage ${this.shown} of ${all.length}: ${newest.querySelector("h3").textContent.replace(/^\d+\. /, "")}`;
     const next = this.section.querySelector("#datalab-next");
-    next.disabled = this.shown >= all.length;
+    setDisabled(next, this.shown >= all.length, this.section.querySelector("#datalab-restart"));
     if (step) newest.scrollIntoView({ behavior: reducedMotion() ? "auto" : "smooth", block: "nearest" });
   }
 }

@@ -2,7 +2,7 @@
 // sample BERT's corruption, and trace one token through every stage.
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
-import { el } from "../dom.js";
+import { el, keepingFocus } from "../dom.js";
 import { bars, getJson, item, Latest, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
@@ -111,7 +111,7 @@ export class Lab {
         }
         this.changed(i);
       });
-      const segment = el("button", { type: "button", class: "segment-toggle", "aria-label": `seg ${"AB"[this.seg[i]]}: segment of position ${i}, press to switch` }, `seg ${"AB"[this.seg[i]]}`);
+      const segment = el("button", { type: "button", class: "segment-toggle", "data-segment": i, "aria-label": `seg ${"AB"[this.seg[i]]}: segment of position ${i}, press to switch` }, `seg ${"AB"[this.seg[i]]}`);
       segment.addEventListener("click", () => {
         this.seg[i] = 1 - this.seg[i];
         this.changed(i);
@@ -122,7 +122,7 @@ export class Lab {
         selected ? el("span", { class: "fine" }, `scored against ${this.name(this.orig[i])}`) : null,
         segment, action ? el("span", { class: `badge action-${action}` }, action) : null);
     });
-    strip.replaceChildren(legend, ...slots);
+    keepingFocus(strip, () => strip.replaceChildren(legend, ...slots));
   }
 
   async sample() {
