@@ -82,6 +82,16 @@ def graph_ready(page) -> None:
     expect(page.locator("#graph-stage svg .g-node").first).to_be_visible()
 
 
+def settled(page) -> None:
+    """Wait until the graph's pan and zoom transition (and any other animation) has finished (polled: the page's
+    CSP forbids the eval that wait_for_function needs)."""
+    for _ in range(250):
+        if page.evaluate("document.getAnimations().length") == 0:
+            return
+        page.wait_for_timeout(20)
+    raise AssertionError("the page kept animating for 5 s")
+
+
 def cell(page, row: int, col: int):
     return page.locator("#case-panel .value-table tbody tr").nth(row).locator("td").nth(col)
 
@@ -121,7 +131,7 @@ def test_tour_moves_the_highlight_and_centres_it(watched):
     expect(target).to_have_attribute("data-id", "mlm_decoder")
     expect(page.locator(".tour-step.is-current h4")).to_have_text("Predict only the selected original tokens")
     assert "step=masked" in page.url
-    page.wait_for_timeout(400)  # the centring transition
+    settled(page)  # the centring transition
     stage = page.locator("#graph-stage").bounding_box()
     box = target.bounding_box()
     assert stage["x"] < box["x"] + box["width"] / 2 < stage["x"] + stage["width"]
@@ -143,7 +153,7 @@ def test_node_click_shows_op_params_and_source_lines(watched):
     page = watched("/models/bert")
     graph_ready(page)
     page.get_by_role("button", name="Fit").click()  # the whole graph in view
-    page.wait_for_timeout(400)
+    settled(page)
     page.locator('.g-node[data-id="word_embeddings"]').click()
     details = page.locator("#node-details")
     expect(details.locator("h3")).to_have_text("word_embeddings")

@@ -282,9 +282,13 @@ def test_logits_are_dot_products_with_the_tied_embedding_and_softmax_sums_to_one
     assert soft["predicted"] == logits["table"][0]["token"] == 1
 
 
-def test_cls_path_feeds_the_sentence_pair_head(traced):
+def test_cls_path_feeds_the_sentence_pair_head(traced, lab_client):
+    """The pair head reads CLS's output (position 0), whichever position is traced."""
+    at_cls = lab_client.get(TRACE.replace("position=2", "position=0")).get_json()
+    assert traced["position"] == 2
     nsp = stage(traced, "nsp")
-    assert nsp["cls"] == stage(traced, "ffn_down")["values"] or traced["position"] != 0
+    assert nsp["cls"] == stage(at_cls, "ffn_down")["values"] == stage(at_cls, "nsp")["cls"]
+    assert nsp["cls"] != stage(traced, "ffn_down")["values"]  # not the traced token's output
     assert len(nsp["pooler"]) == len(nsp["tanh"]) == 8
     assert close([math.tanh(x) for x in nsp["pooler"]], nsp["tanh"])
     assert sum(nsp["values"]) == pytest.approx(1, abs=1e-6)
