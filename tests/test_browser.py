@@ -214,9 +214,9 @@ def test_reverification_shows_progress_then_a_passing_report(watched):
     expect(page.locator(".report-checks li")).to_have_count(4)
     expect(page.locator(".report-env")).to_contain_text("deterministic")
     page.get_by_role("button", name="Re-verify on the server").click()
-    expect(page.locator("#verify-status")).to_contain_text("cached report", timeout=30_000)
-    # A cached report comes back in milliseconds, and says so rather than "0.0 s".
-    expect(page.locator("#verify-status")).to_have_text(re.compile(r"^Done in \d+ ms \(a cached report"))
+    expect(page.locator("#verify-status")).to_contain_text("identical earlier run", timeout=30_000)
+    # A kept report comes back in milliseconds, and says so rather than "0.0 s".
+    expect(page.locator("#verify-status")).to_have_text(re.compile(r"^Done in \d+ ms \(the report of an identical earlier run"))
 
 
 def test_charts_download_as_svg_and_numbers_as_csv(watched, tmp_path):
@@ -773,3 +773,36 @@ def test_focus_stays_on_the_control_after_each_action(watched):
     page.keyboard.press("Enter")
     expect(page.locator("#verify-status")).to_contain_text("Done in", timeout=120_000)
     expect(page.locator("#reverify")).to_be_focused()
+
+
+def test_a_node_tapped_at_375px_shows_its_details_in_view(watched):
+    page = watched("/models/bert", PHONE, has_touch=True, is_mobile=True, reduced_motion="reduce")
+    graph_ready(page)
+    page.locator('#graph-stage .g-node[data-id="encoder.attention.softmax"]').tap()
+    details = page.locator("#node-details")
+    expect(details.locator("h3")).to_have_text("encoder.attention.softmax")
+    box = details.bounding_box()
+    assert box["y"] < PHONE["height"] and box["y"] + min(box["height"], 200) > 0  # its top part is on screen
+    assert box["y"] >= -1
+
+
+def test_the_trace_follows_an_edit_and_unscoring_everything_clears_the_results(watched):
+    page = watched("/models/bert")
+    lab_ready(page)
+    page.get_by_role("button", name="Trace position 2").click()
+    expect(page.locator("#trace-title")).to_contain_text("Trace of position 2")
+    tokens = page.locator('[data-stage="tokens"]')
+    expect(tokens).to_contain_text("4")
+    page.locator('select[data-position="4"]').select_option("9")  # the trace is of the earlier tokens now
+    expect(page.locator("#lab-status")).to_contain_text("Trace of position 2 updated")
+    expect(page.locator("#trace")).not_to_have_class(re.compile("is-stale"))
+    expect(page.locator("#trace .stale-note")).to_have_count(0)
+    expect(page.locator('[data-stage="tokens"]')).to_contain_text("9")
+    page.locator("#compare-mode").check()
+    expect(page.locator("#attention-choice input").first).to_be_disabled()  # both attentions run: no choice applies
+    page.locator("#compare-mode").uncheck()
+    expect(page.locator("#attention-choice input").first).to_be_enabled()
+    page.locator('[data-mask="2"]').click()  # un-score the one scored position
+    expect(page.locator("#lab-status")).to_contain_text("Choose at least one position to score")
+    expect(page.locator("#lab-results")).to_be_empty()
+    expect(page.locator("#trace")).to_be_empty()

@@ -46,3 +46,9 @@ export function setDisabled(button, disabled, fallback) {
   button.disabled = disabled;
   if (disabled && focused) fallback.focus();
 }
+
+/** Scroll `node` into view, without animation for those who asked their system for reduced motion. */
+export function reveal(node, block = "nearest") {
+  const reduced = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  node.scrollIntoView({ behavior: reduced ? "auto" : "smooth", block });
+}

@@ -2,7 +2,7 @@
 // Everything here enhances a page that is complete without JavaScript.
 
 import { barsSvg, downloadSvg, fillBars, slugify, valueHeatmap } from "./charts.js";
-import { keepingFocus, setDisabled } from "./dom.js";
+import { keepingFocus, reveal, setDisabled } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { VerifyPanel } from "./verify.js";
 
@@ -70,6 +70,7 @@ async function showCase(caseId, push) {
     else link.removeAttribute("aria-current");
   }
   state.case = caseId;
+  announce(`Showing the recorded case “${document.getElementById("case-panel").dataset.caseLabel}”.`);
   if (push !== undefined) writeUrl(push);
 }
 
@@ -128,6 +129,11 @@ function fact(dl, name, value) {
   const dd = document.createElement("dd");
   dd.append(value);
   dl.append(dd);
+}
+
+/** A short summary for screen readers, instead of re-reading a whole panel. */
+function announce(text) {
+  document.getElementById("page-announce").textContent = text;
 }
 
 async function showDetails(layer) {
@@ -201,7 +207,15 @@ async function startGraph(manifest) {
     if (!layoutUrl) throw new Error("no layout is stored for this model");
     const response = await fetch(layoutUrl);
     if (!response.ok) throw new Error(`the server answered ${response.status}`);
-    graph = new GraphView(stage, await response.json(), manifest, { onSelect: showDetails, onToggle: moduleToggles });
+    graph = new GraphView(stage, await response.json(), manifest, {
+      // On a phone the panel lies below the graph: bring the details of a tapped node into view.
+      onSelect: (layer) => {
+        showDetails(layer);
+        announce(`Details of ${layer.id}: ${layer.op}${layer.source ? `, model.py line ${layer.source.line}` : ""}.`);
+        reveal(document.getElementById("node-details"));
+      },
+      onToggle: moduleToggles,
+    });
   } catch (error) {
     stage.replaceChildren(Object.assign(document.createElement("p"), {
       className: "graph-loading", textContent: `The interactive graph could not load (${error.message}); the snapshot below shows the same graph.`,

@@ -43,7 +43,7 @@ export class VerifyPanel {
       const report = await this.fetchReport();
       clearInterval(timer);
       const took = duration(performance.now() - this.started);
-      this.setStatus(report.cached ? `Done in ${took} (a cached report of an identical run).` : `Done in ${took}.`,
+      this.setStatus(report.cached ? `Done in ${took} (the report of an identical earlier run, kept by the server).` : `Done in ${took}.`,
         report.status === "error");
       this.render(report);
     } catch (error) {

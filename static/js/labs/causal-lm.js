@@ -2,7 +2,7 @@
 // generate one token at a time, and trace one position through every block.
 
 import { sig, valueHeatmap } from "../charts.js";
-import { el, keepingFocus, setDisabled } from "../dom.js";
+import { el, keepingFocus, reveal, setDisabled } from "../dom.js";
 import { bars, getJson, item, Latest, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const TOP = 5;
@@ -182,6 +182,6 @@ export class Lab {
           logits.table.map((r, i) => [String(i + 1), r.word, sig(r.dot), sig(r.logit), sig(r.exp), sig(r.probability)]),
           `Max shift ${sig(logits.max_shift)}; sum of exp = ${sig(logits.sum_exp)}`),
         el("p", { class: "trace-prediction" }, `Predicted next token: ${prediction.word} with probability ${sig(prediction.probability)}${prediction.actual_next === null ? "" : ` (the prompt continues with ${this.name(prediction.actual_next)})`}`)));
-    this.traceBox.scrollIntoView({ behavior: window.matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth", block: "start" });
+    reveal(this.traceBox, "start");
   }
 }

@@ -3,13 +3,11 @@
 // prediction) revealed one at a time or all at once. Every table can be downloaded as CSV or JSON.
 
 import { diverging, sig, svgEl } from "../charts.js";
-import { el, setDisabled } from "../dom.js";
+import { el, reveal, setDisabled } from "../dom.js";
 import { Latest, postJson, startingPreset, table } from "./common.js";
 
 const ALIGNED_UNITS = 16; // FFN units shown aligned before/after GELU; all of them are in the downloads
 const SVG_NS = "http://www.w3.org/2000/svg";
-
-const reducedMotion = () => window.matchMedia("(prefers-reduced-motion: reduce)").matches;
 
 function save(filename, text, type) {
   const url = URL.createObjectURL(new Blob([text], { type }));
@@ -278,6 +276,6 @@ export class Lab {
     this.progress.textContent = `Stage ${this.shown} of ${all.length}: ${newest.querySelector("h3").textContent.replace(/^\d+\. /, "")}`;
     const next = this.section.querySelector("#datalab-next");
     setDisabled(next, this.shown >= all.length, this.section.querySelector("#datalab-restart"));
-    if (step) newest.scrollIntoView({ behavior: reducedMotion() ? "auto" : "smooth", block: "nearest" });
+    if (step) reveal(newest);
   }
 }

@@ -2,7 +2,7 @@
 // sample BERT's corruption, and trace one token through every stage.
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
-import { el, keepingFocus } from "../dom.js";
+import { el, keepingFocus, reveal } from "../dom.js";
 import { bars, getJson, item, Latest, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
@@ -27,8 +27,11 @@ export class Lab {
     this.traceBox = section.querySelector("#trace");
     this.previous = {}; // mode -> {ids, rows}: the last run, to show which predictions a change moved
     this.edited = null;
+    this.traced = null; // {position, attention} of the trace shown, refreshed after every run
+    this.traces = 0;
     this.latest = new Latest((text, isError) => this.setStatus(text, isError));
     this.bind();
+    this.syncAttentionChoice();
     const first = startingPreset(this.settings.presets);
     this.load(first.request, first.id);
   }
@@ -49,10 +52,16 @@ export class Lab {
       input.addEventListener("change", () => {
         this.preset = null;
         this.edited = null;
+        this.syncAttentionChoice();
         this.run();
       });
     }
     this.section.querySelector("#sample-corruption").addEventListener("click", () => this.sample());
+  }
+
+  /** In compare mode both attentions run: the single choice does not apply, so it is disabled. */
+  syncAttentionChoice() {
+    this.section.querySelector("#attention-choice").disabled = this.section.querySelector("#compare-mode").checked;
   }
 
   load(request, presetId = null) {
@@ -153,9 +162,14 @@ export class Lab {
 
   async run() {
     if (!this.sel.size) {
+      // Nothing is scored: results of earlier tokens would be read as this sentence's.
+      this.results.replaceChildren();
+      this.traceBox.replaceChildren();
+      this.traced = null;
       this.setStatus("Choose at least one position to score: press “mask” under a token.", true);
       return false;
     }
+    if (this.traced) this.markTraceStale();
     const compare = this.section.querySelector("#compare-mode").checked;
     const attention = this.section.querySelector('input[name="attention"]:checked').value;
     const modes = compare ? MODES : [attention];
@@ -164,8 +178,15 @@ export class Lab {
       { ...this.request(mode), ...(preset && k === 0 ? { compare_with: preset } : {}) }, busy))));
     if (!answers) return false;
     const ms = answers.reduce((sum, a) => sum + a.compute_seconds * 1000, 0);
-    this.setStatus(`Live run${answers.length > 1 ? "s" : ""} done: ${ms.toFixed(1)} ms of compute on the server${answers.every((a) => a.cached) ? " (cached: identical request)" : ""}.`);
+    const first = answers[0].case;
+    const guesses = [...this.sel].sort((a, b) => a - b).map((p) => {
+      const probs = find(first, `probabilities_at_${p}`);
+      return `position ${p}: ${this.name(probs.indexOf(Math.max(...probs)))}`;
+    });
+    const repeated = answers.every((a) => a.cached) ? " (the same request ran before; its answer was kept)" : "";
+    this.setStatus(`Done: ${guesses.join(", ")}. ${ms.toFixed(1)} ms on the server${repeated}.`);
     this.render(modes, answers);
+    if (this.traced) this.trace(this.traced.position, compare ? this.traced.attention : attention);
     return true;
   }
 
@@ -214,7 +235,7 @@ export class Lab {
     });
     const nsp = find(c, "nsp_probabilities");
     const column = el("div", { class: "lab-column", "data-mode": mode },
-      el("h3", {}, `${c.label}${answer.cached ? " · cached" : ""}`), metrics, el("div", { class: "lab-heads" }, ...heads),
+      el("h3", {}, `${c.label}${answer.cached ? " · answer kept from the same request" : ""}`), metrics, el("div", { class: "lab-heads" }, ...heads),
       el("h4", {}, "Top prediction at every position"), predictions, influence, ...selected,
       el("figure", { class: "chart" }, el("figcaption", {}, el("span", { class: "chart-title" }, "Sentence pair · IsNext / NotNext")), bars(nsp, ["IsNext", "NotNext"], 1)));
     for (const button of column.querySelectorAll("[data-trace]")) button.addEventListener("click", () => this.trace(Number(button.dataset.trace), mode));
@@ -239,13 +260,29 @@ export class Lab {
   async trace(position, attention) {
     const params = { input_ids: this.ids, segment_ids: this.seg, position, attention };
     const url = `${this.urls.trace}?${new URLSearchParams({ ...params, input_ids: this.ids.join(","), segment_ids: this.seg.join(",") })}`;
-    this.traceBox.replaceChildren(el("p", { class: "fine" }, `Tracing position ${position}…`));
+    const again = this.traced?.position === position; // a refresh after an edit keeps the reader's place
+    this.traced = { position, attention };
+    const request = ++this.traces;
+    if (!again) this.traceBox.replaceChildren(el("p", { class: "fine" }, `Tracing position ${position}…`));
     try {
       const data = await getJson(this.urls.trace, params);
+      if (request !== this.traces) return; // a newer trace was asked for meanwhile
+      this.traceBox.classList.remove("is-stale");
       this.traceBox.replaceChildren(...new TraceView(data, url, (id) => this.name(id)).render());
-      this.traceBox.scrollIntoView({ behavior: "smooth", block: "start" });
+      const soft = data.stages.find((s) => s.id === "softmax");
+      this.setStatus(`${this.status.textContent} Trace of position ${position} ${again ? "updated" : "shown below"}: it predicts ${this.name(soft.predicted)}.`);
+      if (!again) reveal(this.traceBox, "start");
     } catch (error) {
-      this.traceBox.replaceChildren(el("p", { class: "notice" }, `The trace failed: ${error.message}`));
+      if (request === this.traces) this.traceBox.replaceChildren(el("p", { class: "notice" }, `The trace failed: ${error.message}`));
+    }
+  }
+
+  /** The tokens changed under an open trace: say so until the trace of the new tokens arrives. */
+  markTraceStale() {
+    this.traceBox.classList.add("is-stale");
+    if (!this.traceBox.querySelector(".stale-note")) {
+      this.traceBox.prepend(el("p", { class: "notice stale-note" },
+        `The tokens changed: this trace of position ${this.traced.position} is of the earlier tokens; updating it…`));
     }
   }
 }
