@@ -216,7 +216,8 @@ def test_reverification_shows_progress_then_a_passing_report(watched):
     page.get_by_role("button", name="Re-verify on the server").click()
     expect(page.locator("#verify-status")).to_contain_text("identical earlier run", timeout=30_000)
     # A kept report comes back in milliseconds, and says so rather than "0.0 s".
-    expect(page.locator("#verify-status")).to_have_text(re.compile(r"^Done in \d+ ms \(the report of an identical earlier run"))
+    expect(page.locator("#verify-status")).to_have_text(
+        re.compile(r"^Done in \d+ ms \(the report of an identical earlier run"))
 
 
 def test_charts_download_as_svg_and_numbers_as_csv(watched, tmp_path):
