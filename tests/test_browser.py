@@ -116,7 +116,7 @@ def test_bars_share_one_scale(watched):
     page = watched("/models/bert?case=mask-a")
     fills = page.locator("#case-panel .bar-fill")
     expect(fills).to_have_count(18)
-    widths = fills.evaluate_all("els => els.map(e => parseFloat(e.style.width))")
+    widths = fills.evaluate_all("els => els.map(e => parseFloat(e.getAttribute('width')))")
     assert max(widths) == pytest.approx(100.0)  # the largest value of the case fills its track
     assert widths[1] == pytest.approx(100.0) and 0 < widths[9] < widths[1]
 
@@ -242,6 +242,15 @@ def test_charts_download_as_svg_and_numbers_as_csv(watched, tmp_path):
 def test_readable_without_javascript(watched):
     page = watched("/models/bert?case=mask-b", java_script_enabled=False)
     expect(cell(page, 0, 0)).to_have_text("0.1744")
+    # The bars are drawn by the server, on one scale: 0.7253 fills its track, 0.1248 about a sixth of it.
+    bars = page.locator("#case-panel .bars-figure").first.locator(".bar-row")
+    expect(bars).to_have_count(16)
+    widths = [bars.nth(i).locator(".bar-fill").bounding_box()["width"] for i in (14, 5)]
+    track = bars.nth(14).locator(".bar-track").bounding_box()["width"]
+    assert widths[0] == pytest.approx(track, rel=0.01) and widths[1] == pytest.approx(track * 0.1248 / 0.7253, rel=0.02)
+    # No blank column where the script would draw the heatmap: the value table starts at the figure's left edge.
+    figure = page.locator("#case-panel .heatmap-figure").first
+    assert figure.locator("table").bounding_box()["x"] - figure.bounding_box()["x"] < 2
     expect(page.locator(".tour-step")).to_have_count(4)
     for step in page.locator(".tour-step").all():
         expect(step).to_be_visible()

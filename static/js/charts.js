@@ -114,15 +114,6 @@ export function barsSvg(values, max, label) {
   return svg;
 }
 
-/** Set the widths of server-rendered HTML bars from their data-value and the figure's shared max. */
-export function fillBars(figure) {
-  const max = Number(figure.dataset.max);
-  for (const fill of figure.querySelectorAll(".bar-fill")) {
-    const v = Math.abs(Number(fill.dataset.value));
-    fill.style.width = `${max > 0 ? (100 * v) / max : 0}%`;
-  }
-}
-
 export function downloadSvg(svg, filename) {
   const copy = svg.cloneNode(true);
   copy.setAttribute("xmlns", SVG_NS);

@@ -1,7 +1,7 @@
 // The model page: recorded cases without reloads, the tour on the interactive graph, re-verification.
 // Everything here enhances a page that is complete without JavaScript.
 
-import { barsSvg, downloadSvg, fillBars, slugify, valueHeatmap } from "./charts.js";
+import { barsSvg, downloadSvg, slugify, valueHeatmap } from "./charts.js";
 import { keepingFocus, reveal, setDisabled } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { VerifyPanel } from "./verify.js";
@@ -36,7 +36,6 @@ function enhanceCase(panel) {
     const values = JSON.parse(figure.dataset.values);
     figure.querySelector(".chart-canvas").replaceChildren(valueHeatmap(values, figure.dataset.label));
   }
-  for (const figure of panel.querySelectorAll('[data-chart="bars"]')) fillBars(figure);
   for (const button of panel.querySelectorAll("[data-export-svg]")) {
     button.addEventListener("click", () => {
       const figure = button.closest("figure");

@@ -1,7 +1,7 @@
 // What every lab kind shares: JSON requests that wait out a busy server, bars, recorded items by key,
 // and the server's comparison of a live run with the recorded case it replays.
 
-import { diverging, sig } from "../charts.js";
+import { diverging, sig, svgEl } from "../charts.js";
 import { el, errorMessage, readJson } from "../dom.js";
 
 const BUSY_RETRIES = 3;
@@ -59,11 +59,11 @@ export class Latest {
   }
 }
 
+/** One bar, drawn as the recorded cases' bars are (templates/_case.html): an SVG rect of the value's width. */
 export function bar(value, max, { label, negative = value < 0 } = {}) {
-  const fill = el("span", { class: `bar-fill${negative ? " bar-negative" : ""}` });
-  fill.style.width = `${max > 0 ? (100 * Math.abs(value)) / max : 0}%`;
-  return el("li", { class: "bar-row" }, el("span", { class: "bar-index" }, label), el("span", { class: "bar-track" }, fill),
-    el("span", { class: "bar-value" }, sig(value)));
+  const track = svgEl("svg", { class: "bar-track", viewBox: "0 0 100 10", preserveAspectRatio: "none", "aria-hidden": "true" });
+  track.append(svgEl("rect", { class: `bar-fill${negative ? " bar-negative" : ""}`, width: max > 0 ? (100 * Math.abs(value)) / max : 0, height: 10 }));
+  return el("li", { class: "bar-row" }, el("span", { class: "bar-index" }, label), track, el("span", { class: "bar-value" }, sig(value)));
 }
 
 export function bars(values, labels, max = Math.max(...values.map(Math.abs))) {
