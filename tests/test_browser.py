@@ -816,3 +816,35 @@ def test_the_trace_follows_an_edit_and_unscoring_everything_clears_the_results(w
     expect(page.locator("#lab-status")).to_contain_text("Choose at least one position to score")
     expect(page.locator("#lab-results")).to_be_empty()
     expect(page.locator("#trace")).to_be_empty()
+
+
+def test_the_graph_is_one_tab_stop_and_arrow_keys_walk_it_in_view(watched):
+    page = watched("/models/gpt")
+    graph_ready(page)
+    expect(page.locator('#graph-stage .g-node[tabindex="0"]')).to_have_count(1)
+    page.locator("[data-export-graph]").focus()
+    tabs = 0
+    while not page.evaluate("document.activeElement.classList.contains('g-node')"):
+        page.keyboard.press("Tab")  # past the module toggles' row to the graph
+        tabs += 1
+    assert tabs == 1 + page.locator("#module-toggles button").count()
+    first = page.evaluate("document.activeElement.dataset.id")
+    stage = page.locator("#graph-stage").bounding_box()
+    seen, tops = [first], []
+    nodes = page.locator("#graph-stage .g-node").count()
+    assert nodes >= 12
+    for _ in range(nodes - 1):
+        page.keyboard.press("ArrowDown")
+        focused = page.locator(".g-node:focus")
+        seen.append(focused.get_attribute("data-id"))
+        settled(page)
+        box = focused.bounding_box()
+        tops.append(page.evaluate("(id) => { const n = document.querySelector(`.g-node[data-id='${id}'] rect`); "
+                                  "return Number(n.getAttribute('y')); }", seen[-1]))
+        assert stage["y"] <= box["y"] and box["y"] + box["height"] <= stage["y"] + stage["height"]  # in view
+        assert stage["x"] <= box["x"] and box["x"] + box["width"] <= stage["x"] + stage["width"]
+    assert len(set(seen)) == len(seen) == nodes  # a new node each time, every node once
+    assert tops == sorted(tops)  # in reading order, top to bottom
+    expect(page.locator('#graph-stage .g-node[tabindex="0"]')).to_have_count(1)
+    page.keyboard.press("Tab")  # one Tab leaves the graph
+    assert not page.evaluate("document.activeElement.classList.contains('g-node')")

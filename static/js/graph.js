@@ -60,6 +60,7 @@ export class GraphView {
 
   render() {
     const state = this.current();
+    const hadFocus = this.viewport.contains(document.activeElement); // the keyboard is in the graph: keep it there
     this.viewport.replaceChildren();
     const depthOf = (id) => this.ancestors(id).length;
     for (const c of state.clusters) {
@@ -91,7 +92,7 @@ export class GraphView {
       const isModule = n.kind === "module";
       const colours = isModule ? COLOURS.module : COLOURS.node;
       const g = svgEl("g", {
-        class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, tabindex: 0, role: "button",
+        class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, tabindex: -1, role: "button",
         // The name starts with the visible text (label, then op), as speech-input users say what they see.
         "aria-label": `${n.label} ${n.op}${isModule ? ", collapsed module: press Enter for details" : ""} (${n.id})`,
       });
@@ -99,18 +100,58 @@ export class GraphView {
       g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: "#1d2530" }, isModule ? `${n.label} ▸ ` : `${n.label} `)); // the space parts label and op in the text a name must contain
       g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: "#4a5563" }, n.op));
       g.addEventListener("click", () => this.select(n.id));
-      g.addEventListener("keydown", (ev) => {
-        if (ev.key === "Enter" || ev.key === " ") {
-          ev.preventDefault();
-          this.select(n.id);
-        }
-      });
+      g.addEventListener("focus", () => this.rove(n.id));
+      g.addEventListener("keydown", (ev) => this.nodeKey(ev, n.id));
       g.dataset.layer = layer ? layer.id : n.id;
       this.viewport.append(g);
     }
     this.svg.setAttribute("aria-label", `Architecture graph, ${state.nodes.length} nodes`);
+    // Reading order for the keyboard: top to bottom, then left to right, as the graph is drawn.
+    this.order = [...state.nodes].sort((a, b) => a.y - b.y || a.x - b.x).map((n) => n.id);
+    this.rove(this.roving && this.order.includes(this.visibleFor(this.roving)) ? this.visibleFor(this.roving) : this.order[0]);
     this.mark();
     this.apply();
+    if (hadFocus) this.elementFor(this.roving)?.focus({ preventScroll: true });
+  }
+
+  /** The graph is one tab stop: the node that last had the focus (roving tabindex). */
+  rove(id) {
+    for (const node of this.viewport.querySelectorAll('.g-node[tabindex="0"]')) node.setAttribute("tabindex", "-1");
+    this.roving = id;
+    this.elementFor(id)?.setAttribute("tabindex", "0");
+  }
+
+  /** Arrow keys move between nodes in reading order and the view follows; Enter or Space shows the details;
+   * + and − zoom, 0 fits. */
+  nodeKey(ev, id) {
+    const index = this.order.indexOf(id);
+    const moves = { ArrowDown: index + 1, ArrowRight: index + 1, ArrowUp: index - 1, ArrowLeft: index - 1,
+      Home: 0, End: this.order.length - 1 };
+    if (ev.key === "Enter" || ev.key === " ") {
+      ev.preventDefault();
+      this.select(id);
+    } else if (ev.key in moves) {
+      ev.preventDefault();
+      const next = this.order[Math.max(0, Math.min(this.order.length - 1, moves[ev.key]))];
+      this.rove(next);
+      this.elementFor(next).focus({ preventScroll: true });
+      this.keepInView(next);
+    } else if (ev.key === "+" || ev.key === "=") this.zoomBy(1.25);
+    else if (ev.key === "-") this.zoomBy(0.8);
+    else if (ev.key === "0") this.fit();
+  }
+
+  /** Pan so that a node stays inside the stage, with a margin; nothing moves while it is in view. */
+  keepInView(id) {
+    const box = this.boxOf(id);
+    if (!box) return;
+    const { width, height } = this.stage.getBoundingClientRect();
+    const { x, y, k } = this.view;
+    const margin = 24;
+    const left = box.x * k + x;
+    const top = box.y * k + y;
+    if (left >= margin && top >= margin && left + box.w * k <= width - margin && top + box.h * k <= height - margin) return;
+    this.centerOn(id, !window.matchMedia("(prefers-reduced-motion: reduce)").matches);
   }
 
   mark() {
@@ -241,17 +282,6 @@ export class GraphView {
       const rect = this.stage.getBoundingClientRect();
       this.zoomBy(Math.exp(-e.deltaY / 300), e.clientX - rect.left, e.clientY - rect.top);
     }, { passive: false });
-    this.stage.addEventListener("keydown", (e) => {
-      if (e.target !== this.stage) return;
-      const step = 40;
-      const moves = { ArrowLeft: [step, 0], ArrowRight: [-step, 0], ArrowUp: [0, step], ArrowDown: [0, -step] };
-      if (moves[e.key]) {
-        e.preventDefault();
-        this.setView({ ...this.view, x: this.view.x + moves[e.key][0], y: this.view.y + moves[e.key][1] }, false);
-      } else if (e.key === "+" || e.key === "=") this.zoomBy(1.25);
-      else if (e.key === "-") this.zoomBy(0.8);
-      else if (e.key === "0") this.fit();
-    });
   }
 
   /** The whole graph in its current state as a standalone SVG file. */
