@@ -848,3 +848,23 @@ def test_the_graph_is_one_tab_stop_and_arrow_keys_walk_it_in_view(watched):
     expect(page.locator('#graph-stage .g-node[tabindex="0"]')).to_have_count(1)
     page.keyboard.press("Tab")  # one Tab leaves the graph
     assert not page.evaluate("document.activeElement.classList.contains('g-node')")
+
+
+def test_a_failed_or_garbled_answer_is_reported_with_its_message(browser, live_server):
+    context = browser.new_context(viewport=DESKTOP)  # not watched: the failures here are the point
+    page = context.new_page()
+    page.goto(live_server + "/models/bert")
+    lab_ready(page)
+    # Answers rewritten in the browser: a proxy's HTML page where JSON was due, and the API's JSON error.
+    page.route("**/api/models/bert/verifications", lambda route: route.fulfill(
+        status=200, content_type="text/html", body="<html>proxy login</html>"))
+    page.locator("#reverify").click()
+    expect(page.locator("#verify-status")).to_have_text(
+        "Verification could not finish: the server's answer (200) was not JSON")
+    page.route("**/api/models/bert/runs", lambda route: route.fulfill(
+        status=502, content_type="application/json",
+        body=json.dumps({"error": {"status": 502, "name": "Bad Gateway", "message": "the recipe raised X"}})))
+    page.locator('select[data-position="4"]').select_option("9")
+    expect(page.locator("#lab-status")).to_have_text("The run failed: the recipe raised X")
+    expect(page.locator("#lab-status")).to_have_class(re.compile("is-error"))
+    context.close()

@@ -17,6 +17,14 @@ export async function readJson(response) {
   }
 }
 
+/** A JSON answer that must carry data: an Error with the server's message when it failed, or when its body is not
+ * JSON (a proxy's page, a cut connection), so that no caller carries on with null. */
+export function requireData(response, body) {
+  if (!response.ok) throw new Error(errorMessage(response, body));
+  if (body === null) throw new Error(`the server's answer (${response.status}) was not JSON`);
+  return body;
+}
+
 /** The API's error message, or the status when the body says nothing. */
 export function errorMessage(response, body) {
   return body?.error?.message || `the server answered ${response.status} ${response.statusText}`.trim();

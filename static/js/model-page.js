@@ -2,7 +2,7 @@
 // Everything here enhances a page that is complete without JavaScript.
 
 import { barsSvg, downloadSvg, slugify, valueHeatmap } from "./charts.js";
-import { keepingFocus, reveal, setDisabled } from "./dom.js";
+import { keepingFocus, readJson, requireData, reveal, setDisabled } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { VerifyPanel } from "./verify.js";
 
@@ -205,8 +205,7 @@ async function startGraph(manifest) {
   try {
     if (!layoutUrl) throw new Error("no layout is stored for this model");
     const response = await fetch(layoutUrl);
-    if (!response.ok) throw new Error(`the server answered ${response.status}`);
-    graph = new GraphView(stage, await response.json(), manifest, {
+    graph = new GraphView(stage, requireData(response, await readJson(response)), manifest, {
       // On a phone the panel lies below the graph: bring the details of a tapped node into view.
       onSelect: (layer) => {
         showDetails(layer);
@@ -237,8 +236,7 @@ async function main() {
   let manifest;
   try {
     const response = await fetch(page.dataset.manifestUrl, { headers: { Accept: "application/json" } });
-    if (!response.ok) throw new Error(`the server answered ${response.status}`);
-    manifest = await response.json();
+    manifest = requireData(response, await readJson(response));
   } catch (error) {
     document.getElementById("graph-stage").textContent = `The model manifest could not load: ${error.message}`;
     return;

@@ -1,7 +1,7 @@
 // "Re-verify on the server": start a verification, show its progress, then the live report.
 
 import { deviationColour, heatmapSvg, sig } from "./charts.js";
-import { el, errorMessage, readJson } from "./dom.js";
+import { el, readJson, requireData } from "./dom.js";
 
 const POLL_MS = 500;
 const GIVE_UP_MS = 240000;
@@ -56,16 +56,14 @@ export class VerifyPanel {
 
   async fetchReport() {
     let response = await fetch(this.url, { method: "POST", headers: { Accept: "application/json" } });
-    let body = await readJson(response);
-    if (response.status === 200) return body;
-    if (response.status !== 202) throw new Error(errorMessage(response, body));
+    let body = requireData(response, await readJson(response));
+    if (response.status !== 202) return body;
     const location = response.headers.get("Location");
     while (performance.now() - this.started < GIVE_UP_MS) {
       this.phase = body.state;
       await sleep(POLL_MS);
       response = await fetch(location, { headers: { Accept: "application/json" } });
-      body = await readJson(response);
-      if (!response.ok) throw new Error(errorMessage(response, body));
+      body = requireData(response, await readJson(response));
       if (body.state === "done") return body.report;
     }
     throw new Error(`no result after ${GIVE_UP_MS / 1000} s; the server may be busy, try again later`);

@@ -2,7 +2,7 @@
 // and the server's comparison of a live run with the recorded case it replays.
 
 import { diverging, sig, svgEl } from "../charts.js";
-import { el, errorMessage, readJson } from "../dom.js";
+import { el, readJson, requireData } from "../dom.js";
 
 const BUSY_RETRIES = 3;
 const TEXT_CELL_STRENGTH = 0.7; // cells that carry text take at most 70% of a colour: dark text keeps 5:1
@@ -11,14 +11,14 @@ async function send(url, init, onBusy) {
   for (let attempt = 0; ; attempt++) {
     const response = await fetch(url, init);
     const data = await readJson(response);
-    if (response.ok) return data;
+    if (response.ok) return requireData(response, data);
     if (response.status === 429 && attempt < BUSY_RETRIES) {
       const seconds = Math.min(30, Number(response.headers.get("Retry-After")) || 5);
       onBusy(seconds);
       await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
       continue;
     }
-    throw new Error(errorMessage(response, data));
+    requireData(response, data);
   }
 }
 
