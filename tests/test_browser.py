@@ -233,7 +233,14 @@ def test_charts_download_as_svg_and_numbers_as_csv(watched, tmp_path):
     assert "0.7253" in Path(info.value.path()).read_text()
     with page.expect_download() as info:
         page.get_by_role("button", name="Download SVG").first.click()  # the graph
-    assert 'data-id="encoder.attention.softmax"' in Path(info.value.path()).read_text()
+    graph_svg = Path(info.value.path()).read_text()
+    assert 'data-id="encoder.attention.softmax"' in graph_svg
+    # The tour's target keeps its mark without the page's stylesheet; nothing only the page uses is left.
+    target = re.search(r'<g class="g-node is-target" data-id="encoder.attention.softmax"[^>]*><rect ([^>]*)>',
+                       graph_svg)
+    assert target and 'stroke="#b4532a"' in target[1] and 'stroke-width="3"' in target[1]
+    assert "tabindex" not in graph_svg and "role=" not in graph_svg and "aria-label" not in graph_svg
+    assert "▸" not in graph_svg and "▾" not in graph_svg
     with page.expect_download() as info:
         page.get_by_role("link", name="CSV").click()
     assert Path(info.value.path()).read_text().startswith("case,kind,label,row,column,value")
@@ -309,8 +316,10 @@ def test_editing_a_token_updates_the_results_in_place(watched):
     page = watched("/models/bert")
     lab_ready(page)
     before = page.locator(".lab-column .metric dd").first.inner_text()
+    expect(page.locator('#lab [data-preset="mask-a"]')).to_have_attribute("aria-pressed", "true")
     page.locator('select[data-position="4"]').select_option("9")
     expect(page.locator("#record-check")).to_have_count(0)  # no longer a recorded case
+    expect(page.locator('#lab [data-preset="mask-a"]')).to_have_attribute("aria-pressed", "false")
     expect(page.locator(".lab-column .metric dd").first).not_to_have_text(before)
     expect(page.locator(".influence")).to_contain_text("You changed position 4: 4 of 4 earlier")
     page.locator('[data-mask="1"]').click()  # score position 1 as well
@@ -868,3 +877,15 @@ def test_a_failed_or_garbled_answer_is_reported_with_its_message(browser, live_s
     expect(page.locator("#lab-status")).to_have_text("The run failed: the recipe raised X")
     expect(page.locator("#lab-status")).to_have_class(re.compile("is-error"))
     context.close()
+
+
+@pytest.mark.parametrize("path", ["/models/bert", "/models/gpt", "/models/lenet"])
+def test_every_small_control_is_at_least_24px_at_375px(watched, path):
+    page = watched(path, PHONE)
+    lab_ready(page)
+    controls = page.locator('#main input[type="radio"]:visible, #main input[type="checkbox"]:visible, '
+                            "#main .exports a:visible, #main .link-button:visible")
+    assert controls.count() >= 3
+    small = [(c.evaluate("e => e.outerHTML.slice(0, 80)"), box) for c in controls.all()
+             if (box := c.bounding_box()) and (box["width"] < 24 or box["height"] < 24)]
+    assert small == []

@@ -291,10 +291,29 @@ export class GraphView {
     const copy = this.viewport.cloneNode(true);
     copy.removeAttribute("transform");
     copy.removeAttribute("class");
+    // A file has no page stylesheet: the tour's target and the selected node keep their marks as attributes,
+    // and what only the page uses (focus order, roles, the ▸ ▾ controls' glyphs and their titles) goes.
+    for (const [selector, marks] of Object.entries(EXPORT_MARKS)) {
+      for (const rect of copy.querySelectorAll(selector)) for (const [k, v] of Object.entries(marks)) rect.setAttribute(k, v);
+    }
+    for (const node of copy.querySelectorAll("[tabindex], [role], [aria-label]")) {
+      for (const name of ["tabindex", "role", "aria-label"]) node.removeAttribute(name);
+    }
+    for (const text of copy.querySelectorAll("text")) {
+      if (text.firstChild) text.firstChild.textContent = text.firstChild.textContent.replace(/\s*[▸▾]\s*$/, "");
+    }
+    for (const title of copy.querySelectorAll(".g-cluster-title title")) title.remove();
     svg.append(copy);
     downloadSvg(svg, filename);
   }
 }
+
+// The page's highlight styles (site.css), written as attributes into an exported file.
+const EXPORT_MARKS = {
+  ".g-node.is-selected rect": { stroke: "#2459d6", "stroke-width": 2.5, fill: "#eaf1ff" },
+  ".g-node.is-target rect": { stroke: "#b4532a", "stroke-width": 3, fill: "#f7e2d8" },
+  ".g-cluster.is-target rect": { stroke: "#b4532a", "stroke-width": 3 },
+};
 
 function arrowHead(from, to) {
   const [x1, y1] = from;

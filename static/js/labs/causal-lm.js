@@ -3,7 +3,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { el, keepingFocus, reveal, setDisabled } from "../dom.js";
-import { bars, getJson, item, Latest, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
+import { bars, getJson, item, Latest, markPreset, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const TOP = 5;
 
@@ -36,6 +36,7 @@ export class Lab {
 
   load(preset) {
     this.preset = preset?.id ?? null;
+    markPreset(this.section, this.preset);
     this.presetLabel = preset?.label;
     this.ids = [...preset.request.input_ids];
     this.renderStrip();
@@ -44,6 +45,7 @@ export class Lab {
 
   edit(ids) {
     this.preset = null;
+    markPreset(this.section, null);
     this.ids = ids;
     this.renderStrip();
     this.run();

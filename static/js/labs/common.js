@@ -89,6 +89,11 @@ export function table(headers, rows, caption) {
     el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", {}, v))))))));
 }
 
+/** Show which recorded case the lab is on (pressed), or none once the user's edits have left it. */
+export function markPreset(section, presetId) {
+  for (const b of section.querySelectorAll("[data-preset]")) b.setAttribute("aria-pressed", String(b.dataset.preset === presetId));
+}
+
 /** The preset a lab starts from: the recorded case the page's ?case= names, else the first one. */
 export function startingPreset(presets) {
   const wanted = new URLSearchParams(window.location.search).get("case");

@@ -4,7 +4,7 @@
 
 import { diverging, sig, svgEl } from "../charts.js";
 import { el, reveal, setDisabled } from "../dom.js";
-import { Latest, postJson, startingPreset, table } from "./common.js";
+import { Latest, markPreset, postJson, startingPreset, table } from "./common.js";
 
 const ALIGNED_UNITS = 16; // FFN units shown aligned before/after GELU; all of them are in the downloads
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -130,7 +130,10 @@ export class Lab {
       event.preventDefault();
       this.trace(false);
     });
-    this.text.addEventListener("input", () => this.answer && this.setStatus("The sentence changed: press Trace to trace it."));
+    this.text.addEventListener("input", () => {
+      markPreset(this.section, null);
+      if (this.answer) this.setStatus("The sentence changed: press Trace to trace it.");
+    });
     this.position.addEventListener("change", () => this.trace(true));
     section.querySelector("#datalab-next").addEventListener("click", () => this.reveal(this.shown + 1, true));
     section.querySelector("#datalab-all").addEventListener("click", () => this.reveal(this.stages.children.length, false));
@@ -147,9 +150,7 @@ export class Lab {
   usePreset(preset, run = true) {
     this.text.value = preset.request.text;
     if (preset.request.top_k) this.topK.value = preset.request.top_k;
-    for (const button of this.section.querySelectorAll("[data-preset]")) {
-      button.setAttribute("aria-pressed", String(button.dataset.preset === preset.id));
-    }
+    markPreset(this.section, preset.id);
     if (run) this.trace(false);
   }
 

@@ -4,7 +4,7 @@
 
 import { diverging, heatmapSvg, sig, valueHeatmap } from "../charts.js";
 import { el } from "../dom.js";
-import { bars, item, Latest, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
+import { bars, item, Latest, markPreset, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
 const MAP_PIXELS = 72; // the drawn size of one feature map, whatever its side
@@ -140,7 +140,7 @@ export class Lab {
     this.presetLabel = preset.label;
     this.image = preset.request.image.map((row) => [...row]);
     this.label.value = preset.request.label ?? "";
-    for (const b of this.section.querySelectorAll("[data-preset]")) b.setAttribute("aria-pressed", String(b.dataset.preset === preset.id));
+    markPreset(this.section, preset.id);
     this.show();
     this.run();
   }
@@ -153,7 +153,7 @@ export class Lab {
   /** The drawing changed: it is no longer the recorded case, and a run follows once the edits settle. */
   edited() {
     this.preset = null;
-    for (const b of this.section.querySelectorAll("[data-preset]")) b.setAttribute("aria-pressed", "false");
+    markPreset(this.section, null);
     this.show();
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.run(), SETTLE_MS);

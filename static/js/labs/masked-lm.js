@@ -3,7 +3,7 @@
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
 import { el, keepingFocus, reveal } from "../dom.js";
-import { bars, getJson, item, Latest, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
+import { bars, getJson, item, Latest, markPreset, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
@@ -51,6 +51,7 @@ export class Lab {
     for (const input of this.section.querySelectorAll('input[name="nsp"], input[name="attention"], #compare-mode')) {
       input.addEventListener("change", () => {
         this.preset = null;
+        markPreset(this.section, null);
         this.edited = null;
         this.syncAttentionChoice();
         this.run();
@@ -71,6 +72,7 @@ export class Lab {
     this.sel = new Set(request.mlm_positions);
     this.actions = [];
     this.preset = presetId;
+    markPreset(this.section, presetId);
     this.edited = null;
     this.section.querySelector(`input[name="nsp"][value="${request.nsp_label}"]`).checked = true;
     this.section.querySelector(`input[name="attention"][value="${request.attention}"]`).checked = true;
@@ -87,6 +89,7 @@ export class Lab {
 
   changed(position) {
     this.preset = null;
+    markPreset(this.section, null);
     this.actions = [];
     this.edited = position;
     this.renderStrip();
