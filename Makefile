@@ -22,14 +22,21 @@ $(VENV)/.installed-test: $(VENV)/.installed
 
 setup: $(VENV)/.installed
 
+# ESLint for the ES modules, from the npm registry at the versions package-lock.json pins.
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --silent
+	touch $@
+
 setup-test: $(VENV)/.installed-test
 	scripts/install-test-packages
+	$(MAKE) --no-print-directory node_modules/.installed
 
 serve: setup
 	$(BIN)/flask --app wsgi run --host $(HOST) --port $(PORT)
 
 lint: setup-test
 	$(BIN)/ruff check .
+	npx --no-install eslint static/js
 
 test: setup-test lint
 	$(BIN)/pytest
