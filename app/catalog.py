@@ -27,6 +27,7 @@ LAB_FILE = "lab.py"  # what-if runs, the corruption sampler and the trace, where
 GRAPH_FILE = "graph.tensorviz.json"
 PREVIEW_FILE = "preview.svg"  # the static architecture snapshot, stored beside the manifest
 LAYOUT_FILE = "layout.json"  # the interactive graph's layouts, stored beside the manifest
+THUMBNAIL_FILE = "thumbnail.svg"  # the snapshot without its labels: the model's shape, for the catalog's cards
 CONTENT_TYPES = {
     ".py": "text/x-python; charset=utf-8",
     ".txt": "text/plain; charset=utf-8",
@@ -123,6 +124,7 @@ DIFFERS_FROM_RECORDING = {
     "graph.tensorviz.json": "Rebuilt from the manifest's layers, connections and steps; "
                             "the capture's graph file had another format.",
     "preview.svg": "Drawn by this project from the manifest's graph; the capture's snapshot differed.",
+    "thumbnail.svg": "The snapshot without its labels, drawn by this project for the catalog.",
 }
 
 
@@ -177,7 +179,14 @@ def _model_files(manifest: dict, folder: Path, recipe: dict[str, bytes]) -> dict
     for name in (PREVIEW_FILE, LAYOUT_FILE):
         if (folder / name).is_file():
             files[name] = _served_file(name, (folder / name).read_bytes())
+    if PREVIEW_FILE in files:
+        files[THUMBNAIL_FILE] = _served_file(THUMBNAIL_FILE, thumbnail(files[PREVIEW_FILE].content))
     return files
+
+
+def thumbnail(preview: bytes) -> bytes:
+    """The snapshot's boxes and arrows without its text: at a card's size, labels would be illegible specks."""
+    return re.sub(rb"\s*<(text|title)\b[^>]*>.*?</\1>", b"", preview, flags=re.DOTALL)
 
 
 def apply_keys(manifest: dict, keys: dict[str, str]) -> None:

@@ -231,8 +231,8 @@ SNAPSHOT_ALL_OPEN = 120  # graphs up to this many nodes are drawn with every mod
 
 
 def build_preview(manifest: dict, focus: str | None = None) -> str:
-    """The static snapshot: every module open, or, for a graph too large to read that way (BERT-base's 329
-    nodes make a drawing thousands of pixels tall), the state the interactive graph opens with."""
+    """The static snapshot: every module open, or, for a graph too large to read that way (hundreds of nodes
+    make a drawing thousands of pixels tall), the state the interactive graph opens with."""
     if len(manifest["layers"]) <= SNAPSHOT_ALL_OPEN:
         return run_dot(to_dot(manifest, ()), "svg")
     return run_dot(to_dot(manifest, focus_state(manifest, focus or default_focus(manifest))), "svg")

@@ -367,6 +367,15 @@ def test_trace_view_follows_the_token_through_every_stage(watched):
     expect(softmax.locator("tbody tr").first.locator("td").last).to_have_text("0.7849")
     expect(softmax.locator(".trace-prediction")).to_have_text("Predicted token: CLS (1) with probability 0.7849")
     expect(page.locator('[data-stage="nsp"] .trace-prediction')).to_have_text("Sentence pair: NotNext")
+    # The FFN's units before and after GELU line up column by column, each marked passed or squeezed.
+    rows = page.locator('[data-stage="ffn_up"] .vector-table tbody tr')
+    before, after = rows.nth(0).locator("td"), rows.nth(1).locator("td")
+    expect(before).to_have_count(32)
+    expect(after).to_have_count(32)
+    for unit in (0, 7, 31):
+        assert before.nth(unit).bounding_box()["x"] == after.nth(unit).bounding_box()["x"]
+        value = float(before.nth(unit).get_attribute("title"))
+        expect(after.nth(unit)).to_have_class("is-passed" if value > 0 else "is-squeezed")
 
 
 def test_lab_screenshot_in_compare_mode(browser, live_server):
@@ -889,3 +898,16 @@ def test_every_small_control_is_at_least_24px_at_375px(watched, path):
     small = [(c.evaluate("e => e.outerHTML.slice(0, 80)"), box) for c in controls.all()
              if (box := c.bounding_box()) and (box["width"] < 24 or box["height"] < 24)]
     assert small == []
+
+
+def test_fit_keeps_labels_readable_and_scrolls_a_large_graph(watched):
+    page = watched("/models/bert-base")
+    graph_ready(page)
+    page.locator('#module-toggles button[data-module="layers.0"]').click()  # a tall graph: one layer open
+    page.get_by_role("button", name="Fit").click()
+    settled(page)
+    label = page.locator("#graph-stage .g-node text").first.bounding_box()
+    assert label["height"] >= 8  # about 8.5 px of a 10 px label at least, not the 5 px a full fit gave
+    first = page.locator("#graph-stage .g-node").first.bounding_box()
+    stage = page.locator("#graph-stage").bounding_box()
+    assert stage["y"] <= first["y"] < stage["y"] + stage["height"]  # the top of the graph is in view

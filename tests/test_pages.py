@@ -31,7 +31,7 @@ def test_catalog_has_a_card_per_model_grouped_by_category(client):
     assert "What changes when the encoder can see both left and right context?" in page
     assert "BERT pretraining · 2018" in page
     assert 'href="/models/bert"' in page
-    assert 'src="/models/bert/0c48027dcf5a807d/preview.svg"' in page
+    assert 'src="/models/bert/0c48027dcf5a807d/thumbnail.svg"' in page
     for tag in bert_manifest()["tags"]:
         assert f">{tag}</a>" in page
 
@@ -174,3 +174,14 @@ def test_an_error_page_ends_its_message_with_one_period():
     assert "it has been logged.</p>" in page and "logged.." not in page
     missing = app.test_client().get("/models/nope").get_data(as_text=True)
     assert "No model &#39;nope&#39;.</p>" in missing or "No model 'nope'.</p>" in missing
+
+
+def test_catalog_thumbnails_show_each_models_shape_without_its_text(client):
+    html = client.get("/").get_data(as_text=True)
+    sources = re.findall(r'<img class="card-preview" src="([^"]+)"', html)
+    assert len(sources) == 4 and all(s.endswith("/thumbnail.svg") for s in sources)
+    for source in sources:
+        svg = client.get(source).get_data(as_text=True)
+        preview = client.get(source.replace("thumbnail.svg", "preview.svg")).get_data(as_text=True)
+        assert "<text" not in svg and "<text" in preview
+        assert svg.count("<path") == preview.count("<path") > 0  # every box and arrow of the snapshot

@@ -5,6 +5,7 @@ import { downloadSvg, svgEl } from "./charts.js";
 
 const MIN_ZOOM = 0.15;
 const MAX_ZOOM = 4;
+const READABLE_ZOOM = 0.85; // Fit never shrinks the 10 px labels below about 8.5 px: a larger graph scrolls
 const COLOURS = {
   node: { fill: "#ffffff", stroke: "#55606e" },
   module: { fill: "#fdf3e6", stroke: "#55606e" },
@@ -206,11 +207,15 @@ export class GraphView {
     this.setView({ k, x: width / 2 - (box.x + box.w / 2) * k, y: height / 2 - (box.y + box.h / 2) * k }, animate);
   }
 
+  /** The whole graph in the stage, or, where that would make its labels unreadable, as much as fits at a
+   * readable size from the top (drag, or walk the nodes with the arrow keys, for the rest). */
   fit() {
     const state = this.current();
     const { width, height } = this.stage.getBoundingClientRect();
-    const k = Math.min(width / state.width, height / state.height) * 0.96;
-    this.setView({ k, x: (width - state.width * k) / 2, y: (height - state.height * k) / 2 }, true);
+    const k = Math.max(READABLE_ZOOM, Math.min(width / state.width, height / state.height) * 0.96);
+    const x = state.width * k <= width ? (width - state.width * k) / 2 : 8;
+    const y = state.height * k <= height ? (height - state.height * k) / 2 : 8;
+    this.setView({ k, x, y }, true);
   }
 
   fitWidth() {

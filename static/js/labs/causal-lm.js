@@ -3,7 +3,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { el, keepingFocus, reveal, setDisabled } from "../dom.js";
-import { bars, getJson, item, Latest, markPreset, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
+import { bars, getJson, item, Latest, markPreset, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
 
 const TOP = 5;
 
@@ -166,17 +166,19 @@ export class Lab {
     const prediction = get("prediction");
     const blocks = data.stages.filter((s) => s.id.startsWith("block")).map((b) => el("section", { class: "trace-stage", "data-stage": b.id },
       el("h4", {}, `Block ${b.block}`),
-      vector(b.input, "stream in"), vector(b.ln_1, "ln_1"),
+      vectors([["stream in", b.input], ["ln_1", b.ln_1]], `Block ${b.block}: the stream in and ln_1`),
       ...b.heads.map((h) => table(["quantity", ...tokens.words.map((w, i) => `${i}: ${w}`)],
         [["score q·k/√d", ...h.scores.map((v) => (v === null ? "masked" : sig(v, 3)))], ["weight", ...h.weights.map((v) => sig(v, 3))]],
         `Head ${h.head}: position ${data.position}'s query against every key (later keys masked); reads most from ${h.top_context.map((c) => `${c.position}: ${tokens.words[c.position]}`).join(" and ") || "itself"}`)),
-      vector(b.attention_output, "attention out"), vector(b.after_attention, "+ stream"), vector(b.ln_2, "ln_2"),
-      vector(b.before_gelu, `MLP before GELU (${b.passed.length} passed)`), vector(b.after_gelu, `after GELU (${b.squeezed.length} squeezed)`),
-      vector(b.mlp_output, "MLP out"), vector(b.values, "+ stream")));
+      vectors([["attention out", b.attention_output], ["+ stream", b.after_attention], ["ln_2", b.ln_2]], `Block ${b.block}: attention output, stream and ln_2`),
+      vectors([["before GELU", b.before_gelu], ["after GELU", b.after_gelu]],
+        `Block ${b.block}: the MLP's units before and after GELU, aligned (${b.passed.length} passed, marked mint; ${b.squeezed.length} squeezed, rust)`,
+        (i) => (b.passed.includes(i) ? "is-passed" : "is-squeezed")),
+      vectors([["MLP out", b.mlp_output], ["+ stream", b.values]], `Block ${b.block}: MLP output and the stream`)));
     this.traceBox.replaceChildren(
       el("h3", { id: "trace-title" }, `Trace of position ${data.position} (“${tokens.words[data.position]}”)`),
       el("section", { class: "trace-stage", "data-stage": "embeddings" }, el("h4", {}, "Token + position embedding"),
-        vector(emb.token_embedding, "token"), vector(emb.position_embedding, "position"), vector(emb.values, "sum")),
+        vectors([["token", emb.token_embedding], ["position", emb.position_embedding], ["sum", emb.values]], "Token and position embeddings and their sum")),
       ...blocks,
       el("section", { class: "trace-stage", "data-stage": "final_norm" }, el("h4", {}, "Final LayerNorm"), vector(get("final_norm").values, "ln_f")),
       el("section", { class: "trace-stage", "data-stage": "logits" }, el("h4", {}, "Logits and softmax"),

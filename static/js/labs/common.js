@@ -70,15 +70,30 @@ export function bars(values, labels, max = Math.max(...values.map(Math.abs))) {
   return el("ol", { class: `bars${labels ? " bars-named" : ""}` }, ...values.map((v, i) => bar(v, max, { label: labels ? labels[i] : i })));
 }
 
-/** One vector of a trace as coloured cells; a null is a value the model masked out. */
-export function vector(values, label) {
-  const max = Math.max(...values.map((v) => Math.abs(v ?? 0)));
-  return el("div", { class: "trace-vector" }, el("span", { class: "trace-vector-label" }, label),
-    el("ol", { class: "vector-cells", start: 0 }, ...values.map((v) => {
-      const cell = el("li", { title: v === null ? "masked" : String(v) }, v === null ? "masked" : sig(v, 3));
+/**
+ * Vectors of one length as the rows of one table, a column per index, so that the same unit lines up from row
+ * to row at any width (the table scrolls sideways on a phone). Each row is coloured on its own scale; a null is
+ * a value the model masked out. `columnClass(i)` may mark a column (an FFN unit that passed GELU, say).
+ */
+export function vectors(rows, caption, columnClass = () => "") {
+  const length = rows[0][1].length;
+  const body = rows.map(([label, values]) => {
+    const max = Math.max(...values.map((v) => Math.abs(v ?? 0)));
+    return el("tr", {}, el("th", { scope: "row" }, label), ...values.map((v, i) => {
+      const cell = el("td", { title: v === null ? "masked" : String(v), class: columnClass(i) }, v === null ? "masked" : sig(v, 3));
       if (v !== null) cell.style.background = diverging(v, max / TEXT_CELL_STRENGTH);
       return cell;
-    })));
+    }));
+  });
+  return el("div", { class: "table-wrap trace-vector", tabindex: 0, role: "region", "aria-label": caption },
+    el("table", { class: "vector-table" }, el("caption", {}, caption),
+      el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "index"), ...Array.from({ length }, (_, i) => el("th", { scope: "col" }, i)))),
+      el("tbody", {}, ...body)));
+}
+
+/** One vector of a trace: a one-row table of `vectors`. */
+export function vector(values, label) {
+  return vectors([[label, values]], label);
 }
 
 /** A trace table whose first column heads each row. */

@@ -3,7 +3,7 @@
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
 import { el, keepingFocus, reveal } from "../dom.js";
-import { bars, getJson, item, Latest, markPreset, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
+import { bars, getJson, item, Latest, markPreset, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
@@ -339,22 +339,29 @@ class TraceView {
       el("h3", { id: "trace-title" }, `Trace of position ${p} (${this.name(tokens.token)}), ${d.attention} attention`),
       el("p", { class: "fine" }, "Every number below was captured from the real forward pass by hooks. ", el("a", { href: this.url }, "This trace as JSON")),
       this.stage("tokens", "1 · Token ids", el("ol", { class: "chips", start: 0 }, ...tokens.values.map((t, i) => el("li", { class: `chip chip-token${i === p ? " is-traced" : ""}` }, this.name(t))))),
-      this.stage("embeddings", "2 · Word + position + segment embeddings", vector(emb.word, "word"), vector(emb.position_embedding, "position"), vector(emb.segment, "segment"), vector(emb.values, "sum")),
+      this.stage("embeddings", "2 · Word + position + segment embeddings",
+        vectors([["word", emb.word], ["position", emb.position_embedding], ["segment", emb.segment], ["sum", emb.values]], "The three embeddings and their sum, dimension by dimension")),
       this.stage("embedding_norm", "3 · Embedding LayerNorm", vector(get("embedding_norm").values, "normalised")),
       this.stage("attention", "4 · Self-attention: scores, weights, arcs", ...att.heads.map((h) => el("div", { class: "trace-head" },
         el("h5", {}, `Head ${h.head}`), arcs(tokens.values, p, h, this.name),
         table(["quantity", ...tokens.values.map((t, i) => `${i}: ${this.name(t)}`)], [["score q·k/√d", ...h.scores.map((v) => (v === null ? "masked" : sig(v, 3)))], ["weight", ...h.weights.map((v) => sig(v, 3))]], `Head ${h.head}: position ${p}'s query against every key`)))),
-      this.stage("attention_output", "5 · Attention output, residual + LayerNorm", vector(out.projected, "attention out"), vector(out.residual_sum, "+ residual"), vector(out.values, "LayerNorm")),
-      this.stage("ffn_up", `6 · Feed-forward up-projection and GELU (${up.passed.length} of 32 passed, ${up.suppressed.length} squeezed)`, vector(up.before_gelu, "before GELU"), vector(up.after_gelu, "after GELU"),
-        el("details", {}, el("summary", {}, "All 32 units"), table(["unit", "before", "after", ""], gelu, "GELU unit by unit"))),
-      this.stage("ffn_down", "7 · Down-projection, residual + LayerNorm", vector(down.down, "down"), vector(down.residual_sum, "+ residual"), vector(down.values, "encoder output")),
-      this.stage("mlm_head", "8 · MLM transform, GELU, LayerNorm", vector(head.transform, "transform"), vector(head.gelu, "GELU"), vector(head.values, "LayerNorm")),
+      this.stage("attention_output", "5 · Attention output, residual + LayerNorm",
+        vectors([["attention out", out.projected], ["+ residual", out.residual_sum], ["LayerNorm", out.values]], "Attention output, residual sum and LayerNorm")),
+      this.stage("ffn_up", `6 · Feed-forward up-projection and GELU (${up.passed.length} of ${up.before_gelu.length} passed, ${up.suppressed.length} squeezed)`,
+        vectors([["before GELU", up.before_gelu], ["after GELU", up.after_gelu]], "Each unit before and after GELU, aligned: passed units are marked mint, squeezed ones rust",
+          (i) => (up.passed.includes(i) ? "is-passed" : "is-squeezed")),
+        el("details", {}, el("summary", {}, `All ${up.before_gelu.length} units`), table(["unit", "before", "after", "GELU"], gelu, "GELU unit by unit"))),
+      this.stage("ffn_down", "7 · Down-projection, residual + LayerNorm",
+        vectors([["down", down.down], ["+ residual", down.residual_sum], ["encoder output", down.values]], "Down-projection, residual sum and the encoder's output")),
+      this.stage("mlm_head", "8 · MLM transform, GELU, LayerNorm",
+        vectors([["transform", head.transform], ["GELU", head.gelu], ["LayerNorm", head.values]], "The MLM head's transform, GELU and LayerNorm")),
       this.stage("logits", "9 · Logits: dot product with every word embedding, plus bias",
         table(["rank", "token", "h · E[token]", "bias", "logit"], logits.table.map((r, i) => [String(i + 1), this.name(r.token), sig(r.dot), sig(r.bias), sig(r.logit)]), "Ranked logits")),
       this.stage("softmax", "10 · Softmax: logit → exp → ÷ sum",
         table(["token", "logit z", "exp(z)", "probability"], soft.table.map((r) => [this.name(r.token), sig(r.logit), sig(r.exp), sig(r.probability)]), `Sum of exp(z) = ${sig(soft.sum_exp)}`),
         el("p", { class: "trace-prediction" }, `Predicted token: ${this.name(soft.predicted)} with probability ${sig(soft.confidence)}`)),
-      this.stage("nsp", "11 · The CLS path: tanh pooler → IsNext / NotNext", vector(nsp.cls, "CLS output"), vector(nsp.pooler, "pooler"), vector(nsp.tanh, "tanh"),
+      this.stage("nsp", "11 · The CLS path: tanh pooler → IsNext / NotNext",
+        vectors([["CLS output", nsp.cls], ["pooler", nsp.pooler], ["tanh", nsp.tanh]], "The CLS output, the pooler and its tanh"),
         bars(nsp.values, ["IsNext", "NotNext"], 1), el("p", { class: "trace-prediction" }, `Sentence pair: ${nsp.predicted}`)),
     ];
   }
