@@ -206,6 +206,17 @@ def apply_keys(manifest: dict, keys: dict[str, str]) -> None:
                 item["key"] = key
 
 
+def apply_op_names(manifest: dict, names: dict[str, str]) -> None:
+    """Name the ops a capture recorded only as `Python` (what ran on their lines, from the recipe's
+    [graph.ops]), so that the graph says `arange` rather than `python / Python`. The stored bytes are
+    served unchanged; the page, the table and the layouts show the names."""
+    for layer in manifest["layers"]:
+        name = names.get(layer["id"])
+        if isinstance(name, str) and name:
+            layer["op"] = name
+            layer["label"] = name.split(" ")[0]
+
+
 def _lab(meta: dict, manifest: dict, recipe_dir: Path) -> LabSpec | None:
     if "lab" not in meta:
         return None
@@ -244,6 +255,7 @@ def load_model(folder: Path, recipes_dir: Path) -> Model:
     except RecipeMetadataError as exc:
         raise ManifestError(str(exc)) from exc
     apply_keys(manifest, meta.get("recording", {}).get("keys", {}))
+    apply_op_names(manifest, meta.get("graph", {}).get("ops", {}))
     recipe = recipe_files(recipe_dir)
     files = _model_files(manifest, folder, recipe)
     return Model(slug, manifest, raw, recipe_dir, files, tuple(recipe), _lab(meta, manifest, recipe_dir),

@@ -22,7 +22,10 @@ MODULE_FILL = {0: "#f3f6f4", 1: "#e6eee9", 2: "#d9e6df"}  # deeper modules, dark
 
 
 def short_label(layer: dict) -> str:
-    """`encoder.attention.query` -> `query`; traced ops like `add@encoder#0` -> `add`."""
+    """`encoder.attention.query` -> `query`; traced ops like `add@encoder#0` -> `add`; an op the recipe named
+    (catalog.apply_op_names) -> its name."""
+    if layer.get("label") and layer["label"] != layer["id"]:
+        return layer["label"]
     if "@" in layer["id"]:
         return layer["id"].split("@", 1)[0]
     return layer["id"].rsplit(".", 1)[-1]
@@ -243,9 +246,9 @@ def layout_bytes(manifest: dict, focus: str | None = None) -> bytes:
     return (json.dumps(build_layouts(manifest, focus), separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
-def write_model_layouts(folder: Path, focus: str | None = None) -> list[Path]:
-    """Rebuild preview.svg and layout.json beside a manifest; returns the files written."""
-    manifest = json.loads((folder / "manifest.json").read_text())
+def write_model_layouts(folder: Path, manifest: dict, focus: str | None = None) -> list[Path]:
+    """Rebuild preview.svg and layout.json beside a manifest (as the catalog reads it); returns the files
+    written."""
     layout = folder / "layout.json"
     preview = folder / "preview.svg"
     layout.write_bytes(layout_bytes(manifest, focus))

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from app import create_app
-from app.catalog import apply_keys
+from app.catalog import apply_keys, apply_op_names
 from app.config import PROJECT_ROOT, TestConfig
 from app.recipes import load_module, read_metadata
 
@@ -17,9 +17,12 @@ LENET_RECIPE = PROJECT_ROOT / "recipes" / "lenet"
 
 
 def bert_manifest() -> dict:
-    """The seed manifest, with each item's key from the recipe's mapping (as the catalog gives them)."""
+    """The seed manifest, with each item's key and each unnamed op's name from the recipe (as the catalog
+    gives them)."""
     manifest = json.loads(BERT_MANIFEST.read_text())
-    apply_keys(manifest, read_metadata(BERT_RECIPE)["recording"]["keys"])
+    meta = read_metadata(BERT_RECIPE)
+    apply_keys(manifest, meta["recording"]["keys"])
+    apply_op_names(manifest, meta["graph"]["ops"])
     return manifest
 
 

@@ -911,3 +911,13 @@ def test_fit_keeps_labels_readable_and_scrolls_a_large_graph(watched):
     first = page.locator("#graph-stage .g-node").first.bounding_box()
     stage = page.locator("#graph-stage").bounding_box()
     assert stage["y"] <= first["y"] < stage["y"] + stage["height"]  # the top of the graph is in view
+
+
+def test_graph_nodes_name_the_op_that_ran(watched):
+    page = watched("/models/bert")
+    graph_ready(page)
+    expect(page.locator("#graph-stage")).not_to_contain_text("Python")
+    node = page.locator('#graph-stage .g-node[data-id="python@encoder.attention#0"]')
+    expect(node).to_contain_text("unflatten")
+    node.click()
+    expect(page.locator("#node-details")).to_contain_text("unflatten · transpose (query heads)")

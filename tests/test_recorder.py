@@ -80,6 +80,9 @@ def test_recording_bert_has_a_node_for_each_of_the_seeds_function_nodes(bert_rec
         assert candidates, node["id"]
         if node["op"] != "Python":  # the seed's own name for a chain of tensor methods
             assert node["id"] in {op["id"] for op in candidates}, node["id"]
+        else:  # the recipe's [graph.ops] names the ops the recorder finds on those lines
+            named = read_metadata(BERT_RECIPE)["graph"]["ops"][node["id"]].split(" (")[0].split(" · ")
+            assert set(named) <= {op["id"].split("@")[0] for op in candidates}, (node["id"], named)
 
 
 def test_recording_bert_has_the_seeds_module_to_module_data_flow(bert_recording):

@@ -18,6 +18,8 @@ export class GraphView {
     this.stage = stage;
     this.layout = layout;
     this.layers = new Map(manifest.layers.map((l) => [l.id, l]));
+    // The op each node shows, as the layouts name it (an op a capture recorded only as "Python" is named there).
+    this.ops = new Map(Object.values(layout.states).flatMap((s) => s.nodes.map((n) => [n.id, n.op])));
     this.modules = layout.modules;
     this.collapsed = new Set();
     this.focusOn(layout.focus ?? null);
@@ -184,7 +186,8 @@ export class GraphView {
   select(id) {
     this.selected = id;
     this.mark();
-    this.onSelect(this.layers.get(id));
+    const layer = this.layers.get(id);
+    this.onSelect({ ...layer, op: this.ops.get(id) ?? layer.op });
   }
 
   /** Highlight a tour target and bring it to the middle of the stage. */
