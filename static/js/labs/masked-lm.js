@@ -25,13 +25,15 @@ export class Lab {
     this.status = section.querySelector("#lab-status");
     this.results = section.querySelector("#lab-results");
     this.traceBox = section.querySelector("#trace");
+    this.mask = Number(Object.keys(this.settings.special).find((k) => this.settings.special[k] === "MASK"));
+    // The sentence and every choice about it live here, and only here: showControls() draws them, run()
+    // sends them. Nothing is read back from the form.
+    this.state = null;
     this.previous = {}; // mode -> {ids, rows}: the last run, to show which predictions a change moved
-    this.edited = null;
     this.traced = null; // {position, attention} of the trace shown, refreshed after every run
     this.traces = 0;
     this.latest = new Latest((text, isError) => this.setStatus(text, isError));
     this.bind();
-    this.syncAttentionChoice();
     const first = startingPreset(this.settings.presets);
     this.load(first.request, first.id);
   }
@@ -48,93 +50,84 @@ export class Lab {
         this.load(preset.request, preset.id);
       });
     }
-    for (const input of this.section.querySelectorAll('input[name="nsp"], input[name="attention"], #compare-mode')) {
-      input.addEventListener("change", () => {
-        this.preset = null;
-        markPreset(this.section, null);
-        this.edited = null;
-        this.syncAttentionChoice();
-        this.run();
-      });
+    for (const input of this.section.querySelectorAll('input[name="nsp"]')) {
+      input.addEventListener("change", () => this.update({ nsp: Number(input.value) }));
     }
+    for (const input of this.section.querySelectorAll('input[name="attention"]')) {
+      input.addEventListener("change", () => this.update({ attention: input.value }));
+    }
+    const compare = this.section.querySelector("#compare-mode");
+    compare.addEventListener("change", () => this.update({ compare: compare.checked }));
     this.section.querySelector("#sample-corruption").addEventListener("click", () => this.sample());
   }
 
-  /** In compare mode both attentions run: the single choice does not apply, so it is disabled. */
-  syncAttentionChoice() {
-    this.section.querySelector("#attention-choice").disabled = this.section.querySelector("#compare-mode").checked;
-  }
-
-  load(request, presetId = null) {
-    this.ids = [...request.input_ids];
-    this.orig = [...request.original_ids];
-    this.seg = [...request.segment_ids];
-    this.sel = new Set(request.mlm_positions);
-    this.actions = [];
-    this.preset = presetId;
-    markPreset(this.section, presetId);
-    this.edited = null;
-    this.section.querySelector(`input[name="nsp"][value="${request.nsp_label}"]`).checked = true;
-    this.section.querySelector(`input[name="attention"][value="${request.attention}"]`).checked = true;
-    this.renderStrip();
+  /** A run request (a recorded case's, or a corruption draw's) becomes the state; then it runs. */
+  load(request, presetId = null, actions = []) {
+    this.state = {
+      ids: [...request.input_ids], orig: [...request.original_ids], seg: [...request.segment_ids],
+      sel: new Set(request.mlm_positions), nsp: request.nsp_label, attention: request.attention,
+      compare: this.state?.compare ?? false, preset: presetId, edited: null, actions,
+    };
+    this.showControls();
     return this.run();
   }
 
-  request(attention) {
-    return {
-      input_ids: this.ids, segment_ids: this.seg, mlm_positions: [...this.sel].sort((a, b) => a - b),
-      original_ids: this.orig, nsp_label: Number(this.section.querySelector('input[name="nsp"]:checked').value), attention,
-    };
-  }
-
-  changed(position) {
-    this.preset = null;
-    markPreset(this.section, null);
-    this.actions = [];
-    this.edited = position;
-    this.renderStrip();
+  /** The user changed something: a new state, no longer a recorded case; `edited` is the position touched. */
+  update(patch, edited = null) {
+    this.state = { ...this.state, ...patch, preset: null, edited, actions: [] };
+    this.showControls();
     this.run();
   }
 
-  renderStrip() {
+  /** Draw every control from the state: the token strip, the radios, compare mode, the pressed preset. */
+  showControls() {
+    const s = this.state;
+    this.section.querySelector(`input[name="nsp"][value="${s.nsp}"]`).checked = true;
+    this.section.querySelector(`input[name="attention"][value="${s.attention}"]`).checked = true;
+    this.section.querySelector("#compare-mode").checked = s.compare;
+    // In compare mode both attentions run: the single choice does not apply, so it is disabled.
+    this.section.querySelector("#attention-choice").disabled = s.compare;
+    markPreset(this.section, s.preset);
     const strip = this.section.querySelector("#token-strip");
     const legend = strip.querySelector("legend");
-    const slots = this.ids.map((id, i) => {
+    const slots = s.ids.map((id, i) => {
       const select = el("select", { "aria-label": `Token at position ${i}`, "data-position": i });
       for (let v = 0; v < this.settings.sizes.vocab; v++) select.append(el("option", { value: v }, this.name(v)));
       select.value = String(id);
       select.addEventListener("change", () => {
-        this.ids[i] = Number(select.value);
-        if (!this.sel.has(i)) this.orig[i] = this.ids[i];
-        this.changed(i);
+        const token = Number(select.value);
+        const ids = s.ids.with(i, token);
+        this.update({ ids, orig: s.sel.has(i) ? s.orig : s.orig.with(i, token) }, i);
       });
-      const selected = this.sel.has(i);
+      const selected = s.sel.has(i);
       const mask = el("button", { type: "button", class: "mask-toggle", "aria-pressed": String(selected), "data-mask": i },
         selected ? "scored ✓" : "mask");
       mask.title = selected ? "Stop scoring this position (restores its token)" : "Replace with MASK and score the original token";
       mask.addEventListener("click", () => {
-        if (this.sel.has(i)) {
-          this.sel.delete(i);
-          this.ids[i] = this.orig[i];
+        const sel = new Set(s.sel);
+        if (selected) {
+          sel.delete(i);
+          this.update({ sel, ids: s.ids.with(i, s.orig[i]) }, i);
         } else {
-          this.sel.add(i);
-          this.orig[i] = this.ids[i];
-          this.ids[i] = Number(Object.keys(this.settings.special).find((k) => this.settings.special[k] === "MASK"));
+          sel.add(i);
+          this.update({ sel, orig: s.orig.with(i, s.ids[i]), ids: s.ids.with(i, this.mask) }, i);
         }
-        this.changed(i);
       });
-      const segment = el("button", { type: "button", class: "segment-toggle", "data-segment": i, "aria-label": `seg ${"AB"[this.seg[i]]}: segment of position ${i}, press to switch` }, `seg ${"AB"[this.seg[i]]}`);
-      segment.addEventListener("click", () => {
-        this.seg[i] = 1 - this.seg[i];
-        this.changed(i);
-      });
-      const action = this.actions[i];
+      const segment = el("button", { type: "button", class: "segment-toggle", "data-segment": i, "aria-label": `seg ${"AB"[s.seg[i]]}: segment of position ${i}, press to switch` }, `seg ${"AB"[s.seg[i]]}`);
+      segment.addEventListener("click", () => this.update({ seg: s.seg.with(i, 1 - s.seg[i]) }, i));
+      const action = s.actions[i];
       return el("div", { class: `token-slot${selected ? " is-selected" : ""}` },
         el("span", { class: "slot-position" }, `position ${i}`), select, mask,
-        selected ? el("span", { class: "fine" }, `scored against ${this.name(this.orig[i])}`) : null,
+        selected ? el("span", { class: "fine" }, `scored against ${this.name(s.orig[i])}`) : null,
         segment, action ? el("span", { class: `badge action-${action}` }, action) : null);
     });
     keepingFocus(strip, () => strip.replaceChildren(legend, ...slots));
+  }
+
+  request(attention) {
+    const s = this.state;
+    return { input_ids: s.ids, segment_ids: s.seg, mlm_positions: [...s.sel].sort((a, b) => a - b), original_ids: s.orig,
+      nsp_label: s.nsp, attention };
   }
 
   async sample() {
@@ -145,10 +138,8 @@ export class Lab {
       return;
     }
     try {
-      const draw = await postJson(this.urls.corruption, { input_ids: this.orig, seed, segment_ids: this.seg });
-      const ran = this.load(draw.run_request);
-      this.actions = draw.positions.map((p) => p.action);
-      this.renderStrip();
+      const draw = await postJson(this.urls.corruption, { input_ids: this.state.orig, seed, segment_ids: this.state.seg });
+      const ran = this.load(draw.run_request, null, draw.positions.map((p) => p.action));
       const chosen = draw.positions.filter((p) => p.selected).map((p) => `position ${p.position}: ${p.action}${p.action === "random" ? ` → ${this.name(p.token)}` : ""}`);
       const explanation = `Seed ${seed} selected ${chosen.join(", ")}.`;
       this.setStatus(explanation);
@@ -164,7 +155,8 @@ export class Lab {
   }
 
   async run() {
-    if (!this.sel.size) {
+    const s = this.state;
+    if (!s.sel.size) {
       // Nothing is scored: results of earlier tokens would be read as this sentence's.
       this.results.replaceChildren();
       this.traceBox.replaceChildren();
@@ -173,38 +165,36 @@ export class Lab {
       return false;
     }
     if (this.traced) this.markTraceStale();
-    const compare = this.section.querySelector("#compare-mode").checked;
-    const attention = this.section.querySelector('input[name="attention"]:checked').value;
-    const modes = compare ? MODES : [attention];
-    const preset = this.preset;
+    const modes = s.compare ? MODES : [s.attention];
     const answers = await this.latest.run((busy) => Promise.all(modes.map((mode, k) => postJson(this.urls.run,
-      { ...this.request(mode), ...(preset && k === 0 ? { compare_with: preset } : {}) }, busy))));
+      { ...this.request(mode), ...(s.preset && k === 0 ? { compare_with: s.preset } : {}) }, busy))));
     if (!answers) return false;
     const ms = answers.reduce((sum, a) => sum + a.compute_seconds * 1000, 0);
     const first = answers[0].case;
-    const guesses = [...this.sel].sort((a, b) => a - b).map((p) => {
+    const guesses = [...s.sel].sort((a, b) => a - b).map((p) => {
       const probs = find(first, `probabilities_at_${p}`);
       return `position ${p}: ${this.name(probs.indexOf(Math.max(...probs)))}`;
     });
     const repeated = answers.every((a) => a.cached) ? " (the same request ran before; its answer was kept)" : "";
     this.setStatus(`Done: ${guesses.join(", ")}. ${ms.toFixed(1)} ms on the server${repeated}.`);
-    this.render(modes, answers);
-    if (this.traced) this.trace(this.traced.position, compare ? this.traced.attention : attention);
+    this.render(modes, answers, s);
+    if (this.traced) this.trace(this.traced.position, s.compare ? this.traced.attention : s.attention);
     return true;
   }
 
-  influence(mode, rows) {
+  influence(mode, rows, s) {
     const before = this.previous[mode];
-    this.previous[mode] = { ids: [...this.ids], rows };
-    if (this.edited === null || !before) return null;
-    return rows.slice(0, this.edited).map((row, i) => Math.max(...row.map((p, v) => Math.abs(p - before.rows[i][v]))));
+    this.previous[mode] = { ids: [...s.ids], rows };
+    if (s.edited === null || !before) return null;
+    return rows.slice(0, s.edited).map((row, i) => Math.max(...row.map((p, v) => Math.abs(p - before.rows[i][v]))));
   }
 
-  render(modes, answers) {
-    const columns = answers.map((answer, k) => this.column(modes[k], answer));
+  /** The results of one run, for the state `s` it ran. */
+  render(modes, answers, s) {
+    const columns = answers.map((answer, k) => this.column(modes[k], answer, s));
     const parts = [];
-    if (this.preset && answers[0].record_check) {
-      const label = this.settings.presets.find((p) => p.id === this.preset)?.label;
+    if (s.preset && answers[0].record_check) {
+      const label = this.settings.presets.find((p) => p.id === s.preset)?.label;
       parts.push(recordCheck(answers[0].record_check, label));
     }
     parts.push(el("div", { class: `lab-columns${answers.length > 1 ? " is-compare" : ""}` }, ...columns));
@@ -212,10 +202,10 @@ export class Lab {
     this.results.replaceChildren(...parts);
   }
 
-  column(mode, answer) {
+  column(mode, answer, s) {
     const c = answer.case;
     const rows = find(c, "probabilities");
-    const moved = this.influence(mode, rows);
+    const moved = this.influence(mode, rows, s);
     const metrics = el("dl", { class: "metrics" }, ...c.metrics.map((m) => el("div", { class: "metric" }, el("dt", {}, m.label), el("dd", {}, sig(m.value)))));
     const heads = attentionHeads(c).map((m) =>
       el("figure", { class: "chart lab-heatmap" }, el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), valueHeatmap(m.values, m.label)));
@@ -228,11 +218,11 @@ export class Lab {
           `${i}: ${this.name(top)}`, delta === null ? null : el("span", { class: "delta" }, delta > MOVED ? ` Δ${sig(delta, 2)}` : " =" ));
       }));
     const influence = moved ? el("p", { class: "fine influence", "data-mode": mode },
-      `You changed position ${this.edited}: ${moved.filter((d) => d > MOVED).length} of ${moved.length} earlier positions' predictions moved.`) : null;
-    const selected = [...this.sel].sort((a, b) => a - b).map((p) => {
+      `You changed position ${s.edited}: ${moved.filter((d) => d > MOVED).length} of ${moved.length} earlier positions' predictions moved.`) : null;
+    const selected = [...s.sel].sort((a, b) => a - b).map((p) => {
       const probs = find(c, `probabilities_at_${p}`);
       const order = probs.map((v, i) => [v, i]).sort((a, b) => b[0] - a[0]).slice(0, 5);
-      return el("figure", { class: "chart" }, el("figcaption", {}, el("span", { class: "chart-title" }, `Position ${p}: top 5 of ${probs.length} (scored against ${this.name(this.orig[p])})`),
+      return el("figure", { class: "chart" }, el("figcaption", {}, el("span", { class: "chart-title" }, `Position ${p}: top 5 of ${probs.length} (scored against ${this.name(s.orig[p])})`),
         el("button", { type: "button", class: "link-button", "data-trace": p }, `Trace position ${p}`)),
       bars(order.map(([v]) => v), order.map(([, i]) => this.name(i)), 1));
     });
@@ -261,8 +251,9 @@ export class Lab {
   }
 
   async trace(position, attention) {
-    const params = { input_ids: this.ids, segment_ids: this.seg, position, attention };
-    const url = `${this.urls.trace}?${new URLSearchParams({ ...params, input_ids: this.ids.join(","), segment_ids: this.seg.join(",") })}`;
+    const { ids, seg } = this.state;
+    const params = { input_ids: ids, segment_ids: seg, position, attention };
+    const url = `${this.urls.trace}?${new URLSearchParams({ ...params, input_ids: ids.join(","), segment_ids: seg.join(",") })}`;
     const again = this.traced?.position === position; // a refresh after an edit keeps the reader's place
     this.traced = { position, attention };
     const request = ++this.traces;
