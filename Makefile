@@ -22,7 +22,8 @@ $(VENV)/.installed-test: $(VENV)/.installed
 
 setup: $(VENV)/.installed
 
-# ESLint for the ES modules, from the npm registry at the versions package-lock.json pins.
+# ESLint (with @stylistic's format rules) for the ES modules, at the versions package-lock.json pins;
+# `npx eslint --fix static/js` formats them.
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
 	touch $@

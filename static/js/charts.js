@@ -84,7 +84,7 @@ export function valueHeatmap(values, label) {
   const limit = Math.max(...flat.map(Math.abs));
   const lo = Math.min(...flat);
   const hi = Math.max(...flat);
-  const legend = [[`0`, diverging(0, limit)], [`max ${sig(hi)}`, diverging(hi, limit)]];
+  const legend = [["0", diverging(0, limit)], [`max ${sig(hi)}`, diverging(hi, limit)]];
   if (lo < 0) legend.unshift([`min ${sig(lo)}`, diverging(lo, limit)]);
   return heatmapSvg(values, { label, colour: (v) => diverging(v, limit), legend });
 }

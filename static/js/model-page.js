@@ -6,7 +6,6 @@ import { keepingFocus, readJson, requireData, reveal, setDisabled } from "./dom.
 import { GraphView } from "./graph.js";
 import { VerifyPanel } from "./verify.js";
 
-
 const page = document.getElementById("model-page");
 const slug = page.dataset.slug;
 const state = { case: page.dataset.case, step: page.dataset.step };

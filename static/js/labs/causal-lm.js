@@ -146,7 +146,7 @@ export class Lab {
     this.generation.replaceChildren(
       el("p", { class: "generation-text", id: "generation-text" }, answer.text),
       el("p", { class: "fine" }, answer.strategy === "greedy" ? "Greedy: each step takes the most likely token (bars: the distribution after temperature and top-k)."
-        : `Sampled with seed ${answer.seed}, temperature ${answer.temperature}${answer.top_k ? `, top-${answer.top_k}` : ""}: the bars show the distribution drawn from; ▶ marks the pick.`),
+      : `Sampled with seed ${answer.seed}, temperature ${answer.temperature}${answer.top_k ? `, top-${answer.top_k}` : ""}: the bars show the distribution drawn from; ▶ marks the pick.`),
       ...steps, use);
   }
 
