@@ -116,7 +116,8 @@ def test_bars_share_one_scale(watched):
     page = watched("/models/bert?case=mask-a")
     fills = page.locator("#case-panel .bar-fill")
     expect(fills).to_have_count(18)
-    widths = fills.evaluate_all("els => els.map(e => parseFloat(e.getAttribute('width')))")
+    widths = fills.evaluate_all("els => els.map(e => 100 * e.getBoundingClientRect().width"
+                                " / e.closest('.bar-track').getBoundingClientRect().width)")
     assert max(widths) == pytest.approx(100.0)  # the largest value of the case fills its track
     assert widths[1] == pytest.approx(100.0) and 0 < widths[9] < widths[1]
 
@@ -921,3 +922,14 @@ def test_graph_nodes_name_the_op_that_ran(watched):
     expect(node).to_contain_text("unflatten")
     node.click()
     expect(page.locator("#node-details")).to_contain_text("unflatten · transpose (query heads)")
+
+
+def test_live_bars_are_drawn_from_the_same_markup_as_recorded_ones(watched):
+    page = watched("/models/bert")
+    lab_ready(page)
+    shape = """(row) => [...row.querySelectorAll('*')].map((e) => `${e.tagName.toLowerCase()}.${e.getAttribute('class')}`
+      + `[${['viewBox', 'preserveAspectRatio', 'aria-hidden', 'height'].map((a) => e.getAttribute(a)).join()}]`)"""
+    recorded = page.locator("#case-panel .bar-row").first.evaluate(shape)
+    live = page.locator("#lab-results .bar-row").first.evaluate(shape)
+    normalise = [re.sub(r"\[0 0 [\d.e-]+ 10,", "[0 0 max 10,", s) for s in recorded]
+    assert [re.sub(r"\[0 0 [\d.e-]+ 10,", "[0 0 max 10,", s) for s in live] == normalise

@@ -1,7 +1,7 @@
 // What every lab kind shares: JSON requests that wait out a busy server, bars, recorded items by key,
 // and the server's comparison of a live run with the recorded case it replays.
 
-import { diverging, sig, svgEl } from "../charts.js";
+import { diverging, sig } from "../charts.js";
 import { el, readJson, requireData } from "../dom.js";
 
 const BUSY_RETRIES = 3;
@@ -59,11 +59,17 @@ export class Latest {
   }
 }
 
-/** One bar, drawn as the recorded cases' bars are (templates/_case.html): an SVG rect of the value's width. */
+/** One bar, from the page's <template id="bar-template"> (templates/_bar.html, which draws the recorded cases'
+ * bars): the scale goes into the viewBox and the value into the rect, as the server writes them. */
 export function bar(value, max, { label, negative = value < 0 } = {}) {
-  const track = svgEl("svg", { class: "bar-track", viewBox: "0 0 100 10", preserveAspectRatio: "none", "aria-hidden": "true" });
-  track.append(svgEl("rect", { class: `bar-fill${negative ? " bar-negative" : ""}`, width: max > 0 ? (100 * Math.abs(value)) / max : 0, height: 10 }));
-  return el("li", { class: "bar-row" }, el("span", { class: "bar-index" }, label), track, el("span", { class: "bar-value" }, sig(value)));
+  const row = document.getElementById("bar-template").content.firstElementChild.cloneNode(true);
+  row.querySelector(".bar-index").textContent = label;
+  row.querySelector(".bar-track").setAttribute("viewBox", `0 0 ${max > 0 ? max : 1} 10`);
+  const fill = row.querySelector(".bar-fill");
+  fill.setAttribute("width", Math.abs(value));
+  fill.classList.toggle("bar-negative", negative);
+  row.querySelector(".bar-value").textContent = sig(value);
+  return row;
 }
 
 export function bars(values, labels, max = Math.max(...values.map(Math.abs))) {
