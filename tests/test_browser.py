@@ -927,7 +927,8 @@ def test_graph_nodes_name_the_op_that_ran(watched):
 def test_live_bars_are_drawn_from_the_same_markup_as_recorded_ones(watched):
     page = watched("/models/bert")
     lab_ready(page)
-    shape = """(row) => [...row.querySelectorAll('*')].map((e) => `${e.tagName.toLowerCase()}.${e.getAttribute('class')}`
+    shape = """(row) => [...row.querySelectorAll('*')].map((e) =>
+      `${e.tagName.toLowerCase()}.${e.getAttribute('class')}`
       + `[${['viewBox', 'preserveAspectRatio', 'aria-hidden', 'height'].map((a) => e.getAttribute(a)).join()}]`)"""
     recorded = page.locator("#case-panel .bar-row").first.evaluate(shape)
     live = page.locator("#lab-results .bar-row").first.evaluate(shape)
