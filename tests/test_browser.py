@@ -934,3 +934,9 @@ def test_live_bars_are_drawn_from_the_same_markup_as_recorded_ones(watched):
     live = page.locator("#lab-results .bar-row").first.evaluate(shape)
     normalise = [re.sub(r"\[0 0 [\d.e-]+ 10,", "[0 0 max 10,", s) for s in recorded]
     assert [re.sub(r"\[0 0 [\d.e-]+ 10,", "[0 0 max 10,", s) for s in live] == normalise
+    # Metrics and chips too: the same elements and classes in a recorded case and in a live run.
+    outline = "(e) => [e, ...e.querySelectorAll('*')].map((n) => `${n.tagName}.${n.className}`).join(' ')"
+    assert page.locator("#case-panel .metric").first.evaluate(outline) == \
+        page.locator("#lab-results .metric").first.evaluate(outline)
+    assert page.locator("#case-panel .chip").first.evaluate(outline) == \
+        page.locator("#lab-results .prediction-chips .chip").first.evaluate(outline) == "LI.chip chip-token"

@@ -3,7 +3,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { el, keepingFocus, reveal, setDisabled } from "../dom.js";
-import { bars, getJson, item, Latest, markPreset, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
+import { bars, getJson, item, Latest, markPreset, metric, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
 
 const TOP = 5;
 
@@ -106,7 +106,7 @@ export class Lab {
     const parts = [];
     if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
     parts.push(
-      el("dl", { class: "metrics" }, el("div", { class: "metric" }, el("dt", {}, loss.label), el("dd", { id: "live-loss" }, sig(loss.value)))),
+      el("dl", { class: "metrics" }, metric(loss.label, loss.value, { id: "live-loss" })),
       el("h3", {}, "Attention of every block and head"),
       el("p", { class: "fine" }, "Rows are queries, columns keys. Above the diagonal every weight is zero: a position never reads a later one."),
       el("div", { class: "lab-heads" }, ...heads),

@@ -59,10 +59,35 @@ export class Latest {
   }
 }
 
-/** One bar, from the page's <template id="bar-template"> (templates/_bar.html, which draws the recorded cases'
- * bars): the scale goes into the viewBox and the value into the rect, as the server writes them. */
+/** A fresh copy of one of the parts the recorded cases are drawn with (templates/_parts.html). */
+function part(name) {
+  return document.getElementById(`${name}-template`).content.firstElementChild.cloneNode(true);
+}
+
+/** A metric of a live run, as a recorded case shows one; `attrs` go on its value (an id, say). */
+export function metric(label, value, attrs = {}) {
+  const node = part("metric");
+  node.querySelector("dt").textContent = label;
+  const dd = node.querySelector("dd");
+  dd.textContent = typeof value === "number" ? sig(value) : value;
+  for (const [k, v] of Object.entries(attrs)) dd.setAttribute(k, v);
+  return node;
+}
+
+/** A token chip, as a recorded case shows one; `extra` adds classes (is-traced, is-moved) and children. */
+export function chip(text, title, { classes = [], children = [], attrs = {} } = {}) {
+  const node = part("chip");
+  node.textContent = text;
+  node.title = title;
+  node.classList.add(...classes);
+  node.append(...children);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+/** One bar, as a recorded case shows one: the scale goes into the viewBox and the value into the rect. */
 export function bar(value, max, { label, negative = value < 0 } = {}) {
-  const row = document.getElementById("bar-template").content.firstElementChild.cloneNode(true);
+  const row = part("bar");
   row.querySelector(".bar-index").textContent = label;
   row.querySelector(".bar-track").setAttribute("viewBox", `0 0 ${max > 0 ? max : 1} 10`);
   const fill = row.querySelector(".bar-fill");

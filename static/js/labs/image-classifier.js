@@ -4,7 +4,7 @@
 
 import { diverging, heatmapSvg, sig, valueHeatmap } from "../charts.js";
 import { el } from "../dom.js";
-import { bars, item, Latest, markPreset, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
+import { bars, item, Latest, markPreset, metric, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
 const MAP_PIXELS = 72; // the drawn size of one feature map, whatever its side
@@ -192,7 +192,7 @@ export class Lab {
         bars(probs, probs.map((_, k) => `${k === read ? "▶ " : ""}${this.name(k)}`), 1)),
     );
     if (loss) {
-      parts.push(el("dl", { class: "metrics" }, el("div", { class: "metric" }, el("dt", {}, loss.label), el("dd", { id: "draw-loss" }, sig(loss.value)))));
+      parts.push(el("dl", { class: "metrics" }, metric(loss.label, loss.value, { id: "draw-loss" })));
     }
     parts.push(el("figure", { class: "chart lab-heatmap draw-saliency", id: "draw-saliency" },
       el("figcaption", {}, el("span", { class: "chart-title" }, saliency.label)), valueHeatmap(saliency.values, saliency.label),

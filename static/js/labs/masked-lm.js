@@ -3,7 +3,7 @@
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
 import { el, keepingFocus, reveal } from "../dom.js";
-import { bars, getJson, item, Latest, markPreset, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
+import { bars, chip, getJson, item, Latest, markPreset, metric, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
@@ -206,16 +206,17 @@ export class Lab {
     const c = answer.case;
     const rows = find(c, "probabilities");
     const moved = this.influence(mode, rows, s);
-    const metrics = el("dl", { class: "metrics" }, ...c.metrics.map((m) => el("div", { class: "metric" }, el("dt", {}, m.label), el("dd", {}, sig(m.value)))));
+    const metrics = el("dl", { class: "metrics" }, ...c.metrics.map((m) => metric(m.label, m.value)));
     const heads = attentionHeads(c).map((m) =>
       el("figure", { class: "chart lab-heatmap" }, el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), valueHeatmap(m.values, m.label)));
     const predictions = el("ol", { class: "chips prediction-chips", "aria-label": `Top prediction at each position, ${mode}` },
       ...rows.map((row, i) => {
         const top = row.indexOf(Math.max(...row));
         const delta = moved && i < moved.length ? moved[i] : null;
-        const mark = delta === null ? "" : delta > MOVED ? " is-moved" : " is-still";
-        return el("li", { class: `chip chip-token${mark}`, "data-position": i, title: delta === null ? "" : `changed by ${sig(delta, 2)}` },
-          `${i}: ${this.name(top)}`, delta === null ? null : el("span", { class: "delta" }, delta > MOVED ? ` Δ${sig(delta, 2)}` : " =" ));
+        const classes = delta === null ? [] : [delta > MOVED ? "is-moved" : "is-still"];
+        const children = delta === null ? [] : [el("span", { class: "delta" }, delta > MOVED ? ` Δ${sig(delta, 2)}` : " =")];
+        return chip(`${i}: ${this.name(top)}`, delta === null ? `position ${i}` : `changed by ${sig(delta, 2)}`,
+          { classes, children, attrs: { "data-position": i } });
       }));
     const influence = moved ? el("p", { class: "fine influence", "data-mode": mode },
       `You changed position ${s.edited}: ${moved.filter((d) => d > MOVED).length} of ${moved.length} earlier positions' predictions moved.`) : null;
@@ -329,7 +330,8 @@ class TraceView {
     return [
       el("h3", { id: "trace-title" }, `Trace of position ${p} (${this.name(tokens.token)}), ${d.attention} attention`),
       el("p", { class: "fine" }, "Every number below was captured from the real forward pass by hooks. ", el("a", { href: this.url }, "This trace as JSON")),
-      this.stage("tokens", "1 · Token ids", el("ol", { class: "chips", start: 0 }, ...tokens.values.map((t, i) => el("li", { class: `chip chip-token${i === p ? " is-traced" : ""}` }, this.name(t))))),
+      this.stage("tokens", "1 · Token ids", el("ol", { class: "chips", start: 0 },
+        ...tokens.values.map((t, i) => chip(this.name(t), `position ${i}`, { classes: i === p ? ["is-traced"] : [] })))),
       this.stage("embeddings", "2 · Word + position + segment embeddings",
         vectors([["word", emb.word], ["position", emb.position_embedding], ["segment", emb.segment], ["sum", emb.values]], "The three embeddings and their sum, dimension by dimension")),
       this.stage("embedding_norm", "3 · Embedding LayerNorm", vector(get("embedding_norm").values, "normalised")),
