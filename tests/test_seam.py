@@ -167,3 +167,16 @@ def test_a_grid_declaration_the_lab_cannot_serve_is_refused(change, message):
                    "endpoints": endpoints}
     with pytest.raises(DeclarationError, match=re.escape(message)):
         lab_spec(declaration, {"layers": []})
+
+
+def test_the_parts_of_a_case_have_one_markup():
+    """Bars, chips and metrics are written once, in templates/_parts.html; the labs clone them, never rebuild them."""
+    parts = ('"bar-row"', '"bar-track"', "chip-token", 'class="metric"', 'class: "metric"', '"bar-fill')
+    offenders = []
+    for folder, pattern in (("templates", "*.html"), ("static/js", "*.js")):
+        for path in sorted((PROJECT_ROOT / folder).rglob(pattern)):
+            name = str(path.relative_to(PROJECT_ROOT))
+            if name == "templates/_parts.html":
+                continue
+            offenders += [f"{name}: {p}" for p in parts if p in path.read_text()]
+    assert offenders == []
