@@ -1,5 +1,6 @@
-"""One per-client budget for every request that can start a recipe run (verifications, what-if runs,
-samplers, generations, traces), kept in the shared state so that it holds across processes and machines."""
+"""One per-client budget for every request that can start a recipe run (verifications that no kept report
+answers, what-if runs, samplers, generations, traces), kept in the shared state so that it holds across
+processes and machines."""
 
 import re
 from functools import lru_cache

@@ -1,6 +1,7 @@
 """Protecting the compute: per-client rate limits, a bounded queue, and capped worker memory."""
 
 import threading
+import time
 
 import pytest
 
@@ -104,3 +105,18 @@ def test_request_fields_cannot_name_code_or_files(client):
         response = client.post("/api/models/bert/runs", json=RUN | extra)
         assert response.status_code == 400
         assert response.get_json()["error"]["message"].startswith(f"{next(iter(extra))}: unknown field")
+
+
+def test_a_kept_report_starts_nothing_and_spends_no_budget():
+    app = create_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "2 per hour"}))
+    client = app.test_client()
+    first = client.post("/api/models/bert/verifications")  # a run: one of the two
+    assert first.status_code in (200, 202)
+    if first.status_code == 202:
+        while client.get(first.headers["Location"]).get_json()["state"] != "done":
+            time.sleep(0.05)  # polling the job until it is done
+    kept = [client.post("/api/models/bert/verifications") for _ in range(5)]
+    assert [r.status_code for r in kept] == [200] * 5 and all(r.get_json()["cached"] for r in kept)
+    assert client.post("/api/models/bert/runs", json={"input_ids": [1]}).status_code == 400  # the second
+    assert client.post("/api/models/bert/runs", json={"input_ids": [1]}).status_code == 429
+    app.extensions["tensorviz.pool"].shutdown()
