@@ -1,5 +1,7 @@
 // Charts drawn as standalone SVG (colours as attributes), so that each one can be downloaded as is.
 
+import { saveFile } from "./dom.js";
+
 const SVG_NS = "http://www.w3.org/2000/svg";
 const ZERO = [247, 247, 245]; // lightest colour, at zero
 const MINT = [31, 138, 107]; // positive
@@ -117,15 +119,7 @@ export function barsSvg(values, max, label) {
 export function downloadSvg(svg, filename) {
   const copy = svg.cloneNode(true);
   copy.setAttribute("xmlns", SVG_NS);
-  const text = `<?xml version="1.0" encoding="UTF-8"?>\n${new XMLSerializer().serializeToString(copy)}\n`;
-  const url = URL.createObjectURL(new Blob([text], { type: "image/svg+xml" }));
-  const a = document.createElement("a");
-  a.href = url;
-  a.download = filename;
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 1000);
+  saveFile(filename, `<?xml version="1.0" encoding="UTF-8"?>\n${new XMLSerializer().serializeToString(copy)}\n`, "image/svg+xml");
 }
 
 export function slugify(text) {

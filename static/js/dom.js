@@ -17,6 +17,16 @@ export async function readJson(response) {
   }
 }
 
+/** Hand `text` to the browser as a file download. */
+export function saveFile(filename, text, type) {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = el("a", { href: url, download: filename });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
 /** A JSON answer that must carry data: an Error with the server's message when it failed, or when its body is not
  * JSON (a proxy's page, a cut connection), so that no caller carries on with null. */
 export function requireData(response, body) {

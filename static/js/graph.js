@@ -301,9 +301,14 @@ export class GraphView {
     copy.removeAttribute("class");
     // A file has no page stylesheet: the tour's target and the selected node keep their marks as attributes,
     // and what only the page uses (focus order, roles, the ▸ ▾ controls' glyphs and their titles) goes.
-    for (const [selector, marks] of Object.entries(EXPORT_MARKS)) {
-      for (const rect of copy.querySelectorAll(selector)) for (const [k, v] of Object.entries(marks)) rect.setAttribute(k, v);
-    }
+    const marked = ".is-selected > rect, .is-target > rect";
+    const copies = copy.querySelectorAll(marked);
+    this.viewport.querySelectorAll(marked).forEach((rect, i) => {
+      const style = getComputedStyle(rect); // site.css's highlight, as drawn now
+      copies[i].setAttribute("fill", hex(style.fill));
+      copies[i].setAttribute("stroke", hex(style.stroke));
+      copies[i].setAttribute("stroke-width", parseFloat(style.strokeWidth));
+    });
     for (const node of copy.querySelectorAll("[tabindex], [role], [aria-label]")) {
       for (const name of ["tabindex", "role", "aria-label"]) node.removeAttribute(name);
     }
@@ -316,12 +321,11 @@ export class GraphView {
   }
 }
 
-// The page's highlight styles (site.css), written as attributes into an exported file.
-const EXPORT_MARKS = {
-  ".g-node.is-selected rect": { stroke: "#2459d6", "stroke-width": 2.5, fill: "#eaf1ff" },
-  ".g-node.is-target rect": { stroke: "#b4532a", "stroke-width": 3, fill: "#f7e2d8" },
-  ".g-cluster.is-target rect": { stroke: "#b4532a", "stroke-width": 3 },
-};
+/** A computed colour, `rgb(180, 83, 42)`, as an SVG attribute value, `#b4532a`. */
+function hex(colour) {
+  const channels = colour.match(/\d+/g);
+  return channels ? `#${channels.slice(0, 3).map((c) => Number(c).toString(16).padStart(2, "0")).join("")}` : colour;
+}
 
 function arrowHead(from, to) {
   const [x1, y1] = from;

@@ -3,20 +3,11 @@
 // prediction) revealed one at a time or all at once. Every table can be downloaded as CSV or JSON.
 
 import { diverging, sig, svgEl } from "../charts.js";
-import { el, reveal, setDisabled } from "../dom.js";
+import { el, reveal, saveFile, setDisabled } from "../dom.js";
 import { Latest, markPreset, postJson, startingPreset, table } from "./common.js";
 
 const ALIGNED_UNITS = 16; // FFN units shown aligned before/after GELU; all of them are in the downloads
 const SVG_NS = "http://www.w3.org/2000/svg";
-
-function save(filename, text, type) {
-  const url = URL.createObjectURL(new Blob([text], { type }));
-  const a = el("a", { href: url, download: filename });
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 1000);
-}
 
 function csvCell(value) {
   const text = typeof value === "number" ? String(value) : String(value ?? "");
@@ -25,8 +16,8 @@ function csvCell(value) {
 
 /** CSV and JSON buttons for one table: the rows as they are, every value at full precision. */
 function downloads(name, headers, rows) {
-  const csv = () => save(`${name}.csv`, [headers, ...rows].map((r) => r.map(csvCell).join(",")).join("\n") + "\n", "text/csv");
-  const json = () => save(`${name}.json`, JSON.stringify(rows.map((r) => Object.fromEntries(headers.map((h, i) => [h, r[i]]))), null, 1), "application/json");
+  const csv = () => saveFile(`${name}.csv`, [headers, ...rows].map((r) => r.map(csvCell).join(",")).join("\n") + "\n", "text/csv");
+  const json = () => saveFile(`${name}.json`, JSON.stringify(rows.map((r) => Object.fromEntries(headers.map((h, i) => [h, r[i]]))), null, 1), "application/json");
   const button = (text, action, label) => {
     const b = el("button", { type: "button", class: "link-button", "aria-label": label }, text);
     b.addEventListener("click", action);
