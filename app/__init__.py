@@ -6,7 +6,7 @@ import secrets
 from flask import Flask
 from flask.json.provider import DefaultJSONProvider
 
-from . import api, assets, cli, compression, downloads, errors, pages, security
+from . import api, assets, cli, compression, downloads, errors, pages, response_cache, security
 from .config import Config
 from .extensions import runner, state, store
 from .verification import verifications
@@ -46,6 +46,7 @@ def create_app(config: type | dict | None = None) -> Flask:
     app.register_blueprint(pages.bp)
     assets.init_app(app)
     errors.register(app)
+    response_cache.init_app(app)  # before security's ProxyFix wraps it, so it sees the client's scheme
     security.init_app(app)
     cli.register(app)
     return app

@@ -13,6 +13,7 @@ from .compression import is_conditional
 from .extensions import store
 from .labs.fields import parse_query, validate
 from .openapi import openapi_document
+from .response_cache import keep
 from .verification import verifications
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -108,6 +109,7 @@ def models():
             "links": model_links(model),
         })
     unavailable = [{"slug": u.slug, "reason": u.reason} for u in store.catalog.unavailable.values()]
+    keep()
     return jsonify(models=entries, unavailable=unavailable)
 
 
@@ -115,6 +117,7 @@ def models():
 def model(slug: str):
     """The stored manifest, byte for byte, with an ETag for conditional requests."""
     found = get_model(slug)
+    keep()
     response = Response(found.raw, mimetype="application/json")
     response.set_etag(found.etag)  # conditional_json answers If-None-Match with it
     return response

@@ -5,43 +5,31 @@ response that has one is keyed by it; any other body is hashed here (a small fra
 
 import gzip
 import hashlib
-import threading
-from collections import OrderedDict
 from functools import lru_cache
 
 import brotli
 from flask import Flask, Response, current_app, request
 from werkzeug.http import parse_accept_header
 
+from .lru import SizedLRU
+
 ENCODINGS = ("br", "gzip")  # in order of preference when the client accepts both equally
 MIN_SIZE = 500  # smaller bodies gain nothing
 
 
 class CompressedBodies:
-    """A bounded LRU of compressed bodies, and which media types are compressed."""
+    """The compressed bodies, in a bounded LRU, and which media types are compressed."""
 
     def __init__(self, max_bytes: int, mimetypes: list[str]) -> None:
-        self.max_bytes = max_bytes
         self.mimetypes = frozenset(mimetypes)
-        self.size = 0
-        self.items: OrderedDict[tuple[str, str], bytes] = OrderedDict()
-        self.lock = threading.Lock()
+        self.kept = SizedLRU(max_bytes)
 
     def get(self, body: bytes, encoding: str, etag: str | None = None) -> bytes:
         key = (etag or hashlib.sha256(body).hexdigest(), encoding)
-        with self.lock:
-            found = self.items.get(key)
-            if found is not None:
-                self.items.move_to_end(key)
-                return found
-        compressed = brotli.compress(body, quality=5) if encoding == "br" else gzip.compress(body, 6, mtime=0)
-        with self.lock:
-            if key not in self.items and len(compressed) <= self.max_bytes:
-                self.items[key] = compressed
-                self.size += len(compressed)
-                while self.size > self.max_bytes:
-                    _, dropped = self.items.popitem(last=False)
-                    self.size -= len(dropped)
+        compressed = self.kept.get(key)
+        if compressed is None:
+            compressed = brotli.compress(body, quality=5) if encoding == "br" else gzip.compress(body, 6, mtime=0)
+            self.kept.put(key, compressed, len(compressed))
         return compressed
 
 

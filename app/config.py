@@ -22,6 +22,9 @@ class Config:
     COMPRESS_MIMETYPES = ["text/html", "text/css", "text/csv", "text/plain", "text/x-python",
                           "application/json", "text/javascript", "image/svg+xml"]
     COMPRESS_CACHE_BYTES = 32 * 2**20  # compressed bodies kept per process, by content hash
+    # Whole answers to plain GETs of manifests, model pages and the catalog, kept per process while the
+    # model files stay the same; 0 turns this off.
+    RESPONSE_CACHE_BYTES = 16 * 2**20
 
     # Reports, live runs, verification jobs and the compute budget live in one store shared by every
     # process: an SQLite file (STATE_PATH; "" puts it in the instance folder, None in a private temporary

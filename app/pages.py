@@ -16,6 +16,7 @@ from .catalog import LAYOUT_FILE, Model, file_listing
 from .compression import is_conditional
 from .downloads import content_disposition
 from .extensions import store
+from .response_cache import keep
 
 bp = Blueprint("pages", __name__)
 
@@ -85,6 +86,7 @@ def index():
     shown = [m for m in models if not tag or tag in m.manifest["tags"]]
     by_category = groupby(shown, key=lambda m: m.manifest["category"])
     groups = [(category, list(items)) for category, items in by_category]
+    keep()
     return render_template("index.html", groups=groups, tags=all_tags, tag=tag,
                            unknown_tag=bool(tag) and tag not in all_tags,
                            unavailable=list(store.catalog.unavailable.values()))
@@ -127,6 +129,8 @@ def model_page(slug: str):
     """The model page; ?case= and ?step= choose the recorded case and the tour step shown."""
     model = page_model(slug)
     checkpoint = checkpoints.status(model.checkpoint) if model.checkpoint else None
+    if checkpoint is None:  # a checkpoint's state is looked at on disk at every request
+        keep()
     key = (slug, request.args.get("case"), request.args.get("step"), repr(checkpoint))
     return remembered(key, lambda: render_model_page(model, checkpoint))
 

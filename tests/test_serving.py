@@ -6,7 +6,12 @@ import pytest
 
 from app import create_app
 from app.config import TestConfig
+from app.response_cache import ResponseCache
 from app.security import CONTENT_SECURITY_POLICY
+
+
+class Uncached(TestConfig):
+    RESPONSE_CACHE_BYTES = 0
 
 
 @pytest.mark.parametrize("path", ["/", "/models/bert", "/api/models", "/api/models/nope", "/models/nope",
@@ -73,8 +78,10 @@ def test_assets_outside_static_are_404(app, client, path):
     assert response.status_code == 404
 
 
-def test_the_same_bytes_are_compressed_once_per_encoding(app, client, monkeypatch):
+def test_the_same_bytes_are_compressed_once_per_encoding(monkeypatch):
     import brotli
+
+    client = create_app(Uncached).test_client()  # every request reaches Flask
 
     calls = []
     real = brotli.compress
@@ -93,3 +100,127 @@ def test_the_same_bytes_are_compressed_once_per_encoding(app, client, monkeypatc
     assert first.headers["ETag"].endswith('-br"')
     again = client.get("/api/models/bert", headers={"Accept-Encoding": "br", "If-None-Match": first.headers["ETag"]})
     assert again.status_code == 304
+
+
+class CountingApp:
+    """The Flask app behind the response cache, counting the requests that reach it."""
+
+    def __init__(self, app) -> None:
+        self.cache = app.wsgi_app
+        self.inner = self.cache.wsgi_app
+        self.calls = 0
+        self.cache.wsgi_app = self
+
+    def __call__(self, environ, start_response):
+        self.calls += 1
+        return self.inner(environ, start_response)
+
+
+@pytest.mark.parametrize("path", ["/", "/models/bert", "/api/models", "/api/models/bert"])
+@pytest.mark.parametrize("encoding", ["br", "gzip", ""])
+def test_a_plain_get_is_answered_again_byte_for_byte_without_reaching_flask(app, client, path, encoding):
+    counting = CountingApp(app)
+    headers = {"Accept-Encoding": encoding} if encoding else {}
+    first = client.get(path, headers=headers)
+    again = client.get(path, headers=headers)
+    assert counting.calls == 1
+    assert first.status_code == again.status_code == 200
+    assert list(first.headers) == list(again.headers) and first.data == again.data
+    assert again.headers.get("Content-Encoding") == (encoding or None)
+    assert again.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    # an encoding is its own entry, never another client's bytes
+    other = client.get(path, headers={"Accept-Encoding": "gzip" if encoding == "br" else "br"})
+    assert counting.calls == 2 and other.data != first.data
+
+
+@pytest.mark.parametrize("request_args", [
+    {"query_string": {"case": "nope"}},
+    {"headers": {"If-None-Match": '"x"'}},
+    {"headers": {"Range": "bytes=0-9"}},
+    {"data": b"{}", "content_type": "application/json"},
+    {"method": "HEAD"},
+    {"method": "OPTIONS"},
+])
+def test_a_request_that_asks_more_always_reaches_flask(app, client, request_args):
+    counting = CountingApp(app)
+    args = {"method": "GET"} | request_args
+    for _ in range(2):
+        client.open("/models/bert", **args)
+    assert counting.calls == 2
+
+
+def test_conditional_requests_still_answer_304_once_the_answer_is_kept(app, client):
+    counting = CountingApp(app)
+    etag = client.get("/api/models/bert", headers={"Accept-Encoding": "br"}).headers["ETag"]
+    client.get("/api/models/bert", headers={"Accept-Encoding": "br"})
+    again = client.get("/api/models/bert", headers={"Accept-Encoding": "br", "If-None-Match": etag})
+    assert again.status_code == 304 and counting.calls == 2
+
+
+def test_errors_and_pages_that_read_a_checkpoint_are_not_kept(app, client):
+    counting = CountingApp(app)
+    for path in ("/api/models/nope", "/models/nope", "/models/bert-base"):
+        for _ in range(2):
+            client.get(path)
+    assert counting.calls == 6
+    assert len(counting.cache.kept) == 0
+
+
+def test_a_changed_model_file_ends_the_kept_answers(tree):
+    import json
+    import time
+
+    tree.add("bert")
+    app = create_app(tree.config(TESTING=True, CATALOG_RELOAD_SECONDS=0.05))
+    client = app.test_client()
+    before = client.get("/api/models/bert").get_json()
+    page = client.get("/models/bert").get_data(as_text=True)
+    assert client.get("/api/models/bert").get_json() == before
+    path = tree.manifests / "bert" / "manifest.json"
+    path.write_text(json.dumps(before | {"title": "A retitled BERT"}))
+    time.sleep(0.1)
+    assert client.get("/api/models/bert").get_json()["title"] == "A retitled BERT"
+    assert "A retitled BERT" in client.get("/models/bert").get_data(as_text=True)
+    assert "A retitled BERT" not in page
+
+
+def test_the_scheme_behind_a_proxy_is_part_of_the_key():
+    proxied = create_app({"TESTING": True, "PROXY_FIX": 1}).test_client()
+    assert "Strict-Transport-Security" not in proxied.get("/").headers
+    over_https = proxied.get("/", headers={"X-Forwarded-Proto": "https"})
+    assert "Strict-Transport-Security" in over_https.headers
+    assert "Strict-Transport-Security" not in proxied.get("/").headers
+
+
+def test_kept_answers_stay_under_their_bound():
+    app = create_app(TestConfig)
+    cache = app.wsgi_app
+    cache.kept.max_bytes = 40_000
+    client = app.test_client()
+    sizes = {path: len(client.get(path, headers={"Accept-Encoding": "br"}).data)
+             for path in ("/api/models/bert", "/api/models/gpt", "/api/models/lenet", "/models/bert", "/")}
+    assert cache.kept.size <= 40_000 and cache.kept.size == sum(size for _, size in cache.kept.items.values())
+    assert len(cache.kept) < len(sizes)
+
+
+def test_the_cache_can_be_turned_off():
+    app = create_app(Uncached)
+    assert not isinstance(app.wsgi_app, ResponseCache)
+    assert app.test_client().get("/api/models/bert").status_code == 200
+
+
+def test_a_sized_lru_drops_the_least_recently_used_first():
+    from app.lru import SizedLRU
+
+    lru = SizedLRU(10)
+    lru.put("a", "A", 4)
+    lru.put("b", "B", 4)
+    assert lru.get("a") == "A"  # now the most recently used
+    lru.put("c", "C", 4)
+    assert lru.get("b") is None and lru.get("a") == "A" and lru.get("c") == "C" and lru.size == 8
+    lru.put("a", "AA", 6)  # replaced: its old size no longer counts
+    assert lru.size == 10 and lru.get("a") == "AA"
+    lru.put("huge", "H", 11)
+    assert lru.get("huge") is None and lru.size == 10
+    lru.discard("a")
+    assert lru.size == 4 and len(lru) == 1
