@@ -47,6 +47,12 @@ function sameControl(node) {
   return data.length ? node.tagName.toLowerCase() + data.map((a) => `[${a.name}="${CSS.escape(a.value)}"]`).join("") : null;
 }
 
+/** A status line's text; an error is marked (site.css draws it in the error colour). */
+export function showStatus(node, text, isError = false) {
+  node.textContent = text;
+  node.classList.toggle("is-error", isError);
+}
+
 /** Draw `container` anew with `render()`, and give focus back to the control that had it (the one with the same id
  * or data-* attributes): a keyboard user stays where they were instead of falling back to the top of the page. */
 export function keepingFocus(container, render) {

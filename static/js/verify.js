@@ -1,7 +1,7 @@
 // "Re-verify on the server": start a verification, show its progress, then the live report.
 
 import { deviationColour, heatmapSvg, sig } from "./charts.js";
-import { el, readJson, requireData } from "./dom.js";
+import { el, readJson, requireData, showStatus } from "./dom.js";
 
 const POLL_MS = 500;
 const GIVE_UP_MS = 240000;
@@ -20,8 +20,7 @@ export class VerifyPanel {
   }
 
   setStatus(text, isError = false) {
-    this.status.textContent = text;
-    this.status.classList.toggle("is-error", isError);
+    showStatus(this.status, text, isError);
   }
 
   tick() {

@@ -3,20 +3,16 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { el, keepingFocus, reveal, setDisabled } from "../dom.js";
-import { bars, getJson, item, Latest, markPreset, metric, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
+import { bars, getJson, item, LabPanel, markPreset, metric, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
 
 const TOP = 5;
 
-export class Lab {
+export class Lab extends LabPanel {
   constructor(section) {
-    this.section = section;
-    this.settings = JSON.parse(section.dataset.settings);
-    this.urls = Object.fromEntries(Object.entries(this.settings.endpoints).map(([k, v]) => [k, v.url]));
-    this.status = section.querySelector("#lab-status");
+    super(section);
     this.results = section.querySelector("#lab-results");
     this.generation = section.querySelector("#generation");
     this.traceBox = section.querySelector("#trace");
-    this.latest = new Latest((text, isError) => this.setStatus(text, isError));
     for (const button of section.querySelectorAll("[data-preset]")) {
       button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
     }
@@ -73,11 +69,6 @@ export class Lab {
     const button = this.section.querySelector("#generate");
     button.disabled = room < 1;
     button.title = room < 1 ? "The context is full: remove a token to generate" : "";
-  }
-
-  setStatus(text, isError = false) {
-    this.status.textContent = text;
-    this.status.classList.toggle("is-error", isError);
   }
 
   async run() {

@@ -2,7 +2,7 @@
 // and the server's comparison of a live run with the recorded case it replays.
 
 import { diverging, sig } from "../charts.js";
-import { el, readJson, requireData } from "../dom.js";
+import { el, readJson, requireData, showStatus } from "../dom.js";
 
 const BUSY_RETRIES = 3;
 const TEXT_CELL_STRENGTH = 0.7; // cells that carry text take at most 70% of a colour: dark text keeps 5:1
@@ -39,7 +39,7 @@ export function getJson(url, params, onBusy = () => {}) {
  * request(s), passing `busy` on to postJson; the answer comes back, or null when the run failed (its
  * message reported) or a newer run started meanwhile.
  */
-export class Latest {
+class Latest {
   constructor(report) {
     this.report = report; // (text, isError) => void
     this.count = 0;
@@ -56,6 +56,24 @@ export class Latest {
       if (current()) this.report(`The run failed: ${error.message}`, true);
       return null;
     }
+  }
+}
+
+/**
+ * What every lab panel starts from: its settings (from the page), each endpoint's URL by name, its status
+ * line, and one Latest for its runs.
+ */
+export class LabPanel {
+  constructor(section) {
+    this.section = section;
+    this.settings = JSON.parse(section.dataset.settings);
+    this.urls = Object.fromEntries(Object.entries(this.settings.endpoints).map(([name, e]) => [name, e.url]));
+    this.status = section.querySelector("#lab-status");
+    this.latest = new Latest((text, isError) => this.setStatus(text, isError));
+  }
+
+  setStatus(text, isError = false) {
+    showStatus(this.status, text, isError);
   }
 }
 

@@ -4,7 +4,7 @@
 
 import { diverging, sig, svgEl } from "../charts.js";
 import { el, reveal, saveFile, setDisabled } from "../dom.js";
-import { Latest, markPreset, postJson, startingPreset, table } from "./common.js";
+import { LabPanel, markPreset, postJson, startingPreset, table } from "./common.js";
 
 const ALIGNED_UNITS = 16; // FFN units shown aligned before/after GELU; all of them are in the downloads
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -102,20 +102,16 @@ function tokenChips(answer) {
   }, el("span", { class: "datalab-token-text" }, t.token), el("span", { class: "datalab-token-id" }, `${t.index} · ${t.id}`))));
 }
 
-export class Lab {
+export class Lab extends LabPanel {
   constructor(section) {
-    this.section = section;
-    this.settings = JSON.parse(section.dataset.settings);
-    this.url = this.settings.endpoints.datalab.url;
+    super(section);
     this.form = section.querySelector("#datalab-form");
     this.text = section.querySelector("#datalab-text");
     this.topK = section.querySelector("#datalab-top-k");
     this.position = section.querySelector("#datalab-position");
-    this.status = section.querySelector("#lab-status");
     this.steps = section.querySelector("#datalab-steps");
     this.stages = section.querySelector("#datalab-stages");
     this.progress = section.querySelector("#datalab-progress");
-    this.latest = new Latest((text, isError) => this.setStatus(text, isError));
     this.shown = 0;
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -145,11 +141,6 @@ export class Lab {
     if (run) this.trace(false);
   }
 
-  setStatus(text, isError = false) {
-    this.status.textContent = text;
-    this.status.classList.toggle("is-error", isError);
-  }
-
   request(keepPosition) {
     const body = { text: this.text.value, top_k: Number(this.topK.value) || 10 };
     if (keepPosition && this.position.value !== "") body.position = Number(this.position.value);
@@ -157,7 +148,7 @@ export class Lab {
   }
 
   async trace(keepPosition) {
-    const answer = await this.latest.run((busy) => postJson(this.url, this.request(keepPosition), busy),
+    const answer = await this.latest.run((busy) => postJson(this.urls.datalab, this.request(keepPosition), busy),
       "Tracing on the server (the first trace loads the checkpoint)…");
     if (!answer) return;
     this.answer = answer;

@@ -4,20 +4,17 @@
 
 import { diverging, heatmapSvg, sig, valueHeatmap } from "../charts.js";
 import { el } from "../dom.js";
-import { bars, item, Latest, markPreset, metric, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
+import { bars, item, LabPanel, markPreset, metric, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
 const MAP_PIXELS = 72; // the drawn size of one feature map, whatever its side
 const FEATURE_MAP = /^(.+)_c(\d+)$/;
 
-export class Lab {
+export class Lab extends LabPanel {
   constructor(section) {
-    this.section = section;
-    this.settings = JSON.parse(section.dataset.settings);
-    this.urls = Object.fromEntries(Object.entries(this.settings.endpoints).map(([k, v]) => [k, v.url]));
+    super(section);
     const { rows, cols, levels } = this.settings.sizes;
     Object.assign(this, { rows, cols, levels });
-    this.status = section.querySelector("#lab-status");
     this.answerBox = section.querySelector("#draw-answer");
     this.results = section.querySelector("#lab-results");
     this.traceBox = section.querySelector("#trace");
@@ -26,7 +23,6 @@ export class Lab {
     this.label = section.querySelector("#draw-label");
     this.target = section.querySelector("#trace-target");
     this.image = this.blank();
-    this.latest = new Latest((text, isError) => this.setStatus(text, isError));
     this.traces = 0;
     this.traceShown = false;
     this.buildGrid();
@@ -157,11 +153,6 @@ export class Lab {
     this.show();
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.run(), SETTLE_MS);
-  }
-
-  setStatus(text, isError = false) {
-    this.status.textContent = text;
-    this.status.classList.toggle("is-error", isError);
   }
 
   async run() {

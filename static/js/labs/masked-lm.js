@@ -3,7 +3,7 @@
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
 import { el, keepingFocus, reveal } from "../dom.js";
-import { bars, chip, getJson, item, Latest, markPreset, metric, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
+import { bars, chip, getJson, item, LabPanel, markPreset, metric, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
@@ -16,13 +16,9 @@ function attentionHeads(caseResult) {
   return caseResult.matrices.filter((m) => m.key.startsWith("attention_head_"));
 }
 
-export class Lab {
+export class Lab extends LabPanel {
   constructor(section) {
-    this.section = section;
-    this.settings = JSON.parse(section.dataset.settings);
-    const url = (name) => this.settings.endpoints[name].url;
-    this.urls = { run: url("runs"), corruption: url("corruptions"), trace: url("trace") };
-    this.status = section.querySelector("#lab-status");
+    super(section);
     this.results = section.querySelector("#lab-results");
     this.traceBox = section.querySelector("#trace");
     this.mask = Number(Object.keys(this.settings.special).find((k) => this.settings.special[k] === "MASK"));
@@ -32,7 +28,6 @@ export class Lab {
     this.previous = {}; // mode -> {ids, rows}: the last run, to show which predictions a change moved
     this.traced = null; // {position, attention} of the trace shown, refreshed after every run
     this.traces = 0;
-    this.latest = new Latest((text, isError) => this.setStatus(text, isError));
     this.bind();
     const first = startingPreset(this.settings.presets);
     this.load(first.request, first.id);
@@ -138,7 +133,7 @@ export class Lab {
       return;
     }
     try {
-      const draw = await postJson(this.urls.corruption, { input_ids: this.state.orig, seed, segment_ids: this.state.seg });
+      const draw = await postJson(this.urls.corruptions, { input_ids: this.state.orig, seed, segment_ids: this.state.seg });
       const ran = this.load(draw.run_request, null, draw.positions.map((p) => p.action));
       const chosen = draw.positions.filter((p) => p.selected).map((p) => `position ${p.position}: ${p.action}${p.action === "random" ? ` → ${this.name(p.token)}` : ""}`);
       const explanation = `Seed ${seed} selected ${chosen.join(", ")}.`;
@@ -147,11 +142,6 @@ export class Lab {
     } catch (error) {
       this.setStatus(`Could not sample: ${error.message}`, true);
     }
-  }
-
-  setStatus(text, isError = false) {
-    this.status.textContent = text;
-    this.status.classList.toggle("is-error", isError);
   }
 
   async run() {
@@ -166,7 +156,7 @@ export class Lab {
     }
     if (this.traced) this.markTraceStale();
     const modes = s.compare ? MODES : [s.attention];
-    const answers = await this.latest.run((busy) => Promise.all(modes.map((mode, k) => postJson(this.urls.run,
+    const answers = await this.latest.run((busy) => Promise.all(modes.map((mode, k) => postJson(this.urls.runs,
       { ...this.request(mode), ...(s.preset && k === 0 ? { compare_with: s.preset } : {}) }, busy))));
     if (!answers) return false;
     const ms = answers.reduce((sum, a) => sum + a.compute_seconds * 1000, 0);
