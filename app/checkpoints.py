@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from flask import current_app
+from flask import current_app, g
 from werkzeug.exceptions import ServiceUnavailable
 
 
@@ -138,7 +138,15 @@ def locate(spec: CheckpointSpec) -> tuple[Path, str] | None:
 
 def find(spec: CheckpointSpec) -> Checkpoint:
     """The checkpoint with its files' hashes; CheckpointUnavailable (503) says what is missing and how to
-    provide it."""
+    provide it. Looked up once per app context (a request, a verification job, a command), so that the
+    cache key, the folder handed to the recipe and the report of one request name the same files."""
+    found = g.setdefault("tensorviz_checkpoints", {})
+    if spec not in found:
+        found[spec] = _find(spec)
+    return found[spec]
+
+
+def _find(spec: CheckpointSpec) -> Checkpoint:
     located = locate(spec)
     if located is None:
         raise CheckpointUnavailable(f"No {spec.description} checkpoint is on this server. " + instructions(spec))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from flask import Flask, request
 
+from .catalog import LiveCatalog
 from .compression import CONDITIONS, chosen_encoding
 from .lru import SizedLRU
 
@@ -45,7 +46,7 @@ def cache_key(environ: dict) -> tuple | None:
 class ResponseCache:
     """WSGI middleware in front of the Flask app (inside any ProxyFix, so the scheme is the client's)."""
 
-    def __init__(self, wsgi_app: Callable, live_catalog, max_bytes: int) -> None:
+    def __init__(self, wsgi_app: Callable, live_catalog: LiveCatalog, max_bytes: int) -> None:
         self.wsgi_app = wsgi_app
         self.live_catalog = live_catalog
         self.kept = SizedLRU(max_bytes)

@@ -322,6 +322,20 @@ def test_another_checkpoint_never_answers_from_this_ones_cache(tmp_path, monkeyp
     app.extensions["tensorviz.pool"].shutdown()
 
 
+def test_one_request_looks_the_checkpoint_up_once(checkpoint_app, monkeypatch):
+    """The cache key and the folder handed to the recipe come from one lookup, so they name the same files."""
+    from app import checkpoints
+
+    looked = []
+    real = checkpoints._find
+    monkeypatch.setattr(checkpoints, "_find", lambda spec: looked.append(spec) or real(spec))
+    client = checkpoint_app.test_client()
+    assert client.post(URL, json={"text": "one lookup [MASK] ."}).get_json()["cached"] is False
+    assert len(looked) == 1
+    assert client.post(URL, json={"text": "one lookup [MASK] ."}).get_json()["cached"] is True
+    assert len(looked) == 2  # each request looks again: new files on disk are never missed
+
+
 def test_the_recorded_graph_needs_no_checkpoint_and_is_current(runner, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     result = runner.invoke(args=["record", "bert-base", "--check"])
