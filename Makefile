@@ -45,6 +45,7 @@ test: setup-test lint
 bench: setup-test
 	$(BIN)/python bench/verify.py
 	$(BIN)/python bench/page.py
+	$(BIN)/python bench/graph.py
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/datalab.py
 	$(BIN)/python bench/storm.py

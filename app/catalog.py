@@ -14,6 +14,7 @@ from pathlib import Path
 from flask import Flask, current_app
 
 from .checkpoints import CheckpointDeclarationError, CheckpointSpec, checkpoint_spec
+from .graphlayout import drawing_document
 from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
 from .recipes import RecipeMetadataError, read_metadata
@@ -26,7 +27,6 @@ RECIPE_FILES = ("model.py", "run.py", "requirements.txt")  # every recipe has th
 LAB_FILE = "lab.py"  # what-if runs, the corruption sampler and the trace, where a recipe has them
 GRAPH_FILE = "graph.tensorviz.json"
 PREVIEW_FILE = "preview.svg"  # the static architecture snapshot, stored beside the manifest
-LAYOUT_FILE = "layout.json"  # the interactive graph's layouts, stored beside the manifest
 THUMBNAIL_FILE = "thumbnail.svg"  # the snapshot without its labels: the model's shape, for the catalog's cards
 CONTENT_TYPES = {
     ".py": "text/x-python; charset=utf-8",
@@ -67,6 +67,7 @@ class Model:
     recipe_file_names: tuple[str, ...] = ()  # which of `files` come from the recipe folder
     lab: LabSpec | None = None  # the recipe's declared lab, where it has one
     checkpoint: CheckpointSpec | None = None  # weights read from a folder on this server, where declared
+    graph_focus: str | None = None  # the module the interactive graph opens with (recipe.toml [graph] focus)
 
     @property
     def revision(self) -> str:
@@ -94,6 +95,11 @@ class Model:
         size = rb'<svg[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"'
         found = re.search(size, preview.content) if preview else None
         return (round(float(found[1]) * 0.47), round(float(found[2]) * 0.47)) if found else (224, 634)
+
+    @cached_property
+    def drawing(self) -> bytes:
+        """The graph as the interactive graph draws it (graphlayout.drawing_document), made once."""
+        return drawing_document(self.manifest)
 
     def case(self, case_id: str) -> dict | None:
         """The recorded case with this id, if there is one."""
@@ -176,9 +182,8 @@ def recipe_files(recipe_dir: Path) -> dict[str, bytes]:
 def _model_files(manifest: dict, folder: Path, recipe: dict[str, bytes]) -> dict[str, ServedFile]:
     files = {GRAPH_FILE: _served_file(GRAPH_FILE, graph_document(manifest))}
     files |= {name: _served_file(name, content) for name, content in recipe.items()}
-    for name in (PREVIEW_FILE, LAYOUT_FILE):
-        if (folder / name).is_file():
-            files[name] = _served_file(name, (folder / name).read_bytes())
+    if (folder / PREVIEW_FILE).is_file():
+        files[PREVIEW_FILE] = _served_file(PREVIEW_FILE, (folder / PREVIEW_FILE).read_bytes())
     if PREVIEW_FILE in files:
         files[THUMBNAIL_FILE] = _served_file(THUMBNAIL_FILE, thumbnail(files[PREVIEW_FILE].content))
     return files
@@ -258,8 +263,9 @@ def load_model(folder: Path, recipes_dir: Path) -> Model:
     apply_op_names(manifest, meta.get("graph", {}).get("ops", {}))
     recipe = recipe_files(recipe_dir)
     files = _model_files(manifest, folder, recipe)
+    focus = meta.get("graph", {}).get("focus")
     return Model(slug, manifest, raw, recipe_dir, files, tuple(recipe), _lab(meta, manifest, recipe_dir),
-                 _checkpoint(meta))
+                 _checkpoint(meta), focus if isinstance(focus, str) else None)
 
 
 def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:

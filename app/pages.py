@@ -3,6 +3,7 @@
 import csv
 import hashlib
 import io
+import json
 from collections import OrderedDict
 from itertools import groupby
 from threading import Lock
@@ -12,13 +13,15 @@ import numpy as np
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request, url_for
 
 from . import checkpoints
-from .catalog import LAYOUT_FILE, Model, file_listing
+from .catalog import GRAPH_FILE, Model, file_listing
 from .compression import is_conditional
 from .downloads import content_disposition
 from .extensions import store
+from .graphlayout import default_focus
 from .response_cache import keep
 
 bp = Blueprint("pages", __name__)
+LAYER_TABLE_ROWS = 400  # the page's table of layers stops here; layers.csv and the graph file hold them all
 
 
 @bp.app_template_filter("sig")
@@ -161,11 +164,37 @@ def render_model_page(model: Model, checkpoint: dict | None = None) -> str:
         notices.append(f"There is no tour step “{step_id}”; showing “{step['title']}”.")
     layers = {layer["id"]: layer for layer in m["layers"]}
     return render_template(
-        "model.html", model=model, m=m, case=case, step=step, layers=layers, notices=notices,
+        "model.html", model=model, m=m, case=case, step=step, layers=layers, notices=notices, graph_file=GRAPH_FILE,
+        graph_focus=model.graph_focus or default_focus(m), table_rows=LAYER_TABLE_ROWS,
         lab=lab_settings(model) if model.has_lab else None, checkpoint=checkpoint,
         files=file_listing(model),
-        layout_url=model.file_url(LAYOUT_FILE) if LAYOUT_FILE in model.files else None,
     )
+
+
+@bp.get("/models/<slug>/graph.json")
+def graph_json(slug: str):
+    """The recorded graph as the interactive graph draws it: every layer with its node's text, and the edges."""
+    model = page_model(slug)
+    keep()
+    return Response(model.drawing, content_type="application/json")
+
+
+@bp.get("/models/<slug>/layers.csv")
+def layers_csv(slug: str):
+    """Every layer and op of the recorded graph as CSV: id, op, parameters, parent, source lines."""
+    model = page_model(slug)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["id", "label", "kind", "op", "params", "parent", "module", "line", "end_line", "call_line",
+                     "call_end_line"])
+    for layer in model.manifest["layers"]:
+        source, call = layer.get("source") or {}, layer.get("callSource") or {}
+        writer.writerow([layer["id"], layer.get("label", ""), layer["kind"], layer["op"],
+                         json.dumps(layer.get("params") or {}, ensure_ascii=False), layer.get("parent") or "",
+                         layer.get("module", ""), source.get("line", ""), source.get("endLine", ""),
+                         call.get("line", ""), call.get("endLine", "")])
+    return Response(out.getvalue(), content_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": content_disposition("attachment", f"{slug}-layers.csv")})
 
 
 @bp.get("/models/<slug>/cases/<case_id>")

@@ -1,4 +1,4 @@
-"""The recorder: turns a recipe folder into a manifest, its graph layouts and its static snapshot.
+"""The recorder: turns a recipe folder into a manifest and its static snapshot.
 
 The graph is traced from the real model and the cases come from the recipe's own `replay()`, both in a
 recipe worker (app/capture.py), so the web process and the CLI never import torch. What the recipe
@@ -15,7 +15,6 @@ from pathlib import Path
 
 from .catalog import (
     GRAPH_FILE,
-    LAYOUT_FILE,
     MANIFEST_NAME,
     PREVIEW_FILE,
     graph_document,
@@ -30,7 +29,7 @@ from .checkpoints import (
     locate,
 )
 from .compare import tolerance_for
-from .graphlayout import build_preview, layout_bytes
+from .graphlayout import build_preview
 from .recipes import RecipeMetadataError, read_metadata
 from .runner import WorkerPool
 from .schema import ITEMS, ManifestError, validate_manifest
@@ -53,7 +52,7 @@ class Recording:
 
     slug: str
     manifest: dict
-    files: dict[str, bytes]  # manifest.json, layout.json, preview.svg
+    files: dict[str, bytes]  # manifest.json, preview.svg
 
 
 def _sha256(content: bytes) -> str:
@@ -186,14 +185,15 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
         raise RecordingError(f"the recording would not be valid: {exc}") from exc
 
     focus = meta.get("graph", {}).get("focus")
-    layout = layout_bytes(manifest, focus)
+    layers = {layer["id"]: layer for layer in manifest["layers"]}
+    if focus is not None and layers.get(focus, {}).get("kind") != "module":
+        raise RecordingError(f"recipe.toml: graph.focus names no module: {focus!r}")
     preview = build_preview(manifest, focus).encode()
     served = {GRAPH_FILE: graph_document(manifest), **files, PREVIEW_FILE: preview}
     manifest["files"] = {name: {"url": f"/models/{slug}/{manifest['revision']}/{name}",
                                 "sha256": _sha256(content), "bytes": len(content)}
                          for name, content in served.items()}
-    return Recording(slug, manifest, {MANIFEST_NAME: manifest_bytes(manifest), LAYOUT_FILE: layout,
-                                      PREVIEW_FILE: preview})
+    return Recording(slug, manifest, {MANIFEST_NAME: manifest_bytes(manifest), PREVIEW_FILE: preview})
 
 
 def made_by_recorder(folder: Path) -> bool | None:
@@ -270,8 +270,7 @@ def stale_parts(recording: Recording, folder: Path) -> list[str]:
         for name in sorted(set(stored_files) | set(fresh["files"])):
             if stored_files.get(name, {}).get("sha256") != fresh["files"].get(name, {}).get("sha256"):
                 out.append(f"files.{name}: the file changed since it was recorded")
-        for name in (LAYOUT_FILE, PREVIEW_FILE):
-            path = folder / name
-            if not path.is_file() or path.read_bytes() != recording.files[name]:
-                out.append(f"{name}: differs from the layout built from this recording")
+        path = folder / PREVIEW_FILE
+        if not path.is_file() or path.read_bytes() != recording.files[PREVIEW_FILE]:
+            out.append(f"{PREVIEW_FILE}: differs from the snapshot drawn from this recording")
     return out

@@ -178,10 +178,11 @@ def test_modules_collapse_and_expand(watched):
     expect(page.locator(".g-node.is-target")).to_have_attribute("data-id", "encoder")
     page.locator('[data-module="encoder"]').click()
     expect(page.locator('.g-node[data-id="encoder.up"]')).to_have_count(1)
-    # One open path at a time: the reopened encoder shows its attention closed, until that is opened too.
-    expect(page.locator('.g-node[data-id="encoder.attention"]')).to_have_count(1)
-    page.locator('[data-module="encoder.attention"]').click()
+    # Closing a module keeps what was open inside it: the reopened encoder shows its attention open.
     expect(page.locator('.g-cluster[data-id="encoder.attention"]')).to_have_count(1)
+    page.locator('[data-module="encoder.attention"]').click()
+    expect(page.locator('.g-node[data-id="encoder.attention"]')).to_have_count(1)
+    expect(page.locator('.g-cluster[data-id="encoder"]')).to_have_count(1)
 
 
 def test_pan_and_zoom_change_the_view(watched):
@@ -434,9 +435,10 @@ def test_gpt_page_lab_generates_and_traces(watched):
     page.locator('[data-trace="1"]').click()
     expect(page.locator("#trace-title")).to_contain_text("position 1")
     expect(page.locator("#trace .trace-table").first).to_contain_text("masked")
-    page.locator('[data-module="h.1"]').click()  # open the second block: the first one closes
+    page.locator('[data-module="h.1"]').click()  # open the second block: the first one stays open
     expect(page.locator('#graph-stage .g-node[data-id="h.1.attn"]')).to_have_count(1)
-    expect(page.locator('#graph-stage .g-node[data-id="h.0"]')).to_have_count(1)
+    expect(page.locator('#graph-stage .g-cluster[data-id="h.0"]')).to_have_count(1)
+    expect(page.locator('#graph-stage .g-cluster[data-id="h.1"]')).to_have_count(1)
 
 
 # ---- the vision milestone: LeNet and its image-classifier lab
@@ -681,7 +683,8 @@ def axe_violations(page) -> list[str]:
 
 
 def open_node_source(page, node: str) -> None:
-    page.locator(f'#graph-stage .g-node[data-id="{node}"]').click()
+    page.locator(f'#graph-stage .g-node[data-id="{node}"]').focus()  # wherever the view is: by keyboard
+    page.keyboard.press("Enter")
     expect(page.locator("#node-details pre.source").first).to_be_visible()
 
 
@@ -774,7 +777,7 @@ def test_focus_stays_on_the_control_after_each_action(watched):
     toggle = page.locator('#module-toggles button[data-module="encoder"]')
     toggle.focus()
     page.keyboard.press("Enter")
-    expect(page.locator('#module-toggles button[data-module="encoder"]')).to_have_attribute("aria-pressed", "true")
+    expect(page.locator('#module-toggles button[data-module="encoder"]')).to_have_attribute("aria-pressed", "false")
     expect(page.locator('#module-toggles button[data-module="encoder"]')).to_be_focused()
     for control in ('[data-mask="2"]', '[data-segment="3"]'):
         page.locator(f"#token-strip {control}").focus()
@@ -787,12 +790,13 @@ def test_focus_stays_on_the_control_after_each_action(watched):
     expect(page.locator('#token-strip select[data-position="1"]')).not_to_have_value(before)
     expect(page.locator('#token-strip select[data-position="1"]')).to_be_focused()
     page.locator('#module-toggles button[data-module="encoder"]').click()  # open the encoder again
+    page.locator('#module-toggles button[data-module="encoder.attention"]').click()  # and close its attention
     page.locator('#graph-stage .g-node[data-id="encoder.attention"]').click()
     expand = page.locator('#node-details button[data-toggle="encoder.attention"]')
     expand.focus()
     page.keyboard.press("Enter")
     expect(page.locator('#node-details button[data-toggle="encoder.attention"]')).to_have_text(
-        re.compile(r"^(Expand|Collapse) encoder\.attention$"))
+        re.compile(r"^(Open|Close) encoder\.attention$"))
     expect(page.locator('#node-details button[data-toggle="encoder.attention"]')).to_be_focused()
     page.locator('[data-tour="prev"]').focus()
     while not page.locator("#tour-position").inner_text().startswith("Step 1 of"):
@@ -901,17 +905,127 @@ def test_every_small_control_is_at_least_24px_at_375px(watched, path):
     assert small == []
 
 
-def test_fit_keeps_labels_readable_and_scrolls_a_large_graph(watched):
-    page = watched("/models/bert-base")
+def in_stage(page) -> tuple[int, list[str]]:
+    """How many graph nodes there are, and which of them lie (wholly) outside the stage."""
+    stage = page.locator("#graph-stage").bounding_box()
+    outside = []
+    for node in page.locator("#graph-stage .g-node").all():
+        box = node.bounding_box()
+        if not (stage["x"] - 1 <= box["x"] and box["x"] + box["width"] <= stage["x"] + stage["width"] + 1
+                and stage["y"] - 1 <= box["y"] and box["y"] + box["height"] <= stage["y"] + stage["height"] + 1):
+            outside.append(node.get_attribute("data-id"))
+    return page.locator("#graph-stage .g-node").count(), outside
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+@pytest.mark.parametrize("path", ["/models/bert", "/models/bert-base"])
+def test_fit_shows_every_node(watched, path, viewport):
+    page = watched(path, viewport)
     graph_ready(page)
-    page.locator('#module-toggles button[data-module="layers.0"]').click()  # a tall graph: one layer open
+    if path.endswith("bert-base"):
+        page.locator('#module-toggles button[data-module="layers.0"]').click()  # a tall graph: one layer open
     page.get_by_role("button", name="Fit").click()
     settled(page)
-    label = page.locator("#graph-stage .g-node text").first.bounding_box()
-    assert label["height"] >= 8  # about 8.5 px of a 10 px label at least, not the 5 px a full fit gave
-    first = page.locator("#graph-stage .g-node").first.bounding_box()
+    count, outside = in_stage(page)
+    assert count >= 20 and outside == []
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_first_view_shows_the_graphs_full_width(watched, viewport):
+    page = watched("/models/bert", viewport)
+    graph_ready(page)
+    settled(page)
     stage = page.locator("#graph-stage").bounding_box()
-    assert stage["y"] <= first["y"] < stage["y"] + stage["height"]  # the top of the graph is in view
+    for node in page.locator("#graph-stage .g-node").all():
+        box = node.bounding_box()
+        assert stage["x"] - 1 <= box["x"] and box["x"] + box["width"] <= stage["x"] + stage["width"] + 1
+
+
+@pytest.mark.parametrize("path", ["/models/lenet", "/models/gpt"])
+def test_every_module_can_be_open_at_once(watched, path):
+    page = watched(path)
+    graph_ready(page)
+    toggles = page.locator("#module-toggles button")
+    # Open each closed module by its own toggle (a module's toggle shows once its parent is open).
+    for _ in range(50):
+        closed = page.locator('#module-toggles button[aria-pressed="false"]')
+        if not closed.count():
+            break
+        closed.first.click()
+    modules = toggles.count()
+    assert modules >= (2 if path.endswith("lenet") else 7)
+    expect(page.locator('#module-toggles button[aria-pressed="true"]')).to_have_count(modules)
+    expect(page.locator("#graph-stage .g-cluster")).to_have_count(modules)  # every module drawn open
+    expect(page.locator("#graph-stage .g-node.is-module")).to_have_count(0)
+    page.get_by_role("button", name="Fit").click()
+    settled(page)
+    assert in_stage(page)[1] == []
+    page.get_by_role("button", name="Close all").click()
+    expect(page.locator("#graph-stage .g-cluster")).to_have_count(0)
+    expect(page.locator('#module-toggles button[aria-pressed="true"]')).to_have_count(0)
+    page.get_by_role("button", name="Open all").click()
+    expect(page.locator("#graph-stage .g-cluster")).to_have_count(modules)
+
+
+def test_module_toggles_are_pressed_when_open(watched):
+    page = watched("/models/gpt")
+    graph_ready(page)
+    toggle = page.locator('#module-toggles button[data-module="h.1"]')
+    expect(toggle).to_have_attribute("aria-pressed", "false")
+    expect(toggle).to_have_text("▸ h.1")
+    toggle.click()
+    expect(page.locator('#module-toggles button[data-module="h.1"]')).to_have_attribute("aria-pressed", "true")
+    expect(page.locator('#graph-stage .g-cluster[data-id="h.1"]')).to_have_count(1)
+    pressed = page.locator('#module-toggles button[data-module="h.1"]')
+    assert pressed.evaluate("(e) => getComputedStyle(e).backgroundColor") != toggle.evaluate(
+        "() => getComputedStyle(document.querySelector('#module-toggles button[aria-pressed=\"false\"]'))"
+        ".backgroundColor")
+
+
+def test_a_drag_from_a_node_pans_and_a_click_still_selects(watched):
+    page = watched("/models/bert")
+    graph_ready(page)
+    settled(page)
+    viewport = page.locator("#graph-stage .viewport")
+    node = page.locator('#graph-stage .g-node[data-id="word_embeddings"]')
+    box = node.bounding_box()
+    before = viewport.get_attribute("transform")
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 + 60, box["y"] + box["height"] / 2 + 40, steps=6)
+    page.mouse.up()
+    assert viewport.get_attribute("transform") != before  # the drag panned
+    expect(page.locator("#node-details h3")).to_have_text("Node")  # and selected nothing
+    node.click()
+    expect(page.locator("#node-details h3")).to_have_text("word_embeddings")
+
+
+def test_a_swipe_over_the_graph_pans_it_and_the_page_still_scrolls_past_it(browser, live_server):
+    context = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
+    page = context.new_page()
+    page.goto(live_server + "/models/bert")
+    graph_ready(page)
+    settled(page)
+    stage = page.locator("#graph-stage")
+    assert stage.evaluate("(e) => getComputedStyle(e).touchAction") == "none"  # a swipe on it pans the graph
+    stage.evaluate("(e) => e.scrollIntoView({ block: 'center' })")
+    box = stage.bounding_box()
+    assert box["height"] < PHONE["height"] * 0.75  # room above or below it to scroll the page by
+    viewport = page.locator("#graph-stage .viewport")
+    before = viewport.get_attribute("transform")
+    cdp = context.new_cdp_session(page)
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+    for i in range(1, 8):
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [{"x": x, "y": y - 12 * i}]})
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    expect(viewport).not_to_have_attribute("transform", before)
+    scrolled = page.evaluate("window.scrollY")
+    page.mouse.move(x, y)
+    page.mouse.wheel(0, 300)  # a wheel over the graph scrolls the page, it is not trapped
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.scrollY") > scrolled
+    context.close()
 
 
 def test_graph_nodes_name_the_op_that_ran(watched):

@@ -344,7 +344,7 @@ def test_the_recorded_graph_needs_no_checkpoint_and_is_current(runner, tmp_path,
     assert manifest["experiment"]["cases"] == [] and manifest["provenance"]["checkpoint"] is None
     layers = {layer["id"]: layer for layer in manifest["layers"]}
     assert [f"layers.{i}" for i in range(12)] == [i for i, layer in layers.items() if layer["parent"] == "layers"]
-    assert json.loads((PROJECT_ROOT / "manifests" / "bert-base" / "layout.json").read_text())["focus"] == "layers"
+    assert 'data-graph-focus="layers"' in runner.app.test_client().get("/models/bert-base").get_data(as_text=True)
     # 329 nodes are too many to draw open: the snapshot shows the twelve layers as the page opens them
     preview = (PROJECT_ROOT / "manifests" / "bert-base" / "preview.svg").read_text()
     titles = re.findall(r"<title>([^<]*)</title>", preview)

@@ -1,13 +1,12 @@
-"""Graph layouts: the stored snapshot and layouts are current, and collapsing means what it says."""
+"""The static snapshot: stored current, drawn from the recording, and collapsing means what it says."""
 
 import html
-import json
 import shutil
 
 import pytest
 
 from app.config import PROJECT_ROOT
-from app.graphlayout import all_states, build_layouts, build_preview, graph_digest, normalise, visible_graph
+from app.graphlayout import build_preview, focus_state, normalise, op_label, visible_graph
 
 from .conftest import bert_manifest
 
@@ -23,12 +22,6 @@ def test_graphviz_is_installed():
     assert shutil.which("dot"), "Graphviz's dot checks the stored layouts: scripts/install-test-packages"
 
 
-def test_stored_layouts_are_current(manifest):
-    stored = json.loads((STORED / "layout.json").read_text())
-    assert stored["graph_sha256"] == graph_digest(manifest)
-    assert stored == json.loads(json.dumps(build_layouts(manifest))), "run scripts/build-layouts"
-
-
 def test_stored_snapshot_is_current(manifest):
     assert (STORED / "preview.svg").read_text() == build_preview(manifest), "run scripts/build-layouts"
 
@@ -39,11 +32,22 @@ def test_snapshot_draws_modules_as_nested_groups():
     assert svg.count('class="node"') == 34  # every layer but the two modules, drawn as groups
 
 
-def test_every_collapse_state_is_stored(manifest):
-    assert all_states(manifest) == [(), ("encoder",), ("encoder.attention",)]
+def test_nothing_is_stored_per_state_of_the_interactive_graph():
+    for folder in (PROJECT_ROOT / "manifests").iterdir():
+        assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "preview.svg"], folder.name
+
+
+def test_focus_states(manifest):
+    assert focus_state(manifest, "encoder.attention") == ()
+    assert focus_state(manifest, None) == ("encoder",)
     assert normalise(manifest, {"encoder", "encoder.attention"}) == ("encoder",)
-    stored = json.loads((STORED / "layout.json").read_text())
-    assert set(stored["states"]) == {"", "encoder", "encoder.attention"}
+
+
+def test_node_text_names_a_modules_class_indexing_and_an_inputs_shape():
+    assert op_label({"kind": "module", "op": "Module", "className": "Block"}) == "Block"
+    assert op_label({"kind": "module", "op": "Module"}) == "Module"  # the seed's modules name no class
+    assert op_label({"kind": "layer", "op": "indexing", "params": {"index": "[:, 0]"}}) == "indexing [:, 0]"
+    assert op_label({"kind": "input", "op": "Input", "params": {"shape": "1,6", "dtype": "torch.int64"}}) == "Input 1,6"
 
 
 def test_open_modules_are_boxes_not_nodes(manifest):
@@ -61,15 +65,3 @@ def test_a_collapsed_module_stands_in_for_its_contents(manifest):
     assert ("embedding_norm", "encoder") in edges
     assert ("encoder", "mlm_transform") in edges and ("encoder", "pooler") in edges
     assert len(edges) == len(set(edges)) and all(s != t for s, t in edges)
-
-
-def test_layout_boxes_cover_every_visible_node(manifest):
-    stored = json.loads((STORED / "layout.json").read_text())
-    for key, state in stored["states"].items():
-        collapsed = tuple(key.split(",")) if key else ()
-        nodes, edges = visible_graph(manifest, collapsed)
-        assert {n["id"] for n in state["nodes"]} == {n["id"] for n in nodes}
-        assert len(state["edges"]) == len(edges)
-        for node in state["nodes"]:
-            assert 0 <= node["x"] and node["x"] + node["w"] <= state["width"] + 1
-            assert 0 <= node["y"] and node["y"] + node["h"] <= state["height"] + 1

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import json
 import re
 
 import pytest
@@ -56,7 +57,8 @@ def test_model_page_header_and_snapshot(client):
     assert "Curated by TensorViz · BERT pretraining · 4-step tour" in page
     assert "Architecture snapshot · No Python required" in page
     assert 'href="/models/bert/0c48027dcf5a807d/graph.tensorviz.json" download>Download graph ↓' in page
-    assert 'data-layout-url="/models/bert/0c48027dcf5a807d/layout.json"' in page
+    assert 'data-graph-url="/models/bert/graph.json"' in page
+    assert 'data-graph-focus="encoder.attention"' in page  # modules nested in one chain: all open
 
 
 def test_tour_opens_at_the_opening_step_and_follows_the_url(client):
@@ -142,11 +144,11 @@ def test_no_resource_leaves_the_site(client):
                 assert client.get(resource.split("#")[0]).status_code == 200, resource
 
 
-def test_page_without_stored_layouts_still_renders(tree):
+def test_page_without_a_stored_snapshot_still_renders(tree):
     tree.add("bert")
     client = create_app(tree.config(TESTING=True)).test_client()
     page = text(client.get("/models/bert"))
-    assert 'data-layout-url=""' in page and "Architecture snapshot" not in page
+    assert "Architecture snapshot" not in page and 'data-graph-url="/models/bert/' in page
     assert "All 36 layers and ops" in page
 
 
@@ -187,3 +189,40 @@ def test_catalog_thumbnails_show_each_models_shape_without_its_text(client):
         preview = client.get(source.replace("thumbnail.svg", "preview.svg")).get_data(as_text=True)
         assert "<text" not in svg and "<text" in preview
         assert svg.count("<path") == preview.count("<path") > 0  # every box and arrow of the snapshot
+
+
+def test_the_graph_as_drawn_gives_each_node_its_text(client):
+    answer = client.get("/models/gpt/graph.json")
+    assert answer.status_code == 200 and answer.content_type == "application/json"
+    drawn = answer.get_json()
+    layers = {layer["id"]: layer for layer in drawn["layers"]}
+    assert layers["h.0"]["shown"] == {"label": "0", "op": "Block"}  # a closed module: its class
+    assert layers["lm_head"]["shown"] == {"label": "lm_head", "op": "Linear 8→16 · shared"}  # tied to wte
+    assert layers["input:idx"]["shown"] == {"label": "idx", "op": "Input 1,8"}
+    index = next(layer for layer in drawn["layers"] if layer["id"].startswith("index@h.0.attn"))
+    assert index["shown"]["op"] == "indexing [:, :, :8, :8]"
+    assert len(drawn["connections"]) == len(client.get("/api/models/gpt").get_json()["connections"])
+    seed = {layer["id"]: layer for layer in client.get("/models/bert/graph.json").get_json()["layers"]}
+    assert seed["python@encoder.attention#0"]["shown"]["label"] == "unflatten"  # named by [graph.ops]
+    assert client.get("/models/nope/graph.json").status_code == 404
+
+
+def test_every_layer_downloads_as_csv(client):
+    answer = client.get("/models/gpt/layers.csv")
+    assert answer.status_code == 200 and answer.content_type.startswith("text/csv")
+    assert 'filename="gpt-layers.csv"' in answer.headers["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(answer.get_data(as_text=True))))
+    assert len(rows) == len(client.get("/api/models/gpt").get_json()["layers"])
+    wte = next(r for r in rows if r["id"] == "wte")
+    assert (wte["op"], wte["line"], wte["call_line"]) == ("Embedding", "76", "86")
+    assert json.loads(wte["params"]) == {"num_embeddings": 16, "embedding_dim": 8}
+
+
+def test_a_large_graph_lists_its_first_layers_and_links_every_one(tree):
+    manifest = bert_manifest()
+    extra = [{"id": f"op@x#{i}", "label": f"op@x#{i}", "op": "torch.add", "kind": "layer", "parent": None,
+              "params": {}} for i in range(500)]
+    tree.add("bert", manifest | {"layers": manifest["layers"] + extra})
+    page = text(create_app(tree.config(TESTING=True)).test_client().get("/models/bert"))
+    assert "The first 400 of 536 layers and ops" in page and 'href="/models/bert/layers.csv"' in page
+    assert page.count("<th scope=\"row\"><code>") == 400

@@ -1,6 +1,5 @@
 """One seam for model kinds: recipes as packages, labs declared as data, a core that names no model."""
 
-import json
 import re
 import shutil
 import sys
@@ -9,8 +8,9 @@ import pytest
 
 from app import create_app
 from app.capture import trace_graph
+from app.catalog import graph_document
 from app.config import PROJECT_ROOT
-from app.graphlayout import all_states, layout_bytes, modules
+from app.graphlayout import build_preview, modules
 from app.labs import lab_spec
 from app.labs.fields import DeclarationError
 from app.recipes import load_module, read_metadata
@@ -96,21 +96,21 @@ def test_the_core_names_no_model_token_or_head():
     assert offenders == []
 
 
-def test_layouts_grow_with_modules_not_combinations(tmp_path):
-    """A 12-block GPT keeps every state the explorer can show, in under 1 MB of layouts."""
-    recipe = tmp_path / "gpt12"
-    shutil.copytree(GPT_RECIPE, recipe, ignore=shutil.ignore_patterns("__pycache__"))
-    model_py = recipe / "model.py"
-    model_py.write_text(model_py.read_text().replace("n_layer: int = 2", "n_layer: int = 12"))
-    graph = trace_graph(recipe, read_metadata(recipe)["recording"]["inputs"])
-    manifest = {"layers": graph["layers"], "connections": graph["connections"]}
-    groups = modules(manifest)
-    assert len(groups) == 1 + 12 * 3  # h, and each block with its attention and MLP
-    assert len(all_states(manifest)) == len(groups) + 1
-    stored = layout_bytes(manifest, "h.0")
-    assert len(stored) < 1_000_000
-    layout = json.loads(stored)
-    assert layout["focus"] == "h.0" and len(layout["states"]) == len(groups) + 1
+def test_the_stored_graph_grows_with_the_model_not_with_its_states(tmp_path):
+    """A 12-block GPT stores its graph once (the graph file grows with its nodes) and a snapshot of its
+    opening state; no layout per combination of open modules."""
+    sizes = {}
+    for blocks in (2, 12):
+        recipe = tmp_path / f"gpt{blocks}"
+        shutil.copytree(GPT_RECIPE, recipe, ignore=shutil.ignore_patterns("__pycache__"))
+        model_py = recipe / "model.py"
+        model_py.write_text(model_py.read_text().replace("n_layer: int = 2", f"n_layer: int = {blocks}"))
+        graph = trace_graph(recipe, read_metadata(recipe)["recording"]["inputs"])
+        manifest = {"layers": graph["layers"], "connections": graph["connections"]}
+        assert len(modules(manifest)) == 1 + blocks * 3  # h, and each block with its attention and MLP
+        sizes[blocks] = (len(graph_document(manifest)) / len(graph["layers"]), len(build_preview(manifest, "h.0")))
+    assert sizes[12][0] == pytest.approx(sizes[2][0], rel=0.1)  # bytes per node
+    assert sizes[12][1] < 2 * sizes[2][1]  # the opening state: one block open, the others closed
 
 
 def test_recipe_toml_is_served_and_changes_the_recipe_hash(tree):

@@ -2,14 +2,16 @@
 manifests answered cleanly, and the shared state bounded."""
 
 import copy
+import html
 import json
+import re
 import time
 
 import pytest
 
 from app import create_app
 from app.config import TestConfig
-from app.graphlayout import build_layouts
+from app.graphlayout import build_preview
 from app.state import SQLiteStore
 
 from .conftest import BERT_MANIFEST, ModelTree, bert_manifest, check_bounded_cache
@@ -180,11 +182,12 @@ def test_dot_labels_are_escaped():
         if layer["id"] == "mlm_decoder":
             layer["op"] = 'Linear"]; evil [label="x'
             layer["label"] = 'back\\slash\nnewline'
-    layouts = build_layouts(hostile)
-    for layout in layouts["states"].values():  # graphviz parsed every state, each node under its own id
-        assert {n["id"] for n in layout["nodes"]} <= {layer["id"] for layer in hostile["layers"]}
-    [node] = [n for s in layouts["states"].values() for n in s["nodes"] if n["id"] == "mlm_decoder"][:1]
-    assert node["op"].startswith('Linear"]; evil [label="x')
+    svg = build_preview(hostile)  # graphviz parsed the source: one node per layer, each under its own id
+    ids = [html.unescape(i) for i in re.findall(r'<g id="(node&#45;[^"]*)" class="node">', svg)]
+    assert len(ids) == len(set(ids)) == len(hostile["layers"]) - 2  # every layer but the two open modules
+    assert "node-mlm_decoder" in ids and not any("evil" in i for i in ids)
+    texts = [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+    assert 'Linear"]; evil [label="x 8→16' in texts and "back\\slash" in texts and "newline" in texts
 
 
 def test_unavailable_reasons_and_recipe_errors_name_no_server_path(tree):

@@ -1,7 +1,9 @@
-// The interactive architecture graph: layouts precomputed by Graphviz (layout.json), drawn as SVG,
-// with pan and zoom, module groups that expand and collapse, node selection and a tour highlight.
+// The interactive architecture graph, drawn as SVG from the recorded layers and connections: any set of
+// modules open at once (graph-scene.js lays out each open module's contents), pan and zoom, node selection,
+// a tour highlight, and, for a large graph, only what is near the view in the page.
 
 import { downloadSvg, svgEl } from "./charts.js";
+import { GraphScene } from "./graph-scene.js";
 
 const MIN_ZOOM = 0.15;
 const MAX_ZOOM = 4;
@@ -13,16 +15,16 @@ const COLOURS = {
   edge: "#8a96a3",
 };
 
+const DRAW_ALL = 500; // above this many boxes and edges, only those near the view are in the page
+const DRAG_SLOP = 4; // px a pointer moves before a press on a node becomes a pan instead of a click
+
 export class GraphView {
-  constructor(stage, layout, manifest, { onSelect = () => {}, onToggle = () => {} } = {}) {
+  constructor(stage, graph, { focus = null, onSelect = () => {}, onToggle = () => {} } = {}) {
     this.stage = stage;
-    this.layout = layout;
-    this.layers = new Map(manifest.layers.map((l) => [l.id, l]));
-    // The op each node shows, as the layouts name it (an op a capture recorded only as "Python" is named there).
-    this.ops = new Map(Object.values(layout.states).flatMap((s) => s.nodes.map((n) => [n.id, n.op])));
-    this.modules = layout.modules;
-    this.collapsed = new Set();
-    this.focusOn(layout.focus ?? null);
+    this.scenery = new GraphScene(graph.layers, graph.connections);
+    this.layers = this.scenery.layers;
+    this.modules = this.scenery.modules;
+    this.open = new Set(focus && this.layers.has(focus) ? [focus, ...this.ancestors(focus)] : []);
     this.view = { x: 0, y: 0, k: 1 };
     this.selected = null;
     this.target = null;
@@ -34,87 +36,72 @@ export class GraphView {
     stage.replaceChildren(this.svg);
     this.bindPanZoom();
     this.render();
-    this.fitWidth();
+    this.firstView();
+    // The stage may still be settling its size (fonts, the panel beside it): the first view follows it
+    // until the reader moves the graph.
+    this.moved = false;
+    new ResizeObserver(() => { if (!this.moved) this.firstView(); }).observe(stage);
   }
 
   ancestors(id) {
-    const chain = [];
-    let parent = this.layers.get(id)?.parent;
-    while (parent) {
-      chain.push(parent);
-      parent = this.layers.get(parent)?.parent;
-    }
-    return chain;
+    return this.scenery.ancestors(id);
   }
 
-  stateKey() {
-    return [...this.collapsed].filter((m) => !this.ancestors(m).some((a) => this.collapsed.has(a))).sort().join(",");
+  isOpen(moduleId) {
+    return this.open.has(moduleId);
   }
 
-  current() {
-    return this.layout.states[this.stateKey()];
-  }
-
-  /** The node or open module box that stands for a layer in the current state. */
+  /** The node or open module box that stands for a layer now. */
   visibleFor(id) {
-    const hidden = this.ancestors(id).filter((a) => this.collapsed.has(a));
-    return hidden.length ? hidden[hidden.length - 1] : id;
+    return this.layers.has(id) ? this.scenery.shownAs(id, this.open) : id;
   }
 
+  /** Lay the graph out for the open modules, then draw what is in view. */
   render() {
-    const state = this.current();
     const hadFocus = this.viewport.contains(document.activeElement); // the keyboard is in the graph: keep it there
-    this.viewport.replaceChildren();
-    const depthOf = (id) => this.ancestors(id).length;
-    for (const c of state.clusters) {
-      const g = svgEl("g", { class: `g-cluster depth-${Math.min(depthOf(c.id), 2)}`, "data-id": c.id });
-      g.append(svgEl("rect", {
-        x: c.x, y: c.y, width: c.w, height: c.h, rx: 8, fill: COLOURS.cluster[Math.min(depthOf(c.id), 2)],
-        stroke: "#9aa8a0",
-      }));
-      const label = svgEl("text", { x: c.x + 8, y: c.y + 15, "font-size": 11, "font-weight": 600, fill: "#3b4a42", class: "g-cluster-title" }, `${c.id}  ▾`);
-      label.append(svgEl("title", {}, `Collapse ${c.id}`));
-      label.addEventListener("click", (e) => {
-        e.stopPropagation();
-        this.toggle(c.id);
-      });
-      g.append(label);
-      this.viewport.append(g);
+    this.scene = this.scenery.layout(this.open);
+    for (const e of this.scene.edges) {
+      const xs = e.points.map((p) => p[0]);
+      const ys = e.points.map((p) => p[1]);
+      e.box = { x: Math.min(...xs), y: Math.min(...ys), w: Math.max(...xs) - Math.min(...xs), h: Math.max(...ys) - Math.min(...ys) };
     }
-    for (const e of state.edges) {
-      const p = e.points;
-      let d = `M${p[0][0]},${p[0][1]}`;
-      for (let i = 1; i + 2 < p.length; i += 3) d += ` C${p[i][0]},${p[i][1]} ${p[i + 1][0]},${p[i + 1][1]} ${p[i + 2][0]},${p[i + 2][1]}`;
-      const g = svgEl("g", { "data-source": e.source, "data-target": e.target });
-      g.append(svgEl("path", { d, class: "g-edge", fill: "none", stroke: COLOURS.edge }));
-      if (e.arrow) g.append(arrowHead(p[p.length - 1], e.arrow));
-      this.viewport.append(g);
-    }
-    for (const n of state.nodes) {
-      const layer = this.layers.get(n.id);
-      const isModule = n.kind === "module";
-      const colours = isModule ? COLOURS.module : COLOURS.node;
-      const g = svgEl("g", {
-        class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, tabindex: -1, role: "button",
-        // The name starts with the visible text (label, then op), as speech-input users say what they see.
-        "aria-label": `${n.label} ${n.op}${isModule ? ", collapsed module: press Enter for details" : ""} (${n.id})`,
-      });
-      g.append(svgEl("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: colours.fill, stroke: colours.stroke }));
-      g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: "#1d2530" }, isModule ? `${n.label} ▸ ` : `${n.label} `)); // the space parts label and op in the text a name must contain
-      g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: "#4a5563" }, n.op));
-      g.addEventListener("click", () => this.select(n.id));
-      g.addEventListener("focus", () => this.rove(n.id));
-      g.addEventListener("keydown", (ev) => this.nodeKey(ev, n.id));
-      g.dataset.layer = layer ? layer.id : n.id;
-      this.viewport.append(g);
-    }
-    this.svg.setAttribute("aria-label", `Architecture graph, ${state.nodes.length} nodes`);
+    this.boxes = new Map([...this.scene.clusters, ...this.scene.nodes].map((b) => [b.id, b]));
+    this.svg.setAttribute("aria-label", `Architecture graph, ${this.scene.nodes.length} nodes`);
     // Reading order for the keyboard: top to bottom, then left to right, as the graph is drawn.
-    this.order = [...state.nodes].sort((a, b) => a.y - b.y || a.x - b.x).map((n) => n.id);
-    this.rove(this.roving && this.order.includes(this.visibleFor(this.roving)) ? this.visibleFor(this.roving) : this.order[0]);
+    this.order = [...this.scene.nodes].sort((a, b) => a.y - b.y || a.x - b.x).map((n) => n.id);
+    this.roving = this.roving && this.boxes.has(this.visibleFor(this.roving)) ? this.visibleFor(this.roving) : this.order[0];
+    this.drawn = null;
+    this.draw();
+    if (hadFocus) this.elementFor(this.roving)?.focus({ preventScroll: true });
+  }
+
+  /** The part of the graph (in its own units) that the stage shows now, and as much again around it. */
+  reach() {
+    const { width, height } = this.stage.getBoundingClientRect();
+    const { x, y, k } = this.view;
+    return { x: -x / k - width / k, y: -y / k - height / k, w: 3 * width / k, h: 3 * height / k };
+  }
+
+  draw() {
+    const scene = this.scene;
+    const all = scene.nodes.length + scene.clusters.length + scene.edges.length <= DRAW_ALL;
+    const area = all ? null : this.reach();
+    const near = (b) => !area || (b.x + b.w >= area.x && b.x <= area.x + area.w && b.y + b.h >= area.y && b.y <= area.y + area.h);
+    this.drawn = area ?? { all: true };
+    this.viewport.replaceChildren(...drawing(this, scene, near));
+    this.rove(this.roving);
     this.mark();
     this.apply();
-    if (hadFocus) this.elementFor(this.roving)?.focus({ preventScroll: true });
+  }
+
+  /** Whether the view has moved out of what was drawn (only when not everything is drawn). */
+  outOfReach() {
+    const d = this.drawn;
+    if (!d || d.all) return false;
+    const { width, height } = this.stage.getBoundingClientRect();
+    const { x, y, k } = this.view;
+    const seen = { x: -x / k, y: -y / k, w: width / k, h: height / k };
+    return seen.x < d.x || seen.y < d.y || seen.x + seen.w > d.x + d.w || seen.y + seen.h > d.y + d.h;
   }
 
   /** The graph is one tab stop: the node that last had the focus (roving tabindex). */
@@ -136,9 +123,9 @@ export class GraphView {
     } else if (ev.key in moves) {
       ev.preventDefault();
       const next = this.order[Math.max(0, Math.min(this.order.length - 1, moves[ev.key]))];
-      this.rove(next);
-      this.elementFor(next).focus({ preventScroll: true });
       this.keepInView(next);
+      this.rove(next);
+      this.elementFor(next)?.focus({ preventScroll: true });
     } else if (ev.key === "+" || ev.key === "=") this.zoomBy(1.25);
     else if (ev.key === "-") this.zoomBy(0.8);
     else if (ev.key === "0") this.fit();
@@ -155,6 +142,7 @@ export class GraphView {
     const top = box.y * k + y;
     if (left >= margin && top >= margin && left + box.w * k <= width - margin && top + box.h * k <= height - margin) return;
     this.centerOn(id, !window.matchMedia("(prefers-reduced-motion: reduce)").matches);
+    if (this.outOfReach()) this.draw(); // the node must be in the page before it can take the focus
   }
 
   mark() {
@@ -167,39 +155,43 @@ export class GraphView {
     return this.viewport.querySelector(`[data-id="${CSS.escape(id)}"]`);
   }
 
-  /** Open `moduleId` and its ancestors, close every other module: one open path, as layout.json stores. */
-  focusOn(moduleId) {
-    const open = new Set(moduleId ? [moduleId, ...this.ancestors(moduleId)] : []);
-    this.collapsed = new Set(this.modules.map((m) => m.id).filter((id) => !open.has(id)));
-  }
-
+  /** Open a closed module or close an open one; every other module stays as it is. */
   toggle(moduleId) {
-    this.focusOn(this.collapsed.has(moduleId) ? moduleId : this.layers.get(moduleId)?.parent ?? null);
+    if (this.open.has(moduleId)) this.open.delete(moduleId);
+    else for (const m of [moduleId, ...this.ancestors(moduleId)]) this.open.add(m);
     this.render();
-    this.onToggle(moduleId, this.collapsed.has(moduleId));
+    this.onToggle(moduleId, !this.open.has(moduleId));
   }
 
+  /** Open every module, or close them all. */
+  setAll(open) {
+    this.open = new Set(open ? this.modules.map((m) => m.id) : []);
+    this.render();
+    this.onToggle(null, !open);
+  }
+
+  /** Closed, or hidden inside a closed module. */
   isCollapsed(moduleId) {
-    return this.ancestors(moduleId).concat(moduleId).some((m) => this.collapsed.has(m));
+    return [moduleId, ...this.ancestors(moduleId)].some((m) => !this.open.has(m));
   }
 
   select(id) {
     this.selected = id;
     this.mark();
     const layer = this.layers.get(id);
-    this.onSelect({ ...layer, op: this.ops.get(id) ?? layer.op });
+    this.onSelect(layer);
   }
 
   /** Highlight a tour target and bring it to the middle of the stage. */
   highlight(id, { animate = true } = {}) {
     this.target = id;
-    this.mark();
     this.centerOn(this.visibleFor(id), animate);
+    if (this.outOfReach()) this.draw();
+    this.mark();
   }
 
   boxOf(id) {
-    const state = this.current();
-    return state.nodes.find((n) => n.id === id) || state.clusters.find((c) => c.id === id);
+    return this.boxes.get(id);
   }
 
   centerOn(id, animate) {
@@ -210,29 +202,33 @@ export class GraphView {
     this.setView({ k, x: width / 2 - (box.x + box.w / 2) * k, y: height / 2 - (box.y + box.h / 2) * k }, animate);
   }
 
-  /** The whole graph in the stage, or, where that would make its labels unreadable, as much as fits at a
-   * readable size from the top (drag, or walk the nodes with the arrow keys, for the rest). */
+  /** The whole graph in the stage, centred, however small that makes it. */
   fit() {
-    const state = this.current();
     const { width, height } = this.stage.getBoundingClientRect();
-    const k = Math.max(READABLE_ZOOM, Math.min(width / state.width, height / state.height) * 0.96);
-    const x = state.width * k <= width ? (width - state.width * k) / 2 : 8;
-    const y = state.height * k <= height ? (height - state.height * k) / 2 : 8;
-    this.setView({ k, x, y }, true);
+    const { width: w, height: h } = this.scene;
+    const k = Math.min(MAX_ZOOM, Math.min((width - 16) / Math.max(w, 1), (height - 16) / Math.max(h, 1)));
+    this.setView({ k, x: (width - w * k) / 2, y: (height - h * k) / 2 }, true);
   }
 
-  fitWidth() {
-    const state = this.current();
-    const { width } = this.stage.getBoundingClientRect();
-    const k = Math.min(1.2, (width / state.width) * 0.96);
-    this.setView({ k, x: (width - state.width * k) / 2, y: 8 }, false);
+  /** The opening view: the whole graph where it is readable so, else its full width from the top. */
+  firstView() {
+    const { width, height } = this.stage.getBoundingClientRect();
+    const { width: w, height: h } = this.scene;
+    const whole = Math.min((width - 16) / Math.max(w, 1), (height - 16) / Math.max(h, 1));
+    if (whole >= READABLE_ZOOM) {
+      const k = Math.min(1.2, whole);
+      this.setView({ k, x: (width - w * k) / 2, y: (height - h * k) / 2 }, false);
+    } else {
+      const k = Math.min(1.2, (width - 16) / Math.max(w, 1));
+      this.setView({ k, x: (width - w * k) / 2, y: 8 }, false);
+    }
   }
 
   zoomBy(factor, cx, cy) {
     const { width, height } = this.stage.getBoundingClientRect();
     cx ??= width / 2;
     cy ??= height / 2;
-    const k = Math.min(MAX_ZOOM, Math.max(MIN_ZOOM, this.view.k * factor));
+    const k = Math.min(MAX_ZOOM, Math.max(Math.min(MIN_ZOOM, this.view.k), this.view.k * factor));
     const ratio = k / this.view.k;
     this.setView({ k, x: cx - (cx - this.view.x) * ratio, y: cy - (cy - this.view.y) * ratio }, false);
   }
@@ -246,24 +242,37 @@ export class GraphView {
   apply() {
     const { x, y, k } = this.view;
     this.viewport.setAttribute("transform", `translate(${x.toFixed(2)},${y.toFixed(2)}) scale(${k.toFixed(4)})`);
+    if (this.outOfReach() && !this.pending) {
+      this.pending = requestAnimationFrame(() => {
+        this.pending = null;
+        this.draw();
+      });
+    }
   }
 
+  /** A drag pans, wherever it starts (a press that does not move is a click); two fingers pinch. */
   bindPanZoom() {
     const pointers = new Map();
     let last = null;
     let pinch = null;
+    let start = null;
+    let dragged = false;
     this.stage.addEventListener("pointerdown", (e) => {
-      // Nodes and group titles take their own clicks: capturing the pointer here would send the click to
-      // the stage instead.
-      if (e.target.closest(".g-node, .g-cluster-title")) return;
-      this.stage.setPointerCapture(e.pointerId);
       pointers.set(e.pointerId, [e.clientX, e.clientY]);
       last = [e.clientX, e.clientY];
-      this.stage.classList.add("is-dragging");
+      start = last;
+      dragged = false;
     });
     this.stage.addEventListener("pointermove", (e) => {
       if (!pointers.has(e.pointerId)) return;
       pointers.set(e.pointerId, [e.clientX, e.clientY]);
+      if (!dragged) {
+        if (pointers.size < 2 && Math.hypot(e.clientX - start[0], e.clientY - start[1]) < DRAG_SLOP) return;
+        dragged = true;
+        this.moved = true;
+        this.stage.setPointerCapture(e.pointerId);
+        this.stage.classList.add("is-dragging");
+      }
       if (pointers.size === 2) {
         const [a, b] = [...pointers.values()];
         const dist = Math.hypot(a[0] - b[0], a[1] - b[1]);
@@ -284,31 +293,41 @@ export class GraphView {
     };
     this.stage.addEventListener("pointerup", end);
     this.stage.addEventListener("pointercancel", end);
+    // The click that ends a drag selects nothing.
+    this.stage.addEventListener("click", (e) => {
+      if (!dragged) return;
+      dragged = false;
+      e.stopPropagation();
+      e.preventDefault();
+    }, { capture: true });
     this.stage.addEventListener("wheel", (e) => {
       if (!e.ctrlKey && !e.metaKey) return; // plain wheel scrolls the page
       e.preventDefault();
       const rect = this.stage.getBoundingClientRect();
+      this.moved = true;
       this.zoomBy(Math.exp(-e.deltaY / 300), e.clientX - rect.left, e.clientY - rect.top);
     }, { passive: false });
   }
 
   /** The whole graph in its current state as a standalone SVG file. */
   download(filename) {
-    const state = this.current();
-    const svg = svgEl("svg", { viewBox: `0 0 ${state.width} ${state.height}`, width: state.width, height: state.height, "font-family": "system-ui, 'DejaVu Sans', sans-serif" });
-    const copy = this.viewport.cloneNode(true);
-    copy.removeAttribute("transform");
-    copy.removeAttribute("class");
+    const { width, height } = this.scene;
+    const svg = svgEl("svg", { viewBox: `0 0 ${width} ${height}`, width, height, "font-family": "system-ui, 'DejaVu Sans', sans-serif" });
+    const copy = svgEl("g");
+    copy.append(...drawing(this, this.scene, () => true)); // the whole graph, drawn or not
     // A file has no page stylesheet: the tour's target and the selected node keep their marks as attributes,
     // and what only the page uses (focus order, roles, the ▸ ▾ controls' glyphs and their titles) goes.
-    const marked = ".is-selected > rect, .is-target > rect";
-    const copies = copy.querySelectorAll(marked);
-    this.viewport.querySelectorAll(marked).forEach((rect, i) => {
-      const style = getComputedStyle(rect); // site.css's highlight, as drawn now
-      copies[i].setAttribute("fill", hex(style.fill));
-      copies[i].setAttribute("stroke", hex(style.stroke));
-      copies[i].setAttribute("stroke-width", parseFloat(style.strokeWidth));
-    });
+    for (const [id, mark] of [[this.selected, "is-selected"], [this.target, "is-target"]]) {
+      if (!id) continue;
+      const live = this.elementFor(this.visibleFor(id))?.querySelector("rect");
+      const rect = copy.querySelector(`[data-id="${CSS.escape(this.visibleFor(id))}"] > rect`);
+      if (!live || !rect) continue;
+      const style = getComputedStyle(live); // site.css's highlight, as drawn now
+      rect.parentNode.classList.add(mark);
+      rect.setAttribute("fill", hex(style.fill));
+      rect.setAttribute("stroke", hex(style.stroke));
+      rect.setAttribute("stroke-width", parseFloat(style.strokeWidth));
+    }
     for (const node of copy.querySelectorAll("[tabindex], [role], [aria-label]")) {
       for (const name of ["tabindex", "role", "aria-label"]) node.removeAttribute(name);
     }
@@ -336,4 +355,61 @@ function arrowHead(from, to) {
   const a = [x2 - size * Math.cos(angle - spread), y2 - size * Math.sin(angle - spread)];
   const b = [x2 - size * Math.cos(angle + spread), y2 - size * Math.sin(angle + spread)];
   return svgEl("polygon", { points: `${x2},${y2} ${a[0]},${a[1]} ${b[0]},${b[1]}`, class: "g-arrow", fill: COLOURS.edge });
+}
+
+/** The SVG elements of a scene's clusters, edges and nodes for which `near(box)` holds. */
+function drawing(view, scene, near) {
+  const out = [];
+  for (const c of scene.clusters) {
+    if (!near(c)) continue;
+    const depth = Math.min(c.depth, 2);
+    const g = svgEl("g", { class: `g-cluster depth-${depth}`, "data-id": c.id });
+    g.append(svgEl("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8, fill: COLOURS.cluster[depth], stroke: "#9aa8a0" }));
+    const label = svgEl("text", { x: c.x + 8, y: c.y + 15, "font-size": 11, "font-weight": 600, fill: "#3b4a42", class: "g-cluster-title" }, `${c.id}  ▾`);
+    label.append(svgEl("title", {}, `Close ${c.id}`));
+    label.addEventListener("click", (e) => {
+      e.stopPropagation();
+      view.toggle(c.id);
+    });
+    g.append(label);
+    out.push(g);
+  }
+  for (const e of scene.edges) {
+    if (!near(e.box)) continue;
+    const g = svgEl("g", { "data-source": e.source, "data-target": e.target });
+    g.append(svgEl("path", { d: smooth(e.points), class: "g-edge", fill: "none", stroke: COLOURS.edge }));
+    const p = e.points;
+    if (p.length > 1) g.append(arrowHead(p[p.length - 2], p[p.length - 1]));
+    out.push(g);
+  }
+  for (const n of scene.nodes) {
+    if (!near(n)) continue;
+    const isModule = n.kind === "module";
+    const colours = isModule ? COLOURS.module : COLOURS.node;
+    const g = svgEl("g", {
+      class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, "data-layer": n.id, tabindex: -1, role: "button",
+      // The name starts with the visible text (label, then op), as speech-input users say what they see.
+      "aria-label": `${n.label} ${n.op}${isModule ? ", closed module: press Enter for details" : ""} (${n.id})`,
+    });
+    g.append(svgEl("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: colours.fill, stroke: colours.stroke }));
+    g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: "#1d2530" }, isModule ? `${n.label} ▸ ` : `${n.label} `)); // the space parts label and op in the text a name must contain
+    g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: "#4a5563" }, n.op));
+    g.addEventListener("click", () => view.select(n.id));
+    g.addEventListener("focus", () => view.rove(n.id));
+    g.addEventListener("keydown", (ev) => view.nodeKey(ev, n.id));
+    out.push(g);
+  }
+  return out;
+}
+
+/** A path through the points, its corners rounded (quadratic curves between the midpoints). */
+function smooth(points) {
+  const f = (p) => `${p[0].toFixed(1)},${p[1].toFixed(1)}`;
+  if (points.length < 3) return `M${points.map(f).join(" L")}`;
+  let d = `M${f(points[0])}`;
+  for (let i = 1; i < points.length - 1; i++) {
+    const mid = [(points[i][0] + points[i + 1][0]) / 2, (points[i][1] + points[i + 1][1]) / 2];
+    d += ` Q${f(points[i])} ${f(i === points.length - 2 ? points[i + 1] : mid)}`;
+  }
+  return d;
 }

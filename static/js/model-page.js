@@ -11,6 +11,7 @@ const slug = page.dataset.slug;
 const state = { case: page.dataset.case, step: page.dataset.step };
 let graph = null;
 let sourceLines = null;
+const recordedInputs = JSON.parse(page.dataset.recordedInputs || "[]");
 
 // ---- URL state: ?case=…&step=… is a shareable view; back and forward restore it.
 
@@ -143,6 +144,12 @@ async function showDetails(layer) {
   const params = Object.entries(layer.params || {}).map(([k, v]) => `${k}=${v}`).join(", ");
   fact(dl, "params", params || "—");
   fact(dl, "parent", layer.parent || "— (top level)");
+  if (layer.module) fact(dl, "calls", `call ${layer.call} of ${layer.calls} of the one module ${layer.module} (same parameters)`);
+  for (const [param, others] of Object.entries(layer.sharedParams || {})) fact(dl, `shared ${param}`, `the same tensor as ${others.join(", ")}`);
+  if (layer.kind === "input" && recordedInputs.length) {
+    // What the recording ran with, beside what the graph says (a capture may have traced other sizes).
+    fact(dl, "recorded with", recordedInputs.map((a) => `${a.name ? `${a.name}: ` : ""}${a.shape ?? "values"} ${a.dtype ?? "float32"}`).join("; "));
+  }
   const src = layer.source;
   const lines = (span) => `model.py ${span.endLine !== span.line ? `lines ${span.line}–${span.endLine}` : `line ${span.line}`}`;
   fact(dl, layer.callSource ? "declared" : "source", src ? lines(src) : "—");
@@ -152,7 +159,7 @@ async function showDetails(layer) {
     const button = document.createElement("button");
     button.type = "button";
     button.dataset.toggle = layer.id; // found again by keepingFocus once the panel is drawn anew
-    button.textContent = graph.isCollapsed(layer.id) ? `Expand ${layer.id}` : `Collapse ${layer.id}`;
+    button.textContent = graph.isOpen(layer.id) ? `Close ${layer.id}` : `Open ${layer.id}`;
     button.addEventListener("click", () => {
       graph.toggle(layer.id);
       showDetails(layer);
@@ -189,22 +196,20 @@ function moduleToggles() {
     const button = document.createElement("button");
     button.type = "button";
     button.dataset.module = m.id;
-    const collapsed = graph.collapsed.has(m.id);
-    button.setAttribute("aria-pressed", String(collapsed));
-    button.textContent = `${collapsed ? "▸" : "▾"} ${m.id}`;
-    button.title = collapsed ? `Expand ${m.id}` : `Collapse ${m.id}`;
+    const open = graph.isOpen(m.id);
+    button.setAttribute("aria-pressed", String(open)); // pressed: the module is open
+    button.textContent = `${open ? "▾" : "▸"} ${m.id}`;
+    button.title = open ? `Close ${m.id}` : `Open ${m.id}`;
     button.addEventListener("click", () => graph.toggle(m.id));
     return button;
   })));
 }
 
-async function startGraph(manifest) {
+async function startGraph(recorded) {
   const stage = document.getElementById("graph-stage");
-  const layoutUrl = page.dataset.layoutUrl;
   try {
-    if (!layoutUrl) throw new Error("no layout is stored for this model");
-    const response = await fetch(layoutUrl);
-    graph = new GraphView(stage, requireData(response, await readJson(response)), manifest, {
+    graph = new GraphView(stage, recorded, {
+      focus: page.dataset.graphFocus || null,
       // On a phone the panel lies below the graph: bring the details of a tapped node into view.
       onSelect: (layer) => {
         showDetails(layer);
@@ -227,17 +232,21 @@ async function startGraph(manifest) {
       else graph.zoomBy(how === "in" ? 1.25 : 0.8);
     });
   }
+  for (const button of document.querySelectorAll("[data-open-all]")) {
+    button.addEventListener("click", () => graph.setAll(button.dataset.openAll === "true"));
+  }
   document.querySelector("[data-export-graph]").addEventListener("click", () => graph.download(`${slug}-graph.svg`));
   showStep(state.step);
 }
 
 async function main() {
-  let manifest;
+  let recorded;
   try {
-    const response = await fetch(page.dataset.manifestUrl, { headers: { Accept: "application/json" } });
-    manifest = requireData(response, await readJson(response));
+    // The recorded graph as it is drawn: the layers (each with its node's text) and the connections.
+    const response = await fetch(page.dataset.graphUrl, { headers: { Accept: "application/json" } });
+    recorded = requireData(response, await readJson(response));
   } catch (error) {
-    document.getElementById("graph-stage").textContent = `The model manifest could not load: ${error.message}`;
+    document.getElementById("graph-stage").textContent = `The model's graph could not load: ${error.message}`;
     return;
   }
   new VerifyPanel({
@@ -258,7 +267,7 @@ async function main() {
       labSection.append(Object.assign(document.createElement("p"), { className: "notice", textContent: `The lab could not start: ${error.message}` }));
     }
   }
-  await startGraph(manifest);
+  await startGraph(recorded);
 }
 
 writeUrl(false);

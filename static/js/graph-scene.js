@@ -1,0 +1,177 @@
+// The graph as drawn for a set of open modules: each open module's contents are laid out on their own
+// (graph-layout.js) and placed inside its box, so opening one module lays out only that module and the
+// modules around it, whatever else is open. An edge that crosses a module's border runs through a port on
+// it: in at the top, out at the bottom, one port per value that crosses.
+
+import { edgeKey, layered } from "./graph-layout.js";
+
+const NODE_HEIGHT = 32;
+const NODE_PAD = 20;
+const PORT = 1;
+const GROUP_PAD = 12;
+const TITLE = 22;
+const FONT = "10px system-ui, 'DejaVu Sans', sans-serif";
+const TITLE_FONT = "600 11px system-ui, 'DejaVu Sans', sans-serif";
+
+export class GraphScene {
+  /** @param {object[]} layers the recorded layers, each with `shown` (its node's text); @param {object[]} connections */
+  constructor(layers, connections) {
+    this.layers = new Map(layers.map((l) => [l.id, l]));
+    this.children = new Map([[null, []]]);
+    for (const layer of layers) {
+      const parent = this.layers.has(layer.parent) ? layer.parent : null;
+      if (!this.children.has(parent)) this.children.set(parent, []);
+      this.children.get(parent).push(layer.id);
+    }
+    this.modules = layers.filter((l) => l.kind === "module").map((l) => ({ id: l.id, parent: this.layers.has(l.parent) ? l.parent : null }));
+    this.chains = new Map(); // layer -> its ancestors, outermost first
+    for (const layer of layers) this.chains.set(layer.id, this.ancestors(layer.id).reverse());
+    this.connections = connections.filter((c) => this.layers.has(c.source) && this.layers.has(c.target));
+    // What each node says, as the server words it (the snapshot's rule): { label, op }.
+    this.text = new Map(layers.map((l) => [l.id, l.shown ?? { label: l.id, op: l.op }]));
+    this.widths = new Map();
+    this.local = new Map(); // module (or null) -> { key, layout }: a module's contents, laid out once per shape
+    this.context = null;
+  }
+
+  ancestors(id) {
+    const chain = [];
+    const seen = new Set([id]);
+    let parent = this.layers.get(id)?.parent;
+    while (this.layers.has(parent) && !seen.has(parent)) { // a hand-made manifest may loop its parents
+      seen.add(parent);
+      chain.push(parent);
+      parent = this.layers.get(parent).parent;
+    }
+    return chain;
+  }
+
+  measure(text, font = FONT) {
+    const key = `${font}|${text}`;
+    if (!this.widths.has(key)) {
+      this.context ??= document.createElement("canvas").getContext("2d");
+      this.context.font = font;
+      this.widths.set(key, this.context.measureText(text).width);
+    }
+    return this.widths.get(key);
+  }
+
+  /** The node that stands for a layer: itself, or the outermost closed module around it. */
+  shownAs(id, open) {
+    for (const a of this.chains.get(id) ?? []) if (!open.has(a)) return a;
+    return id;
+  }
+
+  /** Whether a layer is drawn as a box of its own (a node, or a closed module). */
+  isNode(id, open) {
+    return this.shownAs(id, open) === id && !(this.layers.get(id).kind === "module" && open.has(id));
+  }
+
+  /** Lay the graph out with `open` modules open (an open module inside a closed one stays hidden). */
+  layout(open) {
+    const nodes = [];
+    const edges = new Map();
+    for (const c of this.connections) {
+      const s = this.shownAs(c.source, open);
+      const t = this.shownAs(c.target, open);
+      if (s !== t && this.isNode(s, open) && this.isNode(t, open)) edges.set(edgeKey(s, t), [s, t]);
+    }
+    // Each edge is cut into pieces, one per level it passes: out of each open module around its source,
+    // across the level both share, into each open module around its target.
+    const levels = new Map(); // module (or null) -> { ports: Map, edges: Map }
+    const level = (m) => {
+      if (!levels.has(m)) levels.set(m, { ports: new Map(), edges: new Map() });
+      return levels.get(m);
+    };
+    const pieces = [];
+    for (const [key, [s, t]] of edges) {
+      const up = this.chains.get(s);
+      const down = this.chains.get(t);
+      let common = 0;
+      while (common < up.length && common < down.length && up[common] === down[common]) common++;
+      const shared = common ? up[common - 1] : null;
+      const steps = [];
+      let from = s;
+      for (let i = up.length - 1; i >= common; i--) {
+        const port = `out\u0002${s}`;
+        level(up[i]).ports.set(port, "max");
+        level(up[i]).edges.set(edgeKey(from, port), [from, port]);
+        steps.push([up[i], from, port]);
+        from = up[i];
+      }
+      const into = common < down.length ? down[common] : t;
+      level(shared).edges.set(edgeKey(from, into), [from, into]);
+      steps.push([shared, from, into]);
+      for (let i = common; i < down.length; i++) {
+        const port = `in\u0002${s}`;
+        const next = i + 1 < down.length ? down[i + 1] : t;
+        level(down[i]).ports.set(port, "min");
+        level(down[i]).edges.set(edgeKey(port, next), [port, next]);
+        steps.push([down[i], port, next]);
+      }
+      pieces.push({ key, source: s, target: t, steps });
+    }
+    // Sizes from the inside out: a module's box holds its laid-out contents.
+    const size = new Map();
+    const boxOf = (id) => {
+      if (size.has(id)) return size.get(id);
+      let box;
+      if (open.has(id) && this.layers.get(id).kind === "module") {
+        const inner = this.arrange(id, level(id), boxOf);
+        const title = this.measure(`${id}  ▾`, TITLE_FONT) + 2 * GROUP_PAD;
+        box = { w: Math.max(inner.width + 2 * GROUP_PAD, title), h: inner.height + TITLE + GROUP_PAD, inner };
+      } else {
+        const { label, op } = this.text.get(id);
+        const extra = this.layers.get(id).kind === "module" ? 14 : 0; // the ▸ after a closed module's name
+        box = { w: Math.max(this.measure(label) + extra, this.measure(op)) + NODE_PAD, h: NODE_HEIGHT };
+      }
+      size.set(id, box);
+      return box;
+    };
+    const root = this.arrange(null, level(null), boxOf);
+    // Places from the outside in.
+    const origin = new Map([[null, [0, 0]]]);
+    const clusters = [];
+    const place = (m, inner, [ox, oy]) => {
+      for (const [id, b] of inner.boxes) {
+        if (id.includes("\u0002")) continue;
+        const box = { id, x: ox + b.x, y: oy + b.y, w: b.w, h: b.h };
+        const own = size.get(id);
+        if (own?.inner) {
+          clusters.push({ ...box, depth: this.chains.get(id).length });
+          const at = [box.x + (box.w - own.inner.width) / 2, box.y + TITLE];
+          origin.set(id, at);
+          place(id, own.inner, at);
+        } else {
+          const { label, op } = this.text.get(id);
+          nodes.push({ ...box, label, op, kind: this.layers.get(id).kind });
+        }
+      }
+    };
+    place(null, root, [0, 0]);
+    const drawn = pieces.map(({ source, target, steps }) => {
+      const points = [];
+      for (const [m, a, b] of steps) {
+        const [ox, oy] = origin.get(m);
+        const route = (m === null ? root : size.get(m).inner).routes.get(edgeKey(a, b));
+        for (const [x, y] of route) points.push([ox + x, oy + y]);
+      }
+      return { source, target, points };
+    });
+    return { width: root.width, height: root.height, nodes, clusters, edges: drawn };
+  }
+
+  /** One level's contents laid out, kept while its shape (members, sizes, edges, ports) is the same. */
+  arrange(m, { ports, edges }, boxOf) {
+    const members = (m === null ? this.children.get(null) : this.children.get(m) ?? []);
+    const nodes = members.map((id) => ({ id, ...boxOf(id) }));
+    for (const [port, rank] of ports) nodes.push({ id: port, w: PORT, h: PORT, rank });
+    const list = [...edges.values()];
+    const key = nodes.map((n) => `${n.id}:${n.w.toFixed(1)}x${n.h.toFixed(1)}`).join("|") + "#" + [...edges.keys()].join("|");
+    const kept = this.local.get(m);
+    if (kept?.key === key) return kept.layout;
+    const layout = layered(nodes, list);
+    this.local.set(m, { key, layout });
+    return layout;
+  }
+}
