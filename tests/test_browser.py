@@ -3,6 +3,7 @@
 import json
 import re
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -970,6 +971,7 @@ def test_every_module_can_be_open_at_once(watched, path):
 def test_module_toggles_are_pressed_when_open(watched):
     page = watched("/models/gpt")
     graph_ready(page)
+    expect(page.locator('#graph-stage .g-node[data-id="h.1"]')).to_contain_text("Block")  # closed: its class
     toggle = page.locator('#module-toggles button[data-module="h.1"]')
     expect(toggle).to_have_attribute("aria-pressed", "false")
     expect(toggle).to_have_text("▸ h.1")
@@ -980,6 +982,42 @@ def test_module_toggles_are_pressed_when_open(watched):
     assert pressed.evaluate("(e) => getComputedStyle(e).backgroundColor") != toggle.evaluate(
         "() => getComputedStyle(document.querySelector('#module-toggles button[aria-pressed=\"false\"]'))"
         ".backgroundColor")
+
+
+BOXES = """() => [...document.querySelectorAll('#graph-stage .g-node, #graph-stage .g-cluster')].map((g) => {
+  const r = g.querySelector('rect');
+  const size = ['x', 'y', 'width', 'height'].map((a) => Number(r.getAttribute(a)));
+  return [g.dataset.id, g.classList.contains('g-cluster'), ...size];
+})"""
+
+
+@pytest.mark.parametrize("path", ["/models/gpt", "/models/bert", "/models/lenet"])
+def test_every_open_module_holds_its_contents_and_no_two_boxes_overlap(watched, live_server, path):
+    page = watched(path)
+    graph_ready(page)
+    page.get_by_role("button", name="Open all").click()
+    parents = {layer["id"]: layer["parent"] for layer in json.loads(
+        urllib.request.urlopen(live_server + path + "/graph.json").read())["layers"]}
+    boxes = {i: (cluster, x, y, w, h) for i, cluster, x, y, w, h in page.evaluate(BOXES)}
+    assert len(boxes) == len(parents)  # every layer drawn: a node, or an open module's box
+    for node, (_, x, y, w, h) in boxes.items():
+        parent = parents[node]
+        if parent:  # inside its module's box
+            _, px, py, pw, ph = boxes[parent]
+            assert px <= x and x + w <= px + pw and py <= y and y + h <= py + ph, (node, parent)
+        for other, (_, ox, oy, ow, oh) in boxes.items():  # siblings never overlap
+            if other != node and parents[other] == parent:
+                assert x + w <= ox or ox + ow <= x or y + h <= oy or oy + oh <= y, (node, other)
+
+
+def test_an_input_node_says_what_the_recording_ran_with(watched):
+    page = watched("/models/bert")
+    graph_ready(page)
+    page.locator('#graph-stage .g-node[data-id="input"]').focus()
+    page.keyboard.press("Enter")
+    details = page.locator("#node-details")
+    expect(details).to_contain_text("shape=1,5,16")  # what the original capture's graph holds
+    expect(details).to_contain_text("recorded with1,6 int64; 1,6 int64")  # what its cases ran on
 
 
 def test_a_drag_from_a_node_pans_and_a_click_still_selects(watched):
