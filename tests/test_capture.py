@@ -1,12 +1,14 @@
 """The traced graph follows the calls: throwaway recipes with a module called twice, a shared embedding
 over two inputs, named inputs with explicit values, Sequential items, indexing and sizes."""
 
+import json
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from app.capture import trace_graph
+from app.config import PROJECT_ROOT
 
 RESNET = '''
 import torch
@@ -242,3 +244,8 @@ def test_bad_inputs_are_refused_with_a_reason(tmp_path, inputs, message):
     with pytest.raises(ValueError, match="recording.inputs") as error:
         trace_graph(recipe(tmp_path, SEQ2SEQ), inputs)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize("slug", ["bert", "gpt", "lenet", "bert-base"])
+def test_every_stored_graph_is_acyclic(slug):
+    assert_acyclic(json.loads((PROJECT_ROOT / "manifests" / slug / "manifest.json").read_text()))

@@ -38,9 +38,11 @@ export class GraphView {
     this.render();
     this.firstView();
     // The stage may still be settling its size (fonts, the panel beside it): the first view follows it
-    // until the reader moves the graph.
-    this.moved = false;
-    new ResizeObserver(() => { if (!this.moved) this.firstView(); }).observe(stage);
+    // until the reader (or the tour) moves the graph.
+    new ResizeObserver(() => {
+      if (!this.moved) this.firstView();
+      if (this.target && !this.moved) this.highlight(this.target, { animate: false });
+    }).observe(stage);
   }
 
   ancestors(id) {
@@ -185,13 +187,26 @@ export class GraphView {
   /** Highlight a tour target and bring it to the middle of the stage. */
   highlight(id, { animate = true } = {}) {
     this.target = id;
-    this.centerOn(this.visibleFor(id), animate);
+    this.bringIntoView(this.visibleFor(id), animate);
     if (this.outOfReach()) this.draw();
     this.mark();
   }
 
   boxOf(id) {
     return this.boxes.get(id);
+  }
+
+  /** Centre a node vertically at the present zoom; sideways only where the graph is wider than the stage,
+   * so a view that shows the graph's full width keeps showing it (+ zooms in on it). */
+  bringIntoView(id, animate) {
+    const box = this.boxOf(id);
+    if (!box) return;
+    const { width, height } = this.stage.getBoundingClientRect();
+    const k = this.view.k;
+    const across = this.scene.width * k <= width ? (width - this.scene.width * k) / 2 : width / 2 - (box.x + box.w / 2) * k;
+    const moved = this.moved;
+    this.setView({ k, x: across, y: height / 2 - (box.y + box.h / 2) * k }, animate);
+    this.moved = moved; // the tour's first step is part of the first view
   }
 
   centerOn(id, animate) {
@@ -206,7 +221,7 @@ export class GraphView {
   fit() {
     const { width, height } = this.stage.getBoundingClientRect();
     const { width: w, height: h } = this.scene;
-    const k = Math.min(MAX_ZOOM, Math.min((width - 16) / Math.max(w, 1), (height - 16) / Math.max(h, 1)));
+    const k = Math.min(1.5, (width - 16) / Math.max(w, 1), (height - 16) / Math.max(h, 1));
     this.setView({ k, x: (width - w * k) / 2, y: (height - h * k) / 2 }, true);
   }
 
@@ -222,6 +237,7 @@ export class GraphView {
       const k = Math.min(1.2, (width - 16) / Math.max(w, 1));
       this.setView({ k, x: (width - w * k) / 2, y: 8 }, false);
     }
+    this.moved = false;
   }
 
   zoomBy(factor, cx, cy) {
@@ -235,6 +251,7 @@ export class GraphView {
 
   setView(view, animate) {
     this.view = view;
+    this.moved = true; // the reader chose this view: a resize no longer resets it
     this.viewport.classList.toggle("is-animating", Boolean(animate));
     this.apply();
   }
@@ -269,7 +286,6 @@ export class GraphView {
       if (!dragged) {
         if (pointers.size < 2 && Math.hypot(e.clientX - start[0], e.clientY - start[1]) < DRAG_SLOP) return;
         dragged = true;
-        this.moved = true;
         this.stage.setPointerCapture(e.pointerId);
         this.stage.classList.add("is-dragging");
       }
@@ -304,7 +320,6 @@ export class GraphView {
       if (!e.ctrlKey && !e.metaKey) return; // plain wheel scrolls the page
       e.preventDefault();
       const rect = this.stage.getBoundingClientRect();
-      this.moved = true;
       this.zoomBy(Math.exp(-e.deltaY / 300), e.clientX - rect.left, e.clientY - rect.top);
     }, { passive: false });
   }
