@@ -15,15 +15,16 @@ MODULE_FILL = {0: "#f3f6f4", 1: "#e6eee9", 2: "#d9e6df"}  # deeper modules, dark
 
 
 def short_label(layer: dict) -> str:
-    """`encoder.attention.query` -> `query`; traced ops like `add@encoder#0` -> `add`; an op the recipe named
-    (catalog.apply_op_names) -> its name."""
+    """`encoder.attention.query` -> `query`, `transformer.h.0` -> `h.0`; traced ops like `add@encoder#0` -> `add`;
+    an op the recipe named (catalog.apply_op_names) -> its name."""
     if layer.get("module"):  # one of several calls of a module: `act (2/2)`
         return f"{layer['module'].rsplit('.', 1)[-1]} ({layer.get('call')}/{layer.get('calls')})"
     if layer.get("label") and layer["label"] != layer["id"]:
         return layer["label"]
     if "@" in layer["id"]:
         return layer["id"].split("@", 1)[0]
-    return layer["id"].rsplit(".", 1)[-1]
+    parts = layer["id"].split(".")
+    return ".".join(parts[-2:]) if parts[-1].isdigit() else parts[-1]  # a list's item: `h.0`, not `0`
 
 
 def op_label(layer: dict) -> str:

@@ -196,7 +196,7 @@ def test_the_graph_as_drawn_gives_each_node_its_text(client):
     assert answer.status_code == 200 and answer.content_type == "application/json"
     drawn = answer.get_json()
     layers = {layer["id"]: layer for layer in drawn["layers"]}
-    assert layers["h.0"]["shown"] == {"label": "0", "op": "Block"}  # a closed module: its class
+    assert layers["h.0"]["shown"] == {"label": "h.0", "op": "Block"}  # a closed module: its class
     assert layers["lm_head"]["shown"] == {"label": "lm_head", "op": "Linear 8→16 · shared"}  # tied to wte
     assert layers["input:idx"]["shown"] == {"label": "idx", "op": "Input 1,8"}
     index = next(layer for layer in drawn["layers"] if layer["id"].startswith("index@h.0.attn"))
