@@ -1010,6 +1010,26 @@ def test_every_open_module_holds_its_contents_and_no_two_boxes_overlap(watched, 
                 assert x + w <= ox or ox + ow <= x or y + h <= oy or oy + oh <= y, (node, other)
 
 
+def test_a_large_open_graph_draws_what_is_near_the_view_and_the_keyboard_walks_all_of_it(watched):
+    page = watched("/models/bert-base")
+    graph_ready(page)
+    page.get_by_role("button", name="Open all").click()
+    expect(page.locator("#graph-stage .g-cluster")).not_to_have_count(0)
+    drawn = page.locator("#graph-stage .g-node").count()
+    total = int(page.locator("#graph-stage svg").get_attribute("aria-label").split(", ")[1].split()[0])
+    assert 0 < drawn < total and total > 300  # only what is near the view is in the page
+    page.locator('#graph-stage .g-node[tabindex="0"]').focus()
+    seen = []
+    for _ in range(120):  # well past what was drawn at first
+        page.keyboard.press("ArrowDown")
+        seen.append(page.evaluate("document.activeElement.dataset.id"))
+    assert None not in seen and len(set(seen)) == len(seen)  # the focus never fell out of the redrawn graph
+    settled(page)
+    stage = page.locator("#graph-stage").bounding_box()
+    box = page.locator(".g-node:focus").bounding_box()
+    assert stage["y"] <= box["y"] and box["y"] + box["height"] <= stage["y"] + stage["height"]
+
+
 def test_an_input_node_says_what_the_recording_ran_with(watched):
     page = watched("/models/bert")
     graph_ready(page)

@@ -60,7 +60,6 @@ export class GraphView {
 
   /** Lay the graph out for the open modules, then draw what is in view. */
   render() {
-    const hadFocus = this.viewport.contains(document.activeElement); // the keyboard is in the graph: keep it there
     this.scene = this.scenery.layout(this.open);
     for (const e of this.scene.edges) {
       const xs = e.points.map((p) => p[0]);
@@ -74,7 +73,6 @@ export class GraphView {
     this.roving = this.roving && this.boxes.has(this.visibleFor(this.roving)) ? this.visibleFor(this.roving) : this.order[0];
     this.drawn = null;
     this.draw();
-    if (hadFocus) this.elementFor(this.roving)?.focus({ preventScroll: true });
   }
 
   /** The part of the graph (in its own units) that the stage shows now, and as much again around it. */
@@ -89,11 +87,15 @@ export class GraphView {
     const all = scene.nodes.length + scene.clusters.length + scene.edges.length <= DRAW_ALL;
     const area = all ? null : this.reach();
     const near = (b) => !area || (b.x + b.w >= area.x && b.x <= area.x + area.w && b.y + b.h >= area.y && b.y <= area.y + area.h);
+    const hadFocus = this.viewport.contains(document.activeElement); // redrawn under the keyboard: keep it there
+    if (this.pending) cancelAnimationFrame(this.pending);
+    this.pending = null;
     this.drawn = area ?? { all: true };
     this.viewport.replaceChildren(...drawing(this, scene, near));
     this.rove(this.roving);
     this.mark();
     this.apply();
+    if (hadFocus) this.elementFor(this.roving)?.focus({ preventScroll: true });
   }
 
   /** Whether the view has moved out of what was drawn (only when not everything is drawn). */
