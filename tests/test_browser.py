@@ -554,6 +554,8 @@ def test_a_real_mouse_click_on_a_group_title_collapses_it(watched):
     page = watched("/models/gpt")
     graph_ready(page)
     expect(page.locator('.g-cluster[data-id="h.0"]')).to_have_count(1)
+    page.get_by_role("button", name="Fit").click()  # the tour's first step is lower down: bring the title in
+    settled(page)
     title = page.locator('.g-cluster[data-id="h.0"] .g-cluster-title')
     title.scroll_into_view_if_needed()
     box = title.bounding_box()
@@ -601,7 +603,14 @@ def traced(page, text: str | None = None) -> None:
 
 def test_the_datalab_steps_through_every_stage_and_keeps_focus_on_the_control(datalab_page, datalab_server):
     page = datalab_page()
+    expect(page.locator("#lab[data-ready]")).to_have_count(1)
+    expect(page.locator("#datalab-steps")).to_be_hidden()  # nothing to step through before a trace
+    expect(page.locator("#reverify")).to_be_visible()  # with its checkpoint, the model can be verified
     traced(page)
+    expect(page.locator("#datalab-steps")).to_be_visible()
+    page.locator("#reverify").click()  # the stored recording has no case: say what was checked, not "all 0 match"
+    expect(page.locator("#verify-report")).to_contain_text(
+        "checks pass on the live run; the recording holds no recorded numbers to compare (0 cases)", timeout=120_000)
     stages = page.locator(".datalab-stage")
     expect(stages).to_have_count(6)  # tokens, embedding, 2 layers, convergence, head
     expect(page.locator(".datalab-stage:visible")).to_have_count(1)
@@ -667,6 +676,22 @@ def test_the_datalab_without_a_checkpoint_says_how_to_provide_one(watched):
     expect(page.locator("#checkpoint-status")).to_contain_text("hf download google-bert/bert-base-uncased")
     expect(page.get_by_role("button", name="Trace", exact=True)).to_be_disabled()
     expect(page.locator("#example")).to_contain_text("This recording holds no case")
+    for control in ("#datalab-steps", "#datalab-next", "#datalab-all", "#datalab-restart"):
+        expect(page.locator(control)).to_be_hidden()  # no stage to step through before a trace
+    # Verifying needs the checkpoint: not offered as an action that can only fail; the page says what is needed.
+    expect(page.locator("#reverify")).to_have_count(0)
+    expect(page.locator("#verify-needs-checkpoint")).to_contain_text("needs this model's checkpoint")
+    expect(page.locator("#verify-needs-checkpoint")).to_contain_text("TENSORVIZ_BERT_CHECKPOINT")
+
+
+@pytest.mark.parametrize("path", ["/", "/models/bert", "/models/gpt", "/models/lenet", "/models/bert-base"])
+def test_no_visible_control_is_inert_without_scripts(watched, path):
+    page = watched(path, java_script_enabled=False)
+    expect(page.locator("h1")).to_be_visible()
+    for button in page.locator("button:visible, [role=button]:visible, input[type=button]:visible").all():
+        # Without scripts only a form's submit button does anything.
+        assert button.get_attribute("type") in (None, "submit") and button.locator("xpath=ancestor::form").count(), \
+            button.inner_text()
 
 
 # ---- axe-core: no serious or critical violation, as loaded and with the lab, a report and a node's source open
@@ -1028,6 +1053,17 @@ def test_a_large_open_graph_draws_what_is_near_the_view_and_the_keyboard_walks_a
     stage = page.locator("#graph-stage").bounding_box()
     box = page.locator(".g-node:focus").bounding_box()
     assert stage["y"] <= box["y"] and box["y"] + box["height"] <= stage["y"] + stage["height"]
+
+
+def test_a_tour_step_opens_what_it_talks_about(watched):
+    page = watched("/models/bert-base")
+    graph_ready(page)
+    expect(page.locator('#graph-stage .g-node[data-id="layers.0"]')).to_have_count(1)  # closed at the start
+    page.locator('[data-tour="next"]').click()  # "attend": layers.0.attention, inside the closed layers.0
+    expect(page.locator("#graph-stage .g-node.is-target")).to_have_attribute("data-id", "layers.0.attention")
+    expect(page.locator('#module-toggles button[data-module="layers.0"]')).to_have_attribute("aria-pressed", "true")
+    page.locator('[data-tour="next"]').click()  # "ffn": layers.0.up
+    expect(page.locator("#graph-stage .g-node.is-target")).to_have_attribute("data-id", "layers.0.up")
 
 
 def test_an_input_node_says_what_the_recording_ran_with(watched):

@@ -173,7 +173,9 @@ def test_corruption_api_answers_a_run_ready_draw(lab_client):
 
 @pytest.mark.parametrize("body, message", [
     ({"input_ids": [1, 4, 5, 2, 6, 2]}, "seed: is required"),
-    ({"input_ids": [1, 4, 5, 2, 6, 2], "seed": -1}, "seed: -1 is out of range"),
+    ({"input_ids": [1, 4, 5, 2, 6, 2], "seed": -1}, "seed: -1 is out of range 0..9223372036854775807"),
+    ({"input_ids": [1, 4, 5, 2, 6, 2], "seed": 2**63},
+     "seed: 9223372036854775808 is out of range 0..9223372036854775807"),  # integers in full
     ({"input_ids": [1, 4, 5, 2, 6, 2], "seed": "x"}, "seed: must be an integer"),
     ({"input_ids": [1, 4, 5], "seed": 1}, "input_ids: must hold exactly 6 values"),
     ({"input_ids": [1, 4, 5, 2, 6, 2], "seed": 1, "rate": 0.2}, "rate: unknown field"),

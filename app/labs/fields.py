@@ -121,9 +121,14 @@ def _int(value, field: Field, where: str) -> int:
 
 def _in_range(value, field: Field, where: str) -> None:
     if field.min is not None and value < field.min or field.max is not None and value > field.max:
-        low = "" if field.min is None else f"{field.min:g}"
-        high = "" if field.max is None else f"{field.max:g}"
+        low = "" if field.min is None else _number(field.min)
+        high = "" if field.max is None else _number(field.max)
         fail(where, f"{value} is out of range {low}..{high}")
+
+
+def _number(value: float) -> str:
+    """A bound as people write it: an integer in full (9223372036854775807, not 9.22337e+18), a float short."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e19 else f"{value:g}"
 
 
 def _check(value, field: Field):

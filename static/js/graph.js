@@ -41,7 +41,7 @@ export class GraphView {
     // until the reader (or the tour) moves the graph.
     new ResizeObserver(() => {
       if (!this.moved) this.firstView();
-      if (this.target && !this.moved) this.highlight(this.target, { animate: false });
+      if (this.target && !this.moved) this.highlight(this.target, { animate: false, open: false });
     }).observe(stage);
   }
 
@@ -186,8 +186,14 @@ export class GraphView {
     this.onSelect(layer);
   }
 
-  /** Highlight a tour target and bring it to the middle of the stage. */
-  highlight(id, { animate = true } = {}) {
+  /** Highlight a tour target (opening the modules around it) and bring it to the middle of the stage. */
+  highlight(id, { animate = true, open = true } = {}) {
+    const closed = this.layers.has(id) ? this.ancestors(id).filter((m) => !this.open.has(m)) : [];
+    if (open && closed.length) { // a tour step opens what it talks about
+      for (const m of closed) this.open.add(m);
+      this.render();
+      this.onToggle(closed[0], false);
+    }
     this.target = id;
     this.bringIntoView(this.visibleFor(id), animate);
     if (this.outOfReach()) this.draw();

@@ -249,13 +249,15 @@ async function main() {
     document.getElementById("graph-stage").textContent = `The model's graph could not load: ${error.message}`;
     return;
   }
-  new VerifyPanel({
-    button: document.getElementById("reverify"),
-    status: document.getElementById("verify-status"),
-    output: document.getElementById("verify-report"),
-    url: page.dataset.verifyUrl,
-    openCase: () => state.case,
-  });
+  if (document.getElementById("reverify")) { // none where the checkpoint it needs is missing
+    new VerifyPanel({
+      button: document.getElementById("reverify"),
+      status: document.getElementById("verify-status"),
+      output: document.getElementById("verify-report"),
+      url: page.dataset.verifyUrl,
+      openCase: () => state.case,
+    });
+  }
   const labSection = document.getElementById("lab");
   if (labSection) {
     // Each lab kind brings its own module; the page loads the one this model's recipe declares.
