@@ -48,16 +48,20 @@ def browser():
 class Watched:
     """A page whose console errors, page errors and failed or non-local requests are collected."""
 
-    def __init__(self, browser, base: str, viewport: dict, **context) -> None:
+    def __init__(self, browser, base: str, viewport: dict, allow: tuple[int, ...] = (), **context) -> None:
+        """`allow`: statuses a test provokes on purpose (an answer it expects to fail)."""
         self.context = browser.new_context(viewport=viewport, accept_downloads=True, **context)
         self.page = self.context.new_page()
         self.problems: list[str] = []
-        self.page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
+        expected = tuple(f"status of {status}" for status in allow)
+        self.page.on("console", lambda m: m.type == "error" and not (expected and any(e in m.text for e in expected))
+                     and self.problems.append(f"console: {m.text}"))
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         self.page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url} {r.failure}"))
         self.page.on("request", lambda r: r.url.startswith((base, "blob:", "data:"))
                      or self.problems.append(f"left the site: {r.url}"))
-        self.page.on("response", lambda r: r.status >= 400 and self.problems.append(f"{r.status}: {r.url}"))
+        self.page.on("response", lambda r: r.status >= 400 and r.status not in allow
+                     and self.problems.append(f"{r.status}: {r.url}"))
 
     def close(self) -> None:
         self.context.close()
@@ -583,8 +587,8 @@ def datalab_server(bert_checkpoint):
 def datalab_page(browser, datalab_server):
     opened: list[Watched] = []
 
-    def open_page(viewport: dict = DESKTOP, **context):
-        w = Watched(browser, datalab_server, viewport, **context)
+    def open_page(viewport: dict = DESKTOP, allow: tuple[int, ...] = (), **context):
+        w = Watched(browser, datalab_server, viewport, allow, **context)
         w.page.goto(datalab_server + "/models/bert-base")
         opened.append(w)
         return w.page
@@ -644,6 +648,26 @@ def test_the_datalab_steps_through_every_stage_and_keeps_focus_on_the_control(da
         page.get_by_role("button", name="Download datalab-convergence as JSON").click()
     rows = json.loads(Path(info.value.path()).read_text())
     assert [r["rank of the prediction"] for r in rows] == [layer["lens"]["rank"] for layer in answer["layers"]]
+
+
+def test_the_datalab_says_when_the_stages_shown_are_not_of_the_sentence_in_the_box(datalab_page):
+    page = datalab_page(allow=(400,))  # a sentence without [MASK] is refused: on purpose, once
+    traced(page, "the [MASK] sat on the [MASK] .")
+    expect(page.locator("#datalab-position-label")).to_be_visible()
+    stale = page.locator("#datalab-stale")
+    page.locator("#datalab-text").fill("The capital of Germany is Berlin.")  # edited, not traced
+    expect(stale).to_be_visible()
+    expect(stale).to_contain_text("These stages are of “the [MASK] sat on the [MASK] .”")
+    expect(stale).to_contain_text("press Trace")
+    expect(page.locator("#datalab-position-label")).to_be_hidden()  # its positions are the old sentence's
+    expect(page.locator("#datalab-stages")).to_have_class(re.compile("is-stale"))
+    page.get_by_role("button", name="Trace", exact=True).click()  # no [MASK]: the trace fails
+    expect(page.locator("#lab-status")).to_contain_text("The run failed")
+    expect(stale).to_contain_text("did not succeed")
+    traced(page, "the [MASK] sat on the [MASK] .")
+    expect(stale).to_be_hidden()
+    expect(page.locator("#datalab-stages")).not_to_have_class(re.compile("is-stale"))
+    expect(page.locator("#datalab-position-label")).to_be_visible()
 
 
 def test_the_datalab_traces_the_mask_chosen_and_honours_reduced_motion(datalab_page):

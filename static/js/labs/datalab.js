@@ -119,7 +119,9 @@ export class Lab extends LabPanel {
     });
     this.text.addEventListener("input", () => {
       markPreset(this.section, null);
-      if (this.answer) this.setStatus("The sentence changed: press Trace to trace it.");
+      if (!this.answer) return;
+      this.setStatus("The sentence changed: press Trace to trace it.");
+      this.markStale(this.text.value === this.tracedText ? null : "press Trace to trace the sentence above.");
     });
     this.position.addEventListener("change", () => this.trace(true));
     section.querySelector("#datalab-next").addEventListener("click", () => this.reveal(this.shown + 1, true));
@@ -148,14 +150,30 @@ export class Lab extends LabPanel {
   }
 
   async trace(keepPosition) {
-    const answer = await this.latest.run((busy) => postJson(this.urls.datalab, this.request(keepPosition), busy),
+    const body = this.request(keepPosition);
+    const answer = await this.latest.run((busy) => postJson(this.urls.datalab, body, busy),
       "Tracing on the server (the first trace loads the checkpoint)…");
-    if (!answer) return;
+    if (!answer) {
+      if (this.answer && body.text !== this.tracedText) this.markStale("the trace of the sentence above did not succeed (see above).");
+      return;
+    }
     this.answer = answer;
+    this.tracedText = body.text;
+    this.markStale(null);
     this.choosePositions(answer);
     this.render(answer);
     const p = answer.prediction;
     this.setStatus(`[MASK] at position ${answer.position} resolved to “${p.token}” (p ${sig(p.probability, 3)}) in ${answer.layers.length - 1} layers; ${Math.round(answer.compute_seconds * 1000)} ms on the server.`);
+  }
+
+  /** The stages on screen are of another sentence than the one in the box: say so, dim them, and hide the
+   * [MASK] menu that names their positions (`why` null: they match the box again). */
+  markStale(why) {
+    this.staleNote ??= this.stages.parentNode.insertBefore(el("p", { class: "notice stale-note", id: "datalab-stale", role: "status" }), this.stages);
+    this.staleNote.hidden = !why;
+    this.staleNote.textContent = why ? `These stages are of “${this.tracedText}”, not of the sentence in the box: ${why}` : "";
+    this.stages.classList.toggle("is-stale", Boolean(why));
+    this.section.querySelector("#datalab-position-label").hidden = Boolean(why) || this.answer.mask_positions.length < 2;
   }
 
   choosePositions(answer) {
