@@ -446,6 +446,23 @@ def test_gpt_page_lab_generates_and_traces(watched):
     expect(page.locator('#graph-stage .g-cluster[data-id="h.1"]')).to_have_count(1)
 
 
+def test_gpt_steps_follow_the_prompt_length(watched):
+    page = watched("/models/gpt")
+    lab_ready(page)
+    steps = page.locator("#gen-steps")
+    expect(steps).to_have_value("1")  # the first case has 7 tokens of a context of 8: room for one
+    expect(steps).to_have_attribute("max", "1")
+    page.locator("#remove-token").click()  # 6 tokens: the page's 3 comes back as far as it fits
+    expect(steps).to_have_value("2")
+    page.locator("#remove-token").click()
+    expect(steps).to_have_value("3")
+    page.locator("#add-token").click()
+    steps.fill("3")  # more than fits: said on the page, no request refused by the server
+    page.locator("#generate").click()
+    expect(page.locator("#generation")).to_contain_text("Steps: at most 2 with this 6-token prompt")
+    expect(page.locator(".generation-step")).to_have_count(0)
+
+
 # ---- the vision milestone: LeNet and its image-classifier lab
 
 

@@ -10,6 +10,8 @@ const TOP = 5;
 export class Lab extends LabPanel {
   constructor(section) {
     super(section);
+    // The steps the reader asked for: a longer prompt lowers what fits, a shorter one gives it back.
+    this.wantedSteps = Number(section.querySelector("#gen-steps").value);
     this.results = section.querySelector("#lab-results");
     this.generation = section.querySelector("#generation");
     this.traceBox = section.querySelector("#trace");
@@ -23,6 +25,8 @@ export class Lab extends LabPanel {
       if (this.ids.length > 2) this.edit(this.ids.slice(0, -1));
     });
     section.querySelector("#generate").addEventListener("click", () => this.generate());
+    const steps = section.querySelector("#gen-steps");
+    steps.addEventListener("input", () => { if (steps.value !== "") this.wantedSteps = Number(steps.value); });
     this.load(startingPreset(this.settings.presets));
   }
 
@@ -65,7 +69,7 @@ export class Lab extends LabPanel {
     const room = this.settings.sizes.context - this.ids.length;
     const steps = this.section.querySelector("#gen-steps");
     steps.max = String(Math.max(room, 1));
-    if (Number(steps.value) > room) steps.value = String(Math.max(room, 1));
+    steps.value = String(Math.max(1, Math.min(this.wantedSteps ?? Number(steps.value), room)));
     const button = this.section.querySelector("#generate");
     button.disabled = room < 1;
     button.title = room < 1 ? "The context is full: remove a token to generate" : "";
@@ -116,6 +120,12 @@ export class Lab extends LabPanel {
 
   async generate() {
     const value = (id) => this.section.querySelector(id).value;
+    const room = this.settings.sizes.context - this.ids.length;
+    if (Number(value("#gen-steps")) > room) { // the limit follows the prompt: say it here, not as a 400
+      this.generation.replaceChildren(el("p", { class: "notice" },
+        `Steps: at most ${room} with this ${this.ids.length}-token prompt (the context holds ${this.settings.sizes.context}).`));
+      return;
+    }
     const body = {
       input_ids: this.ids, steps: Number(value("#gen-steps")), seed: Number(value("#gen-seed")),
       strategy: this.section.querySelector('input[name="strategy"]:checked').value, temperature: Number(value("#gen-temperature")),
