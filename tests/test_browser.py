@@ -220,6 +220,9 @@ def test_reverification_shows_progress_then_a_passing_report(watched):
     expect(opened.locator(".deviation svg").first).to_be_visible()
     expect(page.locator(".report-checks li")).to_have_count(4)
     expect(page.locator(".report-env")).to_contain_text("deterministic")
+    # The original capture's model.py is not the one served: said where the two hashes are shown.
+    expect(page.locator(".report-env")).to_contain_text("(another file)")
+    expect(page.locator(".report-source-note")).to_contain_text("captured from a different model.py")
     page.get_by_role("button", name="Re-verify on the server").click()
     expect(page.locator("#verify-status")).to_contain_text("identical earlier run", timeout=30_000)
     # A kept report comes back in milliseconds, and says so rather than "0.0 s".

@@ -86,9 +86,11 @@ export class VerifyPanel {
       ["deterministic", String(env.deterministic)], ["compute", `${(report.compute_seconds * 1000).toFixed(1)} ms`],
       ["total", `${report.duration_seconds.toFixed(2)} s`], ["started", report.started_at],
       ["model.py sha256", recipe.model_py_sha256.slice(0, 16) + "…"],
-      ["recorded source", (recipe.recorded_source_sha256 || "—").slice(0, 16) + "…"],
+      ["recorded source", `${(recipe.recorded_source_sha256 || "—").slice(0, 16)}… (${recipe.matches_recorded_source ? "the same file" : "another file"})`],
     ];
-    return el("dl", { class: "report-env" }, ...facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, String(v)))));
+    // Why the two hashes may differ, in the server's words, where they are shown.
+    return el("div", {}, el("dl", { class: "report-env" }, ...facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, String(v))))),
+      el("p", { class: "fine report-source-note" }, recipe.note));
   }
 
   caseBlock(c) {
