@@ -89,8 +89,11 @@ def index():
     shown = [m for m in models if not tag or tag in m.manifest["tags"]]
     by_category = groupby(shown, key=lambda m: m.manifest["category"])
     groups = [(category, list(items)) for category, items in by_category]
-    keep()
-    return render_template("index.html", groups=groups, tags=all_tags, tag=tag,
+    # A card says whether a model's checkpoint is on this server: that is read on disk at every request.
+    weights = {m.slug: checkpoints.status(m.checkpoint) for m in shown if m.checkpoint}
+    if not weights:
+        keep()
+    return render_template("index.html", groups=groups, tags=all_tags, tag=tag, weights=weights,
                            unknown_tag=bool(tag) and tag not in all_tags,
                            unavailable=list(store.catalog.unavailable.values()))
 
@@ -163,6 +166,9 @@ def render_model_page(model: Model, checkpoint: dict | None = None) -> str:
     if step["id"] != step_id:
         notices.append(f"There is no tour step “{step_id}”; showing “{step['title']}”.")
     layers = {layer["id"]: layer for layer in m["layers"]}
+    if checkpoint and checkpoint["available"] and not cases:  # for the operator, not for a web reader
+        current_app.logger.info("%s: a checkpoint is on this server but the recording holds no case; "
+                                "`flask --app wsgi record %s` records its cases", model.slug, model.slug)
     return render_template(
         "model.html", model=model, m=m, case=case, step=step, layers=layers, notices=notices, graph_file=GRAPH_FILE,
         graph_focus=model.graph_focus or default_focus(m), table_rows=LAYER_TABLE_ROWS,

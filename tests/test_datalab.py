@@ -2,6 +2,7 @@
 bad checkpoints named, and the API's answers and refusals."""
 
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -382,3 +383,16 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(t
     assert report["status"] == "failed" and report["checkpoint"]["matches_recording"] is False
     assert "other checkpoint files than the recording was made from" in report["checkpoint"]["note"]
     app.extensions["tensorviz.pool"].shutdown()
+
+
+def test_the_catalog_card_says_whether_the_checkpoint_is_here(client, checkpoint_app, caplog):
+    card = client.get("/").get_data(as_text=True)  # the test config has no checkpoint
+    assert "Reads a pretrained checkpoint:" in card and "not on this server" in card
+    assert card.count("Reads a pretrained checkpoint:") == 1  # only the model that reads one
+    here = checkpoint_app.test_client()
+    assert "on this server</span>" in here.get("/").get_data(as_text=True)
+    with caplog.at_level(logging.INFO):
+        page = " ".join(here.get("/models/bert-base").get_data(as_text=True).split())
+    # The web reader is told what the page holds; the operator's command goes to the log.
+    assert "A checkpoint is on this server now" in page and "flask --app wsgi record" not in page
+    assert any("flask --app wsgi record bert-base" in r.getMessage() for r in caplog.records)

@@ -116,7 +116,7 @@ class CountingApp:
         return self.inner(environ, start_response)
 
 
-@pytest.mark.parametrize("path", ["/", "/models/bert", "/api/models", "/api/models/bert"])
+@pytest.mark.parametrize("path", ["/models/bert", "/api/models", "/api/models/bert"])
 @pytest.mark.parametrize("encoding", ["br", "gzip", ""])
 def test_a_plain_get_is_answered_again_byte_for_byte_without_reaching_flask(app, client, path, encoding):
     counting = CountingApp(app)
@@ -224,3 +224,17 @@ def test_a_sized_lru_drops_the_least_recently_used_first():
     assert lru.get("huge") is None and lru.size == 10
     lru.discard("a")
     assert lru.size == 4 and len(lru) == 1
+
+
+def test_the_catalog_page_is_kept_unless_a_card_reads_the_disk(tree, app, client):
+    """A card says whether a model's checkpoint is on this server (looked at on every request): with such a
+    model the catalog page always reaches Flask; without one it is kept like the others."""
+    counting = CountingApp(app)
+    client.get("/")
+    client.get("/")
+    assert counting.calls == 2  # this catalog has BERT-base, which reads a checkpoint
+    tree.add("bert")
+    plain = create_app(tree.config(TESTING=True))
+    counting = CountingApp(plain)
+    first, again = plain.test_client().get("/"), plain.test_client().get("/")
+    assert counting.calls == 1 and first.data == again.data
