@@ -793,10 +793,11 @@ def lenet_states(page):
     yield "node source open"
 
 
-@pytest.mark.parametrize("path, states", [("/models/bert", bert_states), ("/models/gpt", gpt_states),
-                                          ("/models/lenet", lenet_states)], ids=["bert", "gpt", "lenet"])
-def test_axe_finds_no_serious_or_critical_violation(watched, path, states):
-    page = watched(path, bypass_csp=True)
+@pytest.mark.parametrize("path, states, viewport", [
+    ("/models/bert", bert_states, DESKTOP), ("/models/bert", bert_states, PHONE), ("/models/gpt", gpt_states, DESKTOP),
+    ("/models/lenet", lenet_states, DESKTOP)], ids=["bert", "bert-phone", "gpt", "lenet"])
+def test_axe_finds_no_serious_or_critical_violation(watched, path, states, viewport):
+    page = watched(path, viewport, bypass_csp=True)
     graph_ready(page)
     found = {state: axe_violations(page) for state in states(page)}
     assert found == {state: [] for state in found}
@@ -811,6 +812,10 @@ def test_axe_finds_none_on_the_catalog_and_the_datalab(watched, datalab_page):
     traced(page)
     page.get_by_role("button", name="Show all stages").click()
     assert axe_violations(page) == []
+    phone = datalab_page(PHONE, bypass_csp=True)  # where the wide tables scroll: each is a focusable region
+    traced(phone)
+    phone.get_by_role("button", name="Show all stages").click()
+    assert axe_violations(phone) == []
 
 
 # ---- layout shift: the page is laid out for its scripts from the first paint

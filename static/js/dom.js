@@ -8,6 +8,12 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** A table (or anything wider than a phone) in a box that scrolls sideways; focusable and named, so that a
+ * keyboard can scroll it and a screen reader says what it holds. */
+export function scrollBox(label, ...children) {
+  return el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": label }, ...children);
+}
+
 /** The response's JSON body, or null when it has none. */
 export async function readJson(response) {
   try {

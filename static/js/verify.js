@@ -1,7 +1,7 @@
 // "Re-verify on the server": start a verification, show its progress, then the live report.
 
 import { deviationColour, heatmapSvg, sig } from "./charts.js";
-import { el, readJson, requireData, showStatus } from "./dom.js";
+import { el, readJson, requireData, scrollBox, showStatus } from "./dom.js";
 
 const POLL_MS = 500;
 const GIVE_UP_MS = 240000;
@@ -111,12 +111,13 @@ export class VerifyPanel {
         el("td", { class: "num" }, v.worst_index?.length ? `[${v.worst_index.join(", ")}]` : "—"),
         el("td", {}, deviation(v) || v.message || ""));
     });
+    const caption = `Every recorded value of “${c.label}”, replayed and compared`;
     const table = el("table", { class: "report-values" },
-      el("caption", {}, `Every recorded value of “${c.label}”, replayed and compared`),
+      el("caption", {}, caption),
       el("thead", {}, el("tr", {}, ...["Value", "Kind", "Result", "max |Δ|", "max rel.", "worst at", "deviation / tolerance"]
         .map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, ...rows));
-    details.append(el("div", { class: "table-wrap" }, table));
+    details.append(scrollBox(caption, table));
     return details;
   }
 }

@@ -2,7 +2,7 @@
 // and the server's comparison of a live run with the recorded case it replays.
 
 import { diverging, sig } from "../charts.js";
-import { el, readJson, requireData, showStatus } from "../dom.js";
+import { el, readJson, requireData, scrollBox, showStatus } from "../dom.js";
 
 const BUSY_RETRIES = 3;
 const TEXT_CELL_STRENGTH = 0.7; // cells that carry text take at most 70% of a colour: dark text keeps 5:1
@@ -134,10 +134,12 @@ export function vectors(rows, caption, columnClass = () => "") {
       return cell;
     }));
   });
-  return el("div", { class: "table-wrap trace-vector", tabindex: 0, role: "region", "aria-label": caption },
+  const box = scrollBox(caption,
     el("table", { class: "vector-table" }, el("caption", {}, caption),
       el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "index"), ...Array.from({ length }, (_, i) => el("th", { scope: "col" }, i)))),
       el("tbody", {}, ...body)));
+  box.classList.add("trace-vector");
+  return box;
 }
 
 /** One vector of a trace: a one-row table of `vectors`. */
@@ -147,8 +149,7 @@ export function vector(values, label) {
 
 /** A trace table whose first column heads each row. */
 export function table(headers, rows, caption) {
-  // Focusable, so that a keyboard can scroll a table wider than the screen.
-  return el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": caption }, el("table", { class: "trace-table" }, el("caption", {}, caption),
+  return scrollBox(caption, el("table", { class: "trace-table" }, el("caption", {}, caption),
     el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", {}, v))))))));
 }

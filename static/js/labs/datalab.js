@@ -3,7 +3,7 @@
 // prediction) revealed one at a time or all at once. Every table can be downloaded as CSV or JSON.
 
 import { diverging, sig, svgEl } from "../charts.js";
-import { el, reveal, saveFile, setDisabled } from "../dom.js";
+import { el, reveal, saveFile, scrollBox, setDisabled } from "../dom.js";
 import { LabPanel, markPreset, postJson, startingPreset, table } from "./common.js";
 
 const ALIGNED_UNITS = 16; // FFN units shown aligned before/after GELU; all of them are in the downloads
@@ -228,8 +228,9 @@ export class Lab extends LabPanel {
     const ffn = layer.ffn;
     const units = ffn.strongest;
     const order = [...ffn.before.keys()].sort((a, b) => Math.abs(ffn.before[b]) - Math.abs(ffn.before[a])).slice(0, ALIGNED_UNITS).sort((a, b) => a - b);
-    const aligned = el("div", { class: "table-wrap" }, el("table", { class: "datalab-ffn" },
-      el("caption", {}, `FFN units with the largest inputs, aligned: the same column is the same unit (${ffn.before.length} units in the download)`),
+    const caption = `FFN units with the largest inputs, aligned: the same column is the same unit (${ffn.before.length} units in the download)`;
+    const aligned = scrollBox(caption, el("table", { class: "datalab-ffn" },
+      el("caption", {}, caption),
       el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "unit"), ...order.map((u) => el("th", { scope: "col" }, u)))),
       el("tbody", {},
         el("tr", {}, el("th", { scope: "row" }, "before GELU"), ...order.map((u) => el("td", { class: ffn.before[u] > 0 ? "is-passed" : "is-squeezed" }, sig(ffn.before[u], 3)))),
