@@ -150,12 +150,6 @@ def declaration(owner: nn.Module, attribute: str, source_file: str) -> ast.stmt 
     return None
 
 
-def declaration_span(owner: nn.Module, attribute: str, source_file: str) -> dict | None:
-    """Where `self.<attribute> = ...` is written in the owner's class (or a base class) in the source file."""
-    stmt = declaration(owner, attribute, source_file)
-    return _span(stmt) if stmt else None
-
-
 def _container_item(node: ast.AST, index: str) -> ast.AST | None:
     """Inside a container's declaration, the expression that builds item `index`: the index-th argument of
     `nn.Sequential(a, b, c)`, the index-th element of `nn.ModuleList([a, b])`, or the element expression of
@@ -271,7 +265,7 @@ class Capture:
         """The node that holds a call of module `name`: the running call of the module that owns it; for a
         container that is never called itself (a ModuleList, a Sequential walked by a loop), a node for the
         container, made once; else, for a module called from elsewhere, the call now running."""
-        owner = name.rpartition(".")[0] if "." in name else ""
+        owner = name.rpartition(".")[0]
         if not owner:
             return None
         if owner in self.running:

@@ -728,7 +728,7 @@ def test_the_datalab_without_a_checkpoint_says_how_to_provide_one(watched):
     expect(page.locator("#verify-needs-checkpoint")).to_contain_text("TENSORVIZ_BERT_CHECKPOINT")
 
 
-@pytest.mark.parametrize("path", ["/", "/models/bert", "/models/gpt", "/models/lenet", "/models/bert-base"])
+@pytest.mark.parametrize("path", ["/", *(f"/models/{f.name}" for f in sorted((PROJECT_ROOT / "manifests").iterdir()))])
 def test_no_visible_control_is_inert_without_scripts(watched, path):
     page = watched(path, java_script_enabled=False)
     expect(page.locator("h1")).to_be_visible()

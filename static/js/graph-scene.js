@@ -8,6 +8,7 @@ import { edgeKey, layered } from "./graph-layout.js";
 const NODE_HEIGHT = 32;
 const NODE_PAD = 20;
 const PORT = 1;
+const PORT_MARK = "\u0002"; // in port ids (`in␂<source>`, `out␂<source>`): a character no recorded id holds
 const GROUP_PAD = 12;
 const TITLE = 22;
 const FONT = "10px system-ui, 'DejaVu Sans', sans-serif";
@@ -84,7 +85,7 @@ export class GraphScene {
       return levels.get(m);
     };
     const pieces = [];
-    for (const [key, [s, t]] of edges) {
+    for (const [s, t] of edges.values()) {
       const up = this.chains.get(s);
       const down = this.chains.get(t);
       let common = 0;
@@ -93,7 +94,7 @@ export class GraphScene {
       const steps = [];
       let from = s;
       for (let i = up.length - 1; i >= common; i--) {
-        const port = `out\u0002${s}`;
+        const port = `out${PORT_MARK}${s}`;
         level(up[i]).ports.set(port, "max");
         level(up[i]).edges.set(edgeKey(from, port), [from, port]);
         steps.push([up[i], from, port]);
@@ -103,13 +104,13 @@ export class GraphScene {
       level(shared).edges.set(edgeKey(from, into), [from, into]);
       steps.push([shared, from, into]);
       for (let i = common; i < down.length; i++) {
-        const port = `in\u0002${s}`;
+        const port = `in${PORT_MARK}${s}`;
         const next = i + 1 < down.length ? down[i + 1] : t;
         level(down[i]).ports.set(port, "min");
         level(down[i]).edges.set(edgeKey(port, next), [port, next]);
         steps.push([down[i], port, next]);
       }
-      pieces.push({ key, source: s, target: t, steps });
+      pieces.push({ source: s, target: t, steps });
     }
     // Sizes from the inside out: a module's box holds its laid-out contents.
     const size = new Map();
@@ -132,23 +133,23 @@ export class GraphScene {
     // Places from the outside in.
     const origin = new Map([[null, [0, 0]]]);
     const clusters = [];
-    const place = (m, inner, [ox, oy]) => {
+    const place = (inner, [ox, oy]) => {
       for (const [id, b] of inner.boxes) {
-        if (id.includes("\u0002")) continue;
+        if (id.includes(PORT_MARK)) continue;
         const box = { id, x: ox + b.x, y: oy + b.y, w: b.w, h: b.h };
         const own = size.get(id);
         if (own?.inner) {
           clusters.push({ ...box, depth: this.chains.get(id).length });
           const at = [box.x + (box.w - own.inner.width) / 2, box.y + TITLE];
           origin.set(id, at);
-          place(id, own.inner, at);
+          place(own.inner, at);
         } else {
           const { label, op } = this.text.get(id);
           nodes.push({ ...box, label, op, kind: this.layers.get(id).kind });
         }
       }
     };
-    place(null, root, [0, 0]);
+    place(root, [0, 0]);
     const drawn = pieces.map(({ source, target, steps }) => {
       const points = [];
       for (const [m, a, b] of steps) {
@@ -163,7 +164,7 @@ export class GraphScene {
 
   /** One level's contents laid out, kept while its shape (members, sizes, edges, ports) is the same. */
   arrange(m, { ports, edges }, boxOf) {
-    const members = (m === null ? this.children.get(null) : this.children.get(m) ?? []);
+    const members = this.children.get(m) ?? [];
     const nodes = members.map((id) => ({ id, ...boxOf(id) }));
     for (const [port, rank] of ports) nodes.push({ id: port, w: PORT, h: PORT, rank });
     const list = [...edges.values()];
