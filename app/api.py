@@ -228,6 +228,7 @@ def lab_endpoint(slug: str, action: str):
     if declared.answers != "case":
         return jsonify({"kind": action, **answer, **result})
     reply = {"kind": action, **answer, "case": {"id": "live", **result}}
+    reply["axes"] = found.axes(reply["case"])
     if compare_with is not None:
         reply["record_check"] = _record_check(found, compare_with, result)
     return jsonify(reply)

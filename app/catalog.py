@@ -105,6 +105,10 @@ class Model:
         """The recorded case with this id, if there is one."""
         return next((c for c in self.manifest["experiment"]["cases"] if c["id"] == case_id), None)
 
+    def axes(self, case: dict) -> dict[str, dict]:
+        """The rows and columns of a case's matrices (tokens, say), by matrix key, where the lab names them."""
+        return self.lab.axes(case) if self.lab else {}
+
     def file_url(self, name: str) -> str:
         return f"/models/{self.slug}/{self.revision}/{name}"
 

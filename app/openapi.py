@@ -26,6 +26,9 @@ ERRORS = {
 NUMBERS = {"type": "array", "items": {"type": "number"}}
 MATRIX = {"type": "array", "items": NUMBERS}
 NULLABLE_NUMBER = {"type": "number", "nullable": True}
+_TOKENS = {"type": "array", "items": {"type": "object", "required": ["id", "name"], "properties": {
+    "id": {"type": "integer"}, "name": {"type": "string"}}}}
+AXES = {"type": "object", "required": ["rows", "columns"], "properties": {"rows": _TOKENS, "columns": _TOKENS}}
 
 
 def _ref(name: str) -> dict:
@@ -74,6 +77,9 @@ def _schemas() -> dict:
                                "report": {"allOf": [_ref("Report")], "nullable": True}}},
         "LiveCase": {"type": "object", "required": ["kind", "case", "recorded", "cached"], "properties": {
             **live, "record_check": {"type": "object"},
+            "axes": {"type": "object", "description": "By matrix key, what its rows and columns are (tokens "
+                     "with their ids and names), where the lab knows; other matrices have numbered axes.",
+                     "additionalProperties": AXES},
             "case": {"type": "object", "required": ["id", "matrices", "vectors", "metrics"], "properties": {
                 "matrices": {"type": "array", "items": item | {"properties": {"values": MATRIX}}},
                 "vectors": {"type": "array", "items": item | {"properties": {"values": NUMBERS}}},

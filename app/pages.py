@@ -55,7 +55,7 @@ def lab_settings(model: Model) -> dict:
         "kind": spec.kind,
         "sizes": spec.sizes,
         "special": {str(v): k for k, v in spec.special.items()},
-        "names": list(spec.names),
+        "names": spec.token_names(),
         "presets": spec.module.presets(model.manifest["experiment"]["cases"], spec),
         "endpoints": {name: {"url": url_for("api.lab_endpoint", slug=model.slug, action=name),
                              "method": e.method,

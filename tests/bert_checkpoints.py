@@ -10,7 +10,8 @@ PIECES = ["##s", "##ed", "##ing", "##ly", ".", ",", "!", "?"]
 def vocabulary(cased: bool) -> list[str]:
     """Special tokens, words, word pieces and punctuation; a cased vocabulary also has capitalised words."""
     words = [*WORDS, *(w.capitalize() for w in WORDS)] if cased else list(WORDS)
-    return ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, *PIECES, *"abcdefghijklmnopqrstuvwxyz"]
+    letters = [c for c in "abcdefghijklmnopqrstuvwxyz" if c not in words]  # "a" is a word already: one id per token
+    return ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, *PIECES, *letters]
 
 
 def make_checkpoint(folder: Path, *, cased: bool = False, safetensors: bool = True, layers: int = 2,

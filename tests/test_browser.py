@@ -352,6 +352,22 @@ def test_compare_mode_shows_both_and_marks_which_predictions_moved(watched):
     expect(page.locator('.lab-column[data-mode="bidirectional"] .is-moved')).to_have_count(4)
 
 
+def test_compare_mode_arranges_both_attentions_alike_and_names_every_mask_button(watched):
+    page = watched("/models/bert")
+    lab_ready(page)
+    names = [b.get_attribute("aria-label") for b in page.locator(".mask-toggle").all()]
+    assert len(names) == 6 and len(set(names)) == 6 and all(n.startswith(("mask", "scored")) for n in names)
+    page.locator("#compare-mode").check()
+    expect(page.locator(".lab-column")).to_have_count(2)
+
+    def arrangement(mode: str) -> list[tuple[int, int]]:
+        column = page.locator(f'.lab-column[data-mode="{mode}"]').bounding_box()
+        boxes = [f.bounding_box() for f in page.locator(f'.lab-column[data-mode="{mode}"] .lab-heatmap').all()]
+        return [(round(b["x"] - column["x"]), round(b["y"] - boxes[0]["y"])) for b in boxes]
+
+    assert arrangement("bidirectional") == arrangement("causal")
+
+
 def test_sampling_a_corruption_fills_the_strip(watched):
     page = watched("/models/bert")
     lab_ready(page)
@@ -447,6 +463,32 @@ def test_gpt_page_lab_generates_and_traces(watched):
     expect(page.locator('#graph-stage .g-node[data-id="h.1.attn"]')).to_have_count(1)
     expect(page.locator('#graph-stage .g-cluster[data-id="h.0"]')).to_have_count(1)
     expect(page.locator('#graph-stage .g-cluster[data-id="h.1"]')).to_have_count(1)
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_heatmaps_are_labelled_with_tokens_and_a_phone_reads_every_column(watched, viewport):
+    """Recorded and live heatmaps name their tokens on both axes (ids on hover); on a phone nothing is drawn
+    under 12 px, a chart wider than the screen says that it scrolls, and the next-token table reflows so that
+    "actual next token" and "loss" are on screen."""
+    page = watched("/models/gpt", viewport)
+    lab_ready(page)
+    heatmaps = page.locator('#case-panel figure[data-chart="heatmap"]')
+    expect(heatmaps.first.locator("svg text").filter(has_text=re.compile("^cat$"))).to_have_count(2)  # row and column
+    cell = heatmaps.first.locator('rect[data-row="1"][data-col="0"] title')
+    expect(cell).to_have_text(re.compile(r"^row 1 \(cat, id 3\), column 0 \(the, id 1\): "))
+    live = page.locator(".lab-heatmap svg").first
+    expect(live.locator("text").filter(has_text=re.compile("^mat$"))).to_have_count(2)
+    vocabulary = heatmaps.last
+    shortened = re.compile("^<\\|endoftext…$")  # a long name is cut on the axis; its cells' titles hold it whole
+    expect(vocabulary.locator("svg text").filter(has_text=shortened)).to_have_count(1)
+    if viewport is PHONE:
+        assert small_text(page) == []
+        expect(vocabulary.locator(".chart-canvas")).to_have_class(re.compile("is-scrollable"))
+        for label in ("actual next token", "loss"):
+            cells = page.locator(f'#lab-results td[data-label="{label}"]')
+            expect(cells).to_have_count(7)
+            box = cells.last.bounding_box()
+            assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"]
 
 
 def test_gpt_steps_follow_the_prompt_length(watched):
@@ -636,14 +678,14 @@ def test_the_datalab_steps_through_every_stage_and_keeps_focus_on_the_control(da
     expect(page.locator("#verify-report")).to_contain_text(
         "checks pass on the live run; the recording holds no recorded numbers to compare (0 cases)", timeout=120_000)
     stages = page.locator(".datalab-stage")
-    expect(stages).to_have_count(6)  # tokens, embedding, 2 layers, convergence, head
+    expect(stages).to_have_count(7)  # tokens, embedding, 2 layers, convergence, head, softmax
     expect(page.locator(".datalab-stage:visible")).to_have_count(1)
     expect(page.locator(".datalab-token.is-traced")).to_contain_text("[MASK]")
     page.locator("#datalab-next").focus()
     page.keyboard.press("Enter")
     expect(page.locator(".datalab-stage:visible")).to_have_count(2)
     assert page.evaluate("document.activeElement.id") == "datalab-next"
-    expect(page.locator("#datalab-progress")).to_have_text("Stage 2 of 6: Embedding")
+    expect(page.locator("#datalab-progress")).to_have_text("Stage 2 of 7: Embedding")
     page.keyboard.press("Enter")
     layer = stages.nth(2)
     arcs = layer.locator(".datalab-arcs")
@@ -653,11 +695,11 @@ def test_the_datalab_steps_through_every_stage_and_keeps_focus_on_the_control(da
     expect(arcs).to_have_attribute("aria-label", re.compile(r"^layer 1, head 3: strongest to "))
     expect(layer.locator(".datalab-ffn td.is-passed").first).to_be_visible()
     page.get_by_role("button", name="Show all stages").click()
-    expect(page.locator(".datalab-stage:visible")).to_have_count(6)
+    expect(page.locator(".datalab-stage:visible")).to_have_count(7)
     expect(page.locator("#datalab-next")).to_be_disabled()
     answer = page.request.post(datalab_server + "/api/models/bert-base/datalab",
                                data={"text": "The capital of France is [MASK].", "top_k": 10}).json()
-    expect(stages.nth(5)).to_contain_text(f"Prediction: “{answer['prediction']['token']}”")
+    expect(stages.nth(6)).to_contain_text(f"Prediction: “{answer['prediction']['token']}”")
     with page.expect_download() as info:
         page.get_by_role("button", name="Download datalab-softmax as CSV").click()
     lines = Path(info.value.path()).read_text().splitlines()
@@ -701,6 +743,73 @@ def test_the_datalab_traces_the_mask_chosen_and_honours_reduced_motion(datalab_p
     expect(page.locator(".datalab-token.is-traced")).to_contain_text("6 ·")
     page.locator("#datalab-next").click()
     assert page.evaluate("window.scrolls") == [{"behavior": "auto", "block": "nearest"}]
+
+
+def shown(value: float, digits: int = 4) -> str:
+    """A number as the page's sig() writes it: `digits` significant digits, no trailing zeros."""
+    rounded = float(f"{value:.{digits}g}")
+    return str(int(rounded)) if rounded.is_integer() else repr(rounded)
+
+
+def test_the_datalab_explains_each_stage_with_the_numbers_of_its_trace(datalab_page, datalab_server):
+    """The seed page's explanations, each computed from this trace and the checkpoint's sizes: the flow from
+    tokens to vectors, the post-attention hot spots, the FFN's widths and GELU's gate, where the prediction
+    locks in, what a logit is, and softmax with the confidence as a percentage."""
+    page = datalab_page()
+    traced(page)
+    page.get_by_role("button", name="Show all stages").click()
+    answer = page.request.post(datalab_server + "/api/models/bert-base/datalab",
+                               data={"text": "The capital of France is [MASK].", "top_k": 10}).json()
+    size = answer["checkpoint"]
+    hidden, n = size["hidden"], len(answer["tokens"])
+    mask = answer["tokens"][answer["position"]]
+    stage = {key: page.locator(f'.datalab-stage[data-stage="{key}"]') for key in
+             ("tokens", "embedding", "layer-1", "convergence", "head", "softmax")}
+
+    flow = stage["tokens"].locator(".datalab-flow li")
+    expect(flow).to_have_text([re.compile(f"^{n} tokens"), re.compile(f"^{n} token ids.*→ {mask['id']}$"),
+                               re.compile(rf"^{n} × {hidden} vectors.*shape \[1, {hidden}\]$")])
+    expect(stage["tokens"]).to_contain_text(f"{size['vocab']} × {hidden} embedding table")
+    first = stage["embedding"].locator("code").first
+    expect(first).to_have_text(", ".join(shown(v, 3) for v in answer["embedding"]["norm"][:12]))
+
+    layer = answer["layers"][1]
+    state = layer["post_attention"]
+    hot = sorted(range(hidden), key=lambda i: -abs(state[i]))[:5]
+    share = sum(state[i] ** 2 for i in hot) / sum(v * v for v in state)
+    expect(stage["layer-1"].locator(".datalab-hot-spots")).to_have_text(
+        "Hot spots after attention: " + ", ".join(f"dimension {i} ({shown(state[i], 3)})" for i in hot)
+        + f". These 5 of {hidden} dimensions hold {shown(100 * share, 3)} % of the vector's squared length.")
+    expect(stage["layer-1"].locator(".datalab-flow li")).to_have_text(
+        [f"{hidden}the state", f"Linear {hidden} → {size['intermediate']}widen", "GELUx · Φ(x)",
+         f"Linear {size['intermediate']} → {hidden}narrow", f"{hidden}+ residual, LayerNorm"])
+    before, after = layer["ffn"]["before"], layer["ffn"]["after"]
+    strongest = max(range(len(before)), key=lambda u: before[u])
+    expect(stage["layer-1"].locator(".datalab-ffn-explained")).to_contain_text(
+        f"unit {strongest}: x = {shown(before[strongest], 3)}, GELU(x) = {shown(after[strongest], 3)}, "
+        f"so Φ(x) = {shown(100 * after[strongest] / before[strongest], 3)} % passed")
+
+    ranks = [step["lens"]["rank"] for step in answer["layers"]]
+    locked = len(ranks) - 1
+    while locked > 0 and ranks[locked - 1] == 1:
+        locked -= 1
+    expect(stage["convergence"].locator("svg text", has_text="locks in")).to_have_count(1)
+    expect(stage["convergence"]).to_contain_text(f"at {answer['layers'][locked]['name']}")
+
+    top = answer["top"][0]
+    expect(stage["head"].locator(".datalab-logit")).to_contain_text(
+        f"logit = h · E[word] + bias. For “{top['token']}”: "
+        f"{shown(top['dot'])} + {shown(top['bias'])} = {shown(top['logit'])}")
+    expect(stage["head"]).to_contain_text(f"all {size['vocab']} rows")
+    expect(stage["head"].locator(".bars .bar-index")).to_have_text([t["token"] for t in answer["top"]])
+
+    softmax = answer["softmax"]
+    expect(stage["softmax"]).to_contain_text(f"Denominator Σ e^(z − shift) = {shown(softmax['denominator'])}")
+    expect(stage["softmax"].locator(".datalab-softmax-worked")).to_contain_text(
+        f"{shown(top['exp'])} ÷ {shown(softmax['denominator'])} = {shown(top['probability'])}, "
+        f"a confidence of {shown(100 * top['probability'], 3)} %")
+    expect(stage["softmax"].locator("tbody tr td:last-child")).to_have_text(
+        [f"{shown(100 * t['probability'], 3)} %" for t in answer["top"]])
 
 
 def test_the_datalab_at_375px_fits_the_screen(datalab_page):
@@ -793,19 +902,41 @@ def lenet_states(page):
     yield "node source open"
 
 
-@pytest.mark.parametrize("path, states, viewport", [
-    ("/models/bert", bert_states, DESKTOP), ("/models/bert", bert_states, PHONE), ("/models/gpt", gpt_states, DESKTOP),
-    ("/models/lenet", lenet_states, DESKTOP)], ids=["bert", "bert-phone", "gpt", "lenet"])
+# Text drawn under 12 px, as the reader sees it: an SVG's text scaled by how its viewBox is drawn. The zoomable
+# graph is left out: its reader sets its scale.
+SMALL_TEXT = """() => [...document.querySelectorAll("body *")].filter((node) => !node.closest(".graph-stage")
+    && node.getClientRects().length && [...node.childNodes].some((c) => c.nodeType === 3 && c.textContent.trim()))
+  .map((node) => {
+    let size = parseFloat(getComputedStyle(node).fontSize);
+    const svg = node.closest("svg");
+    const box = svg?.viewBox.baseVal;
+    if (box?.width) size *= svg.getBoundingClientRect().width / box.width;
+    return [size, `${node.tagName} “${node.textContent.trim().slice(0, 24)}”`];
+  }).filter(([size]) => size < 11.95).map(([size, what]) => `${what} at ${size.toFixed(1)} px`).slice(0, 5)"""
+
+
+def small_text(page) -> list[str]:
+    """Visible text under 12 px, the first five."""
+    return page.evaluate(SMALL_TEXT)
+
+
+@pytest.mark.parametrize("path, states", [("/models/bert", bert_states), ("/models/gpt", gpt_states),
+                                          ("/models/lenet", lenet_states)], ids=["bert", "gpt", "lenet"])
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_axe_finds_no_serious_or_critical_violation(watched, path, states, viewport):
+    """After every interaction, at both widths: no serious or critical axe violation, and on a phone no text
+    under 12 px."""
     page = watched(path, viewport, bypass_csp=True)
     graph_ready(page)
-    found = {state: axe_violations(page) for state in states(page)}
+    found = {state: axe_violations(page) + (small_text(page) if viewport is PHONE else []) for state in states(page)}
     assert found == {state: [] for state in found}
 
 
 def test_axe_finds_none_on_the_catalog_and_the_datalab(watched, datalab_page):
     catalog = watched("/", bypass_csp=True)
     assert axe_violations(catalog) == []
+    catalog_phone = watched("/", PHONE, bypass_csp=True)
+    assert axe_violations(catalog_phone) + small_text(catalog_phone) == []
     page = datalab_page(bypass_csp=True)
     expect(page.locator("#lab[data-ready]")).to_have_count(1)
     assert axe_violations(page) == []
@@ -815,7 +946,7 @@ def test_axe_finds_none_on_the_catalog_and_the_datalab(watched, datalab_page):
     phone = datalab_page(PHONE, bypass_csp=True)  # where the wide tables scroll: each is a focusable region
     traced(phone)
     phone.get_by_role("button", name="Show all stages").click()
-    assert axe_violations(phone) == []
+    assert axe_violations(phone) + small_text(phone) == []
 
 
 # ---- layout shift: the page is laid out for its scripts from the first paint

@@ -321,3 +321,33 @@ def test_trace_position_defaults_to_the_first_mask(lab_client):
 def test_bad_trace_queries_name_the_parameter(client, query, message):
     response = client.get(f"/api/models/bert/trace?{query}")
     assert response.status_code == 400 and response.get_json()["error"]["message"].startswith(message)
+
+
+def test_a_live_run_names_the_tokens_on_its_matrices_axes(lab_client):
+    """Attention runs over the input tokens: each axis entry is a token's id and its name (special tokens by
+    their names), so that a heatmap can be labelled with words rather than indices."""
+    answer = lab_client.post("/api/models/bert/runs", json=RUN).get_json()
+    axes = answer["axes"]
+    heads = [m["key"] for m in answer["case"]["matrices"] if m["key"].startswith("attention")]
+    assert heads and set(axes) == set(heads)
+    expected = [{"id": 1, "name": "CLS"}, {"id": 4, "name": "4"}, {"id": 3, "name": "MASK"},
+                {"id": 2, "name": "SEP"}, {"id": 6, "name": "6"}, {"id": 2, "name": "SEP"}]
+    assert all(axes[key] == {"rows": expected, "columns": expected} for key in heads)
+
+
+def test_the_causal_lab_names_prompt_tokens_and_the_vocabulary_on_its_axes(lab_client):
+    answer = lab_client.post("/api/models/gpt/runs", json={"input_ids": [1, 3, 6]}).get_json()
+    axes = answer["axes"]
+    prompt = [{"id": 1, "name": "the"}, {"id": 3, "name": "cat"}, {"id": 6, "name": "sat"}]
+    assert axes["attention_b0_h0"] == {"rows": prompt, "columns": prompt}
+    assert axes["next_token_probs"]["rows"] == prompt
+    assert [t["name"] for t in axes["next_token_probs"]["columns"]][:4] == ["<|endoftext|>", "the", "a", "cat"]
+
+
+def test_recorded_heatmap_tables_head_rows_and_columns_with_tokens(lab_client):
+    page = lab_client.get("/models/gpt?case=cat").get_data(as_text=True)
+    assert '<th scope="col" title="column 1: token id 3">1: cat</th>' in page
+    assert '<th scope="row" title="row 5: token id 11">5: mat</th>' in page
+    assert "data-axes=" in page
+    bert = lab_client.get("/models/bert").get_data(as_text=True)
+    assert '<th scope="col" title="column 2: token id 3">2: MASK</th>' in bert  # the corrupted input is what attends

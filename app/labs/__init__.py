@@ -3,8 +3,8 @@
 A recipe declares its lab in `recipe.toml` under [lab]: the kind, sizes read from the recorded graph,
 special tokens, token names, and its endpoints with their request fields. The kind module brings what
 is particular to that kind: its template and ES module, the parts of the declaration it REQUIRES (and
-optionally a `check` of its own), how a recorded case becomes a preset request,
-and defaults that depend on other fields (a trace's position, say).
+optionally a `check` of its own), how a recorded case becomes a preset request, what the axes of a
+case's matrices are (optionally), and defaults that depend on other fields (a trace's position, say).
 """
 
 from dataclasses import dataclass, field
@@ -42,6 +42,28 @@ class LabSpec:
     @property
     def module(self) -> ModuleType:
         return KINDS[self.kind]
+
+    def token_name(self, token: int) -> str:
+        """A token as a reader sees it: its declared name, else its special name, else its id."""
+        if token < len(self.names):
+            return self.names[token]
+        return next((name for name, value in self.special.items() if value == token), str(token))
+
+    def token_names(self) -> list[str]:
+        """Every token of the vocabulary by name; a lab without a vocabulary size, its declared names."""
+        if "vocab" not in self.sizes:
+            return list(self.names)
+        return [self.token_name(t) for t in range(self.sizes["vocab"])]
+
+    def tokens(self, ids: list[int]) -> list[dict]:
+        """An axis of token ids: each with its name, for a heatmap's labels and its table's headers."""
+        return [{"id": t, "name": self.token_name(t)} for t in ids]
+
+    def axes(self, case: dict) -> dict[str, dict]:
+        """What the rows and columns of each of a case's matrices are, by matrix key, where the kind
+        knows (tokens, positions or the vocabulary); a matrix it does not name keeps numbered axes."""
+        axes = getattr(self.module, "axes", None)
+        return axes(case, self) if axes else {}
 
 
 def _size(manifest: dict, reference, where: str) -> int:

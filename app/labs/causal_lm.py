@@ -39,3 +39,22 @@ def presets(cases: list[dict], spec) -> list[dict]:
         if "input_ids" in vectors:
             presets.append({"id": case["id"], "label": case["label"], "request": {"input_ids": vectors["input_ids"]}})
     return presets
+
+
+def axes(case: dict, spec) -> dict[str, dict]:
+    """Attention runs over the prompt both ways; the next-token distribution has a row per prompt token and
+    a column per word of the vocabulary."""
+    vectors = {v["key"]: v["values"] for v in case.get("vectors", [])}
+    if "input_ids" not in vectors:
+        return {}
+    tokens = spec.tokens(vectors["input_ids"])
+    vocabulary = spec.tokens(list(range(spec.sizes["vocab"])))
+    found = {}
+    for matrix in case.get("matrices", []):
+        if len(matrix["values"]) != len(tokens):
+            continue
+        if matrix["key"].startswith("attention"):
+            found[matrix["key"]] = {"rows": tokens, "columns": tokens}
+        elif matrix["key"] == "next_token_probs":
+            found[matrix["key"]] = {"rows": tokens, "columns": vocabulary}
+    return found

@@ -53,3 +53,13 @@ def presets(cases: list[dict], spec) -> list[dict]:
             "attention": "bidirectional",
         }})
     return presets
+
+
+def axes(case: dict, spec) -> dict[str, dict]:
+    """Attention maps run over the (corrupted) input tokens, queries down and keys across."""
+    vectors = {v["key"]: v["values"] for v in case.get("vectors", [])}
+    if "input_ids" not in vectors:
+        return {}
+    tokens = spec.tokens(vectors["input_ids"])
+    return {m["key"]: {"rows": tokens, "columns": tokens} for m in case.get("matrices", [])
+            if m["key"].startswith("attention") and len(m["values"]) == len(tokens)}

@@ -39,56 +39,84 @@ export function deviationColour(ratio) {
   return mix(ZERO, MINT, Math.sqrt(ratio));
 }
 
+const LABEL_FONT = 12; // px: no chart text is drawn smaller, and charts are never scaled down (they scroll)
+const CHAR = 7; // px: the width of one character at LABEL_FONT, near enough to size margins
+const LONGEST = 12; // characters of a token name shown on an axis; the full name is in the cell's title
+
+function shorten(name) {
+  return name.length > LONGEST ? `${name.slice(0, LONGEST - 1)}…` : name;
+}
+
+/** A cell's size: 34 px, smaller for wide matrices so that a phone scrolls less, never under 24. */
+function cellSize(cols) {
+  return Math.max(24, Math.min(34, Math.floor(300 / cols)));
+}
+
 /**
- * A heatmap with row/column indices and a legend.
- * `colour(value)` picks a cell's fill; `legend` is [[label, colour], ...] drawn under the grid.
+ * A heatmap with its axes and a legend. `axes` ({rows, columns}, each a list of {id, name}) labels rows and
+ * columns with the tokens they stand for; without it they are numbered. `colour(value)` picks a cell's
+ * fill; `legend` is [[label, colour], ...] drawn under the grid; `indices: false` draws no axes at all.
  */
-export function heatmapSvg(values, { label, colour, legend = [], cell = 40, describe = (v) => sig(v), indices = true }) {
+export function heatmapSvg(values, { label, colour, legend = [], cell, describe = (v) => sig(v), indices = true, axes = null }) {
   const rows = values.length;
   const cols = values[0].length;
-  const left = indices ? 22 : 0;
-  const top = indices ? 22 : 0;
-  const width = left + cols * cell + 4;
-  const height = top + rows * cell + (legend.length ? 34 : 6);
+  const size = cell ?? cellSize(cols);
+  const rowText = (i) => (axes ? shorten(axes.rows[i].name) : String(i));
+  const colText = (j) => (axes ? shorten(axes.columns[j].name) : String(j));
+  const widest = (count, text) => Math.max(...Array.from({ length: count }, (_, k) => text(k).length)) * CHAR;
+  const tilted = indices && widest(cols, colText) > size - 4; // column names that do not fit upright are tilted
+  const left = indices ? widest(rows, rowText) + 12 : 0;
+  const top = !indices ? 0 : tilted ? Math.ceil(widest(cols, colText) * 0.8) + 14 : 22;
+  const right = tilted ? Math.ceil(colText(cols - 1).length * CHAR * 0.6) : 4; // the last tilted name leans right
+  const width = left + cols * size + right;
+  const height = top + rows * size + (legend.length ? 34 : 6);
   const svg = svgEl("svg", {
     xmlns: SVG_NS, viewBox: `0 0 ${width} ${height}`, width, height, role: "img", "aria-label": label,
-    "font-family": FONT, "font-size": 11,
+    "font-family": FONT, "font-size": LABEL_FONT,
   });
   svg.append(svgEl("title", {}, label));
+  const where = (axis, list, k) => (list ? `${axis} ${k} (${list[k].name}, id ${list[k].id})` : `${axis} ${k}`);
   for (let j = 0; indices && j < cols; j++) {
-    svg.append(svgEl("text", { x: left + j * cell + cell / 2, y: 14, "text-anchor": "middle", fill: "#4a5563" }, j));
+    const x = left + j * size + size / 2;
+    svg.append(tilted
+      ? svgEl("text", { x, y: top - 6, transform: `rotate(-50 ${x} ${top - 6})`, fill: "#4a5563" }, colText(j))
+      : svgEl("text", { x, y: top - 8, "text-anchor": "middle", fill: "#4a5563" }, colText(j)));
   }
   values.forEach((row, i) => {
-    if (indices) svg.append(svgEl("text", { x: 14, y: top + i * cell + cell / 2 + 4, "text-anchor": "middle", fill: "#4a5563" }, i));
+    if (indices) svg.append(svgEl("text", { x: left - 6, y: top + i * size + size / 2 + 4, "text-anchor": "end", fill: "#4a5563" }, rowText(i)));
     row.forEach((v, j) => {
       const rect = svgEl("rect", {
-        x: left + j * cell, y: top + i * cell, width: cell - 1, height: cell - 1, fill: colour(v),
+        x: left + j * size, y: top + i * size, width: size - 1, height: size - 1, fill: colour(v),
         "data-row": i, "data-col": j,
       });
-      rect.append(svgEl("title", {}, `row ${i}, column ${j}: ${describe(v, i, j)}`));
+      rect.append(svgEl("title", {}, `${where("row", axes?.rows, i)}, ${where("column", axes?.columns, j)}: ${describe(v, i, j)}`));
       svg.append(rect);
     });
   });
   let x = left;
-  const y = top + rows * cell + 10;
+  const y = top + rows * size + 10;
   for (const [text, fill] of legend) {
     svg.append(svgEl("rect", { x, y, width: 14, height: 14, fill, stroke: "#c8cfd6" }));
-    const t = svgEl("text", { x: x + 18, y: y + 11, fill: "#1d2530" }, text);
-    svg.append(t);
-    x += 18 + text.length * 6.2 + 12;
+    svg.append(svgEl("text", { x: x + 18, y: y + 11, fill: "#1d2530" }, text));
+    x += 18 + text.length * CHAR + 12;
+  }
+  // The legend may be wider than a small grid.
+  if (x > width) {
+    svg.setAttribute("width", x);
+    svg.setAttribute("viewBox", `0 0 ${x} ${height}`);
   }
   return svg;
 }
 
-/** The recorded attention-style heatmap: symmetric diverging scale around zero, per heatmap. */
-export function valueHeatmap(values, label) {
+/** The recorded attention-style heatmap: symmetric diverging scale around zero, per heatmap; `axes` as heatmapSvg's. */
+export function valueHeatmap(values, label, axes = null) {
   const flat = values.flat();
   const limit = Math.max(...flat.map(Math.abs));
   const lo = Math.min(...flat);
   const hi = Math.max(...flat);
   const legend = [["0", diverging(0, limit)], [`max ${sig(hi)}`, diverging(hi, limit)]];
   if (lo < 0) legend.unshift([`min ${sig(lo)}`, diverging(lo, limit)]);
-  return heatmapSvg(values, { label, colour: (v) => diverging(v, limit), legend });
+  return heatmapSvg(values, { label, colour: (v) => diverging(v, limit), legend, axes });
 }
 
 /** A horizontal bar chart on a given shared scale (for download; the page shows HTML bars). */
@@ -100,7 +128,7 @@ export function barsSvg(values, max, label) {
   const height = 26 + values.length * row;
   const svg = svgEl("svg", {
     xmlns: SVG_NS, viewBox: `0 0 ${width} ${height}`, width, height, role: "img", "aria-label": label,
-    "font-family": FONT, "font-size": 11,
+    "font-family": FONT, "font-size": LABEL_FONT,
   });
   svg.append(svgEl("title", {}, label));
   svg.append(svgEl("text", { x: 0, y: 14, "font-weight": 600, fill: "#1d2530" }, label));

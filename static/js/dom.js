@@ -8,10 +8,27 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// A box whose content is wider than it is marked `is-scrollable` (site.css then says that it scrolls).
+let overflow = null;
+
+/** Keep `box` marked `is-scrollable` while its content is wider than it, as the window changes. */
+export function watchOverflow(box) {
+  overflow ??= new ResizeObserver((entries) => {
+    for (const { target } of entries) target.classList.toggle("is-scrollable", target.scrollWidth > target.clientWidth + 1);
+  });
+  overflow.observe(box);
+  return box;
+}
+
 /** A table (or anything wider than a phone) in a box that scrolls sideways; focusable and named, so that a
  * keyboard can scroll it and a screen reader says what it holds. */
 export function scrollBox(label, ...children) {
-  return el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": label }, ...children);
+  return watchOverflow(el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": label }, ...children));
+}
+
+/** A chart at its natural size (its text never scaled below 12 px) in a box that scrolls like scrollBox's. */
+export function chartBox(label, chart) {
+  return watchOverflow(el("div", { class: "chart-box", tabindex: 0, role: "region", "aria-label": label }, chart));
 }
 
 /** The response's JSON body, or null when it has none. */

@@ -2,7 +2,7 @@
 // Everything here enhances a page that is complete without JavaScript.
 
 import { barsSvg, downloadSvg, slugify, valueHeatmap } from "./charts.js";
-import { keepingFocus, readJson, requireData, reveal, setDisabled } from "./dom.js";
+import { keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { VerifyPanel } from "./verify.js";
 
@@ -34,8 +34,10 @@ function enhanceCase(panel) {
   if (!panel) return; // a recording without cases
   for (const figure of panel.querySelectorAll('[data-chart="heatmap"]')) {
     const values = JSON.parse(figure.dataset.values);
-    figure.querySelector(".chart-canvas").replaceChildren(valueHeatmap(values, figure.dataset.label));
+    const axes = figure.dataset.axes ? JSON.parse(figure.dataset.axes) : null;
+    figure.querySelector(".chart-canvas").replaceChildren(valueHeatmap(values, figure.dataset.label, axes));
   }
+  for (const box of panel.querySelectorAll(".chart-canvas, .table-wrap")) watchOverflow(box);
   for (const button of panel.querySelectorAll("[data-export-svg]")) {
     button.addEventListener("click", () => {
       const figure = button.closest("figure");

@@ -2,7 +2,7 @@
 // generate one token at a time, and trace one position through every block.
 
 import { sig, valueHeatmap } from "../charts.js";
-import { el, keepingFocus, reveal, setDisabled } from "../dom.js";
+import { chartBox, el, keepingFocus, reveal, setDisabled } from "../dom.js";
 import { bars, getJson, item, LabPanel, markPreset, metric, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
 
 const TOP = 5;
@@ -89,7 +89,7 @@ export class Lab extends LabPanel {
     const loss = item(c, "loss");
     const positionLoss = item(c, "position_loss")?.values || [];
     const heads = c.matrices.filter((m) => m.key.startsWith("attention_b")).map((m) =>
-      el("figure", { class: "chart lab-heatmap", "data-key": m.key }, el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), valueHeatmap(m.values, m.label)));
+      el("figure", { class: "chart lab-heatmap", "data-key": m.key }, el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key]))));
     const rows = probs.map((row, i) => {
       const order = row.map((p, v) => [p, v]).sort((a, b) => b[0] - a[0]).slice(0, 3);
       const actual = this.ids[i + 1];
@@ -106,7 +106,7 @@ export class Lab extends LabPanel {
       el("p", { class: "fine" }, "Rows are queries, columns keys. Above the diagonal every weight is zero: a position never reads a later one."),
       el("div", { class: "lab-heads" }, ...heads),
       el("h3", {}, "Next-token distribution at every position"),
-      table(["position", "top 3 next tokens", "actual next token", "loss"], rows, "What each position predicts for the token after it"),
+      table(["position", "top 3 next tokens", "actual next token", "loss"], rows, "What each position predicts for the token after it", { reflow: true }),
       el("figure", { class: "chart" }, el("figcaption", {}, el("span", { class: "chart-title" }, `After “${this.name(this.ids[this.ids.length - 1])}” (the last position): top ${TOP} of ${last.length}`)),
         bars(order.map(([p]) => p), order.map(([, v]) => this.name(v)), 1)),
       el("div", { class: "lab-options" }, ...this.ids.map((_, i) => {

@@ -147,11 +147,14 @@ export function vector(values, label) {
   return vectors([[label, values]], label);
 }
 
-/** A trace table whose first column heads each row. */
-export function table(headers, rows, caption) {
-  return scrollBox(caption, el("table", { class: "trace-table" }, el("caption", {}, caption),
+/**
+ * A trace table whose first column heads each row. A `reflow` table becomes one card per row on a phone,
+ * each value under its column's name, instead of scrolling sideways (for tables with few, wide columns).
+ */
+export function table(headers, rows, caption, { reflow = false } = {}) {
+  return scrollBox(caption, el("table", { class: `trace-table${reflow ? " reflow" : ""}` }, el("caption", {}, caption),
     el("thead", {}, el("tr", {}, ...headers.map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", {}, v))))))));
+    el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", { "data-label": headers[i] }, v))))))));
 }
 
 /** Show which recorded case the lab is on (pressed), or none once the user's edits have left it. */

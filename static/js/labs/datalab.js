@@ -3,10 +3,12 @@
 // prediction) revealed one at a time or all at once. Every table can be downloaded as CSV or JSON.
 
 import { diverging, sig, svgEl } from "../charts.js";
-import { el, reveal, saveFile, scrollBox, setDisabled } from "../dom.js";
-import { LabPanel, markPreset, postJson, startingPreset, table } from "./common.js";
+import { chartBox, el, reveal, saveFile, scrollBox, setDisabled } from "../dom.js";
+import { bars, LabPanel, markPreset, postJson, startingPreset, table } from "./common.js";
 
 const ALIGNED_UNITS = 16; // FFN units shown aligned before/after GELU; all of them are in the downloads
+const PREVIEW_DIMENSIONS = 12; // of the traced token's first vector, shown as numbers
+const HOT_SPOTS = 5; // the strongest dimensions of a state, called out by name
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 function csvCell(value) {
@@ -27,9 +29,13 @@ function downloads(name, headers, rows) {
     button("JSON", json, `Download ${name} as JSON`));
 }
 
-/** A table shown with rounded values, downloadable at full precision. */
-function dataTable(name, caption, headers, rows, shown = (v) => (typeof v === "number" && !Number.isInteger(v) ? sig(v) : String(v))) {
-  return el("div", { class: "datalab-table" }, table(headers, rows.map((r) => r.map(shown)), caption), downloads(name, headers, rows));
+function shownValue(v) {
+  return typeof v === "number" && !Number.isInteger(v) ? sig(v) : String(v);
+}
+
+/** A table shown with rounded values (`shown(value, column)`), downloadable at full precision. */
+function dataTable(name, caption, headers, rows, shown = shownValue) {
+  return el("div", { class: "datalab-table" }, table(headers, rows.map((r) => r.map((v, i) => shown(v, i))), caption), downloads(name, headers, rows));
 }
 
 /** A vector as one strip of coloured cells (mint positive, rust negative), scaled to its largest |value|. */
@@ -46,7 +52,7 @@ function arcs(tokens, position, weights, strongest, label) {
   const step = 64;
   const width = tokens.length * step;
   const base = 120;
-  const svg = svgEl("svg", { xmlns: SVG_NS, viewBox: `0 0 ${width} ${base + 30}`, class: "datalab-arcs", role: "img",
+  const svg = svgEl("svg", { xmlns: SVG_NS, viewBox: `0 0 ${width} ${base + 30}`, width, height: base + 30, class: "datalab-arcs", role: "img",
     "aria-label": `${label}: strongest to ${strongest.map((a) => `${tokens[a.to].token} (${sig(a.weight, 3)})`).join(" and ")}` });
   const x = (i) => i * step + step / 2;
   const max = Math.max(...weights);
@@ -70,29 +76,59 @@ function arcs(tokens, position, weights, strongest, label) {
   return svg;
 }
 
-/** The logit lens across the layers: the final prediction's probability at each depth. */
+/** The first layer from which the prediction stays the most likely word to the end (the last layer's always is). */
+function lockIn(layers) {
+  let first = layers.length - 1;
+  while (first > 0 && layers[first - 1].lens.rank === 1) first--;
+  return layers[first];
+}
+
+/** The logit lens across the layers: the final prediction's probability at each depth, and where it locks in. */
 function convergenceChart(layers, predicted) {
-  const w = 420;
-  const h = 160;
-  const left = 36;
-  const bottom = 24;
+  const w = Math.max(320, 60 + layers.length * 36);
+  const h = 170;
+  const left = 40;
+  const bottom = 26;
   const x = (i) => left + (i * (w - left - 10)) / Math.max(1, layers.length - 1);
   const y = (p) => 8 + (1 - p) * (h - bottom - 8);
-  const svg = svgEl("svg", { xmlns: SVG_NS, viewBox: `0 0 ${w} ${h}`, class: "datalab-chart", role: "img",
-    "aria-label": `Probability of “${predicted}” after each layer: ${layers.map((l) => sig(l.lens.probability, 2)).join(", ")}` });
+  const locked = lockIn(layers);
+  const svg = svgEl("svg", { xmlns: SVG_NS, viewBox: `0 0 ${w} ${h}`, width: w, height: h, class: "datalab-chart", role: "img",
+    "font-size": 12, "font-family": "system-ui, sans-serif",
+    "aria-label": `Probability of “${predicted}” after each layer: ${layers.map((l) => sig(l.lens.probability, 2)).join(", ")}; it stays the most likely word from ${locked.name} on` });
   for (const p of [0, 0.5, 1]) {
     svg.append(svgEl("line", { x1: left, x2: w - 10, y1: y(p), y2: y(p), stroke: "#dde2e7" }));
-    svg.append(svgEl("text", { x: left - 6, y: y(p) + 4, "text-anchor": "end", "font-size": 10, fill: "#4a5563" }, p));
+    svg.append(svgEl("text", { x: left - 6, y: y(p) + 4, "text-anchor": "end", fill: "#4a5563" }, p));
   }
+  const lx = x(locked.index);
+  svg.append(svgEl("line", { x1: lx, x2: lx, y1: 8, y2: h - bottom, stroke: "#8a2d0b", "stroke-dasharray": "4 3" }));
+  svg.append(svgEl("text", { x: Math.min(lx + 4, w - 70), y: 18, fill: "#8a2d0b" }, "locks in"));
   svg.append(svgEl("polyline", { points: layers.map((l, i) => `${x(i)},${y(l.lens.probability)}`).join(" "), fill: "none",
     stroke: "rgb(31, 138, 107)", "stroke-width": 2 }));
   layers.forEach((l, i) => {
     const dot = svgEl("circle", { cx: x(i), cy: y(l.lens.probability), r: 3, fill: "rgb(31, 138, 107)" });
     dot.append(svgEl("title", {}, `${l.name}: p ${sig(l.lens.probability)}, rank ${l.lens.rank}`));
     svg.append(dot);
-    svg.append(svgEl("text", { x: x(i), y: h - 8, "text-anchor": "middle", "font-size": 10, fill: "#4a5563" }, i === 0 ? "emb" : i));
+    svg.append(svgEl("text", { x: x(i), y: h - 8, "text-anchor": "middle", fill: "#4a5563" }, i === 0 ? "emb" : i));
   });
   return svg;
+}
+
+/** A left-to-right flow of boxes (a label over its detail) joined by arrows: how a vector's shape changes. */
+function flow(label, boxes) {
+  return el("ol", { class: "datalab-flow", "aria-label": label }, ...boxes.map(([name, detail]) =>
+    el("li", {}, el("span", { class: "datalab-flow-name" }, name), el("span", { class: "datalab-flow-detail" }, detail))));
+}
+
+/** The dimensions of a vector with the largest |value|, strongest first, as "dimension 12 (−3.4)". */
+function hotSpots(values, count = HOT_SPOTS) {
+  const order = [...values.keys()].sort((a, b) => Math.abs(values[b]) - Math.abs(values[a])).slice(0, count);
+  const energy = values.reduce((sum, v) => sum + v * v, 0);
+  const share = order.reduce((sum, i) => sum + values[i] * values[i], 0) / (energy || 1);
+  return { text: order.map((i) => `dimension ${i} (${sig(values[i], 3)})`).join(", "), share };
+}
+
+function percent(p, digits = 3) {
+  return `${sig(100 * p, digits)} %`;
 }
 
 function tokenChips(answer) {
@@ -191,22 +227,31 @@ export class Lab extends LabPanel {
   render(answer) {
     const name = (part) => `datalab-${part}`;
     const traced = answer.tokens[answer.position];
+    const size = answer.checkpoint; // the checkpoint in use: hidden, intermediate, heads, layers, vocab
     const e = answer.embedding;
+    const embeddingRows = e.word.map((_, i) => [i, e.word[i], e.position_vector[i], e.segment_vector[i], e.sum[i], e.norm[i]]);
     const stages = [
       this.stage("tokens", "1. WordPiece tokens", `${answer.tokens.length} tokens with [CLS] and [SEP]; the traced [MASK] is at position ${answer.position} (id ${traced.id}).`,
         tokenChips(answer),
+        flow("From text to vectors", [
+          [`${answer.tokens.length} tokens`, `“${traced.token}” at position ${answer.position}`],
+          [`${answer.tokens.length} token ids`, `“${traced.token}” → ${traced.id}`],
+          [`${answer.tokens.length} × ${size.hidden} vectors`, `“${traced.token}”: shape [1, ${size.hidden}]`]]),
+        el("p", { class: "fine" }, `Each id picks one row of a ${size.vocab} × ${size.hidden} embedding table: from here on every token is a vector of ${size.hidden} numbers.`),
         el("details", {}, el("summary", {}, "As a table"),
           dataTable(name("tokens"), "Tokens", ["position", "token", "id", "special"], answer.tokens.map((t) => [t.index, t.token, t.id, t.special])))),
       this.stage("embedding", "2. Embedding", `Word ${e.token_id}, position ${e.position} and segment ${e.segment} vectors (${e.word.length} values each) are added, then LayerNorm normalises the sum.`,
+        el("p", {}, `The vector of “${traced.token}” (id ${traced.id}), shape [1, ${size.hidden}], holds no context yet: it is the same in any sentence that has this token at position ${e.position}. Its first ${Math.min(PREVIEW_DIMENSIONS, e.norm.length)} of ${size.hidden} dimensions after LayerNorm: `,
+          el("code", {}, e.norm.slice(0, PREVIEW_DIMENSIONS).map((v) => sig(v, 3)).join(", ")), "."),
         strip(e.word, "Word embedding"), strip(e.position_vector, "Position embedding"), strip(e.segment_vector, "Segment embedding"),
         strip(e.sum, "Their sum"), strip(e.norm, "After LayerNorm"),
         dataTable(name("embedding"), "The embedding stage, dimension by dimension", ["dimension", "word", "position", "segment", "sum", "layernorm"],
-          e.word.map((_, i) => [i, e.word[i], e.position_vector[i], e.segment_vector[i], e.sum[i], e.norm[i]]).slice(0, 8)),
-        downloads(name("embedding-all"), ["dimension", "word", "position", "segment", "sum", "layernorm"],
-          e.word.map((_, i) => [i, e.word[i], e.position_vector[i], e.segment_vector[i], e.sum[i], e.norm[i]]))),
+          embeddingRows.slice(0, 8)),
+        downloads(name("embedding-all"), ["dimension", "word", "position", "segment", "sum", "layernorm"], embeddingRows)),
       ...answer.layers.slice(1).map((layer) => this.layerStage(answer, layer)),
       this.convergenceStage(answer),
       this.headStage(answer),
+      this.softmaxStage(answer),
     ];
     this.stages.replaceChildren(...stages);
     this.steps.hidden = false;
@@ -215,13 +260,15 @@ export class Lab extends LabPanel {
   }
 
   layerStage(answer, layer) {
+    const size = answer.checkpoint;
     const heads = layer.attention.heads;
     const select = el("select", { "aria-label": `Head of ${layer.name}` }, ...heads.map((_, h) => el("option", { value: h }, `head ${h + 1}`)));
     const figure = el("div", { class: "datalab-arcs-wrap" });
     const rows = heads.map((row, h) => [h + 1, ...row]);
     const draw = () => {
       const h = Number(select.value);
-      figure.replaceChildren(arcs(answer.tokens, answer.position, heads[h], layer.attention.arcs[h], `${layer.name}, head ${h + 1}`));
+      const label = `${layer.name}, head ${h + 1}`;
+      figure.replaceChildren(chartBox(`${label}: attention arcs`, arcs(answer.tokens, answer.position, heads[h], layer.attention.arcs[h], label)));
     };
     select.addEventListener("change", draw);
     draw();
@@ -236,36 +283,79 @@ export class Lab extends LabPanel {
         el("tr", {}, el("th", { scope: "row" }, "before GELU"), ...order.map((u) => el("td", { class: ffn.before[u] > 0 ? "is-passed" : "is-squeezed" }, sig(ffn.before[u], 3)))),
         el("tr", {}, el("th", { scope: "row" }, "after GELU"), ...order.map((u) => el("td", { class: ffn.before[u] > 0 ? "is-passed" : "is-squeezed" }, sig(ffn.after[u], 3)))))));
     const lens = layer.lens;
+    const hot = hotSpots(layer.post_attention);
     return this.stage(`layer-${layer.index}`, `${layer.index + 2}. ${layer.name[0].toUpperCase()}${layer.name.slice(1)}`,
       `Attention, then the feed-forward network: ${ffn.passed} of ${ffn.before.length} units passed GELU, ${ffn.squeezed} were squeezed. Logit lens: “${answer.prediction.token}” ranks ${lens.rank} here (p ${sig(lens.probability, 3)}); cosine to the final state ${sig(lens.cosine, 3)}.`,
+      el("p", { class: "fine" }, `Each of the ${size.heads} heads scores “${answer.tokens[answer.position].token}” against every token, and the weights it gives them (summing to 1) mix their vectors into the traced one. The arcs show one head's weights; the two strongest are drawn bold.`),
       el("div", { class: "lab-options" }, el("label", {}, "Attention of ", select)), figure,
       dataTable(`datalab-layer${layer.index}-attention`, `${layer.name}: every head's attention from the traced token`, ["head", ...answer.tokens.map((t) => `${t.index}:${t.token}`)], rows),
       strip(layer.post_attention, "State after attention, residual and LayerNorm"),
+      el("p", { class: "datalab-hot-spots" }, `Hot spots after attention: ${hot.text}. These ${HOT_SPOTS} of ${size.hidden} dimensions hold ${percent(hot.share)} of the vector's squared length.`),
+      this.ffnExplained(answer, ffn),
       aligned,
       el("p", { class: "fine" }, `Strongest after GELU: ${units.map((u) => `unit ${u.unit} (${sig(u.after, 3)})`).join(", ")}. All ${ffn.before.length} units:`),
       downloads(`datalab-layer${layer.index}-ffn`, ["unit", "before GELU", "after GELU"], ffn.before.map((v, i) => [i, v, ffn.after[i]])),
       strip(layer.state, "Output state of the layer"));
   }
 
+  /** The FFN's widening and narrowing with this checkpoint's sizes, and GELU as a gate, worked on two of this
+   * layer's units: Φ(x) is read off as GELU(x) / x, what the gate let through. */
+  ffnExplained(answer, ffn) {
+    const { hidden, intermediate } = answer.checkpoint;
+    const units = [...ffn.before.keys()];
+    const passed = units.reduce((best, u) => (ffn.before[u] > ffn.before[best] ? u : best), 0);
+    const squeezed = units.reduce((best, u) => (ffn.before[u] < ffn.before[best] ? u : best), 0);
+    const gate = (u) => `unit ${u}: x = ${sig(ffn.before[u], 3)}, GELU(x) = ${sig(ffn.after[u], 3)}, so Φ(x) = ${percent(ffn.after[u] / ffn.before[u])}`;
+    return el("div", { class: "datalab-ffn-explained" },
+      flow("The feed-forward network", [[`${hidden}`, "the state"], [`Linear ${hidden} → ${intermediate}`, "widen"], ["GELU", "x · Φ(x)"], [`Linear ${intermediate} → ${hidden}`, "narrow"], [`${hidden}`, "+ residual, LayerNorm"]]),
+      el("p", {}, "GELU is a gate: GELU(x) = x · Φ(x), where Φ(x) is the chance that a standard normal value is below x. A large positive input passes almost whole, a negative one is squeezed towards zero. In this layer: ",
+        `${gate(passed)} passed; ${gate(squeezed)} let through.`));
+  }
+
   convergenceStage(answer) {
     const p = answer.prediction;
     const rows = answer.layers.map((l) => [l.name, l.lens.rank, l.lens.probability, l.lens.cosine, l.lens.top.map((t) => `${t.token} (${sig(t.probability, 3)})`).join(", ")]);
     const first = answer.layers.find((l) => l.lens.rank === 1); // the last layer's is the prediction itself
+    const locked = lockIn(answer.layers);
+    const lockText = locked.index === 0 ? "it is the most likely word at every depth, from the embeddings on"
+      : locked === first ? "it locks in there: the most likely word at every later depth"
+      : `it then loses first place and locks in at ${locked.name}, staying the most likely word to the end`;
     return this.stage("convergence", `${answer.layers.length + 2}. Convergence across the layers`,
-      `The MLM head applied to each layer's state (a logit lens): “${p.token}” ${first.index === 0 ? "is already the most likely word after the embeddings" : `first becomes the most likely word at ${first.name}`}; the chart shows its probability at each depth.`,
-      convergenceChart(answer.layers, p.token),
+      `The MLM head applied to each layer's state (a logit lens): “${p.token}” ${first.index === 0 ? "is already the most likely word after the embeddings" : `first becomes the most likely word at ${first.name}`}; ${lockText} (p ${sig(locked.lens.probability, 3)} at ${locked.name}, ${sig(p.probability, 3)} at the end). The chart shows its probability at each depth.`,
+      chartBox(`Probability of “${p.token}” after each layer`, convergenceChart(answer.layers, p.token)),
       dataTable("datalab-convergence", "Logit lens by layer", ["layer", "rank of the prediction", "probability", "cosine to final", "top 3"], rows));
   }
 
   headStage(answer) {
+    const { hidden, vocab } = answer.checkpoint;
+    const top = answer.top[0];
+    const rows = answer.top.map((t) => [t.token, t.id, t.dot, t.bias, t.logit]);
+    return this.stage("head", `${answer.layers.length + 3}. The MLM head: a dot product with every word`,
+      `The last layer's state of the [MASK] is transformed (dense, GELU, LayerNorm) into h, ${hidden} numbers, and compared with all ${vocab} rows of the ${vocab} × ${hidden} word-embedding matrix, the same matrix that embedded the tokens: h · E[word] is large when h points the way the word's embedding points.`,
+      el("p", { class: "datalab-logit" }, el("strong", {}, "What is a logit? "),
+        `The raw score the head gives a word before softmax: logit = h · E[word] + bias. For “${top.token}”: ${sig(top.dot)} + ${sig(top.bias)} = ${sig(top.logit)}. Logits are unbounded; only their differences matter to softmax.`),
+      strip(answer.head_state, "h: the MLM head's transformed state"),
+      el("figure", { class: "chart" }, el("figcaption", {}, el("span", { class: "chart-title" }, `Alignment h · E[word] of the ${answer.top.length} words with the largest logits`)),
+        bars(answer.top.map((t) => t.dot), answer.top.map((t) => t.token))),
+      dataTable("datalab-logits", `The ${answer.top.length} largest logits of ${vocab}`, ["token", "id", "h · E[token]", "bias", "logit"], rows));
+  }
+
+  softmaxStage(answer) {
     const s = answer.softmax;
     const p = answer.prediction;
+    const top = answer.top[0];
+    const shown = answer.top.reduce((sum, t) => sum + t.probability, 0);
     const rows = answer.top.map((t) => [t.token, t.id, t.dot, t.bias, t.logit, t.exp, t.probability]);
-    return this.stage("head", `${answer.layers.length + 3}. The MLM head's softmax and the prediction`,
-      `Each logit is h · E[word] + bias over all ${s.vocabulary} words; shift = the largest logit (${sig(s.shift)}); denominator = Σ exp(logit − shift) = ${sig(s.denominator)}. Prediction: “${p.token}” (id ${p.id}) with probability ${sig(p.probability, 4)}.`,
-      strip(answer.head_state, "h: the MLM head's transformed state"),
-      dataTable("datalab-softmax", `The ${answer.top.length} most likely words`, ["token", "id", "h · E[token]", "bias", "logit", "exp(logit − shift)", "probability"], rows),
-      el("p", { class: "datalab-prediction" }, "[MASK] → ", el("strong", {}, p.token), ` (p ${sig(p.probability, 4)})`));
+    const last = rows[0].length - 1;
+    return this.stage("softmax", `${answer.layers.length + 4}. Softmax: logits to probabilities`,
+      `P(word) = e^z / Σ e^z over all ${s.vocabulary} words, computed as e^(z − shift) / Σ e^(z − shift) with shift = the largest logit (${sig(s.shift)}), which gives the same ratios without overflow. Denominator Σ e^(z − shift) = ${sig(s.denominator)}.`,
+      el("p", { class: "datalab-softmax-worked" }, `For “${top.token}”: e^(${sig(top.logit)} − ${sig(s.shift)}) = ${sig(top.exp)}; ${sig(top.exp)} ÷ ${sig(s.denominator)} = ${sig(top.probability)}, a confidence of ${percent(top.probability)}. `,
+        `The ${answer.top.length} words below hold ${percent(shown)} together; the other ${s.vocabulary - answer.top.length} share ${percent(Math.max(0, 1 - shown))}.`),
+      dataTable("datalab-softmax", `The ${answer.top.length} most likely words; probability as a confidence`,
+        ["token", "id", "h · E[token]", "bias", "logit", "exp(logit − shift)", "probability"], rows,
+        (v, column) => (column === last ? percent(v) : shownValue(v))),
+      el("p", { class: "datalab-prediction" }, "[MASK] → ", el("strong", {}, p.token)),
+      el("p", {}, `Prediction: “${p.token}” (id ${p.id}) with probability ${sig(p.probability, 4)} (${percent(p.probability)}), after ${answer.layers.length - 1} layers of width ${answer.checkpoint.hidden}.`));
   }
 
   /** Show the first `count` stages. Stepping scrolls the newest into view and names it in the progress line

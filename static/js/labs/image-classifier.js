@@ -3,7 +3,7 @@
 // Feature maps arrive as matrices keyed `<stage>_c<channel>`, labelled "<stage title> · channel <n> ...".
 
 import { diverging, heatmapSvg, sig, valueHeatmap } from "../charts.js";
-import { el } from "../dom.js";
+import { chartBox, el } from "../dom.js";
 import { bars, item, LabPanel, markPreset, metric, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
@@ -186,7 +186,7 @@ export class Lab extends LabPanel {
       parts.push(el("dl", { class: "metrics" }, metric(loss.label, loss.value, { id: "draw-loss" })));
     }
     parts.push(el("figure", { class: "chart lab-heatmap draw-saliency", id: "draw-saliency" },
-      el("figcaption", {}, el("span", { class: "chart-title" }, saliency.label)), valueHeatmap(saliency.values, saliency.label),
+      el("figcaption", {}, el("span", { class: "chart-title" }, saliency.label)), chartBox(`${saliency.label}: heatmap`, valueHeatmap(saliency.values, saliency.label)),
       el("p", { class: "fine" }, "Mint: ink here raises the score; rust: it lowers it. Blank paper contributes nothing.")));
     this.answerBox.replaceChildren(...parts);
     this.results.replaceChildren(el("h3", {}, "Feature maps of every channel"),
@@ -258,7 +258,8 @@ export class Lab extends LabPanel {
         bars(stage.channel_totals, stage.channel_totals.map((_, k) => `ch ${k}`)),
         el("div", { class: "feature-maps" }, ...stage.attribution.map((m, k) => this.map(m, `${stage.title}, channel ${k}: activation × gradient`, `ch ${k}`, limit))));
     } else if (stage.shape.length === 2) {
-      section.append(el("figure", { class: "chart lab-heatmap" }, valueHeatmap(stage.attribution, `${stage.title}: activation × gradient`)));
+      const label = `${stage.title}: activation × gradient`;
+      section.append(el("figure", { class: "chart lab-heatmap" }, chartBox(`${label}: heatmap`, valueHeatmap(stage.attribution, label))));
     } else {
       section.append(vector(stage.attribution, "activation × gradient"));
     }

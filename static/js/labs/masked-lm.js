@@ -2,7 +2,7 @@
 // sample BERT's corruption, and trace one token through every stage.
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
-import { el, keepingFocus, reveal } from "../dom.js";
+import { chartBox, el, keepingFocus, reveal } from "../dom.js";
 import { bars, chip, getJson, item, LabPanel, markPreset, metric, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
@@ -33,9 +33,10 @@ export class Lab extends LabPanel {
     this.load(first.request, first.id);
   }
 
+  /** A token by its name (the server's), with its id beside a name that is not the id itself. */
   name(id) {
-    const special = this.settings.special[String(id)];
-    return special ? `${special} (${id})` : String(id);
+    const name = this.settings.names[id];
+    return name === String(id) ? name : `${name} (${id})`;
   }
 
   bind() {
@@ -95,8 +96,9 @@ export class Lab extends LabPanel {
         this.update({ ids, orig: s.sel.has(i) ? s.orig : s.orig.with(i, token) }, i);
       });
       const selected = s.sel.has(i);
-      const mask = el("button", { type: "button", class: "mask-toggle", "aria-pressed": String(selected), "data-mask": i },
-        selected ? "scored ✓" : "mask");
+      const text = selected ? "scored ✓" : "mask";
+      const mask = el("button", { type: "button", class: "mask-toggle", "aria-pressed": String(selected), "data-mask": i,
+        "aria-label": `${text}: position ${i}` }, text);
       mask.title = selected ? "Stop scoring this position (restores its token)" : "Replace with MASK and score the original token";
       mask.addEventListener("click", () => {
         const sel = new Set(s.sel);
@@ -198,7 +200,7 @@ export class Lab extends LabPanel {
     const moved = this.influence(mode, rows, s);
     const metrics = el("dl", { class: "metrics" }, ...c.metrics.map((m) => metric(m.label, m.value)));
     const heads = attentionHeads(c).map((m) =>
-      el("figure", { class: "chart lab-heatmap" }, el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), valueHeatmap(m.values, m.label)));
+      el("figure", { class: "chart lab-heatmap" }, el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key]))));
     const predictions = el("ol", { class: "chips prediction-chips", "aria-label": `Top prediction at each position, ${mode}` },
       ...rows.map((row, i) => {
         const top = row.indexOf(Math.max(...row));
@@ -228,12 +230,13 @@ export class Lab extends LabPanel {
 
   difference(answers) {
     const [bi, causal] = answers.map((a) => attentionHeads(a.case));
+    const axes = answers[0].axes;
     const maps = bi.map((m, h) => {
       const diff = m.values.map((row, i) => row.map((v, j) => v - causal[h].values[i][j]));
       const limit = Math.max(...diff.flat().map(Math.abs));
       const label = `Bidirectional − causal · head ${h}`;
       return el("figure", { class: "chart lab-heatmap" }, el("figcaption", {}, el("span", { class: "chart-title" }, label)),
-        heatmapSvg(diff, { label, colour: (v) => diverging(v, limit), legend: [[`−${sig(limit)}`, diverging(-limit, limit)], ["0", diverging(0, limit)], [`+${sig(limit)}`, diverging(limit, limit)]] }));
+        chartBox(`${label}: heatmap`, heatmapSvg(diff, { label, axes: axes[m.key], colour: (v) => diverging(v, limit), legend: [[`−${sig(limit)}`, diverging(-limit, limit)], ["0", diverging(0, limit)], [`+${sig(limit)}`, diverging(limit, limit)]] })));
     });
     return el("section", { class: "lab-difference", "aria-label": "Difference between bidirectional and causal attention" },
       el("h3", {}, "Difference: bidirectional − causal"),
@@ -277,7 +280,7 @@ export class Lab extends LabPanel {
 function arcs(tokens, position, head, name) {
   const step = 64;
   const width = step * tokens.length;
-  const svg = svgEl("svg", { viewBox: `0 0 ${width} 110`, width, height: 110, role: "img", "font-size": 11, "font-family": "system-ui, sans-serif",
+  const svg = svgEl("svg", { viewBox: `0 0 ${width} 110`, width, height: 110, role: "img", "font-size": 12, "font-family": "system-ui, sans-serif",
     "aria-label": `Head ${head.head}: position ${position} attends most to ${head.top_context.map((c) => `position ${c.position} (${sig(c.weight, 3)})`).join(" and ")}` });
   const x = (i) => i * step + step / 2;
   head.top_context.forEach((c, k) => {
@@ -326,7 +329,7 @@ class TraceView {
         vectors([["word", emb.word], ["position", emb.position_embedding], ["segment", emb.segment], ["sum", emb.values]], "The three embeddings and their sum, dimension by dimension")),
       this.stage("embedding_norm", "3 · Embedding LayerNorm", vector(get("embedding_norm").values, "normalised")),
       this.stage("attention", "4 · Self-attention: scores, weights, arcs", ...att.heads.map((h) => el("div", { class: "trace-head" },
-        el("h5", {}, `Head ${h.head}`), arcs(tokens.values, p, h, this.name),
+        el("h5", {}, `Head ${h.head}`), chartBox(`Head ${h.head}: attention arcs`, arcs(tokens.values, p, h, this.name)),
         table(["quantity", ...tokens.values.map((t, i) => `${i}: ${this.name(t)}`)], [["score q·k/√d", ...h.scores.map((v) => (v === null ? "masked" : sig(v, 3)))], ["weight", ...h.weights.map((v) => sig(v, 3))]], `Head ${h.head}: position ${p}'s query against every key`)))),
       this.stage("attention_output", "5 · Attention output, residual + LayerNorm",
         vectors([["attention out", out.projected], ["+ residual", out.residual_sum], ["LayerNorm", out.values]], "Attention output, residual sum and LayerNorm")),
