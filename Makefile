@@ -33,7 +33,7 @@ setup-test: $(VENV)/.installed-test
 	$(MAKE) --no-print-directory node_modules/.installed
 
 serve: setup
-	$(BIN)/flask --app wsgi run --host $(HOST) --port $(PORT)
+	$(BIN)/flask --app wsgi serve --host $(HOST) --port $(PORT)
 
 lint: setup-test
 	$(BIN)/ruff check .

@@ -5,6 +5,7 @@ import multiprocessing
 import os
 
 from app.config import Config
+from app.live import warm_up
 from app.pages import prerender
 
 bind = os.environ.get("TENSORVIZ_BIND", "127.0.0.1:8000")
@@ -31,11 +32,10 @@ access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
 
 
 def post_worker_init(worker) -> None:
-    """Start the worker's recipe processes now, in the background, and render the model pages, rather than
-    on the first requests."""
-    pool = getattr(worker.wsgi, "extensions", {}).get("tensorviz.pool")
-    if pool is not None:  # the benchmarks' baseline app runs under this config too
-        pool.prestart()
+    """Start and warm the worker's recipe processes now, in the background, and render the model pages,
+    rather than on the first requests."""
+    if "tensorviz.pool" in getattr(worker.wsgi, "extensions", {}):  # the benchmarks' baseline app runs here too
+        warm_up(worker.wsgi)
         prerender(worker.wsgi)
     # The catalog loaded at start-up lives as long as the worker: keep the collector from walking its
     # objects again and again (full collections show as latency spikes under load).

@@ -1,4 +1,4 @@
-"""Commands: `flask --app wsgi verify <slug>` and `flask --app wsgi record <slug>`."""
+"""Commands: `flask --app wsgi serve`, `flask --app wsgi verify <slug>` and `flask --app wsgi record <slug>`."""
 
 import json
 import time
@@ -9,6 +9,7 @@ from flask import Flask, current_app
 from flask.cli import with_appcontext
 
 from .extensions import runner, store
+from .live import warm_up
 from .recorder import RecordingError, build_recording, made_by_recorder, stale_parts, write_recording
 from .runner import RecipeError
 from .schema import SLUG
@@ -88,6 +89,21 @@ def record_command(slug: str, out: Path | None, check: bool, force: bool) -> Non
     click.echo(f"{slug} @ {recording.manifest['revision']}: recorded in {seconds:.1f} s")
 
 
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@with_appcontext
+def serve_command(host: str, port: int) -> None:
+    """Serve the explorer on one machine (threaded; no reloader), its recipe workers started and warmed
+    first, so that the first lab run does not wait for them. Production: gunicorn -c gunicorn.conf.py."""
+    from werkzeug.serving import run_simple
+
+    app = current_app._get_current_object()
+    warm_up(app)
+    run_simple(host, port, app, threaded=True)
+
+
 def register(app: Flask) -> None:
+    app.cli.add_command(serve_command)
     app.cli.add_command(verify_command)
     app.cli.add_command(record_command)

@@ -3,11 +3,12 @@
 import hashlib
 import json
 
-from flask import abort, current_app
+from flask import Flask, abort, current_app
+from werkzeug.exceptions import HTTPException
 
 from .catalog import Model
 from .checkpoints import context
-from .extensions import runner, state
+from .extensions import runner, state, store
 from .runner import RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout, run_key
 
 LIVE_NOTE = "Computed live on the server by the model's recipe for this request; not a recorded value."
@@ -59,3 +60,21 @@ def compute(model: Model, entry: str, args: dict) -> dict:
     }
     state.store.set(key, result, float(current_app.config["CACHE_SECONDS"]), cached=True)
     return result | {"cached": False}
+
+
+def warm_up(app: Flask) -> None:
+    """Start the app's recipe workers now, in the background, each importing every lab's recipe and calling
+    its declared warm-up with the server's arguments (loading a checkpoint), so that the first runs after a
+    start find them ready. A checkpoint missing now is not loaded: its lab says why when it is used."""
+    with app.app_context():
+        tasks = []
+        for model in store.catalog.models.values():
+            if not model.has_lab:
+                continue
+            try:
+                arguments = context(model.checkpoint)
+            except HTTPException:
+                arguments = None
+            tasks.append({"recipe_dir": str(model.recipe_dir), "context": arguments or {},
+                          "warm": model.lab.warm if arguments is not None else ""})
+        runner.pool.prestart(tasks)

@@ -1,5 +1,6 @@
 """A pool of recipe worker processes: bounded concurrency, hard timeouts, crashed workers replaced."""
 
+import logging
 import multiprocessing
 import os
 import re
@@ -65,6 +66,7 @@ class RecipeRefused(RecipeError):
 
 
 STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and import torch
+log = logging.getLogger(__name__)
 
 
 class _Worker:
@@ -100,8 +102,9 @@ class WorkerPool:
     """Runs recipe tasks in long-lived spawned processes, at most `size` at a time.
 
     Spawn, never fork: a forked child of a process that has threads (or torch) can deadlock.
-    Workers start on first use and stay warm; one that crashes or times out is killed and a fresh one
-    takes its place on the next task.
+    Workers start at prestart() (or on first use) and stay warm; one that crashes or times out is killed
+    and a fresh one takes its place. A task that finds no idle worker while one is starting waits for it
+    rather than starting another.
     """
 
     def __init__(self, size: int, timeout: float, torch_threads: int, seed: int, queue: int = 0,
@@ -117,6 +120,9 @@ class WorkerPool:
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
+        self._returned = threading.Condition(self._lock)  # a worker joined the idle ones, or a start ended
+        self._starting = 0  # workers being started in the background
+        self._warmups: list[dict] = []  # tasks every worker started in the background runs first
 
     def admit(self) -> None:
         """Claim a place for one run, running or queued; PoolBusy when there is none. Pair with release()."""
@@ -131,17 +137,23 @@ class WorkerPool:
 
     def _take(self) -> _Worker:
         with self._lock:
-            while self._idle:
-                candidate = self._idle.pop()
-                if candidate.process.is_alive():
-                    return candidate
-                candidate.kill()
+            while True:
+                while self._idle:
+                    candidate = self._idle.pop()
+                    if candidate.process.is_alive():
+                        return candidate
+                    candidate.kill()
+                if not self._starting or not self._returned.wait(STARTUP_TIMEOUT):
+                    break
         return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout)
 
-    def _release(self, w: _Worker) -> None:
+    def _release(self, w: _Worker, started: bool = False) -> None:
+        """Return a worker to the idle ones; `started`: it is one the background start made."""
         with self._lock:
+            self._starting -= started
             if len(self._idle) < self.size:
                 self._idle.append(w)
+                self._returned.notify()
                 return
         w.kill()  # a replacement started while a request started its own: keep no more than size
 
@@ -173,21 +185,45 @@ class WorkerPool:
             raise RecipeError(f"the recipe raised {without_paths(reply['error'])}")
         return reply
 
-    def prestart(self) -> None:
-        """Start every worker in the background, so that the first runs find them warm."""
+    def prestart(self, warmups: list[dict] | None = None) -> None:
+        """Start every worker in the background, each running `warmups` first (importing each lab's recipe,
+        loading a checkpoint), so that the first runs find them warm."""
+        self._warmups = list(warmups or [])
         self._start_in_background(self.size)
 
     def _start_in_background(self, count: int) -> None:
         """Start workers (at boot, or to replace one that was killed) without making a request wait."""
+        with self._lock:
+            self._starting += count
 
         def start() -> None:
-            for _ in range(count):
+            for started in range(count):
                 try:
-                    self._release(_Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout))
-                except RecipeError:
-                    return  # a worker that cannot start is reported by the run that needs it
+                    w = _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout)
+                    self._warm(w)
+                except RecipeError:  # a worker that cannot start is reported by the run that needs it
+                    with self._lock:
+                        self._starting -= count - started
+                        self._returned.notify_all()
+                    return
+                self._release(w, started=True)
 
         threading.Thread(target=start, name="recipe-start", daemon=True).start()
+
+    def _warm(self, w: _Worker) -> None:
+        """Run the warm-up tasks in a new worker; one that fails is logged (its run will say why), one that
+        hangs or kills the worker ends the worker."""
+        for task in self._warmups:
+            try:
+                w.conn.send(task)
+                if not w.conn.poll(self.timeout):
+                    raise RecipeTimeout(f"warming {task['recipe_dir']} took over {self.timeout:g} s")
+                reply = w.conn.recv()
+            except (EOFError, OSError, RecipeTimeout) as exc:
+                w.kill()
+                raise RecipeCrashed(f"a recipe worker did not survive its warm-up: {exc}") from exc
+            if not reply["ok"]:
+                log.warning("warming %s failed: %s", task["recipe_dir"], without_paths(reply["error"]))
 
     def pids(self) -> list[int]:
         """Process ids of the idle workers (for tests and diagnostics)."""

@@ -44,8 +44,24 @@ def environment(torch: ModuleType, seed: int) -> dict:
     }
 
 
+def warm(task: dict) -> None:
+    """Import the recipe's lab module and call the function its [lab] warm names (loading its checkpoint,
+    say) with the server's arguments, so that the first request finds both done. {"recipe_dir", "warm",
+    "context"}: `warm` is the declared name when it is to be called, "" to import only."""
+    recipe_dir = Path(task["recipe_dir"])
+    module = load_module(recipe_dir, "lab")
+    if task["warm"]:
+        if task["warm"] != read_metadata(recipe_dir).get("lab", {}).get("warm"):
+            raise ValueError(f"{task['warm']} is not the recipe's declared warm-up")
+        getattr(module, task["warm"])(**task.get("context", {}))
+
+
 def execute(task: dict, torch: ModuleType, seed: int) -> dict:
-    """Run one task: {"recipe_dir", "module", "entry", "args"}."""
+    """Run one task: {"recipe_dir", "module", "entry", "args"}, or a warm-up (see warm)."""
+    if "warm" in task:
+        started = time.perf_counter()
+        warm(task)
+        return {"result": None, "compute_seconds": time.perf_counter() - started}
     module, entry = task["module"], task["entry"]
     if module == "capture" and entry == "capture":
         from . import capture  # imports torch: only ever inside a worker

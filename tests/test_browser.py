@@ -3,6 +3,7 @@
 import json
 import re
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -491,6 +492,59 @@ def test_heatmaps_are_labelled_with_tokens_and_a_phone_reads_every_column(watche
             assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"]
 
 
+def test_lab_inputs_live_in_the_url_so_a_reload_or_a_link_shows_them_again(watched):
+    page = watched("/models/gpt")
+    lab_ready(page)
+    page.select_option('select[data-position="6"]', label="slept")
+    expect(page).to_have_url(re.compile(r"prompt=1%2C3%2C6%2C9%2C1%2C11%2C14"))
+    expect(page.locator("#live-loss")).not_to_have_text("7.192")  # the recorded prompt's loss
+    loss = page.locator("#live-loss").text_content()
+    page.reload()
+    expect(page.locator('select[data-position="6"] option:checked')).to_have_text("slept")
+    expect(page.locator("#live-loss")).to_have_text(loss)
+    page.goto(page.url.replace("prompt=1%2C3", "prompt=1%2Cx"))  # a malformed link says so and falls back
+    expect(page.locator("#lab-status")).to_contain_text(
+        "The link's input could not be used (prompt must be whole numbers")
+    expect(page.locator("#record-check")).to_contain_text("reproduces the recorded case")
+
+    bert = watched("/models/bert")
+    lab_ready(bert)
+    bert.locator('[data-mask="1"]').click()
+    bert.locator("#compare-mode").check()
+    expect(bert).to_have_url(re.compile(r"scored=1%2C2.*compare=1"))
+    bert.reload()
+    expect(bert.locator(".lab-column")).to_have_count(2)
+    expect(bert.locator('[data-mask="1"]')).to_have_attribute("aria-pressed", "true")
+    expect(bert.locator('select[data-position="1"]')).to_have_value("3")
+
+    lenet = watched("/models/lenet")
+    lab_ready(lenet)
+    lenet.locator("#clear-drawing").click()
+    grid_cell(lenet, 2, 3).click()
+    expect(lenet).to_have_url(re.compile(r"drawing=0+\.0+\.000[1-9a-g]0+\."))
+    lenet.reload()
+    expect(grid_cell(lenet, 2, 3)).to_have_attribute("aria-label", re.compile(r"level [1-9]"))
+    expect(grid_cell(lenet, 0, 0)).to_have_attribute("aria-label", re.compile(r"level 0$"))
+
+
+def test_a_run_that_waits_shows_its_progress(watched):
+    page = watched("/models/gpt")
+    lab_ready(page)
+    page.evaluate("""() => { window.statuses = []; const status = document.querySelector("#lab-status");
+        new MutationObserver(() => window.statuses.push(status.textContent))
+          .observe(status, { childList: true, characterData: true, subtree: true }); }""")
+
+    def slow(route):
+        time.sleep(2.5)  # a recipe process still starting
+        route.continue_()
+
+    page.route("**/api/models/gpt/runs", slow)
+    page.select_option('select[data-position="6"]', label="slept")
+    expect(page.locator("#lab-status")).to_contain_text("Live run done", timeout=30_000)
+    waited = [s for s in page.evaluate("window.statuses") if "so far" in s]
+    assert waited and re.match(r"Running the recipe on the server… [12] s so far; a first run after", waited[0])
+
+
 def test_gpt_steps_follow_the_prompt_length(watched):
     page = watched("/models/gpt")
     lab_ready(page)
@@ -732,6 +786,15 @@ def test_the_datalab_says_when_the_stages_shown_are_not_of_the_sentence_in_the_b
     expect(page.locator("#datalab-position-label")).to_be_visible()
 
 
+def test_a_datalab_link_traces_its_sentence_again(datalab_page):
+    page = datalab_page()
+    traced(page, "the [MASK] sat on the mat .")
+    expect(page).to_have_url(re.compile(r"text=the\+%5BMASK%5D\+sat"))
+    page.reload()
+    expect(page.locator("#datalab-text")).to_have_value("the [MASK] sat on the mat .")
+    expect(page.locator("#lab-status")).to_contain_text("[MASK] at position 2 resolved to", timeout=60_000)
+
+
 def test_the_datalab_traces_the_mask_chosen_and_honours_reduced_motion(datalab_page):
     page = datalab_page(reduced_motion="reduce")
     page.evaluate("""() => { window.scrolls = [];
@@ -817,6 +880,8 @@ def test_the_datalab_at_375px_fits_the_screen(datalab_page):
     traced(page)
     page.get_by_role("button", name="Show all stages").click()
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    top_k, field = page.locator(".datalab-top-k").bounding_box(), page.locator("#datalab-top-k").bounding_box()
+    assert top_k["height"] <= field["height"] + 2  # "Top [10] words" on one line, not wrapped around its box
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator("#lab").screenshot(path=ARTIFACTS / "datalab-phone.png")
 

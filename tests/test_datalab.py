@@ -11,6 +11,7 @@ import pytest
 
 from app import create_app
 from app.config import PROJECT_ROOT, TestConfig
+from app.live import warm_up
 
 from .bert_checkpoints import make_checkpoint
 from .conftest import recipe_module
@@ -396,3 +397,23 @@ def test_the_catalog_card_says_whether_the_checkpoint_is_here(client, checkpoint
     # The web reader is told what the page holds; the operator's command goes to the log.
     assert "A checkpoint is on this server now" in page and "flask --app wsgi record" not in page
     assert any("flask --app wsgi record bert-base" in r.getMessage() for r in caplog.records)
+
+
+def test_warm_up_gives_every_lab_recipe_to_new_workers_and_loads_a_present_checkpoint(checkpoint_app, bert_checkpoint):
+    pool = checkpoint_app.extensions["tensorviz.pool"]
+    asked = []
+    pool.prestart, start = asked.append, pool.prestart
+    warm_up(checkpoint_app)
+    tasks = {Path(t["recipe_dir"]).name: t for t in asked[0]}
+    assert set(tasks) == {"bert", "gpt", "lenet", "bert-base"}
+    assert tasks["bert-base"]["warm"] == "load"
+    assert tasks["bert-base"]["context"] == {"checkpoint": str(bert_checkpoint)}
+    assert tasks["gpt"]["warm"] == "" and tasks["gpt"]["context"] == {}
+    checkpoint_app.config["BERT_CHECKPOINT"] = str(bert_checkpoint / "missing")
+    warm_up(checkpoint_app)  # no checkpoint now: the recipe is imported, nothing is loaded
+    assert {Path(t["recipe_dir"]).name: t["warm"] for t in asked[1]}["bert-base"] == ""
+    checkpoint_app.config["BERT_CHECKPOINT"] = str(bert_checkpoint)
+    pool.prestart = start
+    warm_up(checkpoint_app)  # for real: the trace asked for at once is served by the one warmed worker
+    response = checkpoint_app.test_client().post("/api/models/bert-base/datalab", json={"text": "the [MASK] sat ."})
+    assert response.status_code == 200 and len(pool.pids()) == 1

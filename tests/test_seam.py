@@ -180,3 +180,43 @@ def test_the_parts_of_a_case_have_one_markup():
                 continue
             offenders += [f"{name}: {p}" for p in parts if p in path.read_text()]
     assert offenders == []
+
+
+def test_prestarted_workers_run_the_declared_warm_up_and_a_run_waits_for_them(tmp_path):
+    """A worker started at prestart imports each lab's recipe and calls its [lab] warm function with the
+    server's arguments before it takes a run; a run asked for meanwhile waits for it instead of starting a
+    second process."""
+    recipe = tmp_path / "warmable"
+    recipe.mkdir()
+    (recipe / "recipe.toml").write_text('[lab]\nkind = "causal-lm"\nwarm = "ready"\n'
+                                        '[lab.endpoints.pid]\nmethod = "GET"\nentry = "pid"\n')
+    (recipe / "lab.py").write_text(
+        "import os\nfrom pathlib import Path\n\n"
+        "def ready(marker):\n    Path(marker).write_text(str(os.getpid()))\n\n"
+        "def pid():\n    return os.getpid()\n")
+    marker = tmp_path / "warmed-by"
+    pool = WorkerPool(size=1, timeout=60, torch_threads=1, seed=0)
+    try:
+        pool.prestart([{"recipe_dir": str(recipe), "warm": "ready", "context": {"marker": str(marker)}},
+                       {"recipe_dir": str(GPT_RECIPE), "warm": "", "context": {}}])
+        served_by = pool.run(recipe, "lab", "pid")["result"]  # asked for while the worker starts
+        assert pool.pids() == [served_by]  # the one prestarted process: no second one was started
+        assert marker.read_text() == str(served_by)  # it ran the warm-up before the run
+    finally:
+        pool.shutdown()
+
+
+def test_a_warm_up_the_recipe_does_not_declare_is_refused(tmp_path):
+    recipe = tmp_path / "plain"
+    recipe.mkdir()
+    (recipe / "recipe.toml").write_text('[lab]\nkind = "causal-lm"\n')
+    (recipe / "lab.py").write_text("import os\n\ndef remove(path):\n    os.remove(path)\n")
+    victim = tmp_path / "keep-me"
+    victim.write_text("data")
+    pool = WorkerPool(size=1, timeout=60, torch_threads=1, seed=0)
+    try:
+        pool.prestart([{"recipe_dir": str(recipe), "warm": "remove", "context": {"path": str(victim)}}])
+        assert pool.run(GPT_RECIPE, "run", "replay")["ok"]
+    finally:
+        pool.shutdown()
+    assert victim.read_text() == "data"

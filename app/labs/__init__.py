@@ -38,6 +38,7 @@ class LabSpec:
     special: dict[str, int]
     names: tuple[str, ...]
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    warm: str = ""  # a lab.py function a new recipe worker calls with the server's arguments (loads a checkpoint)
 
     @property
     def module(self) -> ModuleType:
@@ -100,7 +101,10 @@ def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
             raise DeclarationError(f"{where}: a grid field needs a JSON body; declare the endpoint POST")
         endpoints[name] = Endpoint(name, spec["method"], spec["entry"], spec.get("summary", name), fields,
                                    spec.get("answers", "result"))
-    spec = LabSpec(kind, sizes, dict(special), tuple(declaration.get("names", ())), endpoints)
+    warm = declaration.get("warm", "")
+    if not isinstance(warm, str) or (warm and not warm.isidentifier()):
+        raise DeclarationError("lab.warm must name a lab.py function")
+    spec = LabSpec(kind, sizes, dict(special), tuple(declaration.get("names", ())), endpoints, warm)
     for part, required in KINDS[kind].REQUIRES.items():
         missing = [k for k in required if k not in getattr(spec, part)]
         if missing:

@@ -3,7 +3,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus, reveal, setDisabled } from "../dom.js";
-import { bars, getJson, item, LabPanel, markPreset, metric, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
+import { bars, getJson, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, vector, vectors } from "./common.js";
 
 const TOP = 5;
 
@@ -27,26 +27,36 @@ export class Lab extends LabPanel {
     section.querySelector("#generate").addEventListener("click", () => this.generate());
     const steps = section.querySelector("#gen-steps");
     steps.addEventListener("input", () => { if (steps.value !== "") this.wantedSteps = Number(steps.value); });
-    this.load(startingPreset(this.settings.presets));
+    const start = startFromLink(this.settings.presets, (params) => {
+      if (!params.has("prompt")) return null;
+      const ids = linkedInts(params, "prompt");
+      if (!ids.length) throw new Error("the prompt holds no token");
+      return ids;
+    });
+    if (start.input) this.edit(start.input);
+    else this.load(start.preset, start.problem);
   }
 
   name(id) {
     return this.settings.names[id] ?? String(id);
   }
 
-  load(preset) {
+  /** A recorded case's prompt; `problem` says why a link's prompt was not used instead. */
+  load(preset, problem = null) {
     this.preset = preset?.id ?? null;
     markPreset(this.section, this.preset);
     this.presetLabel = preset?.label;
     this.ids = [...preset.request.input_ids];
+    linkInput({ prompt: null }, this.preset);
     this.renderStrip();
-    this.run();
+    this.run(problem);
   }
 
   edit(ids) {
     this.preset = null;
     markPreset(this.section, null);
     this.ids = ids;
+    linkInput({ prompt: ids.join(",") });
     this.renderStrip();
     this.run();
   }
@@ -75,11 +85,11 @@ export class Lab extends LabPanel {
     button.title = room < 1 ? "The context is full: remove a token to generate" : "";
   }
 
-  async run() {
+  async run(problem = null) {
     const body = { input_ids: this.ids, ...(this.preset ? { compare_with: this.preset } : {}) };
     const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy));
     if (!answer) return;
-    this.setStatus(`Live run done: ${(answer.compute_seconds * 1000).toFixed(1)} ms of compute on the server${answer.cached ? " (an identical request was answered before)" : ""}.`);
+    this.setStatus(`${problem ? `${problem} ` : ""}Live run done: ${(answer.compute_seconds * 1000).toFixed(1)} ms of compute on the server${answer.cached ? " (an identical request was answered before)" : ""}.`);
     this.render(answer);
   }
 

@@ -5,6 +5,7 @@ import { diverging, sig } from "../charts.js";
 import { el, readJson, requireData, scrollBox, showStatus } from "../dom.js";
 
 const BUSY_RETRIES = 3;
+const PROGRESS_MS = 1000; // how often a waiting run's elapsed time is shown
 const TEXT_CELL_STRENGTH = 0.7; // cells that carry text take at most 70% of a colour: dark text keeps 5:1
 
 async function send(url, init, onBusy) {
@@ -49,12 +50,27 @@ class Latest {
     const mine = ++this.count;
     const current = () => mine === this.count;
     this.report(waiting);
+    // A run that takes longer than a moment shows its time, so that a wait (a recipe process still
+    // starting after the server did, a queue) reads as progress rather than as a page that hangs.
+    const began = Date.now();
+    let busy = false;
+    const progress = setInterval(() => {
+      if (!current() || busy) return;
+      const seconds = Math.round((Date.now() - began) / 1000);
+      this.report(`${waiting} ${seconds} s so far; a first run after the server starts waits for its recipe process.`);
+    }, PROGRESS_MS);
     try {
-      const answer = await start((seconds) => current() && this.report(`The server is busy; trying again in ${seconds} s…`));
+      const answer = await start((seconds) => {
+        busy = true;
+        if (current()) this.report(`The server is busy; trying again in ${seconds} s…`);
+        setTimeout(() => { busy = false; }, seconds * 1000);
+      });
       return current() ? answer : null;
     } catch (error) {
       if (current()) this.report(`The run failed: ${error.message}`, true);
       return null;
+    } finally {
+      clearInterval(progress);
     }
   }
 }
@@ -166,6 +182,51 @@ export function markPreset(section, presetId) {
 export function startingPreset(presets) {
   const wanted = new URLSearchParams(window.location.search).get("case");
   return presets.find((p) => p.id === wanted) ?? presets[0];
+}
+
+// ---- The lab's input in the page's URL: a reload or a shared link shows the same input.
+
+const LINKED_PRESET = "lab"; // ?lab=<preset id>: the reader's last choice was a recorded case, unedited
+
+/**
+ * Where a lab starts from its link: `{input}` when the query carries an input (`parse(params)` reads it, null
+ * when there is none, and throws an Error saying what is wrong with a malformed one), else `{preset}`, the
+ * recorded case ?lab= or ?case= names; `problem` says why a link's input was not used.
+ */
+export function startFromLink(presets, parse) {
+  const params = new URLSearchParams(window.location.search);
+  let problem = null;
+  try {
+    const input = parse(params);
+    if (input) return { input };
+  } catch (error) {
+    problem = `The link's input could not be used (${error.message}); showing a recorded case instead.`;
+  }
+  const linked = presets.find((p) => p.id === params.get(LINKED_PRESET));
+  return { preset: linked ?? startingPreset(presets), problem };
+}
+
+/**
+ * Write the lab's input into the URL, replacing the history entry (an edit is not a page to go back to):
+ * `values` by parameter, null removing one. A recorded case is named by `preset` instead of its values.
+ */
+export function linkInput(values, preset = null) {
+  const url = new URL(window.location.href);
+  for (const [name, value] of Object.entries(values)) {
+    if (value === null || preset) url.searchParams.delete(name);
+    else url.searchParams.set(name, value);
+  }
+  if (preset) url.searchParams.set(LINKED_PRESET, preset);
+  else url.searchParams.delete(LINKED_PRESET);
+  if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url);
+}
+
+/** A comma-separated list of whole numbers from a link; an Error names the parameter when it is not one. */
+export function linkedInts(params, name) {
+  const text = params.get(name);
+  const values = text === null || text === "" ? [] : text.split(",").map(Number);
+  if (!values.every(Number.isInteger)) throw new Error(`${name} must be whole numbers separated by commas`);
+  return values;
 }
 
 /** A case's matrix, vector or metric by its stable key (labels are for display only). */

@@ -4,7 +4,7 @@
 
 import { diverging, sig, svgEl } from "../charts.js";
 import { chartBox, el, reveal, saveFile, scrollBox, setDisabled } from "../dom.js";
-import { bars, LabPanel, markPreset, postJson, startingPreset, table } from "./common.js";
+import { bars, LabPanel, linkedInts, linkInput, markPreset, postJson, startFromLink, table } from "./common.js";
 
 const ALIGNED_UNITS = 16; // FFN units shown aligned before/after GELU; all of them are in the downloads
 const PREVIEW_DIMENSIONS = 12; // of the traced token's first vector, shown as numbers
@@ -155,6 +155,7 @@ export class Lab extends LabPanel {
     });
     this.text.addEventListener("input", () => {
       markPreset(this.section, null);
+      this.presetId = null;
       if (!this.answer) return;
       this.setStatus("The sentence changed: press Trace to trace it.");
       this.markStale(this.text.value === this.tracedText ? null : "press Trace to trace the sentence above.");
@@ -166,16 +167,28 @@ export class Lab extends LabPanel {
     for (const button of section.querySelectorAll("[data-preset]")) {
       button.addEventListener("click", () => this.usePreset(this.settings.presets.find((p) => p.id === button.dataset.preset)));
     }
-    const preset = startingPreset(this.settings.presets);
-    if (preset) this.usePreset(preset, false);
     const submit = this.form.querySelector("[type=submit]");
     submit.disabled = submit.dataset.checkpoint === "missing";
+    const start = startFromLink(this.settings.presets, (params) => {
+      if (!params.has("text")) return null;
+      const [topK] = params.has("top_k") ? linkedInts(params, "top_k") : [];
+      return { text: params.get("text"), top_k: topK };
+    });
+    if (start.input) {
+      this.text.value = start.input.text;
+      if (start.input.top_k) this.topK.value = start.input.top_k;
+      if (!submit.disabled) this.trace(false); // a shared trace is shown, not just its sentence
+    } else if (start.preset) {
+      this.usePreset(start.preset, false);
+      if (start.problem) this.setStatus(start.problem);
+    }
   }
 
   usePreset(preset, run = true) {
     this.text.value = preset.request.text;
     if (preset.request.top_k) this.topK.value = preset.request.top_k;
     markPreset(this.section, preset.id);
+    this.presetId = preset.id;
     if (run) this.trace(false);
   }
 
@@ -195,6 +208,7 @@ export class Lab extends LabPanel {
     }
     this.answer = answer;
     this.tracedText = body.text;
+    linkInput({ text: body.text, top_k: body.top_k }, this.presetId); // the sentence traced, for a reload or a link
     this.markStale(null);
     this.choosePositions(answer);
     this.render(answer);

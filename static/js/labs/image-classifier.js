@@ -4,11 +4,18 @@
 
 import { diverging, heatmapSvg, sig, valueHeatmap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
-import { bars, item, LabPanel, markPreset, metric, postJson, recordCheck, startingPreset, table, vector } from "./common.js";
+import { bars, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, vector } from "./common.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
 const MAP_PIXELS = 72; // the drawn size of one feature map, whatever its side
 const FEATURE_MAP = /^(.+)_c(\d+)$/;
+const DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"; // a grey level as one character of a link
+const LINKED_CELLS = 1024; // a drawing with more cells than this is too long for a link and stays out of it
+
+/** A drawing as one character per cell, rows separated by dots: "00a0.0g00" (levels up to 35). */
+function drawingText(image) {
+  return image.map((row) => row.map((v) => DIGITS[v]).join("")).join(".");
+}
 
 export class Lab extends LabPanel {
   constructor(section) {
@@ -31,11 +38,40 @@ export class Lab extends LabPanel {
     }
     section.querySelector("#clear-drawing").addEventListener("click", () => this.edit(this.blank()));
     this.ink.addEventListener("input", () => { section.querySelector("#ink-value").value = this.ink.value; });
-    this.label.addEventListener("change", () => this.run());
+    this.label.addEventListener("change", () => {
+      this.link();
+      this.run();
+    });
     this.target.addEventListener("change", () => this.traceShown && this.trace());
     section.querySelector("#trace-class").addEventListener("click", () => this.trace());
-    if (this.settings.presets.length) this.load(startingPreset(this.settings.presets));
-    else this.run();
+    this.linkable = rows * cols <= LINKED_CELLS && levels < DIGITS.length;
+    const start = startFromLink(this.settings.presets, (params) => this.fromLink(params));
+    if (start.input) {
+      this.label.value = start.input.label ?? "";
+      this.edit(start.input.image);
+    } else if (start.preset) {
+      this.load(start.preset, start.problem);
+    } else {
+      this.run();
+    }
+  }
+
+  /** The drawing a link carries (?drawing=, one character per cell, rows separated by dots; ?label=), or null. */
+  fromLink(params) {
+    if (!this.linkable || !params.has("drawing")) return null;
+    const rows = params.get("drawing").split(".");
+    const image = rows.map((row) => [...row].map((ch) => DIGITS.indexOf(ch)));
+    if (image.length !== this.rows || image.some((row) => row.length !== this.cols || row.some((v) => v < 0 || v > this.levels))) {
+      throw new Error(`drawing must be ${this.rows} rows of ${this.cols} levels from 0 to ${DIGITS[this.levels]}`);
+    }
+    const [label] = params.has("label") ? linkedInts(params, "label") : [];
+    return { image, label };
+  }
+
+  /** The drawing into the URL (where it is small enough), or the name of the recorded case it still is. */
+  link() {
+    if (!this.linkable) return;
+    linkInput({ drawing: drawingText(this.image), label: this.label.value === "" ? null : this.label.value }, this.preset);
   }
 
   name(k) {
@@ -131,14 +167,16 @@ export class Lab extends LabPanel {
 
   // ---- runs
 
-  load(preset) {
+  /** A recorded case's drawing; `problem` says why a link's drawing was not used instead. */
+  load(preset, problem = null) {
     this.preset = preset.id;
     this.presetLabel = preset.label;
     this.image = preset.request.image.map((row) => [...row]);
     this.label.value = preset.request.label ?? "";
     markPreset(this.section, preset.id);
     this.show();
-    this.run();
+    this.link();
+    this.run(problem);
   }
 
   edit(image) {
@@ -151,11 +189,12 @@ export class Lab extends LabPanel {
     this.preset = null;
     markPreset(this.section, null);
     this.show();
+    this.link();
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.run(), SETTLE_MS);
   }
 
-  async run() {
+  async run(problem = null) {
     const body = { image: this.image };
     if (this.label.value !== "") body.label = Number(this.label.value);
     if (this.preset) body.compare_with = this.preset;
@@ -164,7 +203,7 @@ export class Lab extends LabPanel {
     const c = answer.case;
     const read = item(c, "prediction").value;
     const ms = answer.compute_seconds * 1000;
-    this.setStatus(`Read as ${this.name(read)} with probability ${sig(item(c, "confidence").value, 3)} (${ms < 1 ? "under 1" : ms.toFixed(0)} ms on the server).`);
+    this.setStatus(`${problem ? `${problem} ` : ""}Read as ${this.name(read)} with probability ${sig(item(c, "confidence").value, 3)} (${ms < 1 ? "under 1" : ms.toFixed(0)} ms on the server).`);
     this.render(answer);
     if (this.traceShown) this.trace();
   }

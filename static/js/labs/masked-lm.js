@@ -3,7 +3,7 @@
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus, reveal } from "../dom.js";
-import { bars, chip, getJson, item, LabPanel, markPreset, metric, postJson, recordCheck, startingPreset, table, vector, vectors } from "./common.js";
+import { bars, chip, getJson, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, vector, vectors } from "./common.js";
 
 const MODES = ["bidirectional", "causal"];
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
@@ -29,8 +29,36 @@ export class Lab extends LabPanel {
     this.traced = null; // {position, attention} of the trace shown, refreshed after every run
     this.traces = 0;
     this.bind();
-    const first = startingPreset(this.settings.presets);
-    this.load(first.request, first.id);
+    const start = startFromLink(this.settings.presets, (params) => this.fromLink(params));
+    if (start.input) {
+      this.state = { compare: start.input.compare };
+      this.load(start.input.request);
+    } else {
+      this.load(start.preset.request, start.preset.id).then(() => start.problem && this.setStatus(`${start.problem} ${this.status.textContent}`));
+    }
+  }
+
+  /** The sentence a link carries (?tokens=&originals=&segments=&scored=&nsp=&attention=&compare=), or null. */
+  fromLink(params) {
+    if (!params.has("tokens")) return null;
+    const ids = linkedInts(params, "tokens");
+    if (!ids.length) throw new Error("tokens holds no token");
+    const orig = params.has("originals") ? linkedInts(params, "originals") : ids;
+    const seg = params.has("segments") ? linkedInts(params, "segments") : null;
+    if (orig.length !== ids.length || (seg && seg.length !== ids.length)) throw new Error("tokens, originals and segments differ in length");
+    const attention = params.get("attention") ?? "bidirectional";
+    if (!MODES.includes(attention)) throw new Error(`attention must be ${MODES.join(" or ")}`);
+    const [nsp] = params.has("nsp") ? linkedInts(params, "nsp") : [0];
+    return { compare: params.get("compare") === "1", request: {
+      input_ids: ids, original_ids: orig, segment_ids: seg ?? ids.map(() => 0), mlm_positions: linkedInts(params, "scored"),
+      nsp_label: nsp, attention } };
+  }
+
+  /** The state into the URL: the values of an edited sentence, or the name of the recorded case. */
+  link() {
+    const s = this.state;
+    linkInput({ tokens: s.ids.join(","), originals: s.orig.join(","), segments: s.seg.join(","),
+      scored: [...s.sel].sort((a, b) => a - b).join(","), nsp: s.nsp, attention: s.attention, compare: s.compare ? "1" : null }, s.preset);
   }
 
   /** A token by its name (the server's), with its id beside a name that is not the id itself. */
@@ -119,6 +147,7 @@ export class Lab extends LabPanel {
         segment, action ? el("span", { class: `badge action-${action}` }, action) : null);
     });
     keepingFocus(strip, () => strip.replaceChildren(legend, ...slots));
+    this.link();
   }
 
   request(attention) {
