@@ -238,7 +238,7 @@ def test_charts_download_as_svg_and_numbers_as_csv(watched, tmp_path):
         page.locator(".heatmap-figure [data-export-svg]").click()
     svg = Path(info.value.path()).read_text()
     assert info.value.suggested_filename == "bert-mask-b-bidirectional-attention-head-0.svg"
-    assert svg.startswith("<?xml") and "<svg" in svg and "row 0, column 0: 0.1744" in svg
+    assert svg.startswith("<?xml") and "<svg" in svg and "row 0 (CLS, id 1), column 0 (CLS, id 1): 0.1744" in svg
     with page.expect_download() as info:
         page.locator(".bars-figure [data-export-svg]").first.click()
     assert "0.7253" in Path(info.value.path()).read_text()
