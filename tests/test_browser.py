@@ -17,6 +17,8 @@ from app.config import PROJECT_ROOT, TestConfig
 
 from .conftest import LENET_RECIPE, recipe_module
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update"]

@@ -17,6 +17,8 @@ from app.config import PROJECT_ROOT
 
 from .conftest import BERT_MANIFEST, BERT_RECIPE, ModelTree
 
+pytestmark = pytest.mark.processes
+
 
 def slow_replay(seconds: float) -> str:
     """The BERT recipe's run.py, with a replay that first sleeps (so that runs overlap requests)."""

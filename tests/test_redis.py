@@ -14,6 +14,8 @@ from app.config import TestConfig
 
 from .conftest import check_bounded_cache
 
+pytestmark = pytest.mark.redis
+
 RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
 
 
