@@ -223,7 +223,7 @@ def lab_endpoint(slug: str, action: str):
         if not isinstance(compare_with, str):
             abort(400, "compare_with: must be the id of a recorded case")
     args = found.lab.module.prepare(action, validate(body, declared.fields), found.lab)
-    answer = live.compute(found, declared.entry, args)
+    answer = live.lab_answer(found, declared.entry, args)
     result = answer.pop("result")
     if declared.answers != "case":
         return jsonify({"kind": action, **answer, **result})

@@ -31,7 +31,7 @@ from .checkpoints import (
 from .compare import tolerance_for
 from .graphlayout import build_preview
 from .recipes import RecipeMetadataError, read_metadata
-from .runner import WorkerPool
+from .runner import RecipeCall, WorkerPool
 from .schema import ITEMS, ManifestError, validate_manifest
 
 RECORDER_VERSION = 1  # provenance.recorder: which recordings this recorder made (and may overwrite)
@@ -163,7 +163,7 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
         raise RecordingError(f"recipes/{slug}/recipe.toml lacks {', '.join(missing)}")
     checkpoint = _checkpoint(meta)
     context = {"checkpoint": str(checkpoint.folder)} if checkpoint else {}
-    reply = pool.run(recipe_dir, "capture", "capture", {"inputs": meta["recording"]["inputs"]}, context)
+    reply = pool.run(RecipeCall.capture(recipe_dir, meta["recording"]["inputs"], context))
     graph, replay = reply["result"]["graph"], reply["result"]["replay"]
     manifest: dict = {"schemaVersion": 1, "slug": slug}
     for key in HEAD_FIELDS:

@@ -5,6 +5,7 @@ import multiprocessing
 import os
 import re
 import threading
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -39,6 +40,39 @@ def run_key(model) -> str:
     seed = current_app.config["RECIPE_SEED"]
     key = f"{model.slug}:{model.etag}:{model.recipe_sha256}:torch-{torch_version()}:seed-{seed}"
     return key if model.checkpoint is None else f"{key}:checkpoint-{checkpoints.find(model.checkpoint).digest}"
+
+
+@dataclass(frozen=True)
+class RecipeCall:
+    """What a recipe worker is asked to run: the recipe's replay (run.py), one of its lab entries (lab.py), or
+    a capture of its graph. `context` holds the server's own arguments (a checkpoint folder), never a client's;
+    the worker checks that the entry is one the recipe declares."""
+
+    recipe_dir: Path
+    module: str
+    entry: str
+    args: dict = field(default_factory=dict)
+    context: dict = field(default_factory=dict)
+
+    @classmethod
+    def replay(cls, recipe_dir: Path, context: dict | None = None) -> "RecipeCall":
+        """run.py's replay(): every recorded case and check, computed again."""
+        return cls(Path(recipe_dir), "run", "replay", {}, context or {})
+
+    @classmethod
+    def lab(cls, recipe_dir: Path, entry: str, args: dict | None = None, context: dict | None = None) -> "RecipeCall":
+        """A lab.py function that the recipe's [lab] declaration names."""
+        return cls(Path(recipe_dir), "lab", entry, args or {}, context or {})
+
+    @classmethod
+    def capture(cls, recipe_dir: Path, inputs: list, context: dict | None = None) -> "RecipeCall":
+        """The recorder's trace of the model's graph and its replay, in one run."""
+        return cls(Path(recipe_dir), "capture", "capture", {"inputs": inputs}, context or {})
+
+    def task(self) -> dict:
+        """The call as the worker receives it (plain data over the pipe)."""
+        return {"recipe_dir": str(self.recipe_dir), "module": self.module, "entry": self.entry,
+                "args": self.args, "context": self.context}
 
 
 class RecipeError(Exception):
@@ -157,12 +191,9 @@ class WorkerPool:
                 return
         w.kill()  # a replacement started while a request started its own: keep no more than size
 
-    def run(self, recipe_dir: Path, module: str, entry: str, args: dict | None = None,
-            context: dict | None = None) -> dict:
-        """Call `entry(**args, **context)` of the recipe file `module`.py in a worker; returns the worker's
-        reply. `context` holds the server's own arguments (a checkpoint folder), never a client's."""
-        task = {"recipe_dir": str(recipe_dir), "module": module, "entry": entry, "args": args or {},
-                "context": context or {}}
+    def run(self, call: RecipeCall) -> dict:
+        """Run the call in a worker; returns the worker's reply, or raises a RecipeError saying why not."""
+        task = call.task()
         with self._slots:
             w = self._take()
             try:

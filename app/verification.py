@@ -17,11 +17,12 @@ from datetime import UTC, datetime
 
 from flask import Flask, current_app
 
+from . import compute
 from .catalog import Model
 from .checkpoints import CheckpointUnavailable, context, find
 from .compare import compare_replay, tolerance_for
-from .extensions import runner, state
-from .runner import RecipeError, run_key
+from .extensions import state
+from .runner import RecipeCall, RecipeError, run_key
 
 KEEP_JOB_SECONDS = 3600  # how long a finished job can still be polled
 # A cached report read from the shared store is kept this long in the process that read it: its key names
@@ -85,7 +86,7 @@ def verify(model: Model) -> dict:
     report: dict = {"model": model.slug, "revision": model.revision, "manifest_sha256": model.etag,
                     "started_at": started_at, "recipe": _recipe_summary(model)}
     try:
-        reply = runner.pool.run(model.recipe_dir, "run", "replay", context=context(model.checkpoint))
+        reply = compute.run(RecipeCall.replay(model.recipe_dir, context(model.checkpoint)))
     except CheckpointUnavailable as exc:
         report |= {"status": "error", "message": exc.description}
     except RecipeError as exc:
@@ -181,7 +182,7 @@ class Verifications:
         found = self._running(key)
         if found is not None:
             return found
-        runner.pool.admit()  # PoolBusy when the queue is full: nothing is started
+        ticket = compute.admit()  # PoolBusy when the queue is full: nothing is started
         now = time.time()
         job_id = uuid.uuid4().hex
         record = {"id": job_id, "model": model.slug, "key": key, "state": "queued", "created": now,
@@ -192,14 +193,14 @@ class Verifications:
         if not state.store.add(_running_key(key), job_id, ttl=2 * timeout + 60):
             winner = self._running(key)
             if winner is not None:  # another process started the same verification a moment ago
-                runner.pool.release()
+                ticket.release()
                 state.store.delete(_job_key(job_id))
                 return winner
         local = self._local
         with local["lock"]:
             local["running"][job_id] = (record, threading.Event())
             self._ensure_heartbeat(current_app._get_current_object())
-        local["executor"].submit(self._run, current_app._get_current_object(), model, key, record)
+        local["executor"].submit(self._run, current_app._get_current_object(), model, key, record, ticket)
         return with_elapsed(record)
 
     def _ensure_heartbeat(self, app: Flask) -> None:
@@ -227,7 +228,7 @@ class Verifications:
         state.store.set(_job_key(record["id"]), record, KEEP_JOB_SECONDS)
         return record
 
-    def _run(self, app: Flask, model: Model, key: str, record: dict) -> None:
+    def _run(self, app: Flask, model: Model, key: str, record: dict, ticket: compute.Ticket) -> None:
         with app.app_context():
             record["state"] = "running"
             record["started"] = record["heartbeat"] = time.time()
@@ -238,7 +239,7 @@ class Verifications:
                 app.logger.exception("verification of %s failed unexpectedly", model.slug)
                 report = {"model": model.slug, "status": "error", "message": f"internal error: {exc}"}
             finally:
-                runner.pool.release()
+                ticket.release()
             report["cached"] = False
             seconds = float(app.config["CACHE_SECONDS"])
             if report["status"] != "error":  # a timeout or crash may pass on a retry; never cache it

@@ -514,6 +514,8 @@ def test_lab_inputs_live_in_the_url_so_a_reload_or_a_link_shows_them_again(watch
     bert.locator('[data-mask="1"]').click()
     bert.locator("#compare-mode").check()
     expect(bert).to_have_url(re.compile(r"scored=1%2C2.*compare=1"))
+    expect(bert.locator(".lab-column")).to_have_count(2)  # the runs answered: a reload aborts none
+    expect(bert.locator("#lab-status")).to_contain_text("Done:")
     bert.reload()
     expect(bert.locator(".lab-column")).to_have_count(2)
     expect(bert.locator('[data-mask="1"]')).to_have_attribute("aria-pressed", "true")
@@ -521,8 +523,10 @@ def test_lab_inputs_live_in_the_url_so_a_reload_or_a_link_shows_them_again(watch
 
     lenet = watched("/models/lenet")
     lab_ready(lenet)
-    lenet.locator("#clear-drawing").click()
-    grid_cell(lenet, 2, 3).click()
+    with lenet.expect_response("**/api/models/lenet/runs"):
+        lenet.locator("#clear-drawing").click()
+    with lenet.expect_response("**/api/models/lenet/runs"):  # answered before the reload, so none is aborted
+        grid_cell(lenet, 2, 3).click()
     expect(lenet).to_have_url(re.compile(r"drawing=0+\.0+\.000[1-9a-g]0+\."))
     lenet.reload()
     expect(grid_cell(lenet, 2, 3)).to_have_attribute("aria-label", re.compile(r"level [1-9]"))

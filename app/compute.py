@@ -1,0 +1,88 @@
+"""The one way the web app starts a recipe run.
+
+    ticket = admit()          # a place in the pool for one run; PoolBusy (429) when there is none
+    try:
+        reply = run(call)     # the worker's reply; a RecipeError says why there is none
+    finally:
+        ticket.release()      # once, from whichever thread finished the run
+
+`submit(call, key)` is all of it for a request that waits for its answer: the cached answer under `key`,
+else admission, the run, the answer checked to be JSON (`answerable`) and kept. `status_of(error)` is the one table from
+a failed run to an HTTP status. Every recipe run of a request (lab endpoints, verifications, and next,
+interventions) goes through here; the recorder's CLI runs its own pool directly.
+"""
+
+import json
+import threading
+
+from flask import abort, current_app
+from werkzeug.exceptions import HTTPException
+
+from .extensions import runner, state
+from .runner import PoolBusy, RecipeCall, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout, WorkerPool
+
+# From a failed run to the status its request answers (a refusal carries its own: 400 or 503).
+STATUS = ((PoolBusy, 429), (RecipeTimeout, 504), (RecipeCrashed, 503), (RecipeError, 502))
+
+
+def status_of(error: Exception) -> int:
+    """The HTTP status of a run that failed with `error`."""
+    if isinstance(error, RecipeRefused):
+        return error.status
+    if isinstance(error, HTTPException):  # an unusable checkpoint is a 503 already
+        return error.code or 500
+    return next(status for kind, status in STATUS if isinstance(error, kind))
+
+
+class Ticket:
+    """A place in the pool for one run, released exactly once whichever thread ends the run."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self._pool = pool
+        self._held = True
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = self._held, False
+        if held:
+            self._pool.release()
+
+
+def admit() -> Ticket:
+    """Claim a place for one run, running or queued; PoolBusy (429) when the pool and its queue are full."""
+    pool = runner.pool
+    pool.admit()
+    return Ticket(pool)
+
+
+def run(call: RecipeCall) -> dict:
+    """Run the call in a worker (its place admitted already): the reply, or a RecipeError saying why not."""
+    return runner.pool.run(call)
+
+
+def answerable(call: RecipeCall, reply: dict) -> dict:
+    """The reply, when its result can be answered as JSON: NaN and infinity cannot (a replay's are compared
+    instead, so verification does not ask this)."""
+    try:
+        json.dumps(reply["result"], allow_nan=False)
+    except ValueError:
+        raise RecipeError(f"the recipe's {call.entry}() answered NaN or infinity, which JSON cannot carry") from None
+    return reply
+
+
+def submit(call: RecipeCall, key: str) -> tuple[dict, bool]:
+    """The reply to the call and whether it came from the cache (kept under `key`, which names everything
+    the answer depends on, for CACHE_SECONDS); a failed run aborts with status_of's status and its reason."""
+    found = state.store.get(key)
+    if found is not None:
+        return found, True
+    ticket = admit()
+    try:
+        reply = answerable(call, run(call))
+    except RecipeError as exc:
+        abort(status_of(exc), str(exc))
+    finally:
+        ticket.release()
+    state.store.set(key, reply, float(current_app.config["CACHE_SECONDS"]), cached=True)
+    return reply, False

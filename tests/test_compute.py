@@ -1,0 +1,58 @@
+"""The compute service: one admission, one error table, one way to run a recipe for a request."""
+
+import pytest
+from werkzeug.exceptions import ServiceUnavailable
+
+from app import compute
+from app.runner import PoolBusy, RecipeCall, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout, WorkerPool
+
+from .conftest import BERT_RECIPE
+
+
+@pytest.mark.parametrize(("error", "status"), [
+    (PoolBusy("full"), 429), (RecipeTimeout("slow"), 504), (RecipeCrashed("died"), 503),
+    (RecipeError("raised"), 502), (RecipeRefused(400, "input_ids: bad"), 400), (RecipeRefused(503, "no"), 503),
+    (ServiceUnavailable("no checkpoint"), 503)])
+def test_one_table_maps_every_failed_run_to_its_status(error, status):
+    assert compute.status_of(error) == status
+
+
+def test_a_ticket_gives_its_place_back_once_whoever_releases_it():
+    pool = WorkerPool(size=1, timeout=5, torch_threads=1, seed=0, queue=0)
+    pool.admit()
+    ticket = compute.Ticket(pool)
+    with pytest.raises(PoolBusy):
+        pool.admit()
+    ticket.release()
+    ticket.release()  # a second release (another thread's finally) gives nothing back twice
+    pool.admit()  # the one place is free again...
+    with pytest.raises(PoolBusy):
+        pool.admit()  # ...and only one
+
+
+def test_calls_are_typed_and_the_worker_receives_plain_data():
+    call = RecipeCall.lab(BERT_RECIPE, "trace", {"position": 2}, {"checkpoint": "/srv/ckpt"})
+    assert call.task() == {"recipe_dir": str(BERT_RECIPE), "module": "lab", "entry": "trace",
+                           "args": {"position": 2}, "context": {"checkpoint": "/srv/ckpt"}}
+    assert RecipeCall.replay(BERT_RECIPE).task()["module"] == "run"
+    assert RecipeCall.capture(BERT_RECIPE, [{"shape": [1, 6]}]).args == {"inputs": [{"shape": [1, 6]}]}
+
+
+def test_a_failed_lab_run_leaves_no_place_taken(app, client):
+    """A lab request whose run fails answers its status and gives its place back: the next one is admitted."""
+    pool = app.extensions["tensorviz.pool"]
+    body = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2],
+            "original_ids": [1, 4, 5, 2, 6, 2], "attention": "bidirectional"}
+
+    def crash(call):
+        raise RecipeCrashed("the recipe worker died")
+
+    real, pool.run = pool.run, crash
+    try:
+        for label in range(pool.capacity + 2):  # more failed runs than the pool has places
+            response = client.post("/api/models/bert/runs", json={**body, "nsp_label": label % 2,
+                                                                  "mlm_positions": [1 + label % 4]})
+            assert response.status_code == 503 and "worker died" in response.get_json()["error"]["message"]
+    finally:
+        pool.run = real
+    assert client.post("/api/models/bert/runs", json={**body, "nsp_label": 0}).status_code == 200
