@@ -46,10 +46,7 @@ def limit_body() -> None:
 
 def get_model(slug: str) -> Model:
     """The model with this slug, or a 404 that says why it is missing."""
-    model = store.get(slug)
-    if model is None:
-        abort(404, store.why_missing(slug))
-    return model
+    return store.get_or_404(slug)
 
 
 def model_links(model: Model) -> dict:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from flask import Flask, current_app
+from flask import Flask, abort, current_app
 
 from .checkpoints import CheckpointDeclarationError, CheckpointSpec, checkpoint_spec
 from .graphlayout import drawing_document
@@ -53,6 +53,12 @@ class ServedFile:
     @property
     def size(self) -> int:
         return len(self.content)
+
+
+def file_path(slug: str, revision: str, name: str) -> str:
+    """Where a model's file is served (downloads.model_file): the revision in the path, so that the URL of
+    changed content changes too."""
+    return f"/models/{slug}/{revision}/{name}"
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,7 @@ class Model:
         return self.lab.axes(case) if self.lab else {}
 
     def file_url(self, name: str) -> str:
-        return f"/models/{self.slug}/{self.revision}/{name}"
+        return file_path(self.slug, self.revision, name)
 
 
 @dataclass(frozen=True)
@@ -338,6 +344,13 @@ class ManifestStore:
 
     def get(self, slug: str) -> Model | None:
         return self.catalog.models.get(slug)
+
+    def get_or_404(self, slug: str) -> "Model":
+        """The model with this slug, or a 404 that says why it is missing (unknown, or unavailable and why)."""
+        model = self.get(slug)
+        if model is None:
+            abort(404, self.why_missing(slug))
+        return model
 
     def why_missing(self, slug: str) -> str:
         """Why no model answers to this slug, for an error message."""

@@ -19,6 +19,10 @@ class Tolerance:
     atol: float
     source: str
 
+    def allowance(self, recorded):
+        """How far a replayed value may be from `recorded` (a number or an array): atol + rtol * |recorded|."""
+        return self.atol + self.rtol * abs(recorded)
+
     def as_dict(self) -> dict:
         return {
             "rtol": self.rtol,
@@ -60,7 +64,7 @@ def compare_values(key: str, label: str, kind: str, recorded, replayed, tol: Tol
         message = f"replayed shape {list(got.shape)} differs from recorded {list(want.shape)}"
         return result | {"status": "failed", "message": message}
     diff = np.abs(got - want)
-    allowed = tol.atol + tol.rtol * np.abs(want)
+    allowed = tol.allowance(want)
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(want != 0, diff / np.abs(want), np.where(diff == 0, 0.0, np.inf))
     # The worst element is the one furthest past (or closest to) its own allowance.

@@ -19,9 +19,7 @@ def content_disposition(kind: str, filename: str) -> str:
 @bp.get("/models/<slug>/<revision>/<name>")
 def model_file(slug: str, revision: str, name: str):
     """One file of a model's current revision; anything not in its file list is a 404."""
-    model = store.get(slug)
-    if model is None:
-        abort(404, store.why_missing(slug))
+    model = store.get_or_404(slug)
     if revision != model.revision:
         abort(404, f"revision {revision!r} of {slug!r} is not served; the current one is {model.revision}")
     served = model.files.get(name)

@@ -1,5 +1,5 @@
-"""A thread-safe least-recently-used map bounded by the total size of what it holds: the per-process
-caches of compressed bodies and of whole responses."""
+"""A thread-safe least-recently-used map bounded by the total size of what it holds: every per-process
+cache (compressed bodies, whole responses, rendered pages, reports read from the shared store)."""
 
 import threading
 from collections import OrderedDict
@@ -46,3 +46,15 @@ class SizedLRU:
 
     def __len__(self) -> int:
         return len(self.items)
+
+    # Read like a mapping (for tests and diagnostics), without touching the order of use.
+    def keys(self) -> list:
+        with self.lock:
+            return list(self.items)
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __getitem__(self, key: Hashable) -> Any:
+        with self.lock:
+            return self.items[key][0]

@@ -4,7 +4,6 @@ import csv
 import hashlib
 import io
 import json
-from collections import OrderedDict
 from itertools import groupby
 from threading import Lock
 from urllib.parse import urlsplit
@@ -18,6 +17,7 @@ from .compression import is_conditional
 from .downloads import content_disposition
 from .extensions import store
 from .graphlayout import default_focus
+from .lru import SizedLRU
 from .response_cache import keep
 
 bp = Blueprint("pages", __name__)
@@ -65,10 +65,7 @@ def lab_settings(model: Model) -> dict:
 
 
 def page_model(slug: str) -> Model:
-    model = store.get(slug)
-    if model is None:
-        abort(404, store.why_missing(slug))
-    return model
+    return store.get_or_404(slug)
 
 
 def find_case(model: Model, case_id: str) -> dict:
@@ -98,7 +95,7 @@ def index():
                            unavailable=list(store.catalog.unavailable.values()))
 
 
-PAGES_REMEMBERED = 128  # rendered model pages kept per process; a page depends only on the catalog and ?case=&step=
+PAGES_BYTES = 32 * 2**20  # rendered model pages kept per process; a page depends only on the catalog and its key
 
 
 def remembered(key: tuple, render) -> Response:
@@ -107,12 +104,9 @@ def remembered(key: tuple, render) -> Response:
     catalog = store.catalog
     memo = current_app.extensions.get("tensorviz.pages")
     if memo is None or memo["catalog"] is not catalog:
-        memo = {"catalog": catalog, "pages": OrderedDict(), "lock": Lock(), "rendering": Lock()}
+        memo = {"catalog": catalog, "pages": SizedLRU(PAGES_BYTES), "rendering": Lock()}
         current_app.extensions["tensorviz.pages"] = memo
-    with memo["lock"]:
-        page = memo["pages"].get(key)
-        if page is not None:
-            memo["pages"].move_to_end(key)
+    page = memo["pages"].get(key)
     if page is None:
         # One render at a time: requests that arrive together for a page not yet rendered wait for the
         # first one instead of each rendering it (rendering is CPU work under the GIL anyway).
@@ -121,10 +115,7 @@ def remembered(key: tuple, render) -> Response:
             if page is None:
                 html = render().encode()
                 page = (html, hashlib.sha256(html).hexdigest()[:32])
-                with memo["lock"]:
-                    memo["pages"][key] = page
-                    while len(memo["pages"]) > PAGES_REMEMBERED:
-                        memo["pages"].popitem(last=False)
+                memo["pages"].put(key, page, len(html))
     response = Response(page[0], mimetype="text/html")
     response.set_etag(page[1])
     return response.make_conditional(request) if is_conditional(request) else response

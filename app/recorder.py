@@ -17,6 +17,7 @@ from .catalog import (
     GRAPH_FILE,
     MANIFEST_NAME,
     PREVIEW_FILE,
+    file_path,
     graph_document,
     recipe_files,
 )
@@ -190,7 +191,7 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
         raise RecordingError(f"recipe.toml: graph.focus names no module: {focus!r}")
     preview = build_preview(manifest, focus).encode()
     served = {GRAPH_FILE: graph_document(manifest), **files, PREVIEW_FILE: preview}
-    manifest["files"] = {name: {"url": f"/models/{slug}/{manifest['revision']}/{name}",
+    manifest["files"] = {name: {"url": file_path(slug, manifest["revision"], name),
                                 "sha256": _sha256(content), "bytes": len(content)}
                          for name, content in served.items()}
     return Recording(slug, manifest, {MANIFEST_NAME: manifest_bytes(manifest), PREVIEW_FILE: preview})
@@ -237,7 +238,7 @@ def _differences(stored, fresh, where: str, tol, out: list[str], limit: int = 20
             _differences(a, b, f"{where}[{i}]", tol, out, limit)
     elif tol is not None and isinstance(stored, float | int) and isinstance(fresh, float | int) \
             and not isinstance(stored, bool):
-        if abs(fresh - stored) > tol.atol + tol.rtol * abs(stored):
+        if abs(fresh - stored) > tol.allowance(stored):
             out.append(f"{where}: stored {stored!r}, recorded now {fresh!r}")
     elif stored != fresh:
         out.append(f"{where}: stored {json.dumps(stored)[:80]}, recorded now {json.dumps(fresh)[:80]}")

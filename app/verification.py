@@ -11,24 +11,24 @@ import socket
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-from flask import Flask, current_app
+from flask import Flask, current_app, url_for
 
 from . import compute
 from .catalog import Model
 from .checkpoints import CheckpointUnavailable, context, find
 from .compare import compare_replay, tolerance_for
 from .extensions import state
+from .lru import SizedLRU
 from .runner import RecipeCall, RecipeError, run_key
 
 KEEP_JOB_SECONDS = 3600  # how long a finished job can still be polled
 # A cached report read from the shared store is kept this long in the process that read it: its key names
 # its content, so a copy cannot be wrong, and hot reports then cost no round trip to Redis or SQLite.
 NEAR_SECONDS = 2.0
-NEAR_REPORTS = 32
+NEAR_BYTES = 2 * 2**20
 
 
 def cache_key(model: Model) -> str:
@@ -119,7 +119,7 @@ class Verifications:
             "lock": threading.Lock(),
             "executor": ThreadPoolExecutor(max_workers=4, thread_name_prefix="verify"),
             "heartbeat": None,
-            "near": OrderedDict(),  # cache key -> (monotonic expiry, report JSON bytes)
+            "near": SizedLRU(NEAR_BYTES),  # cache key -> (monotonic expiry, report JSON bytes)
         }
 
     @property
@@ -130,18 +130,13 @@ class Verifications:
         """A finished report for exactly this recording, recipe, torch and tolerance, if one is cached: its
         JSON bytes, served as they are kept."""
         key = cache_key(model)
-        local = self._local
-        with local["lock"]:
-            near = local["near"].get(key)
-        if near is not None and near[0] > time.monotonic():
-            return near[1]
+        near = self._local["near"]
+        kept = near.get(key)
+        if kept is not None and kept[0] > time.monotonic():
+            return kept[1]
         found = state.store.get_json(key)
         if found is not None:
-            with local["lock"]:
-                local["near"][key] = (time.monotonic() + NEAR_SECONDS, found)
-                local["near"].move_to_end(key)
-                while len(local["near"]) > NEAR_REPORTS:
-                    local["near"].popitem(last=False)
+            near.put(key, (time.monotonic() + NEAR_SECONDS, found), len(found))
         return found
 
     def latest(self, model: Model) -> dict | None:
@@ -187,7 +182,7 @@ class Verifications:
         job_id = uuid.uuid4().hex
         record = {"id": job_id, "model": model.slug, "key": key, "state": "queued", "created": now,
                   "finished": None, "owner": owner_name(), "heartbeat": now,
-                  "location": f"/api/models/{model.slug}/verifications/{job_id}", "report": None}
+                  "location": url_for("api.verification_job", slug=model.slug, job_id=job_id), "report": None}
         timeout = float(current_app.config["RECIPE_TIMEOUT"])
         state.store.set(_job_key(job_id), record, KEEP_JOB_SECONDS)
         if not state.store.add(_running_key(key), job_id, ttl=2 * timeout + 60):

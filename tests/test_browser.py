@@ -1399,3 +1399,22 @@ def test_live_bars_are_drawn_from_the_same_markup_as_recorded_ones(watched):
         page.locator("#lab-results .metric").first.evaluate(outline)
     assert page.locator("#case-panel .chip").first.evaluate(outline) == \
         page.locator("#lab-results .prediction-chips .chip").first.evaluate(outline) == "LI.chip chip-token"
+
+
+SIG_VALUES = [1.2345e-7, -1.2345e-7, 5.6257e-5, 0.2461, 1234567.0, 1.5e22, 3.0, 0.1, 1e-6, 9.99999e-7, -0.000012345,
+              123.456, 7.0e-12, 0.00005626, -42.0, 0.999995]
+
+
+def test_the_browser_rounds_numbers_as_the_server_does(watched):
+    """One rule for significant figures: the page's sig() writes what the server's filter writes, positional
+    at any size (the browser used to write 1.235e-7 where the server's table says 0.0000001235)."""
+    from app.pages import significant
+
+    page = watched("/models/bert")
+    graph_ready(page)
+    charts = page.evaluate("""async (values) => {
+        const src = document.querySelector('script[type="module"]').src.replace(/model-page\\.js$/, "charts.js");
+        const { sig } = await import(src);
+        return values.map((v) => sig(v));
+    }""", SIG_VALUES)
+    assert charts == [significant(v) for v in SIG_VALUES]

@@ -15,11 +15,20 @@ export function svgEl(name, attrs = {}, text) {
   return el;
 }
 
-/** Four significant digits, positional like the server's tables (0.00005626, 0.246). */
+/**
+ * Four significant digits, always positional, as the server's `sig` filter writes them (numpy's
+ * format_float_positional): 0.00005626, 0.0000001235 (never 1.235e-7), 0.246, 1234000. A test holds the two
+ * equal over a table of values.
+ */
 export function sig(value, digits = 4) {
   if (!Number.isFinite(value)) return String(value);
   if (value === 0) return "0";
-  return String(Number(value.toPrecision(digits)));
+  const rounded = Number(value.toPrecision(digits));
+  const text = String(rounded);
+  if (!text.includes("e")) return text;
+  const magnitude = Math.floor(Math.log10(Math.abs(rounded)));
+  if (magnitude < 0) return rounded.toFixed(Math.min(100, digits - 1 - magnitude)).replace(/\.?0+$/, "");
+  return BigInt(Math.round(rounded)).toString();
 }
 
 function mix(from, to, t) {
