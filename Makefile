@@ -37,6 +37,7 @@ serve: setup
 
 lint: setup-test
 	$(BIN)/ruff check .
+	$(BIN)/python scripts/check-layers
 	npx --no-install eslint static/js
 
 # Two pytest workers (pytest-xdist): the suite takes about 7 minutes here instead of 10.

@@ -184,3 +184,12 @@ def test_the_web_process_never_imports_torch():
     done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,
                           timeout=240)
     assert done.stdout.split() == ["passed", "False"], done.stderr
+
+
+def test_a_recipe_process_imports_nothing_of_the_web_tier():
+    """What a spawned recipe process imports to serve: the worker and the recipe loader, no Flask."""
+    script = ("import sys, app.worker\n"
+              "print(sorted(m for m in sys.modules if m.startswith(('app', 'flask', 'werkzeug'))))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.strip() == "['app', 'app.recipes', 'app.worker']", done.stderr
