@@ -238,3 +238,21 @@ def test_the_catalog_page_is_kept_unless_a_card_reads_the_disk(tree, app, client
     counting = CountingApp(plain)
     first, again = plain.test_client().get("/"), plain.test_client().get("/")
     assert counting.calls == 1 and first.data == again.data
+
+
+@pytest.mark.parametrize("path", ["/", "/models/bert", "/models/gpt", "/models/lenet", "/api/models",
+                                  "/api/models/bert", "/api/models/gpt", "/api/openapi.json"])
+def test_a_kept_answer_equals_a_fresh_one(app, client, path):
+    """What keep() promises, checked: an answer served again from memory is the answer an app that keeps
+    nothing makes for the same request, headers and body."""
+    client.get(path)
+    kept = client.get(path, headers={"Accept-Encoding": "identity"})
+    kept = client.get(path, headers={"Accept-Encoding": "identity"})  # the second of this encoding: from memory
+    fresh_app = create_app(type("NoKeeping", (TestConfig,), {"RESPONSE_CACHE_BYTES": 0}))
+    try:
+        fresh = fresh_app.test_client().get(path, headers={"Accept-Encoding": "identity"})
+    finally:
+        fresh_app.extensions["tensorviz.pool"].shutdown()
+    assert kept.status_code == fresh.status_code == 200
+    assert kept.data == fresh.data
+    assert sorted(kept.headers.items()) == sorted(fresh.headers.items())
