@@ -7,9 +7,11 @@ import mimetypes
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from flask import Flask, abort, current_app
 
@@ -129,8 +131,20 @@ class Unavailable:
 
 @dataclass(frozen=True)
 class Catalog:
+    """The models served and the folders that could not be; a new Catalog replaces it when files change."""
+
     models: dict[str, Model] = field(default_factory=dict)
     unavailable: dict[str, Unavailable] = field(default_factory=dict)
+    _derived: dict = field(default_factory=dict, repr=False, compare=False)
+    _deriving: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def derived(self, name: str, make: Callable[[], Any]) -> Any:
+        """What is made from this catalog alone (the OpenAPI document, the memo of rendered pages), made once
+        and gone with the catalog: a changed model file can never leave a stale copy behind."""
+        with self._deriving:
+            if name not in self._derived:
+                self._derived[name] = make()
+            return self._derived[name]
 
 
 # Why a served file's hash can differ from the one the manifest recorded, said plainly.

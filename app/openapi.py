@@ -7,7 +7,6 @@ tests/test_openapi.py runs schemathesis over every operation against it.
 """
 
 from apispec import APISpec
-from flask import current_app
 
 from .catalog import Catalog, Model
 from .extensions import store
@@ -173,8 +172,4 @@ def build_spec(catalog: Catalog) -> dict:
 def openapi_document() -> dict:
     """The document for the current catalog, rebuilt only when the catalog was."""
     catalog = store.catalog
-    built = current_app.extensions.get("tensorviz.openapi")
-    if built is None or built[0] is not catalog:
-        built = (catalog, build_spec(catalog))
-        current_app.extensions["tensorviz.openapi"] = built
-    return built[1]
+    return catalog.derived("openapi", lambda: build_spec(catalog))

@@ -101,11 +101,7 @@ PAGES_BYTES = 32 * 2**20  # rendered model pages kept per process; a page depend
 def remembered(key: tuple, render) -> Response:
     """The page rendered for this key while the catalog stays the same (rendering it is most of its cost),
     as bytes with a content-hash ETag: the compressed body is then found by that ETag without hashing."""
-    catalog = store.catalog
-    memo = current_app.extensions.get("tensorviz.pages")
-    if memo is None or memo["catalog"] is not catalog:
-        memo = {"catalog": catalog, "pages": SizedLRU(PAGES_BYTES), "rendering": Lock()}
-        current_app.extensions["tensorviz.pages"] = memo
+    memo = store.catalog.derived("pages", lambda: {"pages": SizedLRU(PAGES_BYTES), "rendering": Lock()})
     page = memo["pages"].get(key)
     if page is None:
         # One render at a time: requests that arrive together for a page not yet rendered wait for the

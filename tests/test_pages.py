@@ -8,6 +8,7 @@ import re
 import pytest
 
 from app import create_app
+from app.extensions import store
 from app.pages import significant
 
 from .conftest import bert_manifest
@@ -156,7 +157,8 @@ def test_prerender_fills_the_page_memo_that_requests_then_use(app):
     from app.pages import prerender
 
     prerender(app)
-    memo = app.extensions["tensorviz.pages"]
+    with app.app_context():
+        memo = store.catalog.derived("pages", dict)  # the memo prerender made, hung off the current catalog
     assert {key[0] for key in memo["pages"]} == {"bert", "bert-base", "gpt", "lenet"}
     before = dict(memo["pages"])
     app.test_client().get("/models/gpt")
