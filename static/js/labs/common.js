@@ -229,10 +229,11 @@ export function linkedInts(params, name) {
   return values;
 }
 
-/** A case's matrix, vector or metric by its stable key (labels are for display only). */
+/** A case's item (matrix, vector, metric: whatever groups the server's schema has) by its stable key; labels
+ * are for display only. */
 export function item(caseResult, key) {
-  for (const group of ["matrices", "vectors", "metrics"]) {
-    const found = (caseResult[group] || []).find((x) => x.key === key);
+  for (const group of Object.values(caseResult)) {
+    const found = Array.isArray(group) ? group.find((x) => x?.key === key) : undefined;
     if (found) return found;
   }
   return undefined;
