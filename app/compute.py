@@ -6,20 +6,44 @@
     finally:
         ticket.release()      # once, from whichever thread finished the run
 
-`submit(call, key)` is all of it for a request that waits for its answer: the cached answer under `key`,
-else admission, the run, the answer checked to be JSON (`answerable`) and kept. `status_of(error)` is the one table from
-a failed run to an HTTP status. Every recipe run of a request (lab endpoints, verifications, and next,
-interventions) goes through here; the recorder's CLI runs its own pool directly.
+`submit(call, key)` is all of it for a request that waits for its answer: the cached answer under `key`
+(`run_key` names everything it depends on), else admission, the run, the answer checked to be JSON
+(`answerable`) and kept. `status_of(error)` is the one table from a failed run to an HTTP status. Every
+recipe run of a request (lab endpoints, verifications, and next, interventions) goes through here; the
+recorder's CLI runs its own pool directly.
 """
 
 import json
 import threading
+from functools import cache
+from importlib import metadata
 
 from flask import abort, current_app
 from werkzeug.exceptions import HTTPException
 
+from . import checkpoints
 from .extensions import runner, state
 from .runner import PoolBusy, RecipeCall, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout, WorkerPool
+
+
+@cache
+def torch_version() -> str:
+    """The workers' torch, read from package metadata so that the web process never imports it.
+    Read once per process: parsing the metadata costs more than serving a cached report."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def run_key(model) -> str:
+    """Everything a recipe run's answer depends on, as content hashes: the recording's bytes (its sha256,
+    not its declared revision), every recipe file, the checkpoint's files where it reads one, torch and the
+    seed. Part of every cached answer's key; CheckpointUnavailable (503) when its checkpoint is missing."""
+    seed = current_app.config["RECIPE_SEED"]
+    key = f"{model.slug}:{model.etag}:{model.recipe_sha256}:torch-{torch_version()}:seed-{seed}"
+    return key if model.checkpoint is None else f"{key}:checkpoint-{checkpoints.find(model.checkpoint).digest}"
+
 
 # From a failed run to the status its request answers (a refusal carries its own: 400 or 503).
 STATUS = ((PoolBusy, 429), (RecipeTimeout, 504), (RecipeCrashed, 503), (RecipeError, 502))

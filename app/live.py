@@ -9,8 +9,9 @@ from werkzeug.exceptions import HTTPException
 from . import compute
 from .catalog import Model
 from .checkpoints import context
+from .compute import run_key
 from .extensions import runner, store
-from .runner import RecipeCall, run_key
+from .runner import RecipeCall
 
 LIVE_NOTE = "Computed live on the server by the model's recipe for this request; not a recorded value."
 

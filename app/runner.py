@@ -6,24 +6,9 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import metadata
 from pathlib import Path
 
-from flask import Flask, current_app
-
-from . import checkpoints, worker
-
-
-@cache
-def torch_version() -> str:
-    """The workers' torch, read from package metadata so that the web process never imports it.
-    Read once per process: parsing the metadata costs more than serving a cached report."""
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
+from . import worker
 
 ABSOLUTE_FOLDERS = re.compile(r"(?<![\w.~])/(?:[^\s'\"/:]+/)+")
 
@@ -31,15 +16,6 @@ ABSOLUTE_FOLDERS = re.compile(r"(?<![\w.~])/(?:[^\s'\"/:]+/)+")
 def without_paths(message: str) -> str:
     """A recipe's error message without the server's folders: '/srv/app/recipes/x/w.bin' -> 'w.bin'."""
     return ABSOLUTE_FOLDERS.sub("", message)
-
-
-def run_key(model) -> str:
-    """Everything a recipe run's answer depends on, as content hashes: the recording's bytes (its sha256,
-    not its declared revision), every recipe file, the checkpoint's files where it reads one, torch and the
-    seed. Part of every cached answer's key; CheckpointUnavailable (503) when its checkpoint is missing."""
-    seed = current_app.config["RECIPE_SEED"]
-    key = f"{model.slug}:{model.etag}:{model.recipe_sha256}:torch-{torch_version()}:seed-{seed}"
-    return key if model.checkpoint is None else f"{key}:checkpoint-{checkpoints.find(model.checkpoint).digest}"
 
 
 @dataclass(frozen=True)
@@ -266,21 +242,3 @@ class WorkerPool:
             for w in self._idle:
                 w.kill()
             self._idle.clear()
-
-
-class RecipeRunner:
-    """Flask extension owning the worker pool of the app it is bound to."""
-
-    def init_app(self, app: Flask) -> None:
-        app.extensions["tensorviz.pool"] = WorkerPool(
-            size=int(app.config["RECIPE_WORKERS"]),
-            timeout=float(app.config["RECIPE_TIMEOUT"]),
-            torch_threads=int(app.config["RECIPE_TORCH_THREADS"]),
-            seed=int(app.config["RECIPE_SEED"]),
-            queue=int(app.config["RECIPE_QUEUE"]),
-            memory_mb=int(app.config["RECIPE_MEMORY_MB"]),
-        )
-
-    @property
-    def pool(self) -> WorkerPool:
-        return current_app.extensions["tensorviz.pool"]

@@ -20,9 +20,10 @@ from . import compute
 from .catalog import Model
 from .checkpoints import CheckpointUnavailable, context, find
 from .compare import compare_replay, tolerance_for
+from .compute import run_key
 from .extensions import state
 from .lru import SizedLRU
-from .runner import RecipeCall, RecipeError, run_key
+from .runner import RecipeCall, RecipeError
 
 KEEP_JOB_SECONDS = 3600  # how long a finished job can still be polled
 # A cached report read from the shared store is kept this long in the process that read it: its key names
