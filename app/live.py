@@ -4,11 +4,10 @@ import hashlib
 import json
 
 from flask import Flask, abort
-from werkzeug.exceptions import HTTPException
 
 from . import compute
 from .catalog import Model
-from .checkpoints import context
+from .checkpoints import CheckpointUnavailable, context
 from .compute import run_key
 from .extensions import runner, store
 from .runner import RecipeCall
@@ -52,7 +51,7 @@ def warm_up(app: Flask) -> None:
                 continue
             try:
                 arguments = context(model.checkpoint)
-            except HTTPException:
+            except CheckpointUnavailable:
                 arguments = None
             tasks.append({"recipe_dir": str(model.recipe_dir), "context": arguments or {},
                           "warm": model.lab.warm if arguments is not None else ""})

@@ -161,11 +161,12 @@ class WorkerPool:
         """Return a worker to the idle ones; `started`: it is one the background start made."""
         with self._lock:
             self._starting -= started
-            if len(self._idle) < self.size:
+            kept = len(self._idle) < self.size
+            if kept:
                 self._idle.append(w)
-                self._returned.notify()
-                return
-        w.kill()  # a replacement started while a request started its own: keep no more than size
+            self._returned.notify_all()  # a worker to take, or one start fewer to wait for
+        if not kept:
+            w.kill()  # a replacement started while a request started its own: keep no more than size
 
     def run(self, call: RecipeCall) -> dict:
         """Run the call in a worker; returns the worker's reply, or raises a RecipeError saying why not."""

@@ -1,6 +1,7 @@
 """The causal-LM lab kind (a decoder that predicts the next token): what-if runs, step-by-step
 generation, and a stage-by-stage trace of one position through the blocks."""
 
+from .cases import input_tokens, vectors
 from .fields import DeclarationError, fail
 
 NAME = "causal-lm"
@@ -35,19 +36,18 @@ def presets(cases: list[dict], spec) -> list[dict]:
     """Each recorded case as the run request that replays it: its prompt."""
     presets = []
     for case in cases:
-        vectors = {v["key"]: v["values"] for v in case.get("vectors", [])}
-        if "input_ids" in vectors:
-            presets.append({"id": case["id"], "label": case["label"], "request": {"input_ids": vectors["input_ids"]}})
+        ids = vectors(case).get("input_ids")
+        if ids is not None:
+            presets.append({"id": case["id"], "label": case["label"], "request": {"input_ids": ids}})
     return presets
 
 
 def axes(case: dict, spec) -> dict[str, dict]:
     """Attention runs over the prompt both ways; the next-token distribution has a row per prompt token and
     a column per word of the vocabulary."""
-    vectors = {v["key"]: v["values"] for v in case.get("vectors", [])}
-    if "input_ids" not in vectors:
+    tokens = input_tokens(case, spec)
+    if tokens is None:
         return {}
-    tokens = spec.tokens(vectors["input_ids"])
     vocabulary = spec.tokens(list(range(spec.sizes["vocab"])))
     found = {}
     for matrix in case.get("matrices", []):

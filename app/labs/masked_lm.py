@@ -3,6 +3,7 @@ what-if runs, the pretraining corruption sampler, and a stage-by-stage trace of 
 
 import math
 
+from .cases import input_tokens, metrics, vectors
 from .fields import fail
 
 NAME = "masked-lm"
@@ -37,18 +38,17 @@ def presets(cases: list[dict], spec) -> list[dict]:
     label; the one whose cross entropy, -log p(label), equals the recorded loss is it."""
     presets = []
     for case in cases:
-        vectors = {v["key"]: v["values"] for v in case.get("vectors", [])}
-        metrics = {m["key"]: m["value"] for m in case.get("metrics", [])}
-        if not {"input_ids", "original_ids", "mlm_positions", "nsp_probabilities"} <= set(vectors) \
-                or "nsp_loss" not in metrics:
+        found, scores = vectors(case), metrics(case)
+        if not {"input_ids", "original_ids", "mlm_positions", "nsp_probabilities"} <= set(found) \
+                or "nsp_loss" not in scores:
             continue
-        probs = vectors["nsp_probabilities"]
-        label = min(range(len(probs)), key=lambda i: abs(-math.log(max(probs[i], 1e-300)) - metrics["nsp_loss"]))
+        probs = found["nsp_probabilities"]
+        label = min(range(len(probs)), key=lambda i: abs(-math.log(max(probs[i], 1e-300)) - scores["nsp_loss"]))
         presets.append({"id": case["id"], "label": case["label"], "request": {
-            "input_ids": vectors["input_ids"],
-            "segment_ids": default_segments(vectors["input_ids"], spec),
-            "mlm_positions": [i for i, flag in enumerate(vectors["mlm_positions"]) if flag],
-            "original_ids": vectors["original_ids"],
+            "input_ids": found["input_ids"],
+            "segment_ids": default_segments(found["input_ids"], spec),
+            "mlm_positions": [i for i, flag in enumerate(found["mlm_positions"]) if flag],
+            "original_ids": found["original_ids"],
             "nsp_label": label,
             "attention": "bidirectional",
         }})
@@ -57,9 +57,8 @@ def presets(cases: list[dict], spec) -> list[dict]:
 
 def axes(case: dict, spec) -> dict[str, dict]:
     """Attention maps run over the (corrupted) input tokens, queries down and keys across."""
-    vectors = {v["key"]: v["values"] for v in case.get("vectors", [])}
-    if "input_ids" not in vectors:
+    tokens = input_tokens(case, spec)
+    if tokens is None:
         return {}
-    tokens = spec.tokens(vectors["input_ids"])
     return {m["key"]: {"rows": tokens, "columns": tokens} for m in case.get("matrices", [])
             if m["key"].startswith("attention") and len(m["values"]) == len(tokens)}

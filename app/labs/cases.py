@@ -1,0 +1,17 @@
+"""A recorded (or live) case's items by key, as the lab kinds read them."""
+
+
+def vectors(case: dict) -> dict[str, list]:
+    """The case's vectors' values by key."""
+    return {v["key"]: v["values"] for v in case.get("vectors", [])}
+
+
+def metrics(case: dict) -> dict[str, float]:
+    """The case's metrics' values by key."""
+    return {m["key"]: m["value"] for m in case.get("metrics", [])}
+
+
+def input_tokens(case: dict, spec) -> list[dict] | None:
+    """The case's input tokens (its `input_ids` vector) as an axis of ids and names, or None without one."""
+    ids = vectors(case).get("input_ids")
+    return None if ids is None else spec.tokens(ids)
