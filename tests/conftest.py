@@ -14,6 +14,8 @@ BERT_MANIFEST = PROJECT_ROOT / "manifests" / "bert" / "manifest.json"
 BERT_RECIPE = PROJECT_ROOT / "recipes" / "bert"
 GPT_RECIPE = PROJECT_ROOT / "recipes" / "gpt"
 LENET_RECIPE = PROJECT_ROOT / "recipes" / "lenet"
+# Every model of the catalog, by slug: per-model tests follow the manifests folder, so a new model needs no test edit.
+CATALOG_SLUGS = sorted(p.name for p in (PROJECT_ROOT / "manifests").iterdir() if (p / "manifest.json").is_file())
 
 
 def bert_manifest() -> dict:

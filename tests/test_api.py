@@ -7,14 +7,14 @@ import pytest
 from app import create_app
 from app.config import TestConfig
 
-from .conftest import BERT_MANIFEST, BERT_RECIPE, bert_manifest
+from .conftest import BERT_MANIFEST, BERT_RECIPE, CATALOG_SLUGS, bert_manifest
 
 REVISION = "0c48027dcf5a807d"
 
 
 def test_catalog_lists_every_model(client):
     body = client.get("/api/models").get_json()
-    assert [m["slug"] for m in body["models"]] == ["bert", "bert-base", "gpt", "lenet"]
+    assert [m["slug"] for m in body["models"]] == CATALOG_SLUGS
     entry = body["models"][0]
     assert entry["title"] == "Learn from both sides of a masked token"
     assert entry["revision"] == REVISION

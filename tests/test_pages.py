@@ -11,7 +11,7 @@ from app import create_app
 from app.extensions import store
 from app.pages import significant
 
-from .conftest import bert_manifest
+from .conftest import CATALOG_SLUGS, bert_manifest
 
 
 def text(response) -> str:
@@ -159,7 +159,7 @@ def test_prerender_fills_the_page_memo_that_requests_then_use(app):
     prerender(app)
     with app.app_context():
         memo = store.catalog.derived("pages", dict)  # the memo prerender made, hung off the current catalog
-    assert {key[0] for key in memo["pages"]} == {"bert", "bert-base", "gpt", "lenet"}
+    assert {key[0] for key in memo["pages"]} == set(CATALOG_SLUGS)
     before = dict(memo["pages"])
     app.test_client().get("/models/gpt")
     key = ("gpt", None, None, "None")  # slug, ?case=, ?step=, and the checkpoint's state (gpt reads none)

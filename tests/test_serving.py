@@ -9,6 +9,8 @@ from app.config import TestConfig
 from app.response_cache import ResponseCache
 from app.security import CONTENT_SECURITY_POLICY
 
+from .conftest import CATALOG_SLUGS
+
 
 class Uncached(TestConfig):
     RESPONSE_CACHE_BYTES = 0
@@ -240,8 +242,9 @@ def test_the_catalog_page_is_kept_unless_a_card_reads_the_disk(tree, app, client
     assert counting.calls == 1 and first.data == again.data
 
 
-@pytest.mark.parametrize("path", ["/", "/models/bert", "/models/gpt", "/models/lenet", "/api/models",
-                                  "/api/models/bert", "/api/models/gpt", "/api/openapi.json"])
+@pytest.mark.parametrize("path", ["/", "/api/models", "/api/openapi.json",
+                                  *(f"/models/{slug}" for slug in CATALOG_SLUGS),
+                                  *(f"/api/models/{slug}" for slug in CATALOG_SLUGS)])
 def test_a_kept_answer_equals_a_fresh_one(app, client, path):
     """What keep() promises, checked: an answer served again from memory is the answer an app that keeps
     nothing makes for the same request, headers and body."""
