@@ -23,7 +23,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 setup: $(VENV)/.installed
 
 # ESLint (with @stylistic's format rules) for the ES modules, at the versions package-lock.json pins;
-# `npx eslint --fix static/js` formats them.
+# `npx eslint --fix static/js app` formats them.
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
 	touch $@
@@ -38,7 +38,7 @@ serve: setup
 lint: setup-test
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/check-layers
-	npx --no-install eslint static/js
+	npx --no-install eslint static/js app
 
 # Two pytest workers (pytest-xdist): the suite takes about 7 minutes here instead of 10.
 test: setup-test lint

@@ -1,6 +1,7 @@
-// ESLint for the explorer's ES modules (static/js): `make lint` runs it beside ruff. The recommended rules
-// catch mistakes; @stylistic's rules hold the format (2-space indent, double quotes, semicolons, trailing
-// commas in multi-line literals, 160 columns), and `npx eslint --fix static/js` applies it.
+// ESLint for the explorer's ES modules (static/js, and each lab kind's lab.js under app/domain/labs/):
+// `make lint` runs it beside ruff. The recommended rules catch mistakes; @stylistic's rules hold the format
+// (2-space indent, double quotes, semicolons, trailing commas in multi-line literals, 160 columns), and
+// `npx eslint --fix static/js app` applies it.
 import js from "@eslint/js";
 import stylistic from "@stylistic/eslint-plugin";
 import globals from "globals";
@@ -8,7 +9,7 @@ import globals from "globals";
 export default [
   js.configs.recommended,
   {
-    files: ["static/js/**/*.js"],
+    files: ["static/js/**/*.js", "app/**/*.js"],
     languageOptions: { ecmaVersion: 2023, sourceType: "module", globals: globals.browser },
     plugins: { "@stylistic": stylistic },
     rules: {

@@ -4,9 +4,10 @@ import gc
 import multiprocessing
 import os
 
-from app.config import Config
-from app.live import warm_up
-from app.pages import prerender
+from app.services.config import Config
+from app.services.live import warm_up
+from app.services.parts import KEY
+from app.web.pages import prerender
 
 bind = os.environ.get("TENSORVIZ_BIND", "127.0.0.1:8000")
 # Web workers stay lean (no torch); each owns its own small pool of recipe processes, so few workers
@@ -34,7 +35,7 @@ access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
 def post_worker_init(worker) -> None:
     """Start and warm the worker's recipe processes now, in the background, and render the model pages,
     rather than on the first requests."""
-    if "tensorviz.pool" in getattr(worker.wsgi, "extensions", {}):  # the benchmarks' baseline app runs here too
+    if KEY in getattr(worker.wsgi, "extensions", {}):  # the benchmarks' baseline app runs here too
         warm_up(worker.wsgi)
         prerender(worker.wsgi)
     # The catalog loaded at start-up lives as long as the worker: keep the collector from walking its

@@ -1,12 +1,12 @@
 """TensorViz: a model explorer whose recorded numbers can be re-executed on the server.
 
-The package imports nothing itself: a spawned recipe process imports `app.worker` and gets the worker
+The package imports nothing itself: a spawned recipe process imports `app.compute.worker` and gets the worker
 alone (no Flask, no blueprints), while the web process builds the app with `create_app`.
 """
 
 
 def create_app(config: type | dict | None = None):
-    """Build the app (app/factory.py)."""
-    from .factory import create_app as build
+    """Build the app (app/web/factory.py)."""
+    from .web.factory import create_app as build
 
     return build(config)

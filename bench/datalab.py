@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from app.services.parts import parts
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -58,7 +60,7 @@ def in_process(folder: Path, repeat: int) -> dict:
     import torch
     import transformers
 
-    from app.recipes import load_module
+    from app.domain.recipes import load_module
 
     torch.set_num_threads(1)
     transformers.utils.logging.disable_progress_bar()
@@ -103,9 +105,9 @@ def through_the_api(folder: Path, repeat: int) -> dict:
     assert client.post("/api/models/bert-base/datalab", json={"text": SENTENCE, "top_k": 2}).get_json()["cached"]
     cached = (time.perf_counter() - start) * 1000
     size = len(client.post("/api/models/bert-base/datalab", json={"text": SENTENCE, "top_k": 2}).data)
-    pid = app.extensions["tensorviz.pool"].pids()[0]
+    pid = parts(app).pool.pids()[0]
     rss, peak = rss_mib(pid)
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
     return {"first_s": first, "warm_ms": warm, "cached_ms": cached, "answer_bytes": size,
             "worker_rss_mib": rss, "worker_peak_mib": peak}
 

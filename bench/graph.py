@@ -31,8 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app import create_app  # noqa: E402
-from app.catalog import graph_document  # noqa: E402
-from app.graphlayout import drawing_document  # noqa: E402
+from app.domain.catalog import graph_document  # noqa: E402
+from app.domain.graphlayout import drawing_document  # noqa: E402
+from app.services.parts import parts  # noqa: E402
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update"]
@@ -152,7 +153,7 @@ def main() -> None:
             browser.close()
         server.shutdown()
     finally:
-        app.extensions["tensorviz.pool"].shutdown()
+        parts(app).pool.shutdown()
         shutil.rmtree(work, ignore_errors=True)
     report(rows, args.sizes)
 

@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app import create_app  # noqa: E402
-from app.extensions import state, store  # noqa: E402
-from app.verification import cache_key  # noqa: E402
+from app.services.extensions import models, state  # noqa: E402
+from app.services.parts import parts  # noqa: E402
+from app.services.verification import cache_key  # noqa: E402
 
 RAW_COMPUTE = """
 import json, statistics, sys, time
@@ -73,15 +74,15 @@ def main() -> None:
     warm_times, compute_times = [], []
     for _ in range(args.repeat):
         with app.app_context():
-            state.store.delete(cache_key(store.get("bert")))
+            state.store.delete(cache_key(models.get("bert")))
         seconds, report = timed_verification(client)
         warm_times.append(seconds)
         compute_times.append(report["compute_seconds"])
     cached_times = [timed_verification(client)[0] for _ in range(args.repeat * 10)]
     rss_web = rss_mib()
-    worker_rss = [rss_mib(str(pid)) for pid in app.extensions["tensorviz.pool"].pids()]
+    worker_rss = [rss_mib(str(pid)) for pid in parts(app).pool.pids()]
     torch_in_web = "torch" in sys.modules
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
     raw = json.loads(subprocess.run(
         [sys.executable, "-c", RAW_COMPUTE.format(repeat=args.repeat)],

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 from app import create_app
-from app.catalog import apply_keys, apply_op_names
-from app.config import PROJECT_ROOT, TestConfig
-from app.recipes import load_module, read_metadata
+from app.domain.catalog import apply_keys, apply_op_names
+from app.domain.recipes import load_module, read_metadata
+from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.parts import parts
 
 BERT_MANIFEST = PROJECT_ROOT / "manifests" / "bert" / "manifest.json"
 BERT_RECIPE = PROJECT_ROOT / "recipes" / "bert"
@@ -101,7 +102,7 @@ def checkpoint_app(bert_checkpoint):
     app = create_app(TestConfig)
     app.config["BERT_CHECKPOINT"] = str(bert_checkpoint)
     yield app
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 @pytest.fixture
@@ -113,7 +114,7 @@ def tree(tmp_path: Path) -> ModelTree:
 def app():
     app = create_app(TestConfig)
     yield app
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 @pytest.fixture

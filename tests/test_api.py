@@ -5,7 +5,7 @@ import hashlib
 import pytest
 
 from app import create_app
-from app.config import TestConfig
+from app.services.config import TestConfig
 
 from .conftest import BERT_MANIFEST, BERT_RECIPE, CATALOG_SLUGS, bert_manifest
 

@@ -13,7 +13,8 @@ from playwright.sync_api import expect, sync_playwright
 from werkzeug.serving import make_server
 
 from app import create_app
-from app.config import PROJECT_ROOT, TestConfig
+from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.parts import parts
 
 from .conftest import CATALOG_SLUGS, LENET_RECIPE, recipe_module
 
@@ -36,7 +37,7 @@ def live_server():
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -427,7 +428,7 @@ def test_the_lab_waits_and_retries_when_the_server_is_busy(browser):
     app = create_app(type("Busy", (TestConfig,), {"RECIPE_WORKERS": 1, "RECIPE_QUEUE": 0}))
     server = make_server("127.0.0.1", 0, app, threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    pool = app.extensions["tensorviz.pool"]
+    pool = parts(app).pool
     pool.admit()  # the only place is taken: the page's first run is refused with 429
     context = browser.new_context(viewport=DESKTOP)
     page = context.new_page()
@@ -702,7 +703,7 @@ def datalab_server(bert_checkpoint):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 @pytest.fixture
@@ -1417,7 +1418,7 @@ SIG_VALUES = [1.2345e-7, -1.2345e-7, 5.6257e-5, 0.2461, 1234567.0, 1.5e22, 3.0, 
 def test_the_browser_rounds_numbers_as_the_server_does(watched):
     """One rule for significant figures: the page's sig() writes what the server's filter writes, positional
     at any size (the browser used to write 1.235e-7 where the server's table says 0.0000001235)."""
-    from app.pages import significant
+    from app.web.pages import significant
 
     page = watched("/models/bert")
     graph_ready(page)

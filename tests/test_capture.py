@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.capture import trace_graph
-from app.config import PROJECT_ROOT
+from app.compute.capture import trace_graph
+from app.services.config import PROJECT_ROOT
 
 RESNET = '''
 import torch

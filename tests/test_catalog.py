@@ -8,9 +8,9 @@ import time
 import pytest
 
 from app import create_app
-from app.catalog import graph_document, load_catalog
-from app.extensions import store
-from app.schema import ManifestError, validate_manifest
+from app.domain.catalog import graph_document, load_catalog
+from app.domain.schema import ManifestError, validate_manifest
+from app.services.extensions import models
 
 from .conftest import BERT_MANIFEST, bert_manifest
 
@@ -71,7 +71,7 @@ def test_missing_recipe_makes_the_model_unavailable(tree):
 def test_served_files_hash_what_is_on_disk():
     app = create_app({"TESTING": True})
     with app.app_context():
-        model = store.get("bert")
+        model = models.get("bert")
     served = model.files["model.py"]
     disk = (model.recipe_dir / "model.py").read_bytes()
     assert served.sha256 == hashlib.sha256(disk).hexdigest() and served.size == len(disk)
@@ -104,3 +104,20 @@ def test_a_manifest_broken_on_disk_is_reported_then_served_again_once_mended(tre
     time.sleep(0.05)
     assert client.get("/api/models/bert").status_code == 200
     assert client.get("/api/models").get_json()["unavailable"] == []
+
+
+def test_a_recipe_s_readme_is_its_documentation_not_a_recipe_file(tmp_path):
+    """Each model's page is its recipe's README.md; editing it neither changes what is served nor any key."""
+    import shutil
+
+    from app.domain.catalog import recipe_files
+    from app.services.config import PROJECT_ROOT
+
+    from .conftest import CATALOG_SLUGS, GPT_RECIPE
+
+    assert all((PROJECT_ROOT / "recipes" / slug / "README.md").is_file() for slug in CATALOG_SLUGS)
+    recipe = tmp_path / "gpt"
+    shutil.copytree(GPT_RECIPE, recipe, ignore=shutil.ignore_patterns("__pycache__"))
+    before = recipe_files(recipe)
+    (recipe / "README.md").write_text("# edited\n")
+    assert recipe_files(recipe) == before and "README.md" not in before and "lab.py" in before

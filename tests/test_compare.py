@@ -3,7 +3,7 @@
 import copy
 import math
 
-from app.compare import (
+from app.domain.compare import (
     FLOAT32_ATOL,
     FLOAT32_RTOL,
     compare_case,

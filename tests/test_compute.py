@@ -1,10 +1,12 @@
 """The compute service: one admission, one error table, one way to run a recipe for a request."""
 
 import pytest
-from werkzeug.exceptions import ServiceUnavailable
 
-from app import compute
-from app.runner import PoolBusy, RecipeCall, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout, WorkerPool
+from app.compute.pool import PoolBusy, RecipeCall, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout, WorkerPool
+from app.domain.checkpoints import CheckpointUnavailable
+from app.domain.labs.fields import FieldError
+from app.services import runs
+from app.services.parts import parts
 
 from .conftest import BERT_RECIPE
 
@@ -12,15 +14,15 @@ from .conftest import BERT_RECIPE
 @pytest.mark.parametrize(("error", "status"), [
     (PoolBusy("full"), 429), (RecipeTimeout("slow"), 504), (RecipeCrashed("died"), 503),
     (RecipeError("raised"), 502), (RecipeRefused(400, "input_ids: bad"), 400), (RecipeRefused(503, "no"), 503),
-    (ServiceUnavailable("no checkpoint"), 503)])
-def test_one_table_maps_every_failed_run_to_its_status(error, status):
-    assert compute.status_of(error) == status
+    (CheckpointUnavailable("no checkpoint"), 503), (FieldError("input_ids: must be a list"), 400)])
+def test_one_table_maps_every_refusal_and_failed_run_to_its_status(error, status):
+    assert runs.status_of(error) == status
 
 
 def test_a_ticket_gives_its_place_back_once_whoever_releases_it():
     pool = WorkerPool(size=1, timeout=5, torch_threads=1, seed=0, queue=0)
     pool.admit()
-    ticket = compute.Ticket(pool)
+    ticket = runs.Ticket(pool)
     with pytest.raises(PoolBusy):
         pool.admit()
     ticket.release()
@@ -40,7 +42,7 @@ def test_calls_are_typed_and_the_worker_receives_plain_data():
 
 def test_a_failed_lab_run_leaves_no_place_taken(app, client):
     """A lab request whose run fails answers its status and gives its place back: the next one is admitted."""
-    pool = app.extensions["tensorviz.pool"]
+    pool = parts(app).pool
     body = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2],
             "original_ids": [1, 4, 5, 2, 6, 2], "attention": "bidirectional"}
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from app import create_app
-from app.config import PROJECT_ROOT, TestConfig
-from app.extensions import store
-from app.live import warm_up
+from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.extensions import models
+from app.services.live import warm_up
+from app.services.parts import parts
 
 from .bert_checkpoints import make_checkpoint
 from .conftest import recipe_module
@@ -262,7 +263,7 @@ def test_without_a_checkpoint_the_api_and_the_page_say_how_to_provide_one(tmp_pa
     assert verification.status_code == 503 and verification.get_json()["error"]["message"] == message
     assert client.get("/api/models/bert-base/verifications/latest").status_code == 503
     assert client.post("/api/models/lenet/verifications").status_code in (200, 202)  # the rest is unaffected
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 def test_a_setting_that_names_no_folder_is_explained(tmp_path, monkeypatch):
@@ -293,7 +294,7 @@ def test_a_corrupt_checkpoint_is_a_503_naming_the_file_never_a_500(tmp_path, mon
     message = response.get_json()["error"]["message"]
     assert message.startswith("the checkpoint cannot be used: model.safetensors cannot be read as safetensors weights")
     assert str(tmp_path) not in message
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 @pytest.mark.parametrize("variable", ["HF_HUB_CACHE", "HF_HOME"])
@@ -310,7 +311,7 @@ def test_the_local_hugging_face_cache_is_found(tmp_path, monkeypatch, bert_check
     html = client.get("/models/bert-base").get_data(as_text=True)
     assert "Checkpoint: google-bert/bert-base-uncased in the local Hugging Face cache" in html
     assert client.post(URL, json={"text": "the [MASK] sat ."}).status_code == 200
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 def test_another_checkpoint_never_answers_from_this_ones_cache(tmp_path, monkeypatch):
@@ -322,16 +323,16 @@ def test_another_checkpoint_never_answers_from_this_ones_cache(tmp_path, monkeyp
     make_checkpoint(first, seed=2)  # new weights in the same folder
     after = client.post(URL, json=body).get_json()
     assert after["cached"] is False and after["top"] != before["top"]
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 def test_one_request_looks_the_checkpoint_up_once(checkpoint_app, monkeypatch):
     """The cache key and the folder handed to the recipe come from one lookup, so they name the same files."""
-    from app import checkpoints
+    from app.services import checkpoints
 
     looked = []
-    real = checkpoints._find
-    monkeypatch.setattr(checkpoints, "_find", lambda spec: looked.append(spec) or real(spec))
+    real = checkpoints.find_in
+    monkeypatch.setattr(checkpoints, "find_in", lambda spec, configured: looked.append(spec) or real(spec, configured))
     client = checkpoint_app.test_client()
     assert client.post(URL, json={"text": "one lookup [MASK] ."}).get_json()["cached"] is False
     assert len(looked) == 1
@@ -347,7 +348,8 @@ def test_the_recorded_graph_needs_no_checkpoint_and_is_current(runner, tmp_path,
     assert manifest["experiment"]["cases"] == [] and manifest["provenance"]["checkpoint"] is None
     layers = {layer["id"]: layer for layer in manifest["layers"]}
     assert [f"layers.{i}" for i in range(12)] == [i for i, layer in layers.items() if layer["parent"] == "layers"]
-    assert 'data-graph-focus="layers"' in runner.app.test_client().get("/models/bert-base").get_data(as_text=True)
+    page = runner.app.test_client().get("/models/bert-base").get_data(as_text=True)
+    assert 'data-graph-open="[&#34;layers&#34;]"' in page
     # 329 nodes are too many to draw open: the snapshot shows the twelve layers as the page opens them
     preview = (PROJECT_ROOT / "manifests" / "bert-base" / "preview.svg").read_text()
     titles = re.findall(r"<title>([^<]*)</title>", preview)
@@ -384,7 +386,7 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(t
     report = json.loads(result.output)
     assert report["status"] == "failed" and report["checkpoint"]["matches_recording"] is False
     assert "other checkpoint files than the recording was made from" in report["checkpoint"]["note"]
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 def test_the_catalog_card_says_whether_the_checkpoint_is_here(client, checkpoint_app, caplog):
@@ -401,13 +403,13 @@ def test_the_catalog_card_says_whether_the_checkpoint_is_here(client, checkpoint
 
 
 def test_warm_up_gives_every_lab_recipe_to_new_workers_and_loads_a_present_checkpoint(checkpoint_app, bert_checkpoint):
-    pool = checkpoint_app.extensions["tensorviz.pool"]
+    pool = parts(checkpoint_app).pool
     asked = []
     pool.prestart, start = asked.append, pool.prestart
     warm_up(checkpoint_app)
     tasks = {Path(t["recipe_dir"]).name: t for t in asked[0]}
     with checkpoint_app.app_context():
-        assert set(tasks) == {m.recipe_dir.name for m in store.catalog.models.values() if m.has_lab}
+        assert set(tasks) == {m.recipe_dir.name for m in models.catalog.models.values() if m.has_lab}
     assert tasks["bert-base"]["warm"] == "load"
     assert tasks["bert-base"]["context"] == {"checkpoint": str(bert_checkpoint)}
     assert tasks["gpt"]["warm"] == "" and tasks["gpt"]["context"] == {}

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from app import create_app
-from app.config import PROJECT_ROOT, TestConfig
+from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.parts import parts
 
 from .conftest import GPT_RECIPE, recipe_module
 
@@ -114,7 +115,7 @@ def test_shape_check_catches_a_wrong_shape():
 def cli():
     app = create_app(TestConfig)
     yield app.test_cli_runner()
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 def test_gpt_verification_passes(cli):
@@ -134,7 +135,7 @@ def test_a_value_moved_by_1e_3_fails_exactly_that_case(tree):
     try:
         result = app.test_cli_runner().invoke(args=["verify", "gpt", "--json"])
     finally:
-        app.extensions["tensorviz.pool"].shutdown()
+        parts(app).pool.shutdown()
     assert result.exit_code == 1
     report = json.loads(result.output)
     assert [c["id"] for c in report["cases"] if c["status"] == "failed"] == ["dog"]
@@ -150,7 +151,7 @@ def test_a_value_moved_by_1e_3_fails_exactly_that_case(tree):
 def client():
     app = create_app(TestConfig)
     yield app.test_client()
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 PROMPT = recipe.encode("the cat sat on the mat .")

@@ -6,10 +6,11 @@ from collections import Counter
 import pytest
 
 from app import create_app
-from app.compare import compare_case, tolerance_for
-from app.config import TestConfig
-from app.extensions import store
-from app.labs import masked_lm
+from app.domain.compare import compare_case, tolerance_for
+from app.domain.labs import masked_lm
+from app.services.config import TestConfig
+from app.services.extensions import models
+from app.services.parts import parts
 
 from .conftest import BERT_RECIPE, bert_manifest, recipe_module
 
@@ -24,7 +25,7 @@ TRACE = "/api/models/bert/trace?input_ids=1,4,3,2,6,2&segment_ids=0,0,0,0,1,1&po
 def lab_client():
     app = create_app(TestConfig)
     yield app.test_client()
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 def values(case: dict, key: str):
@@ -36,7 +37,7 @@ def values(case: dict, key: str):
 
 def bert_lab(app):
     with app.app_context():
-        return store.get("bert").lab
+        return models.get("bert").lab
 
 
 # ---- what-if runs
@@ -51,7 +52,7 @@ def test_limits_come_from_the_recorded_graph_and_the_declaration(app):
 
 @pytest.mark.parametrize("case", bert_manifest()["experiment"]["cases"], ids=lambda c: c["id"])
 def test_live_run_of_each_recorded_case_matches_its_record(app, lab_client, case):
-    request = next(p["request"] for p in masked_lm.presets([case], bert_lab(app)))
+    request = next(p["request"] for p in masked_lm.KIND.presets([case], bert_lab(app)))
     assert request["nsp_label"] == (1 if case["id"] == "not-next" else 0)
     response = lab_client.post("/api/models/bert/runs", json=request | {"compare_with": case["id"]})
     assert response.status_code == 200
@@ -139,7 +140,17 @@ def test_a_body_that_is_not_an_object_is_400(client, body):
 
 def test_missing_required_fields_are_named(client):
     response = client.post("/api/models/bert/runs", json={"input_ids": RUN["input_ids"]})
-    assert response.get_json()["error"]["message"] == "segment_ids: is required"
+    assert response.get_json()["error"]["message"] == "mlm_positions: is required"
+
+
+def test_segments_left_out_are_the_kind_s_default_and_the_answer_says_which(lab_client):
+    """One rule for default segments (A up to and including the first SEP, B after it), in the lab kind:
+    the page and the recipe read what the server answers."""
+    body = {k: v for k, v in RUN.items() if k != "segment_ids"}
+    answer = lab_client.post("/api/models/bert/runs", json=body).get_json()
+    assert answer["request"]["segment_ids"] == [0, 0, 0, 0, 1, 1]  # input 1 4 3 2 | 6 2: SEP (2) at 3
+    draw = lab_client.post("/api/models/bert/corruptions", json={"input_ids": [1, 4, 2, 5, 6, 2], "seed": 0})
+    assert draw.get_json()["run_request"]["segment_ids"] == [0, 0, 0, 1, 1, 1]
 
 
 def test_oversized_run_body_is_refused(client):
@@ -188,7 +199,7 @@ def test_bad_corruption_requests_name_the_field(client, body, message):
 def test_sampler_proportions_are_80_10_10():
     actions = Counter()
     for seed in range(20000):
-        draw = recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], seed)
+        draw = recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], seed, [0] * 6)
         actions.update(p["action"] for p in draw["positions"] if p["selected"])
     total = sum(actions.values())
     assert total == 20000  # round(15% of 6) = 1 per sequence
@@ -202,7 +213,7 @@ def test_sampler_selects_15_percent_uniformly_and_never_cls_or_sep():
     sequence = [1] + list(range(4, 16)) * 8 + [2]  # 98 tokens, 96 candidates
     hits = Counter()
     for seed in range(2000):
-        draw = recipe_lab.sample_corruption(sequence, seed)
+        draw = recipe_lab.sample_corruption(sequence, seed, [0] * len(sequence))
         assert len(draw["mlm_positions"]) == round(len(sequence) * 0.15) == 15
         assert 0 not in draw["mlm_positions"] and len(sequence) - 1 not in draw["mlm_positions"]
         hits.update(draw["mlm_positions"])
@@ -212,10 +223,11 @@ def test_sampler_selects_15_percent_uniformly_and_never_cls_or_sep():
 
 
 def test_sampler_is_reproducible_and_random_tokens_come_from_the_vocabulary():
-    assert recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], 3) == recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], 3)
+    draw = recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], 3, [0] * 6)
+    assert draw == recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], 3, [0] * 6)
     randoms = Counter()
     for seed in range(4000):
-        for p in recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], seed)["positions"]:
+        for p in recipe_lab.sample_corruption([1, 4, 5, 2, 6, 2], seed, [0] * 6)["positions"]:
             if p["action"] == "random":
                 randoms[p["token"]] += 1
             if p["action"] == "mask":
@@ -351,3 +363,14 @@ def test_recorded_heatmap_tables_head_rows_and_columns_with_tokens(lab_client):
     assert "data-axes=" in page
     bert = lab_client.get("/models/bert").get_data(as_text=True)
     assert '<th scope="col" title="column 2: token id 3">2: MASK</th>' in bert  # the corrupted input is what attends
+
+
+def test_every_kind_is_one_folder_that_reads_only_endpoints_it_requires():
+    """A kind lives in its folder (module, template, ES module), and what it reads is declared per endpoint."""
+    from app.domain.labs import KINDS, kind_files
+
+    for kind in KINDS.values():
+        assert set(kind.reads) <= set(kind.requires["endpoints"]), kind.name
+        assert {path.name for path in kind.files().values()} == {"lab.html", "lab.js"}
+        assert all(path.parent == kind.folder and path.is_file() for path in kind.files().values())
+    assert len(kind_files()) == 2 * len(KINDS)

@@ -5,8 +5,8 @@ import shutil
 
 import pytest
 
-from app.config import PROJECT_ROOT
-from app.graphlayout import build_preview, focus_state, normalise, op_label, visible_graph
+from app.domain.graphlayout import build_preview, focus_state, normalise, op_label, visible_graph
+from app.services.config import PROJECT_ROOT
 
 from .conftest import bert_manifest
 
@@ -65,3 +65,24 @@ def test_a_collapsed_module_stands_in_for_its_contents(manifest):
     assert ("embedding_norm", "encoder") in edges
     assert ("encoder", "mlm_transform") in edges and ("encoder", "pooler") in edges
     assert len(edges) == len(set(edges)) and all(s != t for s, t in edges)
+
+
+def test_the_graph_s_colours_live_in_one_place(manifest):
+    """graphlayout.PALETTE colours the snapshot, and graph.json carries it to the page: graph.js, the
+    stylesheet's graph rules and the snapshot's code name no colour of their own."""
+    import json
+    import re
+
+    from app.domain import graphlayout
+
+    hexes = re.compile(r"#[0-9a-fA-F]{6}\b|#[0-9a-fA-F]{3}\b")
+    assert json.loads(graphlayout.drawing_document(manifest))["palette"] == graphlayout.PALETTE
+    source = (PROJECT_ROOT / "app" / "domain" / "graphlayout.py").read_text()
+    palette = source[source.index("PALETTE = {"):source.index("}\n\n", source.index("PALETTE = {"))]
+    assert hexes.findall(source) == hexes.findall(palette) != []
+    dot = graphlayout.to_dot(manifest, ())
+    assert graphlayout.PALETTE["edge"] in dot and graphlayout.PALETTE["cluster"]["fills"][0] in dot
+    assert hexes.findall((PROJECT_ROOT / "static" / "js" / "graph.js").read_text()) == []
+    graph_rules = [line for line in (PROJECT_ROOT / "static" / "css" / "site.css").read_text().splitlines()
+                   if line.startswith(".g-") and ":hover" not in line and "is-" not in line]
+    assert graph_rules and [line for line in graph_rules if hexes.search(line) or "fill: var" in line] == []

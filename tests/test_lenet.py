@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from app import create_app
-from app.config import PROJECT_ROOT, TestConfig
+from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.parts import parts
 
 from .conftest import LENET_RECIPE, recipe_module
 
@@ -197,7 +198,7 @@ def test_the_recorded_digits_hold_a_correct_and_a_misread_one():
 def app():
     app = create_app(TestConfig)
     yield app
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 def test_lenet_verification_passes(app):

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, settings
 from openapi_spec_validator import validate
 
 from app import create_app
-from app.config import TestConfig
+from app.services.config import TestConfig
+from app.services.parts import parts
 
 from .bert_checkpoints import make_checkpoint
 
@@ -33,9 +34,9 @@ def test_every_api_route_is_described(client):
         if rule.endpoint == "api.lab_endpoint":
             # One route serves every model's declared lab endpoints; each is described under its own path.
             with client.application.app_context():
-                from app.extensions import store
+                from app.services.extensions import models
 
-                for model in store.catalog.models.values():
+                for model in models.catalog.models.values():
                     for name, endpoint in (model.lab.endpoints.items() if model.has_lab else []):
                         assert set(document["paths"][f"/api/models/{model.slug}/{name}"]) == {endpoint.method.lower()}
         elif rule.rule.startswith("/api/"):
@@ -62,4 +63,4 @@ def test_every_operation_conforms_and_never_fails_on_the_server(case):
 @pytest.fixture(scope="module", autouse=True)
 def stop_workers():
     yield
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from app import create_app
-from app.extensions import store
-from app.pages import significant
+from app.services.extensions import models
+from app.web.pages import significant
 
 from .conftest import CATALOG_SLUGS, bert_manifest
 
@@ -59,7 +59,8 @@ def test_model_page_header_and_snapshot(client):
     assert "Architecture snapshot · No Python required" in page
     assert 'href="/models/bert/0c48027dcf5a807d/graph.tensorviz.json" download>Download graph ↓' in page
     assert 'data-graph-url="/models/bert/graph.json"' in page
-    assert 'data-graph-focus="encoder.attention"' in page  # modules nested in one chain: all open
+    # Modules nested in one chain: all open, the deepest first (graphlayout.open_path, the one rule).
+    assert 'data-graph-open="[&#34;encoder.attention&#34;, &#34;encoder&#34;]"' in page
 
 
 def test_tour_opens_at_the_opening_step_and_follows_the_url(client):
@@ -154,11 +155,11 @@ def test_page_without_a_stored_snapshot_still_renders(tree):
 
 
 def test_prerender_fills_the_page_memo_that_requests_then_use(app):
-    from app.pages import prerender
+    from app.web.pages import prerender
 
     prerender(app)
     with app.app_context():
-        memo = store.catalog.derived("pages", dict)  # the memo prerender made, hung off the current catalog
+        memo = models.catalog.derived("pages", dict)  # the memo prerender made, hung off the current catalog
     assert {key[0] for key in memo["pages"]} == set(CATALOG_SLUGS)
     before = dict(memo["pages"])
     app.test_client().get("/models/gpt")
@@ -168,7 +169,7 @@ def test_prerender_fills_the_page_memo_that_requests_then_use(app):
 
 def test_an_error_page_ends_its_message_with_one_period():
     from app import create_app
-    from app.config import TestConfig
+    from app.services.config import TestConfig
 
     app = create_app(TestConfig)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import PROJECT_ROOT
+from app.services.config import PROJECT_ROOT
 
 from .conftest import BERT_MANIFEST, BERT_RECIPE, ModelTree
 

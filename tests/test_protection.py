@@ -6,7 +6,8 @@ import time
 import pytest
 
 from app import create_app
-from app.config import TestConfig
+from app.services.config import TestConfig
+from app.services.parts import parts
 
 from .conftest import ModelTree
 
@@ -41,7 +42,7 @@ def test_one_compute_budget_per_client_across_every_endpoint_that_can_run_a_reci
 ])
 def test_a_full_queue_answers_429_with_retry_after_and_starts_nothing(path, body):
     app = create_app(type("Full", (TestConfig,), {"RECIPE_WORKERS": 1, "RECIPE_QUEUE": 0}))
-    pool = app.extensions["tensorviz.pool"]
+    pool = parts(app).pool
     pool.admit()  # the one place is taken
     response = app.test_client().post(path, json=body)
     assert response.status_code == 429
@@ -67,7 +68,7 @@ def test_concurrent_runs_beyond_the_queue_are_refused_and_none_is_lost(tmp_path)
         t.start()
     for t in threads:
         t.join(timeout=120)
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
     assert len(statuses) == 5  # every request was answered
     assert sorted(set(statuses)) == [200, 429]
     assert statuses.count(200) == 2  # one running, one queued
@@ -83,15 +84,15 @@ def test_a_recipe_that_grabs_memory_fails_cleanly_under_the_cap(tmp_path):
     assert "the recipe raised" in response.get_json()["error"]["message"]
     assert "alloc" in response.get_json()["error"]["message"].lower()
     # the worker lived on: the same process answers the next request
-    pids = app.extensions["tensorviz.pool"].pids()
+    pids = parts(app).pool.pids()
     client.post("/api/models/bert/runs", json=RUN | {"nsp_label": 1})
-    assert app.extensions["tensorviz.pool"].pids() == pids
-    app.extensions["tensorviz.pool"].shutdown()
+    assert parts(app).pool.pids() == pids
+    parts(app).pool.shutdown()
 
 
 def test_only_the_recipes_own_entry_points_can_run():
-    from app import worker
-    from app.config import PROJECT_ROOT
+    from app.compute import worker
+    from app.services.config import PROJECT_ROOT
 
     task = {"recipe_dir": str(PROJECT_ROOT / "recipes" / "bert"), "args": {}}
     for module, entry in (("run", "main"), ("run", "print_table"), ("lab", "main"), ("model", "build_model"),
@@ -119,4 +120,4 @@ def test_a_kept_report_starts_nothing_and_spends_no_budget():
     assert [r.status_code for r in kept] == [200] * 5 and all(r.get_json()["cached"] for r in kept)
     assert client.post("/api/models/bert/runs", json={"input_ids": [1]}).status_code == 400  # the second
     assert client.post("/api/models/bert/runs", json={"input_ids": [1]}).status_code == 429
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()

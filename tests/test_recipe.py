@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from app.compare import compare_replay
+from app.domain.compare import compare_replay
 
 from .conftest import BERT_RECIPE, bert_manifest, recipe_module
 

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from app import create_app
-from app.catalog import apply_keys
-from app.compare import compare_case, tolerance_for
-from app.config import PROJECT_ROOT, TestConfig
-from app.recipes import read_metadata
+from app.domain.catalog import apply_keys
+from app.domain.compare import compare_case, tolerance_for
+from app.domain.recipes import read_metadata
+from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.parts import parts
 
 from .conftest import BERT_MANIFEST, BERT_RECIPE, GPT_RECIPE, bert_manifest
 
@@ -19,7 +20,7 @@ from .conftest import BERT_MANIFEST, BERT_RECIPE, GPT_RECIPE, bert_manifest
 def recorder():
     app = create_app(TestConfig)
     yield app.test_cli_runner()
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +134,7 @@ def test_force_overwrites_a_recording_the_recorder_did_not_make(tree):
         again = app.test_cli_runner().invoke(args=["record", "bert"])  # its own recording: no --force needed
         assert again.exit_code == 0, again.output
     finally:
-        app.extensions["tensorviz.pool"].shutdown()
+        parts(app).pool.shutdown()
 
 
 def test_every_recording_the_project_made_is_current(recorder):
@@ -171,7 +172,7 @@ def test_source_spans_move_with_the_code(tmp_path):
         result = app.test_cli_runner().invoke(args=["record", "gpt", "--out", str(out)])
         assert result.exit_code == 0, result.output
     finally:
-        app.extensions["tensorviz.pool"].shutdown()
+        parts(app).pool.shutdown()
     moved = {layer["id"]: layer for layer in json.loads((out / "manifest.json").read_text())["layers"]}
     stored = {layer["id"]: layer for layer in json.loads(
         (PROJECT_ROOT / "manifests" / "gpt" / "manifest.json").read_text())["layers"]}
@@ -191,3 +192,26 @@ def test_seed_items_get_their_keys_from_the_recipes_one_mapping():
     apply_keys(manifest, read_metadata(BERT_RECIPE)["recording"]["keys"])
     keys = [item["key"] for item in manifest["experiment"]["cases"][0]["vectors"]]
     assert keys == ["original_ids", "input_ids", "mlm_positions", "first_mask_probabilities", "nsp_probabilities"]
+
+
+def test_a_lab_answer_lacking_what_its_page_reads_stops_the_recording(tmp_path):
+    """The kind declares what its page reads from each endpoint (LabKind.reads); the recorder runs every
+    endpoint once and names what a recipe's answer lacks, before anything is written."""
+    recipes = tmp_path / "recipes"
+    shutil.copytree(GPT_RECIPE, recipes / "gpt", ignore=shutil.ignore_patterns("__pycache__"))
+    lab_py = recipes / "gpt" / "lab.py"
+    source = lab_py.read_text()
+    drifted = '    stages = [s for s in stages if s["id"] != "final_norm"]  # a recipe renamed a stage\n'
+    answer = '    return {"input_ids": list(input_ids), "position": position, "stages": stages}'
+    assert answer in source
+    lab_py.write_text(source.replace(answer, drifted + '    return {"input_ids": list(input_ids), "stages": stages}'))
+    app = create_app({"MANIFESTS_DIR": str(tmp_path / "manifests"), "RECIPES_DIR": str(recipes), "TESTING": True})
+    try:
+        out = tmp_path / "out"
+        result = app.test_cli_runner().invoke(args=["record", "gpt", "--out", str(out)])
+    finally:
+        parts(app).pool.shutdown()
+    assert result.exit_code == 1
+    assert ("lab.endpoints.trace: trace() answers without key 'position', stage 'final_norm', "
+            "which the causal-lm lab reads") in result.output
+    assert not out.exists()

@@ -10,7 +10,8 @@ import pytest
 import redis
 
 from app import create_app
-from app.config import TestConfig
+from app.services.config import TestConfig
+from app.services.parts import parts
 
 from .conftest import check_bounded_cache
 
@@ -75,13 +76,13 @@ def two_instances(redis_url):
     first, second = instance(redis_url), instance(redis_url)
     yield first, second
     for app in (first, second):
-        app.extensions["tensorviz.pool"].shutdown()
+        parts(app).pool.shutdown()
 
 
 def test_redis_url_switches_the_store(two_instances):
-    from app.state import RedisStore
+    from app.services.state import RedisStore
 
-    assert all(isinstance(app.extensions["tensorviz.state"], RedisStore) for app in two_instances)
+    assert all(isinstance(parts(app).store, RedisStore) for app in two_instances)
 
 
 def test_a_live_run_computed_by_one_instance_is_served_by_the_other(two_instances):
@@ -91,7 +92,7 @@ def test_a_live_run_computed_by_one_instance_is_served_by_the_other(two_instance
     shared = second.post("/api/models/bert/runs", json=RUN | {"nsp_label": 1, "mlm_positions": [1, 2]})
     assert shared.get_json()["cached"] is True
     assert shared.get_json()["case"] == computed.get_json()["case"]
-    assert two_instances[1].extensions["tensorviz.pool"].pids() == []  # the second never ran a recipe
+    assert parts(two_instances[1]).pool.pids() == []  # the second never ran a recipe
 
 
 def test_a_verification_job_is_polled_on_another_instance(two_instances):
@@ -138,13 +139,13 @@ def test_stopping_redis_degrades_to_uncached_and_recovers():
         client.post("/api/models/bert/runs", json=RUN)
         assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True
     finally:
-        app.extensions["tensorviz.pool"].shutdown()
+        parts(app).pool.shutdown()
         if server.process.poll() is None:
             server.stop()
 
 
 def test_the_redis_cache_is_bounded_and_jobs_are_never_evicted(redis_url):
-    from app.state import RedisStore
+    from app.services.state import RedisStore
 
     store = RedisStore(redis_url, max_bytes=10_000, max_entry=4_000, prefix="bounded-test:")
     check_bounded_cache(store)

@@ -5,9 +5,10 @@ import re
 import pytest
 
 from app import create_app
-from app.config import TestConfig
-from app.response_cache import ResponseCache
-from app.security import CONTENT_SECURITY_POLICY
+from app.services.config import TestConfig
+from app.services.parts import parts
+from app.web.response_cache import ResponseCache
+from app.web.security import CONTENT_SECURITY_POLICY
 
 from .conftest import CATALOG_SLUGS
 
@@ -64,7 +65,7 @@ def test_every_json_get_answers_304_to_its_etag(client):
 
 def test_assets_are_fingerprinted_and_cached_for_a_year(app, client):
     page = client.get("/models/bert").get_data(as_text=True)
-    version = app.extensions["tensorviz.assets"]
+    version = parts(app).assets
     urls = re.findall(r'"(/assets/[^"]+)"', page)
     assert {f"/assets/{version}/css/site.css", f"/assets/{version}/js/model-page.js"} <= set(urls)
     response = client.get(f"/assets/{version}/js/labs/masked-lm.js", headers={"Accept-Encoding": "gzip"})
@@ -76,7 +77,7 @@ def test_assets_are_fingerprinted_and_cached_for_a_year(app, client):
 
 @pytest.mark.parametrize("path", ["../app/config.py", "%2e%2e/wsgi.py", "..%2fwsgi.py", "/etc/passwd", "nope.js"])
 def test_assets_outside_static_are_404(app, client, path):
-    response = client.get(f"/assets/{app.extensions['tensorviz.assets']}/{path}", follow_redirects=True)
+    response = client.get(f"/assets/{parts(app).assets}/{path}", follow_redirects=True)
     assert response.status_code == 404
 
 
@@ -92,7 +93,7 @@ def test_the_same_bytes_are_compressed_once_per_encoding(monkeypatch):
         calls.append(len(data))
         return real(data, **options)
 
-    monkeypatch.setattr("app.compression.brotli.compress", counted)
+    monkeypatch.setattr("app.web.compression.brotli.compress", counted)
     bodies = {client.get("/api/models/bert", headers={"Accept-Encoding": "br"}).data for _ in range(5)}
     assert len(bodies) == 1 and brotli.decompress(bodies.pop()) == client.get("/api/models/bert").data
     assert len(calls) == 1
@@ -212,7 +213,7 @@ def test_the_cache_can_be_turned_off():
 
 
 def test_a_sized_lru_drops_the_least_recently_used_first():
-    from app.lru import SizedLRU
+    from app.domain.lru import SizedLRU
 
     lru = SizedLRU(10)
     lru.put("a", "A", 4)
@@ -242,12 +243,30 @@ def test_the_catalog_page_is_kept_unless_a_card_reads_the_disk(tree, app, client
     assert counting.calls == 1 and first.data == again.data
 
 
-@pytest.mark.parametrize("path", ["/", "/api/models", "/api/openapi.json",
-                                  *(f"/models/{slug}" for slug in CATALOG_SLUGS),
-                                  *(f"/api/models/{slug}" for slug in CATALOG_SLUGS)])
+def cacheable_paths() -> list[str]:
+    """Every route declared @cacheable, once for each model of the catalog where it takes a slug."""
+    app = create_app(TestConfig)
+    paths = []
+    for rule in app.url_map.iter_rules():
+        if getattr(app.view_functions[rule.endpoint], "cacheable", False):
+            paths += [rule.rule.replace("<slug>", slug) for slug in CATALOG_SLUGS] if "slug" in rule.arguments \
+                else [rule.rule]
+    parts(app).pool.shutdown()
+    return sorted(paths)
+
+
+CACHEABLE = cacheable_paths()
+
+
+def test_the_cacheable_routes_are_the_ones_declared():
+    assert {"/", "/api/models", "/models/bert", "/models/bert/graph.json", "/api/models/bert"} <= set(CACHEABLE)
+    assert not any(path.endswith(("/files", "/verifications", ".csv")) for path in CACHEABLE)
+
+
+@pytest.mark.parametrize("path", [*CACHEABLE, "/api/openapi.json"])
 def test_a_kept_answer_equals_a_fresh_one(app, client, path):
-    """What keep() promises, checked: an answer served again from memory is the answer an app that keeps
-    nothing makes for the same request, headers and body."""
+    """What @cacheable declares, checked for every route that declares it: an answer served again from
+    memory is the answer an app that keeps nothing makes for the same request, headers and body."""
     client.get(path)
     kept = client.get(path, headers={"Accept-Encoding": "identity"})
     kept = client.get(path, headers={"Accept-Encoding": "identity"})  # the second of this encoding: from memory
@@ -255,7 +274,7 @@ def test_a_kept_answer_equals_a_fresh_one(app, client, path):
     try:
         fresh = fresh_app.test_client().get(path, headers={"Accept-Encoding": "identity"})
     finally:
-        fresh_app.extensions["tensorviz.pool"].shutdown()
+        parts(fresh_app).pool.shutdown()
     assert kept.status_code == fresh.status_code == 200
     assert kept.data == fresh.data
     assert sorted(kept.headers.items()) == sorted(fresh.headers.items())

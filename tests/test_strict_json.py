@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from app.services.parts import parts
+
 from .conftest import ModelTree
 
 
@@ -16,16 +18,16 @@ def strict(raw: bytes):
 
 
 def test_every_lab_endpoint_of_every_model_answers_strict_json(checkpoint_app):
-    from app.extensions import store
+    from app.services.extensions import models
 
     app, client = checkpoint_app, checkpoint_app.test_client()
     with app.app_context():
-        models = list(store.catalog.models.values())
+        served = list(models.catalog.models.values())
     checked = 0
-    for model in models:
+    for model in served:
         if model.lab is None:
             continue
-        presets = model.lab.module.presets(model.manifest["experiment"]["cases"], model.lab)
+        presets = model.lab.kind.presets(model.manifest["experiment"]["cases"], model.lab)
         # A recording made without its checkpoint has no case to start from: a sentence of the test vocabulary.
         preset = presets[0]["request"] if presets else {"text": "the capital of france is [MASK] ."}
         for name, endpoint in model.lab.endpoints.items():
@@ -74,7 +76,7 @@ NAN_RUN = ("\n\n_replay = replay\n\n\ndef replay(model=None):\n    result = _rep
 
 def test_a_recipe_that_answers_nan_gets_a_clear_error_not_broken_json(tmp_path):
     from app import create_app
-    from app.config import TestConfig
+    from app.services.config import TestConfig
 
     from .conftest import BERT_MANIFEST, BERT_RECIPE
 
@@ -93,4 +95,4 @@ def test_a_recipe_that_answers_nan_gets_a_clear_error_not_broken_json(tmp_path):
         [value] = [v for v in case["values"] if v["status"] == "failed"]
         assert value["kind"] == "metric" and value["replayed_at_worst"] is None  # infinity, said as null
     finally:
-        app.extensions["tensorviz.pool"].shutdown()
+        parts(app).pool.shutdown()

@@ -10,9 +10,10 @@ import time
 import pytest
 
 from app import create_app
-from app.config import TestConfig
-from app.graphlayout import build_preview
-from app.state import SQLiteStore
+from app.domain.graphlayout import build_preview
+from app.services.config import TestConfig
+from app.services.parts import parts
+from app.services.state import SQLiteStore
 
 from .conftest import BERT_MANIFEST, ModelTree, bert_manifest, check_bounded_cache
 
@@ -58,7 +59,7 @@ def test_an_edited_recording_is_verified_again_and_fails(tree):
         latest = client.get("/api/models/bert/verifications/latest").get_json()
         assert latest["status"] == "failed"
     finally:
-        app.extensions["tensorviz.pool"].shutdown()
+        parts(app).pool.shutdown()
 
 
 def test_live_runs_are_keyed_by_the_recording_too(tree):
@@ -74,7 +75,7 @@ def test_live_runs_are_keyed_by_the_recording_too(tree):
         time.sleep(0.05)
         assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
     finally:
-        app.extensions["tensorviz.pool"].shutdown()
+        parts(app).pool.shutdown()
 
 
 # ---- 5. bad bodies and odd requests
@@ -161,7 +162,7 @@ def test_a_layer_without_params_still_renders(tree):
         trace = client.get("/api/models/bert/trace?input_ids=1,4,3,2,6,2&segment_ids=0,0,0,0,1,1&position=2")
         assert trace.status_code == 200
     finally:
-        app.extensions["tensorviz.pool"].shutdown()
+        parts(app).pool.shutdown()
 
 
 def test_only_http_links_are_linked(tree):
@@ -201,7 +202,7 @@ def test_unavailable_reasons_and_recipe_errors_name_no_server_path(tree):
         message = response.get_json()["error"]["message"]
         assert "weights.bin" in message and "/nonexistent" not in message and str(tree.recipes) not in message
     finally:
-        app.extensions["tensorviz.pool"].shutdown()
+        parts(app).pool.shutdown()
     tree.add("gpt", BERT_MANIFEST.read_bytes())
     (tree.recipes / "gpt" / "model.py").chmod(0)
     reasons = [u["reason"] for u in create_app(tree.config(TESTING=True, STATE_PATH=None)).test_client()

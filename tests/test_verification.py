@@ -9,7 +9,8 @@ import time
 import pytest
 
 from app import create_app
-from app.config import PROJECT_ROOT, TestConfig
+from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.parts import parts
 
 from .conftest import ModelTree, bert_manifest
 
@@ -39,7 +40,7 @@ def verify_via_api(client, slug: str) -> dict:
 def bert_app():
     app = create_app(TestConfig)
     yield app
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 def test_post_answers_202_then_the_job_gives_a_passing_report(bert_app):
@@ -108,7 +109,7 @@ def fault_app(tmp_path_factory):
     tree.add("raises", run_py=RAISING)
     app = create_app(type("FaultConfig", (TestConfig,), tree.config(RECIPE_TIMEOUT=3.0)))
     yield app
-    app.extensions["tensorviz.pool"].shutdown()
+    parts(app).pool.shutdown()
 
 
 def test_one_changed_cell_fails_exactly_that_case_and_matrix(fault_app):
@@ -137,11 +138,11 @@ def test_a_crashing_recipe_reports_an_error_and_the_worker_is_replaced(fault_app
     assert report["status"] == "error"
     assert "worker died (exit code 3)" in report["message"]
     assert verify_via_api(client, "bert")["status"] == "passed"  # cached report, and:
-    pool = fault_app.extensions["tensorviz.pool"]
+    pool = parts(fault_app).pool
     with fault_app.app_context():
-        from app.extensions import store
-        from app.verification import verify
-        assert verify(store.get("bert"))["status"] == "passed"  # a fresh worker ran it
+        from app.services.extensions import models
+        from app.services.verification import verify
+        assert verify(models.get("bert"))["status"] == "passed"  # a fresh worker ran it
     assert len(pool.pids()) == 1
 
 
@@ -169,7 +170,7 @@ def test_the_web_process_never_imports_torch():
     script = textwrap.dedent("""
         import sys, time
         from app import create_app
-        from app.config import TestConfig
+        from app.services.config import TestConfig
         app = create_app(TestConfig)
         client = app.test_client()
         response = client.post("/api/models/bert/verifications")
@@ -188,8 +189,9 @@ def test_the_web_process_never_imports_torch():
 
 def test_a_recipe_process_imports_nothing_of_the_web_tier():
     """What a spawned recipe process imports to serve: the worker and the recipe loader, no Flask."""
-    script = ("import sys, app.worker\n"
+    script = ("import sys, app.compute.worker\n"
               "print(sorted(m for m in sys.modules if m.startswith(('app', 'flask', 'werkzeug'))))")
     done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,
                           timeout=60)
-    assert done.stdout.strip() == "['app', 'app.recipes', 'app.worker']", done.stderr
+    loaded = "['app', 'app.compute', 'app.compute.worker', 'app.domain', 'app.domain.recipes']"
+    assert done.stdout.strip() == loaded, done.stderr

@@ -31,7 +31,7 @@ def live_run(input_ids: list[int], segment_ids: list[int], mlm_positions: list[i
     return run_case(build_model(), case, causal=attention == "causal")
 
 
-def sample_corruption(input_ids: list[int], seed: int, segment_ids: list[int] | None = None) -> dict:
+def sample_corruption(input_ids: list[int], seed: int, segment_ids: list[int]) -> dict:
     """BERT's masking, as in its create_pretraining_data: choose round(15%) of the positions (at least one,
     never CLS or SEP) in a random order, then replace 80% of them with MASK, 10% with a random token of
     the whole vocabulary, and keep 10% unchanged. The same seed gives the same draw. With the draw comes
@@ -54,7 +54,7 @@ def sample_corruption(input_ids: list[int], seed: int, segment_ids: list[int] | 
                 entry["action"] = "unchanged"
         positions.append(entry)
     corrupted = [p["token"] for p in positions]
-    run_request = {"input_ids": corrupted, "segment_ids": list(segment_ids or [0] * len(input_ids)),
+    run_request = {"input_ids": corrupted, "segment_ids": list(segment_ids),
                    "mlm_positions": selected, "original_ids": list(input_ids), "nsp_label": 0,
                    "attention": "bidirectional"}
     return {"seed": seed, "positions": positions, "input_ids": corrupted, "original_ids": list(input_ids),
@@ -190,12 +190,13 @@ def main(argv: list[str]) -> int:
     c = sub.add_parser("corrupt")
     c.add_argument("input_ids")
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--segments", default="0,0,0,0,1,1")
     args = parser.parse_args(argv)
     ids = [int(x) for x in args.input_ids.split(",")]
-    if args.command == "corrupt":
-        print(json.dumps(sample_corruption(ids, args.seed), indent=2))
-        return 0
     segments = [int(x) for x in args.segments.split(",")]
+    if args.command == "corrupt":
+        print(json.dumps(sample_corruption(ids, args.seed, segments), indent=2))
+        return 0
     result = trace(ids, segments, args.position, "causal" if args.causal else "bidirectional")
     for stage in result["stages"]:
         print(f"== {stage['id']}: {stage['caption']}")

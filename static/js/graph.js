@@ -8,23 +8,18 @@ import { GraphScene } from "./graph-scene.js";
 const MIN_ZOOM = 0.15;
 const MAX_ZOOM = 4;
 const READABLE_ZOOM = 0.85; // Fit never shrinks the 10 px labels below about 8.5 px: a larger graph scrolls
-const COLOURS = {
-  node: { fill: "#ffffff", stroke: "#55606e" },
-  module: { fill: "#fdf3e6", stroke: "#55606e" },
-  cluster: ["#eef4f1", "#e1ece6", "#d5e4dc"],
-  edge: "#8a96a3",
-};
 
 const DRAW_ALL = 500; // above this many boxes and edges, only those near the view are in the page
 const DRAG_SLOP = 4; // px a pointer moves before a press on a node becomes a pan instead of a click
 
 export class GraphView {
-  constructor(stage, graph, { focus = null, onSelect = () => {}, onToggle = () => {} } = {}) {
+  constructor(stage, graph, { open = [], onSelect = () => {}, onToggle = () => {} } = {}) {
     this.stage = stage;
     this.scenery = new GraphScene(graph.layers, graph.connections);
+    this.palette = graph.palette; // the server's colours, also the snapshot's (graphlayout.PALETTE)
     this.layers = this.scenery.layers;
     this.modules = this.scenery.modules;
-    this.open = new Set(focus && this.layers.has(focus) ? [focus, ...this.ancestors(focus)] : []);
+    this.open = new Set(open.filter((id) => this.layers.has(id))); // the first view's modules, as the server says
     this.view = { x: 0, y: 0, k: 1 };
     this.selected = null;
     this.target = null;
@@ -363,13 +358,13 @@ export class GraphView {
   }
 }
 
-/** A computed colour, `rgb(180, 83, 42)`, as an SVG attribute value, `#b4532a`. */
+/** A computed colour, `rgb(180, 83, 42)`, as an SVG attribute value, `#rrggbb`. */
 function hex(colour) {
   const channels = colour.match(/\d+/g);
   return channels ? `#${channels.slice(0, 3).map((c) => Number(c).toString(16).padStart(2, "0")).join("")}` : colour;
 }
 
-function arrowHead(from, to) {
+function arrowHead(from, to, colour) {
   const [x1, y1] = from;
   const [x2, y2] = to;
   const angle = Math.atan2(y2 - y1, x2 - x1);
@@ -377,18 +372,19 @@ function arrowHead(from, to) {
   const spread = 0.45;
   const a = [x2 - size * Math.cos(angle - spread), y2 - size * Math.sin(angle - spread)];
   const b = [x2 - size * Math.cos(angle + spread), y2 - size * Math.sin(angle + spread)];
-  return svgEl("polygon", { points: `${x2},${y2} ${a[0]},${a[1]} ${b[0]},${b[1]}`, class: "g-arrow", fill: COLOURS.edge });
+  return svgEl("polygon", { points: `${x2},${y2} ${a[0]},${a[1]} ${b[0]},${b[1]}`, class: "g-arrow", fill: colour });
 }
 
 /** The SVG elements of a scene's clusters, edges and nodes for which `near(box)` holds. */
 function drawing(view, scene, near) {
+  const palette = view.palette;
   const out = [];
   for (const c of scene.clusters) {
     if (!near(c)) continue;
     const depth = Math.min(c.depth, 2);
     const g = svgEl("g", { class: `g-cluster depth-${depth}`, "data-id": c.id });
-    g.append(svgEl("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8, fill: COLOURS.cluster[depth], stroke: "#9aa8a0" }));
-    const label = svgEl("text", { x: c.x + 8, y: c.y + 15, "font-size": 11, "font-weight": 600, fill: "#3b4a42", class: "g-cluster-title" }, `${c.id}  ▾`);
+    g.append(svgEl("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8, fill: palette.cluster.fills[depth], stroke: palette.cluster.stroke }));
+    const label = svgEl("text", { x: c.x + 8, y: c.y + 15, "font-size": 11, "font-weight": 600, fill: palette.cluster.text, class: "g-cluster-title" }, `${c.id}  ▾`);
     label.append(svgEl("title", {}, `Close ${c.id}`));
     label.addEventListener("click", (e) => {
       e.stopPropagation();
@@ -400,23 +396,23 @@ function drawing(view, scene, near) {
   for (const e of scene.edges) {
     if (!near(e.box)) continue;
     const g = svgEl("g", { "data-source": e.source, "data-target": e.target });
-    g.append(svgEl("path", { d: smooth(e.points), class: "g-edge", fill: "none", stroke: COLOURS.edge }));
+    g.append(svgEl("path", { d: smooth(e.points), class: "g-edge", fill: "none", stroke: palette.edge }));
     const p = e.points;
-    if (p.length > 1) g.append(arrowHead(p[p.length - 2], p[p.length - 1]));
+    if (p.length > 1) g.append(arrowHead(p[p.length - 2], p[p.length - 1], palette.edge));
     out.push(g);
   }
   for (const n of scene.nodes) {
     if (!near(n)) continue;
     const isModule = n.kind === "module";
-    const colours = isModule ? COLOURS.module : COLOURS.node;
+    const colours = isModule ? palette.module : palette.node;
     const g = svgEl("g", {
       class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, "data-layer": n.id, tabindex: -1, role: "button",
       // The name starts with the visible text (label, then op), as speech-input users say what they see.
       "aria-label": `${n.label} ${n.op}${isModule ? ", closed module: press Enter for details" : ""} (${n.id})`,
     });
     g.append(svgEl("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: colours.fill, stroke: colours.stroke }));
-    g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: "#1d2530" }, isModule ? `${n.label} ▸ ` : `${n.label} `)); // the space parts label and op in the text a name must contain
-    g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: "#4a5563" }, n.op));
+    g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: palette.node.text }, isModule ? `${n.label} ▸ ` : `${n.label} `)); // the space parts label and op in the text a name must contain
+    g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: palette.node.op }, n.op));
     g.addEventListener("click", () => view.select(n.id));
     g.addEventListener("focus", () => view.rove(n.id));
     g.addEventListener("keydown", (ev) => view.nodeKey(ev, n.id));

@@ -211,7 +211,7 @@ async function startGraph(recorded) {
   const stage = document.getElementById("graph-stage");
   try {
     graph = new GraphView(stage, recorded, {
-      focus: page.dataset.graphFocus || null,
+      open: JSON.parse(page.dataset.graphOpen || "[]"),
       // On a phone the panel lies below the graph: bring the details of a tapped node into view.
       onSelect: (layer) => {
         showDetails(layer);

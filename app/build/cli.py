@@ -1,0 +1,110 @@
+"""Commands: `flask --app wsgi serve`, `flask --app wsgi verify <slug>` and `flask --app wsgi record <slug>`."""
+
+import json
+import time
+from pathlib import Path
+
+import click
+from flask import Flask, current_app
+from flask.cli import with_appcontext
+
+from ..services.extensions import models, workers
+from ..services.live import warm_up
+from .recorder import RecordingError, build_recording, made_by_recorder, stale_parts, write_recording
+from ..compute.pool import RecipeError
+from ..domain.schema import SLUG
+from ..services.verification import verify
+
+
+def _format(report: dict) -> list[str]:
+    lines = [f"{report['model']} @ {report['revision']}: {report['status'].upper()}"]
+    if report["status"] == "error":
+        return [*lines, f"  {report['message']}"]
+    tol = report["tolerance"]
+    lines.append(f"  tolerance: rtol {tol['rtol']:g}, atol {tol['atol']:g} ({tol['source']})")
+    for case in report["cases"]:
+        lines.append(f"  case {case['id']}: {case['status']}")
+        for v in case["values"]:
+            diff = v.get("max_abs_diff")
+            shown = "n/a" if diff is None else f"{diff:.2e}"
+            lines.append(f"    [{v['status']:6}] {v['kind']:6} {v['label']}  max |diff| {shown}")
+    for check in report["checks"]:
+        lines.append(f"  check [{check['status']:6}] {check['name']}")
+    env = report["environment"]
+    lines.append(f"  torch {env['torch']} on python {env['python']}, {report['duration_seconds']:.2f} s")
+    return lines
+
+
+@click.command("verify")
+@with_appcontext
+@click.argument("slug")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
+def verify_command(slug: str, as_json: bool) -> None:
+    """Re-execute SLUG's recipe and compare it with its recording; exit 1 unless it passes."""
+    model = models.get(slug)
+    if model is None:
+        raise click.ClickException(models.why_missing(slug))
+    report = verify(model)
+    click.echo(json.dumps(report, indent=2) if as_json else "\n".join(_format(report)))
+    if report["status"] != "passed":
+        raise SystemExit(1)
+
+
+@click.command("record")
+@with_appcontext
+@click.argument("slug")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Write the recording here instead of manifests/SLUG.")
+@click.option("--check", is_flag=True, help="Record into memory; exit 1 naming what differs when the stored "
+                                            "recording is stale.")
+@click.option("--force", is_flag=True, help="Overwrite a recording this recorder did not make.")
+def record_command(slug: str, out: Path | None, check: bool, force: bool) -> None:
+    """Trace and replay recipes/SLUG and write its manifest, layouts and snapshot."""
+    if not SLUG.match(slug):
+        raise click.ClickException(f"{slug!r} is not a slug (lowercase letters, digits and dashes)")
+    recipe_dir = Path(current_app.config["RECIPES_DIR"]) / slug
+    if not recipe_dir.is_dir():
+        raise click.ClickException(f"there is no recipe folder recipes/{slug}")
+    target = out or Path(current_app.config["MANIFESTS_DIR"]) / slug
+    if not check and not force and made_by_recorder(target) is False:
+        raise click.ClickException(
+            f"{target / 'manifest.json'} was not made by this recorder (an original capture); "
+            "record elsewhere with --out, or overwrite it with --force")
+    started = time.perf_counter()
+    try:
+        recording = build_recording(slug, recipe_dir, workers.pool, int(current_app.config["RECIPE_SEED"]),
+                                    current_app.config)
+    except (RecordingError, RecipeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    seconds = time.perf_counter() - started
+    if check:
+        stale = stale_parts(recording, target)
+        for line in stale:
+            click.echo(f"stale: {line}")
+        if stale:
+            raise SystemExit(1)
+        click.echo(f"{slug}: the stored recording is current ({seconds:.1f} s)")
+        return
+    for path in write_recording(recording, target):
+        click.echo(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    click.echo(f"{slug} @ {recording.manifest['revision']}: recorded in {seconds:.1f} s")
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@with_appcontext
+def serve_command(host: str, port: int) -> None:
+    """Serve the explorer on one machine (threaded; no reloader), its recipe workers started and warmed
+    first, so that the first lab run does not wait for them. Production: gunicorn -c gunicorn.conf.py."""
+    from werkzeug.serving import run_simple
+
+    app = current_app._get_current_object()
+    warm_up(app)
+    run_simple(host, port, app, threaded=True)
+
+
+def register(app: Flask) -> None:
+    app.cli.add_command(serve_command)
+    app.cli.add_command(verify_command)
+    app.cli.add_command(record_command)

@@ -1,0 +1,312 @@
+"""The recorder: turns a recipe folder into a manifest and its static snapshot.
+
+The graph is traced from the real model and the cases come from the recipe's own `replay()`, both in a
+recipe worker (app/compute/capture.py), so the web process and the CLI never import torch. What the recipe
+declares in `recipe.toml` (title, tour, case labels, ...) is written around them. Two recordings of one
+recipe are identical but for `provenance.capturedAt`.
+"""
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import MappingProxyType
+
+from ..domain.catalog import (
+    GRAPH_FILE,
+    MANIFEST_NAME,
+    PREVIEW_FILE,
+    file_path,
+    graph_document,
+    recipe_files,
+)
+from ..domain.checkpoints import (
+    Checkpoint,
+    CheckpointDeclarationError,
+    CheckpointUnavailable,
+    checkpoint_spec,
+    find,
+    locate,
+)
+from ..domain.compare import tolerance_for
+from ..domain.graphlayout import build_preview
+from ..domain.labs import lab_spec
+from ..domain.labs.fields import DeclarationError, FieldError, validate
+from ..domain.recipes import RecipeMetadataError, read_metadata
+from ..compute.pool import RecipeCall, WorkerPool
+from ..domain.schema import ITEMS, ManifestError, validate_manifest
+
+RECORDER_VERSION = 1  # provenance.recorder: which recordings this recorder made (and may overwrite)
+# Page metadata copied from recipe.toml into the manifest, in the seed manifest's order.
+HEAD_FIELDS = ("title", "className", "question", "description", "category", "tags", "curator", "attribution",
+               "license", "limitations", "openingStep")
+REQUIRED = ("title", "question", "description", "category", "tags", "curator", "attribution", "license",
+            "limitations", "milestone", "steps", "experiment", "recording")
+
+
+class RecordingError(Exception):
+    """The recipe cannot be recorded; the message says which file or value and why."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A manifest and the files stored beside it, as bytes, ready to write or compare."""
+
+    slug: str
+    manifest: dict
+    files: dict[str, bytes]  # manifest.json, preview.svg
+
+
+def _sha256(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+def manifest_bytes(manifest: dict) -> bytes:
+    """The manifest as stored; strict JSON, so NaN or infinity anywhere is an error, not a broken file."""
+    try:
+        return (json.dumps(manifest, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
+    except ValueError as exc:
+        raise RecordingError(f"the recording holds a value JSON cannot carry: {exc}") from exc
+
+
+def content_revision(manifest: dict) -> str:
+    """A content hash of the recording: everything but the capture time and the revision-bearing URLs."""
+    content = {k: v for k, v in manifest.items() if k not in ("revision", "files")}
+    content["provenance"] = {k: v for k, v in content["provenance"].items() if k != "capturedAt"}
+    return _sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode())[:16]
+
+
+def _cases(meta: dict, replay: dict, without_checkpoint: bool) -> list[dict]:
+    """The declared cases with the values the replay produced; every item needs a key. A recipe whose
+    checkpoint is not on this machine records its graph and no case."""
+    experiment = meta["experiment"]
+    declared = experiment.get("cases") or []
+    if not declared:
+        raise RecordingError("recipe.toml: experiment.cases declares no case")
+    replayed = replay.get("cases", {})
+    if without_checkpoint:
+        if replayed:
+            raise RecordingError("run.py replay() returned cases without a checkpoint; it must return none")
+        return []
+    extra = sorted(set(replayed) - {c["id"] for c in declared})
+    if extra:
+        raise RecordingError(f"run.py replay() returns case {extra[0]!r}, which recipe.toml does not declare")
+    cases = []
+    for spec in declared:
+        if spec["id"] not in replayed:
+            raise RecordingError(f"run.py replay() returns no case {spec['id']!r} (declared in recipe.toml)")
+        case = experiment.get("caseDefaults", {}) | spec
+        values = replayed[spec["id"]]
+        for _, kind, field in ITEMS:
+            items = []
+            for i, item in enumerate(values.get(kind, [])):
+                if not item.get("key"):
+                    raise RecordingError(f"case {spec['id']!r}: {kind}[{i}] ({item.get('label')!r}) has no key")
+                if not all(math.isfinite(v) for v in _flat(item[field])):
+                    raise RecordingError(f"case {spec['id']!r}: {kind} {item['key']!r} holds NaN or infinity")
+                items.append({"key": item["key"], "label": item.get("label") or item["key"], field: item[field]})
+            case[kind] = items
+        if isinstance(values.get("request"), dict):  # the lab request that reproduces the case: a preset
+            case["request"] = values["request"]
+        cases.append(case)
+    return cases
+
+
+def _flat(value) -> list[float]:
+    if isinstance(value, list):
+        return [x for v in value for x in _flat(v)]
+    return [value]
+
+
+def _provenance(meta: dict, graph: dict, replay: dict, environment: dict, model_py: bytes, seed: int,
+                checkpoint: Checkpoint | None) -> dict:
+    failed = [c["name"] for c in replay.get("checks", []) if not c.get("passed")]
+    if failed:
+        raise RecordingError(f"run.py check failed, nothing was recorded: {failed[0]}")
+    recording = meta["recording"]
+    return {
+        "capturedAt": datetime.now(UTC).isoformat(),
+        "recorder": RECORDER_VERSION,
+        "sourceSha256": _sha256(model_py),
+        "python": environment["python"],
+        "torch": environment["torch"],
+        "execution": {"inputs": {"args": recording["inputs"]}, "device": environment["device"],
+                      "mode": environment["mode"], "seed": seed, "deterministic": environment["deterministic"]},
+        "outcome": "passed",
+        "outputShape": graph["outputShape"],
+        "method": recording.get("method", "TensorViz recorder"),
+        "scope": recording.get("scope", ""),
+        "numericalChecks": [c["name"] for c in replay.get("checks", [])],
+    } | ({} if "checkpoint" not in meta else {"checkpoint": checkpoint and {"files": checkpoint.sha256}})
+
+
+def _checkpoint(meta: dict, settings: Mapping) -> Checkpoint | None:
+    """The recipe's checkpoint where it declares one and this machine has it (in the folder its setting
+    names, else the local Hugging Face cache); None records the graph alone."""
+    if "checkpoint" not in meta:
+        return None
+    try:
+        spec = checkpoint_spec(meta["checkpoint"])
+        configured = settings.get(spec.setting)
+        return find(spec, configured) if locate(spec, configured) else None
+    except CheckpointDeclarationError as exc:
+        raise RecordingError(f"recipe.toml: {exc}") from exc
+    except CheckpointUnavailable as exc:
+        raise RecordingError(exc.description) from exc
+
+
+def _check_lab(declaration: dict, manifest: dict, recipe_dir: Path, pool: WorkerPool, context: dict) -> None:
+    """Run each lab endpoint once, on the request its kind makes from the recorded cases, and check that it
+    answers everything the kind's page reads (`LabKind.reads`): a recipe and its kind cannot drift apart."""
+    try:
+        spec = lab_spec(declaration, manifest)
+    except DeclarationError as exc:
+        raise RecordingError(f"recipe.toml: {exc}") from exc
+    presets = spec.kind.presets(manifest["experiment"]["cases"], spec)
+    for name, reads in spec.kind.reads.items():
+        endpoint = spec.endpoints[name]
+        where = f"lab.endpoints.{name}"
+        request = spec.kind.example(name, presets, spec)
+        if request is None:
+            raise RecordingError(f"{where}: no recorded case makes a request to check its answers with")
+        try:
+            args = spec.kind.prepare(name, validate(request, endpoint.fields), spec)
+        except FieldError as exc:
+            raise RecordingError(f"{where}: the request made from the first recorded case is refused: {exc}") from exc
+        result = pool.run(RecipeCall.lab(recipe_dir, endpoint.entry, args, context))["result"]
+        missing = reads.missing(result)
+        if missing:
+            raise RecordingError(f"{where}: {endpoint.entry}() answers without {', '.join(missing)}, "
+                                 f"which the {spec.kind.name} lab reads")
+
+
+def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0,
+                    settings: Mapping = MappingProxyType({})) -> Recording:
+    """Trace and replay the recipe in a worker, and assemble the manifest and its files; `settings` (the
+    app's configuration) names a checkpoint folder where the recipe reads one."""
+    try:
+        meta = read_metadata(recipe_dir)
+        files = recipe_files(recipe_dir)
+    except (RecipeMetadataError, ManifestError) as exc:
+        raise RecordingError(str(exc)) from exc
+    missing = [k for k in REQUIRED if k not in meta]
+    if missing:
+        raise RecordingError(f"recipes/{slug}/recipe.toml lacks {', '.join(missing)}")
+    checkpoint = _checkpoint(meta, settings)
+    context = {"checkpoint": str(checkpoint.folder)} if checkpoint else {}
+    reply = pool.run(RecipeCall.capture(recipe_dir, meta["recording"]["inputs"], context))
+    graph, replay = reply["result"]["graph"], reply["result"]["replay"]
+    manifest: dict = {"schemaVersion": 1, "slug": slug}
+    for key in HEAD_FIELDS:
+        value = graph["className"] if key == "className" else meta.get(key)
+        if value is not None:
+            manifest[key] = value
+    manifest["provenance"] = _provenance(meta, graph, replay, reply["environment"], files["model.py"], seed,
+                                         checkpoint)
+    manifest["layers"] = graph["layers"]
+    manifest["connections"] = graph["connections"]
+    manifest["steps"] = meta["steps"]
+    manifest["milestone"] = meta["milestone"]
+    experiment = {k: v for k, v in meta["experiment"].items() if k not in ("cases", "caseDefaults")}
+    manifest["experiment"] = experiment | {"cases": _cases(meta, replay, "checkpoint" in meta and not checkpoint)}
+    manifest["revision"] = content_revision(manifest)
+    try:
+        validate_manifest(manifest | {"files": {}}, slug)
+    except ManifestError as exc:
+        raise RecordingError(f"the recording would not be valid: {exc}") from exc
+    if "lab" in meta and (checkpoint or "checkpoint" not in meta):
+        _check_lab(meta["lab"], manifest, recipe_dir, pool, context)
+
+    focus = meta.get("graph", {}).get("focus")
+    layers = {layer["id"]: layer for layer in manifest["layers"]}
+    if focus is not None and layers.get(focus, {}).get("kind") != "module":
+        raise RecordingError(f"recipe.toml: graph.focus names no module: {focus!r}")
+    preview = build_preview(manifest, focus).encode()
+    served = {GRAPH_FILE: graph_document(manifest), **files, PREVIEW_FILE: preview}
+    manifest["files"] = {name: {"url": file_path(slug, manifest["revision"], name),
+                                "sha256": _sha256(content), "bytes": len(content)}
+                         for name, content in served.items()}
+    return Recording(slug, manifest, {MANIFEST_NAME: manifest_bytes(manifest), PREVIEW_FILE: preview})
+
+
+def made_by_recorder(folder: Path) -> bool | None:
+    """Whether the stored manifest was written by this recorder; None when there is none."""
+    try:
+        manifest = json.loads((folder / MANIFEST_NAME).read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("provenance", {}).get("recorder") == RECORDER_VERSION
+
+
+def write_recording(recording: Recording, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, content in recording.files.items():
+        (folder / name).write_bytes(content)
+        written.append(folder / name)
+    return written
+
+
+# ---- --check: what differs between a fresh recording and the stored one
+
+def _differences(stored, fresh, where: str, tol, out: list[str], limit: int = 20) -> None:
+    if len(out) >= limit:
+        return
+    if isinstance(stored, dict) and isinstance(fresh, dict):
+        for key in sorted(set(stored) | set(fresh), key=str):
+            if key not in fresh:
+                out.append(f"{where}.{key}: stored, not recorded now")
+            elif key not in stored:
+                out.append(f"{where}.{key}: recorded now, not stored")
+            else:
+                _differences(stored[key], fresh[key], f"{where}.{key}", tol, out, limit)
+    elif isinstance(stored, list) and isinstance(fresh, list):
+        if len(stored) != len(fresh):
+            out.append(f"{where}: {len(stored)} items stored, {len(fresh)} recorded now")
+            return
+        for i, (a, b) in enumerate(zip(stored, fresh, strict=True)):
+            _differences(a, b, f"{where}[{i}]", tol, out, limit)
+    elif tol is not None and isinstance(stored, float | int) and isinstance(fresh, float | int) \
+            and not isinstance(stored, bool):
+        if abs(fresh - stored) > tol.allowance(stored):
+            out.append(f"{where}: stored {stored!r}, recorded now {fresh!r}")
+    elif stored != fresh:
+        out.append(f"{where}: stored {json.dumps(stored)[:80]}, recorded now {json.dumps(fresh)[:80]}")
+
+
+# Provenance that names the machine or the moment of the capture, not the recording's content.
+VOLATILE = ("capturedAt", "python", "torch")
+
+
+def stale_parts(recording: Recording, folder: Path) -> list[str]:
+    """What differs between the recording just made and the one stored in `folder` (empty when current).
+
+    Recorded numbers are compared within the verification tolerance, so that another torch build's last
+    bits do not count as stale; everything else must be identical.
+    """
+    try:
+        stored = json.loads((folder / MANIFEST_NAME).read_bytes())
+    except (OSError, ValueError) as exc:
+        return [f"{MANIFEST_NAME}: cannot be read ({exc.__class__.__name__})"]
+    fresh = recording.manifest
+    out: list[str] = []
+    strip = ("revision", "files", "experiment", "provenance")
+    _differences({k: v for k, v in stored.items() if k not in strip},
+                 {k: v for k, v in fresh.items() if k not in strip}, "manifest", None, out)
+    _differences({k: v for k, v in stored.get("provenance", {}).items() if k not in VOLATILE},
+                 {k: v for k, v in fresh["provenance"].items() if k not in VOLATILE}, "provenance", None, out)
+    _differences(stored.get("experiment"), fresh["experiment"], "experiment", tolerance_for(fresh), out)
+    if not out:
+        stored_files = stored.get("files", {})
+        for name in sorted(set(stored_files) | set(fresh["files"])):
+            if stored_files.get(name, {}).get("sha256") != fresh["files"].get(name, {}).get("sha256"):
+                out.append(f"files.{name}: the file changed since it was recorded")
+        path = folder / PREVIEW_FILE
+        if not path.is_file() or path.read_bytes() != recording.files[PREVIEW_FILE]:
+            out.append(f"{PREVIEW_FILE}: differs from the snapshot drawn from this recording")
+    return out

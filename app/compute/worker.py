@@ -1,0 +1,155 @@
+"""The recipe worker: runs in its own process, imports torch, and calls fixed recipe entry points.
+
+Nothing here is imported by the web process except through multiprocessing's spawn, which starts a
+fresh interpreter, so the web workers never load torch.
+"""
+
+import json
+import os
+import platform
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection
+from pathlib import Path
+from types import ModuleType
+
+from ..domain.recipes import load_module, read_metadata
+
+# Statuses a recipe's exception may carry (as its `status` attribute) to say that it refused the request
+# (400: the message starts with the field at fault) or that it cannot serve any request (503).
+REFUSALS = (400, 503)
+
+
+def entry_points(recipe_dir: Path) -> dict[str, set[str]]:
+    """What a task may call: run.py's replay, and the lab.py functions the recipe's lab declaration names."""
+    lab = read_metadata(recipe_dir).get("lab", {})
+    return {"run": {"replay"}, "lab": {str(e.get("entry")) for e in lab.get("endpoints", {}).values()}}
+
+
+def environment(torch: ModuleType, seed: int) -> dict:
+    """What the run depended on, as the report states it."""
+    import numpy
+
+    return {
+        "python": platform.python_version(),
+        "torch": str(torch.__version__),
+        "numpy": numpy.__version__,
+        "platform": platform.platform(),
+        "torch_threads": torch.get_num_threads(),
+        "seed": seed,
+        "mode": "eval",
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "device": "cpu",
+    }
+
+
+def warm(task: dict) -> None:
+    """Import the recipe's lab module and call the function its [lab] warm names (loading its checkpoint,
+    say) with the server's arguments, so that the first request finds both done. {"recipe_dir", "warm",
+    "context"}: `warm` is the declared name when it is to be called, "" to import only."""
+    recipe_dir = Path(task["recipe_dir"])
+    module = load_module(recipe_dir, "lab")
+    if task["warm"]:
+        if task["warm"] != read_metadata(recipe_dir).get("lab", {}).get("warm"):
+            raise ValueError(f"{task['warm']} is not the recipe's declared warm-up")
+        getattr(module, task["warm"])(**task.get("context", {}))
+
+
+def execute(task: dict, torch: ModuleType, seed: int) -> dict:
+    """Run one task: {"recipe_dir", "module", "entry", "args"}, or a warm-up (see warm)."""
+    if "warm" in task:
+        started = time.perf_counter()
+        warm(task)
+        return {"result": None, "compute_seconds": time.perf_counter() - started}
+    module, entry = task["module"], task["entry"]
+    if module == "capture" and entry == "capture":
+        from . import capture
+
+        function = capture.capture
+        args = {"recipe_dir": task["recipe_dir"], **task.get("args", {}), **task.get("context", {})}
+    elif entry in entry_points(Path(task["recipe_dir"])).get(module, ()):
+        function = getattr(load_module(Path(task["recipe_dir"]), module), entry, None)
+        if not callable(function):
+            raise ValueError(f"{module}.py has no entry point {entry}()")
+        args = {**task.get("args", {}), **task.get("context", {})}  # the server's own arguments: a checkpoint
+    else:
+        raise ValueError(f"{module}.{entry} is not a recipe entry point")
+    torch.manual_seed(seed)
+    started = time.perf_counter()
+    result = function(**args)
+    return {"result": result, "compute_seconds": time.perf_counter() - started}
+
+
+def cap_memory(headroom_mb: int) -> None:
+    """Cap this process's address space at what it maps now (Python and torch loaded) plus headroom,
+    so that a runaway recipe fails with an allocation error instead of exhausting the machine."""
+    if headroom_mb <= 0:
+        return
+    import resource
+
+    status = Path("/proc/self/status").read_text()
+    mapped = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmSize:"))) * 1024
+    limit = mapped + headroom_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+class Watchdog:
+    """Ends this process when the web process that started it is gone (a SIGKILLed parent leaves its
+    children to init: nothing else would stop them), or when a task runs past its timeout and a grace
+    period (the pool kills it then; this holds even if the pool's process cannot)."""
+
+    GRACE = 5.0  # seconds past the timeout before the worker ends itself
+
+    def __init__(self, parent: int, timeout: float) -> None:
+        self.parent = parent
+        self.timeout = timeout
+        self.deadline: float | None = None
+        threading.Thread(target=self._watch, name="recipe-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            if os.getppid() != self.parent:
+                os._exit(70)
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                os._exit(71)
+            time.sleep(0.5)
+
+    def task(self) -> None:
+        self.deadline = time.monotonic() + self.timeout + self.GRACE
+
+    def idle(self) -> None:
+        self.deadline = None
+
+
+def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, parent: int | None = None,
+          timeout: float = 0.0) -> None:
+    """Answer tasks from the pipe until it closes."""
+    watchdog = Watchdog(parent if parent is not None else os.getppid(), timeout) if timeout else None
+    import torch
+
+    cap_memory(memory_mb)
+    torch.set_num_threads(torch_threads)
+    torch.use_deterministic_algorithms(True)
+    env = environment(torch, seed)
+    conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if watchdog:
+            watchdog.task()
+        try:
+            reply = {"ok": True, "environment": env} | execute(task, torch, seed)
+            # Plain JSON data only: unpickling a torch object would import torch into the web process.
+            reply = json.loads(json.dumps(reply))
+        except Exception as exc:  # a recipe's own error goes back to the caller, the worker lives on
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                     "traceback": traceback.format_exc(limit=8)}
+            status = getattr(exc, "status", None)
+            if status in REFUSALS:  # the recipe refused the request (400) or cannot serve it (503)
+                reply |= {"refused": status, "message": str(exc)}
+        if watchdog:
+            watchdog.idle()
+        conn.send(reply)

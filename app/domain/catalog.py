@@ -1,0 +1,343 @@
+"""The catalog: every manifest under MANIFESTS_DIR, loaded and validated once at start-up."""
+
+import hashlib
+import json
+import logging
+import mimetypes
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from .checkpoints import CheckpointDeclarationError, CheckpointSpec, checkpoint_spec
+from .graphlayout import drawing_document
+from .labs import LabSpec, lab_spec
+from .labs.fields import DeclarationError
+from .recipes import RecipeMetadataError, read_metadata
+from .schema import FILE_NAME, ITEMS, ManifestError, validate_manifest
+
+log = logging.getLogger(__name__)
+
+MANIFEST_NAME = "manifest.json"
+RECIPE_FILES = ("model.py", "run.py", "requirements.txt")  # every recipe has these
+README_FILE = "README.md"  # the recipe's documentation: never run, so neither served nor hashed into its keys
+LAB_FILE = "lab.py"  # what-if runs, the corruption sampler and the trace, where a recipe has them
+GRAPH_FILE = "graph.tensorviz.json"
+PREVIEW_FILE = "preview.svg"  # the static architecture snapshot, stored beside the manifest
+THUMBNAIL_FILE = "thumbnail.svg"  # the snapshot without its labels: the model's shape, for the catalog's cards
+CONTENT_TYPES = {
+    ".py": "text/x-python; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+    ".toml": "text/plain; charset=utf-8",
+    ".safetensors": "application/octet-stream",
+    ".json": "application/json",
+    ".svg": "image/svg+xml",
+}
+
+
+@dataclass(frozen=True)
+class ServedFile:
+    """A downloadable artefact of a model, with the hash of what is actually served."""
+
+    name: str
+    content: bytes
+    content_type: str
+
+    @cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content).hexdigest()
+
+    @property
+    def size(self) -> int:
+        return len(self.content)
+
+
+def file_path(slug: str, revision: str, name: str) -> str:
+    """Where a model's file is served (downloads.model_file): the revision in the path, so that the URL of
+    changed content changes too."""
+    return f"/models/{slug}/{revision}/{name}"
+
+
+@dataclass(frozen=True)
+class Model:
+    """A manifest that passed validation, as recorded, plus the files served for it."""
+
+    slug: str
+    manifest: dict
+    raw: bytes  # the manifest file byte for byte: the recording is served unchanged
+    recipe_dir: Path
+    files: dict[str, ServedFile]
+    recipe_file_names: tuple[str, ...] = ()  # which of `files` come from the recipe folder
+    lab: LabSpec | None = None  # the recipe's declared lab, where it has one
+    checkpoint: CheckpointSpec | None = None  # weights read from a folder on this server, where declared
+    graph_focus: str | None = None  # the module the interactive graph opens with (recipe.toml [graph] focus)
+
+    @property
+    def revision(self) -> str:
+        return self.manifest["revision"]
+
+    @cached_property
+    def etag(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
+
+    @cached_property
+    def recipe_sha256(self) -> str:
+        """One hash over every recipe file: what a cached result of running the recipe depends on."""
+        parts = [f"{name}:{self.files[name].sha256}" for name in self.recipe_file_names]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+    @property
+    def has_lab(self) -> bool:
+        return self.lab is not None
+
+    @cached_property
+    def preview_size(self) -> tuple[int, int]:
+        """The snapshot's shown width and height in CSS pixels (about half its natural size), so that the
+        page reserves its space."""
+        preview = self.files.get(PREVIEW_FILE)
+        size = rb'<svg[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"'
+        found = re.search(size, preview.content) if preview else None
+        return (round(float(found[1]) * 0.47), round(float(found[2]) * 0.47)) if found else (224, 634)
+
+    @cached_property
+    def drawing(self) -> bytes:
+        """The graph as the interactive graph draws it (graphlayout.drawing_document), made once."""
+        return drawing_document(self.manifest)
+
+    def case(self, case_id: str) -> dict | None:
+        """The recorded case with this id, if there is one."""
+        return next((c for c in self.manifest["experiment"]["cases"] if c["id"] == case_id), None)
+
+    def axes(self, case: dict) -> dict[str, dict]:
+        """The rows and columns of a case's matrices (tokens, say), by matrix key, where the lab names them."""
+        return self.lab.axes(case) if self.lab else {}
+
+    def file_url(self, name: str) -> str:
+        return file_path(self.slug, self.revision, name)
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A manifest folder that could not be served, and why."""
+
+    slug: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The models served and the folders that could not be; a new Catalog replaces it when files change."""
+
+    models: dict[str, Model] = field(default_factory=dict)
+    unavailable: dict[str, Unavailable] = field(default_factory=dict)
+    _derived: dict = field(default_factory=dict, repr=False, compare=False)
+    _deriving: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def derived(self, name: str, make: Callable[[], Any]) -> Any:
+        """What is made from this catalog alone (the OpenAPI document, the memo of rendered pages), made once
+        and gone with the catalog: a changed model file can never leave a stale copy behind."""
+        with self._deriving:
+            if name not in self._derived:
+                self._derived[name] = make()
+            return self._derived[name]
+
+
+# Why a served file's hash can differ from the one the manifest recorded, said plainly.
+DIFFERS_FROM_RECORDING = {
+    "model.py": "Differs from the file recorded at capture: this is the project's own recipe. "
+                "Verification re-runs it and shows whether it still reproduces every recorded value.",
+    "graph.tensorviz.json": "Rebuilt from the manifest's layers, connections and steps; "
+                            "the capture's graph file had another format.",
+    "preview.svg": "Drawn by this project from the manifest's graph; the capture's snapshot differed.",
+    "thumbnail.svg": "The snapshot without its labels, drawn by this project for the catalog.",
+}
+
+
+def file_listing(model: Model) -> list[dict]:
+    """Each served file: where to get it, what it hashes to, and how that compares with the recording."""
+    recorded = model.manifest["files"]
+    listing = []
+    for name, served in model.files.items():
+        entry = {
+            "name": name,
+            "url": model.file_url(name),
+            "content_type": served.content_type,
+            "size": served.size,
+            "sha256": served.sha256,
+            "recorded_sha256": recorded.get(name, {}).get("sha256"),
+            "recorded_size": recorded.get(name, {}).get("bytes"),
+        }
+        entry["matches_recording"] = entry["recorded_sha256"] == served.sha256
+        if entry["recorded_sha256"] and not entry["matches_recording"]:
+            entry["note"] = DIFFERS_FROM_RECORDING.get(name, DIFFERS_FROM_RECORDING["model.py"])
+        listing.append(entry)
+    return listing
+
+
+def graph_document(manifest: dict) -> bytes:
+    """The graph file built from the manifest: layers, connections and the tour that walks them."""
+    keys = ("slug", "revision", "className", "layers", "connections", "steps", "openingStep")
+    document = {"format": "tensorviz-graph", "schemaVersion": 1} | {k: manifest.get(k) for k in keys}
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def _served_file(name: str, content: bytes) -> ServedFile:
+    suffix = Path(name).suffix
+    content_type = CONTENT_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
+    return ServedFile(name, content, content_type)
+
+
+def recipe_files(recipe_dir: Path) -> dict[str, bytes]:
+    """Every file of the recipe folder, the required ones first: what a model serves, what a recording
+    hashes, and what a cached result of running the recipe depends on (weights and data included)."""
+    missing = [name for name in RECIPE_FILES if not (recipe_dir / name).is_file()]
+    if missing:
+        raise ManifestError(f"recipes/{recipe_dir.name}/{missing[0]} is missing")
+    others = sorted(p.name for p in recipe_dir.iterdir()
+                    if p.is_file() and FILE_NAME.match(p.name) and p.name not in (*RECIPE_FILES, README_FILE))
+    return {name: (recipe_dir / name).read_bytes() for name in (*RECIPE_FILES, *others)}
+
+
+def _model_files(manifest: dict, folder: Path, recipe: dict[str, bytes]) -> dict[str, ServedFile]:
+    files = {GRAPH_FILE: _served_file(GRAPH_FILE, graph_document(manifest))}
+    files |= {name: _served_file(name, content) for name, content in recipe.items()}
+    if (folder / PREVIEW_FILE).is_file():
+        files[PREVIEW_FILE] = _served_file(PREVIEW_FILE, (folder / PREVIEW_FILE).read_bytes())
+    if PREVIEW_FILE in files:
+        files[THUMBNAIL_FILE] = _served_file(THUMBNAIL_FILE, thumbnail(files[PREVIEW_FILE].content))
+    return files
+
+
+def thumbnail(preview: bytes) -> bytes:
+    """The snapshot's boxes and arrows without its text: at a card's size, labels would be illegible specks."""
+    return re.sub(rb"\s*<(text|title)\b[^>]*>.*?</\1>", b"", preview, flags=re.DOTALL)
+
+
+def apply_keys(manifest: dict, keys: dict[str, str]) -> None:
+    """Give every recorded item its stable key. Items recorded before keys existed get theirs from the
+    recipe's one mapping of labels to keys; the app never looks a value up by its label."""
+    for case in manifest["experiment"]["cases"]:
+        for _, kind, _ in ITEMS:
+            seen = set()
+            for i, item in enumerate(case.get(kind, [])):
+                key = item.get("key") or keys.get(item["label"])
+                if not isinstance(key, str) or not key:
+                    raise ManifestError(f"experiment.cases[{case['id']!r}].{kind}[{i}]: has no key, and "
+                                        f"recipe.toml [recording.keys] maps none for its label")
+                if key in seen:
+                    raise ManifestError(f"experiment.cases[{case['id']!r}].{kind}[{i}]: repeats key {key!r}")
+                seen.add(key)
+                item["key"] = key
+
+
+def apply_op_names(manifest: dict, names: dict[str, str]) -> None:
+    """Name the ops a capture recorded only as `Python` (what ran on their lines, from the recipe's
+    [graph.ops]), so that the graph says `arange` rather than `python / Python`. The stored bytes are
+    served unchanged; the page, the table and the layouts show the names."""
+    for layer in manifest["layers"]:
+        name = names.get(layer["id"])
+        if isinstance(name, str) and name:
+            layer["op"] = name
+            layer["label"] = name.split(" ")[0]
+
+
+def _lab(meta: dict, manifest: dict, recipe_dir: Path) -> LabSpec | None:
+    if "lab" not in meta:
+        return None
+    if not (recipe_dir / LAB_FILE).is_file():
+        raise ManifestError(f"recipe.toml declares a lab, but recipes/{recipe_dir.name}/{LAB_FILE} is missing")
+    try:
+        return lab_spec(meta["lab"], manifest)
+    except DeclarationError as exc:
+        raise ManifestError(f"recipe.toml: {exc}") from exc
+
+
+def _checkpoint(meta: dict) -> CheckpointSpec | None:
+    if "checkpoint" not in meta:
+        return None
+    try:
+        return checkpoint_spec(meta["checkpoint"])
+    except CheckpointDeclarationError as exc:
+        raise ManifestError(f"recipe.toml: {exc}") from exc
+
+
+def load_model(folder: Path, recipes_dir: Path) -> Model:
+    """Read, parse and validate one manifest folder; ManifestError says what is wrong."""
+    slug = folder.name
+    try:
+        raw = (folder / MANIFEST_NAME).read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"cannot read {MANIFEST_NAME}: {exc.strerror or type(exc).__name__}") from exc
+    try:
+        manifest = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{MANIFEST_NAME} is not valid JSON: {exc}") from exc
+    validate_manifest(manifest, slug)
+    recipe_dir = recipes_dir / slug
+    try:
+        meta = read_metadata(recipe_dir)
+    except RecipeMetadataError as exc:
+        raise ManifestError(str(exc)) from exc
+    apply_keys(manifest, meta.get("recording", {}).get("keys", {}))
+    apply_op_names(manifest, meta.get("graph", {}).get("ops", {}))
+    recipe = recipe_files(recipe_dir)
+    files = _model_files(manifest, folder, recipe)
+    focus = meta.get("graph", {}).get("focus")
+    return Model(slug, manifest, raw, recipe_dir, files, tuple(recipe), _lab(meta, manifest, recipe_dir),
+                 _checkpoint(meta), focus if isinstance(focus, str) else None)
+
+
+def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:
+    """Every manifest folder, sorted by slug; a bad one is set aside with its reason, never fatal."""
+    catalog = Catalog()
+    folders = sorted(p for p in manifests_dir.iterdir() if p.is_dir()) if manifests_dir.is_dir() else []
+    if not folders:
+        log.warning("no manifests found under %s", manifests_dir)
+    for folder in folders:
+        try:
+            catalog.models[folder.name] = load_model(folder, recipes_dir)
+        except ManifestError as exc:
+            log.error("manifest %s is unavailable: %s", folder.name, exc)
+            catalog.unavailable[folder.name] = Unavailable(folder.name, str(exc))
+        except OSError as exc:  # an unreadable recipe or layout file: said without the server's paths
+            log.error("manifest %s is unavailable: %s", folder.name, exc)
+            name = Path(exc.filename).name if exc.filename else "a file"
+            reason = f"cannot read {name} of its manifest or recipe folder: {exc.strerror or type(exc).__name__}"
+            catalog.unavailable[folder.name] = Unavailable(folder.name, reason)
+    return catalog
+
+
+def _signature(*folders: Path) -> tuple:
+    """What the catalog was built from: every file below the folders, with its size and mtime."""
+    files = sorted(p for folder in folders if folder.is_dir() for p in folder.rglob("*")
+                   if p.is_file() and "__pycache__" not in p.parts)
+    return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+
+
+class LiveCatalog:
+    """The catalog, rebuilt when a file under manifests/ or recipes/ changes (looked at every `interval` s),
+    so that a manifest broken on disk is reported unavailable, and served again once it is mended,
+    without a restart."""
+
+    def __init__(self, manifests_dir: Path, recipes_dir: Path, interval: float) -> None:
+        self.folders = (manifests_dir, recipes_dir)
+        self.interval = interval
+        self.signature = _signature(*self.folders)
+        self.catalog = load_catalog(*self.folders)
+        self.checked = time.monotonic()
+        self.lock = threading.Lock()
+
+    def current(self) -> Catalog:
+        if self.interval and time.monotonic() - self.checked >= self.interval:
+            with self.lock:
+                self.checked = time.monotonic()
+                signature = _signature(*self.folders)
+                if signature != self.signature:
+                    log.warning("model files changed on disk; reloading the catalog")
+                    self.catalog = load_catalog(*self.folders)
+                    self.signature = signature
+        return self.catalog

@@ -1,0 +1,116 @@
+"""Lab kinds: one folder per kind behind a small registry, so that the core names no model.
+
+A recipe declares its lab in `recipe.toml` under [lab]: the kind, sizes read from the recorded graph,
+special tokens, token names, and its endpoints with their request fields. The kind (a folder: see
+labs/kind.py) brings what is particular to it: its template and ES module, the parts of the declaration
+it requires, what its page reads from each endpoint's result, how a recorded case becomes a preset
+request, what the axes of a case's matrices are, and defaults that depend on other fields.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import causal_lm, datalab, image_classifier, masked_lm
+from .fields import DeclarationError, Field, declared_field
+from .kind import LabKind
+
+KINDS: dict[str, LabKind] = {kind.name: kind for kind in
+                             (masked_lm.KIND, causal_lm.KIND, image_classifier.KIND, datalab.KIND)}
+METHODS = ("GET", "POST")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """`/api/models/<slug>/<name>`: which recipe function answers it and what it accepts."""
+
+    name: str
+    method: str
+    entry: str
+    summary: str
+    fields: dict[str, Field]
+    answers: str = "result"  # "case": the result is a case, answered under "case" and comparable with a recording
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """A model's lab, resolved against its recording."""
+
+    kind: LabKind
+    sizes: dict[str, int]
+    special: dict[str, int]
+    names: tuple[str, ...]
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    warm: str = ""  # a lab.py function a new recipe worker calls with the server's arguments (loads a checkpoint)
+
+    def token_name(self, token: int) -> str:
+        """A token as a reader sees it: its declared name, else its special name, else its id."""
+        if token < len(self.names):
+            return self.names[token]
+        return next((name for name, value in self.special.items() if value == token), str(token))
+
+    def token_names(self) -> list[str]:
+        """Every token of the vocabulary by name; a lab without a vocabulary size, its declared names."""
+        if "vocab" not in self.sizes:
+            return list(self.names)
+        return [self.token_name(t) for t in range(self.sizes["vocab"])]
+
+    def tokens(self, ids: list[int]) -> list[dict]:
+        """An axis of token ids: each with its name, for a heatmap's labels and its table's headers."""
+        return [{"id": t, "name": self.token_name(t)} for t in ids]
+
+    def axes(self, case: dict) -> dict[str, dict]:
+        """What the rows and columns of each of a case's matrices are, by matrix key, where the kind
+        knows (tokens, positions or the vocabulary); a matrix it does not name keeps numbered axes."""
+        return self.kind.axes(case, self)
+
+
+def _size(manifest: dict, reference, where: str) -> int:
+    """`"word_embeddings.num_embeddings"` read from the recorded graph, or a number as it stands."""
+    if isinstance(reference, int) and not isinstance(reference, bool):
+        return reference
+    layer_id, _, param = str(reference).rpartition(".")
+    for layer in manifest["layers"]:
+        if layer["id"] == layer_id:
+            value = layer.get("params", {}).get(param)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            raise DeclarationError(f"{where}: layer {layer_id!r} records no integer {param!r}")
+    raise DeclarationError(f"{where}: the recorded graph has no layer {layer_id!r}")
+
+
+def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
+    """The [lab] declaration of a recipe, checked and resolved; DeclarationError says what is wrong."""
+    name = declaration.get("kind")
+    if name not in KINDS:
+        raise DeclarationError(f"lab.kind {name!r} is not one of {', '.join(sorted(KINDS))}")
+    kind = KINDS[name]
+    sizes = {name: _size(manifest, ref, f"lab.sizes.{name}") for name, ref in declaration.get("sizes", {}).items()}
+    special = declaration.get("special", {})
+    if not all(isinstance(v, int) for v in special.values()):
+        raise DeclarationError("lab.special must map names to token ids")
+    endpoints = {}
+    for name, spec in declaration.get("endpoints", {}).items():
+        where = f"lab.endpoints.{name}"
+        entry = str(spec.get("entry", ""))
+        if not name.isidentifier() or spec.get("method") not in METHODS or not entry.isidentifier():
+            raise DeclarationError(f"{where}: needs a plain name, a method ({', '.join(METHODS)}) and an entry")
+        fields = {f: declared_field(f, s, sizes, f"{where}.fields") for f, s in spec.get("fields", {}).items()}
+        if spec["method"] == "GET" and any(f.type == "grid" for f in fields.values()):
+            raise DeclarationError(f"{where}: a grid field needs a JSON body; declare the endpoint POST")
+        endpoints[name] = Endpoint(name, spec["method"], spec["entry"], spec.get("summary", name), fields,
+                                   spec.get("answers", "result"))
+    warm = declaration.get("warm", "")
+    if not isinstance(warm, str) or (warm and not warm.isidentifier()):
+        raise DeclarationError("lab.warm must name a lab.py function")
+    spec = LabSpec(kind, sizes, dict(special), tuple(declaration.get("names", ())), endpoints, warm)
+    for part, required in kind.requires.items():
+        missing = [k for k in required if k not in getattr(spec, part)]
+        if missing:
+            raise DeclarationError(f"lab.{part} of a {name} lab needs {', '.join(missing)}")
+    kind.check(spec)
+    return spec
+
+
+def kind_files() -> dict[str, Path]:
+    """Every kind's template and ES module, by the name each is served under."""
+    return {name: path for kind in KINDS.values() for name, path in kind.files().items()}

@@ -1,0 +1,71 @@
+"""The causal-LM lab kind (a decoder that predicts the next token): what-if runs, step-by-step
+generation, and a stage-by-stage trace of one position through the blocks."""
+
+from ..cases import input_tokens, vectors
+from ..fields import DeclarationError, fail
+from ..kind import LabKind, Reads
+
+
+class CausalLM(LabKind):
+    name = "causal-lm"
+    requires = {"sizes": ("context", "vocab"), "endpoints": ("runs", "generations", "trace")}
+    reads = {
+        "runs": Reads(items=("next_token_probs", "loss", "position_loss", "attention_b*")),
+        "generations": Reads(keys=("output_ids", "text", "steps", "strategy", "temperature", "seed")),
+        "trace": Reads(keys=("position", "stages"),
+                       stages=("tokens", "embeddings", "block*", "final_norm", "logits", "prediction")),
+    }
+
+    def check(self, spec) -> None:
+        """Token names, where given, name every token of the vocabulary."""
+        if spec.names and len(spec.names) != spec.sizes["vocab"]:
+            raise DeclarationError(
+                f"lab.names lists {len(spec.names)} tokens; the vocabulary has {spec.sizes['vocab']}")
+
+    def prepare(self, endpoint: str, args: dict, spec) -> dict:
+        """A trace's position defaults to the last token; a generation must leave room to grow."""
+        if endpoint == "trace":
+            last = len(args["input_ids"]) - 1
+            args.setdefault("position", last)
+            if args["position"] > last:
+                fail("position", f"{args['position']} is past the last token ({last})")
+        if endpoint == "generations":
+            room = spec.sizes["context"] - len(args["input_ids"])
+            if args["steps"] > room:
+                fail("steps", f"{args['steps']} new tokens do not fit: the context holds {spec.sizes['context']} "
+                              f"and the prompt has {len(args['input_ids'])}, so at most {room}")
+        return args
+
+    def presets(self, cases: list[dict], spec) -> list[dict]:
+        """Each recorded case as the run request that replays it: its prompt."""
+        presets = []
+        for case in cases:
+            ids = vectors(case).get("input_ids")
+            if ids is not None:
+                presets.append({"id": case["id"], "label": case["label"], "request": {"input_ids": ids}})
+        return presets
+
+    def axes(self, case: dict, spec) -> dict[str, dict]:
+        """Attention runs over the prompt both ways; the next-token distribution has a row per prompt token
+        and a column per word of the vocabulary."""
+        tokens = input_tokens(case, spec)
+        if tokens is None:
+            return {}
+        vocabulary = spec.tokens(list(range(spec.sizes["vocab"])))
+        found = {}
+        for matrix in case.get("matrices", []):
+            if len(matrix["values"]) != len(tokens):
+                continue
+            if matrix["key"].startswith("attention"):
+                found[matrix["key"]] = {"rows": tokens, "columns": tokens}
+            elif matrix["key"] == "next_token_probs":
+                found[matrix["key"]] = {"rows": tokens, "columns": vocabulary}
+        return found
+
+    def example(self, endpoint: str, presets: list[dict], spec) -> dict | None:
+        """The first preset's prompt; a generation of one step, which always fits."""
+        request = super().example(endpoint, presets, spec)
+        return request if request is None or endpoint != "generations" else request | {"steps": 1}
+
+
+KIND = CausalLM()

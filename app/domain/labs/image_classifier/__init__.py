@@ -1,0 +1,40 @@
+"""The image-classifier lab kind: draw on a grid of grey levels, see the feature maps, the class
+probabilities and the saliency of every edit, and trace one class's score back to the drawing."""
+
+from ..fields import DeclarationError
+from ..kind import LabKind, Reads
+
+
+class ImageClassifier(LabKind):
+    name = "image-classifier"
+    requires = {"sizes": ("rows", "cols", "levels", "classes"), "endpoints": ("runs", "trace")}
+    reads = {
+        "runs": Reads(items=("probabilities", "prediction", "confidence")),
+        "trace": Reads(keys=("method", "target", "predicted", "stages"), stages=("logit",)),
+    }
+
+    def check(self, spec) -> None:
+        """Both endpoints take the drawing as a grid of the declared size; class names, where given, name
+        every class."""
+        for name in self.requires["endpoints"]:
+            image = spec.endpoints[name].fields.get("image")
+            if image is None or image.type != "grid":
+                raise DeclarationError(f"lab.endpoints.{name} of an {self.name} lab needs an `image` grid field")
+        if spec.names and len(spec.names) != spec.sizes["classes"]:
+            raise DeclarationError(
+                f"lab.names lists {len(spec.names)} classes; the model has {spec.sizes['classes']}")
+
+    def presets(self, cases: list[dict], spec) -> list[dict]:
+        """Each recorded image as the run request that replays it, with its true class where recorded."""
+        presets = []
+        for case in cases:
+            image = next((m["values"] for m in case.get("matrices", []) if m["key"] == "image"), None)
+            if image is None:
+                continue
+            label = next((m["value"] for m in case.get("metrics", []) if m["key"] == "label"), None)
+            request = {"image": image} | ({"label": label} if isinstance(label, int) else {})
+            presets.append({"id": case["id"], "label": case["label"], "request": request})
+        return presets
+
+
+KIND = ImageClassifier()

@@ -1,0 +1,90 @@
+"""The interface of a lab kind. A kind is a folder under app/domain/labs/ holding three files:
+
+    __init__.py   a LabKind subclass, instantiated as KIND: what the kind requires of a declaration, what
+                  its page reads from each endpoint's result, and its defaults, presets and axes
+    lab.html      the panel's template (extends labs/_lab.html), served as labs/<name>.html
+    lab.js        the ES module that draws it, served as js/labs/<name>.js beside js/labs/common.js
+
+The registry (labs/__init__.py) lists the kinds; nothing else names one.
+"""
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What a kind's page reads from one endpoint's result: its top-level keys, the ids of its `stages`,
+    and, for an answer that is a case, the keys of the case's items. A key ending in `*` is a prefix that
+    at least one key must start with (`attention_head_*`)."""
+
+    keys: tuple[str, ...] = ()
+    stages: tuple[str, ...] = ()
+    items: tuple[str, ...] = ()
+
+    def missing(self, result: dict) -> list[str]:
+        """What the result lacks of what the page reads, worded for a message."""
+        found = []
+        for part, wanted, present in (
+                ("key", self.keys, set(result) if isinstance(result, dict) else set()),
+                ("stage", self.stages, {s.get("id") for s in result.get("stages", []) if isinstance(s, dict)}),
+                ("item", self.items, {i["key"] for p in ("vectors", "matrices", "metrics")
+                                      for i in result.get(p, []) if isinstance(i, dict) and "key" in i})):
+            found += [f"{part} {w!r}" for w in wanted if not _has(present, w)]
+        return found
+
+
+def _has(present: set, wanted: str) -> bool:
+    if wanted.endswith("*"):
+        return any(isinstance(p, str) and p.startswith(wanted[:-1]) for p in present)
+    return wanted in present
+
+
+class LabKind:
+    """A lab kind: the parts of a [lab] declaration it requires, what its page reads, and what depends on
+    the kind (defaults between fields, presets from recorded cases, the axes of a case's matrices)."""
+
+    name: ClassVar[str]
+    requires: ClassVar[dict[str, tuple[str, ...]]] = {}  # by part of the declaration ("sizes", "endpoints")
+    reads: ClassVar[dict[str, Reads]] = {}  # by endpoint: what the kind's page reads from its result
+
+    @property
+    def folder(self) -> Path:
+        return Path(sys.modules[type(self).__module__].__file__).parent
+
+    @property
+    def template(self) -> str:
+        return f"labs/{self.name}.html"
+
+    @property
+    def script(self) -> str:
+        return f"js/labs/{self.name}.js"
+
+    def files(self) -> dict[str, Path]:
+        """The kind's template and ES module, by the name each is served under."""
+        return {self.template: self.folder / "lab.html", self.script: self.folder / "lab.js"}
+
+    def check(self, spec) -> None:
+        """What the kind checks of a declaration beyond `requires`; DeclarationError says what is wrong."""
+
+    def prepare(self, endpoint: str, args: dict, spec) -> dict:
+        """Defaults that depend on other fields, and checks across fields (FieldError names the field)."""
+        return args
+
+    def presets(self, cases: list[dict], spec) -> list[dict]:
+        """Each recorded case as the request that replays it: {"id", "label", "request"}."""
+        return []
+
+    def axes(self, case: dict, spec) -> dict[str, dict]:
+        """What the rows and columns of a case's matrices are, by matrix key, where the kind knows."""
+        return {}
+
+    def example(self, endpoint: str, presets: list[dict], spec) -> dict | None:
+        """A request for the endpoint, for the recorder to check its result against `reads`: the first
+        preset's request, restricted to the endpoint's fields; None when there is no preset."""
+        if not presets:
+            return None
+        fields = spec.endpoints[endpoint].fields
+        return {k: v for k, v in presets[0]["request"].items() if k in fields}

@@ -1,0 +1,31 @@
+"""The checkpoint this app's configuration names for a recipe, found once per app context."""
+
+from flask import current_app, g
+
+from ..domain.checkpoints import Checkpoint, CheckpointSpec, CheckpointUnavailable
+from ..domain.checkpoints import find as find_in
+
+
+def find(spec: CheckpointSpec) -> Checkpoint:
+    """The checkpoint with its files' hashes; CheckpointUnavailable (503) says what is missing and how to
+    provide it. Looked up once per app context (a request, a verification job, a command), so that the
+    cache key, the folder handed to the recipe and the report of one request name the same files."""
+    found = g.setdefault("tensorviz_checkpoints", {})
+    if spec not in found:
+        found[spec] = find_in(spec, current_app.config.get(spec.setting))
+    return found[spec]
+
+
+def status(spec: CheckpointSpec) -> dict:
+    """What a page shows: whether a checkpoint was found, where from, its files, or how to provide one."""
+    try:
+        found = find(spec)
+    except CheckpointUnavailable as exc:
+        return {"available": False, "message": exc.description, "setting": f"TENSORVIZ_{spec.setting}",
+                "download": spec.download}
+    return {"available": True, "source": found.source, "files": found.sha256}
+
+
+def context(spec: CheckpointSpec | None) -> dict:
+    """The arguments the server adds to a recipe call: the checkpoint folder, where the recipe has one."""
+    return {} if spec is None else {"checkpoint": str(find(spec).folder)}

@@ -1,0 +1,64 @@
+"""Configuration classes; the environment (TENSORVIZ_*) overrides them in create_app."""
+
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class Config:
+    """Defaults for the embedded server: everything in-process, no external service."""
+
+    MANIFESTS_DIR = str(PROJECT_ROOT / "manifests")
+    RECIPES_DIR = str(PROJECT_ROOT / "recipes")
+    CATALOG_RELOAD_SECONDS = 2.0  # how often to look for changed model files; 0 loads them once
+
+    DEBUG = False
+    SECRET_KEY = None  # from TENSORVIZ_SECRET_KEY; nothing here signs sessions, so a random one is fine
+    PROXY_FIX = 0  # number of trusted reverse proxies (X-Forwarded-*); 0 trusts none
+
+    # Requests carry no uploads: small JSON bodies at most.
+    MAX_CONTENT_LENGTH = 64 * 1024
+
+    COMPRESS_MIMETYPES = ["text/html", "text/css", "text/csv", "text/plain", "text/x-python",
+                          "application/json", "text/javascript", "image/svg+xml"]
+    COMPRESS_CACHE_BYTES = 32 * 2**20  # compressed bodies kept per process, by content hash
+    # Whole answers to plain GETs of manifests, model pages and the catalog, kept per process while the
+    # model files stay the same; 0 turns this off.
+    RESPONSE_CACHE_BYTES = 16 * 2**20
+
+    # Reports, live runs, verification jobs and the compute budget live in one store shared by every
+    # process: an SQLite file (STATE_PATH; "" puts it in the instance folder, None in a private temporary
+    # folder) or, with a Redis URL (TENSORVIZ_REDIS_URL, or REDIS_URL), Redis, shared by every machine.
+    REDIS_URL = None
+    STATE_PATH = ""
+    STATE_MAX_BYTES = 256 * 2**20  # cached reports and live runs beyond this: those nearest expiry go first
+    STATE_MAX_ENTRY_BYTES = 4 * 2**20  # a larger answer is served but not cached
+    CACHE_SECONDS = 24 * 3600  # how long a report or a live run stays cached
+
+    # Recipe execution: separate processes, each replaced when it crashes or passes its timeout.
+    RECIPE_WORKERS = 1  # recipes running at once
+    RECIPE_QUEUE = 2  # runs that may wait for a worker; beyond that, POSTs answer 429 at once
+    RECIPE_TIMEOUT = 120.0  # seconds before a run is killed
+    RECIPE_TORCH_THREADS = 1
+    RECIPE_MEMORY_MB = 1024  # address space a worker may add after loading torch; 0 for no cap
+    RECIPE_SEED = 0  # torch.manual_seed in the worker before every run
+    # One per-client budget for every request that can start a recipe run (verifications that no kept report
+    # answers, and every lab endpoint, GET included), counted in the shared store.
+    COMPUTE_BUDGET = "120 per minute"
+    # Verification jobs: the process running one refreshes its heartbeat this often; a job whose heartbeat
+    # is older than JOB_STALE_SECONDS ended with its process and is reported as an error.
+    JOB_HEARTBEAT_SECONDS = 1.0
+    JOB_STALE_SECONDS = 6.0
+
+    # How long POST /verifications waits for a fresh run before answering 202 with a Location.
+    VERIFY_WAIT = 0.5
+
+
+class TestConfig(Config):
+    """Used by the test suite."""
+
+    TESTING = True
+    RECIPE_TIMEOUT = 60.0
+    STATE_PATH = None  # each test app keeps its own state
+    COMPUTE_BUDGET = "100000 per minute"
+    VERIFY_WAIT = 0.0

@@ -1,0 +1,60 @@
+"""Extensions, created unbound here and bound to an app in create_app; each keeps its part in `parts()`."""
+
+from pathlib import Path
+
+from flask import Flask, abort
+
+from ..compute.pool import WorkerPool
+from ..domain.catalog import Catalog, LiveCatalog, Model
+from .parts import parts
+from .state import SharedState
+
+
+class Models:
+    """The catalog of models of the app it is bound to."""
+
+    def init_app(self, app: Flask) -> None:
+        parts(app).catalog = LiveCatalog(Path(app.config["MANIFESTS_DIR"]), Path(app.config["RECIPES_DIR"]),
+                                         float(app.config["CATALOG_RELOAD_SECONDS"]))
+
+    @property
+    def catalog(self) -> Catalog:
+        return parts().catalog.current()
+
+    def get(self, slug: str) -> Model | None:
+        return self.catalog.models.get(slug)
+
+    def get_or_404(self, slug: str) -> Model:
+        """The model with this slug, or a 404 that says why it is missing (unknown, or unavailable and why)."""
+        model = self.get(slug)
+        if model is None:
+            abort(404, self.why_missing(slug))
+        return model
+
+    def why_missing(self, slug: str) -> str:
+        """Why no model answers to this slug, for an error message."""
+        gone = self.catalog.unavailable.get(slug)
+        return f"model {slug!r} is unavailable: {gone.reason}" if gone else f"no model {slug!r}"
+
+
+class Workers:
+    """The recipe worker pool of the app it is bound to."""
+
+    def init_app(self, app: Flask) -> None:
+        parts(app).pool = WorkerPool(
+            size=int(app.config["RECIPE_WORKERS"]),
+            timeout=float(app.config["RECIPE_TIMEOUT"]),
+            torch_threads=int(app.config["RECIPE_TORCH_THREADS"]),
+            seed=int(app.config["RECIPE_SEED"]),
+            queue=int(app.config["RECIPE_QUEUE"]),
+            memory_mb=int(app.config["RECIPE_MEMORY_MB"]),
+        )
+
+    @property
+    def pool(self) -> WorkerPool:
+        return parts().pool
+
+
+state = SharedState()
+models = Models()
+workers = Workers()

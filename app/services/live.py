@@ -1,0 +1,58 @@
+"""Live computations on a model's recipe (what-if runs, corruption draws, traces), cached by request."""
+
+import hashlib
+import json
+
+from flask import Flask, abort
+
+from ..compute.pool import RecipeCall
+from ..domain.catalog import Model
+from ..domain.checkpoints import CheckpointUnavailable
+from . import runs
+from .checkpoints import context
+from .extensions import models, workers
+
+LIVE_NOTE = "Computed live on the server by the model's recipe for this request; not a recorded value."
+
+
+def _key(model: Model, entry: str, args: dict) -> str:
+    request = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
+    return f"live-reply:{entry}:{runs.run_key(model)}:{request}"
+
+
+def lab_answer(model: Model, entry: str, args: dict) -> dict:
+    """`entry(**args)` of the model's lab recipe, through the compute service (identical requests come from
+    its cache); a failed run raises its error, which answers with the status runs.status_of gives it."""
+    if not model.has_lab:
+        abort(404, f"model {model.slug!r} has no live lab")
+    call = RecipeCall.lab(model.recipe_dir, entry, args, context(model.checkpoint))
+    reply, cached = runs.submit(call, _key(model, entry, args))
+    return {
+        "model": model.slug,
+        "revision": model.revision,
+        "recorded": False,
+        "note": LIVE_NOTE,
+        "request": args,
+        "result": reply["result"],
+        "environment": reply["environment"],
+        "compute_seconds": reply["compute_seconds"],
+        "cached": cached,
+    }
+
+
+def warm_up(app: Flask) -> None:
+    """Start the app's recipe workers now, in the background, each importing every lab's recipe and calling
+    its declared warm-up with the server's arguments (loading a checkpoint), so that the first runs after a
+    start find them ready. A checkpoint missing now is not loaded: its lab says why when it is used."""
+    with app.app_context():
+        tasks = []
+        for model in models.catalog.models.values():
+            if not model.has_lab:
+                continue
+            try:
+                arguments = context(model.checkpoint)
+            except CheckpointUnavailable:
+                arguments = None
+            tasks.append({"recipe_dir": str(model.recipe_dir), "context": arguments or {},
+                          "warm": model.lab.warm if arguments is not None else ""})
+        workers.pool.prestart(tasks)

@@ -1,0 +1,37 @@
+"""What the app holds per instance, on one object: `app.extensions["tensorviz"]`, one attribute per part.
+
+Each part's `init_app` sets its attribute; code reads it through `parts()` within an app context, or
+`parts(app)` outside one. A part that is not bound yet is None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask, current_app
+
+if TYPE_CHECKING:  # annotations only: the parts import this module to register themselves
+    from ..compute.pool import WorkerPool
+    from ..domain.catalog import LiveCatalog
+    from .state import Store
+    from .verification import LocalJobs
+
+KEY = "tensorviz"
+
+
+@dataclass
+class Parts:
+    """The app's parts: its catalog, recipe workers, shared store, local jobs and the web tier's caches."""
+
+    catalog: LiveCatalog | None = None  # the models, reloaded when their files change
+    pool: WorkerPool | None = None  # the recipe worker processes
+    store: Store | None = None  # the state every process shares: jobs, cached answers, budgets
+    jobs: LocalJobs | None = None  # the verification jobs this process runs
+    assets: str = ""  # the static files' version, in their URLs
+    compressed: Any = None  # the web tier's compressed bodies (web.compression.CompressedBodies)
+
+
+def parts(app: Flask | None = None) -> Parts:
+    """The parts of `app`, else of the current app."""
+    return (app or current_app).extensions.setdefault(KEY, Parts())

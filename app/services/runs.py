@@ -1,0 +1,112 @@
+"""The one way the web app starts a recipe run.
+
+    ticket = admit()          # a place in the pool for one run; PoolBusy (429) when there is none
+    try:
+        reply = run(call)     # the worker's reply; a RecipeError says why there is none
+    finally:
+        ticket.release()      # once, from whichever thread finished the run
+
+`submit(call, key)` is all of it for a request that waits for its answer: the cached answer under `key`
+(`run_key` names everything it depends on), else admission, the run, the answer checked to be JSON
+(`answerable`) and kept. `status_of(error)` is the one table from a refused request or a failed run to
+an HTTP status; the web tier's error handler answers with it. Every
+recipe run of a request (lab endpoints, verifications, and next, interventions) goes through here; the
+recorder's CLI runs its own pool directly.
+"""
+
+import json
+import threading
+from functools import cache
+from importlib import metadata
+
+from flask import current_app
+
+from ..compute.pool import PoolBusy, RecipeCall, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout, WorkerPool
+from ..domain.checkpoints import CheckpointUnavailable
+from ..domain.labs.fields import FieldError
+from . import checkpoints
+from .extensions import state, workers
+
+
+@cache
+def torch_version() -> str:
+    """The workers' torch, read from package metadata so that the web process never imports it.
+    Read once per process: parsing the metadata costs more than serving a cached report."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def run_key(model) -> str:
+    """Everything a recipe run's answer depends on, as content hashes: the recording's bytes (its sha256,
+    not its declared revision), every recipe file, the checkpoint's files where it reads one, torch and the
+    seed. Part of every cached answer's key; CheckpointUnavailable (503) when its checkpoint is missing."""
+    seed = current_app.config["RECIPE_SEED"]
+    key = f"{model.slug}:{model.etag}:{model.recipe_sha256}:torch-{torch_version()}:seed-{seed}"
+    return key if model.checkpoint is None else f"{key}:checkpoint-{checkpoints.find(model.checkpoint).digest}"
+
+
+# From a refused request or a failed run to the status it answers (a recipe's refusal carries its own).
+STATUS = ((FieldError, 400), (CheckpointUnavailable, 503), (PoolBusy, 429), (RecipeTimeout, 504),
+          (RecipeCrashed, 503), (RecipeError, 502))
+REFUSALS = tuple(error for error, _ in STATUS)  # what the error handler answers with status_of
+
+
+def status_of(error: Exception) -> int:
+    """The HTTP status of a request refused with `error`, or of a run that failed with it."""
+    if isinstance(error, RecipeRefused):
+        return error.status
+    return next(status for kind, status in STATUS if isinstance(error, kind))
+
+
+class Ticket:
+    """A place in the pool for one run, released exactly once whichever thread ends the run."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self._pool = pool
+        self._held = True
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = self._held, False
+        if held:
+            self._pool.release()
+
+
+def admit() -> Ticket:
+    """Claim a place for one run, running or queued; PoolBusy (429) when the pool and its queue are full."""
+    pool = workers.pool
+    pool.admit()
+    return Ticket(pool)
+
+
+def run(call: RecipeCall) -> dict:
+    """Run the call in a worker (its place admitted already): the reply, or a RecipeError saying why not."""
+    return workers.pool.run(call)
+
+
+def answerable(call: RecipeCall, reply: dict) -> dict:
+    """The reply, when its result can be answered as JSON: NaN and infinity cannot (a replay's are compared
+    instead, so verification does not ask this)."""
+    try:
+        json.dumps(reply["result"], allow_nan=False)
+    except ValueError:
+        raise RecipeError(f"the recipe's {call.entry}() answered NaN or infinity, which JSON cannot carry") from None
+    return reply
+
+
+def submit(call: RecipeCall, key: str) -> tuple[dict, bool]:
+    """The reply to the call and whether it came from the cache (kept under `key`, which names everything
+    the answer depends on, for CACHE_SECONDS); a failed run raises its RecipeError (see status_of)."""
+    found = state.store.get(key)
+    if found is not None:
+        return found, True
+    ticket = admit()
+    try:
+        reply = answerable(call, run(call))
+    finally:
+        ticket.release()
+    state.store.set(key, reply, float(current_app.config["CACHE_SECONDS"]), cached=True)
+    return reply, False

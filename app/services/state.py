@@ -1,0 +1,313 @@
+"""State shared by every process of the app: cached reports and live runs, verification jobs, and the
+per-client compute budget.
+
+By default an SQLite file under the instance folder, which every process of this host opens (gunicorn's
+workers, the CLI); with a Redis URL, Redis, which every machine shares. Both answer the same small
+interface, so the code that keeps state never asks which one it has. The cache part is bounded: values
+over `max_entry` bytes are not kept, and when the cached values pass `max_bytes` those nearest their
+expiry go first. Jobs and budget counters are never evicted (they expire by themselves).
+
+A store that fails (Redis down, a disk full) degrades instead of failing requests: a read is a miss, a
+write is skipped, a budget counter lets the request through; each outage is logged once.
+"""
+
+import json
+import logging
+import math
+import os
+import sqlite3
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from .parts import parts
+
+log = logging.getLogger(__name__)
+
+
+def encode(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+
+
+class Store:
+    """The interface, and the degrade-on-failure rule both backends share."""
+
+    errors: tuple[type[Exception], ...] = ()
+
+    def __init__(self, max_bytes: int, max_entry: int) -> None:
+        self.max_bytes = max_bytes
+        self.max_entry = max_entry
+        self._down = False
+
+    def _guard(self, action: str, call, fallback):
+        try:
+            result = call()
+        except self.errors as exc:
+            if not self._down:
+                log.warning("shared state unavailable (%s: %s); degrading until it answers again", action, exc)
+            self._down = True
+            return fallback
+        if self._down:
+            log.warning("shared state available again")
+            self._down = False
+        return result
+
+    def get(self, key: str) -> Any | None:
+        """The value under `key`, or None when absent or expired."""
+        raw = self.get_json(key)
+        return None if raw is None else json.loads(raw)
+
+    def get_json(self, key: str) -> bytes | None:
+        """The value under `key` as the JSON bytes it is kept as (to serve without parsing it)."""
+        return self._guard("get", lambda: self._get(key), None)
+
+    def set(self, key: str, value: Any, ttl: float, cached: bool = False) -> None:
+        """Keep `value` for `ttl` seconds; a `cached` value may be evicted early to respect the size cap."""
+        try:
+            raw = encode(value)
+        except ValueError:  # NaN or infinity: not JSON, so not kept
+            return
+        if cached and len(raw) > self.max_entry:
+            return
+        self._guard("set", lambda: self._set(key, raw, ttl, cached), None)
+
+    def add(self, key: str, value: Any, ttl: float) -> bool:
+        """Keep `value` only if nothing is kept under `key`; whether it was kept. While the store is down
+        every add succeeds, so that work is duplicated rather than refused."""
+        return self._guard("add", lambda: self._add(key, encode(value), ttl), True)
+
+    def delete(self, key: str) -> None:
+        self._guard("delete", lambda: self._delete(key), None)
+
+    def hit(self, key: str, window: float) -> tuple[int, float]:
+        """Count one hit in the current fixed window of `window` seconds: (hits so far, seconds left)."""
+        now = time.time()
+        start = math.floor(now / window) * window
+        left = start + window - now
+        count = self._guard("hit", lambda: self._hit(f"{key}@{int(start)}", start + window), 0)
+        return count, left
+
+    # Backends implement these; values are JSON bytes, `expires` an epoch time.
+    def _get(self, key: str) -> bytes | None: ...
+    def _set(self, key: str, raw: bytes, ttl: float, cached: bool) -> None: ...
+    def _add(self, key: str, raw: bytes, ttl: float) -> bool: ...
+    def _delete(self, key: str) -> None: ...
+    def _hit(self, key: str, expires: float) -> int: ...
+
+    def close(self) -> None:
+        """Release connections (the SQLite file stays)."""
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    key TEXT PRIMARY KEY, value BLOB NOT NULL, expires REAL NOT NULL, size INTEGER NOT NULL, cached INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_expiry ON entries (cached, expires);
+CREATE TABLE IF NOT EXISTS counters (key TEXT PRIMARY KEY, count INTEGER NOT NULL, expires REAL NOT NULL);
+"""
+
+
+class SQLiteStore(Store):
+    """One SQLite file (WAL mode) shared by the processes of one host; a connection per thread."""
+
+    errors = (sqlite3.Error,)
+
+    def __init__(self, path: str | None, max_bytes: int, max_entry: int) -> None:
+        super().__init__(max_bytes, max_entry)
+        if path is None:  # a private file for this app alone (tests)
+            folder = tempfile.mkdtemp(prefix="tensorviz-state-")
+            path = os.path.join(folder, "state.sqlite3")
+            weakref.finalize(self, _remove, folder)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._local = threading.local()
+        self._run(lambda db: db.executescript(SCHEMA))
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            # No busy timeout: SQLite's own handler sleeps for whole milliseconds, rising to 100 ms, when
+            # another process writes; _run retries in steps of 0.1 ms instead.
+            db = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
+            self._local.db = db
+            self._run(lambda db: db.execute("PRAGMA journal_mode=WAL"))
+            db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    BUSY_SECONDS = 10.0  # how long a statement waits for another process's write before failing
+
+    def _run(self, work):
+        """`work(connection)`, retried while another process holds the write lock."""
+        deadline = time.monotonic() + self.BUSY_SECONDS
+        pause = 0.0001
+        while True:
+            try:
+                return work(self._db())
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or time.monotonic() > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.005)
+
+    def _get(self, key: str) -> bytes | None:
+        row = self._run(lambda db: db.execute("SELECT value, expires FROM entries WHERE key = ?", (key,)).fetchone())
+        return row[0] if row and row[1] > time.time() else None
+
+    def _set(self, key: str, raw: bytes, ttl: float, cached: bool) -> None:
+        self._run(lambda db: db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)",
+                                        (key, raw, time.time() + ttl, len(raw), int(cached))))
+        if cached:
+            self._run(self._evict)
+
+    def _evict(self, db: sqlite3.Connection) -> None:
+        """Drop what expired, then the cached values nearest their expiry while over the cap."""
+        now = time.time()
+        db.execute("DELETE FROM entries WHERE expires <= ?", (now,))
+        db.execute("DELETE FROM counters WHERE expires <= ?", (now,))
+        (total,) = db.execute("SELECT COALESCE(SUM(size), 0) FROM entries WHERE cached = 1").fetchone()
+        while total > self.max_bytes:
+            key, size = db.execute("SELECT key, size FROM entries WHERE cached = 1 ORDER BY expires LIMIT 1").fetchone()
+            db.execute("DELETE FROM entries WHERE key = ?", (key,))
+            total -= size
+
+    def _add(self, key: str, raw: bytes, ttl: float) -> bool:
+        def add(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("DELETE FROM entries WHERE key = ? AND expires <= ?", (key, now))
+                added = db.execute("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, 0)",
+                                   (key, raw, now + ttl, len(raw))).rowcount == 1
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return added
+
+        return self._run(add)
+
+    def _delete(self, key: str) -> None:
+        self._run(lambda db: db.execute("DELETE FROM entries WHERE key = ?", (key,)))
+
+    def _hit(self, key: str, expires: float) -> int:
+        (count,) = self._run(lambda db: db.execute(
+            "INSERT INTO counters VALUES (?, 1, ?) ON CONFLICT(key) DO UPDATE SET count = count + 1 RETURNING count",
+            (key, expires)).fetchone())
+        return count
+
+    def cached_bytes(self) -> int:
+        """What the cached values take now (for tests and the README's figures)."""
+        return self._run(lambda db: db.execute(
+            "SELECT COALESCE(SUM(size), 0) FROM entries WHERE cached = 1").fetchone()[0])
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+
+def _remove(folder: str) -> None:
+    for name in os.listdir(folder):
+        os.unlink(os.path.join(folder, name))
+    os.rmdir(folder)
+
+
+class RedisStore(Store):
+    """Redis, shared by every machine. Cached values are indexed by expiry in a sorted set, with their
+    sizes, so that the cap holds without relying on the server's eviction policy."""
+
+    def __init__(self, url: str, max_bytes: int, max_entry: int, prefix: str = "tensorviz:") -> None:
+        import redis
+
+        super().__init__(max_bytes, max_entry)
+        self.errors = (redis.RedisError,)
+        self.client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        self.prefix = prefix
+        # One command per budget hit: count, and give the window's counter its expiry when it is new.
+        self._count = self.client.register_script(
+            "local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end "
+            "return n")
+        self.index = prefix + "cached:by-expiry"
+        self.sizes = prefix + "cached:sizes"
+        self.total = prefix + "cached:bytes"
+
+    def _get(self, key: str) -> bytes | None:
+        return self.client.get(self.prefix + key)
+
+    def _set(self, key: str, raw: bytes, ttl: float, cached: bool) -> None:
+        name = self.prefix + key
+        if not cached:
+            self.client.set(name, raw, px=int(ttl * 1000))
+            return
+        with self.client.pipeline() as pipe:
+            pipe.set(name, raw, px=int(ttl * 1000))
+            pipe.zadd(self.index, {name: time.time() + ttl})
+            pipe.hget(self.sizes, name)
+            pipe.hset(self.sizes, name, len(raw))
+            _, _, previous, _ = pipe.execute()
+        total = self.client.incrby(self.total, len(raw) - int(previous or 0))
+        if total > self.max_bytes or self.client.zcount(self.index, 0, time.time()):
+            self._evict()
+
+    def _evict(self) -> None:
+        """Forget what expired, then drop the values nearest their expiry while over the cap."""
+        expired = self.client.zrangebyscore(self.index, 0, time.time())
+        self._drop(expired, delete=False)
+        while int(self.client.get(self.total) or 0) > self.max_bytes:
+            popped = self.client.zpopmin(self.index, 1)
+            if not popped:
+                break
+            self._drop([name for name, _ in popped], delete=True)
+
+    def _drop(self, names: list[bytes], delete: bool) -> None:
+        if not names:
+            return
+        sizes = self.client.hmget(self.sizes, names)
+        with self.client.pipeline() as pipe:
+            if delete:
+                pipe.delete(*names)
+            pipe.zrem(self.index, *names)
+            pipe.hdel(self.sizes, *names)
+            pipe.decrby(self.total, sum(int(s or 0) for s in sizes))
+            pipe.execute()
+
+    def _add(self, key: str, raw: bytes, ttl: float) -> bool:
+        return bool(self.client.set(self.prefix + key, raw, px=int(ttl * 1000), nx=True))
+
+    def _delete(self, key: str) -> None:
+        self.client.delete(self.prefix + key)
+
+    def _hit(self, key: str, expires: float) -> int:
+        return int(self._count(keys=[self.prefix + "hits:" + key], args=[int(expires) + 1]))
+
+    def cached_bytes(self) -> int:
+        return int(self.client.get(self.total) or 0)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class SharedState:
+    """Flask extension: the app's store, chosen by its configuration."""
+
+    def init_app(self, app) -> None:
+        max_bytes = int(app.config["STATE_MAX_BYTES"])
+        max_entry = int(app.config["STATE_MAX_ENTRY_BYTES"])
+        url = app.config.get("REDIS_URL")
+        if url:
+            store: Store = RedisStore(url, max_bytes, max_entry)
+        else:
+            path = app.config["STATE_PATH"]
+            if path == "":
+                path = os.path.join(app.instance_path, "state.sqlite3")
+            store = SQLiteStore(path, max_bytes, max_entry)
+        parts(app).store = store
+
+    @property
+    def store(self) -> Store:
+        return parts().store

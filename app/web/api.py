@@ -1,0 +1,237 @@
+"""The JSON API over the stored manifests, the model files and server-side verification."""
+
+import json
+
+from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
+from werkzeug.exceptions import MethodNotAllowed
+from werkzeug.routing import BaseConverter
+
+from ..domain.catalog import Model, file_listing
+from ..domain.compare import compare_case, tolerance_for
+from ..domain.labs.fields import parse_query, validate
+from ..services import budget, live
+from ..services.extensions import models
+from ..services.verification import verifications
+from .compression import is_conditional
+from .openapi import openapi_document
+from .response_cache import cacheable
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+
+@bp.record_once
+def _converters(state) -> None:
+    state.app.url_map.converters["action"] = ActionConverter
+
+
+@bp.before_request
+def limit_body() -> None:
+    """Refuse oversized bodies before any work, even on endpoints that ignore the body; a body sent in
+    chunks (no Content-Length) is read up to the limit and refused past it."""
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    if request.content_length is not None:
+        if request.content_length > limit:
+            abort(413, f"request body over {limit} bytes")
+    elif request.method not in ("GET", "HEAD", "OPTIONS"):
+        try:
+            body = request.stream.read(limit + 1)
+            # werkzeug's stream stops quietly at MAX_CONTENT_LENGTH and raises on the next read
+            over = len(body) > limit or (len(body) == limit and request.stream.read(1) != b"")
+        except Exception:  # that raise, or a client that went away mid-body
+            over = True
+        if over:
+            abort(413, f"request body over {limit} bytes")
+        request.environ["tensorviz.body"] = body
+
+
+def get_model(slug: str) -> Model:
+    """The model with this slug, or a 404 that says why it is missing."""
+    return models.get_or_404(slug)
+
+
+def model_links(model: Model) -> dict:
+    slug = model.slug
+    return {
+        "self": url_for("api.model", slug=slug),
+        "files": url_for("api.files", slug=slug),
+        "verifications": url_for("api.verify", slug=slug),
+        "latest_verification": url_for("api.latest_verification", slug=slug),
+        "page": f"/models/{slug}",
+    }
+
+
+@bp.after_request
+def options_without_body(response: Response) -> Response:
+    """OPTIONS answers which methods a path takes (Allow), with no body to misread as HTML."""
+    if request.method == "OPTIONS" and response.status_code == 200:
+        response.status_code = 204
+        response.set_data(b"")
+        del response.headers["Content-Type"]
+    return response
+
+
+@bp.after_request
+def conditional_json(response: Response) -> Response:
+    """Every successful GET answers with an ETag and honours If-None-Match and If-Match (a 412 in the
+    API's error shape, not the representation it did not match)."""
+    if request.method == "GET" and response.status_code == 200 and not response.is_streamed:
+        if "ETag" not in response.headers:
+            response.add_etag()
+        if not is_conditional(request):
+            return response
+        response.make_conditional(request)
+        if response.status_code == 412:
+            etag = response.get_etag()[0]
+            response = jsonify(error={"status": 412, "name": "Precondition Failed",
+                                      "message": f"If-Match names no current representation; the ETag is \"{etag}\""})
+            response.status_code = 412
+            response.set_etag(etag)
+    return response
+
+
+@bp.get("/models", endpoint="models")
+@cacheable()
+def list_models():
+    """The catalog: one entry per served model, and the manifests that could not be served."""
+    entries = []
+    for model in models.catalog.models.values():
+        m = model.manifest
+        entries.append({
+            "slug": model.slug,
+            "title": m["title"],
+            "question": m["question"],
+            "category": m["category"],
+            "tags": m["tags"],
+            "revision": model.revision,
+            "milestone": m["milestone"],
+            "links": model_links(model),
+        })
+    unavailable = [{"slug": u.slug, "reason": u.reason} for u in models.catalog.unavailable.values()]
+    return jsonify(models=entries, unavailable=unavailable)
+
+
+@bp.get("/models/<slug>")
+@cacheable()
+def model(slug: str):
+    """The stored manifest, byte for byte, with an ETag for conditional requests."""
+    found = get_model(slug)
+    response = Response(found.raw, mimetype="application/json")
+    response.set_etag(found.etag)  # conditional_json answers If-None-Match with it
+    return response
+
+
+@bp.get("/models/<slug>/files")
+def files(slug: str):
+    """The model's files with the hash and size of what is served, beside what the manifest recorded."""
+    found = get_model(slug)
+    missing = [{"name": n, "recorded_sha256": r.get("sha256"), "note": "recorded but not served"}
+               for n, r in found.manifest["files"].items() if n not in found.files]
+    return jsonify(model=slug, revision=found.revision, files=file_listing(found), not_served=missing)
+
+
+@bp.post("/models/<slug>/verifications")
+def verify(slug: str):
+    """Re-execute the recipe and compare: 200 with the report, or 202 with a Location to poll."""
+    found = get_model(slug)
+    cached = verifications.cached(found)
+    if cached is not None:  # a kept report of exactly this run starts nothing, so it spends no budget
+        return Response(cached, mimetype="application/json")
+    budget.spend()
+    job = verifications.start(found)
+    report = verifications.wait(job["id"], float(current_app.config["VERIFY_WAIT"]))
+    if report is not None:
+        return jsonify(report)
+    location = url_for("api.verification_job", slug=slug, job_id=job["id"])
+    response = jsonify(job)
+    response.status_code = 202
+    response.headers["Location"] = location
+    response.headers["Retry-After"] = "1"
+    return response
+
+
+@bp.get("/models/<slug>/verifications/latest")
+def latest_verification(slug: str):
+    """The latest verification report of this model's current revision."""
+    report = verifications.latest(get_model(slug))
+    if report is None:
+        abort(404, f"model {slug!r} has not been verified yet; POST to its verifications first")
+    return jsonify(report)
+
+
+@bp.get("/models/<slug>/verifications/<job_id>")
+def verification_job(slug: str, job_id: str):
+    """A verification job: its state and elapsed time, and the report once it is done."""
+    get_model(slug)
+    job = verifications.job(job_id)
+    if job is None or job["model"] != slug:
+        abort(404, f"no verification job {job_id!r} for model {slug!r}")
+    response = jsonify(job)
+    if job["state"] != "done":
+        response.headers["Retry-After"] = "1"
+    return response
+
+
+def _json_body():
+    """The request's JSON, read once by limit_body; a body that is not JSON, or nests too deeply to parse,
+    is a 400."""
+    raw = request.environ.get("tensorviz.body")
+    if raw is None:
+        raw = request.get_data(cache=True)
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        abort(400, "body: send a JSON object (Content-Type: application/json)")
+
+
+def _record_check(model: Model, case_id, result: dict) -> dict:
+    """A live case compared with the recorded one it should reproduce, by the verification's own rule."""
+    recorded = model.case(case_id)
+    if recorded is None:
+        cases = ", ".join(c["id"] for c in model.manifest["experiment"]["cases"])
+        abort(400, f"compare_with: {str(case_id)[:40]!r} is not a recorded case; the cases are {cases}")
+    tol = tolerance_for(model.manifest)
+    return compare_case(recorded, result, tol) | {"tolerance": tol.as_dict()}
+
+
+class ActionConverter(BaseConverter):
+    """A lab endpoint's name: any plain name but those of the fixed routes beside it."""
+
+    regex = r"(?!files$|verifications$)[a-z][a-z_]{0,39}"
+
+
+@bp.route("/models/<slug>/<action:action>", methods=["GET", "POST", "OPTIONS"], provide_automatic_options=False)
+def lab_endpoint(slug: str, action: str):
+    """A live-lab endpoint the model's recipe declares: what-if runs, samplers, generation, traces."""
+    found = get_model(slug)
+    if not found.has_lab:
+        abort(404, f"model {slug!r} has no live lab")
+    declared = found.lab.endpoints.get(action)
+    if declared is None:
+        abort(404, f"model {slug!r} has no lab endpoint {action!r}; it has {', '.join(found.lab.endpoints)}")
+    if request.method == "OPTIONS":  # the one method this endpoint answers, not every method of the route
+        return Response(status=200, headers={"Allow": f"{declared.method}, OPTIONS"})
+    if request.method != declared.method:
+        raise MethodNotAllowed([declared.method], f"{action} answers {declared.method} only")
+    budget.spend()
+    body = _json_body() if declared.method == "POST" else parse_query(request.args, declared.fields)
+    compare_with = None
+    if declared.answers == "case" and isinstance(body, dict) and "compare_with" in body:
+        compare_with = body.pop("compare_with")
+        if not isinstance(compare_with, str):
+            abort(400, "compare_with: must be the id of a recorded case")
+    args = found.lab.kind.prepare(action, validate(body, declared.fields), found.lab)
+    answer = live.lab_answer(found, declared.entry, args)
+    result = answer.pop("result")
+    if declared.answers != "case":
+        return jsonify({"kind": action, **answer, **result})
+    reply = {"kind": action, **answer, "case": {"id": "live", **result}}
+    reply["axes"] = found.axes(reply["case"])
+    if compare_with is not None:
+        reply["record_check"] = _record_check(found, compare_with, result)
+    return jsonify(reply)
+
+
+@bp.get("/openapi.json")
+def openapi():
+    """The OpenAPI 3 description of this API."""
+    return jsonify(openapi_document())

@@ -1,0 +1,62 @@
+"""Static assets under a content-hashed path, cached for a year; a new deploy gets a new path.
+
+`/assets/<version>/js/model-page.js`: the version hashes every file under static/ and each lab kind's ES
+module (served as `js/labs/<kind>.js` from the kind's folder), so the ES modules' relative imports
+(`./common.js`, `../charts.js`) resolve inside the same version and stay consistent.
+"""
+
+import hashlib
+import mimetypes
+from pathlib import Path
+
+from flask import Blueprint, Flask, Response, abort, current_app, request, url_for
+from werkzeug.security import safe_join
+
+from ..domain.labs import kind_files
+from ..services.parts import parts
+
+bp = Blueprint("assets", __name__)
+YEAR = 365 * 24 * 3600
+
+
+def served_files(folder: Path) -> dict[str, Path]:
+    """Every asset by the name it is served under: static/'s files and the lab kinds' ES modules."""
+    files = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
+    return files | {name: path for name, path in kind_files().items() if name.startswith("js/")}
+
+
+def static_version(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for name, path in sorted(served_files(folder).items()):
+        digest.update(name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+@bp.get("/assets/<version>/<path:filename>")
+def asset(version: str, filename: str):
+    """A static file; immutable for a year when the version is current, revalidated otherwise."""
+    kind_script = kind_files().get(filename) if filename.startswith("js/") else None  # not the templates
+    path = kind_script or safe_join(current_app.static_folder, filename)
+    if path is None or not Path(path).is_file():
+        abort(404, f"no asset {filename!r}")
+    content = Path(path).read_bytes()  # small files, read whole so that they can be compressed
+    response = Response(content, mimetype=mimetypes.guess_type(path)[0] or "application/octet-stream")
+    response.set_etag(hashlib.sha256(content).hexdigest()[:32])
+    if version == parts().assets:
+        response.cache_control.public = True
+        response.cache_control.max_age = YEAR
+        response.cache_control.immutable = True
+    else:
+        response.cache_control.no_cache = True
+    return response.make_conditional(request)
+
+
+def asset_url(filename: str) -> str:
+    return url_for("assets.asset", version=parts().assets, filename=filename)
+
+
+def init_app(app: Flask) -> None:
+    parts(app).assets = static_version(Path(app.static_folder))
+    app.register_blueprint(bp)
+    app.add_template_global(asset_url)

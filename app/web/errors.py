@@ -1,0 +1,50 @@
+"""Errors: JSON with a message under /api, a friendly page everywhere else; never a bare 500."""
+
+from flask import Flask, jsonify, render_template, request
+from werkzeug.exceptions import HTTPException, InternalServerError, default_exceptions
+
+from ..services.runs import REFUSALS, status_of
+
+BUSY_RETRY_AFTER = 5  # seconds: about the time a queue of warm recipe runs takes to drain
+
+
+def _wants_json() -> bool:
+    return request.path == "/api" or request.path.startswith("/api/")
+
+
+def handle_http_error(error: HTTPException):
+    """Render an HTTP error for the client that asked."""
+    status = error.code or 500
+    message = error.description or error.name
+    if _wants_json():
+        response = jsonify(error={"status": status, "name": error.name, "message": message})
+    else:
+        response = render_template("error.html", status=status, name=error.name, message=message)
+    headers = error.get_response().headers
+    extra = {k: v for k, v in headers.items() if k.lower() in ("allow", "retry-after")}
+    return response, status, extra
+
+
+def handle_refusal(error: Exception):
+    """A request refused, or a recipe run that failed: the status from runs.status_of, with the reason;
+    when the workers and their queue are full (429), Retry-After too: nothing was started."""
+    status = status_of(error)
+    if status == 429:
+        return handle_http_error(default_exceptions[429](f"{error}; retry in {BUSY_RETRY_AFTER} s",
+                                                         retry_after=BUSY_RETRY_AFTER))
+    return handle_http_error(default_exceptions[status](str(error)))
+
+
+def handle_unexpected(error: Exception):
+    """Log the bug and answer like any other error."""
+    from flask import current_app
+
+    current_app.logger.exception("unhandled error on %s", request.path)
+    return handle_http_error(InternalServerError("An unexpected error occurred; it has been logged."))
+
+
+def register(app: Flask) -> None:
+    app.register_error_handler(HTTPException, handle_http_error)
+    for refusal in REFUSALS:
+        app.register_error_handler(refusal, handle_refusal)
+    app.register_error_handler(Exception, handle_unexpected)

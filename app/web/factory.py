@@ -1,0 +1,70 @@
+"""The application factory: configuration, extensions, blueprints, error handlers and commands."""
+
+import os
+import secrets
+
+from flask import Flask
+from flask.json.provider import DefaultJSONProvider
+from jinja2 import ChoiceLoader, FunctionLoader
+
+from ..build import cli
+from ..domain.labs import kind_files
+from ..services.config import Config
+from ..services.extensions import models, state, workers
+from ..services.verification import verifications
+from . import api, assets, compression, downloads, errors, pages, response_cache, security
+
+
+class StrictJSON(DefaultJSONProvider):
+    """The one JSON encoder of every answer: NaN and infinity are not JSON, so they are refused (an error
+    the app reports) rather than written as tokens a client's parser rejects."""
+
+    def dumps(self, obj, **kwargs) -> str:
+        kwargs.setdefault("allow_nan", False)
+        return super().dumps(obj, **kwargs)
+
+
+def kind_templates() -> FunctionLoader:
+    """The lab kinds' templates, from each kind's folder, under the names `labs/<kind>.html`."""
+    files = {name: path for name, path in kind_files().items() if name.endswith(".html")}
+
+    def load(name: str):
+        path = files.get(name)
+        if path is None:
+            return None
+        stamp = path.stat().st_mtime_ns
+        return path.read_text(), str(path), lambda: path.stat().st_mtime_ns == stamp
+
+    return FunctionLoader(load)
+
+
+def create_app(config: type | dict | None = None) -> Flask:
+    """Build the app: configuration, extensions, blueprints, error handlers and commands."""
+    app = Flask("app", template_folder="../templates", static_folder="../static")
+    app.jinja_loader = ChoiceLoader([app.jinja_loader, kind_templates()])
+    app.json = StrictJSON(app)
+    app.config.from_object(Config)
+    app.config.from_prefixed_env("TENSORVIZ")
+    if isinstance(config, dict):
+        app.config.update(config)
+    elif config is not None:
+        app.config.from_object(config)
+    if not app.config["SECRET_KEY"]:
+        app.config["SECRET_KEY"] = secrets.token_hex(32)
+    app.config["REDIS_URL"] = app.config["REDIS_URL"] or os.environ.get("REDIS_URL")
+
+    state.init_app(app)
+    compression.init_app(app)
+    models.init_app(app)
+    workers.init_app(app)
+    verifications.init_app(app)
+
+    app.register_blueprint(api.bp)
+    app.register_blueprint(downloads.bp)
+    app.register_blueprint(pages.bp)
+    assets.init_app(app)
+    errors.register(app)
+    response_cache.init_app(app)  # before security's ProxyFix wraps it, so it sees the client's scheme
+    security.init_app(app)
+    cli.register(app)
+    return app
