@@ -21,8 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from app.services.parts import parts
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -88,6 +86,7 @@ def rss_mib(pid: int) -> tuple[float, float]:
 
 def through_the_api(folder: Path, repeat: int) -> dict:
     from app import create_app
+    from app.services.parts import parts
 
     app = create_app({"BERT_CHECKPOINT": str(folder), "STATE_PATH": None, "COMPUTE_BUDGET": "100000 per minute"})
     client = app.test_client()
