@@ -30,9 +30,9 @@ def cacheable(unless: Callable[..., bool] | None = None) -> Callable:
     declared route: an answer served again equals the one an app that keeps nothing makes."""
     def declare(view: Callable) -> Callable:
         @wraps(view)
-        def answer(**view_args):
-            response = view(**view_args)
-            if unless is None or not unless(**view_args):
+        def answer(*args, **view_args):  # positional too: prerender calls a view as a function
+            response = view(*args, **view_args)
+            if unless is None or not unless(*args, **view_args):
                 request.environ[KEEP] = True
             return response
 

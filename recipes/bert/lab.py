@@ -100,12 +100,9 @@ def _capture(model) -> tuple[dict[str, Tensor], list]:
 
 
 @torch.no_grad()
-def trace(input_ids: list[int], segment_ids: list[int], position: int | None, attention: str) -> dict:
-    """Follow one token through every stage of the model, with the numbers captured at each."""
-    if position is None:
-        if MASK not in input_ids:
-            raise ValueError("position: input_ids holds no MASK to default to")
-        position = input_ids.index(MASK)
+def trace(input_ids: list[int], segment_ids: list[int], position: int, attention: str) -> dict:
+    """Follow one token through every stage of the model, with the numbers captured at each (the server's
+    lab kind chooses the position when a request names none: the first MASK)."""
     model = build_model()
     seen, handles = _capture(model)
     try:
@@ -185,7 +182,7 @@ def main(argv: list[str]) -> int:
     t = sub.add_parser("trace")
     t.add_argument("input_ids")
     t.add_argument("--segments", default="0,0,0,0,1,1")
-    t.add_argument("--position", type=int)
+    t.add_argument("--position", type=int, required=True)
     t.add_argument("--causal", action="store_true")
     c = sub.add_parser("corrupt")
     c.add_argument("input_ids")

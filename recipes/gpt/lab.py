@@ -79,9 +79,9 @@ def _masked(values: list[float]) -> list[float | None]:
 
 
 @torch.no_grad()
-def trace(input_ids: list[int], position: int | None = None) -> dict:
-    """Follow one position through every stage of the model, with the numbers captured at each."""
-    position = len(input_ids) - 1 if position is None else position
+def trace(input_ids: list[int], position: int) -> dict:
+    """Follow one position through every stage of the model, with the numbers captured at each (the
+    server's lab kind chooses the position when a request names none: the last token)."""
     model = build_model()
     seen, handles = _hooks(model)
     try:
@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
     g.add_argument("--seed", type=int, default=0)
     t = sub.add_parser("trace")
     t.add_argument("prompt")
-    t.add_argument("--position", type=int)
+    t.add_argument("--position", type=int, required=True)
     args = parser.parse_args(argv)
     if args.command == "generate":
         result = generate(encode(args.prompt), args.steps, "sample" if args.sample else "greedy", args.temperature,
