@@ -20,9 +20,9 @@ def without_paths(message: str) -> str:
 
 @dataclass(frozen=True)
 class RecipeCall:
-    """What a recipe worker is asked to run: the recipe's replay (run.py), one of its lab entries (lab.py), or
-    a capture of its graph. `context` holds the server's own arguments (a checkpoint folder), never a client's;
-    the worker checks that the entry is one the recipe declares."""
+    """What a recipe worker is asked to run: the recipe's replay (run.py), one of its lab entries (lab.py), that
+    entry with interventions, or a capture of its graph. `context` holds the server's own arguments (a
+    checkpoint folder), never a client's; the worker checks that the entry is one the recipe declares."""
 
     recipe_dir: Path
     module: str
@@ -39,6 +39,14 @@ class RecipeCall:
     def lab(cls, recipe_dir: Path, entry: str, args: dict | None = None, context: dict | None = None) -> "RecipeCall":
         """A lab.py function that the recipe's [lab] declaration names."""
         return cls(Path(recipe_dir), "lab", entry, args or {}, context or {})
+
+    @classmethod
+    def intervene(cls, recipe_dir: Path, entry: str, args: dict, interventions: list[dict], sources: list[dict],
+                  context: dict | None = None) -> "RecipeCall":
+        """A lab.py entry run as asked and again with the interventions (compute/intervene.py); `sources`
+        are the requests whose runs patches take their tensors from."""
+        return cls(Path(recipe_dir), "intervene", entry,
+                   {"args": args, "interventions": interventions, "sources": sources}, context or {})
 
     @classmethod
     def capture(cls, recipe_dir: Path, inputs: list, context: dict | None = None) -> "RecipeCall":

@@ -68,6 +68,16 @@ def execute(task: dict, torch: ModuleType, seed: int) -> dict:
 
         function = capture.capture
         args = {"recipe_dir": task["recipe_dir"], **task.get("args", {}), **task.get("context", {})}
+    elif module == "intervene" and entry in entry_points(Path(task["recipe_dir"]))["lab"]:
+        from . import intervene
+
+        lab = getattr(load_module(Path(task["recipe_dir"]), "lab"), entry)
+        context = task.get("context", {})  # the server's own arguments, to the plain run and every source
+        spec = task["args"]
+        started = time.perf_counter()
+        result = intervene.intervene(lab, {**spec["args"], **context}, spec["interventions"],
+                                     [{**source, **context} for source in spec["sources"]], seed)
+        return {"result": result, "compute_seconds": time.perf_counter() - started}
     elif entry in entry_points(Path(task["recipe_dir"])).get(module, ()):
         function = getattr(load_module(Path(task["recipe_dir"]), module), entry, None)
         if not callable(function):

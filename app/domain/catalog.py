@@ -15,6 +15,7 @@ from typing import Any
 
 from .checkpoints import CheckpointDeclarationError, CheckpointSpec, checkpoint_spec
 from .graphlayout import drawing_document
+from .interventions import Heads, declared_heads
 from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
 from .recipes import RecipeMetadataError, read_metadata
@@ -75,6 +76,7 @@ class Model:
     lab: LabSpec | None = None  # the recipe's declared lab, where it has one
     checkpoint: CheckpointSpec | None = None  # weights read from a folder on this server, where declared
     graph_focus: str | None = None  # the module the interactive graph opens with (recipe.toml [graph] focus)
+    heads: dict[str, Heads] = field(default_factory=dict)  # attention modules whose heads interventions reach
 
     @property
     def revision(self) -> str:
@@ -287,8 +289,12 @@ def load_model(folder: Path, recipes_dir: Path) -> Model:
     recipe = recipe_files(recipe_dir)
     files = _model_files(manifest, folder, recipe)
     focus = meta.get("graph", {}).get("focus")
+    try:
+        heads = declared_heads(meta.get("interventions", {}), manifest)
+    except DeclarationError as exc:
+        raise ManifestError(f"recipe.toml: {exc}") from exc
     return Model(slug, manifest, raw, recipe_dir, files, tuple(recipe), _lab(meta, manifest, recipe_dir),
-                 _checkpoint(meta), focus if isinstance(focus, str) else None)
+                 _checkpoint(meta), focus if isinstance(focus, str) else None, heads)
 
 
 def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:

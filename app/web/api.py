@@ -9,7 +9,7 @@ from werkzeug.routing import BaseConverter
 from ..domain.catalog import Model, file_listing
 from ..domain.compare import compare_case, tolerance_for
 from ..domain.labs.fields import parse_query, validate
-from ..services import budget, live
+from ..services import budget, interventions, live
 from ..services.extensions import models
 from ..services.verification import verifications
 from .compression import is_conditional
@@ -196,7 +196,18 @@ def _record_check(model: Model, case_id, result: dict) -> dict:
 class ActionConverter(BaseConverter):
     """A lab endpoint's name: any plain name but those of the fixed routes beside it."""
 
-    regex = r"(?!files$|verifications$)[a-z][a-z_]{0,39}"
+    regex = r"(?!files$|verifications$|interventions$)[a-z][a-z_]{0,39}"
+
+
+@bp.post("/models/<slug>/interventions")
+def interventions_of(slug: str):
+    """A recorded case or a lab request run as it is and with modules (or attention heads) zeroed, averaged,
+    scaled or patched: every item before, after and their difference, and how much each module moved."""
+    found = get_model(slug)
+    if not found.has_lab:
+        abort(404, f"model {slug!r} has no live lab to run interventions on")
+    budget.spend()
+    return jsonify(interventions.answer(found, _json_body()))
 
 
 @bp.route("/models/<slug>/<action:action>", methods=["GET", "POST", "OPTIONS"], provide_automatic_options=False)
@@ -214,13 +225,18 @@ def lab_endpoint(slug: str, action: str):
         raise MethodNotAllowed([declared.method], f"{action} answers {declared.method} only")
     budget.spend()
     body = _json_body() if declared.method == "POST" else parse_query(request.args, declared.fields)
+    intervened = declared.method == "POST" and isinstance(body, dict) and "interventions" in body
+    steps = body.pop("interventions") if intervened else None
     compare_with = None
     if declared.answers == "case" and isinstance(body, dict) and "compare_with" in body:
         compare_with = body.pop("compare_with")
         if not isinstance(compare_with, str):
             abort(400, "compare_with: must be the id of a recorded case")
     args = found.lab.kind.prepare(action, validate(body, declared.fields), found.lab)
-    answer = live.lab_answer(found, declared.entry, args)
+    if not intervened:
+        answer = live.lab_answer(found, declared.entry, args)
+    else:  # the same run with the interventions: the answer is the intervened one
+        answer = interventions.lab_answer(found, declared, args, steps)
     result = answer.pop("result")
     if declared.answers != "case":
         return jsonify({"kind": action, **answer, **result})

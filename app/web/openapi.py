@@ -30,6 +30,16 @@ _TOKENS = {"type": "array", "items": {"type": "object", "required": ["id", "name
 AXES = {"type": "object", "required": ["rows", "columns"], "properties": {"rows": _TOKENS, "columns": _TOKENS}}
 
 
+INTERVENTION = {"type": "object", "required": ["node", "action"], "additionalProperties": False, "properties": {
+    "node": {"type": "string", "description": "A module node of the recorded graph (not an op)."},
+    "action": {"type": "string", "enum": ["zero", "mean", "scale", "patch"]},
+    "head": {"type": "integer", "minimum": 0, "description": "One head of an attention module the recipe declares."},
+    "factor": {"type": "number", "description": "For scale."},
+    "from_case": {"type": "string", "description": "For patch: the recorded case whose output replaces this one's."}}}
+EFFECTS = {"type": "object", "additionalProperties": {"type": "number"},
+           "description": "By module node: how much its output moved, |after - before| / |before|."}
+
+
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -84,6 +94,18 @@ def _schemas() -> dict:
                 "vectors": {"type": "array", "items": item | {"properties": {"values": NUMBERS}}},
                 "metrics": {"type": "array", "items": item | {"properties": {"value": {"type": "number"}}}}}}}},
         "LiveResult": {"type": "object", "required": ["kind", "recorded", "cached"], "properties": live},
+        "Intervention": INTERVENTION,
+        "Intervened": {"type": "object", "required": ["model", "endpoint", "request", "interventions", "effects",
+                                                      "cached"], "properties": {
+            **{k: v for k, v in live.items() if k != "kind"}, "endpoint": {"type": "string"},
+            "case": {"type": "string", "nullable": True},
+            "interventions": {"type": "array", "items": _ref("Intervention")},
+            "items": {"type": "object", "description": "For an endpoint that answers a case: every item by key, "
+                      "with its kind, label, value before and after the interventions, and delta (after - before).",
+                      "additionalProperties": {"type": "object", "required": ["kind", "label", "before", "after"]}},
+            "before": {"type": "object"}, "after": {"type": "object"},
+            "delta": {"type": "object", "description": "after - before, number by number, for another endpoint."},
+            "effects": EFFECTS}},
     }
 
 
@@ -109,6 +131,20 @@ def _paths(slugs: list[str]) -> dict:
         "/api/models/{slug}/verifications/{job_id}": {"get": {
             "summary": "A verification job", "parameters": [slug, job_id],
             "responses": {"200": _json(_ref("Job"), "The job and, once done, its report."), **_errors(404)}}},
+        "/api/models/{slug}/interventions": {"post": {
+            "summary": "A recorded case or a lab request run as it is and with modules or heads zeroed, averaged, "
+                       "scaled or patched", "parameters": [slug],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "additionalProperties": False, "required": ["interventions"], "properties": {
+                    "case": {"type": "string", "description": "A recorded case (or send request)."},
+                    "request": {"type": "object", "description": "A request of the lab endpoint (or send case)."},
+                    "endpoint": {"type": "string", "description": "The lab endpoint to run; by default the one "
+                                 "that answers a case."},
+                    "interventions": {"type": "array", "minItems": 1, "maxItems": 16,
+                                      "items": _ref("Intervention")}}}}}},
+            "responses": {"200": _json(_ref("Intervened"), "Before, after, their difference and each module's "
+                                                           "movement."),
+                          **_errors(400, 404, 413, 429, 502, 503, 504)}}},
         "/api/openapi.json": {"get": {"summary": "This document", "responses": {
             "200": {"description": "OpenAPI 3", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
     }
@@ -125,6 +161,10 @@ def _lab_paths(model: Model) -> dict:
         fields = {f: field.json_schema() for f, field in endpoint.fields.items()}
         if endpoint.method == "POST":
             properties = dict(fields)
+            properties["interventions"] = {"type": "array", "minItems": 1, "maxItems": 16,
+                                           "items": _ref("Intervention"),
+                                           "description": "Run with these interventions: the answer is the "
+                                                          "intervened one, with each module's movement (effects)."}
             if endpoint.answers == "case":
                 cases = [c["id"] for c in model.manifest["experiment"]["cases"]]
                 properties["compare_with"] = {"type": "string", "enum": cases,

@@ -1,0 +1,221 @@
+"""Interventions, inside a recipe process: a lab entry run as asked, then again with modules' outputs (or
+one attention head's context) zeroed, averaged, scaled or patched, and how much every module changed.
+
+The recipe is not told: forward hooks on every module (torch's global module hooks) name each call by the
+recorded graph's rule (`blocks.0.act`, its second call `blocks.0.act#2`, counted per forward of the model)
+and change the outputs the request names. The domain tier has checked the request against the graph; what
+only a run can tell (a node this input never reaches, a patch source of another shape, a head past the
+module's count) is refused here with status 400 and the field at fault.
+"""
+
+import gc
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+EPSILON = 1e-12  # below this norm an output counts as zero when its change is measured
+
+
+class Refused(ValueError):
+    """The request cannot be run as asked; the message starts with the field at fault."""
+
+    status = 400
+
+
+class Tracker:
+    """Names every module call of a run by the graph's rule and lets hooks read or replace its tensors.
+
+    A recipe may call its model's parts one by one (a trace runs the embeddings, then each layer), so a
+    module's name is found from the outermost model holding it, among every model in the process."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}  # id(module) -> qualified name in its outermost model
+        self.depth = 0
+        self.calls: dict[str, int] = {}
+
+    def discover(self) -> None:
+        modules = [o for o in gc.get_objects() if issubclass(type(o), nn.Module)]  # type(): no lazy proxy wakes
+        inner = {id(child) for m in modules for child in m.children()}
+        for root in sorted((m for m in modules if id(m) not in inner), key=lambda m: sum(1 for _ in m.modules())):
+            self.names |= {id(m): name for name, m in root.named_modules()}  # the largest model names last
+
+    def node(self, module: nn.Module) -> str | None:
+        """The graph node of this call of the module, counted per forward of its model."""
+        if id(module) not in self.names:
+            self.discover()
+        name = self.names.get(id(module))
+        if name == "":  # a forward of the whole model: its modules' calls are counted afresh
+            self.calls = {}
+            return None
+        if name is None:
+            return None
+        self.calls[name] = self.calls.get(name, 0) + 1
+        return name if self.calls[name] == 1 else f"{name}#{self.calls[name]}"
+
+
+def first_tensor(value: Any) -> Tensor | None:
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, tuple | list) and value and isinstance(value[0], Tensor):
+        return value[0]
+    return None
+
+
+def replace_first(value: Any, tensor: Tensor) -> Any:
+    if isinstance(value, Tensor):
+        return tensor
+    return type(value)([tensor, *value[1:]])
+
+
+def positions(tensor: Tensor, where: str) -> tuple[int, ...]:
+    """The dimensions `mean` averages over: a sequence's positions (B, T, C), an image's (B, C, H, W)."""
+    if tensor.dim() == 3:
+        return (1,)
+    if tensor.dim() == 4:
+        return (2, 3)
+    raise Refused(f"{where}.action: mean needs positions, and this output's shape is {list(tensor.shape)}")
+
+
+def changed(tensor: Tensor, item: dict, where: str, source: Tensor | None, module: nn.Module) -> Tensor:
+    """The tensor with the intervention applied; `item["head"]` picks one head's slice of the last axis."""
+    if "head" in item:
+        count = item["heads"] if isinstance(item["heads"], int) else getattr(module, item["heads"], None)
+        if not isinstance(count, int) or not 0 <= item["head"] < count:
+            raise Refused(f"{where}.head: {item['head']} is not a head of {item['node']} ({count} heads)")
+        split = tensor.unflatten(-1, (count, -1))  # (..., heads, head_dim)
+        head = split[..., item["head"], :]
+        source_head = None if source is None else source.unflatten(-1, (count, -1))[..., item["head"], :]
+        new = split.clone()
+        new[..., item["head"], :] = changed(head, {k: v for k, v in item.items() if k != "head"}, where, source_head,
+                                            module)
+        return new.flatten(-2)
+    # Every replacement stays a function of the tensor, so that a recipe that differentiates through the
+    # model (a saliency map) still can: a zeroed part passes no gradient, and a patch passes it on as the
+    # unpatched output would (its value is the source's exactly), so that patching a run with itself is a no-op.
+    action = item["action"]
+    if action == "zero":
+        return tensor * 0.0
+    if action == "scale":
+        return tensor * item["factor"]
+    if action == "mean":
+        dims = positions(tensor, where)
+        return tensor.mean(dim=dims, keepdim=True).expand_as(tensor).clone()
+    if source is None:
+        raise Refused(f"{where}.from_case: the source run never reached {item['node']}")
+    if source.shape != tensor.shape:
+        raise Refused(f"{where}.from_case: its {item['node']} has shape {list(source.shape)}, this input's "
+                      f"{list(tensor.shape)}")
+    return source + (tensor - tensor.detach())
+
+
+@contextmanager
+def hooked(on_input: Callable, on_output: Callable):
+    """Global forward hooks for the duration of a run: every module's input and output pass through."""
+    tracker = Tracker()
+    current: list[str | None] = []
+
+    def before(module: nn.Module, args: tuple):
+        node = tracker.node(module)
+        tracker.depth += 1
+        current.append(node)
+        return on_input(module, node, args) if node else None
+
+    def after(module: nn.Module, args: tuple, output: Any):
+        tracker.depth -= 1
+        node = current.pop()
+        return on_output(module, node, output) if node else None
+
+    handles = [nn.modules.module.register_module_forward_pre_hook(before),
+               nn.modules.module.register_module_forward_hook(after)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool], inputs: set[str]) -> tuple:
+    """The entry's result, and the outputs of every node `wanted` names (the inputs of those in `inputs`)."""
+    seen: dict[str, Tensor] = {}
+
+    def on_input(module, node, call_args):
+        if node in inputs and call_args and isinstance(call_args[0], Tensor):
+            seen[f"{node}:input"] = call_args[0].detach().clone()
+
+    def on_output(module, node, output):
+        tensor = first_tensor(output)
+        if tensor is not None and wanted(node):
+            seen[node] = tensor.detach().clone()
+
+    with hooked(on_input, on_output):
+        result = function(**args)
+    return result, seen
+
+
+def effects(before: dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
+    """How much each node's output moved: ||after - before|| / ||before||, 0 where it did not move."""
+    found = {}
+    for node, old in before.items():
+        new = after.get(node)
+        if new is None or new.shape != old.shape or not old.is_floating_point():
+            continue
+        scale = float(old.norm())
+        found[node] = float((new - old).norm()) / scale if scale > EPSILON else float((new - old).norm())
+    return found
+
+
+def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int) -> dict:
+    """The entry run on `args`, then with the interventions; `sources[i]` is the request whose run a patch
+    with `source: i` takes its tensor from. Each intervention names its `node`, `action`, and where it
+    acts: `on` "output" of the node, or "input" of `target` (a head's projection), with `head`/`heads`."""
+    patched: dict[int, dict[str, Tensor]] = {}
+    for index, source in enumerate(sources):
+        torch.manual_seed(seed)
+        targets = {i["target"] for i in interventions if i.get("source") == index}
+        heads = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
+        patched[index] = run_recording(function, source, lambda node, t=targets: node in t, heads)[1]
+    torch.manual_seed(seed)  # each run starts from the seed, as a plain run does: sampling draws the same
+    plain, before = run_recording(function, args, lambda node: True, set())
+    applied = [0] * len(interventions)
+    after: dict[str, Tensor] = {}
+
+    def apply(module, node, value, on: str):
+        tensor = first_tensor(value)
+        if tensor is None:
+            return None
+        for index, item in enumerate(interventions):
+            if item["target"] != node or item["on"] != on:
+                continue
+            where = f"interventions[{index}]"
+            source = patched.get(item.get("source"), {}).get(node if on == "output" else f"{node}:input")
+            tensor = changed(tensor, item, where, source, module if on == "output" else parent_of(module))
+            applied[index] += 1
+        if on == "output":
+            after[node] = tensor.detach().clone()
+        return replace_first(value, tensor)
+
+    owners: dict[int, nn.Module] = {}
+
+    def parent_of(module: nn.Module) -> nn.Module:
+        return owners.get(id(module), module)
+
+    def on_input(module, node, call_args):
+        for child in module.children():
+            owners[id(child)] = module
+        if not any(i["target"] == node and i["on"] == "input" for i in interventions):
+            return None
+        return apply(module, node, call_args, "input")
+
+    def on_output(module, node, output):
+        return apply(module, node, output, "output")
+
+    torch.manual_seed(seed)
+    with hooked(on_input, on_output):
+        result = function(**args)
+    for index, count in enumerate(applied):
+        if not count:
+            raise Refused(f"interventions[{index}].node: {interventions[index]['node']} does not run for this input")
+    return {"before": plain, "after": result, "effects": effects(before, after), "applied": applied}

@@ -1,0 +1,144 @@
+"""Interventions through the compute service: a recorded case or a lab request run as it is and with the
+interventions, the difference item by item, and how much every module's output moved.
+
+    POST /api/models/<slug>/interventions
+    {"case": "mask-a"} or {"request": {...}}, optional "endpoint", and
+    "interventions": [{"node": "h.1.attn", "action": "zero", "head": 0}, ...]
+
+A case runs as its preset request (the lab kind turns a recorded case into one); a patch takes its output
+from the run on another case's preset request. The answer is cached under everything it depends on (the
+run key, the endpoint, the request and the interventions), like a lab answer.
+"""
+
+import hashlib
+import json
+
+from ..compute.pool import RecipeCall
+from ..domain.catalog import Model
+from ..domain.interventions import plan
+from ..domain.labs import Endpoint
+from ..domain.labs.fields import FieldError, validate
+from ..domain.schema import ITEMS
+from . import runs
+from .checkpoints import context
+
+NOTE = ("Computed live on the server by the model's recipe, once as asked and once with the interventions; "
+        "not a recorded value.")
+BODY = {"case", "request", "endpoint", "interventions"}
+
+
+def endpoint_for(model: Model, name) -> Endpoint:
+    """The lab endpoint the request runs: the one named, else the first that answers a case, else the first."""
+    endpoints = model.lab.endpoints
+    if name is None:
+        return next((e for e in endpoints.values() if e.answers == "case"), next(iter(endpoints.values())))
+    if not isinstance(name, str) or name not in endpoints:
+        raise FieldError(f"endpoint: must be one of {', '.join(endpoints)}")
+    return endpoints[name]
+
+
+def preset_requests(model: Model, endpoint: Endpoint) -> dict[str, dict]:
+    """Every recorded case the kind can turn into a request of this endpoint, checked and with defaults."""
+    found = {}
+    for preset in model.lab.kind.presets(model.manifest["experiment"]["cases"], model.lab):
+        request = {k: v for k, v in preset["request"].items() if k in endpoint.fields}
+        try:
+            found[preset["id"]] = model.lab.kind.prepare(endpoint.name, validate(request, endpoint.fields), model.lab)
+        except FieldError:
+            continue  # a case this endpoint cannot take (another kind of request): not a source
+    return found
+
+
+def _request(model: Model, endpoint: Endpoint, body: dict, presets: dict[str, dict]) -> dict:
+    if ("case" in body) == ("request" in body):
+        raise FieldError("case: send either a recorded case or a request, not both and not neither")
+    if "case" in body:
+        if not isinstance(body["case"], str) or body["case"] not in presets:
+            raise FieldError(f"case: must be one of the recorded cases {', '.join(presets) or '(none)'}")
+        return presets[body["case"]]
+    if not isinstance(body["request"], dict):
+        raise FieldError("request: must be an object, a request of the lab endpoint")
+    try:
+        args = validate(body["request"], endpoint.fields)
+        return model.lab.kind.prepare(endpoint.name, args, model.lab)
+    except FieldError as exc:
+        raise FieldError(f"request.{exc}") from None
+
+
+def run(model: Model, endpoint: Endpoint, args: dict, items) -> tuple[dict, bool, list[dict]]:
+    """The intervened run's reply (before, after, effects) and whether it was kept, with the plan."""
+    presets = preset_requests(model, endpoint)
+    sources = list(presets)
+    steps = plan(items, model.manifest, model.heads, {case: i for i, case in enumerate(sources)})
+    used = sorted({s["source"] for s in steps if "source" in s})
+    renumber = {old: new for new, old in enumerate(used)}
+    for step in steps:
+        if "source" in step:
+            step["source"] = renumber[step["source"]]
+    source_args = [presets[sources[i]] for i in used]
+    call = RecipeCall.intervene(model.recipe_dir, endpoint.entry, args, steps, source_args, context(model.checkpoint))
+    asked = json.dumps({"args": args, "steps": steps, "sources": source_args}, sort_keys=True)
+    key = f"intervened:{endpoint.entry}:{runs.run_key(model)}:{hashlib.sha256(asked.encode()).hexdigest()}"
+    reply, cached = runs.submit(call, key)
+    return reply, cached, steps
+
+
+def answer(model: Model, body) -> dict:
+    """`POST .../interventions`: the run as asked and intervened, compared item by item."""
+    if not isinstance(body, dict):
+        raise FieldError("body: send a JSON object (Content-Type: application/json)")
+    unknown = sorted(set(body) - BODY)
+    if unknown:
+        raise FieldError(f"{unknown[0]}: unknown field; the fields are {', '.join(sorted(BODY))}")
+    endpoint = endpoint_for(model, body.get("endpoint"))
+    args = _request(model, endpoint, body, preset_requests(model, endpoint))
+    reply, cached, steps = run(model, endpoint, args, body.get("interventions"))
+    result = reply["result"]
+    compared = items(result["before"], result["after"]) if endpoint.answers == "case" else \
+        {"before": result["before"], "after": result["after"], "delta": difference(result["before"], result["after"])}
+    return {"model": model.slug, "revision": model.revision, "recorded": False, "note": NOTE,
+            "endpoint": endpoint.name, "case": body.get("case"), "request": args, "interventions": steps_shown(steps),
+            **compared, "effects": result["effects"], "environment": reply["environment"],
+            "compute_seconds": reply["compute_seconds"], "cached": cached}
+
+
+def lab_answer(model: Model, endpoint: Endpoint, args: dict, items) -> dict:
+    """A lab endpoint's answer with `interventions` in its body: the intervened result where the plain one
+    would be, with the interventions and each module's movement beside it."""
+    reply, cached, steps = run(model, endpoint, args, items)
+    return {"model": model.slug, "revision": model.revision, "recorded": False, "note": NOTE, "request": args,
+            "result": reply["result"]["after"], "interventions": steps_shown(steps),
+            "effects": reply["result"]["effects"], "environment": reply["environment"],
+            "compute_seconds": reply["compute_seconds"], "cached": cached}
+
+
+def steps_shown(steps: list[dict]) -> list[dict]:
+    """The interventions as the client wrote them (the plan's internals left out)."""
+    keys = ("node", "action", "head", "factor", "from_case")
+    return [{k: step[k] for k in keys if k in step} for step in steps]
+
+
+def items(before: dict, after: dict) -> dict:
+    """Every item of a case answer, keyed like the recording: its kind, label, value before and after the
+    interventions, and their difference."""
+    found = {}
+    for kind, group, field in ITEMS:
+        new = {item["key"]: item for item in after.get(group, [])}
+        for item in before.get(group, []):
+            other = new.get(item["key"], {}).get(field)
+            found[item["key"]] = {"kind": kind, "label": item["label"], "before": item[field], "after": other,
+                                  "delta": difference(item[field], other)}
+    return {"items": found}
+
+
+def difference(before, after):
+    """after - before, number by number through lists and objects of the same shape; None elsewhere."""
+    if isinstance(before, bool) or isinstance(after, bool):
+        return None
+    if isinstance(before, int | float) and isinstance(after, int | float):
+        return after - before
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [difference(b, a) for b, a in zip(before, after, strict=True)]
+    if isinstance(before, dict) and isinstance(after, dict):
+        return {k: difference(v, after[k]) for k, v in before.items() if k in after}
+    return None

@@ -1,0 +1,197 @@
+"""Interventions: each operation and its no-op identities on every model, head ablation against independent
+computations (the recipe's own weights with the head's columns cut, and transformers' BertForMaskedLM), every
+bad request a 400 naming its field, the budget and the cache."""
+
+import math
+
+import pytest
+import torch
+
+from app import create_app
+from app.services.config import TestConfig
+from app.services.parts import parts
+
+from .conftest import CATALOG_SLUGS, GPT_RECIPE, recipe_module
+
+URL = "/api/models/{}/interventions"
+DATALAB = {"text": "the capital of france is [MASK] .", "top_k": 100}
+
+
+def source(client, slug: str) -> dict:
+    """A recorded case to intervene on, or a lab request where the recording holds none (bert-base)."""
+    cases = client.get(f"/api/models/{slug}").get_json()["experiment"]["cases"]
+    return {"case": cases[0]["id"]} if cases else {"request": DATALAB}
+
+
+def first_module(client, slug: str) -> str:
+    """The model's first module node after its inputs: every run reaches it."""
+    layers = client.get(f"/api/models/{slug}").get_json()["layers"]
+    return next(layer["id"] for layer in layers if layer["kind"] in ("layer", "module") and "@" not in layer["id"]
+                and not layer["id"].startswith("python"))
+
+
+def largest(value) -> float:
+    """The largest |number| anywhere in a nested answer (None counts as nothing)."""
+    if isinstance(value, dict):
+        return max((largest(v) for v in value.values()), default=0.0)
+    if isinstance(value, list):
+        return max((largest(v) for v in value), default=0.0)
+    return abs(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def deltas(answer: dict):
+    return answer["items"] if "items" in answer else answer["delta"]
+
+
+@pytest.mark.parametrize("slug", CATALOG_SLUGS)
+def test_every_operation_and_its_identities_on_every_model(checkpoint_app, slug):
+    client = checkpoint_app.test_client()
+    start, node = source(client, slug), first_module(client, slug)
+    plain = client.post(URL.format(slug), json=start | {"interventions": [{"node": node, "action": "scale",
+                                                                            "factor": 1}]})
+    assert plain.status_code == 200, plain.get_json()
+    answer = plain.get_json()
+    assert largest({k: v["delta"] for k, v in answer["items"].items()} if "items" in answer else answer["delta"]) == 0
+    assert answer["effects"] and max(answer["effects"].values()) == 0  # scale by 1 moves nothing
+    assert answer["interventions"] == [{"node": node, "action": "scale", "factor": 1.0}]
+    if "case" in start:
+        same = client.post(URL.format(slug), json=start | {"interventions": [
+            {"node": node, "action": "patch", "from_case": start["case"]}]}).get_json()
+        assert max(same["effects"].values()) == 0 and largest({k: v["delta"] for k, v in same["items"].items()}) == 0
+    for action in ("zero", "mean", "scale"):
+        step = {"node": node, "action": action} | ({"factor": 3.0} if action == "scale" else {})
+        moved = client.post(URL.format(slug), json=start | {"interventions": [step]})
+        assert moved.status_code == 200, moved.get_json()
+        assert moved.get_json()["effects"][node] > 0, action  # the node itself changed...
+        assert largest(deltas(moved.get_json())) > 0, action  # ...and so did what the model answers
+
+
+def test_ablating_a_head_equals_cutting_its_columns_from_the_output_projection(client):
+    """GPT: zeroing head 1 of block 1 gives the distribution of the recipe's model whose c_proj ignores that
+    head's context dimensions, to float32 tolerance."""
+    prompt = [1, 5, 7, 3]
+    answer = client.post(URL.format("gpt"), json={"request": {"input_ids": prompt}, "interventions": [
+        {"node": "h.1.attn", "action": "zero", "head": 1}]}).get_json()
+    after = answer["items"]["next_token_probs"]["after"]
+    model_module = recipe_module(GPT_RECIPE, "model")
+    model = model_module.build_model()
+    attention = model.transformer.h[1].attn if hasattr(model, "transformer") else model.h[1].attn
+    width = attention.c_proj.in_features // attention.n_head
+    with torch.no_grad():
+        attention.c_proj.weight[:, width:2 * width] = 0
+        expected = model(torch.tensor([prompt])).softmax(-1)[0]
+    assert torch.allclose(torch.tensor(after), expected, atol=1e-6)
+    assert max(abs(d) for row in answer["items"]["next_token_probs"]["delta"] for d in row) > 1e-4
+
+
+def test_ablating_a_bert_base_head_matches_transformers(checkpoint_app, bert_checkpoint):
+    """The DataLab's checkpoint with head 2 of layer 1 zeroed gives the logits transformers' BertForMaskedLM
+    gives with that head's context zeroed by a forward hook."""
+    import transformers
+
+    client = checkpoint_app.test_client()
+    answer = client.post(URL.format("bert-base"), json={"request": DATALAB, "interventions": [
+        {"node": "layers.1.attention", "action": "zero", "head": 2}]})
+    assert answer.status_code == 200, answer.get_json()
+    after = answer.get_json()["after"]
+    reference = transformers.BertForMaskedLM.from_pretrained(bert_checkpoint).eval()
+    heads = reference.config.num_attention_heads
+    width = reference.config.hidden_size // heads
+
+    def cut(module, args, output):
+        context = output[0].clone()
+        context[..., 2 * width:3 * width] = 0
+        return (context, *output[1:])
+
+    reference.bert.encoder.layer[1].attention.self.register_forward_hook(cut)
+    ids = [token["id"] for token in after["tokens"]]
+    with torch.no_grad():
+        logits = reference(torch.tensor([ids])).logits[0, after["position"]]
+    for row in after["top"]:
+        assert math.isclose(row["logit"], logits[row["id"]].item(), abs_tol=1e-4), row
+    assert answer.get_json()["delta"]["top"] is not None
+
+
+@pytest.mark.parametrize(("step", "message"), [
+    ({"node": "nope", "action": "zero"}, "interventions[0].node: 'nope' is not a node of the recorded graph"),
+    ({"node": "add@GPT#0", "action": "zero"}, "interventions[0].node: 'add@GPT#0' is an op, not a module"),
+    ({"node": "input:idx", "action": "zero"}, "interventions[0].node: 'input:idx' is an input, not a module"),
+    ({"node": "h.0.attn", "action": "melt"}, "interventions[0].action: must be one of zero, mean, scale, patch"),
+    ({"node": "h.0.mlp", "action": "zero", "head": 0}, "interventions[0].head: 'h.0.mlp' has no heads"),
+    ({"node": "h.0.attn", "action": "zero", "head": -1}, "interventions[0].head: must be a head number"),
+    ({"node": "h.0.attn", "action": "zero", "head": 2}, "interventions[0].head: 2 is not a head of h.0.attn"),
+    ({"node": "h.0.attn", "action": "scale"}, "interventions[0].factor: a scale needs a finite number"),
+    ({"node": "h.0.attn", "action": "zero", "factor": 2}, "interventions[0].factor: only a scale takes a factor"),
+    ({"node": "h.0.attn", "action": "patch"}, "interventions[0].from_case: must be one of the recorded cases"),
+    ({"node": "h.0.attn", "action": "patch", "from_case": "dog"}, "interventions[0].from_case: its h.0.attn has "
+                                                                   "shape"),
+    ({"node": "h.0.attn", "action": "zero", "layer": 1}, "interventions[0].layer: unknown field"),
+])
+def test_each_bad_intervention_is_a_400_naming_its_field(client, step, message):
+    response = client.post(URL.format("gpt"), json={"request": {"input_ids": [1, 5, 7]}, "interventions": [step]})
+    assert response.status_code == 400, response.get_json()
+    assert response.get_json()["error"]["message"].startswith(message)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ({"interventions": [{"node": "h.0", "action": "zero"}]}, "case: send either a recorded case or a request"),
+    ({"case": "cat", "request": {"input_ids": [1]}, "interventions": []}, "case: send either"),
+    ({"case": "owl", "interventions": [{"node": "h.0", "action": "zero"}]}, "case: must be one of the recorded cases"),
+    ({"request": {"input_ids": "x"}, "interventions": [{"node": "h.0", "action": "zero"}]},
+     "request.input_ids: must be a list of integers"),
+    ({"case": "cat", "interventions": []}, "interventions: send a list of one or more"),
+    ({"case": "cat", "interventions": [{"node": "h.0", "action": "zero"}] * 17}, "interventions: at most 16"),
+    ({"case": "cat", "endpoint": "nowhere", "interventions": []}, "endpoint: must be one of runs, generations, trace"),
+    ({"case": "cat", "why": 1}, "why: unknown field"),
+    ([1, 2], "body: send a JSON object"),
+])
+def test_each_bad_request_is_a_400_naming_its_field(client, body, message):
+    response = client.post(URL.format("gpt"), json=body)
+    assert response.status_code == 400
+    assert response.get_json()["error"]["message"].startswith(message)
+
+
+def test_interventions_are_kept_by_everything_they_depend_on_and_count_against_the_budget():
+    app = create_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "3 per hour"}))
+    client = app.test_client()
+    try:
+        body = {"case": "cat", "interventions": [{"node": "h.1.attn", "action": "zero", "head": 0}]}
+        first = client.post(URL.format("gpt"), json=body).get_json()
+        again = client.post(URL.format("gpt"), json=body).get_json()
+        other = client.post(URL.format("gpt"), json=body | {"interventions": [
+            {"node": "h.1.attn", "action": "zero", "head": 1}]}).get_json()
+        assert (first["cached"], again["cached"], other["cached"]) == (False, True, False)
+        assert again["items"] == first["items"] and other["items"] != first["items"]
+        assert client.post(URL.format("gpt"), json=body).status_code == 429
+    finally:
+        parts(app).pool.shutdown()
+
+
+def test_a_lab_endpoint_answers_the_intervened_run(client):
+    request = {"input_ids": [1, 5, 7, 3]}
+    plain = client.post("/api/models/gpt/runs", json=request).get_json()
+    step = {"node": "h.0.mlp", "action": "zero"}
+    intervened = client.post("/api/models/gpt/runs", json=request | {"interventions": [step]}).get_json()
+    direct = client.post(URL.format("gpt"), json={"request": request, "interventions": [step]}).get_json()
+    assert intervened["interventions"] == [step] and intervened["effects"]["h.0.mlp"] > 0
+    probs = next(m for m in intervened["case"]["matrices"] if m["key"] == "next_token_probs")["values"]
+    assert probs == direct["items"]["next_token_probs"]["after"]
+    assert probs != next(m for m in plain["case"]["matrices"] if m["key"] == "next_token_probs")["values"]
+
+
+def test_a_heads_declaration_is_resolved_against_the_recorded_graph():
+    import json
+
+    from app.domain.interventions import Heads, declared_heads
+    from app.domain.labs.fields import DeclarationError
+    from app.services.config import PROJECT_ROOT
+
+    manifest = json.loads((PROJECT_ROOT / "manifests" / "gpt" / "manifest.json").read_text())
+    declared = {"heads": {"h.*.attn": {"count": "n_head", "projection": "h.*.attn.c_proj"}}}
+    assert declared_heads(declared, manifest) == {"h.0.attn": Heads("n_head", "h.0.attn.c_proj"),
+                                                  "h.1.attn": Heads("n_head", "h.1.attn.c_proj")}
+    for heads, message in [({"blocks.*.attn": {"count": 2, "projection": "blocks.*.attn.proj"}}, "names no module"),
+                           ({"h.*.attn": {"count": 2, "projection": "h.*.mlp.c_proj"}}, "is not a recorded part"),
+                           ({"h.*.attn": {"count": 0, "projection": "h.*.attn.c_proj"}}, "needs a count")]:
+        with pytest.raises(DeclarationError, match=message):
+            declared_heads({"heads": heads}, manifest)
