@@ -52,6 +52,7 @@ bench: setup-test
 	$(BIN)/python bench/datalab.py
 	$(BIN)/python bench/storm.py
 	$(BIN)/python bench/faults.py
+	$(BIN)/python bench/interventions.py
 
 layouts: setup-test
 	$(BIN)/python scripts/build-layouts

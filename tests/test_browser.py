@@ -6,6 +6,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import pytest
 import torch
@@ -962,6 +963,9 @@ def gpt_states(page):
     yield "generation and trace open"
     open_node_source(page, "wte")
     yield "node source open"
+    page.locator("#whatif-add").click()  # zero the selected node's output
+    expect(page.locator("#whatif-results table")).to_be_visible(timeout=60_000)
+    yield "what-if run"
 
 
 def lenet_states(page):
@@ -1428,3 +1432,60 @@ def test_the_browser_rounds_numbers_as_the_server_does(watched):
         return values.map((v) => sig(v));
     }""", SIG_VALUES)
     assert charts == [significant(v) for v in SIG_VALUES]
+
+
+def effects(page) -> dict[str, float]:
+    """Each graph node's shade, as the page wrote it: how much its output moved."""
+    return {id_: float(v) for id_, v in page.eval_on_selector_all(
+        "#graph-stage .g-node[data-effect]", "ns => ns.map((n) => [n.dataset.id, n.dataset.effect])")}
+
+
+def test_what_if_a_module_is_zeroed_or_scaled_chosen_from_the_graph_by_keyboard(watched):
+    """Select a node, choose a change, run: the graph shades what moved, the items show before and after, the
+    changes stack and come off one by one, and the URL holds them."""
+    page = watched("/models/gpt")
+    graph_ready(page)
+    panel = page.locator("#whatif")
+    page.locator('#graph-stage .g-node[data-id="add@GPT#0"]').focus()
+    page.keyboard.press("Enter")
+    expect(panel.locator("#whatif-node")).to_contain_text("is an op: select a module")
+    expect(panel.locator("#whatif-add")).to_be_disabled()
+    page.locator('#graph-stage .g-node[data-id="h.0.mlp"]').focus()
+    page.keyboard.press("Enter")
+    expect(panel.locator("#whatif-node")).to_have_text("h.0.mlp")
+    panel.locator("#whatif-action").select_option("zero")
+    panel.locator("#whatif-add").focus()
+    page.keyboard.press("Enter")
+    expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
+    shades = effects(page)
+    assert shades["h.0.mlp"] == 1 and shades["lm_head"] > 0 and shades["wte"] == 0
+    expect(panel.locator('#whatif-results tr[data-item="next_token_probs"]')).to_be_visible()
+    assert "whatif=" in page.url and "h.0.mlp" in unquote(page.url)
+    page.locator('#graph-stage .g-node[data-id="ln_f"]').focus()
+    page.keyboard.press("Enter")
+    panel.locator("#whatif-action").select_option("scale")
+    expect(panel.locator("#whatif-factor")).to_be_visible()
+    panel.locator("#whatif-factor").fill("3")
+    panel.locator("#whatif-add").click()
+    expect(panel.locator("#whatif-list li")).to_have_count(2)
+    expect(panel.locator("#whatif-list li").nth(1)).to_contain_text("scale ln_f × 3")
+    panel.get_by_role("button", name="Remove: zero h.0.mlp").click()
+    expect(panel.locator("#whatif-list li")).to_have_count(1)
+    expect(page.locator('#graph-stage .g-node[data-id="h.0.mlp"]')).to_have_attribute("data-effect", "0",
+                                                                                     timeout=60_000)
+    panel.get_by_role("button", name="Remove: scale ln_f × 3").click()
+    expect(panel.locator("#whatif-status")).to_contain_text("No change")
+    assert effects(page) == {} and "whatif=" not in page.url
+
+
+def test_a_what_if_link_shows_the_same_changes_on_a_phone(watched):
+    changes = '[{"node":"h.1.attn","action":"zero","head":1},{"node":"h.0.mlp","action":"patch","from_case":"cat"}]'
+    page = watched(f"/models/gpt?case=dog&whatif={quote(changes)}", PHONE)
+    graph_ready(page)
+    panel = page.locator("#whatif")
+    expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
+    expect(panel.locator("#whatif-list li")).to_have_text([re.compile("zero h.1.attn head 1"),
+                                                            re.compile("patch h.0.mlp from “cat”")])
+    assert effects(page)["h.1"] > 0  # h.1 is closed: its box stands for h.1.attn and shades by its output
+    expect(panel.locator("#whatif-results caption")).to_contain_text("“dog” before and after")
+    assert small_text(page) == []

@@ -9,6 +9,7 @@ module's count) is refused here with status 400 and the field at fault.
 """
 
 import gc
+import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
@@ -25,28 +26,42 @@ class Refused(ValueError):
     status = 400
 
 
+# Every module's name in its outermost model, kept while the module lives (a recipe's cached checkpoint
+# model is named once per process; a model built per request is named from itself, cheaply).
+NAMES: "weakref.WeakKeyDictionary[nn.Module, str]" = weakref.WeakKeyDictionary()
+
+
 class Tracker:
     """Names every module call of a run by the graph's rule and lets hooks read or replace its tensors.
 
-    A recipe may call its model's parts one by one (a trace runs the embeddings, then each layer), so a
-    module's name is found from the outermost model holding it, among every model in the process."""
+    A module of the recorded model's class (`root`) names its parts itself. A recipe may also call a model's
+    parts one by one (a trace runs the embeddings, then each layer); a part not named yet is found in the
+    outermost model holding it, among every model in the process (once: the names are kept)."""
 
-    def __init__(self) -> None:
-        self.names: dict[int, str] = {}  # id(module) -> qualified name in its outermost model
+    def __init__(self, root: str) -> None:
+        self.root = root
         self.depth = 0
         self.calls: dict[str, int] = {}
+
+    @staticmethod
+    def name_from(model: nn.Module) -> None:
+        for name, module in model.named_modules():
+            NAMES[module] = name
 
     def discover(self) -> None:
         modules = [o for o in gc.get_objects() if issubclass(type(o), nn.Module)]  # type(): no lazy proxy wakes
         inner = {id(child) for m in modules for child in m.children()}
         for root in sorted((m for m in modules if id(m) not in inner), key=lambda m: sum(1 for _ in m.modules())):
-            self.names |= {id(m): name for name, m in root.named_modules()}  # the largest model names last
+            self.name_from(root)  # the largest model names last
 
     def node(self, module: nn.Module) -> str | None:
         """The graph node of this call of the module, counted per forward of its model."""
-        if id(module) not in self.names:
-            self.discover()
-        name = self.names.get(id(module))
+        if module not in NAMES:
+            if type(module).__name__ == self.root:
+                self.name_from(module)
+            else:
+                self.discover()
+        name = NAMES.get(module)
         if name == "":  # a forward of the whole model: its modules' calls are counted afresh
             self.calls = {}
             return None
@@ -112,9 +127,9 @@ def changed(tensor: Tensor, item: dict, where: str, source: Tensor | None, modul
 
 
 @contextmanager
-def hooked(on_input: Callable, on_output: Callable):
+def hooked(on_input: Callable, on_output: Callable, root: str):
     """Global forward hooks for the duration of a run: every module's input and output pass through."""
-    tracker = Tracker()
+    tracker = Tracker(root)
     current: list[str | None] = []
 
     def before(module: nn.Module, args: tuple):
@@ -137,7 +152,7 @@ def hooked(on_input: Callable, on_output: Callable):
             handle.remove()
 
 
-def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool], inputs: set[str]) -> tuple:
+def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool], inputs: set[str], root: str) -> tuple:
     """The entry's result, and the outputs of every node `wanted` names (the inputs of those in `inputs`)."""
     seen: dict[str, Tensor] = {}
 
@@ -150,7 +165,7 @@ def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool],
         if tensor is not None and wanted(node):
             seen[node] = tensor.detach().clone()
 
-    with hooked(on_input, on_output):
+    with hooked(on_input, on_output, root):
         result = function(**args)
     return result, seen
 
@@ -167,18 +182,20 @@ def effects(before: dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, fl
     return found
 
 
-def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int) -> dict:
+def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int,
+              root: str) -> dict:
     """The entry run on `args`, then with the interventions; `sources[i]` is the request whose run a patch
     with `source: i` takes its tensor from. Each intervention names its `node`, `action`, and where it
-    acts: `on` "output" of the node, or "input" of `target` (a head's projection), with `head`/`heads`."""
+    acts: `on` "output" of the node, or "input" of `target` (a head's projection), with `head`/`heads`.
+    `root` is the class name of the recorded model, whose modules the graph names."""
     patched: dict[int, dict[str, Tensor]] = {}
     for index, source in enumerate(sources):
         torch.manual_seed(seed)
         targets = {i["target"] for i in interventions if i.get("source") == index}
         heads = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
-        patched[index] = run_recording(function, source, lambda node, t=targets: node in t, heads)[1]
+        patched[index] = run_recording(function, source, lambda node, t=targets: node in t, heads, root)[1]
     torch.manual_seed(seed)  # each run starts from the seed, as a plain run does: sampling draws the same
-    plain, before = run_recording(function, args, lambda node: True, set())
+    plain, before = run_recording(function, args, lambda node: True, set(), root)
     applied = [0] * len(interventions)
     after: dict[str, Tensor] = {}
 
@@ -213,7 +230,7 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
         return apply(module, node, output, "output")
 
     torch.manual_seed(seed)
-    with hooked(on_input, on_output):
+    with hooked(on_input, on_output, root):
         result = function(**args)
     for index, count in enumerate(applied):
         if not count:

@@ -42,11 +42,11 @@ class RecipeCall:
 
     @classmethod
     def intervene(cls, recipe_dir: Path, entry: str, args: dict, interventions: list[dict], sources: list[dict],
-                  context: dict | None = None) -> "RecipeCall":
+                  root: str, context: dict | None = None) -> "RecipeCall":
         """A lab.py entry run as asked and again with the interventions (compute/intervene.py); `sources`
-        are the requests whose runs patches take their tensors from."""
+        are the requests whose runs patches take their tensors from, `root` the recorded model's class."""
         return cls(Path(recipe_dir), "intervene", entry,
-                   {"args": args, "interventions": interventions, "sources": sources}, context or {})
+                   {"args": args, "interventions": interventions, "sources": sources, "root": root}, context or {})
 
     @classmethod
     def capture(cls, recipe_dir: Path, inputs: list, context: dict | None = None) -> "RecipeCall":

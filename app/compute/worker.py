@@ -76,7 +76,7 @@ def execute(task: dict, torch: ModuleType, seed: int) -> dict:
         spec = task["args"]
         started = time.perf_counter()
         result = intervene.intervene(lab, {**spec["args"], **context}, spec["interventions"],
-                                     [{**source, **context} for source in spec["sources"]], seed)
+                                     [{**source, **context} for source in spec["sources"]], seed, spec["root"])
         return {"result": result, "compute_seconds": time.perf_counter() - started}
     elif entry in entry_points(Path(task["recipe_dir"])).get(module, ()):
         function = getattr(load_module(Path(task["recipe_dir"]), module), entry, None)

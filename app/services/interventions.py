@@ -76,7 +76,8 @@ def run(model: Model, endpoint: Endpoint, args: dict, items) -> tuple[dict, bool
         if "source" in step:
             step["source"] = renumber[step["source"]]
     source_args = [presets[sources[i]] for i in used]
-    call = RecipeCall.intervene(model.recipe_dir, endpoint.entry, args, steps, source_args, context(model.checkpoint))
+    call = RecipeCall.intervene(model.recipe_dir, endpoint.entry, args, steps, source_args,
+                                model.manifest.get("className", ""), context(model.checkpoint))
     asked = json.dumps({"args": args, "steps": steps, "sources": source_args}, sort_keys=True)
     key = f"intervened:{endpoint.entry}:{runs.run_key(model)}:{hashlib.sha256(asked.encode()).hexdigest()}"
     reply, cached = runs.submit(call, key)

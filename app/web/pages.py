@@ -13,6 +13,7 @@ from flask import Blueprint, Response, abort, current_app, jsonify, render_templ
 
 from ..domain.catalog import GRAPH_FILE, Model, file_listing
 from ..domain.graphlayout import default_focus, open_path
+from ..domain.interventions import ACTIONS
 from ..domain.lru import SizedLRU
 from ..services import checkpoints
 from ..services.extensions import models
@@ -166,8 +167,19 @@ def render_model_page(model: Model, checkpoint: dict | None = None) -> str:
         "model.html", model=model, m=m, case=case, step=step, layers=layers, notices=notices, graph_file=GRAPH_FILE,
         graph_open=open_path(m, model.graph_focus or default_focus(m)), table_rows=LAYER_TABLE_ROWS,
         lab=lab_settings(model) if model.has_lab else None, checkpoint=checkpoint,
-        files=file_listing(model),
+        files=file_listing(model), whatif=whatif_settings(model),
     )
+
+
+def whatif_settings(model: Model) -> dict | None:
+    """What the What if? panel needs: the API's URL, the actions, the heads each attention module has (a
+    number, or null where the recipe reads it from the module), and the recorded cases a patch can take."""
+    cases = model.manifest["experiment"]["cases"]
+    if not model.has_lab or not cases:  # interventions run a recorded case through the lab's recipe
+        return None
+    return {"url": url_for("api.interventions_of", slug=model.slug), "actions": list(ACTIONS),
+            "heads": {node: h.count if isinstance(h.count, int) else None for node, h in model.heads.items()},
+            "cases": [{"id": c["id"], "label": c["label"]} for c in cases]}
 
 
 @bp.get("/models/<slug>/graph.json")

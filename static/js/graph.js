@@ -2,7 +2,7 @@
 // modules open at once (graph-scene.js lays out each open module's contents), pan and zoom, node selection,
 // a tour highlight, and, for a large graph, only what is near the view in the page.
 
-import { downloadSvg, svgEl } from "./charts.js";
+import { deviationColour, downloadSvg, sig, svgEl } from "./charts.js";
 import { GraphScene } from "./graph-scene.js";
 
 const MIN_ZOOM = 0.15;
@@ -17,6 +17,7 @@ export class GraphView {
     this.stage = stage;
     this.scenery = new GraphScene(graph.layers, graph.connections);
     this.palette = graph.palette; // the server's colours, also the snapshot's (graphlayout.PALETTE)
+    this.effects = null; // by node: how much an intervention moved its output (shade)
     this.layers = this.scenery.layers;
     this.modules = this.scenery.modules;
     this.open = new Set(open.filter((id) => this.layers.has(id))); // the first view's modules, as the server says
@@ -152,6 +153,13 @@ export class GraphView {
 
   elementFor(id) {
     return this.viewport.querySelector(`[data-id="${CSS.escape(id)}"]`);
+  }
+
+  /** Shade every node by how much its output moved (`effects`, by node id: |after - before| / |before|), or
+   * draw the graph as recorded again (null). */
+  shade(effects) {
+    this.effects = effects;
+    this.draw();
   }
 
   /** Open a closed module or close an open one; every other module stays as it is. */
@@ -408,9 +416,11 @@ function drawing(view, scene, near) {
     const g = svgEl("g", {
       class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, "data-layer": n.id, tabindex: -1, role: "button",
       // The name starts with the visible text (label, then op), as speech-input users say what they see.
-      "aria-label": `${n.label} ${n.op}${isModule ? ", closed module: press Enter for details" : ""} (${n.id})`,
+      "aria-label": `${n.label} ${n.op}${isModule ? ", closed module: press Enter for details" : ""} (${n.id})${view.effects?.[n.id] !== undefined ? `, output moved ${sig(100 * view.effects[n.id], 3)}%` : ""}`,
     });
-    g.append(svgEl("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: colours.fill, stroke: colours.stroke }));
+    const effect = view.effects?.[n.id];
+    if (effect !== undefined) g.dataset.effect = sig(effect, 3);
+    g.append(svgEl("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: effect > 0 ? deviationColour(effect) : colours.fill, stroke: colours.stroke }));
     g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: palette.node.text }, isModule ? `${n.label} ▸ ` : `${n.label} `)); // the space parts label and op in the text a name must contain
     g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: palette.node.op }, n.op));
     g.addEventListener("click", () => view.select(n.id));

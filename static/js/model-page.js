@@ -5,11 +5,13 @@ import { barsSvg, downloadSvg, slugify, valueHeatmap } from "./charts.js";
 import { keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { VerifyPanel } from "./verify.js";
+import { WhatIf } from "./whatif.js";
 
 const page = document.getElementById("model-page");
 const slug = page.dataset.slug;
 const state = { case: page.dataset.case, step: page.dataset.step };
 let graph = null;
+let whatif = null;
 let sourceLines = null;
 const recordedInputs = JSON.parse(page.dataset.recordedInputs || "[]");
 
@@ -71,6 +73,7 @@ async function showCase(caseId, push) {
     else link.removeAttribute("aria-current");
   }
   state.case = caseId;
+  whatif?.run(); // the changes, if any, on the case now shown
   announce(`Showing the recorded case “${document.getElementById("case-panel").dataset.caseLabel}”.`);
   if (push !== undefined) writeUrl(push);
 }
@@ -215,6 +218,7 @@ async function startGraph(recorded) {
       // On a phone the panel lies below the graph: bring the details of a tapped node into view.
       onSelect: (layer) => {
         showDetails(layer);
+        whatif?.select(layer);
         announce(`Details of ${layer.id}: ${layer.op}${layer.source ? `, model.py line ${layer.source.line}` : ""}.`);
         reveal(document.getElementById("node-details"));
       },
@@ -271,7 +275,10 @@ async function main() {
       labSection.append(Object.assign(document.createElement("p"), { className: "notice", textContent: `The lab could not start: ${error.message}` }));
     }
   }
+  const whatifSection = document.getElementById("whatif");
+  if (whatifSection) whatif = new WhatIf(whatifSection, { caseId: () => state.case });
   await startGraph(recorded);
+  if (graph) whatif?.attach(graph);
 }
 
 writeUrl(false);

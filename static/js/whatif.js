@@ -1,0 +1,185 @@
+// What if? Interventions from the graph: the selected module's output (or one attention head's) zeroed,
+// averaged, scaled or patched from another case, changes stacked and removed one by one, run on the recorded
+// case the page shows. The graph is shaded by how much each module moved; every item shows before and after.
+// The server checks every change (POST /api/models/<slug>/interventions); the list lives in the URL (?whatif=).
+
+import { barsSvg, sig } from "./charts.js";
+import { chartBox, el, keepingFocus, readJson, requireData, reveal, showStatus } from "./dom.js";
+
+const PARAM = "whatif";
+
+export class WhatIf {
+  constructor(section, { graph, caseId }) {
+    this.section = section;
+    this.settings = JSON.parse(section.dataset.settings);
+    this.graph = graph;
+    this.caseId = caseId; // () => the recorded case the page shows
+    this.changes = [];
+    this.node = null;
+    this.requests = 0;
+    this.find = (id) => section.querySelector(`#${id}`);
+    this.action = this.find("whatif-action");
+    this.action.addEventListener("change", () => this.showFields());
+    this.find("whatif-add").addEventListener("click", () => this.add());
+    this.find("whatif-run").addEventListener("click", () => this.run());
+    this.status = this.find("whatif-status");
+    this.fromLink();
+  }
+
+  /** The graph selected a node: a module can be changed, an op or an input cannot. */
+  select(layer) {
+    const changeable = ["layer", "module"].includes(layer.kind) && !layer.id.includes("@");
+    this.node = changeable ? layer.id : null;
+    this.find("whatif-node").textContent = changeable ? layer.id : `${layer.id} is ${layer.kind === "layer" ? "an op" : `an ${layer.kind}`}: select a module`;
+    this.find("whatif-add").disabled = !changeable;
+    this.showFields();
+  }
+
+  showFields() {
+    const action = this.action.value;
+    const heads = this.node !== null && this.node in this.settings.heads;
+    this.find("whatif-head-label").hidden = !heads;
+    const count = heads ? this.settings.heads[this.node] : null;
+    if (count !== null) this.find("whatif-head").max = count - 1;
+    else this.find("whatif-head").removeAttribute("max");
+    this.find("whatif-factor-label").hidden = action !== "scale";
+    this.find("whatif-source-label").hidden = action !== "patch";
+  }
+
+  /** The change the form describes, as the API takes it. */
+  described() {
+    const change = { node: this.node, action: this.action.value };
+    const head = this.find("whatif-head").value;
+    if (!this.find("whatif-head-label").hidden && head !== "") change.head = Number(head);
+    if (change.action === "scale") change.factor = Number(this.find("whatif-factor").value);
+    if (change.action === "patch") change.from_case = this.find("whatif-source").value;
+    return change;
+  }
+
+  add() {
+    if (this.node === null) return;
+    this.changes.push(this.described());
+    this.showList();
+    this.run();
+  }
+
+  remove(index) {
+    this.changes.splice(index, 1);
+    this.showList();
+    if (this.changes.length) this.run();
+    else this.clear();
+  }
+
+  showList() {
+    const list = this.find("whatif-list");
+    keepingFocus(list, () => list.replaceChildren(...this.changes.map((change, i) => {
+      const text = describe(change);
+      const remove = el("button", { type: "button", class: "link-button", "data-remove": i, "aria-label": `Remove: ${text}` }, "Remove");
+      remove.addEventListener("click", () => this.remove(i));
+      return el("li", {}, text, " ", remove);
+    })));
+    this.find("whatif-run").disabled = !this.changes.length;
+    this.link();
+  }
+
+  /** Nothing is changed: the graph and the results as recorded. */
+  clear() {
+    this.graph?.shade(null);
+    this.find("whatif-results").replaceChildren();
+    showStatus(this.status, "No change: the graph shows the model as recorded.");
+  }
+
+  link() {
+    const url = new URL(window.location.href);
+    if (this.changes.length) url.searchParams.set(PARAM, JSON.stringify(this.changes));
+    else url.searchParams.delete(PARAM);
+    if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url);
+  }
+
+  /** The changes a link carries; a link the page cannot read says so and changes nothing. */
+  fromLink() {
+    const text = new URL(window.location.href).searchParams.get(PARAM);
+    if (!text) return;
+    try {
+      const changes = JSON.parse(text);
+      if (!Array.isArray(changes) || !changes.every((c) => c && typeof c.node === "string" && typeof c.action === "string")) throw new Error("not a list of changes");
+      this.changes = changes;
+    } catch (error) {
+      showStatus(this.status, `The link's changes could not be read (${error.message}).`, true);
+      return;
+    }
+    this.showList();
+    this.pending = true; // run once the graph is ready to be shaded
+  }
+
+  /** The graph is drawn: shade it, running a linked list of changes first. */
+  attach(graph) {
+    this.graph = graph;
+    if (this.pending) {
+      this.pending = false;
+      this.run();
+    }
+  }
+
+  async run() {
+    const caseId = this.caseId();
+    if (!this.changes.length || !caseId) return;
+    const request = ++this.requests;
+    showStatus(this.status, `Running “${caseId}” with ${this.changes.length} change${this.changes.length > 1 ? "s" : ""}…`);
+    try {
+      const response = await fetch(this.settings.url, {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ case: caseId, interventions: this.changes }),
+      });
+      const answer = requireData(response, await readJson(response));
+      if (request !== this.requests) return; // a later run was asked for meanwhile
+      this.graph?.shade(answer.effects);
+      this.show(answer);
+      const moved = Object.values(answer.effects).filter((v) => v > 1e-6).length;
+      showStatus(this.status, `Done: ${moved} of ${Object.keys(answer.effects).length} modules' outputs moved; the graph shades them.`);
+    } catch (error) {
+      if (request === this.requests) showStatus(this.status, `Could not run the changes: ${error.message}`, true);
+    }
+  }
+
+  /** Every item before and after; a vector's bars side by side. */
+  show(answer) {
+    const rows = Object.entries(answer.items).map(([key, item]) => {
+      const change = largest(item.delta);
+      const value = (v) => (typeof v === "number" ? sig(v) : item.kind === "vector" ? `largest at ${top(v)}` : "—");
+      return el("tr", { "data-item": key }, el("th", { scope: "row" }, item.label),
+        el("td", {}, value(item.before)), el("td", {}, value(item.after)), el("td", {}, sig(change)));
+    });
+    const table = el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Every item before and after the changes" },
+      el("table", {}, el("caption", {}, `“${answer.case}” before and after the changes`),
+        el("thead", {}, el("tr", {}, ...["item", "before", "after", "largest change"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, ...rows)));
+    const figures = Object.values(answer.items).filter((item) => item.kind === "vector" && typeof item.before[0] === "number")
+      .slice(0, 1).map((item) => {
+      const max = Math.max(...item.before.map(Math.abs), ...item.after.map(Math.abs));
+      return el("figure", { class: "chart whatif-bars" }, el("figcaption", {}, `${item.label}: before and after`),
+        el("div", { class: "lab-columns is-compare" }, ...["before", "after"].map((when) =>
+          chartBox(`${item.label}, ${when}`, barsSvg(item[when], max, `${item.label}, ${when}`)))));
+    });
+    const results = this.find("whatif-results");
+    results.replaceChildren(table, ...figures);
+    reveal(results);
+  }
+}
+
+function describe(change) {
+  const head = change.head !== undefined ? ` head ${change.head}` : "";
+  const detail = change.action === "scale" ? ` × ${change.factor}` : change.action === "patch" ? ` from “${change.from_case}”` : "";
+  return `${change.action} ${change.node}${head}${detail}`;
+}
+
+/** The largest |number| in a nested list (0 for none). */
+function largest(value) {
+  if (Array.isArray(value)) return value.reduce((m, v) => Math.max(m, largest(v)), 0);
+  return typeof value === "number" ? Math.abs(value) : 0;
+}
+
+/** Where a vector is largest. */
+function top(values) {
+  return values.indexOf(Math.max(...values));
+}
