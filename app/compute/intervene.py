@@ -40,7 +40,6 @@ class Tracker:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        self.depth = 0
         self.calls: dict[str, int] = {}
 
     @staticmethod
@@ -134,12 +133,10 @@ def hooked(on_input: Callable, on_output: Callable, root: str):
 
     def before(module: nn.Module, args: tuple):
         node = tracker.node(module)
-        tracker.depth += 1
         current.append(node)
         return on_input(module, node, args) if node else None
 
     def after(module: nn.Module, args: tuple, output: Any):
-        tracker.depth -= 1
         node = current.pop()
         return on_output(module, node, output) if node else None
 
