@@ -214,7 +214,9 @@ def test_pan_and_zoom_change_the_view(watched):
 def test_reverification_shows_progress_then_a_passing_report(watched):
     page = watched("/models/bert?case=mask-b")
     graph_ready(page)
-    page.get_by_role("button", name="Re-verify on the server").click()
+    # By keyboard: a click is aimed at coordinates, and on a loaded machine the lab's first answer can land
+    # between aiming and clicking and move the button (seen once in CI); Enter reaches it wherever it is.
+    page.get_by_role("button", name="Re-verify on the server").press("Enter")
     expect(page.locator("#verify-status")).to_contain_text(re.compile(r"(Queued|Running)"))
     headline = page.locator("#report-headline")
     expect(headline).to_contain_text("Passed — all 300 recorded numbers", timeout=120_000)
