@@ -174,8 +174,8 @@ def effects(before: dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, fl
         new = after.get(node)
         if new is None or new.shape != old.shape or not old.is_floating_point():
             continue
-        scale = float(old.norm())
-        found[node] = float((new - old).norm()) / scale if scale > EPSILON else float((new - old).norm())
+        scale, moved = float(old.norm()), float((new - old).norm())
+        found[node] = moved / scale if scale > EPSILON else moved
     return found
 
 
@@ -189,8 +189,8 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
     for index, source in enumerate(sources):
         torch.manual_seed(seed)
         targets = {i["target"] for i in interventions if i.get("source") == index}
-        heads = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
-        patched[index] = run_recording(function, source, lambda node, t=targets: node in t, heads, root)[1]
+        inputs = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
+        patched[index] = run_recording(function, source, lambda node, t=targets: node in t, inputs, root)[1]
     torch.manual_seed(seed)  # each run starts from the seed, as a plain run does: sampling draws the same
     plain, before = run_recording(function, args, lambda node: True, set(), root)
     applied = [0] * len(interventions)
@@ -205,20 +205,17 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
                 continue
             where = f"interventions[{index}]"
             source = patched.get(item.get("source"), {}).get(node if on == "output" else f"{node}:input")
-            tensor = changed(tensor, item, where, source, module if on == "output" else parent_of(module))
+            # A head's count may be an attribute of the attention module, whose call is under way.
+            tensor = changed(tensor, item, where, source, module if on == "output" else called[item["node"]])
             applied[index] += 1
         if on == "output":
             after[node] = tensor.detach().clone()
         return replace_first(value, tensor)
 
-    owners: dict[int, nn.Module] = {}
-
-    def parent_of(module: nn.Module) -> nn.Module:
-        return owners.get(id(module), module)
+    called: dict[str, nn.Module] = {}  # node -> the module making that call
 
     def on_input(module, node, call_args):
-        for child in module.children():
-            owners[id(child)] = module
+        called[node] = module
         if not any(i["target"] == node and i["on"] == "input" for i in interventions):
             return None
         return apply(module, node, call_args, "input")
@@ -232,4 +229,4 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
     for index, count in enumerate(applied):
         if not count:
             raise Refused(f"interventions[{index}].node: {interventions[index]['node']} does not run for this input")
-    return {"before": plain, "after": result, "effects": effects(before, after), "applied": applied}
+    return {"before": plain, "after": result, "effects": effects(before, after)}

@@ -10,6 +10,7 @@ import platform
 import threading
 import time
 import traceback
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
@@ -74,10 +75,9 @@ def execute(task: dict, torch: ModuleType, seed: int) -> dict:
         lab = getattr(load_module(Path(task["recipe_dir"]), "lab"), entry)
         context = task.get("context", {})  # the server's own arguments, to the plain run and every source
         spec = task["args"]
-        started = time.perf_counter()
-        result = intervene.intervene(lab, {**spec["args"], **context}, spec["interventions"],
-                                     [{**source, **context} for source in spec["sources"]], seed, spec["root"])
-        return {"result": result, "compute_seconds": time.perf_counter() - started}
+        function = partial(intervene.intervene, lab, {**spec["args"], **context}, spec["interventions"],
+                           [{**source, **context} for source in spec["sources"]], seed, spec["root"])
+        args = {}
     elif entry in entry_points(Path(task["recipe_dir"])).get(module, ()):
         function = getattr(load_module(Path(task["recipe_dir"]), module), entry, None)
         if not callable(function):

@@ -14,6 +14,7 @@ attribute that holds it. The plan this module makes is what the recipe process r
 
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from .labs.fields import DeclarationError, FieldError
@@ -58,9 +59,9 @@ def declared_heads(declaration: dict, manifest: dict) -> dict[str, Heads]:
     return found
 
 
-def plan(items, manifest: dict, heads: dict[str, Heads], sources: dict[str, int]) -> list[dict]:
+def plan(items, manifest: dict, heads: dict[str, Heads], cases: Collection[str]) -> list[dict]:
     """The interventions of a request, checked, as the recipe process runs them; FieldError (a 400) names
-    the field at fault. `sources` numbers the recorded cases a patch may take its output from."""
+    the field at fault. `cases` are the recorded cases a patch may take its output from."""
     if not isinstance(items, list) or not items:
         raise FieldError("interventions: send a list of one or more interventions")
     if len(items) > MOST:
@@ -97,10 +98,9 @@ def plan(items, manifest: dict, heads: dict[str, Heads], sources: dict[str, int]
             raise FieldError(f"{where}.factor: only a scale takes a factor")
         if action == "patch":
             case = item.get("from_case")
-            if case not in sources:
+            if not isinstance(case, str) or case not in cases:
                 raise FieldError(f"{where}.from_case: must be one of the recorded cases "
-                                 f"{', '.join(sources) or '(this recording holds none)'}")
-            step["source"] = sources[case]
+                                 f"{', '.join(cases) or '(this recording holds none)'}")
             step["from_case"] = case
         elif "from_case" in item:
             raise FieldError(f"{where}.from_case: only a patch takes a case to patch from")

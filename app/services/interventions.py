@@ -21,6 +21,7 @@ from ..domain.labs.fields import FieldError, validate
 from ..domain.schema import ITEMS
 from . import runs
 from .checkpoints import context
+from .live import answered
 
 NOTE = ("Computed live on the server by the model's recipe, once as asked and once with the interventions; "
         "not a recorded value.")
@@ -65,17 +66,15 @@ def _request(model: Model, endpoint: Endpoint, body: dict, presets: dict[str, di
         raise FieldError(f"request.{exc}") from None
 
 
-def run(model: Model, endpoint: Endpoint, args: dict, items) -> tuple[dict, bool, list[dict]]:
-    """The intervened run's reply (before, after, effects) and whether it was kept, with the plan."""
-    presets = preset_requests(model, endpoint)
-    sources = list(presets)
-    steps = plan(items, model.manifest, model.heads, {case: i for i, case in enumerate(sources)})
-    used = sorted({s["source"] for s in steps if "source" in s})
-    renumber = {old: new for new, old in enumerate(used)}
+def run(model: Model, endpoint: Endpoint, args: dict, items, presets: dict[str, dict]) -> tuple[dict, bool, list[dict]]:
+    """The intervened run's reply (before, after, effects) and whether it was kept, with the plan; a patch
+    runs the preset request of its case (`presets`, from preset_requests) first."""
+    steps = plan(items, model.manifest, model.heads, presets)
+    used = list(dict.fromkeys(step["from_case"] for step in steps if "from_case" in step))  # each case once
     for step in steps:
-        if "source" in step:
-            step["source"] = renumber[step["source"]]
-    source_args = [presets[sources[i]] for i in used]
+        if "from_case" in step:
+            step["source"] = used.index(step["from_case"])
+    source_args = [presets[case] for case in used]
     call = RecipeCall.intervene(model.recipe_dir, endpoint.entry, args, steps, source_args,
                                 model.manifest.get("className", ""), context(model.checkpoint))
     asked = json.dumps({"args": args, "steps": steps, "sources": source_args}, sort_keys=True)
@@ -92,25 +91,23 @@ def answer(model: Model, body) -> dict:
     if unknown:
         raise FieldError(f"{unknown[0]}: unknown field; the fields are {', '.join(sorted(BODY))}")
     endpoint = endpoint_for(model, body.get("endpoint"))
-    args = _request(model, endpoint, body, preset_requests(model, endpoint))
-    reply, cached, steps = run(model, endpoint, args, body.get("interventions"))
+    presets = preset_requests(model, endpoint)
+    args = _request(model, endpoint, body, presets)
+    reply, cached, steps = run(model, endpoint, args, body.get("interventions"), presets)
     result = reply["result"]
     compared = items(result["before"], result["after"]) if endpoint.answers == "case" else \
         {"before": result["before"], "after": result["after"], "delta": difference(result["before"], result["after"])}
-    return {"model": model.slug, "revision": model.revision, "recorded": False, "note": NOTE,
-            "endpoint": endpoint.name, "case": body.get("case"), "request": args, "interventions": steps_shown(steps),
-            **compared, "effects": result["effects"], "environment": reply["environment"],
-            "compute_seconds": reply["compute_seconds"], "cached": cached}
+    return answered(model, args, reply, cached, NOTE) | {
+        "endpoint": endpoint.name, "case": body.get("case"), "interventions": steps_shown(steps), **compared,
+        "effects": result["effects"]}
 
 
 def lab_answer(model: Model, endpoint: Endpoint, args: dict, items) -> dict:
     """A lab endpoint's answer with `interventions` in its body: the intervened result where the plain one
     would be, with the interventions and each module's movement beside it."""
-    reply, cached, steps = run(model, endpoint, args, items)
-    return {"model": model.slug, "revision": model.revision, "recorded": False, "note": NOTE, "request": args,
-            "result": reply["result"]["after"], "interventions": steps_shown(steps),
-            "effects": reply["result"]["effects"], "environment": reply["environment"],
-            "compute_seconds": reply["compute_seconds"], "cached": cached}
+    reply, cached, steps = run(model, endpoint, args, items, preset_requests(model, endpoint))
+    return answered(model, args, reply, cached, NOTE) | {
+        "result": reply["result"]["after"], "interventions": steps_shown(steps), "effects": reply["result"]["effects"]}
 
 
 def steps_shown(steps: list[dict]) -> list[dict]:

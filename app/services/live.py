@@ -27,17 +27,14 @@ def lab_answer(model: Model, entry: str, args: dict) -> dict:
         abort(404, f"model {model.slug!r} has no live lab")
     call = RecipeCall.lab(model.recipe_dir, entry, args, context(model.checkpoint))
     reply, cached = runs.submit(call, _key(model, entry, args))
-    return {
-        "model": model.slug,
-        "revision": model.revision,
-        "recorded": False,
-        "note": LIVE_NOTE,
-        "request": args,
-        "result": reply["result"],
-        "environment": reply["environment"],
-        "compute_seconds": reply["compute_seconds"],
-        "cached": cached,
-    }
+    return answered(model, args, reply, cached) | {"result": reply["result"]}
+
+
+def answered(model: Model, args: dict, reply: dict, cached: bool, note: str = LIVE_NOTE) -> dict:
+    """What every live answer says of itself: the model and revision, not recorded, the request as run,
+    where and how long it ran, and whether it was kept."""
+    return {"model": model.slug, "revision": model.revision, "recorded": False, "note": note, "request": args,
+            "environment": reply["environment"], "compute_seconds": reply["compute_seconds"], "cached": cached}
 
 
 def warm_up(app: Flask) -> None:

@@ -19,10 +19,14 @@ bp = Blueprint("assets", __name__)
 YEAR = 365 * 24 * 3600
 
 
+def kind_scripts() -> dict[str, Path]:
+    """The lab kinds' ES modules by the name each is served under (their templates are not assets)."""
+    return {name: path for name, path in kind_files().items() if name.startswith("js/")}
+
+
 def served_files(folder: Path) -> dict[str, Path]:
     """Every asset by the name it is served under: static/'s files and the lab kinds' ES modules."""
-    files = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
-    return files | {name: path for name, path in kind_files().items() if name.startswith("js/")}
+    return {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()} | kind_scripts()
 
 
 def static_version(folder: Path) -> str:
@@ -36,8 +40,7 @@ def static_version(folder: Path) -> str:
 @bp.get("/assets/<version>/<path:filename>")
 def asset(version: str, filename: str):
     """A static file; immutable for a year when the version is current, revalidated otherwise."""
-    kind_script = kind_files().get(filename) if filename.startswith("js/") else None  # not the templates
-    path = kind_script or safe_join(current_app.static_folder, filename)
+    path = kind_scripts().get(filename) or safe_join(current_app.static_folder, filename)
     if path is None or not Path(path).is_file():
         abort(404, f"no asset {filename!r}")
     content = Path(path).read_bytes()  # small files, read whole so that they can be compressed

@@ -9,10 +9,10 @@ import { chartBox, el, keepingFocus, readJson, requireData, reveal, showStatus }
 const PARAM = "whatif";
 
 export class WhatIf {
-  constructor(section, { graph, caseId }) {
+  constructor(section, { caseId }) {
     this.section = section;
     this.settings = JSON.parse(section.dataset.settings);
-    this.graph = graph;
+    this.graph = null; // attach() hands it over once it is drawn
     this.caseId = caseId; // () => the recorded case the page shows
     this.changes = [];
     this.node = null;
