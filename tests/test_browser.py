@@ -18,6 +18,7 @@ from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.parts import parts
 
 from .conftest import CATALOG_SLUGS, LENET_RECIPE, recipe_module
+from .test_training import TRAINED
 
 pytestmark = pytest.mark.browser
 
@@ -978,6 +979,9 @@ def lenet_states(page):
     yield "trace open"
     open_node_source(page, "fc1")
     yield "node source open"
+    page.locator("#training-run").click()
+    expect(page.locator("#training-results table").first).to_be_visible(timeout=60_000)
+    yield "training stages shown"
 
 
 # Text drawn under 12 px, as the reader sees it: an SVG's text scaled by how its viewBox is drawn. The zoomable
@@ -1491,3 +1495,38 @@ def test_a_what_if_link_shows_the_same_changes_on_a_phone(watched):
     assert effects(page)["h.1"] > 0  # h.1 is closed: its box stands for h.1.attn and shades by its output
     expect(panel.locator("#whatif-results caption")).to_contain_text("“dog” before and after")
     assert small_text(page) == []
+
+
+@pytest.mark.parametrize("slug", TRAINED)
+def test_what_training_changed_steps_through_the_stages_and_a_link_keeps_the_view(watched, live_server, slug):
+    """Run the case on every stage (keyboard): the graph shades each module as the API measured it, the first
+    stage moves nothing, the choice lives in the URL and a reload shows it again; nothing under 12 px on a phone."""
+    page = watched(f"/models/{slug}")
+    graph_ready(page)
+    panel = page.locator("#training")
+    panel.locator("#training-run").focus()
+    page.keyboard.press("Enter")
+    expect(panel.locator("#training-status")).to_contain_text("Done", timeout=60_000)
+    case = page.evaluate("document.getElementById('model-page').dataset.case")
+    request = urllib.request.Request(f"{live_server}/api/models/{slug}/training", method="POST",
+                                     data=json.dumps({"case": case}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    stages = json.load(urllib.request.urlopen(request))["stages"]
+    shades = effects(page)
+    assert shades and all(shades[node] == pytest.approx(stages[-1]["weights"][node], rel=1e-2) for node in shades)
+    start = stages[0]["id"]
+    first = panel.locator(f'input[name="training-stage"][value="{start}"]')
+    first.focus()
+    page.keyboard.press("Space")
+    expect(first).to_be_checked()
+    expect(panel.locator("#training-results caption").nth(1)).to_contain_text(stages[0]["label"])
+    assert set(effects(page).values()) == {0.0}
+    panel.get_by_label("output on this case moved").check()
+    expect(panel.locator("#training-results tbody tr").first).to_have_attribute("data-stage", start)
+    assert f"training={start}" in page.url and "moved=activations" in page.url
+    phone = watched(page.url.removeprefix(live_server), PHONE)
+    graph_ready(phone)
+    expect(phone.locator("#training-status")).to_contain_text("Done", timeout=60_000)
+    expect(phone.locator(f'input[name="training-stage"][value="{start}"]')).to_be_checked()
+    expect(phone.locator('input[name="training-moved"][value="activations"]')).to_be_checked()
+    assert small_text(phone) == []

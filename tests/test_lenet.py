@@ -141,7 +141,13 @@ def retrained():
 
 
 def test_training_from_the_seed_reproduces_the_stored_weights(retrained, split):
+    retrained, snapshots = retrained
     stored, metadata = lenet.read_safetensors(lenet.WEIGHTS)
+    kept, _ = lenet.read_safetensors(lenet.SNAPSHOTS)
+    assert sorted(snapshots) == list(train.SNAPSHOT_EPOCHS) == [0, 1, 3, 10]
+    for epoch, state in snapshots.items():
+        for name, value in state.items():
+            assert (value - kept[f"epoch-{epoch}/{name}"]).abs().max().item() <= train.RETRAIN_TOLERANCE, name
     for name, value in retrained.state_dict().items():
         assert (value - stored[name]).abs().max().item() <= train.RETRAIN_TOLERANCE, name
     images, labels, _ = split
@@ -152,15 +158,18 @@ def test_train_check_fails_when_the_stored_weights_differ(tmp_path):
     pytest.importorskip("sklearn")
     copy = tmp_path / "lenet"
     shutil.copytree(LENET_RECIPE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    state, metadata = lenet.read_safetensors(copy / "weights.safetensors")
-    state["fc1.bias"] = state["fc1.bias"] + 0.01
     from safetensors.torch import save_file
 
-    save_file(state, str(copy / "weights.safetensors"), metadata=metadata)
-    result = subprocess.run([sys.executable, "train.py", "--check"], cwd=copy, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "largest weight difference 1.00e-02" in result.stdout
+    for name, key in (("weights.safetensors", "fc1.bias"), ("snapshots.safetensors", "epoch-3/fc1.bias")):
+        shutil.copy(LENET_RECIPE / "weights.safetensors", copy / "weights.safetensors")
+        shutil.copy(LENET_RECIPE / "snapshots.safetensors", copy / "snapshots.safetensors")
+        state, metadata = lenet.read_safetensors(copy / name)
+        state[key] = state[key] + 0.01
+        save_file(state, str(copy / name), metadata=metadata)
+        result = subprocess.run([sys.executable, "train.py", "--check"], cwd=copy, capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "largest weight difference 1.00e-02" in result.stdout
 
 
 # ---- the recording and its verification
@@ -215,6 +224,20 @@ def test_the_served_files_include_the_weights_and_the_test_digits(app):
     response = app.test_client().get(files["weights.safetensors"]["url"])
     assert response.status_code == 200 and response.mimetype == "application/octet-stream"
     assert response.data == lenet.WEIGHTS.read_bytes()
+
+
+def test_each_stage_of_training_predicts_as_the_functional_reference_on_its_kept_weights(app, split):
+    body = app.test_client().post("/api/models/lenet/training", json={"case": "misread"}).get_json()
+    kept, _ = lenet.read_safetensors(lenet.SNAPSHOTS)
+    stored, _ = lenet.read_safetensors(lenet.WEIGHTS)
+    x = lenet.pixels(torch.tensor([digit(split, 345)]))
+    for stage in body["stages"]:
+        state = stored if stage["id"] == "trained" else \
+            {k.split("/", 1)[1]: v for k, v in kept.items() if k.startswith(stage["id"] + "/")}
+        probabilities = reference_forward(state, x).softmax(-1)[0]
+        torch.testing.assert_close(torch.tensor(stage["values"]["probabilities"]), probabilities, rtol=0, atol=1e-5)
+        assert stage["values"]["prediction"] == int(probabilities.argmax())
+    assert [s["values"]["prediction"] for s in body["stages"]] == [2, 2, 2, 3, 3]  # learnt, then misread
 
 
 # ---- the lab

@@ -21,8 +21,9 @@ def without_paths(message: str) -> str:
 @dataclass(frozen=True)
 class RecipeCall:
     """What a recipe worker is asked to run: the recipe's replay (run.py), one of its lab entries (lab.py), that
-    entry with interventions, or a capture of its graph. `context` holds the server's own arguments (a
-    checkpoint folder), never a client's; the worker checks that the entry is one the recipe declares."""
+    entry with interventions or on the weights kept during training, or a capture of its graph. `context`
+    holds the server's own arguments (a checkpoint folder), never a client's; the worker checks that the
+    entry is one the recipe declares."""
 
     recipe_dir: Path
     module: str
@@ -47,6 +48,12 @@ class RecipeCall:
         are the requests whose runs patches take their tensors from, `root` the recorded model's class."""
         return cls(Path(recipe_dir), "intervene", entry,
                    {"args": args, "interventions": interventions, "sources": sources, "root": root}, context or {})
+
+    @classmethod
+    def training(cls, recipe_dir: Path, entry: str, args: dict, root: str, context: dict | None = None) -> "RecipeCall":
+        """A lab.py entry run on each stage of weights the recipe kept during training and on the trained
+        ones (compute/training.py); `root` is the recorded model's class, whose weights are swapped."""
+        return cls(Path(recipe_dir), "training", entry, {"args": args, "root": root}, context or {})
 
     @classmethod
     def capture(cls, recipe_dir: Path, inputs: list, context: dict | None = None) -> "RecipeCall":

@@ -78,6 +78,15 @@ def execute(task: dict, torch: ModuleType, seed: int) -> dict:
         function = partial(intervene.intervene, lab, {**spec["args"], **context}, spec["interventions"],
                            [{**source, **context} for source in spec["sources"]], seed, spec["root"])
         args = {}
+    elif module == "training" and entry in entry_points(Path(task["recipe_dir"]))["lab"]:
+        from . import training
+
+        recipe_dir = Path(task["recipe_dir"])
+        lab = getattr(load_module(recipe_dir, "lab"), entry)
+        snapshots = recipe_dir / read_metadata(recipe_dir)["training"]["snapshots"]  # the recipe's, not a client's
+        function = partial(training.stages, lab, {**task["args"]["args"], **task.get("context", {})}, snapshots,
+                           seed, task["args"]["root"])
+        args = {}
     elif entry in entry_points(Path(task["recipe_dir"])).get(module, ()):
         function = getattr(load_module(Path(task["recipe_dir"]), module), entry, None)
         if not callable(function):

@@ -20,6 +20,7 @@ from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
 from .recipes import RecipeMetadataError, read_metadata
 from .schema import FILE_NAME, ITEMS, ManifestError, validate_manifest
+from .training import Training, declared_training
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class Model:
     checkpoint: CheckpointSpec | None = None  # weights read from a folder on this server, where declared
     graph_focus: str | None = None  # the module the interactive graph opens with (recipe.toml [graph] focus)
     heads: dict[str, Heads] = field(default_factory=dict)  # attention modules whose heads interventions reach
+    training: Training | None = None  # the weights kept during training, where the recipe trains its model
 
     @property
     def revision(self) -> str:
@@ -289,12 +291,16 @@ def load_model(folder: Path, recipes_dir: Path) -> Model:
     recipe = recipe_files(recipe_dir)
     files = _model_files(manifest, folder, recipe)
     focus = meta.get("graph", {}).get("focus")
+    lab = _lab(meta, manifest, recipe_dir)
     try:
         heads = declared_heads(meta.get("interventions", {}), manifest)
+        training = declared_training(meta.get("training", {}), recipe_dir)
     except DeclarationError as exc:
         raise ManifestError(f"recipe.toml: {exc}") from exc
-    return Model(slug, manifest, raw, recipe_dir, files, tuple(recipe), _lab(meta, manifest, recipe_dir),
-                 _checkpoint(meta), focus if isinstance(focus, str) else None, heads)
+    if training is not None and lab is None:
+        raise ManifestError("recipe.toml: [training] needs a [lab], whose entries run on the kept weights")
+    return Model(slug, manifest, raw, recipe_dir, files, tuple(recipe), lab, _checkpoint(meta),
+                 focus if isinstance(focus, str) else None, heads, training)
 
 
 def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:

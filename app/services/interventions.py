@@ -17,53 +17,15 @@ from ..compute.pool import RecipeCall
 from ..domain.catalog import Model
 from ..domain.interventions import plan
 from ..domain.labs import Endpoint
-from ..domain.labs.fields import FieldError, validate
 from ..domain.schema import ITEMS
 from . import runs
 from .checkpoints import context
 from .live import answered
+from .subjects import asked_request, checked, endpoint_for, preset_requests
 
 NOTE = ("Computed live on the server by the model's recipe, once as asked and once with the interventions; "
         "not a recorded value.")
 BODY = {"case", "request", "endpoint", "interventions"}
-
-
-def endpoint_for(model: Model, name) -> Endpoint:
-    """The lab endpoint the request runs: the one named, else the first that answers a case, else the first."""
-    endpoints = model.lab.endpoints
-    if name is None:
-        return next((e for e in endpoints.values() if e.answers == "case"), next(iter(endpoints.values())))
-    if not isinstance(name, str) or name not in endpoints:
-        raise FieldError(f"endpoint: must be one of {', '.join(endpoints)}")
-    return endpoints[name]
-
-
-def preset_requests(model: Model, endpoint: Endpoint) -> dict[str, dict]:
-    """Every recorded case the kind can turn into a request of this endpoint, checked and with defaults."""
-    found = {}
-    for preset in model.lab.kind.presets(model.manifest["experiment"]["cases"], model.lab):
-        request = {k: v for k, v in preset["request"].items() if k in endpoint.fields}
-        try:
-            found[preset["id"]] = model.lab.kind.prepare(endpoint.name, validate(request, endpoint.fields), model.lab)
-        except FieldError:
-            continue  # a case this endpoint cannot take (another kind of request): not a source
-    return found
-
-
-def _request(model: Model, endpoint: Endpoint, body: dict, presets: dict[str, dict]) -> dict:
-    if ("case" in body) == ("request" in body):
-        raise FieldError("case: send either a recorded case or a request, not both and not neither")
-    if "case" in body:
-        if not isinstance(body["case"], str) or body["case"] not in presets:
-            raise FieldError(f"case: must be one of the recorded cases {', '.join(presets) or '(none)'}")
-        return presets[body["case"]]
-    if not isinstance(body["request"], dict):
-        raise FieldError("request: must be an object, a request of the lab endpoint")
-    try:
-        args = validate(body["request"], endpoint.fields)
-        return model.lab.kind.prepare(endpoint.name, args, model.lab)
-    except FieldError as exc:
-        raise FieldError(f"request.{exc}") from None
 
 
 def run(model: Model, endpoint: Endpoint, args: dict, items, presets: dict[str, dict]) -> tuple[dict, bool, list[dict]]:
@@ -85,14 +47,10 @@ def run(model: Model, endpoint: Endpoint, args: dict, items, presets: dict[str, 
 
 def answer(model: Model, body) -> dict:
     """`POST .../interventions`: the run as asked and intervened, compared item by item."""
-    if not isinstance(body, dict):
-        raise FieldError("body: send a JSON object (Content-Type: application/json)")
-    unknown = sorted(set(body) - BODY)
-    if unknown:
-        raise FieldError(f"{unknown[0]}: unknown field; the fields are {', '.join(sorted(BODY))}")
-    endpoint = endpoint_for(model, body.get("endpoint"))
+    checked(body, BODY)
+    endpoint = endpoint_for(model, body)
     presets = preset_requests(model, endpoint)
-    args = _request(model, endpoint, body, presets)
+    args = asked_request(model, endpoint, body, presets)
     reply, cached, steps = run(model, endpoint, args, body.get("interventions"), presets)
     result = reply["result"]
     compared = items(result["before"], result["after"]) if endpoint.answers == "case" else \

@@ -8,8 +8,9 @@ from werkzeug.routing import BaseConverter
 
 from ..domain.catalog import Model, file_listing
 from ..domain.compare import compare_case, tolerance_for
+from ..domain.labs import TAKEN
 from ..domain.labs.fields import parse_query, validate
-from ..services import budget, interventions, live
+from ..services import budget, interventions, live, training
 from ..services.extensions import models
 from ..services.verification import verifications
 from .compression import is_conditional
@@ -196,7 +197,7 @@ def _record_check(model: Model, case_id, result: dict) -> dict:
 class ActionConverter(BaseConverter):
     """A lab endpoint's name: any plain name but those of the fixed routes beside it."""
 
-    regex = r"(?!files$|verifications$|interventions$)[a-z][a-z_]{0,39}"
+    regex = rf"(?!(?:{'|'.join(TAKEN)})$)[a-z][a-z_]{{0,39}}"
 
 
 @bp.post("/models/<slug>/interventions")
@@ -208,6 +209,17 @@ def interventions_of(slug: str):
         abort(404, f"model {slug!r} has no live lab to run interventions on")
     budget.spend()
     return jsonify(interventions.answer(found, _json_body()))
+
+
+@bp.post("/models/<slug>/training")
+def training_of(slug: str):
+    """A recorded case or a lab request run on every stage of weights the recipe kept while it trained:
+    each stage's answer, and how far every module's weights and output had moved from initialisation."""
+    found = get_model(slug)
+    if found.training is None:
+        abort(404, f"model {slug!r} keeps no weights from its training")
+    budget.spend()
+    return jsonify(training.answer(found, _json_body()))
 
 
 @bp.route("/models/<slug>/<action:action>", methods=["GET", "POST", "OPTIONS"], provide_automatic_options=False)

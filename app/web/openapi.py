@@ -36,6 +36,7 @@ INTERVENTION = {"type": "object", "required": ["node", "action"], "additionalPro
     "head": {"type": "integer", "minimum": 0, "description": "One head of an attention module the recipe declares."},
     "factor": {"type": "number", "description": "For scale."},
     "from_case": {"type": "string", "description": "For patch: the recorded case whose output replaces this one's."}}}
+MOVED = {"type": "object", "additionalProperties": {"type": "number"}}
 EFFECTS = {"type": "object", "additionalProperties": {"type": "number"},
            "description": "By module node: how much its output moved, |after - before| / |before|."}
 
@@ -106,11 +107,31 @@ def _schemas() -> dict:
             "before": {"type": "object"}, "after": {"type": "object"},
             "delta": {"type": "object", "description": "after - before, number by number, for another endpoint."},
             "effects": EFFECTS}},
+        "Stages": {"type": "object", "required": ["model", "endpoint", "request", "stages", "cached"], "properties": {
+            **{k: v for k, v in live.items() if k != "kind"}, "endpoint": {"type": "string"},
+            "case": {"type": "string", "nullable": True},
+            "items": {"type": "object", "description": "For an endpoint that answers a case: every item's kind and "
+                      "label, by key.", "additionalProperties": {"type": "object", "required": ["kind", "label"]}},
+            "stages": {"type": "array", "description": "The weights kept while the model trained, first the "
+                       "initialisation, last the trained (recorded) weights.", "items": {
+                "type": "object", "required": ["id", "label", "weights", "activations"], "properties": {
+                    "id": {"type": "string"}, "label": {"type": "string"},
+                    "values": {"type": "object", "description": "For a case endpoint: every item's value, by key."},
+                    "result": {"type": "object", "description": "For another endpoint: its answer."},
+                    "weights": MOVED | {"description": "By module holding parameters: ||w - w0|| / ||w0||, from "
+                                                       "initialisation (its children's parameters included)."},
+                    "activations": MOVED | {"description": "By module node: how far its output on this input had "
+                                                           "moved from initialisation, ||a - a0|| / ||a0||."}}}}}},
     }
 
 
-def _paths(slugs: list[str]) -> dict:
-    slug = {"name": "slug", "in": "path", "required": True, "schema": {"type": "string", "enum": slugs}}
+def _slug(slugs: list[str]) -> dict:
+    return {"name": "slug", "in": "path", "required": True, "schema": {"type": "string", "enum": slugs or ["none"]}}
+
+
+def _paths(slugs: list[str], trained: dict[str, list[str]]) -> dict:
+    """The fixed routes; `trained` holds the recorded cases of each model that keeps its training."""
+    slug = _slug(slugs)
     job_id = {"name": "job_id", "in": "path", "required": True,
               "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
     return {
@@ -144,6 +165,20 @@ def _paths(slugs: list[str]) -> dict:
                                       "items": _ref("Intervention")}}}}}},
             "responses": {"200": _json(_ref("Intervened"), "Before, after, their difference and each module's "
                                                            "movement."),
+                          **_errors(400, 404, 413, 429, 502, 503, 504)}}},
+        "/api/models/{slug}/training": {"post": {
+            "summary": "A recorded case or a lab request run on every stage of weights kept while the model trained",
+            "parameters": [_slug(list(trained))],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "additionalProperties": False,
+                "oneOf": [{"required": ["case"]}, {"required": ["request"]}], "properties": {
+                    "case": {"type": "string", "enum": sorted({c for cases in trained.values() for c in cases}) or [""],
+                             "description": "A recorded case of the model (or send request)."},
+                    "request": {"type": "object", "description": "A request of the lab endpoint (or send case)."},
+                    "endpoint": {"type": "string", "description": "The lab endpoint to run; by default the one "
+                                 "that answers a case."}}}}}},
+            "responses": {"200": _json(_ref("Stages"), "Each stage's answer and each module's movement from "
+                                                       "initialisation."),
                           **_errors(400, 404, 413, 429, 502, 503, 504)}}},
         "/api/openapi.json": {"get": {"summary": "This document", "responses": {
             "200": {"description": "OpenAPI 3", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
@@ -200,7 +235,8 @@ def build_spec(catalog: Catalog) -> dict:
         spec.components.schema(name, schema)
     for code, description in ERRORS.items():
         spec.components.response(f"E{code}", _json(_ref("Error"), description))
-    paths = _paths([m.slug for m in models] or ["none"])
+    trained = {m.slug: [c["id"] for c in m.manifest["experiment"]["cases"]] for m in models if m.training is not None}
+    paths = _paths([m.slug for m in models], trained)
     for model in models:
         if model.has_lab:
             paths |= _lab_paths(model)

@@ -167,7 +167,7 @@ def render_model_page(model: Model, checkpoint: dict | None = None) -> str:
         "model.html", model=model, m=m, case=case, step=step, layers=layers, notices=notices, graph_file=GRAPH_FILE,
         graph_open=open_path(m, model.graph_focus or default_focus(m)), table_rows=LAYER_TABLE_ROWS,
         lab=lab_settings(model) if model.has_lab else None, checkpoint=checkpoint,
-        files=file_listing(model), whatif=whatif_settings(model),
+        files=file_listing(model), whatif=whatif_settings(model), training=training_settings(model),
     )
 
 
@@ -180,6 +180,13 @@ def whatif_settings(model: Model) -> dict | None:
     return {"url": url_for("api.interventions_of", slug=model.slug), "actions": list(ACTIONS),
             "heads": {node: h.count if isinstance(h.count, int) else None for node, h in model.heads.items()},
             "cases": [{"id": c["id"], "label": c["label"]} for c in cases]}
+
+
+def training_settings(model: Model) -> dict | None:
+    """What the training panel needs: the API's URL and the stages of weights the recipe kept, in order."""
+    if model.training is None or not model.manifest["experiment"]["cases"]:  # it runs the case shown
+        return None
+    return {"url": url_for("api.training_of", slug=model.slug), "stages": list(model.training.stages)}
 
 
 @bp.get("/models/<slug>/graph.json")

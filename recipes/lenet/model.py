@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
+SNAPSHOTS = Path(__file__).with_name("snapshots.safetensors")  # the weights during training, by train.py
 TEST_DIGITS = Path(__file__).with_name("test_digits.safetensors")  # the held-out split, written by train.py
 LEVELS = 16  # the digits' grey levels run 0..16; the network reads pixel / LEVELS
 

@@ -17,7 +17,8 @@ export class GraphView {
     this.stage = stage;
     this.scenery = new GraphScene(graph.layers, graph.connections);
     this.palette = graph.palette; // the server's colours, also the snapshot's (graphlayout.PALETTE)
-    this.effects = null; // by node: how much an intervention moved its output (shade)
+    this.effects = null; // by node: how much an intervention or training moved it (shade)
+    this.shading = { scale: 1, what: "output moved" };
     this.layers = this.scenery.layers;
     this.modules = this.scenery.modules;
     this.open = new Set(open.filter((id) => this.layers.has(id))); // the first view's modules, as the server says
@@ -155,10 +156,11 @@ export class GraphView {
     return this.viewport.querySelector(`[data-id="${CSS.escape(id)}"]`);
   }
 
-  /** Shade every node by how much its output moved (`effects`, by node id: |after - before| / |before|), or
-   * draw the graph as recorded again (null). */
-  shade(effects) {
+  /** Shade every node by how much it moved (`effects`, by node id: |after - before| / |before|), or draw the
+   * graph as recorded again (null). A movement of `scale` takes the full colour; `what` names it for speech. */
+  shade(effects, { scale = 1, what = "output moved" } = {}) {
     this.effects = effects;
+    this.shading = { scale, what };
     this.draw();
   }
 
@@ -416,11 +418,11 @@ function drawing(view, scene, near) {
     const g = svgEl("g", {
       class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, "data-layer": n.id, tabindex: -1, role: "button",
       // The name starts with the visible text (label, then op), as speech-input users say what they see.
-      "aria-label": `${n.label} ${n.op}${isModule ? ", closed module: press Enter for details" : ""} (${n.id})${view.effects?.[n.id] !== undefined ? `, output moved ${sig(100 * view.effects[n.id], 3)}%` : ""}`,
+      "aria-label": `${n.label} ${n.op}${isModule ? ", closed module: press Enter for details" : ""} (${n.id})${view.effects?.[n.id] !== undefined ? `, ${view.shading.what} ${sig(100 * view.effects[n.id], 3)}%` : ""}`,
     });
     const effect = view.effects?.[n.id];
     if (effect !== undefined) g.dataset.effect = sig(effect, 3);
-    g.append(svgEl("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: effect > 0 ? deviationColour(effect) : colours.fill, stroke: colours.stroke }));
+    g.append(svgEl("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: effect > 0 ? deviationColour(effect / view.shading.scale) : colours.fill, stroke: colours.stroke }));
     g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: palette.node.text }, isModule ? `${n.label} ▸ ` : `${n.label} `)); // the space parts label and op in the text a name must contain
     g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: palette.node.op }, n.op));
     g.addEventListener("click", () => view.select(n.id));

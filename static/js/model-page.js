@@ -4,6 +4,7 @@
 import { barsSvg, downloadSvg, slugify, valueHeatmap } from "./charts.js";
 import { keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { GraphView } from "./graph.js";
+import { Training } from "./training.js";
 import { VerifyPanel } from "./verify.js";
 import { WhatIf } from "./whatif.js";
 
@@ -12,6 +13,7 @@ const slug = page.dataset.slug;
 const state = { case: page.dataset.case, step: page.dataset.step };
 let graph = null;
 let whatif = null;
+let training = null;
 let sourceLines = null;
 const recordedInputs = JSON.parse(page.dataset.recordedInputs || "[]");
 
@@ -74,6 +76,7 @@ async function showCase(caseId, push) {
   }
   state.case = caseId;
   whatif?.run(); // the changes, if any, on the case now shown
+  training?.refresh();
   announce(`Showing the recorded case “${document.getElementById("case-panel").dataset.caseLabel}”.`);
   if (push !== undefined) writeUrl(push);
 }
@@ -277,8 +280,13 @@ async function main() {
   }
   const whatifSection = document.getElementById("whatif");
   if (whatifSection) whatif = new WhatIf(whatifSection, { caseId: () => state.case });
+  const trainingSection = document.getElementById("training");
+  if (trainingSection) training = new Training(trainingSection, { caseId: () => state.case });
   await startGraph(recorded);
-  if (graph) whatif?.attach(graph);
+  if (graph) {
+    whatif?.attach(graph);
+    training?.attach(graph);
+  }
 }
 
 writeUrl(false);

@@ -78,6 +78,10 @@ def _size(manifest: dict, reference, where: str) -> int:
     raise DeclarationError(f"{where}: the recorded graph has no layer {layer_id!r}")
 
 
+# The fixed routes beside a model's lab endpoints (/api/models/<slug>/<name>): no endpoint may take their names.
+TAKEN = ("files", "verifications", "interventions", "training")
+
+
 def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
     """The [lab] declaration of a recipe, checked and resolved; DeclarationError says what is wrong."""
     name = declaration.get("kind")
@@ -94,6 +98,9 @@ def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
         entry = str(spec.get("entry", ""))
         if not name.isidentifier() or spec.get("method") not in METHODS or not entry.isidentifier():
             raise DeclarationError(f"{where}: needs a plain name, a method ({', '.join(METHODS)}) and an entry")
+        if name in TAKEN:
+            raise DeclarationError(f"{where}: {name} is a route of every model; the taken names are "
+                                   f"{', '.join(TAKEN)}")
         fields = {f: declared_field(f, s, sizes, f"{where}.fields") for f, s in spec.get("fields", {}).items()}
         if spec["method"] == "GET" and any(f.type == "grid" for f in fields.values()):
             raise DeclarationError(f"{where}: a grid field needs a JSON body; declare the endpoint POST")
