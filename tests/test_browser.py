@@ -1530,3 +1530,59 @@ def test_what_training_changed_steps_through_the_stages_and_a_link_keeps_the_vie
     expect(phone.locator(f'input[name="training-stage"][value="{start}"]')).to_be_checked()
     expect(phone.locator('input[name="training-moved"][value="activations"]')).to_be_checked()
     assert small_text(phone) == []
+
+
+def test_what_if_runs_on_the_drawing_in_the_lab_and_a_link_keeps_it(watched):
+    """The image lab: the changes run on the lab's input (the drawing the lab last read), the digit's
+    probabilities before and after side by side; the choice and the drawing live in the URL."""
+    page = watched("/models/lenet")
+    graph_ready(page)
+    lab_ready(page)
+    grid_cell(page, 3, 3).focus()
+    page.keyboard.press("Space")  # ink one more cell: the lab reads a drawing no case recorded
+    expect(page.locator("#lab-status")).to_contain_text("Read as", timeout=60_000)
+    panel = page.locator("#whatif")
+    panel.get_by_label("your input in the lab").check()
+    page.locator('#graph-stage .g-node[data-id="fc1"]').focus()
+    page.keyboard.press("Enter")
+    panel.locator("#whatif-action").select_option("zero")
+    panel.locator("#whatif-add").click()
+    expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
+    expect(panel.locator("#whatif-results caption")).to_contain_text("Your lab input before and after")
+    expect(panel.locator('#whatif-results tr[data-item="confidence"]')).to_be_visible()
+    expect(panel.locator(".whatif-bars figcaption").filter(has_text="probabilit")).to_have_count(1)
+    shades = effects(page)
+    assert shades["fc1"] == 1 and shades["fc2"] > 0 and shades["stage1.conv"] == 0  # stage1 opens with the page
+    assert "whatif_on=lab" in page.url and "drawing=" in page.url
+    page.goto(page.url)
+    graph_ready(page)
+    expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
+    expect(panel.get_by_label("your input in the lab")).to_be_checked()
+    expect(panel.locator("#whatif-results caption")).to_contain_text("Your lab input before and after")
+    assert effects(page)["fc1"] == 1
+
+
+def test_what_if_on_a_datalab_trace_shows_the_logit_lens_before_and_after(datalab_page):
+    page = datalab_page()
+    graph_ready(page)
+    panel = page.locator("#whatif")
+    expect(panel.get_by_label("your input in the lab")).to_be_checked()  # no recorded case: the lab's input
+    expect(panel.locator("#whatif-action option")).to_have_text(["zero", "mean", "scale"])  # nothing to patch from
+    traced(page, "the capital of france is [MASK] .")
+    page.locator('#graph-stage .g-node[data-id="embeddings"]').focus()
+    page.keyboard.press("Enter")
+    panel.locator("#whatif-add").focus()
+    page.keyboard.press("Enter")
+    expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
+    layers = page.evaluate("document.querySelectorAll('.datalab-stage').length")  # the trace's stages
+    assert layers > 0
+    lens = panel.locator("#whatif-results .trace-table tbody tr")
+    expect(lens.first.locator("th")).to_have_text("embeddings")
+    expect(panel.locator(".whatif-prediction")).to_contain_text("Prediction:")
+    expect(panel.locator("#whatif-results figcaption")).to_have_text(["Top words before the changes",
+                                                                      "Top words after the changes"])
+    assert effects(page)["embeddings"] == 1
+    assert "whatif=" in page.url and "text=" in page.url
+    page.goto(page.url)  # the lab traces the linked sentence again, and the changes run on it
+    expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=120_000)
+    expect(panel.locator(".whatif-prediction")).to_contain_text("Prediction:")

@@ -173,11 +173,13 @@ def render_model_page(model: Model, checkpoint: dict | None = None) -> str:
 
 def whatif_settings(model: Model) -> dict | None:
     """What the What if? panel needs: the API's URL, the actions, the heads each attention module has (a
-    number, or null where the recipe reads it from the module), and the recorded cases a patch can take."""
-    cases = model.manifest["experiment"]["cases"]
-    if not model.has_lab or not cases:  # interventions run a recorded case through the lab's recipe
+    number, or null where the recipe reads it from the module), and the recorded cases it runs and patches
+    from (without any, it runs the lab's input and has nothing to patch from)."""
+    if not model.has_lab:  # interventions run a recorded case or a lab request through the lab's recipe
         return None
-    return {"url": url_for("api.interventions_of", slug=model.slug), "actions": list(ACTIONS),
+    cases = model.manifest["experiment"]["cases"]
+    return {"url": url_for("api.interventions_of", slug=model.slug),
+            "actions": [a for a in ACTIONS if cases or a != "patch"],
             "heads": {node: h.count if isinstance(h.count, int) else None for node, h in model.heads.items()},
             "cases": [{"id": c["id"], "label": c["label"]} for c in cases]}
 

@@ -267,19 +267,20 @@ async function main() {
       openCase: () => state.case,
     });
   }
+  const whatifSection = document.getElementById("whatif");
+  if (whatifSection) whatif = new WhatIf(whatifSection, { caseId: () => state.case });
   const labSection = document.getElementById("lab");
   if (labSection) {
     // Each lab kind brings its own module; the page loads the one this model's recipe declares.
     try {
-      const { Lab } = await import(labSection.dataset.script);
-      new Lab(labSection);
+      const kind = await import(labSection.dataset.script);
+      whatif?.useKind(kind);
+      new kind.Lab(labSection);
       labSection.dataset.ready = "true";
     } catch (error) {
       labSection.append(Object.assign(document.createElement("p"), { className: "notice", textContent: `The lab could not start: ${error.message}` }));
     }
   }
-  const whatifSection = document.getElementById("whatif");
-  if (whatifSection) whatif = new WhatIf(whatifSection, { caseId: () => state.case });
   const trainingSection = document.getElementById("training");
   if (trainingSection) training = new Training(trainingSection, { caseId: () => state.case });
   await startGraph(recorded);

@@ -1,12 +1,15 @@
 // What if? Interventions from the graph: the selected module's output (or one attention head's) zeroed,
 // averaged, scaled or patched from another case, changes stacked and removed one by one, run on the recorded
-// case the page shows. The graph is shaded by how much each module moved; every item shows before and after.
-// The server checks every change (POST /api/models/<slug>/interventions); the list lives in the URL (?whatif=).
+// case the page shows or on the input last run in the lab. The graph is shaded by how much each module moved;
+// every item shows before and after (a lab kind may draw its own view of a whole answer: its `beforeAfter`).
+// The server checks every change (POST /api/models/<slug>/interventions); the list lives in the URL (?whatif=,
+// and ?whatif_on=lab when it runs on the lab's input, which the lab keeps in the URL itself).
 
 import { barsSvg, sig } from "./charts.js";
 import { chartBox, el, keepingFocus, readJson, requireData, reveal, showStatus } from "./dom.js";
 
 const PARAM = "whatif";
+const ON = "whatif_on";
 
 export class WhatIf {
   constructor(section, { caseId }) {
@@ -23,7 +26,29 @@ export class WhatIf {
     this.find("whatif-add").addEventListener("click", () => this.add());
     this.find("whatif-run").addEventListener("click", () => this.run());
     this.status = this.find("whatif-status");
+    this.lab = null; // { endpoint, request }: what the lab last ran
+    this.view = null; // the lab kind's beforeAfter(before, after), where it draws one
+    const on = new URL(window.location.href).searchParams.get(ON);
+    this.subject = on === "lab" || !this.settings.cases.length ? "lab" : "case";
+    for (const input of section.querySelectorAll("input[name=whatif-subject]")) {
+      input.checked = input.value === this.subject;
+      input.addEventListener("change", () => {
+        this.subject = input.value;
+        this.link();
+        this.run();
+      });
+    }
+    document.addEventListener("lab-request", (event) => {
+      this.lab = event.detail;
+      this.find("whatif-lab-note").textContent = "";
+      if (this.subject === "lab" && !this.pending) this.run();
+    });
     this.fromLink();
+  }
+
+  /** The lab kind's module is loaded: use its own view of an answer, where it has one. */
+  useKind(module) {
+    this.view = module.beforeAfter ?? null;
   }
 
   /** The graph selected a node: a module can be changed, an op or an input cannot. */
@@ -93,6 +118,8 @@ export class WhatIf {
     const url = new URL(window.location.href);
     if (this.changes.length) url.searchParams.set(PARAM, JSON.stringify(this.changes));
     else url.searchParams.delete(PARAM);
+    if (this.subject === "lab" && this.settings.cases.length) url.searchParams.set(ON, "lab");
+    else url.searchParams.delete(ON);
     if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url);
   }
 
@@ -121,15 +148,27 @@ export class WhatIf {
     }
   }
 
-  async run() {
+  /** What the changes run on: the recorded case shown, or the lab's last request; null while there is none. */
+  subjectBody() {
+    if (this.subject === "lab") return this.lab && { request: this.lab.request, endpoint: this.lab.endpoint };
     const caseId = this.caseId();
-    if (!this.changes.length || !caseId) return;
+    return caseId ? { case: caseId } : null;
+  }
+
+  async run() {
+    if (!this.changes.length) return;
+    const subject = this.subjectBody();
+    if (!subject) {
+      if (this.subject === "lab") showStatus(this.status, "Run your input in the lab first: the changes run on what it ran last.");
+      return;
+    }
     const request = ++this.requests;
-    showStatus(this.status, `Running “${caseId}” with ${this.changes.length} change${this.changes.length > 1 ? "s" : ""}…`);
+    const what = subject.case ? `“${subject.case}”` : "your lab input";
+    showStatus(this.status, `Running ${what} with ${this.changes.length} change${this.changes.length > 1 ? "s" : ""}…`);
     try {
       const response = await fetch(this.settings.url, {
         method: "POST", headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ case: caseId, interventions: this.changes }),
+        body: JSON.stringify({ ...subject, interventions: this.changes }),
       });
       const answer = requireData(response, await readJson(response));
       if (request !== this.requests) return; // a later run was asked for meanwhile
@@ -142,8 +181,15 @@ export class WhatIf {
     }
   }
 
-  /** Every item before and after; a vector's bars side by side. */
+  /** Every item before and after, a vector's bars side by side; or the kind's own view of a whole answer. */
   show(answer) {
+    const results = this.find("whatif-results");
+    if (!answer.items) {
+      const caption = el("p", { class: "fine" }, `Your lab input (${answer.endpoint}) before and after the changes.`);
+      results.replaceChildren(caption, ...(this.view ? this.view(answer.before, answer.after) : [rawChange(answer)]));
+      reveal(results);
+      return;
+    }
     const rows = Object.entries(answer.items).map(([key, item]) => {
       const change = largest(item.delta);
       const value = (v) => (typeof v === "number" ? sig(v) : item.kind === "vector" ? `largest at ${top(v)}` : "—");
@@ -151,20 +197,24 @@ export class WhatIf {
         el("td", {}, value(item.before)), el("td", {}, value(item.after)), el("td", {}, sig(change)));
     });
     const table = el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Every item before and after the changes" },
-      el("table", {}, el("caption", {}, `“${answer.case}” before and after the changes`),
+      el("table", {}, el("caption", {}, `${answer.case ? `“${answer.case}”` : "Your lab input"} before and after the changes`),
         el("thead", {}, el("tr", {}, ...["item", "before", "after", "largest change"].map((h) => el("th", { scope: "col" }, h)))),
         el("tbody", {}, ...rows)));
     const figures = Object.values(answer.items).filter((item) => item.kind === "vector" && typeof item.before[0] === "number")
-      .slice(0, 1).map((item) => {
+      .slice(0, 3).map((item) => {
       const max = Math.max(...item.before.map(Math.abs), ...item.after.map(Math.abs));
       return el("figure", { class: "chart whatif-bars" }, el("figcaption", {}, `${item.label}: before and after`),
         el("div", { class: "lab-columns is-compare" }, ...["before", "after"].map((when) =>
           chartBox(`${item.label}, ${when}`, barsSvg(item[when], max, `${item.label}, ${when}`)))));
     });
-    const results = this.find("whatif-results");
     results.replaceChildren(table, ...figures);
     reveal(results);
   }
+}
+
+/** A whole answer's largest change, where the kind draws no view of its own. */
+function rawChange(answer) {
+  return el("p", {}, `The largest change of any number in the answer: ${sig(largest(answer.delta))}.`);
 }
 
 function describe(change) {

@@ -91,6 +91,12 @@ export class LabPanel {
   setStatus(text, isError = false) {
     showStatus(this.status, text, isError);
   }
+
+  /** Tell the page what the lab just ran (the request as the server ran it), so that What if? can run it
+   * again with changes. */
+  ran(endpoint, answer) {
+    this.section.dispatchEvent(new CustomEvent("lab-request", { bubbles: true, detail: { endpoint, request: answer.request } }));
+  }
 }
 
 /** A fresh copy of one of the parts the recorded cases are drawn with (templates/_parts.html). */

@@ -89,6 +89,7 @@ export class Lab extends LabPanel {
     const body = { input_ids: this.ids, ...(this.preset ? { compare_with: this.preset } : {}) };
     const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy));
     if (!answer) return;
+    this.ran("runs", answer);
     this.setStatus(`${problem ? `${problem} ` : ""}Live run done: ${(answer.compute_seconds * 1000).toFixed(1)} ms of compute on the server${answer.cached ? " (an identical request was answered before)" : ""}.`);
     this.render(answer);
   }

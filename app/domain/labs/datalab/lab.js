@@ -207,6 +207,7 @@ export class Lab extends LabPanel {
       return;
     }
     this.answer = answer;
+    this.ran("datalab", answer);
     this.tracedText = body.text;
     linkInput({ text: body.text, top_k: body.top_k }, this.presetId); // the sentence traced, for a reload or a link
     this.markStale(null);
@@ -384,4 +385,26 @@ export class Lab extends LabPanel {
     setDisabled(next, this.shown >= all.length, this.section.querySelector("#datalab-restart"));
     if (step) reveal(newest);
   }
+}
+
+/**
+ * What if? on a trace: the prediction before and after the changes, the logit lens layer by layer (what the
+ * MLM head makes of the traced token's state at each layer, with and without them), and the top words side by
+ * side. `before` and `after` are the DataLab's answers for the same sentence.
+ */
+export function beforeAfter(before, after) {
+  const name = (p) => p.token ?? `id ${p.id}`; // an id past the checkpoint's vocab.txt has no token
+  const word = (p) => `${name(p)} (${sig(p.probability, 3)})`;
+  const prediction = el("p", { class: "whatif-prediction" }, "Prediction: ", el("strong", {}, word(before.prediction)), " → ",
+    el("strong", {}, word(after.prediction)), before.prediction.id === after.prediction.id ? " (unchanged)" : " (changed)");
+  const lens = table(["layer", "top before", "top after", "rank before → after"],
+    before.layers.map((layer, i) => {
+      const changed = after.layers[i];
+      return [layer.name, word(layer.lens.top[0]), word(changed.lens.top[0]), `${layer.lens.rank} → ${changed.lens.rank}`];
+    }), "Logit lens: the MLM head on each layer's state of the traced token, before and after the changes (rank: where each run's own prediction stands)", { reflow: true });
+  const max = Math.max(...before.top.map((t) => t.probability), ...after.top.map((t) => t.probability));
+  const tops = el("div", { class: "lab-columns is-compare" }, ...[["before", before], ["after", after]].map(([when, answer]) =>
+    el("figure", { class: "chart" }, el("figcaption", {}, `Top words ${when} the changes`),
+      bars(answer.top.map((t) => t.probability), answer.top.map(name), max))));
+  return [prediction, lens, tops];
 }

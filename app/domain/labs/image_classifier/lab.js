@@ -200,6 +200,7 @@ export class Lab extends LabPanel {
     if (this.preset) body.compare_with = this.preset;
     const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy), "Reading the drawing on the server…");
     if (!answer) return;
+    this.ran("runs", answer);
     const c = answer.case;
     const read = item(c, "prediction").value;
     const ms = answer.compute_seconds * 1000;

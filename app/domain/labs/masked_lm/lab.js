@@ -193,6 +193,7 @@ export class Lab extends LabPanel {
     const answers = await this.latest.run((busy) => Promise.all(modes.map((mode, k) => postJson(this.urls.runs,
       { ...this.request(mode), ...(s.preset && k === 0 ? { compare_with: s.preset } : {}) }, busy))));
     if (!answers) return false;
+    this.ran("runs", answers[0]); // the first attention mode's run: the one What if? changes
     if (!s.seg) {
       this.state = { ...this.state, seg: answers[0].request.segment_ids };
       this.showControls();
