@@ -66,6 +66,31 @@ def test_every_operation_and_its_identities_on_every_model(checkpoint_app, slug)
         assert largest(deltas(moved.get_json())) > 0, action  # ...and so did what the model answers
 
 
+def test_the_plain_run_is_kept_for_the_next_intervention_on_the_same_input():
+    """A second intervention on an input runs only the changed run, and answers as if nothing were kept; another
+    key (another input, recipe or checkpoint) runs afresh."""
+    from app.compute.intervene import intervene
+    from app.domain.lru import SizedLRU
+
+    entry = recipe_module(GPT_RECIPE, "lab").live_run
+    calls = []
+
+    def counted(**args):
+        calls.append(args)
+        return entry(**args)
+
+    memo, args = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}
+    zero = [{"node": "h.0.mlp", "action": "zero", "target": "h.0.mlp", "on": "output"}]
+    scale = [{"node": "h.1.mlp", "action": "scale", "factor": 2.0, "target": "h.1.mlp", "on": "output"}]
+    intervene(counted, args, zero, [], 0, "GPT", memo, "run-key:input")
+    assert len(calls) == 2 and len(memo) == 1
+    kept = intervene(counted, args, scale, [], 0, "GPT", memo, "run-key:input")
+    assert len(calls) == 3  # the plain run came from the memo
+    assert kept == intervene(entry, args, scale, [], 0, "GPT")  # as if nothing were kept
+    intervene(counted, {"input_ids": [1, 5]}, scale, [], 0, "GPT", memo, "run-key:other input")
+    assert len(calls) == 5 and len(memo) == 2
+
+
 def test_ablating_a_head_equals_cutting_its_columns_from_the_output_projection(client):
     """GPT: zeroing head 1 of block 1 gives the distribution of the recipe's model whose c_proj ignores that
     head's context dimensions, to float32 tolerance."""

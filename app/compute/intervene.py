@@ -9,6 +9,7 @@ module's count) is refused here with status 400 and the field at fault.
 """
 
 import gc
+import json
 import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -16,6 +17,8 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from ..domain.lru import SizedLRU
 
 EPSILON = 1e-12  # below this norm an output counts as zero when its change is measured
 
@@ -179,20 +182,38 @@ def effects(before: dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, fl
     return found
 
 
+def tensor_bytes(tensors: dict[str, Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedLRU | None, key: str | None) -> tuple:
+    """The entry's result on `args` as asked and every node's output, kept in `memo` under `key` (which names
+    the recipe's content, the checkpoint, torch and the seed): a reader who stacks changes on one input runs
+    it unchanged once. The kept tensors are never written to: `after` is compared with them, not into them."""
+    found = memo.get(key) if memo is not None and key else None
+    if found is not None:
+        return found
+    torch.manual_seed(seed)  # each run starts from the seed, as a plain run does: sampling draws the same
+    plain, before = run_recording(function, args, lambda node: True, set(), root)
+    if memo is not None and key:
+        memo.put(key, (plain, before), tensor_bytes(before) + len(json.dumps(plain, default=str)))
+    return plain, before
+
+
 def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int,
-              root: str) -> dict:
+              root: str, memo: SizedLRU | None = None, key: str | None = None) -> dict:
     """The entry run on `args`, then with the interventions; `sources[i]` is the request whose run a patch
     with `source: i` takes its tensor from. Each intervention names its `node`, `action`, and where it
     acts: `on` "output" of the node, or "input" of `target` (a head's projection), with `head`/`heads`.
-    `root` is the class name of the recorded model, whose modules the graph names."""
+    `root` is the class name of the recorded model, whose modules the graph names; the run as asked is
+    taken from `memo` where `key` finds it (plain_run)."""
     patched: dict[int, dict[str, Tensor]] = {}
     for index, source in enumerate(sources):
         torch.manual_seed(seed)
         targets = {i["target"] for i in interventions if i.get("source") == index}
         inputs = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
         patched[index] = run_recording(function, source, lambda node, t=targets: node in t, inputs, root)[1]
-    torch.manual_seed(seed)  # each run starts from the seed, as a plain run does: sampling draws the same
-    plain, before = run_recording(function, args, lambda node: True, set(), root)
+    plain, before = plain_run(function, args, seed, root, memo, key)
     applied = [0] * len(interventions)
     after: dict[str, Tensor] = {}
 

@@ -43,11 +43,13 @@ class RecipeCall:
 
     @classmethod
     def intervene(cls, recipe_dir: Path, entry: str, args: dict, interventions: list[dict], sources: list[dict],
-                  root: str, context: dict | None = None) -> "RecipeCall":
+                  root: str, context: dict | None = None, key: str = "") -> "RecipeCall":
         """A lab.py entry run as asked and again with the interventions (compute/intervene.py); `sources`
-        are the requests whose runs patches take their tensors from, `root` the recorded model's class."""
-        return cls(Path(recipe_dir), "intervene", entry,
-                   {"args": args, "interventions": interventions, "sources": sources, "root": root}, context or {})
+        are the requests whose runs patches take their tensors from, `root` the recorded model's class, `key`
+        what the run depends on (the service's run key), under which the worker keeps the plain run."""
+        return cls(Path(recipe_dir), "intervene", entry, {"args": args, "interventions": interventions,
+                                                          "sources": sources, "root": root, "key": key},
+                   context or {})
 
     @classmethod
     def training(cls, recipe_dir: Path, entry: str, args: dict, root: str, context: dict | None = None) -> "RecipeCall":

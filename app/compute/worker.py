@@ -15,11 +15,13 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
 
+from ..domain.lru import SizedLRU
 from ..domain.recipes import load_module, read_metadata
 
 # Statuses a recipe's exception may carry (as its `status` attribute) to say that it refused the request
 # (400: the message starts with the field at fault) or that it cannot serve any request (503).
 REFUSALS = (400, 503)
+PLAIN_RUNS_BYTES = 64 * 1024 * 1024  # what one recipe process keeps of plain runs (their outputs) for interventions
 
 
 def entry_points(recipe_dir: Path) -> dict[str, set[str]]:
@@ -57,8 +59,9 @@ def warm(task: dict) -> None:
         getattr(module, task["warm"])(**task.get("context", {}))
 
 
-def execute(task: dict, torch: ModuleType, seed: int) -> dict:
-    """Run one task: {"recipe_dir", "module", "entry", "args"}, or a warm-up (see warm)."""
+def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = None) -> dict:
+    """Run one task: {"recipe_dir", "module", "entry", "args"}, or a warm-up (see warm). `memo` keeps plain
+    runs that interventions on the same input reuse (compute/intervene.py)."""
     if "warm" in task:
         started = time.perf_counter()
         warm(task)
@@ -75,8 +78,10 @@ def execute(task: dict, torch: ModuleType, seed: int) -> dict:
         lab = getattr(load_module(Path(task["recipe_dir"]), "lab"), entry)
         context = task.get("context", {})  # the server's own arguments, to the plain run and every source
         spec = task["args"]
-        function = partial(intervene.intervene, lab, {**spec["args"], **context}, spec["interventions"],
-                           [{**source, **context} for source in spec["sources"]], seed, spec["root"])
+        asked = {**spec["args"], **context}
+        key = f"{spec['key']}:{entry}:{json.dumps(asked, sort_keys=True)}" if spec.get("key") else None
+        function = partial(intervene.intervene, lab, asked, spec["interventions"],
+                           [{**source, **context} for source in spec["sources"]], seed, spec["root"], memo, key)
         args = {}
     elif module == "training" and entry in entry_points(Path(task["recipe_dir"]))["lab"]:
         from . import training
@@ -151,6 +156,7 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, p
     torch.set_num_threads(torch_threads)
     torch.use_deterministic_algorithms(True)
     env = environment(torch, seed)
+    memo = SizedLRU(PLAIN_RUNS_BYTES)  # this process's plain runs, for interventions on the same input
     conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
     while True:
         try:
@@ -160,7 +166,7 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, p
         if watchdog:
             watchdog.task()
         try:
-            reply = {"ok": True, "environment": env} | execute(task, torch, seed)
+            reply = {"ok": True, "environment": env} | execute(task, torch, seed, memo)
             # Plain JSON data only: unpickling a torch object would import torch into the web process.
             reply = json.loads(json.dumps(reply))
         except Exception as exc:  # a recipe's own error goes back to the caller, the worker lives on

@@ -37,10 +37,11 @@ def run(model: Model, endpoint: Endpoint, args: dict, items, presets: dict[str, 
         if "from_case" in step:
             step["source"] = used.index(step["from_case"])
     source_args = [presets[case] for case in used]
+    run_key = runs.run_key(model)
     call = RecipeCall.intervene(model.recipe_dir, endpoint.entry, args, steps, source_args,
-                                model.manifest.get("className", ""), context(model.checkpoint))
+                                model.manifest.get("className", ""), context(model.checkpoint), run_key)
     asked = json.dumps({"args": args, "steps": steps, "sources": source_args}, sort_keys=True)
-    key = f"intervened:{endpoint.entry}:{runs.run_key(model)}:{hashlib.sha256(asked.encode()).hexdigest()}"
+    key = f"intervened:{endpoint.entry}:{run_key}:{hashlib.sha256(asked.encode()).hexdigest()}"
     reply, cached = runs.submit(call, key)
     return reply, cached, steps
 
