@@ -1586,3 +1586,26 @@ def test_what_if_on_a_datalab_trace_shows_the_logit_lens_before_and_after(datala
     page.goto(page.url)  # the lab traces the linked sentence again, and the changes run on it
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=120_000)
     expect(panel.locator(".whatif-prediction")).to_contain_text("Prediction:")
+
+
+def test_the_open_modules_and_the_selected_node_live_in_the_url(watched):
+    """A link reproduces the graph's view: the modules open and the node whose details (and What if? module)
+    are shown."""
+    page = watched("/models/gpt")
+    graph_ready(page)
+    page.locator('#module-toggles [data-module="h.1"]').click()
+    expect(page.locator('#module-toggles [data-module="h.1"]')).to_have_attribute("aria-pressed", "true")
+    page.locator('#graph-stage .g-node[data-id="h.1.mlp"]').focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#node-details-title")).to_have_text("h.1.mlp")
+    params = dict(p.split("=", 1) for p in unquote(page.url.split("?", 1)[1]).split("&"))
+    assert "h.1" in params["open"].split(",") and params["node"] == "h.1.mlp"
+    page.goto(page.url)
+    graph_ready(page)
+    expect(page.locator("#node-details-title")).to_have_text("h.1.mlp")
+    expect(page.locator("#whatif-node")).to_have_text("h.1.mlp")
+    expect(page.locator('#module-toggles [data-module="h.1"]')).to_have_attribute("aria-pressed", "true")
+    expect(page.locator('#graph-stage .g-node[data-id="h.1.mlp"]')).to_have_class(re.compile("is-selected"))
+    page.locator('#module-toggles [data-module="h.1"]').click()  # closed again: the link says so
+    expect(page.locator('#module-toggles [data-module="h.1"]')).to_have_attribute("aria-pressed", "false")
+    assert "h.1" not in dict(p.split("=", 1) for p in unquote(page.url.split("?", 1)[1]).split("&"))["open"].split(",")

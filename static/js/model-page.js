@@ -32,6 +32,25 @@ window.addEventListener("popstate", () => {
   if (params.get("step") && params.get("step") !== state.step) showStep(params.get("step"), false);
 });
 
+// ---- The graph's view in the URL: ?open=a,b (the open modules) and ?node=<id> (the selected node), so that a
+// link shows the same graph with the same node's details (and What if?'s module chosen).
+
+function writeGraphState() {
+  const url = new URL(window.location.href);
+  url.searchParams.set("open", [...graph.open].join(","));
+  if (graph.selected) url.searchParams.set("node", graph.selected);
+  else url.searchParams.delete("node");
+  if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url);
+}
+
+function linkedGraphState() {
+  const params = new URL(window.location.href).searchParams;
+  return {
+    open: params.has("open") ? params.get("open").split(",").filter(Boolean) : JSON.parse(page.dataset.graphOpen || "[]"),
+    node: params.get("node"),
+  };
+}
+
 // ---- Recorded cases
 
 function enhanceCase(panel) {
@@ -215,17 +234,24 @@ function moduleToggles() {
 
 async function startGraph(recorded) {
   const stage = document.getElementById("graph-stage");
+  const linked = linkedGraphState();
+  let restoring = false; // a linked node is selected as the page loads: its details are not scrolled to
   try {
     graph = new GraphView(stage, recorded, {
-      open: JSON.parse(page.dataset.graphOpen || "[]"),
+      open: linked.open,
       // On a phone the panel lies below the graph: bring the details of a tapped node into view.
       onSelect: (layer) => {
         showDetails(layer);
         whatif?.select(layer);
+        writeGraphState();
+        if (restoring) return;
         announce(`Details of ${layer.id}: ${layer.op}${layer.source ? `, model.py line ${layer.source.line}` : ""}.`);
         reveal(document.getElementById("node-details"));
       },
-      onToggle: moduleToggles,
+      onToggle: () => {
+        moduleToggles();
+        writeGraphState();
+      },
     });
   } catch (error) {
     stage.replaceChildren(Object.assign(document.createElement("p"), {
@@ -246,6 +272,11 @@ async function startGraph(recorded) {
   }
   document.querySelector("[data-export-graph]").addEventListener("click", () => graph.download(`${slug}-graph.svg`));
   showStep(state.step);
+  if (linked.node && graph.layers.has(linked.node)) {
+    restoring = true;
+    graph.select(linked.node);
+    restoring = false;
+  }
 }
 
 async function main() {
