@@ -66,6 +66,22 @@ def test_every_operation_and_its_identities_on_every_model(checkpoint_app, slug)
         assert largest(deltas(moved.get_json())) > 0, action  # ...and so did what the model answers
 
 
+def test_zeroing_the_last_module_of_a_residual_branch_equals_removing_the_branch(client):
+    """GPT: zeroing block 0's MLP (c_proj ends its branch, the MLP module is the branch) gives the distribution
+    of the recipe's model whose block 0 adds its attention branch alone."""
+    prompt = [1, 5, 7, 3]
+    for node in ("h.0.mlp", "h.0.mlp.c_proj"):
+        answer = client.post(URL.format("gpt"), json={"request": {"input_ids": prompt}, "interventions": [
+            {"node": node, "action": "zero"}]}).get_json()
+        model = recipe_module(GPT_RECIPE, "model").build_model()
+        block = model.h[0]
+        block.forward = lambda x, causal=True, block=block: x + block.attn(block.ln_1(x), causal)  # no MLP branch
+        with torch.no_grad():
+            expected = model(torch.tensor([prompt])).softmax(-1)[0]
+        assert torch.allclose(torch.tensor(answer["items"]["next_token_probs"]["after"]), expected, atol=1e-6), node
+        assert not torch.allclose(torch.tensor(answer["items"]["next_token_probs"]["before"]), expected, atol=1e-4)
+
+
 def test_the_plain_run_is_kept_for_the_next_intervention_on_the_same_input():
     """A second intervention on an input runs only the changed run, and answers as if nothing were kept; another
     key (another input, recipe or checkpoint) runs afresh."""
