@@ -2,7 +2,16 @@
 
 import pytest
 
-from app.compute.pool import PoolBusy, RecipeCall, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout, WorkerPool
+from app.compute.pool import (
+    ComputeUnavailable,
+    PoolBusy,
+    RecipeCall,
+    RecipeCrashed,
+    RecipeError,
+    RecipeRefused,
+    RecipeTimeout,
+    WorkerPool,
+)
 from app.domain.checkpoints import CheckpointUnavailable
 from app.domain.labs.fields import FieldError
 from app.services import runs
@@ -14,7 +23,8 @@ from .conftest import BERT_RECIPE
 @pytest.mark.parametrize(("error", "status"), [
     (PoolBusy("full"), 429), (RecipeTimeout("slow"), 504), (RecipeCrashed("died"), 503),
     (RecipeError("raised"), 502), (RecipeRefused(400, "input_ids: bad"), 400), (RecipeRefused(503, "no"), 503),
-    (CheckpointUnavailable("no checkpoint"), 503), (FieldError("input_ids: must be a list"), 400)])
+    (CheckpointUnavailable("no checkpoint"), 503), (FieldError("input_ids: must be a list"), 400),
+    (ComputeUnavailable("no queue"), 503)])
 def test_one_table_maps_every_refusal_and_failed_run_to_its_status(error, status):
     assert runs.status_of(error) == status
 
@@ -55,6 +65,7 @@ def test_a_failed_lab_run_leaves_no_place_taken(app, client):
             response = client.post("/api/models/bert/runs", json={**body, "nsp_label": label % 2,
                                                                   "mlm_positions": [1 + label % 4]})
             assert response.status_code == 503 and "worker died" in response.get_json()["error"]["message"]
+            assert int(response.headers["Retry-After"]) > 0  # nothing was answered; a moment later may be
     finally:
         pool.run = real
     assert client.post("/api/models/bert/runs", json={**body, "nsp_label": 0}).status_code == 200

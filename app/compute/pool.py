@@ -84,12 +84,28 @@ class RecipeCrashed(RecipeError):
     pass
 
 
+class ComputeUnavailable(RecipeError):
+    """The compute tier cannot take the run now (its queue cannot be reached): nothing was started."""
+
+
 class RecipeRefused(RecipeError):
     """The recipe refused the request (400, the message names the field) or cannot serve it (503)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def outcome(reply: dict) -> dict:
+    """A recipe process's reply, whichever executor carried it: the reply when it ran, else the RecipeError
+    (a refusal with its status) that says why not, without the server's folders."""
+    if not reply["ok"] and reply.get("refused"):
+        raise RecipeRefused(reply["refused"], without_paths(reply["message"]))
+    if not reply["ok"] and reply.get("timed_out"):
+        raise RecipeTimeout(f"the recipe ran past its timeout and was stopped ({without_paths(reply['error'])})")
+    if not reply["ok"]:
+        raise RecipeError(f"the recipe raised {without_paths(reply['error'])}")
+    return reply
 
 
 STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and import torch
@@ -204,11 +220,7 @@ class WorkerPool:
                 self._start_in_background(1)
                 raise RecipeCrashed(f"the recipe worker died (exit code {code}) before answering") from exc
             self._release(w)
-        if not reply["ok"] and reply.get("refused"):
-            raise RecipeRefused(reply["refused"], without_paths(reply["message"]))
-        if not reply["ok"]:
-            raise RecipeError(f"the recipe raised {without_paths(reply['error'])}")
-        return reply
+        return outcome(reply)
 
     def prestart(self, warmups: list[dict] | None = None) -> None:
         """Start every worker in the background, each running `warmups` first (importing each lab's recipe,

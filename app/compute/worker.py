@@ -105,6 +105,42 @@ def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = No
     return {"result": result, "compute_seconds": time.perf_counter() - started}
 
 
+class RecipeProcess:
+    """What a process that runs recipes keeps between tasks (torch loaded, the plain runs interventions
+    reuse), and its one way to answer a task: the reply as plain JSON data, or the error that ended it."""
+
+    def __init__(self, torch: ModuleType, seed: int) -> None:
+        self.torch = torch
+        self.seed = seed
+        self.env = environment(torch, seed)
+        self.memo = SizedLRU(PLAIN_RUNS_BYTES)  # this process's plain runs, for interventions on the same input
+
+    def answer(self, task: dict, timeouts: tuple[type[BaseException], ...] = ()) -> dict:
+        """The task's reply; an exception of `timeouts` (an executor's time limit) says that it timed out."""
+        try:
+            reply = {"ok": True, "environment": self.env} | execute(task, self.torch, self.seed, self.memo)
+            # Plain JSON data only: unpickling a torch object would import torch into the web process.
+            return json.loads(json.dumps(reply))
+        except Exception as exc:  # a recipe's own error goes back to the caller, the process lives on
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=8)}
+            status = getattr(exc, "status", None)
+            if status in REFUSALS:  # the recipe refused the request (400) or cannot serve it (503)
+                reply |= {"refused": status, "message": str(exc)}
+            if isinstance(exc, timeouts):
+                reply["timed_out"] = True
+            return reply
+
+
+def start(torch_threads: int, seed: int, memory_mb: int) -> RecipeProcess:
+    """Make this process a recipe process: torch loaded with its threads, deterministic, memory capped."""
+    import torch
+
+    cap_memory(memory_mb)
+    torch.set_num_threads(torch_threads)
+    torch.use_deterministic_algorithms(True)
+    return RecipeProcess(torch, seed)
+
+
 def cap_memory(headroom_mb: int) -> None:
     """Cap this process's address space at what it maps now (Python and torch loaded) plus headroom,
     so that a runaway recipe fails with an allocation error instead of exhausting the machine."""
@@ -150,13 +186,7 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, p
           timeout: float = 0.0) -> None:
     """Answer tasks from the pipe until it closes."""
     watchdog = Watchdog(parent if parent is not None else os.getppid(), timeout) if timeout else None
-    import torch
-
-    cap_memory(memory_mb)
-    torch.set_num_threads(torch_threads)
-    torch.use_deterministic_algorithms(True)
-    env = environment(torch, seed)
-    memo = SizedLRU(PLAIN_RUNS_BYTES)  # this process's plain runs, for interventions on the same input
+    process = start(torch_threads, seed, memory_mb)
     conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
     while True:
         try:
@@ -165,16 +195,7 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, p
             return
         if watchdog:
             watchdog.task()
-        try:
-            reply = {"ok": True, "environment": env} | execute(task, torch, seed, memo)
-            # Plain JSON data only: unpickling a torch object would import torch into the web process.
-            reply = json.loads(json.dumps(reply))
-        except Exception as exc:  # a recipe's own error goes back to the caller, the worker lives on
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                     "traceback": traceback.format_exc(limit=8)}
-            status = getattr(exc, "status", None)
-            if status in REFUSALS:  # the recipe refused the request (400) or cannot serve it (503)
-                reply |= {"refused": status, "message": str(exc)}
+        reply = process.answer(task)
         if watchdog:
             watchdog.idle()
         conn.send(reply)

@@ -35,9 +35,14 @@ class Config:
     STATE_MAX_ENTRY_BYTES = 4 * 2**20  # a larger answer is served but not cached
     CACHE_SECONDS = 24 * 3600  # how long a report or a live run stays cached
 
-    # Recipe execution: separate processes, each replaced when it crashes or passes its timeout.
-    RECIPE_WORKERS = 1  # recipes running at once
-    RECIPE_QUEUE = 2  # runs that may wait for a worker; beyond that, POSTs answer 429 at once
+    # Where recipes run: "local", separate processes started by each web process (each replaced when it crashes
+    # or passes its timeout), or "celery", the compute tier's Celery workers on any machine, reached over
+    # CELERY_BROKER_URL (default: REDIS_URL), replies through CELERY_RESULT_BACKEND (default: the broker).
+    EXECUTOR = "local"
+    CELERY_BROKER_URL = None
+    CELERY_RESULT_BACKEND = None
+    RECIPE_WORKERS = 1  # recipes running at once (local)
+    RECIPE_QUEUE = 2  # runs that may wait for a worker (in the queue, with celery); beyond that, 429 at once
     RECIPE_TIMEOUT = 120.0  # seconds before a run is killed
     RECIPE_TORCH_THREADS = 1
     RECIPE_MEMORY_MB = 1024  # address space a worker may add after loading torch; 0 for no cap

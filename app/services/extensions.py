@@ -38,17 +38,31 @@ class Models:
 
 
 class Workers:
-    """The recipe worker pool of the app it is bound to."""
+    """Where the app it is bound to runs recipes (EXECUTOR): `local`, a pool of recipe processes inside each
+    web process, or `celery`, the compute tier's Celery workers over a broker (services/celery_executor.py).
+    Both answer admit, release, run, prestart and shutdown alike."""
 
     def init_app(self, app: Flask) -> None:
-        parts(app).pool = WorkerPool(
-            size=int(app.config["RECIPE_WORKERS"]),
-            timeout=float(app.config["RECIPE_TIMEOUT"]),
-            torch_threads=int(app.config["RECIPE_TORCH_THREADS"]),
-            seed=int(app.config["RECIPE_SEED"]),
-            queue=int(app.config["RECIPE_QUEUE"]),
-            memory_mb=int(app.config["RECIPE_MEMORY_MB"]),
-        )
+        config = app.config
+        if config["EXECUTOR"] == "local":
+            parts(app).pool = WorkerPool(
+                size=int(config["RECIPE_WORKERS"]),
+                timeout=float(config["RECIPE_TIMEOUT"]),
+                torch_threads=int(config["RECIPE_TORCH_THREADS"]),
+                seed=int(config["RECIPE_SEED"]),
+                queue=int(config["RECIPE_QUEUE"]),
+                memory_mb=int(config["RECIPE_MEMORY_MB"]),
+            )
+        elif config["EXECUTOR"] == "celery":
+            from .celery_executor import CeleryExecutor  # Celery is loaded only where it is used
+
+            broker = config["CELERY_BROKER_URL"] or config["REDIS_URL"]
+            if not broker:
+                raise ValueError("EXECUTOR = 'celery' needs CELERY_BROKER_URL or REDIS_URL")
+            parts(app).pool = CeleryExecutor(broker, config["CELERY_RESULT_BACKEND"], float(config["RECIPE_TIMEOUT"]),
+                                             int(config["RECIPE_QUEUE"]), int(config["RECIPE_MEMORY_MB"]))
+        else:
+            raise ValueError(f"EXECUTOR must be 'local' or 'celery', not {config['EXECUTOR']!r}")
 
     @property
     def pool(self) -> WorkerPool:

@@ -21,7 +21,16 @@ from importlib import metadata
 
 from flask import current_app
 
-from ..compute.pool import PoolBusy, RecipeCall, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout, WorkerPool
+from ..compute.pool import (
+    ComputeUnavailable,
+    PoolBusy,
+    RecipeCall,
+    RecipeCrashed,
+    RecipeError,
+    RecipeRefused,
+    RecipeTimeout,
+    WorkerPool,
+)
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.labs.fields import FieldError
 from . import checkpoints
@@ -49,7 +58,8 @@ def run_key(model) -> str:
 
 # From a refused request or a failed run to the status it answers (a recipe's refusal carries its own).
 STATUS = ((FieldError, 400), (CheckpointUnavailable, 503), (PoolBusy, 429), (RecipeTimeout, 504),
-          (RecipeCrashed, 503), (RecipeError, 502))
+          (RecipeCrashed, 503), (ComputeUnavailable, 503), (RecipeError, 502))
+RETRY = (PoolBusy, RecipeCrashed, ComputeUnavailable)  # nothing was answered, and a moment later may be
 REFUSALS = tuple(error for error, _ in STATUS)  # what the error handler answers with status_of
 
 

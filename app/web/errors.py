@@ -3,7 +3,7 @@
 from flask import Flask, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException, InternalServerError, default_exceptions
 
-from ..services.runs import REFUSALS, status_of
+from ..services.runs import REFUSALS, RETRY, status_of
 
 BUSY_RETRY_AFTER = 5  # seconds: about the time a queue of warm recipe runs takes to drain
 
@@ -27,11 +27,12 @@ def handle_http_error(error: HTTPException):
 
 def handle_refusal(error: Exception):
     """A request refused, or a recipe run that failed: the status from runs.status_of, with the reason;
-    when the workers and their queue are full (429), Retry-After too: nothing was started."""
+    Retry-After too where a moment later may succeed (the workers and their queue full, 429; a worker that
+    crashed or a compute queue that cannot be reached, 503)."""
     status = status_of(error)
-    if status == 429:
-        return handle_http_error(default_exceptions[429](f"{error}; retry in {BUSY_RETRY_AFTER} s",
-                                                         retry_after=BUSY_RETRY_AFTER))
+    if isinstance(error, RETRY):
+        return handle_http_error(default_exceptions[status](f"{error}; retry in {BUSY_RETRY_AFTER} s",
+                                                            retry_after=BUSY_RETRY_AFTER))
     return handle_http_error(default_exceptions[status](str(error)))
 
 

@@ -1,0 +1,67 @@
+"""Recipe runs as Celery tasks, for a compute tier apart from the web tier, on any number of machines.
+
+    celery -A compute_worker worker --concurrency 2   # the repository's entry point: docs/operations.md
+
+Each worker child is one recipe process (compute/worker.py's RecipeProcess): torch loaded once when the
+child starts, one task at a time, acknowledged after it ran (a child killed mid-task gives the task back to
+the queue for another worker), time limits from the recipe timeout, a child replaced once it holds more
+memory than the recipe's allowance. A task names its recipe folder by name; the worker runs the folder of
+that name in its own recipes directory, so every machine holds the same recipes (the web tier's cache keys
+hash them). The web tier sends tasks by name and never imports this module, or torch.
+"""
+
+from pathlib import Path
+
+from celery import Celery, signals
+from celery.exceptions import SoftTimeLimitExceeded
+
+from . import worker
+
+TASK = "tensorviz.run_recipe"
+GRACE = 5.0  # seconds between the soft time limit (the recipe's timeout) and the hard one
+
+
+def options(broker: str, backend: str | None, timeout: float, memory_mb: int) -> dict:
+    """The Celery settings both tiers share: where tasks go and come back, and how they are run."""
+    return {
+        "broker_url": broker, "result_backend": backend or broker,
+        "task_serializer": "json", "result_serializer": "json", "accept_content": ["json"],
+        "task_acks_late": True, "task_reject_on_worker_lost": True, "worker_prefetch_multiplier": 1,
+        "task_soft_time_limit": timeout, "task_time_limit": timeout + GRACE,
+        "worker_max_memory_per_child": memory_mb * 1024 if memory_mb else None,  # KiB
+        "result_expires": 3600, "broker_connection_retry_on_startup": True,
+        # A task sent while the broker is down fails at once (503) instead of waiting for it.
+        "broker_transport_options": {"max_retries": 0}, "task_publish_retry": False,
+        # Redis gives an unacknowledged task back after this long: past the hard time limit, so a task
+        # that is still running is never handed to a second worker.
+        "broker_visibility_timeout": timeout + GRACE + 60,
+    }
+
+
+def make_celery(settings: dict) -> Celery:
+    """The compute tier's Celery application. `settings` are the app's (Config, TENSORVIZ_* overrides):
+    CELERY_BROKER_URL (else REDIS_URL), CELERY_RESULT_BACKEND, RECIPES_DIR and the RECIPE_* limits."""
+    broker = settings.get("CELERY_BROKER_URL") or settings.get("REDIS_URL")
+    if not broker:
+        raise ValueError("the compute tier needs a broker: set TENSORVIZ_CELERY_BROKER_URL or TENSORVIZ_REDIS_URL")
+    app = Celery("tensorviz-compute")
+    app.conf.update(options(broker, settings.get("CELERY_RESULT_BACKEND"), float(settings["RECIPE_TIMEOUT"]),
+                            int(settings["RECIPE_MEMORY_MB"])))
+    recipes = Path(settings["RECIPES_DIR"])
+    held: dict[str, worker.RecipeProcess] = {}  # this child's recipe process, made when the child starts
+
+    @signals.worker_process_init.connect(weak=False)
+    def start_recipe_process(**_) -> None:
+        # No address-space cap here: Celery's own children hold more than a pipe worker, and
+        # worker_max_memory_per_child replaces one that grew.
+        held["process"] = worker.start(int(settings["RECIPE_TORCH_THREADS"]), int(settings["RECIPE_SEED"]), 0)
+
+    @app.task(name=TASK)
+    def run_recipe(task: dict) -> dict:
+        """One recipe task, as a pipe worker runs it, in this machine's folder of the same name."""
+        process = held.get("process") or held.setdefault("process", worker.start(
+            int(settings["RECIPE_TORCH_THREADS"]), int(settings["RECIPE_SEED"]), 0))
+        return process.answer(task | {"recipe_dir": str(recipes / Path(task["recipe_dir"]).name)},
+                              timeouts=(SoftTimeLimitExceeded,))
+
+    return app

@@ -1,0 +1,240 @@
+"""The `celery` executor with the real parts: a redis-server and `celery -A compute_worker worker` processes.
+Every lab kind and a verification answer as the `local` executor does; two workers share the queue; a worker
+child killed mid-task gives its task to another; a time limit is a 504; the broker stopped is a 503 with
+Retry-After, and started again, runs go on; the web process never imports torch."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app import create_app
+from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.parts import parts
+
+from .conftest import BERT_RECIPE, CATALOG_SLUGS, ModelTree
+from .test_redis import RedisServer
+
+pytestmark = [pytest.mark.redis, pytest.mark.processes]
+
+DATALAB = {"text": "the capital of france is [MASK] .", "top_k": 5}
+RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
+# The BERT recipe's lab, which waits while a file named `slow` lies beside it, saying which process waits
+# (`running-<pid>`): a run that can be caught running.
+SLOW_LAB = (BERT_RECIPE / "lab.py").read_text() + '''
+
+_live_run = live_run
+
+
+def live_run(**args):
+    import os
+    import pathlib
+    import time
+
+    here = pathlib.Path(__file__).parent
+    if (here / "slow").exists():
+        (here / f"running-{os.getpid()}").touch()
+    while (here / "slow").exists():
+        time.sleep(0.1)
+    return _live_run(**args)
+'''
+
+
+class CeleryWorker:
+    """`celery -A compute_worker worker` on the given broker, with `concurrency` children."""
+
+    def __init__(self, broker: str, name: str, concurrency: int = 1, **settings) -> None:
+        env = os.environ | {"TENSORVIZ_REDIS_URL": broker} | {f"TENSORVIZ_{k}": str(v) for k, v in settings.items()}
+        self.log = Path(f"/tmp/tensorviz-celery-{name}-{os.getpid()}.log")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "compute_worker", "worker", "--concurrency", str(concurrency),
+             "-n", f"{name}@%h", "--without-mingle", "--without-gossip", "--loglevel", "info"],
+            cwd=PROJECT_ROOT, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while "ready." not in self.log.read_text():
+            assert self.process.poll() is None and time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def broker():
+    server = RedisServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def worker(broker, bert_checkpoint):
+    started = CeleryWorker(broker.url, "first", BERT_CHECKPOINT=bert_checkpoint)
+    yield started
+    started.stop()
+
+
+def celery_app(url: str, **settings):
+    return create_app(type("Celery", (TestConfig,), {"EXECUTOR": "celery", "REDIS_URL": url, **settings}))
+
+
+def lab_requests(app) -> list[tuple[str, dict]]:
+    """One request of every POST lab endpoint of every model: the one its kind makes from the first recorded
+    case (as the recorder checks them), or a DataLab sentence where there is no case."""
+    from app.services.extensions import models
+
+    found = []
+    with app.app_context():
+        for slug, model in models.catalog.models.items():
+            if not model.has_lab:
+                continue
+            presets = model.lab.kind.presets(model.manifest["experiment"]["cases"], model.lab)
+            for name, endpoint in model.lab.endpoints.items():
+                body = model.lab.kind.example(name, presets, model.lab) or (DATALAB if name == "datalab" else None)
+                if endpoint.method == "POST" and body is not None:
+                    found.append((f"/api/models/{slug}/{name}", body))
+    return found
+
+
+def test_every_lab_endpoint_and_a_verification_answer_as_the_local_executor(worker, broker, bert_checkpoint):
+    local = create_app(type("Local", (TestConfig,), {"BERT_CHECKPOINT": str(bert_checkpoint)}))
+    remote = celery_app(broker.url, BERT_CHECKPOINT=str(bert_checkpoint))
+    try:
+        requests = lab_requests(local)
+        assert {path.split("/")[3] for path, _ in requests} == {s for s in CATALOG_SLUGS if s != "deep-gpt"}
+        for path, body in requests:
+            here = local.test_client().post(path, json=body)
+            there = remote.test_client().post(path, json=body)
+            assert (here.status_code, there.status_code) == (200, 200), (path, there.get_json())
+            strip = ("compute_seconds", "cached", "environment")
+            assert {k: v for k, v in there.get_json().items() if k not in strip} == \
+                   {k: v for k, v in here.get_json().items() if k not in strip}, path
+        client = remote.test_client()
+        started = client.post("/api/models/bert/verifications")
+        location = started.headers.get("Location")
+        report = started.get_json()
+        for _ in range(300):
+            if location is None or report.get("state") == "done":
+                break
+            time.sleep(0.2)
+            report = client.get(location).get_json()
+        report = report.get("report", report)
+        assert report["status"] == "passed", report
+    finally:
+        parts(local).pool.shutdown()
+        parts(remote).pool.shutdown()
+
+
+def test_the_web_process_with_celery_never_imports_torch(worker, broker):
+    script = f"""
+import sys
+from app import create_app
+from app.services.config import TestConfig
+app = create_app(type("C", (TestConfig,), {{"EXECUTOR": "celery", "REDIS_URL": {broker.url!r}}}))
+client = app.test_client()
+assert client.post("/api/models/gpt/runs", json={{"input_ids": [1, 5, 7, 3]}}).status_code == 200
+assert client.get("/models/gpt").status_code == 200
+peak = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) // 1024  # this image's, not the forker's
+print("torch" in sys.modules, peak)
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=120)
+    imported, peak_mib = done.stdout.split()
+    assert imported == "False", done.stderr
+    assert int(peak_mib) < 80, f"the web process peaked at {peak_mib} MiB"
+
+
+def slow_tree(tmp_path) -> ModelTree:
+    tree = ModelTree(tmp_path)
+    tree.add("slowbert", lab_py=SLOW_LAB)
+    return tree
+
+
+def test_two_workers_share_the_queue_and_a_child_killed_mid_task_hands_it_on(broker, tmp_path):
+    tree = slow_tree(tmp_path)
+    settings = {"RECIPES_DIR": tree.recipes, "MANIFESTS_DIR": tree.manifests}
+    workers = [CeleryWorker(broker.url, name, **settings) for name in ("left", "right")]
+    app = celery_app(broker.url, **{k: str(v) for k, v in settings.items()}, RECIPE_QUEUE=8)
+    try:
+        slow = tree.recipes / "slowbert" / "slow"
+        slow.touch()
+        answers: list = []
+
+        def post(body):
+            answers.append(app.test_client().post("/api/models/slowbert/runs", json=body))
+
+        bodies = [RUN | {"input_ids": [1, 4, 3, 2, 6, k]} for k in (2, 3)]
+        threads = [threading.Thread(target=post, args=(b,)) for b in bodies]
+        for t in threads:
+            t.start()
+        running: list[Path] = []
+        for _ in range(300):  # both workers take one task each (prefetch 1, one child each): two processes wait
+            running = list(slow.parent.glob("running-*"))
+            if len(running) == 2:
+                break
+            time.sleep(0.1)
+        assert len(running) == 2, running
+        victim = int(running[0].name.removeprefix("running-"))
+        os.kill(victim, signal.SIGKILL)  # mid-task: its task goes back to the queue
+        time.sleep(1.0)
+        slow.unlink()
+        for t in threads:
+            t.join(timeout=120)
+        assert sorted(a.status_code for a in answers) == [200, 200], [a.get_json() for a in answers]
+        assert {tuple(a.get_json()["request"]["input_ids"]) for a in answers} == {tuple(b["input_ids"]) for b in bodies}
+    finally:
+        for w in workers:
+            w.stop()
+        parts(app).pool.shutdown()
+
+
+def test_a_run_past_its_time_limit_is_a_504(broker, tmp_path):
+    tree = slow_tree(tmp_path)
+    settings = {"RECIPES_DIR": tree.recipes, "MANIFESTS_DIR": tree.manifests, "RECIPE_TIMEOUT": 2}
+    w = CeleryWorker(broker.url, "timed", **settings)
+    app = celery_app(broker.url, **{k: str(v) for k, v in settings.items()})
+    try:
+        (tree.recipes / "slowbert" / "slow").touch()
+        answer = app.test_client().post("/api/models/slowbert/runs", json=RUN | {"input_ids": [1, 4, 3, 2, 6, 4]})
+        assert answer.status_code == 504, answer.get_json()
+        assert "timeout" in answer.get_json()["error"]["message"]
+    finally:
+        w.stop()
+        parts(app).pool.shutdown()
+
+
+def test_the_broker_stopped_is_a_503_with_retry_after_and_runs_go_on_once_it_is_back(tmp_path):
+    server = RedisServer()
+    server.start()
+    w = CeleryWorker(server.url, "outage")
+    app = celery_app(server.url)
+    client = app.test_client()
+    try:
+        assert client.post("/api/models/gpt/runs", json={"input_ids": [1, 5, 7, 3]}).status_code == 200
+        server.stop()
+        down = client.post("/api/models/gpt/runs", json={"input_ids": [1, 5, 7, 4]})
+        assert down.status_code == 503 and int(down.headers["Retry-After"]) > 0, down.get_json()
+        assert "compute queue cannot be reached" in down.get_json()["error"]["message"]
+        server.start()  # the same port: the worker reconnects
+        for _ in range(60):
+            back = client.post("/api/models/gpt/runs", json={"input_ids": [1, 5, 7, 4]})
+            if back.status_code == 200:
+                break
+            time.sleep(0.5)
+        assert back.status_code == 200, back.get_json()
+        assert json.loads(back.data)["request"]["input_ids"] == [1, 5, 7, 4]
+    finally:
+        w.stop()
+        server.stop()
+        parts(app).pool.shutdown()
