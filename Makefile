@@ -10,14 +10,15 @@ PORT ?= 8000
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# The stamp files re-run pip only when the dependency lists change.
+# The stamp files re-run pip only when the dependency lists change. scripts/torch-index adds PyTorch's CPU
+# index where it answers (PyPI's Linux torch is the CUDA build), or TORCH_INDEX's.
 $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e .
+	$(BIN)/pip install --quiet -c constraints.txt $$($(BIN)/python scripts/torch-index) -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/pip install --quiet -c constraints.txt $$($(BIN)/python scripts/torch-index) -e '.[test]'
 	touch $@
 
 setup: $(VENV)/.installed

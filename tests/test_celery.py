@@ -155,13 +155,23 @@ print("torch" in sys.modules, peak)
     assert int(peak_mib) < 80, f"the web process peaked at {peak_mib} MiB"
 
 
+@pytest.fixture
+def own_broker():
+    """A Redis of the test's own, so that no other test's workers take its tasks."""
+    server = RedisServer()
+    server.start()
+    yield server
+    server.stop()
+
+
 def slow_tree(tmp_path) -> ModelTree:
     tree = ModelTree(tmp_path)
     tree.add("slowbert", lab_py=SLOW_LAB)
     return tree
 
 
-def test_two_workers_share_the_queue_and_a_child_killed_mid_task_hands_it_on(broker, tmp_path):
+def test_two_workers_share_the_queue_and_a_child_killed_mid_task_hands_it_on(own_broker, tmp_path):
+    broker = own_broker
     tree = slow_tree(tmp_path)
     settings = {"RECIPES_DIR": tree.recipes, "MANIFESTS_DIR": tree.manifests}
     workers = [CeleryWorker(broker.url, name, **settings) for name in ("left", "right")]
@@ -199,7 +209,8 @@ def test_two_workers_share_the_queue_and_a_child_killed_mid_task_hands_it_on(bro
         parts(app).pool.shutdown()
 
 
-def test_a_run_past_its_time_limit_is_a_504(broker, tmp_path):
+def test_a_run_past_its_time_limit_is_a_504(own_broker, tmp_path):
+    broker = own_broker
     tree = slow_tree(tmp_path)
     settings = {"RECIPES_DIR": tree.recipes, "MANIFESTS_DIR": tree.manifests, "RECIPE_TIMEOUT": 2}
     w = CeleryWorker(broker.url, "timed", **settings)
@@ -214,9 +225,8 @@ def test_a_run_past_its_time_limit_is_a_504(broker, tmp_path):
         parts(app).pool.shutdown()
 
 
-def test_the_broker_stopped_is_a_503_with_retry_after_and_runs_go_on_once_it_is_back(tmp_path):
-    server = RedisServer()
-    server.start()
+def test_the_broker_stopped_is_a_503_with_retry_after_and_runs_go_on_once_it_is_back(own_broker):
+    server = own_broker
     w = CeleryWorker(server.url, "outage")
     app = celery_app(server.url)
     client = app.test_client()
@@ -236,5 +246,15 @@ def test_the_broker_stopped_is_a_503_with_retry_after_and_runs_go_on_once_it_is_
         assert json.loads(back.data)["request"]["input_ids"] == [1, 5, 7, 4]
     finally:
         w.stop()
-        server.stop()
+        parts(app).pool.shutdown()
+
+
+def test_a_compute_worker_without_the_recipe_says_so(worker, broker, tmp_path):
+    tree = slow_tree(tmp_path)  # the web tier serves a model whose recipe the compute machine lacks
+    app = celery_app(broker.url, RECIPES_DIR=str(tree.recipes), MANIFESTS_DIR=str(tree.manifests))
+    try:
+        answer = app.test_client().post("/api/models/slowbert/runs", json=RUN | {"input_ids": [1, 4, 3, 2, 6, 5]})
+        assert answer.status_code == 502
+        assert "compute worker has no recipe folder slowbert" in answer.get_json()["error"]["message"]
+    finally:
         parts(app).pool.shutdown()

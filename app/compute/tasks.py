@@ -61,7 +61,9 @@ def make_celery(settings: dict) -> Celery:
         """One recipe task, as a pipe worker runs it, in this machine's folder of the same name."""
         process = held.get("process") or held.setdefault("process", worker.start(
             int(settings["RECIPE_TORCH_THREADS"]), int(settings["RECIPE_SEED"]), 0))
-        return process.answer(task | {"recipe_dir": str(recipes / Path(task["recipe_dir"]).name)},
-                              timeouts=(SoftTimeLimitExceeded,))
+        folder = recipes / Path(task["recipe_dir"]).name
+        if not folder.is_dir():  # a machine set up with other recipes than the web tier's
+            return {"ok": False, "error": f"this compute worker has no recipe folder {folder.name}"}
+        return process.answer(task | {"recipe_dir": str(folder)}, timeouts=(SoftTimeLimitExceeded,))
 
     return app
