@@ -1,0 +1,136 @@
+"""The executors side by side, in one run: uncached lab throughput, and cached GETs while the compute is busy.
+
+    python bench/executors.py [--seconds 10] [--clients 6] [--split-cores]
+
+Each row is gunicorn (gunicorn.conf.py) on loopback with a real Redis (started here) holding the shared state:
+`local` (each web worker runs recipes in its own recipe process), then `celery` with one and with two
+worker processes (`celery -A compute_worker worker --concurrency N`). For each: `--clients` threads POST
+GPT lab runs that no cache can answer (each prompt new) for `--seconds`: answered runs per second; and wrk's
+p50/p99 of a cached GET (`/api/models/gpt`) with the compute idle and while those clients keep it busy.
+With `--split-cores` the Celery workers run on the last core and everything else (gunicorn, its local recipe
+processes, wrk, the clients) on the others, as a compute tier on a machine of its own would.
+BENCH_CELERY_WORKERS (default "1,2") lists the Celery worker counts, in order.
+"""
+
+import argparse
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load import wrk  # noqa: E402
+from servers import ROOT, Redis, gunicorn, request  # noqa: E402
+
+WORKERS = tuple(int(n) for n in os.environ.get("BENCH_CELERY_WORKERS", "1,2").split(","))
+SETTINGS = {"TENSORVIZ_COMPUTE_BUDGET": '"1000000 per minute"', "TENSORVIZ_RECIPE_QUEUE": "64"}
+
+
+@contextmanager
+def celery_workers(broker: str, concurrency: int, cores: set[int] | None):
+    log = open(ROOT / "bench" / f".celery-{os.getpid()}.log", "w")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "compute_worker", "worker", "--concurrency", str(concurrency),
+         "--without-mingle", "--without-gossip", "--loglevel", "info"],
+        cwd=ROOT, env=os.environ | {"TENSORVIZ_REDIS_URL": broker}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True, preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
+    try:
+        deadline = time.monotonic() + 120
+        while "ready." not in Path(log.name).read_text():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(Path(log.name).read_text())
+            time.sleep(0.2)
+        yield
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+        log.close()
+        Path(log.name).unlink(missing_ok=True)
+
+
+def prompts():
+    """Prompts no run has seen: every 8-token sequence over the 16 words, in turn."""
+    for tokens in itertools.product(range(16), repeat=8):
+        yield list(tokens)
+
+
+def saturate(base: str, clients: int, stop: threading.Event, fresh) -> dict:
+    """POST uncached GPT runs from `clients` threads until `stop`; counts by status."""
+    counts: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def client() -> None:
+        while not stop.is_set():
+            with lock:
+                body = json.dumps({"input_ids": next(fresh)}).encode()
+            status, _, _ = request("POST", f"{base}/api/models/gpt/runs", body, timeout=120)
+            with lock:
+                counts[status] = counts.get(status, 0) + 1
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    stop.wait()
+    for t in threads:
+        t.join(timeout=130)
+    return counts
+
+
+def measure(base: str, seconds: int, clients: int, fresh) -> dict:
+    for _ in range(3):  # warm: the recipe processes have started and imported the recipe
+        request("POST", f"{base}/api/models/gpt/runs", json.dumps({"input_ids": next(fresh)}).encode(), timeout=120)
+    idle = wrk("GET", f"{base}/api/models/gpt", seconds, 8)
+    stop = threading.Event()
+    counts: dict = {}
+    runner = threading.Thread(target=lambda: counts.update(saturate(base, clients, stop, fresh)))
+    started = time.monotonic()
+    runner.start()
+    busy = wrk("GET", f"{base}/api/models/gpt", seconds, 8)
+    stop.set()
+    runner.join()
+    elapsed = time.monotonic() - started
+    return {"runs/s": counts.get(200, 0) / elapsed, "other": {k: v for k, v in counts.items() if k != 200},
+            "idle p50": idle["p50"], "idle p99": idle["p99"], "busy p50": busy["p50"], "busy p99": busy["p99"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--clients", type=int, default=6)
+    parser.add_argument("--split-cores", action="store_true")
+    args = parser.parse_args()
+    compute = None
+    if args.split_cores:
+        cores = sorted(os.sched_getaffinity(0))
+        compute = {cores[-1]}
+        os.sched_setaffinity(0, set(cores[:-1]))  # this process and every child but the Celery workers
+    fresh = prompts()
+    rows = {}
+    with Redis() as redis:
+        env = SETTINGS | {"TENSORVIZ_REDIS_URL": redis.url}
+        with gunicorn("wsgi:app", env) as base:
+            rows["local"] = measure(base, args.seconds, args.clients, fresh)
+        for workers in WORKERS:
+            with ExitStack() as stack:
+                stack.enter_context(celery_workers(redis.url, workers, compute))
+                base = stack.enter_context(gunicorn("wsgi:app", env | {"TENSORVIZ_EXECUTOR": '"celery"'}))
+                rows[f"celery x{workers}"] = measure(base, args.seconds, args.clients, fresh)
+    print(f"{args.clients} clients POSTing uncached GPT runs for {args.seconds} s; wrk -c8 GET /api/models/gpt "
+          f"(cached) with the compute idle and busy; {os.cpu_count()} cores"
+          + (f", Celery workers on core {min(compute)} and the rest on the others" if compute else ""))
+    print(f"{'executor':<10} {'runs/s':>7} {'x local':>8} {'idle p50':>9} {'idle p99':>9} {'busy p50':>9} "
+          f"{'busy p99':>9}  other statuses")
+    local = rows["local"]["runs/s"]
+    for name, row in rows.items():
+        print(f"{name:<10} {row['runs/s']:>7.1f} {row['runs/s'] / local:>8.2f} {row['idle p50']:>7.2f}ms "
+              f"{row['idle p99']:>7.2f}ms {row['busy p50']:>7.2f}ms {row['busy p99']:>7.2f}ms  {row['other'] or ''}")
+
+
+if __name__ == "__main__":
+    main()
