@@ -1,6 +1,7 @@
 """The JSON API over manifests and files; every error is JSON with a message."""
 
 import hashlib
+import json
 
 import pytest
 
@@ -130,3 +131,17 @@ def test_browser_404_is_a_page(client):
     assert response.status_code == 404
     assert response.content_type.startswith("text/html")
     assert b"Back to all models" in response.data
+
+
+def test_a_recipe_answer_is_spliced_into_its_envelope_as_it_was_written(app):
+    from app.web.api import _spliced
+
+    with app.app_context():
+        def body(*args, **kwargs):
+            return json.loads(_spliced(*args, **kwargs).get_data())
+
+        assert body({"kind": "x"}, "{}") == {"kind": "x"}
+        assert body({"kind": "x"}, '{"b":[1,2.5],"c":{"d":null}}') == {"kind": "x", "b": [1, 2.5], "c": {"d": None}}
+        assert body({"kind": "x"}, "{}", under="case", first='"id":"live"') == {"kind": "x", "case": {"id": "live"}}
+        assert body({"kind": "x"}, '{"m":[]}', under="case", first='"id":"live"') == \
+            {"kind": "x", "case": {"id": "live", "m": []}}

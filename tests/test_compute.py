@@ -69,3 +69,21 @@ def test_a_failed_lab_run_leaves_no_place_taken(app, client):
     finally:
         pool.run = real
     assert client.post("/api/models/bert/runs", json={**body, "nsp_label": 0}).status_code == 200
+
+
+def test_a_result_is_written_once_and_read_back_as_it_was():
+    import json
+    import math
+
+    from app.compute.worker import encoded
+
+    plain = {"a": [1.5, -2e-07, 3], "b": {"c": "x"}, "d": True}
+    written = encoded(plain)
+    assert json.loads(written["result_json"]) == plain and written["finite"] and written["keys"] == ["a", "b", "d"]
+    with_none = encoded({"v": [None, 1.0]})  # null stands for None here, not for a NaN
+    assert json.loads(with_none["result_json"]) == {"v": [None, 1.0]} and with_none["finite"]
+    nan = encoded({"v": [math.nan, math.inf]})
+    assert not nan["finite"] and nan["result_json"] == '{"v":[NaN,Infinity]}'  # the replay's comparison reads them
+    assert encoded([1, 2])["keys"] is None
+    with pytest.raises(TypeError):
+        encoded({"t": object()})

@@ -8,7 +8,7 @@ import pytest
 
 from app import create_app
 from app.compute.capture import trace_graph
-from app.compute.pool import RecipeCall, WorkerPool
+from app.compute.pool import RecipeCall, WorkerPool, decoded
 from app.domain.catalog import graph_document
 from app.domain.graphlayout import build_preview, modules
 from app.domain.labs import lab_spec
@@ -30,12 +30,12 @@ def test_two_recipes_load_side_by_side_in_one_process():
 def test_two_recipes_run_in_the_same_worker_process():
     pool = WorkerPool(size=1, timeout=60, torch_threads=1, seed=0)
     try:
-        first = pool.run(RecipeCall.replay(BERT_RECIPE))
+        first = decoded(pool.run(RecipeCall.replay(BERT_RECIPE)))
         [worker] = pool.pids()
-        second = pool.run(RecipeCall.replay(GPT_RECIPE))
-        third = pool.run(RecipeCall.lab(BERT_RECIPE, "trace", {"input_ids": [1, 4, 3, 2, 6, 2],
-                                                              "segment_ids": [0, 0, 0, 0, 1, 1], "position": 2,
-                                                              "attention": "bidirectional"}))
+        second = decoded(pool.run(RecipeCall.replay(GPT_RECIPE)))
+        third = decoded(pool.run(RecipeCall.lab(BERT_RECIPE, "trace", {
+            "input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "position": 2,
+            "attention": "bidirectional"})))
         assert pool.pids() == [worker]  # one process served all three
     finally:
         pool.shutdown()
@@ -199,7 +199,7 @@ def test_prestarted_workers_run_the_declared_warm_up_and_a_run_waits_for_them(tm
     try:
         pool.prestart([{"recipe_dir": str(recipe), "warm": "ready", "context": {"marker": str(marker)}},
                        {"recipe_dir": str(GPT_RECIPE), "warm": "", "context": {}}])
-        served_by = pool.run(RecipeCall.lab(recipe, "pid"))["result"]  # asked for while the worker starts
+        served_by = decoded(pool.run(RecipeCall.lab(recipe, "pid")))["result"]  # asked for while the worker starts
         assert pool.pids() == [served_by]  # the one prestarted process: no second one was started
         assert marker.read_text() == str(served_by)  # it ran the warm-up before the run
     finally:

@@ -36,7 +36,7 @@ from ..domain.graphlayout import build_preview
 from ..domain.labs import lab_spec
 from ..domain.labs.fields import DeclarationError, FieldError, validate
 from ..domain.recipes import RecipeMetadataError, read_metadata
-from ..compute.pool import RecipeCall, WorkerPool
+from ..compute.pool import RecipeCall, WorkerPool, decoded
 from ..domain.schema import ITEMS, ManifestError, validate_manifest
 
 RECORDER_VERSION = 1  # provenance.recorder: which recordings this recorder made (and may overwrite)
@@ -176,7 +176,7 @@ def _check_lab(declaration: dict, manifest: dict, recipe_dir: Path, pool: Worker
             args = spec.kind.prepare(name, validate(request, endpoint.fields), spec)
         except FieldError as exc:
             raise RecordingError(f"{where}: the request made from the first recorded case is refused: {exc}") from exc
-        result = pool.run(RecipeCall.lab(recipe_dir, endpoint.entry, args, context))["result"]
+        result = decoded(pool.run(RecipeCall.lab(recipe_dir, endpoint.entry, args, context)))["result"]
         missing = reads.missing(result)
         if missing:
             raise RecordingError(f"{where}: {endpoint.entry}() answers without {', '.join(missing)}, "
@@ -198,6 +198,7 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
     checkpoint = _checkpoint(meta, settings)
     context = {"checkpoint": str(checkpoint.folder)} if checkpoint else {}
     reply = pool.run(RecipeCall.capture(recipe_dir, meta["recording"]["inputs"], context))
+    reply = decoded(reply)
     graph, replay = reply["result"]["graph"], reply["result"]["replay"]
     manifest: dict = {"schemaVersion": 1, "slug": slug}
     for key in HEAD_FIELDS:

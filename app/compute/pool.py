@@ -1,5 +1,6 @@
 """A pool of recipe worker processes: bounded concurrency, hard timeouts, crashed workers replaced."""
 
+import json
 import logging
 import multiprocessing
 import os
@@ -94,6 +95,11 @@ class RecipeRefused(RecipeError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def decoded(reply: dict) -> dict:
+    """A reply with its result read (`result`), for those that work with it rather than pass it on."""
+    return reply | {"result": json.loads(reply["result_json"])}
 
 
 def outcome(reply: dict) -> dict:

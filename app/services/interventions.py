@@ -13,7 +13,7 @@ run key, the endpoint, the request and the interventions), like a lab answer.
 import hashlib
 import json
 
-from ..compute.pool import RecipeCall
+from ..compute.pool import RecipeCall, decoded
 from ..domain.catalog import Model
 from ..domain.interventions import plan
 from ..domain.labs import Endpoint
@@ -43,7 +43,7 @@ def run(model: Model, endpoint: Endpoint, args: dict, items, presets: dict[str, 
     asked = json.dumps({"args": args, "steps": steps, "sources": source_args}, sort_keys=True)
     key = f"intervened:{endpoint.entry}:{run_key}:{hashlib.sha256(asked.encode()).hexdigest()}"
     reply, cached = runs.submit(call, key)
-    return reply, cached, steps
+    return decoded(reply), cached, steps
 
 
 def answer(model: Model, body) -> dict:

@@ -22,12 +22,14 @@ def _key(model: Model, entry: str, args: dict) -> str:
 
 def lab_answer(model: Model, entry: str, args: dict) -> dict:
     """`entry(**args)` of the model's lab recipe, through the compute service (identical requests come from
-    its cache); a failed run raises its error, which answers with the status runs.status_of gives it."""
+    its cache); a failed run raises its error, which answers with the status runs.status_of gives it. The
+    result is the JSON text the recipe process wrote (`result_json`, with its top-level `keys`), to be
+    answered as it is."""
     if not model.has_lab:
         abort(404, f"model {model.slug!r} has no live lab")
     call = RecipeCall.lab(model.recipe_dir, entry, args, context(model.checkpoint))
     reply, cached = runs.submit(call, _key(model, entry, args))
-    return answered(model, args, reply, cached) | {"result": reply["result"]}
+    return answered(model, args, reply, cached) | {"result_json": reply["result_json"], "keys": reply["keys"]}
 
 
 def answered(model: Model, args: dict, reply: dict, cached: bool, note: str = LIVE_NOTE) -> dict:

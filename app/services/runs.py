@@ -14,7 +14,6 @@ recipe run of a request (lab endpoints, verifications, and next, interventions) 
 recorder's CLI runs its own pool directly.
 """
 
-import json
 import threading
 from functools import cache
 from importlib import metadata
@@ -99,11 +98,9 @@ def run(call: RecipeCall) -> dict:
 
 def answerable(call: RecipeCall, reply: dict) -> dict:
     """The reply, when its result can be answered as JSON: NaN and infinity cannot (a replay's are compared
-    instead, so verification does not ask this)."""
-    try:
-        json.dumps(reply["result"], allow_nan=False)
-    except ValueError:
-        raise RecipeError(f"the recipe's {call.entry}() answered NaN or infinity, which JSON cannot carry") from None
+    instead, so verification does not ask this). The recipe process said which when it encoded it."""
+    if not reply["finite"]:
+        raise RecipeError(f"the recipe's {call.entry}() answered NaN or infinity, which JSON cannot carry")
     return reply
 
 

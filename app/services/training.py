@@ -13,7 +13,7 @@ snapshots file, which is a recipe file.
 import hashlib
 import json
 
-from ..compute.pool import RecipeCall
+from ..compute.pool import RecipeCall, decoded
 from ..domain.catalog import Model
 from ..domain.labs.fields import FieldError
 from ..domain.schema import ITEMS
@@ -38,6 +38,7 @@ def answer(model: Model, body) -> dict:
                                context(model.checkpoint))
     asked = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
     reply, cached = runs.submit(call, f"training:{endpoint.entry}:{runs.run_key(model)}:{asked}")
+    reply = decoded(reply)
     stages = reply["result"]["stages"]
     if endpoint.answers == "case":
         shown = {"items": labels(stages[-1]["result"]),

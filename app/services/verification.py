@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from flask import Flask, current_app, url_for
 
-from ..compute.pool import RecipeCall, RecipeError
+from ..compute.pool import RecipeCall, RecipeError, decoded
 from ..domain.catalog import Model
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.compare import compare_replay, tolerance_for
@@ -89,7 +89,7 @@ def verify(model: Model) -> dict:
     report: dict = {"model": model.slug, "revision": model.revision, "manifest_sha256": model.etag,
                     "started_at": started_at, "recipe": _recipe_summary(model)}
     try:
-        reply = runs.run(RecipeCall.replay(model.recipe_dir, context(model.checkpoint)))
+        reply = decoded(runs.run(RecipeCall.replay(model.recipe_dir, context(model.checkpoint))))
     except CheckpointUnavailable as exc:
         report |= {"status": "error", "message": exc.description}
     except RecipeError as exc:

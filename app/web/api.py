@@ -249,14 +249,35 @@ def lab_endpoint(slug: str, action: str):
         answer = live.lab_answer(found, declared.entry, args)
     else:  # the same run with the interventions: the answer is the intervened one
         answer = interventions.lab_answer(found, declared, args, steps)
-    result = answer.pop("result")
+    # A plain run's result is the recipe process's JSON text, answered as it is; an intervened one is data.
+    raw, keys = answer.pop("result_json", None), answer.pop("keys", None)
+    result = answer.pop("result", None)
+    envelope = {"kind": action, **answer}
     if declared.answers != "case":
-        return jsonify({"kind": action, **answer, **result})
-    reply = {"kind": action, **answer, "case": {"id": "live", **result}}
-    reply["axes"] = found.axes(reply["case"])
+        if raw is not None and keys is not None and not set(keys) & set(envelope):
+            return _spliced(envelope, raw)
+        return jsonify(envelope | (json.loads(raw) if result is None else result))
+    case = json.loads(raw) if result is None else result  # the axes and the record check read it
+    envelope["axes"] = found.axes({"id": "live", **case})
     if compare_with is not None:
-        reply["record_check"] = _record_check(found, compare_with, result)
-    return jsonify(reply)
+        envelope["record_check"] = _record_check(found, compare_with, case)
+    if raw is not None and "id" not in (keys or ()):
+        return _spliced(envelope, raw, under="case", first='"id":"live"')
+    return jsonify(envelope | {"case": {"id": "live", **case}})
+
+
+def _spliced(envelope: dict, raw: str, under: str | None = None, first: str = "") -> Response:
+    """The envelope's JSON with an object's JSON text in it, not parsed nor encoded again: its members beside
+    the envelope's, or under the key `under` after the member `first` (JSON text). The keys were checked
+    not to collide."""
+    head = json.dumps(envelope, separators=(",", ":"), allow_nan=False)[:-1]
+    members = raw[1:-1].strip()
+    if under is None:
+        body = f"{head},{members}}}" if members else f"{head}}}"
+    else:
+        inner = ",".join(part for part in (first, members) if part)
+        body = f'{head},{json.dumps(under)}:{{{inner}}}}}'
+    return current_app.response_class(body, mimetype="application/json")
 
 
 @bp.get("/openapi.json")
