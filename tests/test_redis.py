@@ -151,3 +151,16 @@ def test_the_redis_cache_is_bounded_and_jobs_are_never_evicted(redis_url):
     check_bounded_cache(store)
     used = sum(len(store.client.get(k) or b"") for k in store.client.keys("bounded-test:report-*"))
     assert used == store.cached_bytes()  # the byte count is what the values take
+
+
+def test_flask_cachings_own_redis_backend_shares_answers_between_instances(redis_url):
+    """CACHE_TYPE = "RedisCache": the answers in Flask-Caching's Redis backend, the jobs and budgets in the store."""
+    first, second = (instance(redis_url, CACHE_TYPE="RedisCache", CACHE_REDIS_URL=redis_url) for _ in range(2))
+    try:
+        body = RUN | {"original_ids": [1, 4, 5, 2, 6, 2], "nsp_label": 1, "attention": "causal"}
+        assert first.test_client().post("/api/models/bert/runs", json=body).get_json()["cached"] is False
+        assert second.test_client().post("/api/models/bert/runs", json=body).get_json()["cached"] is True
+        assert any(key.startswith(b"flask_cache_live-reply:") for key in redis.Redis.from_url(redis_url).keys())
+    finally:
+        for app in (first, second):
+            parts(app).pool.shutdown()

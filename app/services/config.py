@@ -34,6 +34,9 @@ class Config:
     STATE_MAX_BYTES = 256 * 2**20  # cached reports and live runs beyond this: those nearest expiry go first
     STATE_MAX_ENTRY_BYTES = 4 * 2**20  # a larger answer is served but not cached
     CACHE_SECONDS = 24 * 3600  # how long a report or a live run stays cached
+    # Reports and live runs are kept through Flask-Caching (services/cache.py); its CACHE_* settings apply.
+    # The default backend is the shared store above; any Flask-Caching backend may be named instead.
+    CACHE_TYPE = "app.services.cache.SharedStoreCache"
 
     # Where recipes run: "local", separate processes started by each web process (each replaced when it crashes
     # or passes its timeout), or "celery", the compute tier's Celery workers on any machine, reached over

@@ -15,7 +15,7 @@ recorder's CLI runs its own pool directly.
 """
 
 import threading
-from functools import cache
+from functools import cache as once
 from importlib import metadata
 
 from flask import current_app
@@ -33,10 +33,11 @@ from ..compute.pool import (
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.labs.fields import FieldError
 from . import checkpoints
-from .extensions import state, workers
+from .cache import cache
+from .extensions import workers
 
 
-@cache
+@once
 def torch_version() -> str:
     """The workers' torch, read from package metadata so that the web process never imports it.
     Read once per process: parsing the metadata costs more than serving a cached report."""
@@ -107,7 +108,7 @@ def answerable(call: RecipeCall, reply: dict) -> dict:
 def submit(call: RecipeCall, key: str) -> tuple[dict, bool]:
     """The reply to the call and whether it came from the cache (kept under `key`, which names everything
     the answer depends on, for CACHE_SECONDS); a failed run raises its RecipeError (see status_of)."""
-    found = state.store.get(key)
+    found = cache.get(key)
     if found is not None:
         return found, True
     ticket = admit()
@@ -115,5 +116,5 @@ def submit(call: RecipeCall, key: str) -> tuple[dict, bool]:
         reply = answerable(call, run(call))
     finally:
         ticket.release()
-    state.store.set(key, reply, float(current_app.config["CACHE_SECONDS"]), cached=True)
+    cache.set(key, reply, timeout=int(current_app.config["CACHE_SECONDS"]))
     return reply, False

@@ -1,9 +1,10 @@
 """Verification: replay a model's recipe in a worker process and compare it with the recording.
 
-Reports, the latest report and the jobs that make them live in the shared state (app/services/state.py), so that
-any process of the app can answer a poll. A job names the process that runs it (its owner) and carries a
-heartbeat that the owner refreshes while it runs; a job whose heartbeat stops ended with its process and
-is reported as an error, so that a poller never waits on a dead job.
+Reports and the latest report are kept through the app's cache (services/cache.py), the jobs that make them
+in the shared state (services/state.py), so that any process of the app can answer a poll. A job names the
+process that runs it (its owner) and carries a heartbeat that the owner refreshes while it runs; a job whose
+heartbeat stops ended with its process and is reported as an error, so that a poller never waits on a dead
+job.
 """
 
 import os
@@ -23,6 +24,7 @@ from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.compare import compare_replay, tolerance_for
 from ..domain.lru import SizedLRU
 from . import runs
+from .cache import cache, raw
 from .checkpoints import context, find
 from .extensions import state
 from .parts import parts
@@ -143,13 +145,13 @@ class Verifications:
         kept = near.get(key)
         if kept is not None and kept[0] > time.monotonic():
             return kept[1]
-        found = state.store.get_json(key)
+        found = raw(key)
         if found is not None:
             near.put(key, (time.monotonic() + NEAR_SECONDS, found), len(found))
         return found
 
     def latest(self, model: Model) -> dict | None:
-        return state.store.get(_latest_key(model))
+        return cache.get(_latest_key(model))
 
     def job(self, job_id: str) -> dict | None:
         """A job's state, whichever process runs it; a job whose owner stopped ends here as an error."""
@@ -245,10 +247,10 @@ class Verifications:
             finally:
                 ticket.release()
             report["cached"] = False
-            seconds = float(app.config["CACHE_SECONDS"])
+            seconds = int(app.config["CACHE_SECONDS"])
             if report["status"] != "error":  # a timeout or crash may pass on a retry; never cache it
-                state.store.set(key, report | {"cached": True}, seconds, cached=True)
-            state.store.set(_latest_key(model), report, seconds)
+                cache.set(key, report | {"cached": True}, timeout=seconds)
+            cache.set(_latest_key(model), report, timeout=seconds)
             finished = self._finish(record, report)
             state.store.delete(_running_key(key))
             local = parts(app).jobs

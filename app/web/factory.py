@@ -9,6 +9,7 @@ from jinja2 import ChoiceLoader, FunctionLoader
 
 from ..build import cli
 from ..domain.labs import kind_files
+from ..services import cache as answer_cache
 from ..services.config import Config
 from ..services.extensions import models, state, workers
 from ..services.verification import verifications
@@ -54,6 +55,7 @@ def create_app(config: type | dict | None = None) -> Flask:
     app.config["REDIS_URL"] = app.config["REDIS_URL"] or os.environ.get("REDIS_URL")
 
     state.init_app(app)
+    answer_cache.init_app(app)
     compression.init_app(app)
     models.init_app(app)
     workers.init_app(app)

@@ -1,0 +1,68 @@
+"""Answers kept through Flask-Caching: the shared store as its default backend (bounds and all), and any of
+Flask-Caching's own backends named by CACHE_TYPE."""
+
+import time
+
+import pytest
+
+from app import create_app
+from app.services.cache import SharedStoreCache, cache
+from app.services.config import TestConfig
+from app.services.parts import parts
+
+RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2],
+       "original_ids": [1, 4, 5, 2, 6, 2], "nsp_label": 0, "attention": "bidirectional"}
+
+
+def app_with(**settings):
+    return create_app(type("Cached", (TestConfig,), settings))
+
+
+def test_the_default_backend_is_the_shared_store_and_keeps_its_bounds(tmp_path):
+    path = str(tmp_path / "state.sqlite3")
+    first, second = app_with(STATE_PATH=path), app_with(STATE_PATH=path)  # two processes of one host
+    try:
+        with first.app_context():
+            assert isinstance(cache.cache, SharedStoreCache)
+        assert first.test_client().post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
+        assert second.test_client().post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True
+        small = app_with(STATE_PATH=str(tmp_path / "small.sqlite3"), STATE_MAX_ENTRY_BYTES=1000)
+        client = small.test_client()
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False  # too large to keep
+        parts(small).pool.shutdown()
+    finally:
+        for app in (first, second):
+            parts(app).pool.shutdown()
+
+
+def verified(client) -> dict:
+    """A verification of GPT to its report, polling its job."""
+    answer = client.post("/api/models/gpt/verifications")
+    body = answer.get_json()
+    while answer.status_code == 202 and body["state"] != "done":
+        time.sleep(0.05)
+        body = client.get(answer.headers["Location"]).get_json()
+    return body["report"] if answer.status_code == 202 else body
+
+
+@pytest.mark.parametrize("backend", ["SimpleCache", "NullCache"])
+def test_a_flask_caching_backend_named_by_cache_type_keeps_the_answers(backend):
+    app = app_with(CACHE_TYPE=backend, CACHE_NO_NULL_WARNING=True)
+    client = app.test_client()
+    try:
+        with app.app_context():
+            assert type(cache.cache).__name__ == backend
+        kept = backend != "NullCache"
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is kept
+        assert verified(client)["status"] == "passed"
+        again = client.post("/api/models/gpt/verifications")
+        if kept:  # the report is kept: answered at once, from the cache
+            assert again.status_code == 200 and again.get_json()["cached"] is True
+        else:
+            assert again.status_code == 202  # nothing kept: a new run
+            verified(client)
+        assert client.get("/api/models/gpt/verifications/latest").status_code == (200 if kept else 404)
+    finally:
+        parts(app).pool.shutdown()
