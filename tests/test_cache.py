@@ -66,3 +66,25 @@ def test_a_flask_caching_backend_named_by_cache_type_keeps_the_answers(backend):
         assert client.get("/api/models/gpt/verifications/latest").status_code == (200 if kept else 404)
     finally:
         parts(app).pool.shutdown()
+
+
+def test_a_rendered_page_is_shared_by_the_hosts_processes_under_a_key_naming_its_content(tmp_path, monkeypatch):
+    from app.web import pages
+
+    path = str(tmp_path / "state.sqlite3")
+    first, second = app_with(STATE_PATH=path), app_with(STATE_PATH=path)
+    try:
+        page = first.test_client().get("/models/gpt?case=dog")
+        assert page.status_code == 200
+        rendered = []
+        real = pages.render_model_page
+        monkeypatch.setattr(pages, "render_model_page", lambda *a, **k: rendered.append(a) or real(*a, **k))
+        again = second.test_client().get("/models/gpt?case=dog")  # another process: from the shared cache
+        assert again.data == page.data and rendered == []
+        third = app_with(STATE_PATH=path)
+        parts(third).pages = "another release"  # other templates or code: never the old page
+        assert third.test_client().get("/models/gpt?case=dog").status_code == 200 and len(rendered) == 1
+        parts(third).pool.shutdown()
+    finally:
+        for app in (first, second):
+            parts(app).pool.shutdown()

@@ -1,4 +1,4 @@
-"""Answers kept for reuse (verification reports, live runs), through Flask-Caching.
+"""Answers kept for reuse (verification reports, live runs, rendered model pages), through Flask-Caching.
 
     cache.get(key) / cache.set(key, value, timeout)     # `cache` is a flask_caching.Cache bound in create_app
 

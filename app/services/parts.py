@@ -29,6 +29,7 @@ class Parts:
     store: Store | None = None  # the state every process shares: jobs, cached answers, budgets
     jobs: LocalJobs | None = None  # the verification jobs this process runs
     assets: str = ""  # the static files' version, in their URLs
+    pages: str = ""  # the version of what renders a page (templates and code), in shared page keys
     compressed: Any = None  # the web tier's compressed bodies (web.compression.CompressedBodies)
 
 

@@ -30,11 +30,26 @@ def served_files(folder: Path) -> dict[str, Path]:
 
 
 def static_version(folder: Path) -> str:
+    return version_of(served_files(folder))
+
+
+def version_of(files: dict[str, Path]) -> str:
+    """One hash over the files' names and bytes."""
     digest = hashlib.sha256()
-    for name, path in sorted(served_files(folder).items()):
+    for name, path in sorted(files.items()):
         digest.update(name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
+
+
+def page_version(app: Flask) -> str:
+    """What a rendered page depends on besides its model and request: the templates, the lab kinds' templates
+    and the app's code (a page kept in the shared cache by one release is never served by another)."""
+    code = Path(__file__).resolve().parents[1]
+    files = {f"app/{p.relative_to(code).as_posix()}": p for p in code.rglob("*") if p.suffix in (".py", ".html")}
+    templates = Path(app.root_path, app.template_folder)
+    files |= {f"templates/{p.relative_to(templates).as_posix()}": p for p in templates.rglob("*") if p.is_file()}
+    return version_of(files) + parts(app).assets
 
 
 @bp.get("/assets/<version>/<path:filename>")
@@ -61,5 +76,6 @@ def asset_url(filename: str) -> str:
 
 def init_app(app: Flask) -> None:
     parts(app).assets = static_version(Path(app.static_folder))
+    parts(app).pages = page_version(app)
     app.register_blueprint(bp)
     app.add_template_global(asset_url)

@@ -16,7 +16,9 @@ from ..domain.graphlayout import default_focus, open_path
 from ..domain.interventions import ACTIONS
 from ..domain.lru import SizedLRU
 from ..services import checkpoints
+from ..services.cache import cache
 from ..services.extensions import models
+from ..services.parts import parts
 from .compression import is_conditional
 from .downloads import content_disposition
 from .response_cache import cacheable
@@ -100,9 +102,12 @@ def index():
 PAGES_BYTES = 32 * 2**20  # rendered model pages kept per process; a page depends only on the catalog and its key
 
 
-def remembered(key: tuple, render) -> Response:
-    """The page rendered for this key while the catalog stays the same (rendering it is most of its cost),
-    as bytes with a content-hash ETag: the compressed body is then found by that ETag without hashing."""
+def remembered(model: Model, key: tuple, render) -> Response:
+    """The page rendered for this key, as bytes with a content-hash ETag (the compressed body is then found
+    by that ETag without hashing). Kept in this process while the catalog stays the same, and in the app's
+    cache (services/cache.py, shared by the host's processes or the machines) under a key naming its
+    content: the model's recording and recipe hashes, the page version (templates, code, assets) and `key`.
+    Rendering is most of a page's cost."""
     memo = models.catalog.derived("pages", lambda: {"pages": SizedLRU(PAGES_BYTES), "rendering": Lock()})
     page = memo["pages"].get(key)
     if page is None:
@@ -111,9 +116,14 @@ def remembered(key: tuple, render) -> Response:
         with memo["rendering"]:
             page = memo["pages"].get(key)
             if page is None:
-                html = render().encode()
-                page = (html, hashlib.sha256(html).hexdigest()[:32])
-                memo["pages"].put(key, page, len(html))
+                shared = f"page:{model.slug}:{model.etag}:{model.recipe_sha256}:{parts().pages}:{json.dumps(key)}"
+                html = cache.get(shared)
+                if html is None:
+                    html = render()
+                    cache.set(shared, html)
+                body = html.encode()
+                page = (body, hashlib.sha256(body).hexdigest()[:32])
+                memo["pages"].put(key, page, len(body))
     response = Response(page[0], mimetype="text/html")
     response.set_etag(page[1])
     return response.make_conditional(request) if is_conditional(request) else response
@@ -132,7 +142,7 @@ def model_page(slug: str):
     model = page_model(slug)
     checkpoint = checkpoints.status(model.checkpoint) if model.checkpoint else None
     key = (slug, request.args.get("case"), request.args.get("step"), repr(checkpoint))
-    return remembered(key, lambda: render_model_page(model, checkpoint))
+    return remembered(model, key, lambda: render_model_page(model, checkpoint))
 
 
 def prerender(app) -> None:
