@@ -145,3 +145,13 @@ def test_a_recipe_answer_is_spliced_into_its_envelope_as_it_was_written(app):
         assert body({"kind": "x"}, "{}", under="case", first='"id":"live"') == {"kind": "x", "case": {"id": "live"}}
         assert body({"kind": "x"}, '{"m":[]}', under="case", first='"id":"live"') == \
             {"kind": "x", "case": {"id": "live", "m": []}}
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_a_body_not_declared_json_is_a_415(client, content_type):
+    """Another site's page can send text/plain or a form without a preflight: neither starts a run."""
+    body = b'{"input_ids": [1, 5, 7, 3]}'
+    for path in ("/api/models/gpt/runs", "/api/models/gpt/interventions", "/api/models/lenet/training"):
+        response = client.post(path, data=body, content_type=content_type)
+        assert response.status_code == 415, (path, response.status_code)
+        assert "Content-Type: application/json" in response.get_json()["error"]["message"]

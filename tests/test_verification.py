@@ -195,3 +195,12 @@ def test_a_recipe_process_imports_nothing_of_the_web_tier():
                           timeout=60)
     loaded = "['app', 'app.compute', 'app.compute.worker', 'app.domain', 'app.domain.lru', 'app.domain.recipes']"
     assert done.stdout.strip() == loaded, done.stderr
+
+
+def test_a_job_shows_no_server_host_process_or_cache_key(client):
+    job = client.post("/api/models/gpt/verifications").get_json()
+    if "id" in job:  # answered 202 with the job (else the report came at once: poll it anyway)
+        polled = client.get(f"/api/models/gpt/verifications/{job['id']}").get_json()
+        assert not {"owner", "key"} & (set(job) | set(polled))
+    started = client.application.test_client().post("/api/models/bert/verifications")
+    assert not {"owner", "key"} & set(started.get_json())

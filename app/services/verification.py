@@ -111,6 +111,14 @@ def with_elapsed(job: dict) -> dict:
     return job | {"elapsed_seconds": round(end - job["created"], 3)}
 
 
+PRIVATE = ("owner", "key")  # the server's host and process, and its cache key: for the server's own use
+
+
+def public(job: dict) -> dict:
+    """A job as a client sees it: without what only the server needs."""
+    return {k: v for k, v in job.items() if k not in PRIVATE}
+
+
 def owner_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -162,8 +170,8 @@ class Verifications:
         if record["state"] != "done" and time.time() - record["heartbeat"] > stale:
             record = self._finish(record, {
                 "model": record["model"], "status": "error", "cached": False,
-                "message": f"the server process running this verification ({record['owner']}) stopped before it "
-                           f"finished (no heartbeat for {stale:g} s); start a new verification"})
+                "message": f"the server process running this verification stopped before it finished (no heartbeat "
+                           f"for {stale:g} s); start a new verification"})
             if state.store.get(_running_key(record["key"])) == job_id:
                 state.store.delete(_running_key(record["key"]))  # the next request starts afresh
         return with_elapsed(record)

@@ -3,7 +3,7 @@
 import json
 
 from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
-from werkzeug.exceptions import MethodNotAllowed
+from werkzeug.exceptions import MethodNotAllowed, UnsupportedMediaType
 from werkzeug.routing import BaseConverter
 
 from ..domain.catalog import Model, file_listing
@@ -12,7 +12,7 @@ from ..domain.labs import TAKEN
 from ..domain.labs.fields import parse_query, validate
 from ..services import budget, interventions, live, training
 from ..services.extensions import models
-from ..services.verification import verifications
+from ..services.verification import public, verifications
 from .compression import is_conditional
 from .openapi import openapi_document
 from .response_cache import cacheable
@@ -143,7 +143,7 @@ def verify(slug: str):
     if report is not None:
         return jsonify(report)
     location = url_for("api.verification_job", slug=slug, job_id=job["id"])
-    response = jsonify(job)
+    response = jsonify(public(job))
     response.status_code = 202
     response.headers["Location"] = location
     response.headers["Retry-After"] = "1"
@@ -166,15 +166,19 @@ def verification_job(slug: str, job_id: str):
     job = verifications.job(job_id)
     if job is None or job["model"] != slug:
         abort(404, f"no verification job {job_id!r} for model {slug!r}")
-    response = jsonify(job)
+    response = jsonify(public(job))
     if job["state"] != "done":
         response.headers["Retry-After"] = "1"
     return response
 
 
 def _json_body():
-    """The request's JSON, read once by limit_body; a body that is not JSON, or nests too deeply to parse,
-    is a 400."""
+    """The request's JSON, read once by limit_body: 415 unless it is declared JSON (another site's page can send
+    text/plain or a form without asking, JSON only with the CORS preflight this API never grants), 400 when
+    it does not parse or nests too deeply to parse."""
+    if request.mimetype != "application/json":
+        raise UnsupportedMediaType(f"body: send JSON with Content-Type: application/json, not "
+                                   f"{request.mimetype or 'no Content-Type'}")
     raw = request.environ.get("tensorviz.body")
     if raw is None:
         raw = request.get_data(cache=True)

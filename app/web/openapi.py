@@ -16,10 +16,11 @@ ERRORS = {
     404: "No such model, job or route.",
     405: "Method not allowed.",
     413: "Request body too large.",
+    415: "A body that is not declared JSON (Content-Type: application/json).",
     429: "Rate limit reached, or every recipe worker and the queue are busy (see Retry-After).",
     502: "The recipe raised an error.",
-    503: "A recipe worker died before answering, or the model's checkpoint is not on this server (the message "
-         "says how to provide one).",
+    503: "A recipe worker died before answering, the compute queue cannot be reached (both with Retry-After), "
+         "or the model's checkpoint is not on this server (the message says how to provide one).",
     504: "The recipe ran past its timeout and was stopped.",
 }
 NUMBERS = {"type": "array", "items": {"type": "number"}}
@@ -165,7 +166,7 @@ def _paths(slugs: list[str], trained: dict[str, list[str]]) -> dict:
                                       "items": _ref("Intervention")}}}}}},
             "responses": {"200": _json(_ref("Intervened"), "Before, after, their difference and each module's "
                                                            "movement."),
-                          **_errors(400, 404, 413, 429, 502, 503, 504)}}},
+                          **_errors(400, 404, 413, 415, 429, 502, 503, 504)}}},
         "/api/models/{slug}/training": {"post": {
             "summary": "A recorded case or a lab request run on every stage of weights kept while the model trained",
             "parameters": [_slug(list(trained))],
@@ -179,7 +180,7 @@ def _paths(slugs: list[str], trained: dict[str, list[str]]) -> dict:
                                  "that answers a case."}}}}}},
             "responses": {"200": _json(_ref("Stages"), "Each stage's answer and each module's movement from "
                                                        "initialisation."),
-                          **_errors(400, 404, 413, 429, 502, 503, 504)}}},
+                          **_errors(400, 404, 413, 415, 429, 502, 503, 504)}}},
         "/api/openapi.json": {"get": {"summary": "This document", "responses": {
             "200": {"description": "OpenAPI 3", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
     }
@@ -192,7 +193,7 @@ def _lab_paths(model: Model) -> dict:
         operation: dict = {"summary": f"{model.slug}: {endpoint.summary}",
                            "responses": {"200": _json(_ref("LiveCase" if endpoint.answers == "case" else "LiveResult"),
                                                       "The answer, computed live by the recipe."),
-                                         **_errors(400, 404, 413, 429, 502, 503, 504)}}
+                                         **_errors(400, 404, 413, 415, 429, 502, 503, 504)}}
         fields = {f: field.json_schema() for f, field in endpoint.fields.items()}
         if endpoint.method == "POST":
             properties = dict(fields)
