@@ -155,3 +155,18 @@ def test_a_body_not_declared_json_is_a_415(client, content_type):
         response = client.post(path, data=body, content_type=content_type)
         assert response.status_code == 415, (path, response.status_code)
         assert "Content-Type: application/json" in response.get_json()["error"]["message"]
+
+
+def test_public_reads_are_open_to_every_origin_and_nothing_that_runs_a_recipe_is(client):
+    origin = {"Origin": "https://elsewhere.example"}
+    files = client.get("/api/models/gpt/files").get_json()["files"]
+    for path in ("/api/models", "/api/models/gpt", "/api/openapi.json", files[0]["url"]):
+        response = client.get(path, headers=origin)
+        assert response.headers["Access-Control-Allow-Origin"] == "*", path
+        assert "ETag" in response.headers["Access-Control-Expose-Headers"]
+    assert "Access-Control-Allow-Origin" not in client.get("/models/gpt", headers=origin).headers  # a page
+    run = client.post("/api/models/gpt/runs", json={"input_ids": [1, 5, 7, 3]}, headers=origin)
+    assert run.status_code == 200 and "Access-Control-Allow-Origin" not in run.headers
+    preflight = client.options("/api/models/gpt/runs", headers=origin | {
+        "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"})
+    assert "Access-Control-Allow-Origin" not in preflight.headers  # the browser sends no cross-site POST

@@ -25,8 +25,21 @@ HEADERS = [("Content-Security-Policy", CONTENT_SECURITY_POLICY), ("X-Content-Typ
            ("Referrer-Policy", "strict-origin-when-cross-origin"), ("X-Frame-Options", "DENY")]
 
 
+# Cross-origin reads: the API's GETs and the model files are public data, readable by a page of any site (as
+# datasette's --cors allows); nothing that runs a recipe is, so no other site's page can spend this server's
+# compute through its visitors (a POST of JSON needs a preflight, which no answer here grants).
+CORS_READ = [("Access-Control-Allow-Origin", "*"), ("Access-Control-Expose-Headers", "ETag, Location, Retry-After")]
+
+
+def public_read() -> bool:
+    return request.method in ("GET", "HEAD") and (request.path.startswith("/api/")
+                                                  or request.endpoint == "downloads.model_file")
+
+
 def secure_headers(response: Response) -> Response:
     response.headers.extend(HEADERS)
+    if public_read():
+        response.headers.extend(CORS_READ)
     if request.environ.get("wsgi.url_scheme") == "https":  # request.is_secure, without the proxy's cost
         response.headers["Strict-Transport-Security"] = HSTS
     return response
