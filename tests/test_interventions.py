@@ -203,7 +203,11 @@ def test_interventions_are_kept_by_everything_they_depend_on_and_count_against_t
             {"node": "h.1.attn", "action": "zero", "head": 1}]}).get_json()
         assert (first["cached"], again["cached"], other["cached"]) == (False, True, False)
         assert again["items"] == first["items"] and other["items"] != first["items"]
-        assert client.post(URL.format("gpt"), json=body).status_code == 429
+        third = body | {"interventions": [{"node": "h.0.attn", "action": "zero", "head": 1}]}
+        assert client.post(URL.format("gpt"), json=third).status_code == 200  # the third run: the budget is spent
+        assert client.post(URL.format("gpt"), json=body).status_code == 200  # a kept answer spends nothing
+        fourth = body | {"interventions": [{"node": "h.0.attn", "action": "zero", "head": 0}]}
+        assert client.post(URL.format("gpt"), json=fourth).status_code == 429
     finally:
         parts(app).pool.shutdown()
 

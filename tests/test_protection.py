@@ -17,22 +17,34 @@ GREEDY_LAB = "import torch\n\ndef live_run(**request):\n    torch.ones(6 * 2**30
 
 
 def test_one_compute_budget_per_client_across_every_endpoint_that_can_run_a_recipe():
-    client = create_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "4 per hour"})).test_client()
-    bad = {"input_ids": [1]}  # answered 400 without running anything: the budget still counts it
-    assert client.post("/api/models/bert/runs", json=bad).status_code == 400
-    assert client.post("/api/models/bert/corruptions", json=bad).status_code == 400
-    assert client.get("/api/models/bert/trace?input_ids=1").status_code == 400  # GET counts too
-    assert client.post("/api/models/gpt/generations", json={"input_ids": []}).status_code == 400  # another model
-    for path in ("/api/models/bert/verifications", "/api/models/gpt/runs"):
-        limited = client.post(path, json=bad)
-        assert limited.status_code == 429
-        assert 0 < int(limited.headers["Retry-After"]) <= 3600
-        assert "compute budget of 4 requests per 1 hour exceeded" in limited.get_json()["error"]["message"]
-    assert client.get("/api/models/bert/trace?input_ids=1").status_code == 429
-    other = client.post("/api/models/bert/runs", json=bad, environ_base={"REMOTE_ADDR": "198.51.100.7"})
-    assert other.status_code == 400
-    assert client.get("/api/models").status_code == 200  # reads of stored data are not counted
-    assert client.options("/api/models/bert/runs").status_code == 204
+    app = create_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "4 per hour"}))
+    client = app.test_client()
+    try:
+        bad = {"input_ids": [1]}  # refused before anything runs: no budget spent, however many
+        for _ in range(6):
+            assert client.post("/api/models/bert/runs", json=bad).status_code == 400
+        assert client.get("/api/models/bert/trace?input_ids=1").status_code == 400
+        assert client.post("/api/models/bert/runs", json=RUN).status_code == 200  # 1
+        for _ in range(3):
+            assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True  # kept: free
+        trace = "/api/models/bert/trace?input_ids=1,4,3,2,6,2&segment_ids=0,0,0,0,1,1&position=2"
+        assert client.get(trace).status_code == 200  # 2: a GET that runs counts too
+        assert client.post("/api/models/gpt/runs", json={"input_ids": [1, 5, 7, 3]}).status_code == 200  # 3
+        assert client.post("/api/models/bert/verifications").status_code in (200, 202)  # 4
+        for path, body in (("/api/models/gpt/runs", {"input_ids": [1, 5]}), ("/api/models/gpt/runs",
+                                                                              {"input_ids": [2, 5]})):
+            limited = client.post(path, json=body)
+            assert limited.status_code == 429
+            assert 0 < int(limited.headers["Retry-After"]) <= 3600
+            assert "compute budget of 4 requests per 1 hour exceeded" in limited.get_json()["error"]["message"]
+        assert client.post("/api/models/gpt/runs", json={"input_ids": [1, 5, 7, 3]}).status_code == 200  # kept
+        other = client.post("/api/models/gpt/runs", json={"input_ids": [1, 5]},
+                            environ_base={"REMOTE_ADDR": "198.51.100.7"})
+        assert other.status_code == 200  # another client's budget
+        assert client.get("/api/models").status_code == 200  # reads of stored data are not counted
+        assert client.options("/api/models/bert/runs").status_code == 204
+    finally:
+        parts(app).pool.shutdown()
 
 
 @pytest.mark.parametrize("path, body", [
@@ -118,6 +130,7 @@ def test_a_kept_report_starts_nothing_and_spends_no_budget():
             time.sleep(0.05)  # polling the job until it is done
     kept = [client.post("/api/models/bert/verifications") for _ in range(5)]
     assert [r.status_code for r in kept] == [200] * 5 and all(r.get_json()["cached"] for r in kept)
-    assert client.post("/api/models/bert/runs", json={"input_ids": [1]}).status_code == 400  # the second
-    assert client.post("/api/models/bert/runs", json={"input_ids": [1]}).status_code == 429
+    assert client.post("/api/models/bert/runs", json={"input_ids": [1]}).status_code == 400  # refused: free
+    assert client.post("/api/models/bert/runs", json=RUN).status_code == 200  # the second
+    assert client.post("/api/models/gpt/runs", json={"input_ids": [1, 5]}).status_code == 429
     parts(app).pool.shutdown()

@@ -1,6 +1,7 @@
-"""One per-client budget for every request that can start a recipe run (verifications that no kept report
-answers, what-if runs, samplers, generations, traces), kept in the shared state so that it holds across
-processes and machines."""
+"""One per-client budget for the recipe runs a client starts (verifications, what-if runs, samplers,
+generations, traces, interventions, training stages), kept in the shared state so that it holds across
+processes and machines. Spent where a run starts (runs.submit on a cache miss, a verification job that no
+running one answers): a refused request and a kept answer start nothing and spend nothing."""
 
 import re
 from functools import lru_cache

@@ -50,8 +50,8 @@ class Config:
     RECIPE_TORCH_THREADS = 1
     RECIPE_MEMORY_MB = 1024  # address space a worker may add after loading torch; 0 for no cap
     RECIPE_SEED = 0  # torch.manual_seed in the worker before every run
-    # One per-client budget for every request that can start a recipe run (verifications that no kept report
-    # answers, and every lab endpoint, GET included), counted in the shared store.
+    # One per-client budget for the recipe runs a client starts (a refused request or a kept answer starts
+    # none), counted in the shared store.
     COMPUTE_BUDGET = "120 per minute"
     # Verification jobs: the process running one refreshes its heartbeat this often; a job whose heartbeat
     # is older than JOB_STALE_SECONDS ended with its process and is reported as an error.

@@ -32,7 +32,7 @@ from ..compute.pool import (
 )
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.labs.fields import FieldError
-from . import checkpoints
+from . import budget, checkpoints
 from .cache import cache
 from .extensions import workers
 
@@ -111,6 +111,7 @@ def submit(call: RecipeCall, key: str) -> tuple[dict, bool]:
     found = cache.get(key)
     if found is not None:
         return found, True
+    budget.spend()  # only a run that starts counts: not a refused request, nor a kept answer
     ticket = admit()
     try:
         reply = answerable(call, run(call))

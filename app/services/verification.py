@@ -23,7 +23,7 @@ from ..domain.catalog import Model
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.compare import compare_replay, tolerance_for
 from ..domain.lru import SizedLRU
-from . import runs
+from . import budget, runs
 from .cache import cache, raw
 from .checkpoints import context, find
 from .extensions import state
@@ -196,6 +196,7 @@ class Verifications:
         found = self._running(key)
         if found is not None:
             return found
+        budget.spend()  # only a verification that starts counts against its client's budget
         ticket = runs.admit()  # PoolBusy when the queue is full: nothing is started
         now = time.time()
         job_id = uuid.uuid4().hex

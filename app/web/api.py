@@ -10,7 +10,7 @@ from ..domain.catalog import Model, file_listing
 from ..domain.compare import compare_case, tolerance_for
 from ..domain.labs import TAKEN
 from ..domain.labs.fields import parse_query, validate
-from ..services import budget, interventions, live, training
+from ..services import interventions, live, training
 from ..services.extensions import models
 from ..services.verification import public, verifications
 from .compression import is_conditional
@@ -137,7 +137,6 @@ def verify(slug: str):
     cached = verifications.cached(found)
     if cached is not None:  # a kept report of exactly this run starts nothing, so it spends no budget
         return Response(cached, mimetype="application/json")
-    budget.spend()
     job = verifications.start(found)
     report = verifications.wait(job["id"], float(current_app.config["VERIFY_WAIT"]))
     if report is not None:
@@ -211,7 +210,6 @@ def interventions_of(slug: str):
     found = get_model(slug)
     if not found.has_lab:
         abort(404, f"model {slug!r} has no live lab to run interventions on")
-    budget.spend()
     return jsonify(interventions.answer(found, _json_body()))
 
 
@@ -222,7 +220,6 @@ def training_of(slug: str):
     found = get_model(slug)
     if found.training is None:
         abort(404, f"model {slug!r} keeps no weights from its training")
-    budget.spend()
     return jsonify(training.answer(found, _json_body()))
 
 
@@ -239,7 +236,6 @@ def lab_endpoint(slug: str, action: str):
         return Response(status=200, headers={"Allow": f"{declared.method}, OPTIONS"})
     if request.method != declared.method:
         raise MethodNotAllowed([declared.method], f"{action} answers {declared.method} only")
-    budget.spend()
     body = _json_body() if declared.method == "POST" else parse_query(request.args, declared.fields)
     intervened = declared.method == "POST" and isinstance(body, dict) and "interventions" in body
     steps = body.pop("interventions") if intervened else None
