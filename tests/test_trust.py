@@ -78,6 +78,24 @@ def test_live_runs_are_keyed_by_the_recording_too(tree):
         parts(app).pool.shutdown()
 
 
+def test_a_reply_kept_by_a_release_of_another_reply_shape_is_never_read(tree, monkeypatch):
+    """A deploy that changes what a recipe process answers starts from fresh keys: the store may still hold
+    the old release's replies (a Redis, an SQLite file), and reading one in the new shape would fail."""
+    from app.services import runs
+
+    tree.add("bert", BERT_MANIFEST.read_bytes())
+    app = tree_app(tree)
+    client = app.test_client()
+    try:
+        monkeypatch.setattr(runs, "REPLY_FORMAT", "an older shape")
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True
+        monkeypatch.undo()
+        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
+    finally:
+        parts(app).pool.shutdown()
+
+
 # ---- 5. bad bodies and odd requests
 
 

@@ -97,6 +97,11 @@ class RecipeRefused(RecipeError):
         self.status = status
 
 
+# The shape of a recipe process's reply (its result as JSON text since 2): part of every kept answer's key,
+# so that a release never reads a reply kept by another in another shape. Change it with the shape.
+REPLY_FORMAT = 2
+
+
 def decoded(reply: dict) -> dict:
     """A reply with its result read (`result`), for those that work with it rather than pass it on."""
     return reply | {"result": json.loads(reply["result_json"])}
