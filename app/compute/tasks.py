@@ -50,17 +50,19 @@ def make_celery(settings: dict) -> Celery:
     recipes = Path(settings["RECIPES_DIR"])
     held: dict[str, worker.RecipeProcess] = {}  # this child's recipe process, made when the child starts
 
-    @signals.worker_process_init.connect(weak=False)
-    def start_recipe_process(**_) -> None:
+    def recipe_process() -> worker.RecipeProcess:
         # No address-space cap here: Celery's own children hold more than a pipe worker, and
         # worker_max_memory_per_child replaces one that grew.
-        held["process"] = worker.start(int(settings["RECIPE_TORCH_THREADS"]), int(settings["RECIPE_SEED"]), 0)
+        if "process" not in held:
+            held["process"] = worker.start(int(settings["RECIPE_TORCH_THREADS"]), int(settings["RECIPE_SEED"]), 0)
+        return held["process"]
+
+    signals.worker_process_init.connect(lambda **_: recipe_process(), weak=False)  # torch loaded before a task
 
     @app.task(name=TASK)
     def run_recipe(task: dict) -> dict:
         """One recipe task, as a pipe worker runs it, in this machine's folder of the same name."""
-        process = held.get("process") or held.setdefault("process", worker.start(
-            int(settings["RECIPE_TORCH_THREADS"]), int(settings["RECIPE_SEED"]), 0))
+        process = recipe_process()  # made here where no child started it (a solo pool)
         folder = recipes / Path(task["recipe_dir"]).name
         if not folder.is_dir():  # a machine set up with other recipes than the web tier's
             return {"ok": False, "error": f"this compute worker has no recipe folder {folder.name}"}

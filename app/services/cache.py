@@ -20,6 +20,8 @@ from flask_caching.backends.base import BaseCache
 from .parts import parts
 from .state import encode
 
+FOREVER = 10 * 365 * 86400  # seconds: the store keeps every entry with an expiry
+
 
 class SharedStoreCache(BaseCache):
     """A Flask-Caching backend over the app's shared store: values are JSON data, kept as `cached` entries
@@ -44,12 +46,16 @@ class SharedStoreCache(BaseCache):
         """The value as the JSON bytes it is kept as, to serve without parsing it."""
         return self.store.get_json(key)
 
+    def seconds(self, timeout: int | None) -> float:
+        """A Flask-Caching timeout as the store's: 0 means kept until evicted."""
+        return self._normalize_timeout(timeout) or FOREVER
+
     def set(self, key: str, value: Any, timeout: int | None = None) -> bool:
-        self.store.set(key, value, self._normalize_timeout(timeout) or 10 * 365 * 86400, cached=True)
+        self.store.set(key, value, self.seconds(timeout), cached=True)
         return True
 
     def add(self, key: str, value: Any, timeout: int | None = None) -> bool:
-        return self.store.add(key, value, self._normalize_timeout(timeout) or 10 * 365 * 86400)
+        return self.store.add(key, value, self.seconds(timeout))
 
     def delete(self, key: str) -> bool:
         self.store.delete(key)

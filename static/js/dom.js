@@ -1,6 +1,13 @@
 // Small helpers shared by the page's modules: building HTML elements and reading JSON answers.
 
 /** An HTML element with attributes and children; null, undefined and false children are skipped. */
+/** Rewrite this page's query where it stands (no new history entry): `edit(params)` changes it. */
+export function editQuery(edit) {
+  const url = new URL(window.location.href);
+  edit(url.searchParams);
+  if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url);
+}
+
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);

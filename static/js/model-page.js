@@ -2,7 +2,7 @@
 // Everything here enhances a page that is complete without JavaScript.
 
 import { barsSvg, downloadSvg, slugify, valueHeatmap } from "./charts.js";
-import { keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
+import { editQuery, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { Training } from "./training.js";
 import { VerifyPanel } from "./verify.js";
@@ -36,11 +36,11 @@ window.addEventListener("popstate", () => {
 // link shows the same graph with the same node's details (and What if?'s module chosen).
 
 function writeGraphState() {
-  const url = new URL(window.location.href);
-  url.searchParams.set("open", [...graph.open].join(","));
-  if (graph.selected) url.searchParams.set("node", graph.selected);
-  else url.searchParams.delete("node");
-  if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url);
+  editQuery((params) => {
+    params.set("open", [...graph.open].join(","));
+    if (graph.selected) params.set("node", graph.selected);
+    else params.delete("node");
+  });
 }
 
 function linkedGraphState() {

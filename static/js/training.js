@@ -5,7 +5,7 @@
 // the URL (?training=<stage>&moved=weights|activations).
 
 import { barsSvg, sig } from "./charts.js";
-import { chartBox, el, readJson, requireData, reveal, showStatus } from "./dom.js";
+import { chartBox, editQuery, el, readJson, requireData, reveal, showStatus } from "./dom.js";
 
 const WHAT = { weights: "weights moved from initialisation", activations: "output on this case moved from initialisation" };
 
@@ -68,10 +68,10 @@ export class Training {
   }
 
   link() {
-    const url = new URL(window.location.href);
-    url.searchParams.set("training", this.stage);
-    url.searchParams.set("moved", this.moved);
-    if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url);
+    editQuery((params) => {
+      params.set("training", this.stage);
+      params.set("moved", this.moved);
+    });
   }
 
   /** The stages' predictions, the chosen stage's movement per module, and the graph shaded by it. */

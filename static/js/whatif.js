@@ -6,7 +6,7 @@
 // and ?whatif_on=lab when it runs on the lab's input, which the lab keeps in the URL itself).
 
 import { barsSvg, sig } from "./charts.js";
-import { chartBox, el, keepingFocus, readJson, requireData, reveal, showStatus } from "./dom.js";
+import { chartBox, editQuery, el, keepingFocus, readJson, requireData, reveal, showStatus } from "./dom.js";
 
 const PARAM = "whatif";
 const ON = "whatif_on";
@@ -115,12 +115,12 @@ export class WhatIf {
   }
 
   link() {
-    const url = new URL(window.location.href);
-    if (this.changes.length) url.searchParams.set(PARAM, JSON.stringify(this.changes));
-    else url.searchParams.delete(PARAM);
-    if (this.subject === "lab" && this.settings.cases.length) url.searchParams.set(ON, "lab");
-    else url.searchParams.delete(ON);
-    if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url);
+    editQuery((params) => {
+      if (this.changes.length) params.set(PARAM, JSON.stringify(this.changes));
+      else params.delete(PARAM);
+      if (this.subject === "lab" && this.settings.cases.length) params.set(ON, "lab");
+      else params.delete(ON);
+    });
   }
 
   /** The changes a link carries; a link the page cannot read says so and changes nothing. */

@@ -2,7 +2,7 @@
 // and the server's comparison of a live run with the recorded case it replays.
 
 import { diverging, sig } from "../charts.js";
-import { el, readJson, requireData, scrollBox, showStatus } from "../dom.js";
+import { editQuery, el, readJson, requireData, scrollBox, showStatus } from "../dom.js";
 
 const BUSY_RETRIES = 3;
 const PROGRESS_MS = 1000; // how often a waiting run's elapsed time is shown
@@ -217,14 +217,14 @@ export function startFromLink(presets, parse) {
  * `values` by parameter, null removing one. A recorded case is named by `preset` instead of its values.
  */
 export function linkInput(values, preset = null) {
-  const url = new URL(window.location.href);
-  for (const [name, value] of Object.entries(values)) {
-    if (value === null || preset) url.searchParams.delete(name);
-    else url.searchParams.set(name, value);
-  }
-  if (preset) url.searchParams.set(LINKED_PRESET, preset);
-  else url.searchParams.delete(LINKED_PRESET);
-  if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url);
+  editQuery((params) => {
+    for (const [name, value] of Object.entries(values)) {
+      if (value === null || preset) params.delete(name);
+      else params.set(name, value);
+    }
+    if (preset) params.set(LINKED_PRESET, preset);
+    else params.delete(LINKED_PRESET);
+  });
 }
 
 /** A comma-separated list of whole numbers from a link; an Error names the parameter when it is not one. */
