@@ -63,14 +63,28 @@ class Watched:
         self.page.on("console", lambda m: m.type == "error" and not (expected and any(e in m.text for e in expected))
                      and self.problems.append(f"console: {m.text}"))
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
-        self.page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url} {r.failure}"))
-        self.page.on("request", lambda r: r.url.startswith((base, "blob:", "data:"))
-                     or self.problems.append(f"left the site: {r.url}"))
+        # A request the browser cancels because the page loads another document (a late favicon when the test
+        # navigates) is not a failure: each request remembers which document it was issued under.
+        self.documents = 0
+        self.issued_under: dict = {}
+        self.failed: list = []
+        self.page.on("request", self.issued)
+        self.page.on("requestfailed", lambda r: self.failed.append((r, r.failure)))
+        self.base = base
         self.page.on("response", lambda r: r.status >= 400 and r.status not in allow
                      and self.problems.append(f"{r.status}: {r.url}"))
 
+    def issued(self, request) -> None:
+        if request.is_navigation_request() and request.frame == self.page.main_frame:
+            self.documents += 1
+        self.issued_under[request] = self.documents
+        if not request.url.startswith((self.base, "blob:", "data:")):
+            self.problems.append(f"left the site: {request.url}")
+
     def close(self) -> None:
         self.context.close()
+        self.problems += [f"failed: {r.url} {failure}" for r, failure in self.failed
+                          if not (failure == "net::ERR_ABORTED" and self.issued_under.get(r, 0) < self.documents)]
         assert self.problems == []
 
 
