@@ -2,11 +2,13 @@
 
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from jsonschema import Draft202012Validator, FormatChecker
 from openapi_spec_validator import validate
 
 from app import create_app
@@ -14,6 +16,7 @@ from app.services.config import TestConfig
 from app.services.parts import parts
 
 from .bert_checkpoints import make_checkpoint
+from .conftest import CATALOG_SLUGS
 
 app = create_app(TestConfig)
 # The checkpoint model answers with a (small, random) checkpoint, so that its DataLab runs; without one its
@@ -61,6 +64,88 @@ def test_every_operation_conforms_and_never_fails_on_the_server(case):
         excluded.append(positive_data_acceptance)
     # The in-process WSGI transport does not decompress: ask for plain bodies.
     case.call_and_validate(headers={"Accept-Encoding": "identity"}, excluded_checks=excluded)
+
+
+def conforms(answer, schema: dict) -> None:
+    """The answer holds exactly what its schema in the served document says (formats checked too)."""
+    document = app.test_client().get("/api/openapi.json").get_json()
+    validator = Draft202012Validator(schema | {"components": document["components"]}, format_checker=FormatChecker())
+    errors = [f"{list(e.absolute_path)[:6]}: {e.message[:200]}" for e in validator.iter_errors(answer.get_json())]
+    assert errors == [], errors[:5]
+
+
+def answer_schema(path: str, method: str, status: int = 200) -> dict:
+    document = app.test_client().get("/api/openapi.json").get_json()
+    response = document["paths"][path][method]["responses"][str(status)]
+    if "$ref" in response:
+        response = document["components"]["responses"][response["$ref"].rsplit("/", 1)[1]]
+    return response["content"]["application/json"]["schema"]
+
+
+@pytest.mark.parametrize("slug", CATALOG_SLUGS)
+def test_every_answer_about_a_model_conforms_to_its_schema(slug):
+    """Its manifest, files, verification report, a job from 202 to done, and each lab endpoint's answer on the
+    request the recorder checks it with: each validated against the served document, strictly."""
+    client = app.test_client()
+    with app.app_context():
+        from app.services.extensions import models
+
+        model = models.catalog.models[slug]
+    conforms(client.get("/api/models"), answer_schema("/api/models", "get"))
+    conforms(client.get(f"/api/models/{slug}"), answer_schema("/api/models/{slug}", "get"))
+    conforms(client.get(f"/api/models/{slug}/files"), answer_schema("/api/models/{slug}/files", "get"))
+    app.config["VERIFY_WAIT"] = 0.0
+    started = client.post(f"/api/models/{slug}/verifications")
+    conforms(started, answer_schema("/api/models/{slug}/verifications", "post", started.status_code))
+    if started.status_code == 202:
+        for _ in range(600):
+            job = client.get(started.headers["Location"])
+            conforms(job, answer_schema("/api/models/{slug}/verifications/{job_id}", "get"))
+            if job.get_json()["state"] == "done":
+                break
+            time.sleep(0.1)
+        assert job.get_json()["report"]["status"] in ("passed", "error")
+        kept = client.post(f"/api/models/{slug}/verifications")
+        conforms(kept, answer_schema("/api/models/{slug}/verifications", "post", kept.status_code))
+    conforms(client.get(f"/api/models/{slug}/verifications/latest"),
+             answer_schema("/api/models/{slug}/verifications/latest", "get"))
+    if not model.has_lab:
+        return
+    presets = model.lab.kind.presets(model.manifest["experiment"]["cases"], model.lab)
+    for name, endpoint in model.lab.endpoints.items():
+        request = model.lab.kind.example(name, presets, model.lab)
+        if request is None:
+            continue
+        path = f"/api/models/{slug}/{name}"
+        if endpoint.method == "GET":
+            query = {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in request.items()}
+            answer = client.get(path, query_string=query)
+        else:
+            answer = client.post(path, json=request)
+        assert answer.status_code == 200, answer.get_json()
+        conforms(answer, answer_schema(path, endpoint.method.lower()))
+
+
+def test_interventions_training_the_datalab_and_errors_conform_to_their_schemas():
+    client = app.test_client()
+    intervened = client.post("/api/models/gpt/interventions", json={
+        "case": "cat", "interventions": [{"node": "h.0.attn", "action": "zero"}, {"node": "h.1.attn", "head": 1,
+                                                                                 "action": "scale", "factor": 2}]})
+    assert intervened.status_code == 200
+    conforms(intervened, answer_schema("/api/models/{slug}/interventions", "post"))
+    on_trace = client.post("/api/models/gpt/interventions", json={
+        "endpoint": "trace", "request": {"input_ids": [1, 3, 6]}, "interventions": [{"node": "h.0", "action": "zero"}]})
+    conforms(on_trace, answer_schema("/api/models/{slug}/interventions", "post"))
+    datalab = client.post("/api/models/bert-base/datalab", json={"text": "the [MASK] sat on the mat ."})
+    assert datalab.status_code == 200  # no recorded case to make an example of: the checkpoint's own run
+    conforms(datalab, answer_schema("/api/models/bert-base/datalab", "post"))
+    stages = client.post("/api/models/lenet/training", json={"case": "zero"})
+    assert stages.status_code == 200
+    conforms(stages, answer_schema("/api/models/{slug}/training", "post"))
+    for path, status in (("/api/models/nope", 404), ("/api/models/gpt/trace?input_ids=99", 400)):
+        answer = client.get(path)
+        assert answer.status_code == status
+        conforms(answer, answer_schema("/api/models/{slug}/files", "get", 404))
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -23,6 +23,7 @@ from ..domain.catalog import Model
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.compare import compare_replay, tolerance_for
 from ..domain.lru import SizedLRU
+from ..domain.shapes import Job, Report
 from . import budget, runs
 from .cache import cache, raw
 from .checkpoints import context, find
@@ -84,9 +85,9 @@ def _checkpoint_summary(model: Model) -> dict:
     return {"used": used, "recorded": recorded, "matches_recording": used == recorded, "note": note}
 
 
-def verify(model: Model) -> dict:
+def verify(model: Model) -> Report:
     """Re-execute the recipe and compare every recorded value; always returns a report."""
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    started_at = rfc3339(time.time())
     clock = time.perf_counter()
     report: dict = {"model": model.slug, "revision": model.revision, "manifest_sha256": model.etag,
                     "started_at": started_at, "recipe": _recipe_summary(model)}
@@ -105,18 +106,19 @@ def verify(model: Model) -> dict:
     return report
 
 
-def with_elapsed(job: dict) -> dict:
-    """Elapsed seconds as of now (or of the finish)."""
+def rfc3339(seconds: float | None) -> str | None:
+    """A time of the epoch as the API writes every time: RFC 3339 in UTC, to the millisecond."""
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+
+
+def public(job: dict) -> Job:
+    """A job as a client sees it: its times in RFC 3339, elapsed seconds as of now (or of the finish), and not
+    what only the server needs (the host and process that own it, its cache key)."""
     end = job["finished"] or time.time()
-    return job | {"elapsed_seconds": round(end - job["created"], 3)}
-
-
-PRIVATE = ("owner", "key")  # the server's host and process, and its cache key: for the server's own use
-
-
-def public(job: dict) -> dict:
-    """A job as a client sees it: without what only the server needs."""
-    return {k: v for k, v in job.items() if k not in PRIVATE}
+    return {"id": job["id"], "model": job["model"], "state": job["state"], "location": job["location"],
+            "created_at": rfc3339(job["created"]), "started_at": rfc3339(job.get("started")),
+            "finished_at": rfc3339(job["finished"]), "heartbeat_at": rfc3339(job["heartbeat"]),
+            "elapsed_seconds": round(end - job["created"], 3), "report": job["report"]}
 
 
 def owner_name() -> str:
@@ -174,7 +176,7 @@ class Verifications:
                            f"for {stale:g} s); start a new verification"})
             if state.store.get(_running_key(record["key"])) == job_id:
                 state.store.delete(_running_key(record["key"]))  # the next request starts afresh
-        return with_elapsed(record)
+        return record
 
     def wait(self, job_id: str, seconds: float) -> dict | None:
         """The job's report if it is done within `seconds` (waiting only on jobs this process runs)."""
@@ -216,7 +218,7 @@ class Verifications:
             local.running[job_id] = (record, threading.Event())
             self._ensure_heartbeat(current_app._get_current_object())
         local.executor.submit(self._run, current_app._get_current_object(), model, key, record, ticket)
-        return with_elapsed(record)
+        return record
 
     def _ensure_heartbeat(self, app: Flask) -> None:
         """One thread per process refreshes the heartbeat of every job it runs."""

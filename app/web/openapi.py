@@ -1,20 +1,27 @@
-"""The OpenAPI 3 description of the JSON API, assembled with apispec and served at /api/openapi.json.
+"""The OpenAPI 3.1 description of the JSON API, served at /api/openapi.json.
 
-Each model's lab endpoints are described from its recipe's declaration (the same one that validates the
-requests), and the slug parameter lists the models this server has, so the document describes this
-server exactly.
-tests/test_openapi.py runs schemathesis over every operation against it.
+Every answer's schema is generated from the TypedDict that the code building it is annotated with
+(domain/shapes.py, and each lab kind's shapes.py for its results), strict: an answer holds no property its
+schema does not name. Each model's lab endpoints are described from its recipe's declaration (the same one
+that validates the requests), and the slug parameter lists the models this server has, so the document
+describes this server exactly. tests/test_openapi.py runs schemathesis over every operation against it and
+drives a client generated from it.
 """
 
-from apispec import APISpec
+from copy import deepcopy
 
+from apispec import APISpec
+from pydantic import TypeAdapter
+
+from ..domain import shapes
 from ..domain.catalog import Catalog, Model
+from ..domain.labs import KINDS, Endpoint
 from ..services.extensions import models
 
 ERRORS = {
     400: "Bad input; the message starts with the field or parameter at fault.",
     404: "No such model, job or route.",
-    405: "Method not allowed.",
+    412: "If-Match names no current representation (the message gives the ETag).",
     413: "Request body too large.",
     415: "A body that is not declared JSON (Content-Type: application/json).",
     429: "Rate limit reached, or every recipe worker and the queue are busy (see Retry-After).",
@@ -23,111 +30,115 @@ ERRORS = {
          "or the model's checkpoint is not on this server (the message says how to provide one).",
     504: "The recipe ran past its timeout and was stopped.",
 }
-NUMBERS = {"type": "array", "items": {"type": "number"}}
-MATRIX = {"type": "array", "items": NUMBERS}
-NULLABLE_NUMBER = {"type": "number", "nullable": True}
-_TOKENS = {"type": "array", "items": {"type": "object", "required": ["id", "name"], "properties": {
-    "id": {"type": "integer"}, "name": {"type": "string"}}}}
-AXES = {"type": "object", "required": ["rows", "columns"], "properties": {"rows": _TOKENS, "columns": _TOKENS}}
-
-
-INTERVENTION = {"type": "object", "required": ["node", "action"], "additionalProperties": False, "properties": {
-    "node": {"type": "string", "description": "A module node of the recorded graph (not an op)."},
-    "action": {"type": "string", "enum": ["zero", "mean", "scale", "patch"]},
-    "head": {"type": "integer", "minimum": 0, "description": "One head of an attention module the recipe declares."},
-    "factor": {"type": "number", "description": "For scale."},
-    "from_case": {"type": "string", "description": "For patch: the recorded case whose output replaces this one's."}}}
-MOVED = {"type": "object", "additionalProperties": {"type": "number"}}
-EFFECTS = {"type": "object", "additionalProperties": {"type": "number"},
-           "description": "By module node: how much its output moved, |after - before| / |before|."}
+RETRY = (429, 503)  # the errors that say when to try again
+GET_ERRORS = (404, 412)
+POST_ERRORS = (400, 404, 413, 415, 429, 502, 503, 504)
+HEADERS = {
+    "ETag": {"description": "The representation's entity tag, for If-None-Match (304) and If-Match (412).",
+             "required": True, "schema": {"type": "string"}},
+    "Location": {"description": "The job to poll.", "required": True, "schema": {"type": "string"}},
+    "Retry-After": {"description": "Seconds to wait before asking again.", "schema": {"type": "integer"}},
+}
+# The answers named in the document; each TypedDict these name is described too, under its own name.
+ANSWERS = (shapes.Catalog, shapes.Manifest, shapes.Files, shapes.Report, shapes.Job, shapes.Intervened,
+           shapes.Stages, shapes.Error, shapes.LabAnswer, shapes.CaseAnswer, shapes.Intervention)
+TAGS = [
+    {"name": "catalog", "description": "The served models, their stored manifests and files."},
+    {"name": "verification", "description": "The recipe re-executed on the server and compared with its recording."},
+    {"name": "lab", "description": "Each model's live lab: what-if runs, generation, traces, computed live."},
+    {"name": "interventions", "description": "Runs with modules or attention heads changed."},
+    {"name": "training", "description": "Runs on the weights kept while a model trained."},
+]
+MAX_INTERVENTIONS = 16
 
 
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _json(schema: dict, description: str) -> dict:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+def _json(schema: dict, description: str, *headers: str) -> dict:
+    answer = {"description": description, "content": {"application/json": {"schema": schema}}}
+    if headers:
+        answer["headers"] = {name: {"$ref": f"#/components/headers/{name}"} for name in headers}
+    return answer
 
 
 def _errors(*codes: int) -> dict:
     return {str(code): {"$ref": f"#/components/responses/E{code}"} for code in codes}
 
 
-def _schemas() -> dict:
-    item = {"type": "object", "required": ["key", "label"], "properties": {
-        "key": {"type": "string"}, "label": {"type": "string"}}}
-    live = {
-        "model": {"type": "string"}, "revision": {"type": "string"}, "recorded": {"type": "boolean", "enum": [False]},
-        "note": {"type": "string"}, "request": {"type": "object"}, "environment": {"type": "object"},
-        "compute_seconds": {"type": "number"}, "cached": {"type": "boolean"}, "kind": {"type": "string"},
-    }
-    return {
-        "Error": {"type": "object", "required": ["error"], "properties": {"error": {
-            "type": "object", "required": ["status", "name", "message"],
-            "properties": {"status": {"type": "integer"}, "name": {"type": "string"}, "message": {"type": "string"}}}}},
-        "Catalog": {"type": "object", "required": ["models", "unavailable"], "properties": {
-            "models": {"type": "array", "items": {"type": "object", "required": [
-                "slug", "title", "question", "category", "tags", "revision", "milestone", "links"]}},
-            "unavailable": {"type": "array", "items": {"type": "object", "required": ["slug", "reason"]}}}},
-        "Manifest": {"type": "object", "required": ["schemaVersion", "slug", "revision", "layers", "experiment"]},
-        "Files": {"type": "object", "required": ["model", "revision", "files", "not_served"], "properties": {
-            "files": {"type": "array", "items": {"type": "object", "required": [
-                "name", "url", "content_type", "size", "sha256", "matches_recording"], "properties": {
-                "size": {"type": "integer"}, "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-                "recorded_sha256": {"type": "string", "nullable": True}}}}}},
-        "Report": {"type": "object", "required": ["model", "status"], "properties": {
-            "status": {"type": "string", "enum": ["passed", "failed", "error"]},
-            "message": {"type": "string"}, "cached": {"type": "boolean"}, "tolerance": {"type": "object"},
-            "cases": {"type": "array"}, "checks": {"type": "array"}, "environment": {"type": "object"},
-            "summary": {"type": "object"}, "duration_seconds": {"type": "number"}}},
-        "Job": {"type": "object", "required": ["id", "model", "state", "elapsed_seconds", "location", "report"],
-                "properties": {"state": {"type": "string", "enum": ["queued", "running", "done"]},
-                               "elapsed_seconds": {"type": "number"}, "created": {"type": "number"},
-                               "finished": NULLABLE_NUMBER,
-                               "report": {"allOf": [_ref("Report")], "nullable": True}}},
-        "LiveCase": {"type": "object", "required": ["kind", "case", "recorded", "cached"], "properties": {
-            **live, "record_check": {"type": "object"},
-            "axes": {"type": "object", "description": "By matrix key, what its rows and columns are (tokens "
-                     "with their ids and names), where the lab knows; other matrices have numbered axes.",
-                     "additionalProperties": AXES},
-            "case": {"type": "object", "required": ["id", "matrices", "vectors", "metrics"], "properties": {
-                "matrices": {"type": "array", "items": item | {"properties": {"values": MATRIX}}},
-                "vectors": {"type": "array", "items": item | {"properties": {"values": NUMBERS}}},
-                "metrics": {"type": "array", "items": item | {"properties": {"value": {"type": "number"}}}}}}}},
-        "LiveResult": {"type": "object", "required": ["kind", "recorded", "cached"], "properties": live},
-        "Intervention": INTERVENTION,
-        "Intervened": {"type": "object", "required": ["model", "endpoint", "request", "interventions", "effects",
-                                                      "cached"], "properties": {
-            **{k: v for k, v in live.items() if k != "kind"}, "endpoint": {"type": "string"},
-            "case": {"type": "string", "nullable": True},
-            "interventions": {"type": "array", "items": _ref("Intervention")},
-            "items": {"type": "object", "description": "For an endpoint that answers a case: every item by key, "
-                      "with its kind, label, value before and after the interventions, and delta (after - before).",
-                      "additionalProperties": {"type": "object", "required": ["kind", "label", "before", "after"]}},
-            "before": {"type": "object"}, "after": {"type": "object"},
-            "delta": {"type": "object", "description": "after - before, number by number, for another endpoint."},
-            "effects": EFFECTS}},
-        "Stages": {"type": "object", "required": ["model", "endpoint", "request", "stages", "cached"], "properties": {
-            **{k: v for k, v in live.items() if k != "kind"}, "endpoint": {"type": "string"},
-            "case": {"type": "string", "nullable": True},
-            "items": {"type": "object", "description": "For an endpoint that answers a case: every item's kind and "
-                      "label, by key.", "additionalProperties": {"type": "object", "required": ["kind", "label"]}},
-            "stages": {"type": "array", "description": "The weights kept while the model trained, first the "
-                       "initialisation, last the trained (recorded) weights.", "items": {
-                "type": "object", "required": ["id", "label", "weights", "activations"], "properties": {
-                    "id": {"type": "string"}, "label": {"type": "string"},
-                    "values": {"type": "object", "description": "For a case endpoint: every item's value, by key."},
-                    "result": {"type": "object", "description": "For another endpoint: its answer."},
-                    "weights": MOVED | {"description": "By module holding parameters: ||w - w0|| / ||w0||, from "
-                                                       "initialisation (its children's parameters included)."},
-                    "activations": MOVED | {"description": "By module node: how far its output on this input had "
-                                                           "moved from initialisation, ||a - a0|| / ||a0||."}}}}}},
-    }
+def _get(schema: dict, description: str) -> dict:
+    """The answers of a GET: the representation with its ETag, 304 to a matching If-None-Match, the errors."""
+    return {"200": _json(schema, description, "ETag"),
+            "304": {"description": "Not modified: If-None-Match names the current representation.",
+                    "headers": {"ETag": {"$ref": "#/components/headers/ETag"}}},
+            **_errors(*GET_ERRORS)}
+
+
+def _strict(schema: dict) -> dict:
+    """A generated schema without pydantic's titles, and closed: no property beyond those it names."""
+    out = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key == "properties":
+            value = {name: _strict(s) for name, s in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            value = _strict(value)
+        elif key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            value = [_strict(s) for s in value]
+        out[key] = value
+    if "properties" in out:
+        out.setdefault("additionalProperties", False)
+    return out
+
+
+def generated_schemas(types: tuple[type, ...]) -> dict[str, dict]:
+    """The JSON Schemas of these TypedDicts and of every type they name, by type name."""
+    adapters = [(t.__name__, "serialization", TypeAdapter(t)) for t in types]
+    _, top = TypeAdapter.json_schemas(adapters, ref_template="#/components/schemas/{model}")
+    found = {name: _strict(schema) for name, schema in top.get("$defs", {}).items()}
+    clashes = [name for name in found if not name.isidentifier() or "__" in name]
+    assert not clashes, f"two shapes share a name (rename one): {clashes}"
+    return found
+
+
+def _request(endpoint: Endpoint) -> dict:
+    """The request an endpoint takes, as its answer repeats it (with the defaults it ran with)."""
+    return {"type": "object", "additionalProperties": False,
+            "properties": {f: field.json_schema() for f, field in endpoint.fields.items()},
+            "required": [f for f, field in endpoint.fields.items() if field.required]}
+
+
+def _answer(schemas: dict[str, dict], model: Model, endpoint: Endpoint) -> dict:
+    """One lab endpoint's answer: the live envelope with its own request and kind, and its result's members
+    (a case under `case`)."""
+    answer = deepcopy(schemas["CaseAnswer" if endpoint.answers == "case" else "LabAnswer"])
+    answer["properties"] |= {"kind": {"type": "string", "const": endpoint.name}, "request": _request(endpoint)}
+    result = model.lab.kind.results.get(endpoint.name)
+    if result is not None:
+        answer["properties"] |= deepcopy(schemas[result.__name__]["properties"])
+        answer["required"] = answer["required"] + schemas[result.__name__].get("required", [])
+    elif endpoint.answers != "case":  # a result whose shape the lab kind does not declare
+        answer["additionalProperties"] = True
+    return answer
 
 
 def _slug(slugs: list[str]) -> dict:
     return {"name": "slug", "in": "path", "required": True, "schema": {"type": "string", "enum": slugs or ["none"]}}
+
+
+def _subject(cases: list[str] | None, *, required: list[str]) -> dict:
+    """A body naming a recorded case or a lab request, and the endpoint to run it on."""
+    case: dict = {"type": "string", "description": "A recorded case (or send request)."}
+    if cases is not None:
+        case["enum"] = cases or [""]
+    return {"type": "object", "additionalProperties": False, "required": required, "properties": {
+        "case": case,
+        "request": {"type": "object", "description": "A request of the lab endpoint (or send case); described "
+                                                     "under that endpoint's path."},
+        "endpoint": {"type": "string", "description": "The lab endpoint to run; by default the one that answers a "
+                                                      "case."}}}
 
 
 def _paths(slugs: list[str], trained: dict[str, list[str]]) -> dict:
@@ -135,69 +146,76 @@ def _paths(slugs: list[str], trained: dict[str, list[str]]) -> dict:
     slug = _slug(slugs)
     job_id = {"name": "job_id", "in": "path", "required": True,
               "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
+    intervened = _subject(None, required=["interventions"])
+    intervened["properties"]["interventions"] = {"type": "array", "minItems": 1, "maxItems": MAX_INTERVENTIONS,
+                                                 "items": _ref("Intervention")}
+    stages = _subject(sorted({c for cases in trained.values() for c in cases}), required=[])
+    stages["oneOf"] = [{"required": ["case"]}, {"required": ["request"]}]
     return {
-        "/api/models": {"get": {"summary": "The catalog", "responses": {
-            "200": _json(_ref("Catalog"), "Served models, and manifests that could not be loaded.")}}},
-        "/api/models/{slug}": {"get": {"summary": "The stored manifest, byte for byte (ETag)", "parameters": [slug],
-                                       "responses": {"200": _json(_ref("Manifest"), "The manifest."), **_errors(404)}}},
+        "/api/models": {"get": {"operationId": "listModels", "tags": ["catalog"], "summary": "The catalog",
+                                "responses": _get(_ref("Catalog"), "Served models, and manifests that could not "
+                                                                   "be loaded.")}},
+        "/api/models/{slug}": {"get": {"operationId": "getManifest", "tags": ["catalog"],
+                                       "summary": "The stored manifest, byte for byte", "parameters": [slug],
+                                       "responses": _get(_ref("Manifest"), "The manifest.")}},
         "/api/models/{slug}/files": {"get": {
-            "summary": "Files with served and recorded hashes", "parameters": [slug],
-            "responses": {"200": _json(_ref("Files"), "The files."), **_errors(404)}}},
+            "operationId": "listFiles", "tags": ["catalog"], "summary": "Files with served and recorded hashes",
+            "parameters": [slug], "responses": _get(_ref("Files"), "The files.")}},
         "/api/models/{slug}/verifications": {"post": {
+            "operationId": "startVerification", "tags": ["verification"],
             "summary": "Re-execute the recipe and compare with the recording", "parameters": [slug],
-            "responses": {"200": _json(_ref("Report"), "The report (finished or cached)."),
-                          "202": _json(_ref("Job"), "Running: poll the Location."), **_errors(404, 413, 429, 503)}}},
+            "responses": {"200": _json(_ref("Report"), "The report (finished within the request, or kept)."),
+                          "202": _json(_ref("Job"), "Running: poll the Location.", "Location", "Retry-After"),
+                          **_errors(404, 413, 429, 503)}}},
         "/api/models/{slug}/verifications/latest": {"get": {
+            "operationId": "getLatestVerification", "tags": ["verification"],
             "summary": "The latest verification report", "parameters": [slug],
-            "responses": {"200": _json(_ref("Report"), "The report."), **_errors(404, 503)}}},
+            "responses": _get(_ref("Report"), "The report.") | _errors(503)}},
         "/api/models/{slug}/verifications/{job_id}": {"get": {
-            "summary": "A verification job", "parameters": [slug, job_id],
-            "responses": {"200": _json(_ref("Job"), "The job and, once done, its report."), **_errors(404)}}},
+            "operationId": "getVerificationJob", "tags": ["verification"], "summary": "A verification job",
+            "parameters": [slug, job_id],
+            "responses": _get(_ref("Job"), "The job and, once done, its report.") | {
+                "200": _json(_ref("Job"), "The job and, once done, its report (until then with Retry-After).",
+                             "ETag", "Retry-After")}}},
         "/api/models/{slug}/interventions": {"post": {
+            "operationId": "intervene", "tags": ["interventions"],
             "summary": "A recorded case or a lab request run as it is and with modules or heads zeroed, averaged, "
                        "scaled or patched", "parameters": [slug],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                "type": "object", "additionalProperties": False, "required": ["interventions"], "properties": {
-                    "case": {"type": "string", "description": "A recorded case (or send request)."},
-                    "request": {"type": "object", "description": "A request of the lab endpoint (or send case)."},
-                    "endpoint": {"type": "string", "description": "The lab endpoint to run; by default the one "
-                                 "that answers a case."},
-                    "interventions": {"type": "array", "minItems": 1, "maxItems": 16,
-                                      "items": _ref("Intervention")}}}}}},
+            "requestBody": {"required": True, "content": {"application/json": {"schema": intervened}}},
             "responses": {"200": _json(_ref("Intervened"), "Before, after, their difference and each module's "
-                                                           "movement."),
-                          **_errors(400, 404, 413, 415, 429, 502, 503, 504)}}},
+                                                           "movement."), **_errors(*POST_ERRORS)}}},
         "/api/models/{slug}/training": {"post": {
+            "operationId": "trainingStages", "tags": ["training"],
             "summary": "A recorded case or a lab request run on every stage of weights kept while the model trained",
             "parameters": [_slug(list(trained))],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                "type": "object", "additionalProperties": False,
-                "oneOf": [{"required": ["case"]}, {"required": ["request"]}], "properties": {
-                    "case": {"type": "string", "enum": sorted({c for cases in trained.values() for c in cases}) or [""],
-                             "description": "A recorded case of the model (or send request)."},
-                    "request": {"type": "object", "description": "A request of the lab endpoint (or send case)."},
-                    "endpoint": {"type": "string", "description": "The lab endpoint to run; by default the one "
-                                 "that answers a case."}}}}}},
+            "requestBody": {"required": True, "content": {"application/json": {"schema": stages}}},
             "responses": {"200": _json(_ref("Stages"), "Each stage's answer and each module's movement from "
-                                                       "initialisation."),
-                          **_errors(400, 404, 413, 415, 429, 502, 503, 504)}}},
-        "/api/openapi.json": {"get": {"summary": "This document", "responses": {
-            "200": {"description": "OpenAPI 3", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+                                                       "initialisation."), **_errors(*POST_ERRORS)}}},
+        "/api/openapi.json": {"get": {"operationId": "getOpenapi", "tags": ["catalog"], "summary": "This document",
+                                      "responses": _get({"type": "object"}, "OpenAPI 3.1")}},
     }
 
 
-def _lab_paths(model: Model) -> dict:
+def _operation_id(model: Model, name: str) -> str:
+    """gpt's generations: gptGenerations; bert-base's datalab: bertBaseDatalab."""
+    words = [w for w in f"{model.slug}-{name}".replace("_", "-").split("-") if w]
+    return words[0] + "".join(w.capitalize() for w in words[1:])
+
+
+def _lab_paths(model: Model, schemas: dict[str, dict]) -> dict:
     """Each lab endpoint of one model, its fields described from the recipe's declaration."""
     paths = {}
+    limits = model.lab.kind.limits
     for name, endpoint in model.lab.endpoints.items():
-        operation: dict = {"summary": f"{model.slug}: {endpoint.summary}",
-                           "responses": {"200": _json(_ref("LiveCase" if endpoint.answers == "case" else "LiveResult"),
-                                                      "The answer, computed live by the recipe."),
-                                         **_errors(400, 404, 413, 415, 429, 502, 503, 504)}}
-        fields = {f: field.json_schema() for f, field in endpoint.fields.items()}
+        operation: dict = {"operationId": _operation_id(model, name), "tags": ["lab"],
+                           "summary": f"{model.slug}: {endpoint.summary}"}
+        fields = _request(endpoint)["properties"]
+        for field, limit in limits.get(name, {}).items():
+            fields[field]["description"] = " ".join(filter(None, (fields[field].get("description"), limit)))
+        answer = _json(_answer(schemas, model, endpoint), "The answer, computed live by the recipe.")
         if endpoint.method == "POST":
             properties = dict(fields)
-            properties["interventions"] = {"type": "array", "minItems": 1, "maxItems": 16,
+            properties["interventions"] = {"type": "array", "minItems": 1, "maxItems": MAX_INTERVENTIONS,
                                            "items": _ref("Intervention"),
                                            "description": "Run with these interventions: the answer is the "
                                                           "intervened one, with each module's movement (effects)."}
@@ -209,38 +227,45 @@ def _lab_paths(model: Model) -> dict:
             body = {"type": "object", "additionalProperties": False, "properties": properties,
                     "required": [f for f, field in endpoint.fields.items() if field.required]}
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+            operation["responses"] = {"200": answer, **_errors(*POST_ERRORS)}
         else:
-            operation["parameters"] = [{"name": f, "in": "query", "required": endpoint.fields[f].required,
-                                        "schema": _query_schema(schema), "description": schema.get("description", "")}
-                                       for f, schema in fields.items()]
+            operation["parameters"] = [_query(f, endpoint.fields[f].required, schema) for f, schema in fields.items()]
+            operation["responses"] = {"200": answer | {"headers": {"ETag": {"$ref": "#/components/headers/ETag"}}},
+                                      **_errors(400, *POST_ERRORS[1:])}
         paths[f"/api/models/{model.slug}/{name}"] = {endpoint.method.lower(): operation}
     return paths
 
 
-def _query_schema(schema: dict) -> dict:
-    """A list field travels in the query string as comma-separated integers."""
-    if schema.get("type") != "array":
-        return {k: v for k, v in schema.items() if k != "description"}
-    low, high = schema["items"].get("minimum", 0), schema["items"].get("maximum", 0)
-    number = f"({'|'.join(str(v) for v in range(int(high), int(low) - 1, -1))})" if high - low < 64 else "[0-9]+"
-    count = schema.get("minItems", 1), schema.get("maxItems", schema.get("minItems", 1))
-    return {"type": "string", "pattern": f"^{number}(,{number}){{{max(count[0] - 1, 0)},{max(count[1] - 1, 0)}}}$"}
+def _query(name: str, required: bool, schema: dict) -> dict:
+    """A field as a query parameter: a list travels comma-separated (style form, not exploded)."""
+    parameter = {"name": name, "in": "query", "required": required, "description": schema.get("description", ""),
+                 "schema": {k: v for k, v in schema.items() if k != "description"}}
+    if schema.get("type") == "array":
+        parameter |= {"style": "form", "explode": False}
+    return parameter
 
 
 def build_spec(catalog: Catalog) -> dict:
     """The document for the models in this catalog."""
-    models = list(catalog.models.values())
-    spec = APISpec(title="TensorViz API", version="1", openapi_version="3.0.3", info={
-        "description": "The stored manifests, their files, server-side verification and the live lab."})
-    for name, schema in _schemas().items():
+    served = list(catalog.models.values())
+    spec = APISpec(title="TensorViz API", version="1", openapi_version="3.1.0", info={
+        "description": "The stored manifests, their files, server-side verification and the live lab. Every time "
+                       "is RFC 3339 in UTC. A method a path does not list answers 405 with Allow; OPTIONS answers "
+                       "204 with Allow."}, servers=[{"url": "/", "description": "This server"}], tags=TAGS)
+    results = tuple(shape for kind in KINDS.values() for shape in kind.results.values())
+    schemas = generated_schemas(ANSWERS + results)
+    for name, schema in schemas.items():
         spec.components.schema(name, schema)
+    for name, header in HEADERS.items():
+        spec.components.header(name, header)
     for code, description in ERRORS.items():
-        spec.components.response(f"E{code}", _json(_ref("Error"), description))
-    trained = {m.slug: [c["id"] for c in m.manifest["experiment"]["cases"]] for m in models if m.training is not None}
-    paths = _paths([m.slug for m in models], trained)
-    for model in models:
+        spec.components.response(f"E{code}", _json(_ref("Error"), description, *(("Retry-After",) if code in RETRY
+                                                                                     else ())))
+    trained = {m.slug: [c["id"] for c in m.manifest["experiment"]["cases"]] for m in served if m.training is not None}
+    paths = _paths([m.slug for m in served], trained)
+    for model in served:
         if model.has_lab:
-            paths |= _lab_paths(model)
+            paths |= _lab_paths(model, schemas)
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return spec.to_dict()

@@ -45,7 +45,7 @@ class Field:
     description: str = ""
 
     def json_schema(self) -> dict:
-        """The field as JSON Schema (OpenAPI 3.0)."""
+        """The field as JSON Schema (OpenAPI 3.1)."""
         if self.type == "choice":
             schema: dict = {"type": "string", "enum": list(self.values)}
         elif self.type == "text":
@@ -114,7 +114,10 @@ def fail(field: str, message: str):
 
 
 def _int(value, field: Field, where: str) -> int:
-    """An integer in range; JSON true/false and 2.0 are not integers here."""
+    """An integer in range. 2.0 is the integer 2, as JSON Schema (and so the API's document) counts it; JSON
+    true/false and 2.5 are not integers."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         fail(where, f"must be an integer, not {type(value).__name__}")
     _in_range(value, field, where)

@@ -4,6 +4,8 @@
                   its page reads from each endpoint's result, and its defaults, presets and axes
     lab.html      the panel's template (extends labs/_lab.html), served as labs/<name>.html
     lab.js        the ES module that draws it, served as js/labs/<name>.js beside js/labs/common.js
+    shapes.py     the TypedDicts of its endpoints' results (an endpoint that answers a case has the case's
+                  shape), from which the API's document describes them
 
 The registry (labs/__init__.py) lists the kinds; nothing else names one.
 """
@@ -49,6 +51,9 @@ class LabKind:
     name: ClassVar[str]
     requires: ClassVar[dict[str, tuple[str, ...]]] = {}  # by part of the declaration ("sizes", "endpoints")
     reads: ClassVar[dict[str, Reads]] = {}  # by endpoint: what the kind's page reads from its result
+    results: ClassVar[dict[str, type]] = {}  # by endpoint that answers a result, not a case: its TypedDict
+    # By endpoint and field: a limit that depends on another field (prepare checks it), for the API's document.
+    limits: ClassVar[dict[str, dict[str, str]]] = {}
 
     @property
     def folder(self) -> Path:

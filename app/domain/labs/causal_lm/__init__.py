@@ -4,6 +4,7 @@ generation, and a stage-by-stage trace of one position through the blocks."""
 from ..cases import input_tokens, vectors
 from ..fields import DeclarationError, fail
 from ..kind import LabKind, Reads
+from .shapes import CausalTrace, Generation
 
 
 class CausalLM(LabKind):
@@ -15,6 +16,10 @@ class CausalLM(LabKind):
         "trace": Reads(keys=("position", "stages"),
                        stages=("tokens", "embeddings", "block*", "final_norm", "logits", "prediction")),
     }
+    results = {"generations": Generation, "trace": CausalTrace}
+    limits = {"generations": {"steps": "The prompt and the new tokens must fit the context: steps is at most the "
+                                       "context size minus len(input_ids)."},
+              "trace": {"position": "At most len(input_ids) - 1; the last token when absent."}}
 
     def check(self, spec) -> None:
         """Token names, where given, name every token of the vocabulary."""

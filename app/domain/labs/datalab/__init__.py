@@ -3,6 +3,7 @@ stage (WordPiece tokens, embeddings, every layer's attention, FFN and logit lens
 
 from ..fields import DeclarationError, fail
 from ..kind import LabKind, Reads
+from .shapes import DataLabTrace
 
 MASK = "[MASK]"  # the WordPiece vocabularies' mask token, written as such in the text
 
@@ -12,6 +13,8 @@ class DataLab(LabKind):
     requires = {"endpoints": ("datalab",)}
     reads = {"datalab": Reads(keys=("checkpoint", "tokens", "mask_positions", "position", "embedding", "layers",
                                     "head_state", "softmax", "top", "prediction"))}
+    results = {"datalab": DataLabTrace}
+    limits = {"datalab": {"text": "Must hold [MASK]; at most the checkpoint's positions in WordPiece tokens."}}
 
     def check(self, spec) -> None:
         """The endpoint takes the sentence as a `text` field."""

@@ -3,6 +3,7 @@ probabilities and the saliency of every edit, and trace one class's score back t
 
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads
+from .shapes import ImageTrace
 
 
 class ImageClassifier(LabKind):
@@ -12,6 +13,7 @@ class ImageClassifier(LabKind):
         "runs": Reads(items=("probabilities", "prediction", "confidence")),
         "trace": Reads(keys=("method", "target", "predicted", "stages"), stages=("logit",)),
     }
+    results = {"trace": ImageTrace}
 
     def check(self, spec) -> None:
         """Both endpoints take the drawing as a grid of the declared size; class names, where given, name

@@ -6,6 +6,7 @@ import math
 from ..cases import input_tokens, metrics, vectors
 from ..fields import fail
 from ..kind import LabKind, Reads
+from .shapes import Corruption, MaskedTrace
 
 
 def default_segments(input_ids: list[int], spec) -> list[int]:
@@ -26,6 +27,8 @@ class MaskedLM(LabKind):
                        stages=("tokens", "embeddings", "embedding_norm", "attention", "attention_output", "ffn_up",
                                "ffn_down", "mlm_head", "logits", "softmax", "nsp")),
     }
+    results = {"corruptions": Corruption, "trace": MaskedTrace}
+    limits = {"trace": {"position": "Required when input_ids holds no MASK; the first MASK's position when absent."}}
 
     def prepare(self, endpoint: str, args: dict, spec) -> dict:
         """Defaults that depend on other fields: segments from the first SEP, a trace's position from MASK."""

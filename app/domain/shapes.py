@@ -1,0 +1,528 @@
+"""The shape of every JSON answer of the API, as TypedDicts.
+
+The functions that build an answer are annotated with these types, and the OpenAPI document's schemas are
+generated from them (web/openapi.py), so the contract is written once. A lab kind declares the shapes of its
+endpoints' results beside its code (`LabKind.results`). Keys are as on the wire: the stored manifest's are
+camelCase because the seed's are.
+"""
+
+from typing import Annotated, Literal, NotRequired
+
+from typing_extensions import TypedDict  # pydantic reads a TypedDict from here before Python 3.12
+
+
+class _RFC3339:
+    """Marks a string as an RFC 3339 time (format date-time) in the generated schema."""
+
+    @staticmethod
+    def __get_pydantic_json_schema__(core_schema, handler) -> dict:
+        return handler(core_schema) | {"format": "date-time"}
+
+
+class _Minimum:
+    """A least value, in the generated schema."""
+
+    def __init__(self, least: int) -> None:
+        self.least = least
+
+    def __get_pydantic_json_schema__(self, core_schema, handler) -> dict:
+        return handler(core_schema) | {"minimum": self.least}
+
+
+Time = Annotated[str, _RFC3339()]  # every time of the API, in UTC
+Status = Literal["passed", "failed"]
+# A number that the comparison could not compute (a relative difference from a recorded zero) is null.
+Ratio = float | None
+
+
+# --- the stored manifest, served byte for byte --------------------------------------------------------------
+
+class Paper(TypedDict):
+    title: str
+    url: NotRequired[str]
+
+
+class Milestone(TypedDict):
+    name: str
+    year: NotRequired[int]
+    kind: NotRequired[str]
+    fidelity: NotRequired[str]
+    papers: NotRequired[list[Paper]]
+
+
+class InputSpec(TypedDict):
+    shape: list[int]
+    dtype: str
+    fill: str
+
+
+class Inputs(TypedDict):
+    args: list[InputSpec]
+
+
+class Execution(TypedDict):
+    inputs: Inputs
+    device: str
+    mode: str
+    seed: int
+    deterministic: bool
+
+
+class RecordedCheckpoint(TypedDict):
+    files: dict[str, str]  # each checkpoint file's sha256, by name
+
+
+class Provenance(TypedDict):
+    capturedAt: Time
+    recorder: NotRequired[int]
+    productRevision: NotRequired[str]
+    sourceSha256: str
+    python: str
+    torch: str
+    execution: Execution
+    outcome: str
+    outputShape: list[int]
+    method: str
+    scope: str
+    numericalChecks: list[str]
+    checkpoint: NotRequired[RecordedCheckpoint | None]  # null: recorded without a checkpoint
+
+
+class SourceSpan(TypedDict):
+    line: int
+    endLine: int
+
+
+ParamValue = int | float | str | bool | None | list[int]
+
+
+class Layer(TypedDict):
+    id: str
+    label: str
+    op: str
+    kind: str
+    parent: str | None
+    params: dict[str, ParamValue]
+    className: NotRequired[str]
+    source: NotRequired[SourceSpan]
+    callSource: NotRequired[SourceSpan]
+    sharedParams: NotRequired[dict[str, list[str]]]  # a parameter shared with other modules' (tied weights)
+
+
+class Connection(TypedDict):
+    id: str
+    source: str
+    target: str
+    sourcePort: str | None
+    targetPort: str | None
+
+
+class Step(TypedDict):
+    id: str
+    target: str
+    title: str
+    note: str
+
+
+class RecordedMatrix(TypedDict):
+    key: NotRequired[str]  # the seed's items have none: their key is made from the label
+    label: str
+    values: list[list[float]]
+
+
+class RecordedVector(TypedDict):
+    key: NotRequired[str]
+    label: str
+    values: list[float]
+
+
+class RecordedMetric(TypedDict):
+    key: NotRequired[str]
+    label: str
+    value: float
+
+
+class RecordedCase(TypedDict):
+    id: str
+    label: str
+    target: NotRequired[str]
+    note: NotRequired[str]
+    matrices: NotRequired[list[RecordedMatrix]]
+    vectors: NotRequired[list[RecordedVector]]
+    metrics: NotRequired[list[RecordedMetric]]
+
+
+class StatedTolerance(TypedDict):
+    rtol: float
+    atol: float
+
+
+class Experiment(TypedDict):
+    kind: str
+    title: str
+    description: str
+    controlLabel: NotRequired[str]
+    cases: list[RecordedCase]
+    tolerance: NotRequired[StatedTolerance]
+
+
+class RecordedFile(TypedDict):
+    url: str
+    sha256: str
+    bytes: int
+
+
+class Manifest(TypedDict):
+    schemaVersion: Literal[1]
+    slug: str
+    title: str
+    className: str
+    question: str
+    description: str
+    category: str
+    tags: list[str]
+    curator: NotRequired[str]
+    attribution: NotRequired[str]
+    license: NotRequired[str]
+    limitations: NotRequired[str]
+    openingStep: NotRequired[str]
+    provenance: Provenance
+    layers: list[Layer]
+    connections: list[Connection]
+    steps: list[Step]
+    milestone: Milestone
+    experiment: Experiment
+    revision: str
+    files: dict[str, RecordedFile]
+
+
+# --- the catalog and the files ------------------------------------------------------------------------------
+
+class Links(TypedDict):
+    self: str
+    files: str
+    verifications: str
+    latest_verification: str
+    page: str
+
+
+class CatalogEntry(TypedDict):
+    slug: str
+    title: str
+    question: str
+    category: str
+    tags: list[str]
+    revision: str
+    milestone: Milestone
+    links: Links
+
+
+class Unavailable(TypedDict):
+    slug: str
+    reason: str
+
+
+class Catalog(TypedDict):
+    models: list[CatalogEntry]
+    unavailable: list[Unavailable]
+
+
+class ServedFile(TypedDict):
+    name: str
+    url: str
+    content_type: str
+    size: int
+    sha256: str
+    recorded_sha256: str | None
+    recorded_size: int | None
+    matches_recording: bool
+    note: NotRequired[str]  # why a file differs from the recording where that is expected
+
+
+class NotServed(TypedDict):
+    name: str
+    recorded_sha256: str | None
+    note: str
+
+
+class Files(TypedDict):
+    model: str
+    revision: str
+    files: list[ServedFile]
+    not_served: list[NotServed]
+
+
+# --- verification -------------------------------------------------------------------------------------------
+
+class Tolerance(TypedDict):
+    rtol: float
+    atol: float
+    source: str
+    rule: str
+
+
+class ValueReport(TypedDict):
+    """One recorded matrix, vector or metric against its replay."""
+
+    kind: Literal["matrix", "vector", "metric"]
+    key: str
+    label: str
+    status: Status
+    message: NotRequired[str]  # why it failed without numbers: no such item, another shape
+    shape: NotRequired[list[int]]
+    max_abs_diff: NotRequired[Ratio]
+    max_rel_diff: NotRequired[Ratio]
+    worst_index: NotRequired[list[int]]
+    recorded_at_worst: NotRequired[Ratio]
+    replayed_at_worst: NotRequired[Ratio]
+    failing_elements: NotRequired[int]
+    worst_ratio: NotRequired[Ratio]
+    abs_diff: NotRequired[list[Ratio] | list[list[Ratio]]]  # each element's |replayed - recorded|
+    allowance_ratio: NotRequired[list[Ratio] | list[list[Ratio]]]  # each element's |diff| / allowance
+
+
+class CaseReport(TypedDict):
+    id: str
+    label: str
+    status: Status
+    message: NotRequired[str]
+    values: list[ValueReport]
+
+
+# What a recipe's check measured: numbers, flags, shapes, or those by part.
+Measure = float | bool | str | None | list[int] | list[float]
+CheckDetail = dict[str, Measure | dict[str, Measure]]
+
+
+class CheckReport(TypedDict):
+    name: str
+    status: Status
+    message: NotRequired[str]
+    detail: NotRequired[CheckDetail]
+    recorded: NotRequired[Literal[False]]  # a check the recipe ran that the recording does not name
+
+
+class Summary(TypedDict):
+    cases: int
+    cases_failed: int
+    values: int
+    values_failed: int
+    elements: int
+    checks: int
+    checks_failed: int
+
+
+class Environment(TypedDict):
+    """Where a recipe ran."""
+
+    python: str
+    torch: str
+    numpy: str
+    platform: str
+    torch_threads: int
+    seed: int
+    mode: str
+    deterministic: bool
+    device: str
+
+
+class RecipeSummary(TypedDict):
+    model_py_sha256: str
+    run_py_sha256: str
+    recorded_source_sha256: str | None
+    matches_recorded_source: bool
+    note: str
+
+
+class CheckpointSummary(TypedDict):
+    used: dict[str, str]  # the sha256 of each checkpoint file the replay read, by name
+    recorded: dict[str, str] | None  # those the recording was made from
+    matches_recording: bool
+    note: str
+
+
+class Report(TypedDict):
+    """A verification: the recipe re-executed and every recorded value compared."""
+
+    model: str
+    status: Literal["passed", "failed", "error"]
+    revision: NotRequired[str]
+    manifest_sha256: NotRequired[str]
+    started_at: NotRequired[Time]
+    recipe: NotRequired[RecipeSummary]
+    message: NotRequired[str]  # why it could not compare (status "error")
+    tolerance: NotRequired[Tolerance]
+    summary: NotRequired[Summary]
+    cases: NotRequired[list[CaseReport]]
+    checks: NotRequired[list[CheckReport]]
+    environment: NotRequired[Environment]
+    compute_seconds: NotRequired[float]
+    checkpoint: NotRequired[CheckpointSummary]
+    duration_seconds: NotRequired[float]
+    cached: bool
+
+
+class Job(TypedDict):
+    """A verification job as a client polls it."""
+
+    id: str
+    model: str
+    state: Literal["queued", "running", "done"]
+    location: str
+    created_at: Time
+    started_at: Time | None
+    finished_at: Time | None
+    heartbeat_at: Time  # the last sign of life from the process that runs it
+    elapsed_seconds: float
+    report: Report | None
+
+
+# --- live answers -------------------------------------------------------------------------------------------
+
+RequestValue = int | float | str | bool | None | list[int] | list[list[int]]
+
+
+class Live(TypedDict):
+    """What every live answer carries: what ran, where, and whether it was kept from an earlier run. Each lab
+    endpoint's `request` is described by its own fields in the document."""
+
+    model: str
+    revision: str
+    recorded: Literal[False]
+    note: str
+    request: dict[str, RequestValue]
+    environment: Environment
+    compute_seconds: float
+    cached: bool
+
+
+class LabAnswer(Live):
+    kind: str  # the lab endpoint that answered
+
+
+class Token(TypedDict):
+    id: int
+    name: str
+
+
+class Axes(TypedDict):
+    """What a matrix's rows and columns are."""
+
+    rows: list[Token]
+    columns: list[Token]
+
+
+class Matrix(TypedDict):
+    key: str
+    label: str
+    values: list[list[float | None]]
+
+
+class Vector(TypedDict):
+    key: str
+    label: str
+    values: list[float | None]
+
+
+class Metric(TypedDict):
+    key: str
+    label: str
+    value: float | None
+
+
+class LiveCase(TypedDict):
+    id: Literal["live"]
+    label: str
+    matrices: list[Matrix]
+    vectors: list[Vector]
+    metrics: list[Metric]
+
+
+class RecordCheck(TypedDict):
+    """A live case compared with the recorded case it should reproduce, by the verification's rule."""
+
+    id: str
+    label: str
+    status: Status
+    message: NotRequired[str]
+    values: list[ValueReport]
+    tolerance: Tolerance
+
+
+class CaseAnswer(LabAnswer):
+    """An endpoint that answers a case, in the recording's own shape."""
+
+    case: LiveCase
+    axes: dict[str, Axes]  # by matrix key, where the lab kind knows; other matrices have numbered axes
+    record_check: NotRequired[RecordCheck]
+
+
+Value = float | None | list[float | None] | list[list[float | None]]  # a metric, a vector or a matrix
+
+
+class Change(TypedDict):
+    kind: Literal["matrix", "vector", "metric"]
+    label: str
+    before: Value
+    after: Value
+    delta: Value  # after - before
+
+
+class Intervention(TypedDict):
+    """One change to the run: a module node of the recorded graph (not an op), or one head of an attention module
+    the recipe declares, zeroed, replaced by its mean over positions, scaled by a factor, or patched with its
+    output on another recorded case."""
+
+    node: str
+    action: Literal["zero", "mean", "scale", "patch"]
+    head: NotRequired[Annotated[int, _Minimum(0)]]
+    factor: NotRequired[float]  # for scale
+    from_case: NotRequired[str]  # for patch: the recorded case whose output replaces this one's
+
+
+class Intervened(Live):
+    """A run as asked and with its interventions: for a case endpoint every item before, after and their
+    difference; for another endpoint both answers whole and their difference number by number."""
+
+    endpoint: str
+    case: str | None
+    interventions: list[Intervention]
+    items: NotRequired[dict[str, Change]]
+    before: NotRequired[dict]
+    after: NotRequired[dict]
+    delta: NotRequired[dict]
+    effects: dict[str, float | None]  # by module node: |after - before| / |before| of its output
+
+
+class ItemName(TypedDict):
+    kind: Literal["matrix", "vector", "metric"]
+    label: str
+
+
+class Stage(TypedDict):
+    id: str
+    label: str
+    values: NotRequired[dict[str, Value]]  # a case endpoint's items by key
+    result: NotRequired[dict]  # another endpoint's answer
+    weights: dict[str, float | None]  # by module holding parameters: ||w - w0|| / ||w0||
+    activations: dict[str, float | None]  # by module node: ||a - a0|| / ||a0|| on this input
+
+
+class Stages(Live):
+    """A run on every stage of weights kept while the model trained, first the initialisation, last the
+    trained weights."""
+
+    endpoint: str
+    case: str | None
+    items: NotRequired[dict[str, ItemName]]
+    stages: list[Stage]
+
+
+class ErrorBody(TypedDict):
+    status: int
+    name: str
+    message: str
+
+
+class Error(TypedDict):
+    error: ErrorBody
