@@ -329,6 +329,14 @@ def test_trace_position_defaults_to_the_first_mask(lab_client):
     assert body["position"] == 4 and body["segment_ids"] == [0, 0, 0, 0, 1, 1]
 
 
+def test_a_list_travels_comma_separated_or_one_value_per_repetition(lab_client):
+    """`input_ids=1,4,5` as the pages link, `input_ids=1&input_ids=4&input_ids=5` as generated clients send it."""
+    commas = lab_client.get("/api/models/bert/trace?input_ids=1,4,5,2,3,2").get_json()
+    repeated = lab_client.get("/api/models/bert/trace?" + "&".join(f"input_ids={t}" for t in (1, 4, 5, 2, 3, 2)))
+    assert repeated.status_code == 200
+    assert repeated.get_json()["stages"] == commas["stages"] and repeated.get_json()["request"] == commas["request"]
+
+
 @pytest.mark.parametrize("query, message", [
     ("", "input_ids: is required"),
     ("input_ids=1,4,x,2,6,2", "input_ids: must be comma-separated integers"),
@@ -338,6 +346,7 @@ def test_trace_position_defaults_to_the_first_mask(lab_client):
     ("input_ids=1,4,3,2,6,2&position=two", "position: must be an integer"),
     ("input_ids=1,4,3,2,6,2&attention=left", "attention: must be one of"),
     ("input_ids=1,4,3,2,6,2&layer=3", "layer: unknown parameter"),
+    ("input_ids=1,4,3,2,6,2&position=1&position=2", "position: is given 2 times; give it once"),
 ])
 def test_bad_trace_queries_name_the_parameter(client, query, message):
     response = client.get(f"/api/models/bert/trace?{query}")

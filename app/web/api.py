@@ -236,7 +236,7 @@ def lab_endpoint(slug: str, action: str):
         return Response(status=200, headers={"Allow": f"{declared.method}, OPTIONS"})
     if request.method != declared.method:
         raise MethodNotAllowed([declared.method], f"{action} answers {declared.method} only")
-    body = _json_body() if declared.method == "POST" else parse_query(request.args, declared.fields)
+    body = _json_body() if declared.method == "POST" else parse_query(request.args.to_dict(flat=False), declared.fields)
     intervened = declared.method == "POST" and isinstance(body, dict) and "interventions" in body
     steps = body.pop("interventions") if intervened else None
     compare_with = None

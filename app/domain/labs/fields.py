@@ -218,16 +218,21 @@ def validate(body: Any, fields: dict[str, Field]) -> dict:
     return args
 
 
-def parse_query(query: Mapping[str, str], fields: dict[str, Field]) -> dict:
-    """Query parameters into the JSON body they stand for: lists as comma-separated integers."""
+def parse_query(query: Mapping[str, list[str]], fields: dict[str, Field]) -> dict:
+    """Query parameters (each name with every value it was given) into the JSON body they stand for. A list
+    is comma-separated in one value (`input_ids=1,4,3`, as the pages link) or one value per repetition
+    (`input_ids=1&input_ids=4&input_ids=3`, as generated clients send it)."""
     unknown = sorted(set(query) - set(fields))
     if unknown:
         fail(unknown[0], f"unknown parameter; the parameters are {', '.join(sorted(fields))}")
     body: dict = {}
-    for name, raw in query.items():
+    for name, values in query.items():
         field_type = fields[name].type
         if field_type == "grid":
             fail(name, "a grid is sent in a JSON body (POST), not as a query parameter")
+        if len(values) > 1 and field_type != "ints":
+            fail(name, f"is given {len(values)} times; give it once")
+        raw = ",".join(values)
         try:
             if field_type == "ints":
                 body[name] = [int(v) for v in raw.split(",")] if raw else []
