@@ -67,9 +67,9 @@ def _errors(*codes: int) -> dict:
     return {str(code): {"$ref": f"#/components/responses/E{code}"} for code in codes}
 
 
-def _get(schema: dict, description: str) -> dict:
+def _get(schema: dict, description: str, *headers: str) -> dict:
     """The answers of a GET: the representation with its ETag, 304 to a matching If-None-Match, the errors."""
-    return {"200": _json(schema, description, "ETag"),
+    return {"200": _json(schema, description, "ETag", *headers),
             "304": {"description": "Not modified: If-None-Match names the current representation.",
                     "headers": {"ETag": {"$ref": "#/components/headers/ETag"}}},
             **_errors(*GET_ERRORS)}
@@ -103,18 +103,21 @@ def generated_schemas(types: tuple[type, ...]) -> dict[str, dict]:
     return found
 
 
-def _request(endpoint: Endpoint) -> dict:
-    """The request an endpoint takes, as its answer repeats it (with the defaults it ran with)."""
-    return {"type": "object", "additionalProperties": False,
-            "properties": {f: field.json_schema() for f, field in endpoint.fields.items()},
+def _request(model: Model, endpoint: Endpoint) -> dict:
+    """The request an endpoint takes (its answer repeats it, with the defaults it ran with), described from the
+    recipe's declared fields and the limits its lab kind checks across fields."""
+    properties = {f: field.json_schema() for f, field in endpoint.fields.items()}
+    for name, limit in model.lab.kind.limits.get(endpoint.name, {}).items():
+        properties[name]["description"] = " ".join(filter(None, (properties[name].get("description"), limit)))
+    return {"type": "object", "additionalProperties": False, "properties": properties,
             "required": [f for f, field in endpoint.fields.items() if field.required]}
 
 
-def _answer(schemas: dict[str, dict], model: Model, endpoint: Endpoint) -> dict:
+def _answer(schemas: dict[str, dict], model: Model, endpoint: Endpoint, request: dict) -> dict:
     """One lab endpoint's answer: the live envelope with its own request and kind, and its result's members
     (a case under `case`)."""
     answer = deepcopy(schemas["CaseAnswer" if endpoint.answers == "case" else "LabAnswer"])
-    answer["properties"] |= {"kind": {"type": "string", "const": endpoint.name}, "request": _request(endpoint)}
+    answer["properties"] |= {"kind": {"type": "string", "const": endpoint.name}, "request": request}
     result = model.lab.kind.results.get(endpoint.name)
     if result is not None:
         answer["properties"] |= deepcopy(schemas[result.__name__]["properties"])
@@ -175,9 +178,8 @@ def _paths(slugs: list[str], trained: dict[str, list[str]]) -> dict:
         "/api/models/{slug}/verifications/{job_id}": {"get": {
             "operationId": "getVerificationJob", "tags": ["verification"], "summary": "A verification job",
             "parameters": [slug, job_id],
-            "responses": _get(_ref("Job"), "The job and, once done, its report.") | {
-                "200": _json(_ref("Job"), "The job and, once done, its report (until then with Retry-After).",
-                             "ETag", "Retry-After")}}},
+            "responses": _get(_ref("Job"), "The job and, once done, its report (until then with Retry-After).",
+                              "Retry-After")}},
         "/api/models/{slug}/interventions": {"post": {
             "operationId": "intervene", "tags": ["interventions"],
             "summary": "A recorded case or a lab request run as it is and with modules or heads zeroed, averaged, "
@@ -206,33 +208,29 @@ def _operation_id(model: Model, name: str) -> str:
 def _lab_paths(model: Model, schemas: dict[str, dict]) -> dict:
     """Each lab endpoint of one model, its fields described from the recipe's declaration."""
     paths = {}
-    limits = model.lab.kind.limits
     for name, endpoint in model.lab.endpoints.items():
         operation: dict = {"operationId": _operation_id(model, name), "tags": ["lab"],
                            "summary": f"{model.slug}: {endpoint.summary}"}
-        fields = _request(endpoint)["properties"]
-        for field, limit in limits.get(name, {}).items():
-            fields[field]["description"] = " ".join(filter(None, (fields[field].get("description"), limit)))
-        answer = _json(_answer(schemas, model, endpoint), "The answer, computed live by the recipe.")
+        request = _request(model, endpoint)
+        answer = _answer(schemas, model, endpoint, request)
+        described = "The answer, computed live by the recipe."
         if endpoint.method == "POST":
-            properties = dict(fields)
-            properties["interventions"] = {"type": "array", "minItems": 1, "maxItems": MAX_INTERVENTIONS,
-                                           "items": _ref("Intervention"),
-                                           "description": "Run with these interventions: the answer is the "
-                                                          "intervened one, with each module's movement (effects)."}
+            body = deepcopy(request)
+            body["properties"]["interventions"] = {
+                "type": "array", "minItems": 1, "maxItems": MAX_INTERVENTIONS, "items": _ref("Intervention"),
+                "description": "Run with these interventions: the answer is the intervened one, with each module's "
+                               "movement (effects)."}
             if endpoint.answers == "case":
-                cases = [c["id"] for c in model.manifest["experiment"]["cases"]]
-                properties["compare_with"] = {"type": "string", "enum": cases,
-                                              "description": "A recorded case this run should reproduce: the answer "
-                                                             "carries record_check, the server's comparison."}
-            body = {"type": "object", "additionalProperties": False, "properties": properties,
-                    "required": [f for f, field in endpoint.fields.items() if field.required]}
+                body["properties"]["compare_with"] = {
+                    "type": "string", "enum": [c["id"] for c in model.manifest["experiment"]["cases"]],
+                    "description": "A recorded case this run should reproduce: the answer carries record_check, the "
+                                   "server's comparison."}
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
-            operation["responses"] = {"200": answer, **_errors(*POST_ERRORS)}
+            operation["responses"] = {"200": _json(answer, described), **_errors(*POST_ERRORS)}
         else:
-            operation["parameters"] = [_query(f, endpoint.fields[f].required, schema) for f, schema in fields.items()]
-            operation["responses"] = {"200": answer | {"headers": {"ETag": {"$ref": "#/components/headers/ETag"}}},
-                                      **_errors(400, *POST_ERRORS[1:])}
+            operation["parameters"] = [_query(f, endpoint.fields[f].required, schema)
+                                       for f, schema in request["properties"].items()]
+            operation["responses"] = _get(answer, described) | _errors(400, 429, 502, 503, 504)
         paths[f"/api/models/{model.slug}/{name}"] = {endpoint.method.lower(): operation}
     return paths
 
