@@ -22,6 +22,10 @@ timeout = 60  # gthread workers report to the arbiter from their main loop, so l
 recipe_timeout = float(os.environ.get("TENSORVIZ_RECIPE_TIMEOUT", Config.RECIPE_TIMEOUT))
 graceful_timeout = int(recipe_timeout) + 15
 keepalive = 5
+# gunicorn believes X-Forwarded-Proto from loopback by default; believe it only where the app believes its
+# proxies (TENSORVIZ_PROXY_FIX, how many are in front), so that one setting says whom to trust.
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1") \
+    if int(os.environ.get("TENSORVIZ_PROXY_FIX", Config.PROXY_FIX)) > 0 else ""
 # Recycle workers now and then, staggered so they do not all restart together. Rarely: a recycled worker
 # starts a new recipe process (a torch import, seconds of CPU), which under load costs more than it saves.
 max_requests = 100_000

@@ -3,6 +3,7 @@
 import hashlib
 import json
 import logging
+import re
 import time
 
 import pytest
@@ -59,6 +60,25 @@ def test_bad_manifests_are_listed_with_their_reason_and_the_good_one_still_serve
     assert reasons["invalid"] == "manifest.layers: must be a list"
     assert "cannot read manifest.json" in reasons["empty"]
     assert "broken-json" in caplog.text and "not valid JSON" in caplog.text
+
+
+@pytest.mark.parametrize("number, reason", [
+    ("NaN", "holds NaN, which is not JSON"),
+    ("-Infinity", "holds -Infinity, which is not JSON"),
+    ("1e400", "holds 1e400, which no float can hold"),
+])
+def test_a_manifest_holding_a_non_finite_number_is_unavailable_with_the_reason(tree, number, reason):
+    """JSON has no NaN nor infinity: the page, the exports and the API's strict JSON could not carry one."""
+    raw = json.dumps(bert_manifest() | {"slug": "odd"})
+    value = re.search(r'"value": (-?[0-9.e-]+)', raw)
+    tree.add("bert")
+    tree.add("odd", manifest=(raw[:value.start(1)] + number + raw[value.end(1):]).encode())
+    app = create_app(tree.config(TESTING=True))
+    client = app.test_client()
+    unavailable = client.get("/api/models").get_json()["unavailable"]
+    assert [u["slug"] for u in unavailable] == ["odd"] and reason in unavailable[0]["reason"]
+    assert client.get("/api/models/odd").status_code == 404
+    assert client.get("/models/odd").status_code == 404 and client.get("/models/bert").status_code == 200
 
 
 def test_missing_recipe_makes_the_model_unavailable(tree):
@@ -121,3 +141,11 @@ def test_a_recipe_s_readme_is_its_documentation_not_a_recipe_file(tmp_path):
     before = recipe_files(recipe)
     (recipe / "README.md").write_text("# edited\n")
     assert recipe_files(recipe) == before and "README.md" not in before and "lab.py" in before
+
+
+@pytest.mark.parametrize("field, value", [("slug", "bert\n"), ("revision", "0c48027dcf5a807d\n")])
+def test_a_name_with_a_trailing_newline_is_refused(field, value):
+    """Each pattern is matched whole: `$` alone would let a newline after it through."""
+    manifest = bert_manifest() | {field: value}
+    with pytest.raises(ManifestError, match=f"manifest.{field}"):
+        validate_manifest(manifest, manifest["slug"])

@@ -273,6 +273,24 @@ def test_a_setting_that_names_no_folder_is_explained(tmp_path, monkeypatch):
     assert str(tmp_path) not in message
 
 
+def test_a_setting_that_cannot_be_checked_is_a_503_and_the_page_still_renders(tmp_path, monkeypatch):
+    """A path component past the system's limit makes checking the folder raise (as a denied or failing mount
+    does): the lab and the verification say so with a 503, the page and the rest of the server are served."""
+    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(tmp_path / ("x" * 300)))
+    client = app.test_client()
+    lab = client.post(URL, json={"text": "a [MASK] ."})
+    assert lab.status_code == 503
+    message = lab.get_json()["error"]["message"]
+    assert message.startswith("The BERT checkpoint (the folder TENSORVIZ_BERT_CHECKPOINT names) cannot be read: "
+                              "File name too long.") and str(tmp_path) not in message
+    assert client.post("/api/models/bert-base/verifications").status_code == 503
+    page = client.get("/models/bert-base")
+    assert page.status_code == 200 and "cannot be read" in page.get_data(as_text=True)
+    assert client.get("/models/gpt").status_code == 200
+    warm_up(app)  # a new worker's warm-up passes it by
+    parts(app).pool.shutdown()
+
+
 def test_a_folder_without_vocab_is_a_503_before_any_run(tmp_path, monkeypatch, bert_checkpoint):
     folder = tmp_path / "partial"
     shutil.copytree(bert_checkpoint, folder)

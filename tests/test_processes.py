@@ -4,6 +4,8 @@ compute budget; a job whose web worker dies ends as an error; its recipe worker 
 import http.client
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -119,6 +121,45 @@ def tree(tmp_path: Path) -> ModelTree:
     return ModelTree(tmp_path)
 
 
+def status_of(port: int, path: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("GET", path, headers={"Connection": "close"})
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_no_one_file_or_setting_stops_the_server_nor_a_worker_s_restart(tree):
+    """A manifest holding NaN and a checkpoint setting that cannot be checked: every worker boots (each renders
+    every model page first), the manifest is listed unavailable with its reason, the rest is served, and a
+    worker killed is replaced by one that boots too."""
+    tree.add("bert")
+    raw = json.dumps(json.loads(BERT_MANIFEST.read_text()) | {"slug": "odd"})
+    tree.add("odd", manifest=re.sub(r'("value": )-?[0-9.e-]+', r"\1NaN", raw, count=1).encode())
+    for folder in (tree.manifests, tree.recipes):
+        shutil.copytree(PROJECT_ROOT / folder.name / "bert-base", folder / "bert-base",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    server = Gunicorn(tree, workers=2, BERT_CHECKPOINT=str(tree.manifests.parent / ("x" * 300)))
+    try:
+        catalog = call(server.port, "GET", "/api/models")[2]
+        assert [u["slug"] for u in catalog["unavailable"]] == ["odd"] and "NaN" in catalog["unavailable"][0]["reason"]
+        assert call(server.port, "POST", "/api/models/bert-base/datalab", {"text": "a [MASK] ."})[0] == 503
+        first = children(server.process.pid)
+        assert len(first) == 2
+        os.kill(first[0], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (first[0] in (now := children(server.process.pid)) or len(now) < 2):
+            time.sleep(0.2)
+        assert first[0] not in now and len(now) == 2 and server.process.poll() is None, \
+            (tree.manifests.parent / "gunicorn.log").read_text()[-3000:]
+        for _ in range(6):  # on fresh connections, so that the new worker answers some
+            assert [status_of(server.port, p) for p in ("/models/bert-base", "/models/bert", "/api/models")] \
+                == [200, 200, 200]
+    finally:
+        server.stop()
+
+
 def test_three_workers_without_redis_share_jobs_reports_and_the_budget(tree):
     tree.add("bert", BERT_MANIFEST.read_bytes(), run_py=slow_replay(4))
     server = Gunicorn(tree, workers=3, COMPUTE_BUDGET="8 per hour")
@@ -192,3 +233,33 @@ def test_a_recycled_worker_waits_for_a_run_that_may_still_finish(monkeypatch):
         monkeypatch.setenv("TENSORVIZ_RECIPE_TIMEOUT", timeout)
         conf = runpy.run_path(str(PROJECT_ROOT / "gunicorn.conf.py"))
         assert conf["graceful_timeout"] > float(timeout)
+
+
+def test_gunicorn_believes_no_forwarded_scheme_without_proxies_and_a_malformed_chunked_body_is_a_400(tree):
+    tree.add("bert")
+    server = Gunicorn(tree, workers=1)  # PROXY_FIX 0: no proxy is trusted, not even on loopback
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        conn.request("GET", "/api/models", headers={"X-Forwarded-Proto": "https", "Connection": "close"})
+        response = conn.getresponse()
+        assert response.status == 200 and response.getheader("Strict-Transport-Security") is None
+        conn.close()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as raw:
+            raw.sendall(b"POST /api/models/bert/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\nZZ\r\n{}\r\n0\r\n\r\n")
+            reply = b""
+            while chunk := raw.recv(65536):
+                reply += chunk
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.split(b"\r\n")[0] == b"HTTP/1.1 400 BAD REQUEST", reply[:300]
+        assert json.loads(body)["error"]["message"].startswith("body: cannot be read")
+    finally:
+        server.stop()
+    server = Gunicorn(tree, workers=1, PROXY_FIX=1)  # one proxy in front: its scheme is believed
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        conn.request("GET", "/api/models", headers={"X-Forwarded-Proto": "https", "Connection": "close"})
+        assert conn.getresponse().getheader("Strict-Transport-Security") is not None
+        conn.close()
+    finally:
+        server.stop()

@@ -278,3 +278,52 @@ def test_a_kept_answer_equals_a_fresh_one(app, client, path):
     assert kept.status_code == fresh.status_code == 200
     assert kept.data == fresh.data
     assert sorted(kept.headers.items()) == sorted(fresh.headers.items())
+
+
+def _etags(client, path: str) -> tuple[str, str]:
+    """The plain and the brotli representation's ETags."""
+    return (client.get(path, headers={"Accept-Encoding": "identity"}).headers["ETag"],
+            client.get(path, headers={"Accept-Encoding": "br"}).headers["ETag"])
+
+
+@pytest.mark.parametrize("encoding", ["identity", "br"])
+@pytest.mark.parametrize("path", ["/api/models/bert", "/api/models/gpt/files", "/models/gpt"])
+def test_conditional_requests_follow_rfc_9110(client, encoding, path):
+    """If-Match compares strongly and `*` matches a resource that exists; If-None-Match compares weakly; If-Match
+    is weighed first. A client holding either representation's ETag is answered alike."""
+    plain, encoded = _etags(client, path)
+    assert plain != encoded and encoded.endswith('-br"')
+
+    def status(**conditions) -> int:
+        headers = {"Accept-Encoding": encoding} | {k.replace("_", "-"): v for k, v in conditions.items()}
+        return client.get(path, headers=headers).status_code
+
+    assert status(If_Match="*") == 200
+    assert status(If_Match=plain) == status(If_Match=encoded) == status(If_Match=f'"x", {encoded}') == 200
+    assert status(If_Match=f"W/{plain}") == 412  # a weak tag never matches strongly
+    assert status(If_Match='"x"') == 412
+    assert status(If_None_Match=plain) == status(If_None_Match=encoded) == 304
+    assert status(If_None_Match=f"W/{plain}") == status(If_None_Match="*") == 304
+    assert status(If_None_Match='"x"') == 200
+    assert status(If_Match='"x"', If_None_Match=plain) == 412  # If-Match first
+    assert status(If_Match=plain, If_None_Match=plain) == 304
+
+
+def test_a_412_is_an_error_in_the_client_s_shape_not_the_representation(client):
+    for path, json_expected in (("/api/models/bert", True), ("/models/gpt", False)):
+        response = client.get(path, headers={"If-Match": '"x"', "Accept-Encoding": "br"})
+        assert response.status_code == 412 and response.is_json == json_expected
+        assert len(response.data) < 5000 and "If-Match names no current representation" in response.get_data(True)
+        assert response.headers["ETag"].endswith('-br"')  # the representation it did not match
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        unchanged = client.get(path, headers={"If-None-Match": response.headers["ETag"]})
+        assert unchanged.status_code == 304 and unchanged.data == b""
+
+
+def test_head_on_a_lab_get_is_answered_as_get_without_a_body(client):
+    path = "/api/models/gpt/trace?input_ids=1,3,6"
+    head = client.head(path)
+    assert head.status_code == 200 and head.data == b"" and head.headers["ETag"] and head.is_json
+    assert client.options(path).headers["Allow"] == "GET, HEAD, OPTIONS"
+    refused = client.post(path, json={})
+    assert refused.status_code == 405 and set(refused.headers["Allow"].split(", ")) == {"GET", "HEAD"}

@@ -4,7 +4,10 @@ import runpy
 import subprocess
 import sys
 
-from app.services.config import PROJECT_ROOT
+import pytest
+
+from app import create_app
+from app.services.config import PROJECT_ROOT, ConfigError, TestConfig
 
 SCRIPT = PROJECT_ROOT / "scripts" / "torch-index"
 
@@ -31,3 +34,22 @@ def test_an_index_out_of_reach_is_told_apart_quickly():
     done = subprocess.run([sys.executable, "-c", f"import runpy; ns = runpy.run_path({str(SCRIPT)!r}); "
                            "print(ns['reachable']('http://127.0.0.1:9'))"], capture_output=True, text=True, timeout=30)
     assert done.stdout.strip() == "False", done.stderr
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("RECIPE_TIMEOUT", 0, "TENSORVIZ_RECIPE_TIMEOUT must be a number above 0, not 0"),
+    ("RECIPE_WORKERS", 0, "TENSORVIZ_RECIPE_WORKERS must be a number at least 1, not 0"),
+    ("RECIPE_QUEUE", "many", "TENSORVIZ_RECIPE_QUEUE must be a number at least 0, not 'many'"),
+    ("EXECUTOR", "threads", "TENSORVIZ_EXECUTOR must be one of local, celery, not 'threads'"),
+    ("JOB_STALE_SECONDS", 0.5, "TENSORVIZ_JOB_STALE_SECONDS must be above TENSORVIZ_JOB_HEARTBEAT_SECONDS"),
+])
+def test_a_setting_out_of_range_is_refused_at_start(setting, value, message):
+    with pytest.raises(ConfigError) as refused:
+        create_app(type("Config", (TestConfig,), {setting: value}))
+    assert str(refused.value).startswith(message)
+
+
+def test_a_setting_from_the_environment_is_checked_too(monkeypatch):
+    monkeypatch.setenv("TENSORVIZ_RECIPE_TIMEOUT", "0")
+    with pytest.raises(ConfigError, match="TENSORVIZ_RECIPE_TIMEOUT must be a number above 0, not 0"):
+        create_app()

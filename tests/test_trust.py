@@ -229,6 +229,24 @@ def test_unavailable_reasons_and_recipe_errors_name_no_server_path(tree):
     assert reasons and all(str(tree.recipes) not in r and "/tmp" not in r for r in reasons), reasons
 
 
+@pytest.mark.parametrize("body", [
+    "    open('/nonexistent/my folder/weights.bin')",  # quoted by Python's error: the quote ends the path
+    "    raise RuntimeError(f'cannot use {__file__} now')",  # under the recipes' folder, which has a space
+])
+def test_a_server_folder_with_a_space_is_not_named_either(tmp_path, body):
+    (tmp_path / "user name").mkdir()
+    tree = ModelTree(tmp_path / "user name")
+    tree.add("bert", BERT_MANIFEST.read_bytes())
+    (tree.recipes / "bert" / "lab.py").write_text(f"def live_run(**request):\n{body}\n")
+    app = tree_app(tree)
+    try:
+        message = app.test_client().post("/api/models/bert/runs", json=RUN).get_json()["error"]["message"]
+        assert ("weights.bin" in message or "bert/lab.py" in message) and "name" not in message, message
+        assert "folder" not in message and "/nonexistent" not in message, message
+    finally:
+        parts(app).pool.shutdown()
+
+
 # ---- 4. the shared cache is bounded
 
 

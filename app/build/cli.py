@@ -60,7 +60,7 @@ def verify_command(slug: str, as_json: bool) -> None:
 @click.option("--force", is_flag=True, help="Overwrite a recording this recorder did not make.")
 def record_command(slug: str, out: Path | None, check: bool, force: bool) -> None:
     """Trace and replay recipes/SLUG and write its manifest, layouts and snapshot."""
-    if not SLUG.match(slug):
+    if not SLUG.fullmatch(slug):
         raise click.ClickException(f"{slug!r} is not a slug (lowercase letters, digits and dashes)")
     recipe_dir = Path(current_app.config["RECIPES_DIR"]) / slug
     if not recipe_dir.is_dir():

@@ -5,6 +5,8 @@ import logging
 import multiprocessing
 import os
 import re
+import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,11 +14,26 @@ from pathlib import Path
 from . import worker
 
 ABSOLUTE_FOLDERS = re.compile(r"(?<![\w.~])/(?:[^\s'\"/:]+/)+")
+# A quoted path (as Python's errors write one) ends at its quote, so its folders may hold spaces.
+QUOTED_FOLDERS = re.compile(r"(?<=['\"])/(?:[^'\"\n/]+/)+")
 
 
-def without_paths(message: str) -> str:
-    """A recipe's error message without the server's folders: '/srv/app/recipes/x/w.bin' -> 'w.bin'."""
-    return ABSOLUTE_FOLDERS.sub("", message)
+def _known_folders() -> list[str]:
+    """The folders a message may name whose names may hold spaces, which no pattern can tell from the words
+    around a path: the home folder, the temporary folder, the Python installation, the working folder."""
+    found = {str(Path.home()), tempfile.gettempdir(), sys.prefix, sys.base_prefix, os.getcwd()}
+    return sorted((f.rstrip("/") + "/" for f in found if len(f) > 1), key=len, reverse=True)
+
+
+def without_paths(message: str, roots: tuple[str, ...] = ()) -> str:
+    """A recipe's error message without the server's folders: /srv/app/recipes/x/w.bin -> w.bin, also where a
+    folder's name holds a space: a path under one of `roots` (the folders the call names: its recipes, a
+    checkpoint) or a known folder, or a quoted path ('/srv/my models/w.bin' -> 'w.bin')."""
+    for root in sorted((r.rstrip("/") + "/" for r in roots if r.startswith("/") and len(r) > 1), key=len, reverse=True):
+        message = message.replace(root, "")
+    for folder in _known_folders():
+        message = message.replace(folder, "/")
+    return ABSOLUTE_FOLDERS.sub("", QUOTED_FOLDERS.sub("", message))
 
 
 @dataclass(frozen=True)
@@ -107,16 +124,17 @@ def decoded(reply: dict) -> dict:
     return reply | {"result": json.loads(reply["result_json"])}
 
 
-def outcome(reply: dict) -> dict:
+def outcome(reply: dict, call: RecipeCall) -> dict:
     """A recipe process's reply, whichever executor carried it: the reply when it ran, else the RecipeError
     (a refusal with its status) that says why not, without the server's folders."""
-    if not reply["ok"] and reply.get("refused"):
-        raise RecipeRefused(reply["refused"], without_paths(reply["message"]))
-    if not reply["ok"] and reply.get("timed_out"):
-        raise RecipeTimeout(f"the recipe ran past its timeout and was stopped ({without_paths(reply['error'])})")
-    if not reply["ok"]:
-        raise RecipeError(f"the recipe raised {without_paths(reply['error'])}")
-    return reply
+    if reply["ok"]:
+        return reply
+    roots = (str(Path(call.recipe_dir).parent), *(v for v in call.context.values() if isinstance(v, str)))
+    if reply.get("refused"):
+        raise RecipeRefused(reply["refused"], without_paths(reply["message"], roots))
+    if reply.get("timed_out"):
+        raise RecipeTimeout(f"the recipe ran past its timeout and was stopped ({without_paths(reply['error'], roots)})")
+    raise RecipeError(f"the recipe raised {without_paths(reply['error'], roots)}")
 
 
 STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and import torch
@@ -231,7 +249,7 @@ class WorkerPool:
                 self._start_in_background(1)
                 raise RecipeCrashed(f"the recipe worker died (exit code {code}) before answering") from exc
             self._release(w)
-        return outcome(reply)
+        return outcome(reply, call)
 
     def prestart(self, warmups: list[dict] | None = None) -> None:
         """Start every worker in the background, each running `warmups` first (importing each lab's recipe,

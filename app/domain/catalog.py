@@ -3,6 +3,7 @@
 import hashlib
 import json
 import logging
+import math
 import mimetypes
 import re
 import threading
@@ -202,7 +203,7 @@ def recipe_files(recipe_dir: Path) -> dict[str, bytes]:
     if missing:
         raise ManifestError(f"recipes/{recipe_dir.name}/{missing[0]} is missing")
     others = sorted(p.name for p in recipe_dir.iterdir()
-                    if p.is_file() and FILE_NAME.match(p.name) and p.name not in (*RECIPE_FILES, README_FILE))
+                    if p.is_file() and FILE_NAME.fullmatch(p.name) and p.name not in (*RECIPE_FILES, README_FILE))
     return {name: (recipe_dir / name).read_bytes() for name in (*RECIPE_FILES, *others)}
 
 
@@ -269,6 +270,26 @@ def _checkpoint(meta: dict) -> CheckpointSpec | None:
         raise ManifestError(f"recipe.toml: {exc}") from exc
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 overflows to infinity
+        raise ManifestError(f"{MANIFEST_NAME} holds {text}, which no float can hold; JSON has no infinity")
+    return value
+
+
+def _no_constant(name: str):
+    raise ManifestError(f"{MANIFEST_NAME} holds {name}, which is not JSON; write null or a finite number")
+
+
+def parse_manifest(raw: bytes) -> dict:
+    """A manifest's JSON, strictly: NaN, Infinity and numbers past a float's range are refused (ManifestError),
+    as the pages, the exports and the API's strict JSON cannot carry them."""
+    try:
+        return json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{MANIFEST_NAME} is not valid JSON: {exc}") from exc
+
+
 def load_model(folder: Path, recipes_dir: Path) -> Model:
     """Read, parse and validate one manifest folder; ManifestError says what is wrong."""
     slug = folder.name
@@ -276,10 +297,7 @@ def load_model(folder: Path, recipes_dir: Path) -> Model:
         raw = (folder / MANIFEST_NAME).read_bytes()
     except OSError as exc:
         raise ManifestError(f"cannot read {MANIFEST_NAME}: {exc.strerror or type(exc).__name__}") from exc
-    try:
-        manifest = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ManifestError(f"{MANIFEST_NAME} is not valid JSON: {exc}") from exc
+    manifest = parse_manifest(raw)
     validate_manifest(manifest, slug)
     recipe_dir = recipes_dir / slug
     try:

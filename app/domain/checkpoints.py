@@ -144,9 +144,9 @@ def find(spec: CheckpointSpec, configured: str | None) -> Checkpoint:
     if located is None:
         raise CheckpointUnavailable(f"No {spec.description} checkpoint is on this server. " + instructions(spec))
     folder, source = located
-    if not folder.is_dir():
-        raise CheckpointUnavailable(f"{source[0].upper()}{source[1:]} is not a folder. " + instructions(spec))
-    try:
+    try:  # is_dir() too raises for a setting that cannot be checked: a name too long, a denied or failing mount
+        if not folder.is_dir():
+            raise CheckpointUnavailable(f"{source[0].upper()}{source[1:]} is not a folder. " + instructions(spec))
         return _hashes(spec, folder, source)
     except OSError as exc:
         raise CheckpointUnavailable(f"The {spec.description} checkpoint ({source}) cannot be read: "

@@ -3,12 +3,12 @@
 import re
 from typing import Any
 
-SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-REVISION = re.compile(r"^[0-9a-f]{8,64}$")
-FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")  # each pattern is matched whole (fullmatch): no "\n" after
+REVISION = re.compile(r"[0-9a-f]{8,64}")
+FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 # A case id is part of its page's and its exports' URLs: one part of a path, printable, and not ending like
 # an export's extension. Unicode and quotes are fine.
-CASE_ID = re.compile(r"^(?!.*\.(?:json|csv)$)[^/\\\x00-\x1f\x7f]{1,100}$")
+CASE_ID = re.compile(r"(?!.*\.(?:json|csv)$)[^/\\\x00-\x1f\x7f]{1,100}")
 
 
 # The recorded items of a case: (kind, the list that holds them, the field with their numbers).
@@ -95,7 +95,7 @@ def _experiment(manifest: dict) -> None:
         where = f"experiment.cases[{i}]"
         _require(isinstance(case, dict), where, "must be an object")
         case_id = _string(case, "id", where)
-        _require(bool(CASE_ID.match(case_id)), f"{where}.id",
+        _require(bool(CASE_ID.fullmatch(case_id)), f"{where}.id",
                  "must be 1 to 100 characters without '/', '\\' or control characters, not ending in .json or .csv")
         _require(case_id not in case_ids, where, f"repeats id {case_id!r}")
         case_ids.add(case_id)
@@ -122,17 +122,17 @@ def validate_manifest(manifest: Any, slug: str) -> None:
     _require(isinstance(manifest, dict), "manifest", "must be a JSON object")
     _require(manifest.get("schemaVersion") == 1, "manifest.schemaVersion", "must be 1")
     _require(manifest.get("slug") == slug, "manifest.slug", f"must equal its folder name {slug!r}")
-    _require(bool(SLUG.match(slug)), "manifest.slug", "must be lowercase letters, digits and dashes")
+    _require(bool(SLUG.fullmatch(slug)), "manifest.slug", "must be lowercase letters, digits and dashes")
     for key in ("title", "question", "description", "category", "className"):
         _string(manifest, key, "manifest")
     revision = _string(manifest, "revision", "manifest")
-    _require(bool(REVISION.match(revision)), "manifest.revision", "must be 8 to 64 hex digits")
+    _require(bool(REVISION.fullmatch(revision)), "manifest.revision", "must be 8 to 64 hex digits")
     tags = _list(manifest, "tags", "manifest")
     _require(all(isinstance(t, str) for t in tags), "manifest.tags", "must hold strings")
     files = manifest.get("files")
     _require(isinstance(files, dict), "manifest.files", "must be an object")
     for name in files:
-        _require(bool(FILE_NAME.match(name)), f"manifest.files[{name!r}]", "is not a plain file name")
+        _require(bool(FILE_NAME.fullmatch(name)), f"manifest.files[{name!r}]", "is not a plain file name")
     _require(isinstance(manifest.get("milestone"), dict), "manifest.milestone", "must be an object")
     for i, paper in enumerate(manifest["milestone"].get("papers") or []):
         _require(isinstance(paper, dict) and isinstance(paper.get("title"), str)

@@ -66,7 +66,7 @@ class CeleryExecutor:
                 result.forget()
             except UNREACHABLE:
                 pass
-        return outcome(reply)
+        return outcome(reply, call)
 
     def prestart(self, warmups: list[dict] | None = None) -> None:
         """Nothing to start here: the compute workers load torch when their children start."""

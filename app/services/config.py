@@ -1,5 +1,6 @@
 """Configuration classes; the environment (TENSORVIZ_*) overrides them in create_app."""
 
+from collections.abc import Mapping
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -70,3 +71,46 @@ class TestConfig(Config):
     STATE_PATH = None  # each test app keeps its own state
     COMPUTE_BUDGET = "100000 per minute"
     VERIFY_WAIT = 0.0
+
+
+# The numeric settings a wrong value would break quietly (a timeout of 0 times every run out at once), with
+# the least value each may take and whether that value itself is allowed.
+BOUNDS = {
+    "RECIPE_TIMEOUT": (0, False), "RECIPE_WORKERS": (1, True), "RECIPE_QUEUE": (0, True),
+    "RECIPE_TORCH_THREADS": (1, True), "RECIPE_MEMORY_MB": (0, True), "JOB_HEARTBEAT_SECONDS": (0, False),
+    "JOB_STALE_SECONDS": (0, False), "VERIFY_WAIT": (0, True), "CACHE_SECONDS": (0, False),
+    "MAX_CONTENT_LENGTH": (0, False), "CATALOG_RELOAD_SECONDS": (0, True), "PROXY_FIX": (0, True),
+    "STATE_MAX_BYTES": (0, False), "STATE_MAX_ENTRY_BYTES": (0, False), "RESPONSE_CACHE_BYTES": (0, True),
+    "COMPRESS_CACHE_BYTES": (0, True),
+}
+EXECUTORS = ("local", "celery")
+
+
+class ConfigError(ValueError):
+    """A setting the server refuses to start with; the message names it as the environment sets it."""
+
+
+def _number(value) -> float | None:
+    """A setting's number: as set in a class, or a string of one (the code reads them with float and int)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number else None
+
+
+def check(config: Mapping) -> None:
+    """Refuse, at start, a setting out of its range (ConfigError names it and says what it may be)."""
+    for name, (least, inclusive) in BOUNDS.items():
+        value = config.get(name)
+        number = _number(value)
+        if number is None or number < least or (number == least and not inclusive):
+            bound = f"at least {least}" if inclusive else f"above {least}"
+            raise ConfigError(f"TENSORVIZ_{name} must be a number {bound}, not {value!r}")
+    if config.get("EXECUTOR") not in EXECUTORS:
+        raise ConfigError(f"TENSORVIZ_EXECUTOR must be one of {', '.join(EXECUTORS)}, not {config.get('EXECUTOR')!r}")
+    if _number(config["JOB_STALE_SECONDS"]) <= _number(config["JOB_HEARTBEAT_SECONDS"]):
+        raise ConfigError("TENSORVIZ_JOB_STALE_SECONDS must be above TENSORVIZ_JOB_HEARTBEAT_SECONDS: a running job "
+                          "would be declared dead between two heartbeats")

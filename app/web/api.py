@@ -3,7 +3,7 @@
 import json
 
 from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
-from werkzeug.exceptions import MethodNotAllowed, UnsupportedMediaType
+from werkzeug.exceptions import MethodNotAllowed, RequestEntityTooLarge, UnsupportedMediaType
 from werkzeug.routing import BaseConverter
 
 from ..domain.catalog import Model, file_listing
@@ -13,7 +13,6 @@ from ..domain.labs.fields import parse_query, validate
 from ..services import interventions, live, training
 from ..services.extensions import models
 from ..services.verification import public, verifications
-from .compression import is_conditional
 from .openapi import openapi_document
 from .response_cache import cacheable
 
@@ -38,8 +37,10 @@ def limit_body() -> None:
             body = request.stream.read(limit + 1)
             # werkzeug's stream stops quietly at MAX_CONTENT_LENGTH and raises on the next read
             over = len(body) > limit or (len(body) == limit and request.stream.read(1) != b"")
-        except Exception:  # that raise, or a client that went away mid-body
+        except RequestEntityTooLarge:
             over = True
+        except Exception:  # a malformed chunked body (the server's reader raises its own error), a client gone
+            abort(400, "body: cannot be read: a malformed chunked encoding, or the client stopped sending it")
         if over:
             abort(413, f"request body over {limit} bytes")
         request.environ["tensorviz.body"] = body
@@ -72,21 +73,11 @@ def options_without_body(response: Response) -> Response:
 
 
 @bp.after_request
-def conditional_json(response: Response) -> Response:
-    """Every successful GET answers with an ETag and honours If-None-Match and If-Match (a 412 in the
-    API's error shape, not the representation it did not match)."""
-    if request.method == "GET" and response.status_code == 200 and not response.is_streamed:
-        if "ETag" not in response.headers:
-            response.add_etag()
-        if not is_conditional(request):
-            return response
-        response.make_conditional(request)
-        if response.status_code == 412:
-            etag = response.get_etag()[0]
-            response = jsonify(error={"status": 412, "name": "Precondition Failed",
-                                      "message": f"If-Match names no current representation; the ETag is \"{etag}\""})
-            response.status_code = 412
-            response.set_etag(etag)
+def etag_every_get(response: Response) -> Response:
+    """Every successful GET answers with an ETag (conditional.py then honours If-None-Match and If-Match)."""
+    if request.method in ("GET", "HEAD") and response.status_code == 200 and not response.is_streamed \
+            and "ETag" not in response.headers:
+        response.add_etag()
     return response
 
 
@@ -232,10 +223,11 @@ def lab_endpoint(slug: str, action: str):
     declared = found.lab.endpoints.get(action)
     if declared is None:
         abort(404, f"model {slug!r} has no lab endpoint {action!r}; it has {', '.join(found.lab.endpoints)}")
-    if request.method == "OPTIONS":  # the one method this endpoint answers, not every method of the route
-        return Response(status=200, headers={"Allow": f"{declared.method}, OPTIONS"})
-    if request.method != declared.method:
-        raise MethodNotAllowed([declared.method], f"{action} answers {declared.method} only")
+    allowed = [declared.method, "HEAD"] if declared.method == "GET" else [declared.method]
+    if request.method == "OPTIONS":  # the methods this endpoint answers, not every method of the route
+        return Response(status=200, headers={"Allow": ", ".join([*allowed, "OPTIONS"])})
+    if request.method not in allowed:
+        raise MethodNotAllowed(allowed, f"{action} answers {' and '.join(allowed)} only")
     body = _json_body() if declared.method == "POST" else parse_query(request.args.to_dict(flat=False), declared.fields)
     intervened = declared.method == "POST" and isinstance(body, dict) and "interventions" in body
     steps = body.pop("interventions") if intervened else None

@@ -9,7 +9,7 @@ import hashlib
 import mimetypes
 from pathlib import Path
 
-from flask import Blueprint, Flask, Response, abort, current_app, request, url_for
+from flask import Blueprint, Flask, Response, abort, current_app, url_for
 from werkzeug.security import safe_join
 
 from ..domain.labs import kind_files
@@ -67,7 +67,7 @@ def asset(version: str, filename: str):
         response.cache_control.immutable = True
     else:
         response.cache_control.no_cache = True
-    return response.make_conditional(request)
+    return response
 
 
 def asset_url(filename: str) -> str:

@@ -35,9 +35,9 @@ class CompressedBodies:
 
 
 def compress(response: Response) -> Response:
-    """Compress what is worth compressing for a client that accepts it; honour conditional requests on the
-    compressed representation (its ETag is the plain one with the encoding appended). Headers are read and
-    written directly: this runs on every response."""
+    """Compress what is worth compressing for a client that accepts it; the compressed representation's ETag is
+    the plain one with the encoding appended (conditional.py answers conditional requests on either). Headers
+    are read and written directly: this runs on every response."""
     state = parts().compressed
     headers = response.headers
     if headers.get("Content-Type", "").split(";", 1)[0] not in state.mimetypes:
@@ -61,19 +61,7 @@ def compress(response: Response) -> Response:
     headers["Content-Encoding"] = encoding
     if etag:
         headers["ETag"] = f'{etag[:-1]}-{encoding}"'
-        if request.method in ("GET", "HEAD") and is_conditional(request):
-            response.make_conditional(request)
     return response
-
-
-CONDITIONS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_IF_UNMODIFIED_SINCE",
-              "HTTP_IF_RANGE", "HTTP_RANGE")
-
-
-def is_conditional(request) -> bool:
-    """Whether the request asks anything make_conditional answers (most requests do not)."""
-    environ = request.environ
-    return any(name in environ for name in CONDITIONS)
 
 
 @lru_cache(maxsize=64)

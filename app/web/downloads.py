@@ -3,7 +3,7 @@
 import re
 from urllib.parse import quote
 
-from flask import Blueprint, Response, abort, request
+from flask import Blueprint, Response, abort
 
 from ..services.extensions import models
 
@@ -28,4 +28,4 @@ def model_file(slug: str, revision: str, name: str):
     response = Response(served.content, content_type=served.content_type)
     response.set_etag(served.sha256)
     response.headers["Content-Disposition"] = content_disposition("inline", name)
-    return response.make_conditional(request)
+    return response

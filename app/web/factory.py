@@ -10,10 +10,10 @@ from jinja2 import ChoiceLoader, FunctionLoader
 from ..build import cli
 from ..domain.labs import kind_files
 from ..services import cache as answer_cache
-from ..services.config import Config
+from ..services.config import Config, check
 from ..services.extensions import models, state, workers
 from ..services.verification import verifications
-from . import api, assets, compression, downloads, errors, pages, response_cache, security
+from . import api, assets, compression, conditional, downloads, errors, pages, response_cache, security
 
 
 class StrictJSON(DefaultJSONProvider):
@@ -53,9 +53,11 @@ def create_app(config: type | dict | None = None) -> Flask:
     if not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = secrets.token_hex(32)
     app.config["REDIS_URL"] = app.config["REDIS_URL"] or os.environ.get("REDIS_URL")
+    check(app.config)
 
     state.init_app(app)
     answer_cache.init_app(app)
+    conditional.init_app(app)  # before compression: it answers with the encoded representation's ETag
     compression.init_app(app)
     models.init_app(app)
     workers.init_app(app)

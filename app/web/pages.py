@@ -19,7 +19,6 @@ from ..services import checkpoints
 from ..services.cache import cache
 from ..services.extensions import models
 from ..services.parts import parts
-from .compression import is_conditional
 from .downloads import content_disposition
 from .response_cache import cacheable
 
@@ -126,7 +125,7 @@ def remembered(model: Model, key: tuple, render) -> Response:
                 memo["pages"].put(key, page, len(body))
     response = Response(page[0], mimetype="text/html")
     response.set_etag(page[1])
-    return response.make_conditional(request) if is_conditional(request) else response
+    return response
 
 
 def has_checkpoint(slug: str) -> bool:
@@ -146,12 +145,17 @@ def model_page(slug: str):
 
 
 def prerender(app) -> None:
-    """Render every model's page as first shown, so that a new worker's first visitors do not wait for it."""
+    """Render every model's page as first shown, so that a new worker's first visitors do not wait for it. A
+    page that cannot be rendered is logged and left to its requests (which answer the error page): it never
+    keeps a worker from starting, which would stop the whole server."""
     with app.app_context():
         slugs = list(models.catalog.models)
     for slug in slugs:
         with app.test_request_context(f"/models/{slug}"):
-            model_page(slug)
+            try:
+                model_page(slug)
+            except Exception:
+                app.logger.exception("the page of model %s could not be rendered ahead of its first request", slug)
 
 
 def render_model_page(model: Model, checkpoint: dict | None = None) -> str:

@@ -18,8 +18,11 @@ from flask import Flask, request
 from ..domain.catalog import LiveCatalog
 from ..domain.lru import SizedLRU
 from ..services.parts import parts
-from .compression import CONDITIONS, chosen_encoding
+from .compression import chosen_encoding
 
+# A request with any of these is answered by Flask (conditional.py), never from what is kept.
+CONDITIONS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_IF_UNMODIFIED_SINCE",
+              "HTTP_IF_RANGE", "HTTP_RANGE")
 KEEP = "tensorviz.keep"  # set in the WSGI environ by a @cacheable view that answered
 
 
