@@ -1,6 +1,7 @@
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,25 @@ def check_bounded_cache(store) -> None:
     assert store.get("job") == {"state": "running"}
     store.set("huge", {"values": "x" * 5_000}, ttl=60, cached=True)
     assert store.get("huge") is None  # over the per-entry cap: served, never cached
+
+
+def check_sliding_budget(store) -> None:
+    """At most `limit` hits are admitted in any span of `window` seconds, across the boundary a fixed window
+    would reset at; a refused hit is told how long until one is admitted, and is then."""
+    admitted = []
+    start = time.time()
+    while time.time() - start < 2.5:  # hammer for two and a half windows of one second
+        if store.admit("client", 5, 1.0) == 0:
+            admitted.append(time.time())
+        time.sleep(0.005)
+    assert 10 <= len(admitted) <= 15
+    assert max(sum(1 for t in admitted if a <= t < a + 0.98) for a in admitted) == 5  # clocks may differ by ms
+    for _ in range(5):
+        store.admit("other", 5, 1.0)
+    wait = store.admit("other", 5, 1.0)
+    assert 0 < wait <= 1.0
+    time.sleep(wait + 0.05)
+    assert store.admit("other", 5, 1.0) == 0
 
 
 def recipe_module(recipe_dir: Path, module: str):

@@ -13,7 +13,7 @@ from app import create_app
 from app.services.config import TestConfig
 from app.services.parts import parts
 
-from .conftest import check_bounded_cache
+from .conftest import check_bounded_cache, check_sliding_budget
 
 pytestmark = pytest.mark.redis
 
@@ -151,6 +151,12 @@ def test_the_redis_cache_is_bounded_and_jobs_are_never_evicted(redis_url):
     check_bounded_cache(store)
     used = sum(len(store.client.get(k) or b"") for k in store.client.keys("bounded-test:report-*"))
     assert used == store.cached_bytes()  # the byte count is what the values take
+
+
+def test_the_redis_budget_holds_over_any_window_of_its_length(redis_url):
+    from app.services.state import RedisStore
+
+    check_sliding_budget(RedisStore(redis_url, max_bytes=10_000, max_entry=4_000, prefix="sliding-test:"))
 
 
 def test_flask_cachings_own_redis_backend_shares_answers_between_instances(redis_url):

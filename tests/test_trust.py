@@ -15,7 +15,7 @@ from app.services.config import TestConfig
 from app.services.parts import parts
 from app.services.state import SQLiteStore
 
-from .conftest import BERT_MANIFEST, ModelTree, bert_manifest, check_bounded_cache
+from .conftest import BERT_MANIFEST, ModelTree, bert_manifest, check_bounded_cache, check_sliding_budget
 
 RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
 
@@ -254,6 +254,10 @@ def test_the_cache_is_bounded_and_jobs_are_never_evicted(tmp_path):
     check_bounded_cache(SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000))
 
 
+def test_the_budget_holds_over_any_window_of_its_length(tmp_path):
+    check_sliding_budget(SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000))
+
+
 def test_the_store_degrades_when_its_file_breaks(tmp_path):
     store = SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000)
     store.set("k", 1, ttl=60)
@@ -265,7 +269,7 @@ def test_the_store_degrades_when_its_file_breaks(tmp_path):
         broken.__dict__.update(store.__dict__)
         broken._local.db = None
         assert broken.get("k") is None and broken.add("k", 2, ttl=60) is True
-        assert broken.hit("client", 60)[0] == 0
+        assert broken.admit("client", 1, 60) == 0  # a store that fails lets the run through
     finally:
         tmp_path.chmod(0o700)
 

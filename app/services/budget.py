@@ -3,6 +3,7 @@ generations, traces, interventions, training stages), kept in the shared state s
 processes and machines. Spent where a run starts (runs.submit on a cache miss, a verification job that no
 running one answers): a refused request and a kept answer start nothing and spend nothing."""
 
+import math
 import re
 from functools import lru_cache
 
@@ -26,9 +27,11 @@ def parse(text: str) -> tuple[int, int, str]:
 
 
 def spend() -> None:
-    """Count this request against its client's budget; 429 with Retry-After once it is spent."""
+    """Count this run against its client's budget, over any span of its period (a sliding window, in the shared
+    store); 429 with Retry-After, the seconds until the oldest run counted leaves the window, once it is spent."""
     limit, window, said = parse(current_app.config["COMPUTE_BUDGET"])
-    count, left = state.store.hit(f"budget:{request.remote_addr}", window)
-    if count > limit:
-        raise TooManyRequests(f"compute budget of {limit} requests per {said} exceeded; it renews in "
-                              f"{max(1, round(left))} s", retry_after=max(1, round(left)))
+    wait = state.store.admit(f"budget:{request.remote_addr}", limit, window)
+    if wait > 0:
+        seconds = max(1, math.ceil(wait))
+        raise TooManyRequests(f"compute budget of {limit} requests per {said} exceeded; the next may start in "
+                              f"{seconds} s", retry_after=seconds)

@@ -13,12 +13,12 @@ write is skipped, a budget counter lets the request through; each outage is logg
 
 import json
 import logging
-import math
 import os
 import sqlite3
 import tempfile
 import threading
 import time
+import uuid
 import weakref
 from pathlib import Path
 from typing import Any
@@ -82,20 +82,17 @@ class Store:
     def delete(self, key: str) -> None:
         self._guard("delete", lambda: self._delete(key), None)
 
-    def hit(self, key: str, window: float) -> tuple[int, float]:
-        """Count one hit in the current fixed window of `window` seconds: (hits so far, seconds left)."""
-        now = time.time()
-        start = math.floor(now / window) * window
-        left = start + window - now
-        count = self._guard("hit", lambda: self._hit(f"{key}@{int(start)}", start + window), 0)
-        return count, left
+    def admit(self, key: str, limit: int, window: float) -> float:
+        """Record one hit unless `limit` were recorded in the last `window` seconds: a sliding window, so that no
+        span of that length ever holds more. 0 when admitted, else the seconds until one will be."""
+        return self._guard("admit", lambda: self._admit(key, limit, window), 0.0)
 
     # Backends implement these; values are JSON bytes, `expires` an epoch time.
     def _get(self, key: str) -> bytes | None: ...
     def _set(self, key: str, raw: bytes, ttl: float, cached: bool) -> None: ...
     def _add(self, key: str, raw: bytes, ttl: float) -> bool: ...
     def _delete(self, key: str) -> None: ...
-    def _hit(self, key: str, expires: float) -> int: ...
+    def _admit(self, key: str, limit: int, window: float) -> float: ...
 
     def close(self) -> None:
         """Release connections (the SQLite file stays)."""
@@ -106,7 +103,8 @@ CREATE TABLE IF NOT EXISTS entries (
     key TEXT PRIMARY KEY, value BLOB NOT NULL, expires REAL NOT NULL, size INTEGER NOT NULL, cached INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_expiry ON entries (cached, expires);
-CREATE TABLE IF NOT EXISTS counters (key TEXT PRIMARY KEY, count INTEGER NOT NULL, expires REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS hits (key TEXT NOT NULL, at REAL NOT NULL, expires REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS hits_by_key ON hits (key, at);
 """
 
 
@@ -167,7 +165,7 @@ class SQLiteStore(Store):
         """Drop what expired, then the cached values nearest their expiry while over the cap."""
         now = time.time()
         db.execute("DELETE FROM entries WHERE expires <= ?", (now,))
-        db.execute("DELETE FROM counters WHERE expires <= ?", (now,))
+        db.execute("DELETE FROM hits WHERE expires <= ?", (now,))
         (total,) = db.execute("SELECT COALESCE(SUM(size), 0) FROM entries WHERE cached = 1").fetchone()
         while total > self.max_bytes:
             key, size = db.execute("SELECT key, size FROM entries WHERE cached = 1 ORDER BY expires LIMIT 1").fetchone()
@@ -193,11 +191,22 @@ class SQLiteStore(Store):
     def _delete(self, key: str) -> None:
         self._run(lambda db: db.execute("DELETE FROM entries WHERE key = ?", (key,)))
 
-    def _hit(self, key: str, expires: float) -> int:
-        (count,) = self._run(lambda db: db.execute(
-            "INSERT INTO counters VALUES (?, 1, ?) ON CONFLICT(key) DO UPDATE SET count = count + 1 RETURNING count",
-            (key, expires)).fetchone())
-        return count
+    def _admit(self, key: str, limit: int, window: float) -> float:
+        def admit(db: sqlite3.Connection) -> float:
+            now = time.time()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("DELETE FROM hits WHERE key = ? AND at <= ?", (key, now - window))
+                count, oldest = db.execute("SELECT COUNT(*), MIN(at) FROM hits WHERE key = ?", (key,)).fetchone()
+                if count < limit:
+                    db.execute("INSERT INTO hits VALUES (?, ?, ?)", (key, now, now + window))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return 0.0 if count < limit else oldest + window - now
+
+        return self._run(admit)
 
     def cached_bytes(self) -> int:
         """What the cached values take now (for tests and the README's figures)."""
@@ -228,10 +237,19 @@ class RedisStore(Store):
         self.errors = (redis.RedisError,)
         self.client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
         self.prefix = prefix
-        # One command per budget hit: count, and give the window's counter its expiry when it is new.
-        self._count = self.client.register_script(
-            "local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end "
-            "return n")
+        # One command per budget hit, timed by Redis's own clock (one for every machine): drop the hits older than
+        # the window, then record this one if there is room; the answer is how long until there is.
+        self._admit_script = self.client.register_script("""
+            local t = redis.call('TIME')
+            local now, window, limit = t[1] + t[2] / 1e6, tonumber(ARGV[1]), tonumber(ARGV[2])
+            redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+            if redis.call('ZCARD', KEYS[1]) >= limit then
+                local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+                return tostring(tonumber(oldest) + window - now)
+            end
+            redis.call('ZADD', KEYS[1], now, ARGV[3])
+            redis.call('PEXPIRE', KEYS[1], math.ceil(window * 1000))
+            return '0'""")
         self.index = prefix + "cached:by-expiry"
         self.sizes = prefix + "cached:sizes"
         self.total = prefix + "cached:bytes"
@@ -282,8 +300,9 @@ class RedisStore(Store):
     def _delete(self, key: str) -> None:
         self.client.delete(self.prefix + key)
 
-    def _hit(self, key: str, expires: float) -> int:
-        return int(self._count(keys=[self.prefix + "hits:" + key], args=[int(expires) + 1]))
+    def _admit(self, key: str, limit: int, window: float) -> float:
+        wait = self._admit_script(keys=[self.prefix + "hits:" + key], args=[window, limit, uuid.uuid4().hex])
+        return float(wait)
 
     def cached_bytes(self) -> int:
         return int(self.client.get(self.total) or 0)
