@@ -144,6 +144,34 @@ def test_stopping_redis_degrades_to_uncached_and_recovers():
             server.stop()
 
 
+def test_a_verification_while_redis_is_down_answers_its_report_never_a_location_that_will_not_resolve():
+    """The job cannot be kept where a poll would find it: the request waits for the report; once Redis is back,
+    jobs are promised with a Location that resolves again."""
+    server = RedisServer()
+    server.start()
+    app = instance(server.url)
+    client = app.test_client()
+    try:
+        server.stop()
+        answers = [client.post("/api/models/bert/verifications") for _ in range(3)]  # VERIFY_WAIT is 0 here
+        assert [a.status_code for a in answers] == [200] * 3, [a.get_json() for a in answers]
+        assert all(a.get_json()["status"] == "passed" and "Location" not in a.headers for a in answers)
+        server.start()
+        started = client.post("/api/models/gpt/verifications")
+        assert started.status_code == 202
+        for _ in range(300):
+            polled = client.get(started.headers["Location"])
+            assert polled.status_code == 200
+            if polled.get_json()["state"] == "done":
+                break
+            time.sleep(0.1)
+        assert polled.get_json()["report"]["status"] == "passed"
+    finally:
+        parts(app).pool.shutdown()
+        if server.process.poll() is None:
+            server.stop()
+
+
 def test_the_redis_cache_is_bounded_and_jobs_are_never_evicted(redis_url):
     from app.services.state import RedisStore
 

@@ -64,15 +64,16 @@ class Store:
         """The value under `key` as the JSON bytes it is kept as (to serve without parsing it)."""
         return self._guard("get", lambda: self._get(key), None)
 
-    def set(self, key: str, value: Any, ttl: float, cached: bool = False) -> None:
-        """Keep `value` for `ttl` seconds; a `cached` value may be evicted early to respect the size cap."""
+    def set(self, key: str, value: Any, ttl: float, cached: bool = False) -> bool:
+        """Keep `value` for `ttl` seconds; a `cached` value may be evicted early to respect the size cap. Whether
+        it was written (not while the store is down, nor a value that is not JSON or over the entry cap)."""
         try:
             raw = encode(value)
         except ValueError:  # NaN or infinity: not JSON, so not kept
-            return
+            return False
         if cached and len(raw) > self.max_entry:
-            return
-        self._guard("set", lambda: self._set(key, raw, ttl, cached), None)
+            return False
+        return self._guard("set", lambda: self._set(key, raw, ttl, cached) or True, False)
 
     def add(self, key: str, value: Any, ttl: float) -> bool:
         """Keep `value` only if nothing is kept under `key`; whether it was kept. While the store is down

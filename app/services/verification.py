@@ -206,8 +206,10 @@ class Verifications:
                   "finished": None, "owner": owner_name(), "heartbeat": now,
                   "location": url_for("api.verification_job", slug=model.slug, job_id=job_id), "report": None}
         timeout = float(current_app.config["RECIPE_TIMEOUT"])
-        state.store.set(_job_key(job_id), record, KEEP_JOB_SECONDS)
-        if not state.store.add(_running_key(key), job_id, ttl=2 * timeout + 60):
+        # A job the shared store cannot hold (Redis down) is not promised to a poller: its request waits for the
+        # report instead (see must_wait).
+        record["recorded"] = state.store.set(_job_key(job_id), record, KEEP_JOB_SECONDS)
+        if record["recorded"] and not state.store.add(_running_key(key), job_id, ttl=2 * timeout + 60):
             winner = self._running(key)
             if winner is not None:  # another process started the same verification a moment ago
                 ticket.release()

@@ -3,7 +3,7 @@
 import json
 
 from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
-from werkzeug.exceptions import MethodNotAllowed, RequestEntityTooLarge, UnsupportedMediaType
+from werkzeug.exceptions import MethodNotAllowed, RequestEntityTooLarge, ServiceUnavailable, UnsupportedMediaType
 from werkzeug.routing import BaseConverter
 
 from ..domain.catalog import Model, file_listing
@@ -129,9 +129,14 @@ def verify(slug: str):
     if cached is not None:  # a kept report of exactly this run starts nothing, so it spends no budget
         return Response(cached, mimetype="application/json")
     job = verifications.start(found)
-    report = verifications.wait(job["id"], float(current_app.config["VERIFY_WAIT"]))
+    recorded = job.get("recorded", True)  # False: the shared store is down, so no poll could find the job
+    wait = current_app.config["VERIFY_WAIT"] if recorded else current_app.config["RECIPE_TIMEOUT"] + 5
+    report = verifications.wait(job["id"], float(wait))
     if report is not None:
         return jsonify(report)
+    if not recorded:
+        raise ServiceUnavailable("the shared state cannot be reached, so this verification could not be kept for "
+                                 "polling and did not finish in time; try again shortly", retry_after=5)
     location = url_for("api.verification_job", slug=slug, job_id=job["id"])
     response = jsonify(public(job))
     response.status_code = 202
