@@ -3,6 +3,7 @@
 import hashlib
 import json
 import logging
+import os
 import re
 import time
 
@@ -149,3 +150,23 @@ def test_a_name_with_a_trailing_newline_is_refused(field, value):
     manifest = bert_manifest() | {field: value}
     with pytest.raises(ManifestError, match=f"manifest.{field}"):
         validate_manifest(manifest, manifest["slug"])
+
+
+def test_an_edit_that_keeps_the_size_and_restores_the_mtime_is_noticed(tree):
+    """The catalog notices changes by a stamp that holds the ctime, which no one can set back."""
+    tree.add("bert")
+    app = create_app(tree.config(TESTING=True, CATALOG_RELOAD_SECONDS=0.01))
+    client = app.test_client()
+    path = tree.manifests / "bert" / "manifest.json"
+    before = client.get("/api/models/bert")
+    raw = path.read_bytes()
+    stat = path.stat()
+    digit = re.search(rb'"value": -?\d\.(\d)', raw).start(1)
+    changed = raw[:digit] + (b"1" if raw[digit:digit + 1] != b"1" else b"2") + raw[digit + 1:]
+    time.sleep(0.01)  # a ctime apart from the first write's
+    path.write_bytes(changed)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    time.sleep(0.05)
+    after = client.get("/api/models/bert")
+    assert after.data == changed and after.headers["ETag"] != before.headers["ETag"]

@@ -3,6 +3,7 @@ bad checkpoints named, and the API's answers and refusals."""
 
 import json
 import logging
+import os
 import re
 import shutil
 from pathlib import Path
@@ -439,3 +440,24 @@ def test_warm_up_gives_every_lab_recipe_to_new_workers_and_loads_a_present_check
     warm_up(checkpoint_app)  # for real: the trace asked for at once is served by the one warmed worker
     response = checkpoint_app.test_client().post("/api/models/bert-base/datalab", json={"text": "the [MASK] sat ."})
     assert response.status_code == 200 and len(pool.pids()) == 1
+
+
+def test_weights_swapped_for_a_same_size_file_with_the_old_mtime_are_hashed_again(tmp_path, bert_checkpoint):
+    """A checkpoint's hashes (part of every key over its answers) follow its content, not its size and mtime."""
+    from app.domain.checkpoints import find
+
+    folder = tmp_path / "swapped"
+    shutil.copytree(bert_checkpoint, folder)
+    app = create_app(TestConfig)
+    with app.app_context():
+        spec = models.get("bert-base").checkpoint
+    weights = folder / "model.safetensors"
+    before = find(spec, str(folder)).sha256
+    stat = weights.stat()
+    raw = bytearray(weights.read_bytes())
+    raw[-1] ^= 1  # one bit of the last weight
+    weights.write_bytes(bytes(raw))
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    after = find(spec, str(folder)).sha256
+    assert after["model.safetensors"] != before["model.safetensors"] and after["config.json"] == before["config.json"]
+    parts(app).pool.shutdown()

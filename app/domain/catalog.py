@@ -21,6 +21,7 @@ from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
 from .recipes import RecipeMetadataError, read_metadata
 from .schema import FILE_NAME, ITEMS, ManifestError, validate_manifest
+from .stamps import file_stamp
 from .training import Training, declared_training
 
 log = logging.getLogger(__name__)
@@ -342,10 +343,10 @@ def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:
 
 
 def _signature(*folders: Path) -> tuple:
-    """What the catalog was built from: every file below the folders, with its size and mtime."""
+    """What the catalog was built from: every file below the folders, with its stamp (any edit changes it)."""
     files = sorted(p for folder in folders if folder.is_dir() for p in folder.rglob("*")
                    if p.is_file() and "__pycache__" not in p.parts)
-    return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    return tuple((str(p), *file_stamp(p.stat())) for p in files)
 
 
 class LiveCatalog:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .stamps import file_stamp
+
 
 class CheckpointDeclarationError(ValueError):
     """recipe.toml's [checkpoint] cannot be used; the message names the field."""
@@ -101,8 +103,9 @@ def _cached_snapshot(repository: str) -> Path | None:
 
 
 @lru_cache(maxsize=64)
-def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
-    """A file's hash, computed once per content stamp: a checkpoint's weights are hundreds of megabytes."""
+def _file_sha256(path: str, stamp: tuple[int, ...]) -> str:
+    """A file's hash, computed once per stamp (stamps.py: any edit changes it): a checkpoint's weights are
+    hundreds of megabytes."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(1 << 20):
@@ -121,7 +124,7 @@ def _hashes(spec: CheckpointSpec, folder: Path, source: str) -> Checkpoint:
     hashes = {}
     for name in names:
         stat = (folder / name).stat()
-        hashes[name] = _file_sha256(str((folder / name).resolve()), stat.st_size, stat.st_mtime_ns)
+        hashes[name] = _file_sha256(str((folder / name).resolve()), file_stamp(stat))
     return Checkpoint(folder, source, hashes)
 
 
