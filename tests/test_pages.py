@@ -163,8 +163,39 @@ def test_prerender_fills_the_page_memo_that_requests_then_use(app):
     assert {key[0] for key in memo["pages"]} == set(CATALOG_SLUGS)
     before = dict(memo["pages"])
     app.test_client().get("/models/gpt")
-    key = ("gpt", None, None, "None")  # slug, ?case=, ?step=, and the checkpoint's state (gpt reads none)
+    key = ("gpt", "cat", "causal", "None")  # slug, the case and the step shown, the checkpoint's state (none)
     assert memo["pages"][key] is before[key]  # served, not rendered again
+
+
+def test_no_query_string_makes_the_server_render_again(app):
+    """An unknown case or step is the page shown instead, rendered once, with its notice set in."""
+    client = app.test_client()
+    client.get("/models/gpt")
+    with app.app_context():
+        memo = models.catalog.derived("pages", dict)
+    rendered = len(memo["pages"])
+    pages = [client.get(f"/models/gpt?case=nope-{i}&step=gone-{i}") for i in range(20)]
+    assert len(memo["pages"]) == rendered
+    assert all("There is no recorded case “nope-" in p.get_data(as_text=True) for p in pages)
+    assert len({p.headers["ETag"] for p in pages}) == 20  # each answer's own content
+    escaped = client.get("/models/gpt?case=<script>x</script>").get_data(as_text=True)
+    assert "<script>x</script>" not in escaped and "&lt;script&gt;x&lt;/script&gt;" in escaped
+
+
+def test_a_recording_larger_than_the_page_draws_is_summarised_and_exported_whole(tree):
+    """A 1000 x 1000 matrix is drawn as 63 x 63 block means: the page stays small, the exports keep every value."""
+    manifest = bert_manifest()
+    big = [[(i * 1000 + j) / 1e6 for j in range(1000)] for i in range(1000)]
+    manifest["experiment"]["cases"][0]["matrices"][0]["values"] = big
+    tree.add("bert", manifest)
+    client = create_app(tree.config(TESTING=True)).test_client()
+    page = client.get("/models/bert")
+    assert page.status_code == 200 and len(page.data) < 2_000_000
+    html = re.sub(r"\s+", " ", page.get_data(as_text=True))
+    assert "1000 × 1000 values, more than this page draws: shown as the means of 16 × 16 blocks" in html
+    assert ">0–15<" in html and ">992–999<" in html and "Min 0 · Max 1<" in html
+    exported = client.get(f"/models/bert/cases/{manifest['experiment']['cases'][0]['id']}.csv").get_data(as_text=True)
+    assert exported.count("\n") > 1_000_000
 
 
 def test_an_error_page_ends_its_message_with_one_period():

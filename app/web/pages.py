@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request, url_for
+from markupsafe import escape
 
 from ..domain.catalog import GRAPH_FILE, Model, file_listing
 from ..domain.graphlayout import default_focus, open_path
@@ -140,8 +141,41 @@ def model_page(slug: str):
     """The model page; ?case= and ?step= choose the recorded case and the tour step shown."""
     model = page_model(slug)
     checkpoint = checkpoints.status(model.checkpoint) if model.checkpoint else None
-    key = (slug, request.args.get("case"), request.args.get("step"), repr(checkpoint))
-    return remembered(model, key, lambda: render_model_page(model, checkpoint))
+    case, step, notices = shown(model, request.args.get("case"), request.args.get("step"))
+    # Keyed by what is shown, not by what was asked: an unknown ?case= is the page shown instead, rendered once,
+    # with its notice set in, so no query string makes the server render again.
+    key = (slug, case and case["id"], step["id"], repr(checkpoint))
+    page = remembered(model, key, lambda: render_model_page(model, case, step, checkpoint))
+    return with_notices(page, notices) if notices else page
+
+
+NOTICES = b"<!-- notices -->"  # where model.html takes the notices of a page shown instead of the one asked for
+
+
+def with_notices(page: Response, notices: list[str]) -> Response:
+    """A rendered page with these notices set in (escaped), and the ETag of what it now holds."""
+    html = "".join(f'<p class="notice" role="status">{escape(n)}</p>' for n in notices).encode()
+    body = page.get_data().replace(NOTICES, html, 1)
+    page.set_data(body)
+    page.set_etag(hashlib.sha256(body).hexdigest()[:32])
+    return page
+
+
+def shown(model: Model, case_id: str | None, step_id: str | None) -> tuple[dict | None, dict, list[str]]:
+    """The case and the tour step a page shows for what was asked, and a notice for each that it could not."""
+    m = model.manifest
+    cases, steps = m["experiment"]["cases"], m["steps"]
+    case = model.case(case_id) if case_id is not None else None
+    case = case or (cases[0] if cases else None)  # a recording made without its checkpoint has no case
+    opening = next((s for s in steps if s["id"] == m.get("openingStep")), steps[0])
+    step = next((s for s in steps if s["id"] == step_id), opening)
+    notices = []
+    if case_id is not None and (case is None or case["id"] != case_id):
+        instead = f"showing “{case['label']}”" if case else "this recording holds none"
+        notices.append(f"There is no recorded case “{case_id[:100]}”; {instead}.")
+    if step_id is not None and step["id"] != step_id:
+        notices.append(f"There is no tour step “{step_id[:100]}”; showing “{step['title']}”.")
+    return case, step, notices
 
 
 def prerender(app) -> None:
@@ -158,27 +192,43 @@ def prerender(app) -> None:
                 app.logger.exception("the page of model %s could not be rendered ahead of its first request", slug)
 
 
-def render_model_page(model: Model, checkpoint: dict | None = None) -> str:
+MAX_SIDE = 64  # rows and columns a heatmap and its table show; a larger matrix is drawn as block means
+
+
+def drawn(case: dict | None) -> dict | None:
+    """The case as its page draws it: a matrix with more than MAX_SIDE rows or columns as the means of equal
+    blocks, with its true size, range and the blocks' index ranges (`summary`), so that a recording of any
+    size makes a page of bounded size; every value stays in the case's CSV and JSON exports."""
+    if case is None:
+        return None
+    matrices = []
+    for matrix in case.get("matrices", []):
+        values = np.asarray(matrix["values"], dtype=np.float64)
+        rows, cols = values.shape
+        if rows <= MAX_SIDE and cols <= MAX_SIDE:
+            matrices.append(matrix)
+            continue
+        block = (-(-rows // MAX_SIDE), -(-cols // MAX_SIDE))
+        padded = np.full((-(-rows // block[0]) * block[0], -(-cols // block[1]) * block[1]), np.nan)
+        padded[:rows, :cols] = values
+        means = np.nanmean(padded.reshape(padded.shape[0] // block[0], block[0], -1, block[1]), axis=(1, 3))
+        spans = [[f"{i}–{min(i + size, whole) - 1}" for i in range(0, whole, size)]
+                 for whole, size in ((rows, block[0]), (cols, block[1]))]
+        matrices.append(matrix | {"values": means.tolist(), "summary": {
+            "rows": rows, "cols": cols, "block": block, "min": float(values.min()), "max": float(values.max()),
+            "row_spans": spans[0], "col_spans": spans[1]}})
+    return case | {"matrices": matrices}
+
+
+def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: dict | None = None) -> str:
     m = model.manifest
     cases = m["experiment"]["cases"]
-    steps = m["steps"]
-    case_id = request.args.get("case", cases[0]["id"] if cases else None)
-    case = model.case(case_id) if case_id else None
-    case = case or (cases[0] if cases else None)  # a recording made without its checkpoint has no case
-    step_id = request.args.get("step", m.get("openingStep") or steps[0]["id"])
-    step = next((s for s in steps if s["id"] == step_id), steps[0])
-    notices = []
-    if case_id and (case is None or case["id"] != case_id):
-        shown = f"showing “{case['label']}”" if case else "this recording holds none"
-        notices.append(f"There is no recorded case “{case_id}”; {shown}.")
-    if step["id"] != step_id:
-        notices.append(f"There is no tour step “{step_id}”; showing “{step['title']}”.")
     layers = {layer["id"]: layer for layer in m["layers"]}
     if checkpoint and checkpoint["available"] and not cases:  # for the operator, not for a web reader
         current_app.logger.info("%s: a checkpoint is on this server but the recording holds no case; "
                                 "`flask --app wsgi record %s` records its cases", model.slug, model.slug)
     return render_template(
-        "model.html", model=model, m=m, case=case, step=step, layers=layers, notices=notices, graph_file=GRAPH_FILE,
+        "model.html", model=model, m=m, case=drawn(case), step=step, layers=layers, graph_file=GRAPH_FILE,
         graph_open=open_path(m, model.graph_focus or default_focus(m)), table_rows=LAYER_TABLE_ROWS,
         lab=lab_settings(model) if model.has_lab else None, checkpoint=checkpoint,
         files=file_listing(model), whatif=whatif_settings(model), training=training_settings(model),
