@@ -171,6 +171,20 @@ BAD_CHECKPOINTS = {
     "no-vocab": (lambda f: (f / "vocab.txt").unlink(), "vocab.txt is missing"),
     "vocab-without-mask": (lambda f: (f / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n"),
                            "vocab.txt lacks the special token [MASK]"),
+    "float-size": (lambda f: _edit_config(f, hidden_size=64.0), "hidden_size 64.0 is not a whole number of at least 1"),
+    "null-size": (lambda f: _edit_config(f, vocab_size=None), "vocab_size None is not a whole number of at least 1"),
+    "zero-heads": (lambda f: _edit_config(f, num_attention_heads=0),
+                   "num_attention_heads 0 is not a whole number of at least 1"),
+    "boolean-layers": (lambda f: _edit_config(f, num_hidden_layers=True),
+                       "num_hidden_layers True is not a whole number of at least 1"),
+    "string-eps": (lambda f: _edit_config(f, layer_norm_eps="1e-12"),
+                   "layer_norm_eps '1e-12' is not a number between 0 and 1"),
+    "nan-eps": (lambda f: _edit_config(f, layer_norm_eps=float("nan")),
+                "layer_norm_eps nan is not a number between 0 and 1"),
+    "string-lower-case": (lambda f: (f / "tokenizer_config.json").write_text('{"do_lower_case": "yes"}'),
+                          "tokenizer_config.json: do_lower_case 'yes' is not true or false"),
+    "numeric-accents": (lambda f: (f / "tokenizer_config.json").write_text('{"strip_accents": 1}'),
+                        "tokenizer_config.json: strip_accents 1 is not true, false or null"),
 }
 
 
@@ -189,6 +203,19 @@ def test_a_bad_checkpoint_is_named_and_explained(tmp_path, case):
 
 
 # ---- through the API
+
+
+def test_a_checkpoint_too_large_for_the_worker_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    """200000 layers would hold a worker until its timeout: the size is checked against RECIPE_MEMORY_MB first."""
+    folder = make_checkpoint(tmp_path / "ckpt")
+    _edit_config(folder, num_hidden_layers=200_000)
+    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(folder), RECIPE_MEMORY_MB=512)
+    response = app.test_client().post(URL, json={"text": "a [MASK] ."})
+    assert response.status_code == 503
+    message = response.get_json()["error"]["message"]
+    assert "config.json describes" in message and "200000 layers of width" in message
+    assert "RECIPE_MEMORY_MB" in message and str(tmp_path) not in message
+    parts(app).pool.shutdown()
 
 
 def test_the_datalab_answers_every_stage(checkpoint_app, bert_checkpoint):

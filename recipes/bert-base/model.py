@@ -64,10 +64,41 @@ class BertConfig:
                 raise CheckpointError(f"config.json: {key} {data[key]!r} is not supported; this recipe computes "
                                       f"{key} {needed!r}")
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        for name, value in values.items():
+            if name == "layer_norm_eps":
+                if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+                    raise CheckpointError(f"config.json: layer_norm_eps {value!r} is not a number between 0 and 1")
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise CheckpointError(f"config.json: {name} {value!r} is not a whole number of at least 1")
         config = cls(**values)
         if config.hidden_size % config.num_attention_heads:
             raise CheckpointError("config.json: hidden_size is not a multiple of num_attention_heads")
+        config.check_size()
         return config
+
+    def parameters(self) -> int:
+        """How many parameters the model this config describes holds (the MLM head included)."""
+        h, i = self.hidden_size, self.intermediate_size
+        embeddings = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size + 2) * h
+        layer = 4 * (h * h + h) + 2 * h * i + i + h + 4 * h  # attention, feed-forward, two LayerNorms
+        return embeddings + self.num_hidden_layers * layer + h * h + 3 * h + self.vocab_size
+
+    def check_size(self) -> None:
+        """CheckpointError before building a model larger than this process may hold (its address-space cap, the
+        server's RECIPE_MEMORY_MB, where one is set), rather than failing or swapping midway."""
+        import resource
+
+        cap = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if cap == resource.RLIM_INFINITY:
+            return
+        needed = 4 * self.parameters()  # float32
+        with open("/proc/self/statm") as statm:  # the address space in use, in pages
+            used = int(statm.read().split()[0]) * resource.getpagesize()
+        if used + needed > cap:
+            raise CheckpointError(
+                f"config.json describes {self.parameters():,} parameters ({needed / 2**20:,.0f} MiB in float32: "
+                f"{self.num_hidden_layers} layers of width {self.hidden_size}); this recipe process may add "
+                f"{max(cap - used, 0) / 2**20:,.0f} MiB (RECIPE_MEMORY_MB)")
 
 
 class Embeddings(nn.Module):
@@ -286,7 +317,14 @@ def load_vocabulary(folder: str | Path, vocab_size: int) -> Vocabulary:
     missing = [t for t in ("[CLS]", "[SEP]", "[MASK]", "[UNK]") if t not in vocab]
     if missing:
         raise CheckpointError(f"vocab.txt lacks the special token {missing[0]}")
-    lowercase = bool(settings.get("do_lower_case", True))
+    if not isinstance(settings, dict):
+        raise CheckpointError("tokenizer_config.json does not hold an object")
+    for name, allowed in (("do_lower_case", (bool,)), ("tokenize_chinese_chars", (bool,)),
+                          ("strip_accents", (bool, type(None)))):
+        if name in settings and not isinstance(settings[name], allowed):
+            raise CheckpointError(f"tokenizer_config.json: {name} {settings[name]!r} is not "
+                                  f"{'true or false' if len(allowed) == 1 else 'true, false or null'}")
+    lowercase = settings.get("do_lower_case", True)
     tokenizer = BertWordPieceTokenizer(vocab, lowercase=lowercase, strip_accents=settings.get("strip_accents"),
-                                       handle_chinese_chars=bool(settings.get("tokenize_chinese_chars", True)))
+                                       handle_chinese_chars=settings.get("tokenize_chinese_chars", True))
     return Vocabulary(tokenizer, lowercase)
