@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup setup-test serve test lint bench layouts clean
+.PHONY: setup setup-test serve serve-production test lint bench layouts clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ setup-test: $(VENV)/.installed-test
 
 serve: setup
 	$(BIN)/flask --app wsgi serve --host $(HOST) --port $(PORT)
+
+# nginx in front of gunicorn, configured from the app's settings (needs nginx: apt-get install -y nginx).
+serve-production: setup
+	scripts/serve-production
 
 lint: setup-test
 	$(BIN)/ruff check .

@@ -13,7 +13,7 @@ from ..services import cache as answer_cache
 from ..services.config import Config, check
 from ..services.extensions import models, state, workers
 from ..services.verification import verifications
-from . import api, assets, compression, conditional, downloads, errors, pages, response_cache, security
+from . import api, assets, compression, conditional, downloads, errors, pages, proxy, response_cache, security
 
 
 class StrictJSON(DefaultJSONProvider):
@@ -71,4 +71,5 @@ def create_app(config: type | dict | None = None) -> Flask:
     response_cache.init_app(app)  # before security's ProxyFix wraps it, so it sees the client's scheme
     security.init_app(app)
     cli.register(app)
+    proxy.init_app(app)
     return app

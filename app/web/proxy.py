@@ -1,0 +1,64 @@
+"""The reverse proxy's configuration, made from the app's own settings and headers (`flask --app wsgi
+proxy-config`, run by scripts/serve-production): deploy/nginx.conf.in with its @NAMES@ filled in."""
+
+import json
+from pathlib import Path
+
+import click
+from flask import Flask, current_app
+from werkzeug.http import HTTP_STATUS_CODES
+
+from ..services.config import PROJECT_ROOT
+from .security import HEADERS
+
+TEMPLATE = PROJECT_ROOT / "deploy" / "nginx.conf.in"
+# What nginx answers itself: a malformed request, a client too slow, a body or a URI or headers too large (494:
+# nginx's own code for the last, sent as 400), the web tier out of reach or too slow.
+REFUSALS = {400: "the request is malformed", 408: "the request was not sent in time",
+            413: "request body over {max_body} bytes", 414: "the URI is too long",
+            494: "the request headers are too large", 502: "the web tier cannot be reached; try again shortly",
+            504: "the web tier did not answer in time"}
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def nginx_config(listen: str, upstream: str, run_dir: str) -> str:
+    """The proxy's configuration for this app: where it listens, where the web tier is, where nginx keeps its
+    files, and the app's body limit, recipe timeout and security headers."""
+    config = current_app.config
+    max_body = int(config["MAX_CONTENT_LENGTH"])
+    headers = "\n".join(f"        add_header {name} {_quoted(value)} always;" for name, value in HEADERS)
+    hide = "\n".join(f"            proxy_hide_header {name};" for name, _ in HEADERS)
+    errors = []
+    for status, message in REFUSALS.items():
+        shown = 400 if status == 494 else status
+        body = json.dumps({"error": {"status": shown, "name": HTTP_STATUS_CODES[shown],
+                                     "message": message.format(max_body=max_body)}})
+        # A URI, not a named location: nginx cannot redirect a request whose request line it could not read to
+        # a named one.
+        errors.append(f"        error_page {status} /.refused/{status};\n"
+                      f"        location = /.refused/{status} {{\n"
+                      f"            internal;\n"
+                      f"            default_type application/json;\n"
+                      f"            return {shown} {_quoted(body)};\n"
+                      f"        }}")
+    filled = {"@LISTEN@": listen, "@UPSTREAM@": upstream, "@RUN@": run_dir, "@MAX_BODY@": str(max_body),
+              "@READ_TIMEOUT@": f"{int(float(config['RECIPE_TIMEOUT'])) + 30}s", "@HEADERS@": headers,
+              "@HIDE@": hide, "@ERRORS@": "\n".join(errors)}
+    text = TEMPLATE.read_text()
+    for name, value in filled.items():
+        text = text.replace(name, value)
+    return text
+
+
+def init_app(app: Flask) -> None:
+    @app.cli.command("proxy-config")
+    @click.option("--listen", default="127.0.0.1:8000", show_default=True, help="nginx's listen address.")
+    @click.option("--upstream", required=True, help="The web tier's address: host:port (or unix:/path).")
+    @click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+                  help="Where nginx keeps its pid.")
+    def proxy_config(listen: str, upstream: str, run_dir: Path) -> None:
+        """Print nginx's configuration for serving this app behind it."""
+        click.echo(nginx_config(listen, upstream, str(run_dir.resolve())), nl=False)
