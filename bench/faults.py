@@ -3,7 +3,9 @@
     python bench/faults.py
 
 1. a recipe worker killed mid-run; 2. a recipe that hangs past its timeout; 3. a manifest corrupted on
-disk; 4. Redis stopped while the app runs; 5. the web worker killed while it runs a verification. The
+disk; 4. Redis stopped while the app runs; 5. the web worker killed while it runs a verification; 6. a
+manifest that comes to hold NaN, then the web worker killed (its replacement must boot); 7. a manifest
+edited keeping its size and its mtime; 8. a verification asked while Redis is down. The
 app serves a copy of the models plus a "slow" one whose what-if run and replay sleep for a minute, with
 a 3 s recipe timeout and one web worker (so the drill can find its recipe process). Prints, per drill,
 what the client saw and how long recovery took.
@@ -52,6 +54,26 @@ def recipe_processes() -> list[int]:
             except OSError:
                 continue
             if b"multiprocessing.spawn" in cmdline or b"spawn_main" in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def web_workers() -> list[int]:
+    """The gunicorn web workers under test: gunicorn processes whose parent is a gunicorn process too."""
+    def cmdline(pid: str) -> bytes:
+        try:
+            return (Path("/proc") / pid / "cmdline").read_bytes()
+        except OSError:
+            return b""
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and b"gunicorn" in cmdline(entry.name):
+            try:
+                parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            except OSError:
+                continue
+            if b"gunicorn" in cmdline(parent):
                 found.append(int(entry.name))
     return found
 
@@ -168,7 +190,7 @@ def drills(base: str, manifests: Path, redis: "Redis | None") -> list:
     while job["state"] != "running":
         time.sleep(0.1)
         job = json.loads(request("GET", base + headers["Location"])[2])
-    owner = int(job["owner"].rsplit(":", 1)[1])
+    owner = web_workers()[0]  # one web worker: the job's owner (which no client is told)
     recipes_before = recipe_processes()
     os.kill(owner, signal.SIGKILL)
     killed = time.monotonic()
@@ -183,6 +205,44 @@ def drills(base: str, manifests: Path, redis: "Redis | None") -> list:
     report = json.loads(request("GET", base + headers["Location"])[2])["report"]
     rows.append(("web worker killed mid-verification", f"poll: job {report['status']} after {ended_after:.1f} s; "
                  f"its recipe worker gone after {gone:.1f} s", ended_after))
+
+    # 6. a manifest that comes to hold NaN, then the web worker killed: its replacement boots (it renders every
+    # model page first) and lists the manifest as unavailable
+    path = manifests / "bert" / "manifest.json"
+    good = path.read_bytes()
+    path.write_bytes(good.replace(b'"value": ', b'"value": NaN, "was": ', 1))
+    until(lambda: request("GET", base + "/api/models/bert")[0] == 404, 30)
+    os.kill(web_workers()[0], signal.SIGKILL)
+    killed = time.monotonic()
+    until(lambda: request("GET", base + "/api/models", timeout=5)[0] == 200, 120)
+    booted = time.monotonic() - killed
+    listed = json.loads(request("GET", base + "/api/models")[2])["unavailable"]
+    path.write_bytes(good)
+    until(lambda: request("GET", base + "/api/models/bert")[0] == 200, 30)
+    rows.append(("NaN in a manifest, web worker killed", f"new worker up after {booted:.1f} s; unavailable: "
+                 f"{[(u['slug'], u['reason'][:40]) for u in listed]}", booted))
+
+    # 7. an edit that keeps the size and restores the mtime
+    etag = request("GET", base + "/api/models/bert")[1]["ETag"]
+    stat = path.stat()
+    digit = good.index(b'"value": ') + len(b'"value": ')
+    path.write_bytes(good[:digit] + (b"7" if good[digit:digit + 1] != b"7" else b"8") + good[digit + 1:])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    noticed = until(lambda: request("GET", base + "/api/models/bert")[1].get("ETag") != etag, 30)
+    path.write_bytes(good)
+    until(lambda: request("GET", base + "/api/models/bert")[1].get("ETag") == etag, 30)
+    rows.append(("same size, same mtime edit", "a new ETag for the new bytes", noticed))
+
+    # 8. a verification asked while Redis is down: answered with its report, never a Location that 404s
+    if redis is not None:
+        redis.stop()
+        started = time.monotonic()
+        status, headers, body = request("POST", base + "/api/models/bert/verifications")
+        waited = time.monotonic() - started
+        redis.start()
+        saw = f"{status} {json.loads(body).get('status') or message(body)}, Location: {headers.get('Location')}"
+        rows.append((f"verification while Redis is down ({waited:.1f} s)", saw,
+                     until(lambda: request("POST", base + "/api/models/gpt/verifications")[0] in (200, 202), 30)))
     return rows
 
 

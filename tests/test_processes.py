@@ -302,7 +302,7 @@ def test_the_production_setup_holds_a_slowloris_and_its_own_refusals_carry_the_h
     """200 connections sending a header line every 2 s hold nginx's connections, not gunicorn's threads: other
     clients' p99 stays under 1 s; what nginx refuses itself is JSON with the app's security headers."""
     tree.add("bert")
-    server = Production(tree)
+    server = Production(tree, workers=1)
     slow = []
     try:
         for _ in range(200):

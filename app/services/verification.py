@@ -207,7 +207,7 @@ class Verifications:
                   "location": url_for("api.verification_job", slug=model.slug, job_id=job_id), "report": None}
         timeout = float(current_app.config["RECIPE_TIMEOUT"])
         # A job the shared store cannot hold (Redis down) is not promised to a poller: its request waits for the
-        # report instead (see must_wait).
+        # report instead (api.verify).
         record["recorded"] = state.store.set(_job_key(job_id), record, KEEP_JOB_SECONDS)
         if record["recorded"] and not state.store.add(_running_key(key), job_id, ttl=2 * timeout + 60):
             winner = self._running(key)
