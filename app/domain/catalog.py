@@ -21,6 +21,7 @@ from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
 from .recipes import RecipeMetadataError, read_metadata
 from .schema import FILE_NAME, ITEMS, ManifestError, validate_manifest
+from .shapes import FileEntry
 from .stamps import file_stamp
 from .training import Training, declared_training
 
@@ -163,7 +164,7 @@ DIFFERS_FROM_RECORDING = {
 }
 
 
-def file_listing(model: Model) -> list[dict]:
+def file_listing(model: Model) -> list[FileEntry]:
     """Each served file: where to get it, what it hashes to, and how that compares with the recording."""
     recorded = model.manifest["files"]
     listing = []

@@ -227,7 +227,7 @@ class Catalog(TypedDict):
     unavailable: list[Unavailable]
 
 
-class ServedFile(TypedDict):
+class FileEntry(TypedDict):
     name: str
     url: str
     content_type: str
@@ -248,7 +248,7 @@ class NotServed(TypedDict):
 class Files(TypedDict):
     model: str
     revision: str
-    files: list[ServedFile]
+    files: list[FileEntry]
     not_served: list[NotServed]
 
 

@@ -10,6 +10,7 @@ from ..domain.catalog import Model, file_listing
 from ..domain.compare import compare_case, tolerance_for
 from ..domain.labs import TAKEN
 from ..domain.labs.fields import parse_query, validate
+from ..domain.shapes import Links
 from ..services import interventions, live, training
 from ..services.extensions import models
 from ..services.verification import public, verifications
@@ -51,7 +52,7 @@ def get_model(slug: str) -> Model:
     return models.get_or_404(slug)
 
 
-def model_links(model: Model) -> dict:
+def model_links(model: Model) -> Links:
     slug = model.slug
     return {
         "self": url_for("api.model", slug=slug),
