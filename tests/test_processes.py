@@ -300,7 +300,8 @@ class Production:
 
 def test_the_production_setup_holds_a_slowloris_and_its_own_refusals_carry_the_headers(tree):
     """200 connections sending a header line every 2 s hold nginx's connections, not gunicorn's threads: other
-    clients' p99 stays under 1 s; what nginx refuses itself is JSON with the app's security headers."""
+    clients' p99 stays under 1 s; what nginx refuses itself is answered as the app would (JSON under /api and
+    where it could not read the path, the site's error page elsewhere) with the app's security headers."""
     tree.add("bert")
     server = Production(tree, workers=1)
     slow = []
@@ -324,13 +325,21 @@ def test_the_production_setup_holds_a_slowloris_and_its_own_refusals_carry_the_h
             time.sleep(1)
         latencies.sort()
         assert len(latencies) >= 40 and latencies[int(len(latencies) * 0.99) - 1] < 1.0, latencies[-5:]
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-        conn.request("GET", "/api/models/" + "x" * 9000)
-        refused = conn.getresponse()
-        assert refused.status == 414 and refused.getheader("X-Content-Type-Options") == "nosniff"
-        assert refused.getheader("Content-Security-Policy", "").startswith("default-src 'self'")
-        assert json.loads(refused.read())["error"]["status"] == 414
-        conn.close()
+        big = json.dumps({"text": "x" * 70_000})  # past MAX_CONTENT_LENGTH: refused by nginx, which read the path
+        for method, path, body, status, kind in (
+                ("GET", "/models/" + "x" * 9000, None, 414, "application/json"),  # a path nginx cannot read
+                ("POST", "/api/models/gpt/runs", big, 413, "application/json"),
+                ("POST", "/models/gpt", big, 413, "text/html")):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+            refused = conn.getresponse()
+            assert refused.status == status and refused.getheader("Content-Type") == kind, path[:30]
+            assert refused.getheader("X-Content-Type-Options") == "nosniff"
+            assert refused.getheader("Content-Security-Policy", "").startswith("default-src 'self'")
+            text = refused.read().decode()
+            assert (json.loads(text)["error"]["status"] == status if kind == "application/json"
+                    else f"Error {status}" in text and "Request body over 65536 bytes." in text)
+            conn.close()
         served = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
         served.request("GET", "/api/models/bert")
         answer = served.getresponse()

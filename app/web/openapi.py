@@ -11,7 +11,6 @@ drives a client generated from it.
 from copy import deepcopy
 
 from apispec import APISpec
-from pydantic import TypeAdapter
 
 from ..domain import shapes
 from ..domain.catalog import Catalog, Model
@@ -95,6 +94,8 @@ def _strict(schema: dict) -> dict:
 
 def generated_schemas(types: tuple[type, ...]) -> dict[str, dict]:
     """The JSON Schemas of these TypedDicts and of every type they name, by type name."""
+    from pydantic import TypeAdapter  # here, not at import: a web process that never serves the document never loads it
+
     adapters = [(t.__name__, "serialization", TypeAdapter(t)) for t in types]
     _, top = TypeAdapter.json_schemas(adapters, ref_template="#/components/schemas/{model}")
     found = {name: _strict(schema) for name, schema in top.get("$defs", {}).items()}

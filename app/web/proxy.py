@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import click
-from flask import Flask, current_app
+from flask import Flask, current_app, render_template
 from werkzeug.http import HTTP_STATUS_CODES
 
 from ..services.config import PROJECT_ROOT
@@ -21,29 +21,39 @@ REFUSALS = {400: "the request is malformed", 408: "the request was not sent in t
 
 
 def _quoted(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """A string as nginx reads it in `return`: quoted, and no `$` left to be read as a variable."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("$", "&#36;") + "'"
+
+
+def _refusal(status: int, message: str, as_json: bool) -> str:
+    """What nginx answers for a request it refuses itself: the API's error shape, or the site's error page."""
+    shown = 400 if status == 494 else status
+    name = HTTP_STATUS_CODES[shown]
+    if as_json:
+        body, kind = json.dumps({"error": {"status": shown, "name": name, "message": message}}), "application/json"
+    else:
+        with current_app.test_request_context("/"):
+            body, kind = render_template("error.html", status=shown, name=name, message=message), "text/html"
+    # A URI, not a named location: nginx cannot send a request whose request line it could not read to a named one.
+    where = "api" if as_json else "page"
+    return (f"        location = /.refused/{where}/{status} {{\n"
+            f"            internal;\n"
+            f"            default_type {kind};\n"
+            f"            return {shown} {_quoted(body)};\n"
+            f"        }}")
 
 
 def nginx_config(listen: str, upstream: str, run_dir: str) -> str:
     """The proxy's configuration for this app: where it listens, where the web tier is, where nginx keeps its
-    files, and the app's body limit, recipe timeout and security headers."""
+    files, and the app's body limit, recipe timeout, security headers and error answers."""
     config = current_app.config
     max_body = int(config["MAX_CONTENT_LENGTH"])
     headers = "\n".join(f"        add_header {name} {_quoted(value)} always;" for name, value in HEADERS)
     hide = "\n".join(f"            proxy_hide_header {name};" for name, _ in HEADERS)
     errors = []
     for status, message in REFUSALS.items():
-        shown = 400 if status == 494 else status
-        body = json.dumps({"error": {"status": shown, "name": HTTP_STATUS_CODES[shown],
-                                     "message": message.format(max_body=max_body)}})
-        # A URI, not a named location: nginx cannot redirect a request whose request line it could not read to
-        # a named one.
-        errors.append(f"        error_page {status} /.refused/{status};\n"
-                      f"        location = /.refused/{status} {{\n"
-                      f"            internal;\n"
-                      f"            default_type application/json;\n"
-                      f"            return {shown} {_quoted(body)};\n"
-                      f"        }}")
+        errors.append(f"        error_page {status} /.refused/$refused_as/{status};")
+        errors += [_refusal(status, message.format(max_body=max_body), as_json) for as_json in (True, False)]
     filled = {"@LISTEN@": listen, "@UPSTREAM@": upstream, "@RUN@": run_dir, "@MAX_BODY@": str(max_body),
               "@READ_TIMEOUT@": f"{int(float(config['RECIPE_TIMEOUT'])) + 30}s", "@HEADERS@": headers,
               "@HIDE@": hide, "@ERRORS@": "\n".join(errors)}
