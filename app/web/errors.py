@@ -3,6 +3,7 @@
 from flask import Flask, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException, InternalServerError, default_exceptions
 
+from ..domain.shapes import Error
 from ..services.runs import REFUSALS, RETRY, status_of
 
 BUSY_RETRY_AFTER = 5  # seconds: about the time a queue of warm recipe runs takes to drain
@@ -12,12 +13,17 @@ def _wants_json() -> bool:
     return request.path == "/api" or request.path.startswith("/api/")
 
 
+def error_body(status: int, name: str, message: str) -> Error:
+    """The API's error shape, wherever an error is answered (here, and nginx's own refusals: proxy.py)."""
+    return {"error": {"status": status, "name": name, "message": message}}
+
+
 def handle_http_error(error: HTTPException):
     """Render an HTTP error for the client that asked."""
     status = error.code or 500
     message = error.description or error.name
     if _wants_json():
-        response = jsonify(error={"status": status, "name": error.name, "message": message})
+        response = jsonify(error_body(status, error.name, message))
     else:
         response = render_template("error.html", status=status, name=error.name, message=message)
     headers = error.get_response().headers

@@ -9,6 +9,7 @@ from flask import Flask, current_app, render_template
 from werkzeug.http import HTTP_STATUS_CODES
 
 from ..services.config import PROJECT_ROOT
+from .errors import error_body
 from .security import HEADERS
 
 TEMPLATE = PROJECT_ROOT / "deploy" / "nginx.conf.in"
@@ -30,7 +31,7 @@ def _refusal(status: int, message: str, as_json: bool) -> str:
     shown = 400 if status == 494 else status
     name = HTTP_STATUS_CODES[shown]
     if as_json:
-        body, kind = json.dumps({"error": {"status": shown, "name": name, "message": message}}), "application/json"
+        body, kind = json.dumps(error_body(shown, name, message)), "application/json"
     else:
         with current_app.test_request_context("/"):
             body, kind = render_template("error.html", status=shown, name=name, message=message), "text/html"
