@@ -56,30 +56,40 @@ def call(port: int, method: str, path: str, body: dict | None = None) -> tuple[i
         conn.close()
 
 
+def server_env(tree: ModelTree, workers: int) -> dict:
+    """The environment a server of this model tree runs in: no Redis, its own folders and state file."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "TENSORVIZ_REDIS_URL")}
+    return env | {"WEB_CONCURRENCY": str(workers), "TENSORVIZ_MANIFESTS_DIR": str(tree.manifests),
+                  "TENSORVIZ_RECIPES_DIR": str(tree.recipes),
+                  "TENSORVIZ_STATE_PATH": str(tree.manifests.parent / "state.sqlite3")}
+
+
+def wait_until_answering(server, name: str) -> None:
+    """Return once the server answers its catalog; else stop it and raise with the end of its log."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if call(server.port, "GET", "/api/models")[0] == 200:
+                return
+        except OSError:
+            time.sleep(0.2)
+    server.stop()
+    raise RuntimeError(f"{name} did not start: " + Path(server.log.name).read_text()[-2000:])
+
+
 class Gunicorn:
     """`gunicorn -c gunicorn.conf.py wsgi:app` on a model tree, without Redis."""
 
     def __init__(self, tree: ModelTree, workers: int, **settings) -> None:
         self.port = free_port()
-        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "TENSORVIZ_REDIS_URL")}
-        env |= {"WEB_CONCURRENCY": str(workers), "TENSORVIZ_MANIFESTS_DIR": str(tree.manifests),
-                "TENSORVIZ_RECIPES_DIR": str(tree.recipes),
-                "TENSORVIZ_STATE_PATH": str(tree.manifests.parent / "state.sqlite3"), "TENSORVIZ_VERIFY_WAIT": "0"}
+        env = server_env(tree, workers) | {"TENSORVIZ_VERIFY_WAIT": "0"}
         env |= {f"TENSORVIZ_{k}": json.dumps(v) for k, v in settings.items()}
         self.log = open(tree.manifests.parent / "gunicorn.log", "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--bind", f"127.0.0.1:{self.port}",
              "--access-logfile", "/dev/null", "wsgi:app"], cwd=PROJECT_ROOT, env=env, stdout=self.log,
             stderr=self.log)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if call(self.port, "GET", "/api/models")[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("gunicorn did not start: " + Path(self.log.name).read_text()[-2000:])
+        wait_until_answering(self, "gunicorn")
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGQUIT)  # quick shutdown: a test does not wait for runs to finish
@@ -270,24 +280,13 @@ class Production:
 
     def __init__(self, tree: ModelTree, workers: int = 2) -> None:
         self.port = free_port()
-        run = tree.manifests.parent / "run"
-        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "TENSORVIZ_REDIS_URL")}
-        env |= {"WEB_CONCURRENCY": str(workers), "TENSORVIZ_MANIFESTS_DIR": str(tree.manifests),
-                "TENSORVIZ_RECIPES_DIR": str(tree.recipes), "TENSORVIZ_RUN_DIR": str(run),
-                "TENSORVIZ_LISTEN": f"127.0.0.1:{self.port}", "TENSORVIZ_UPSTREAM": f"127.0.0.1:{free_port()}",
-                "TENSORVIZ_STATE_PATH": str(tree.manifests.parent / "state.sqlite3")}
+        env = server_env(tree, workers) | {
+            "TENSORVIZ_RUN_DIR": str(tree.manifests.parent / "run"), "TENSORVIZ_LISTEN": f"127.0.0.1:{self.port}",
+            "TENSORVIZ_UPSTREAM": f"127.0.0.1:{free_port()}"}
         self.log = open(tree.manifests.parent / "production.log", "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen([str(PROJECT_ROOT / "scripts" / "serve-production")], cwd=PROJECT_ROOT,
                                         env=env, stdout=self.log, stderr=self.log, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if call(self.port, "GET", "/api/models")[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("serve-production did not start: " + Path(self.log.name).read_text()[-2000:])
+        wait_until_answering(self, "serve-production")
 
     def stop(self) -> None:
         os.killpg(self.process.pid, signal.SIGTERM)
