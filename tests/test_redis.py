@@ -146,7 +146,8 @@ def test_stopping_redis_degrades_to_uncached_and_recovers():
 
 def test_a_verification_while_redis_is_down_answers_its_report_never_a_location_that_will_not_resolve():
     """The job cannot be kept where a poll would find it: the request waits for the report; once Redis is back,
-    jobs are promised with a Location that resolves again."""
+    jobs are promised with a Location that resolves again, and the latest report made meanwhile is there for
+    every instance."""
     server = RedisServer()
     server.start()
     app = instance(server.url)
@@ -156,8 +157,12 @@ def test_a_verification_while_redis_is_down_answers_its_report_never_a_location_
         answers = [client.post("/api/models/bert/verifications") for _ in range(3)]  # VERIFY_WAIT is 0 here
         assert [a.status_code for a in answers] == [200] * 3, [a.get_json() for a in answers]
         assert all(a.get_json()["status"] == "passed" and "Location" not in a.headers for a in answers)
+        latest = client.get("/api/models/bert/verifications/latest")
+        assert latest.status_code == 200 and latest.get_json()["started_at"] == answers[-1].get_json()["started_at"]
         server.start()
-        started = client.post("/api/models/gpt/verifications")
+        other = instance(server.url)
+        assert other.test_client().get("/api/models/bert/verifications/latest").status_code == 404
+        started = client.post("/api/models/gpt/verifications")  # the first answer of the store writes back
         assert started.status_code == 202
         for _ in range(300):
             polled = client.get(started.headers["Location"])
@@ -166,6 +171,8 @@ def test_a_verification_while_redis_is_down_answers_its_report_never_a_location_
                 break
             time.sleep(0.1)
         assert polled.get_json()["report"]["status"] == "passed"
+        kept = other.test_client().get("/api/models/bert/verifications/latest")
+        assert kept.status_code == 200 and kept.get_json()["started_at"] == answers[-1].get_json()["started_at"]
     finally:
         parts(app).pool.shutdown()
         if server.process.poll() is None:

@@ -8,7 +8,10 @@ over `max_entry` bytes are not kept, and when the cached values pass `max_bytes`
 expiry go first. Jobs and budget counters are never evicted (they expire by themselves).
 
 A store that fails (Redis down, a disk full) degrades instead of failing requests: a read is a miss, a
-write is skipped, a budget counter lets the request through; each outage is logged once.
+budget counter lets the request through, a job is not written (its caller then answers within the request);
+each outage is logged once. A cached answer written meanwhile (a report, the latest report) is held in the
+process, bounded in bytes, served from there to this process's reads, and written when the store answers
+again, so that an outage loses nothing this process computed.
 """
 
 import json
@@ -23,6 +26,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from ..domain.lru import SizedLRU
 from .parts import parts
 
 log = logging.getLogger(__name__)
@@ -41,19 +45,45 @@ class Store:
         self.max_bytes = max_bytes
         self.max_entry = max_entry
         self._down = False
+        # Cached writes the store refused while down: key -> (JSON bytes, epoch expiry), written back on recovery.
+        self._held = SizedLRU(4 * max_entry)
+        self._writing_back = threading.Lock()
 
     def _guard(self, action: str, call, fallback):
         try:
             result = call()
         except self.errors as exc:
-            if not self._down:
-                log.warning("shared state unavailable (%s: %s); degrading until it answers again", action, exc)
-            self._down = True
+            self._went_down(action, exc)
             return fallback
         if self._down:
             log.warning("shared state available again")
             self._down = False
+            self._write_back()
         return result
+
+    def _went_down(self, action: str, exc: Exception) -> None:
+        if not self._down:
+            log.warning("shared state unavailable (%s: %s); degrading until it answers again", action, exc)
+        self._down = True
+
+    def _write_back(self) -> None:
+        """Write what was held while the store was down (each with what is left of its time), oldest first."""
+        if not self._writing_back.acquire(blocking=False):
+            return  # another thread of this process is writing them
+        try:
+            written = 0
+            for key in self._held.keys():
+                held = self._held.get(key)
+                if held is not None and held[1] > time.time():
+                    self._set(key, held[0], held[1] - time.time(), True)
+                    written += 1
+                self._held.discard(key)
+            if written:
+                log.warning("shared state: %d answers held during the outage written back", written)
+        except self.errors as exc:
+            self._went_down("write back", exc)
+        finally:
+            self._writing_back.release()
 
     def get(self, key: str) -> Any | None:
         """The value under `key`, or None when absent or expired."""
@@ -62,6 +92,9 @@ class Store:
 
     def get_json(self, key: str) -> bytes | None:
         """The value under `key` as the JSON bytes it is kept as (to serve without parsing it)."""
+        held = self._held.get(key)
+        if held is not None and held[1] > time.time():
+            return held[0]  # newer than anything the store holds: written here while it was down
         return self._guard("get", lambda: self._get(key), None)
 
     def set(self, key: str, value: Any, ttl: float, cached: bool = False) -> bool:
@@ -73,7 +106,11 @@ class Store:
             return False
         if cached and len(raw) > self.max_entry:
             return False
-        return self._guard("set", lambda: self._set(key, raw, ttl, cached) or True, False)
+        self._held.discard(key)  # this value is newer than any held one
+        written = self._guard("set", lambda: self._set(key, raw, ttl, cached) or True, False)
+        if not written and cached:
+            self._held.put(key, (raw, time.time() + ttl), len(raw))
+        return written
 
     def add(self, key: str, value: Any, ttl: float) -> bool:
         """Keep `value` only if nothing is kept under `key`; whether it was kept. While the store is down
@@ -81,6 +118,7 @@ class Store:
         return self._guard("add", lambda: self._add(key, encode(value), ttl), True)
 
     def delete(self, key: str) -> None:
+        self._held.discard(key)
         self._guard("delete", lambda: self._delete(key), None)
 
     def admit(self, key: str, limit: int, window: float) -> float:
