@@ -1,6 +1,6 @@
 """The executors side by side, in one run: uncached lab throughput, and cached GETs while the compute is busy.
 
-    python bench/executors.py [--seconds 10] [--clients 6] [--split-cores]
+    python bench/executors.py [--seconds 10] [--clients 6] [--split-cores] [--proxy]
 
 Each row is gunicorn (gunicorn.conf.py) on loopback with a real Redis (started here) holding the shared state:
 `local` (each web worker runs recipes in its own recipe process), then `celery` with one and with two
@@ -8,7 +8,9 @@ worker processes (`celery -A compute_worker worker --concurrency N`). For each: 
 GPT lab runs that no cache can answer (each prompt new) for `--seconds`: answered runs per second; and wrk's
 p50/p99 of a cached GET (`/api/models/gpt`) with the compute idle and while those clients keep it busy.
 With `--split-cores` the Celery workers run on the last core and everything else (gunicorn, its local recipe
-processes, wrk, the clients) on the others, as a compute tier on a machine of its own would.
+processes, wrk, the clients) on the others, as a compute tier on a machine of its own would. With `--proxy`
+each server is the documented production setup (`scripts/serve-production`: nginx in front of gunicorn, which
+keeps the cached answers for PROXY_CACHE_SECONDS), and every request goes through nginx.
 BENCH_CELERY_WORKERS (default "1,2") lists the Celery worker counts, in order.
 """
 
@@ -22,11 +24,12 @@ import sys
 import threading
 import time
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import wrk  # noqa: E402
-from servers import ROOT, Redis, gunicorn, request  # noqa: E402
+from servers import ROOT, Redis, gunicorn, production, request  # noqa: E402
 
 WORKERS = tuple(int(n) for n in os.environ.get("BENCH_CELERY_WORKERS", "1,2").split(","))
 SETTINGS = {"TENSORVIZ_COMPUTE_BUDGET": '"1000000 per minute"', "TENSORVIZ_RECIPE_QUEUE": "64"}
@@ -104,7 +107,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--clients", type=int, default=6)
     parser.add_argument("--split-cores", action="store_true")
+    parser.add_argument("--proxy", action="store_true", help="serve through nginx (scripts/serve-production)")
     args = parser.parse_args()
+    web = production if args.proxy else partial(gunicorn, "wsgi:app")
     compute = None
     if args.split_cores:
         cores = sorted(os.sched_getaffinity(0))
@@ -114,16 +119,17 @@ def main() -> None:
     rows = {}
     with Redis() as redis:
         env = SETTINGS | {"TENSORVIZ_REDIS_URL": redis.url}
-        with gunicorn("wsgi:app", env) as base:
+        with web(env) as base:
             rows["local"] = measure(base, args.seconds, args.clients, fresh)
         for workers in WORKERS:
             with ExitStack() as stack:
                 stack.enter_context(celery_workers(redis.url, workers, compute))
-                base = stack.enter_context(gunicorn("wsgi:app", env | {"TENSORVIZ_EXECUTOR": '"celery"'}))
+                base = stack.enter_context(web(env | {"TENSORVIZ_EXECUTOR": '"celery"'}))
                 rows[f"celery x{workers}"] = measure(base, args.seconds, args.clients, fresh)
     print(f"{args.clients} clients POSTing uncached GPT runs for {args.seconds} s; wrk -c8 GET /api/models/gpt "
           f"(cached) with the compute idle and busy; {os.cpu_count()} cores"
-          + (f", Celery workers on core {min(compute)} and the rest on the others" if compute else ""))
+          + (f", Celery workers on core {min(compute)} and the rest on the others" if compute else "")
+          + (", through nginx (serve-production)" if args.proxy else ""))
     print(f"{'executor':<10} {'runs/s':>7} {'x local':>8} {'idle p50':>9} {'idle p99':>9} {'busy p50':>9} "
           f"{'busy p99':>9}  other statuses")
     local = rows["local"]["runs/s"]

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -50,6 +51,29 @@ def gunicorn(app: str, env: dict | None = None, ready_path: str = "/") -> Iterat
         process.wait(timeout=30)
         log.close()
         Path(log.name).unlink(missing_ok=True)
+
+
+@contextmanager
+def production(env: dict | None = None) -> Iterator[str]:
+    """`scripts/serve-production` (nginx in front of gunicorn) on free loopback ports; yields nginx's base URL."""
+    port = free_port()
+    run = ROOT / "bench" / f".run-{port}"
+    log = open(ROOT / "bench" / f".production-{port}.log", "w")  # noqa: SIM115 - closed below
+    settings = {"TENSORVIZ_LISTEN": f"127.0.0.1:{port}", "TENSORVIZ_UPSTREAM": f"127.0.0.1:{free_port()}",
+                "TENSORVIZ_RUN_DIR": str(run)}
+    process = subprocess.Popen([str(ROOT / "scripts" / "serve-production")], cwd=ROOT,
+                               env=os.environ | (env or {}) | settings, stdout=log, stderr=log,
+                               start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(base + "/")
+        yield base
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
+        log.close()
+        Path(log.name).unlink(missing_ok=True)
+        shutil.rmtree(run, ignore_errors=True)
 
 
 class Redis:

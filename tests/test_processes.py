@@ -278,15 +278,22 @@ def test_gunicorn_believes_no_forwarded_scheme_without_proxies_and_a_malformed_c
 class Production:
     """`scripts/serve-production`: nginx in front of gunicorn, as the README's production section starts it."""
 
-    def __init__(self, tree: ModelTree, workers: int = 2) -> None:
+    def __init__(self, tree: ModelTree, workers: int = 2, **settings) -> None:
         self.port = free_port()
         env = server_env(tree, workers) | {
             "TENSORVIZ_RUN_DIR": str(tree.manifests.parent / "run"), "TENSORVIZ_LISTEN": f"127.0.0.1:{self.port}",
             "TENSORVIZ_UPSTREAM": f"127.0.0.1:{free_port()}"}
+        env |= {f"TENSORVIZ_{k}": json.dumps(v) for k, v in settings.items()}
         self.log = open(tree.manifests.parent / "production.log", "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen([str(PROJECT_ROOT / "scripts" / "serve-production")], cwd=PROJECT_ROOT,
                                         env=env, stdout=self.log, stderr=self.log, start_new_session=True)
         wait_until_answering(self, "serve-production")
+
+    def web_tier(self) -> list[int]:
+        """gunicorn's arbiter and its workers."""
+        arbiter = [pid for pid in children(self.process.pid)
+                   if b"gunicorn" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        return arbiter + [pid for pid in arbiter for pid in children(pid)]
 
     def stop(self) -> None:
         os.killpg(self.process.pid, signal.SIGTERM)
@@ -357,3 +364,47 @@ def test_the_production_setup_holds_a_slowloris_and_its_own_refusals_carry_the_h
         for s in slow:
             s.close()
         server.stop()
+
+
+def test_the_proxy_serves_the_answers_the_app_keeps_without_the_web_tier_and_passes_on_everything_else(tree):
+    """nginx keeps a manifest, a model page and the catalog for PROXY_CACHE_SECONDS: with gunicorn stopped
+    (SIGSTOP) they are still answered, byte for byte; a conditional GET, a query string, a job or a POST reach
+    the app (and wait for it)."""
+    tree.add("bert")
+    server = Production(tree, workers=1, PROXY_CACHE_SECONDS=60)
+    kept = ["/api/models/bert", "/models/bert", "/api/models"]
+    try:
+        first = {path: raw_get(server.port, path) for path in kept}
+        assert all(status == 200 for status, _ in first.values())
+        for pid in server.web_tier():
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            for path in kept:
+                begun = time.monotonic()
+                assert raw_get(server.port, path) == first[path] and time.monotonic() - begun < 1, path
+            etag = call(server.port, "GET", "/api/models/bert")[1]["ETag"]
+            for method, path, headers in (("GET", "/api/models/bert", {"If-None-Match": etag}),
+                                          ("GET", "/api/models/bert?fields=1", {}),
+                                          ("GET", "/api/models/bert/files", {}),
+                                          ("POST", "/api/models/bert/verifications", {})):
+                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=2)
+                conn.request(method, path, headers=headers)
+                with pytest.raises(TimeoutError):  # it reached the stopped web tier
+                    conn.getresponse()
+                conn.close()
+        finally:
+            for pid in server.web_tier():
+                os.kill(pid, signal.SIGCONT)
+        assert call(server.port, "GET", "/api/models/bert/files")[0] == 200
+    finally:
+        server.stop()
+
+
+def raw_get(port: int, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()

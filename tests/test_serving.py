@@ -152,6 +152,20 @@ def test_a_request_that_asks_more_always_reaches_flask(app, client, request_args
     assert counting.calls == 2
 
 
+def test_the_proxy_may_keep_exactly_the_answers_this_process_keeps(app, client):
+    """X-Accel-Expires (nginx's) on a kept answer, never on what reaches Flask every time nor on errors."""
+    assert client.get("/api/models/bert").headers["X-Accel-Expires"] == "1"
+    assert client.get("/api/models/bert").headers["X-Accel-Expires"] == "1"  # the kept copy says so too
+    assert client.get("/models/bert", headers={"Accept-Encoding": "br"}).headers["X-Accel-Expires"] == "1"
+    for args in ({"query_string": {"case": "nope"}}, {"headers": {"If-None-Match": '"x"'}}, {"method": "HEAD"}):
+        assert "X-Accel-Expires" not in client.open("/models/bert", **({"method": "GET"} | args)).headers, args
+    for path in ("/api/models/nope", "/models/bert-base", "/api/models/bert/files"):
+        assert "X-Accel-Expires" not in client.get(path).headers, path
+    assert "X-Accel-Expires" not in client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 2]}).headers
+    kept_nowhere = create_app({"TESTING": True, "PROXY_CACHE_SECONDS": 0}).test_client()
+    assert "X-Accel-Expires" not in kept_nowhere.get("/api/models/bert").headers
+
+
 def test_conditional_requests_still_answer_304_once_the_answer_is_kept(app, client):
     counting = CountingApp(app)
     etag = client.get("/api/models/bert", headers={"Accept-Encoding": "br"}).headers["ETag"]

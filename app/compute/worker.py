@@ -4,6 +4,7 @@ Nothing here is imported by the web process except through multiprocessing's spa
 fresh interpreter, so the web workers never load torch.
 """
 
+import functools
 import json
 import os
 import platform
@@ -15,10 +16,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
 
-import orjson
-
+from ..domain.jsonbytes import dumps
 from ..domain.lru import SizedLRU
-from ..domain.recipes import load_module, read_metadata
+from ..domain.recipes import METADATA_FILE, load_module, read_metadata
+from ..domain.stamps import file_stamp
 
 # Statuses a recipe's exception may carry (as its `status` attribute) to say that it refused the request
 # (400: the message starts with the field at fault) or that it cannot serve any request (503).
@@ -26,10 +27,21 @@ REFUSALS = (400, 503)
 PLAIN_RUNS_BYTES = 64 * 1024 * 1024  # what one recipe process keeps of plain runs (their outputs) for interventions
 
 
-def entry_points(recipe_dir: Path) -> dict[str, set[str]]:
+def entry_points(recipe_dir: Path) -> dict[str, frozenset[str]]:
     """What a task may call: run.py's replay, and the lab.py functions the recipe's lab declaration names."""
+    try:
+        stamp = file_stamp((recipe_dir / METADATA_FILE).stat())
+    except OSError:
+        stamp = None
+    return _entry_points(recipe_dir, stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _entry_points(recipe_dir: Path, stamp: tuple | None) -> dict[str, frozenset[str]]:
+    """Read once per version of recipe.toml (`stamp`): parsing it took a third of a small replay's time."""
     lab = read_metadata(recipe_dir).get("lab", {})
-    return {"run": {"replay"}, "lab": {str(e.get("entry")) for e in lab.get("endpoints", {}).values()}}
+    return {"run": frozenset({"replay"}),
+            "lab": frozenset(str(e.get("entry")) for e in lab.get("endpoints", {}).values())}
 
 
 def environment(torch: ModuleType, seed: int) -> dict:
@@ -110,23 +122,9 @@ def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = No
 def encoded(result) -> dict:
     """A result as the JSON text it travels as (`result_json`), whether it is finite (JSON proper: NaN and
     infinity are written as NaN and Infinity otherwise, which a replay's comparison reads and no answer
-    serves), and its top-level keys where it is an object (an answer spliced beside others checks them).
-
-    orjson writes a large answer about ten times faster than the standard library, but writes NaN and
-    infinity as null: its text is used only where it holds no null at all (so none stands for a NaN);
-    otherwise the standard library writes it, telling None, NaN and infinity apart."""
-    keys = list(result) if isinstance(result, dict) else None
-    try:
-        fast = orjson.dumps(result)
-    except TypeError:  # not plain data (a tensor, say): the standard library says what is wrong
-        fast = b"null"
-    if b"null" not in fast:
-        return {"result_json": fast.decode(), "finite": True, "keys": keys}
-    try:
-        text, finite = json.dumps(result, allow_nan=False, separators=(",", ":")), True
-    except ValueError:
-        text, finite = json.dumps(result, separators=(",", ":")), False
-    return {"result_json": text, "finite": finite, "keys": keys}
+    serves), and its top-level keys where it is an object (an answer spliced beside others checks them)."""
+    raw, finite = dumps(result)
+    return {"result_json": raw.decode(), "finite": finite, "keys": list(result) if isinstance(result, dict) else None}
 
 
 class RecipeProcess:

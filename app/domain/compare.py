@@ -65,28 +65,33 @@ def compare_values(key: str, label: str, kind: str, recorded, replayed, tol: Tol
         return result | {"status": "failed", "message": message}
     diff = np.abs(got - want)
     allowed = tol.allowance(want)
+    excess = diff - allowed  # <= 0 within tolerance (exact in floating point: a - b <= 0 iff a <= b)
+    finite = bool(np.isfinite(got).all())
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(want != 0, diff / np.abs(want), np.where(diff == 0, 0.0, np.inf))
-    # The worst element is the one furthest past (or closest to) its own allowance.
-    worst = np.unravel_index(int(np.argmax(np.nan_to_num(diff - allowed, nan=np.inf))), want.shape)
-    finite = bool(np.all(np.isfinite(got)))
-    result |= {
-        "status": "passed" if finite and bool(np.all(diff <= allowed)) else "failed",
-        "max_abs_diff": float(np.nanmax(diff)) if finite else None,
-        "max_rel_diff": float(np.nanmax(rel)) if finite else None,
-        "worst_index": [int(i) for i in worst],
-        "recorded_at_worst": float(want[worst]),
-        "replayed_at_worst": float(got[worst]),
-        "failing_elements": int(np.count_nonzero(~(diff <= allowed))),
-    }
-    # Each element's |Δ| as a share of its own allowance: at most 1 is within tolerance. The page draws
-    # these as they are, so the tolerance rule is applied here only.
-    ratio = np.where(np.isfinite(diff), diff / allowed, np.inf)
-    result["worst_ratio"] = float(np.max(ratio)) if finite else None
+        # x / 0 is inf (a difference from a recorded zero); no difference is 0 whatever the divisor
+        rel = np.where(diff == 0, 0.0, diff / np.abs(want))
+        ratio = np.where(diff == 0, 0.0, diff / allowed)  # each element's |Δ| as a share of its allowance
+    if finite:
+        # The worst element is the one furthest past (or closest to) its own allowance.
+        worst = np.unravel_index(int(np.argmax(excess)), want.shape)
+        failing = int(np.count_nonzero(excess > 0))
+        result |= {"status": "passed" if failing == 0 else "failed",
+                   "max_abs_diff": float(diff.max()), "max_rel_diff": json_safe(float(rel.max())),
+                   "worst_index": [int(i) for i in worst], "recorded_at_worst": float(want[worst]),
+                   "replayed_at_worst": float(got[worst]), "failing_elements": failing,
+                   "worst_ratio": json_safe(float(ratio.max()))}
+    else:  # the replay produced NaN or infinity: every such element fails
+        worst = np.unravel_index(int(np.argmax(np.nan_to_num(excess, nan=np.inf))), want.shape)
+        ratio = np.where(np.isfinite(diff), ratio, np.inf)
+        result |= {"status": "failed", "max_abs_diff": None, "max_rel_diff": None,
+                   "worst_index": [int(i) for i in worst], "recorded_at_worst": float(want[worst]),
+                   "replayed_at_worst": json_safe(float(got[worst])),
+                   "failing_elements": int(np.count_nonzero(~(excess <= 0))), "worst_ratio": None}
+    # The page draws the ratios as they are (at most 1 is within tolerance), so the rule is applied here only.
     if kind != "metric":
-        result["abs_diff"] = diff.tolist()  # for per-cell deviation marks
-        result["allowance_ratio"] = np.nan_to_num(ratio, posinf=1e300).tolist()
-    return json_safe(result)
+        result["abs_diff"] = diff.tolist() if finite else json_safe(diff.tolist())  # per-cell deviation marks
+        result["allowance_ratio"] = np.minimum(ratio, 1e300).tolist()  # no NaN is left; infinity as 1e300
+    return result
 
 
 def compare_case(recorded: dict, replayed: dict | None, tol: Tolerance) -> dict:
@@ -126,7 +131,7 @@ def compare_replay(manifest: dict, replay: dict) -> dict:
     cases = [compare_case(c, replay["cases"].get(c["id"]), tol) for c in manifest["experiment"]["cases"]]
     checks = compare_checks(manifest["provenance"].get("numericalChecks", []), replay["checks"])
     values = [v for case in cases for v in case["values"]]
-    elements = sum(int(np.prod(v.get("shape") or [1])) for v in values)
+    elements = sum(math.prod(v.get("shape") or [1]) for v in values)
     passed = all(c["status"] == "passed" for c in cases) and all(c["status"] == "passed" for c in checks)
     return {
         "status": "passed" if passed else "failed",

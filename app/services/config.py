@@ -26,6 +26,9 @@ class Config:
     # Whole answers to plain GETs of manifests, model pages and the catalog, kept per process while the
     # model files stay the same; 0 turns this off.
     RESPONSE_CACHE_BYTES = 16 * 2**20
+    # The same answers may be kept this many seconds by the reverse proxy in front (deploy/nginx.conf.in), which
+    # then serves them without the web tier, however busy it is; 0: the proxy keeps nothing.
+    PROXY_CACHE_SECONDS = 1
 
     # Reports, live runs, verification jobs and the compute budget live in one store shared by every
     # process: an SQLite file (STATE_PATH; "" puts it in the instance folder, None in a private temporary
@@ -84,7 +87,7 @@ BOUNDS = {
     "JOB_STALE_SECONDS": (0, False), "VERIFY_WAIT": (0, True), "CACHE_SECONDS": (0, False),
     "MAX_CONTENT_LENGTH": (0, False), "CATALOG_RELOAD_SECONDS": (0, True), "PROXY_FIX": (0, True),
     "STATE_MAX_BYTES": (0, False), "STATE_MAX_ENTRY_BYTES": (0, False), "RESPONSE_CACHE_BYTES": (0, True),
-    "COMPRESS_CACHE_BYTES": (0, True),
+    "COMPRESS_CACHE_BYTES": (0, True), "PROXY_CACHE_SECONDS": (0, True),
 }
 EXECUTORS = ("local", "celery")
 

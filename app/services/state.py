@@ -26,6 +26,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from ..domain.jsonbytes import dumps
 from ..domain.lru import SizedLRU
 from .parts import parts
 
@@ -33,7 +34,11 @@ log = logging.getLogger(__name__)
 
 
 def encode(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+    """`value` as the JSON bytes it is kept as; ValueError for NaN or infinity, which JSON cannot hold."""
+    raw, finite = dumps(value)
+    if not finite:
+        raise ValueError("NaN or infinity is not JSON")
+    return raw
 
 
 class Store:

@@ -1,7 +1,10 @@
 """The reverse proxy's configuration, made from the app's own settings and headers (`flask --app wsgi
 proxy-config`, run by scripts/serve-production): deploy/nginx.conf.in with its @NAMES@ filled in."""
 
+import grp
 import json
+import os
+import pwd
 from pathlib import Path
 
 import click
@@ -10,6 +13,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 
 from ..services.config import PROJECT_ROOT
 from .errors import error_body
+from .response_cache import proxy_bypass
 from .security import HEADERS
 
 TEMPLATE = PROJECT_ROOT / "deploy" / "nginx.conf.in"
@@ -44,6 +48,18 @@ def _refusal(status: int, message: str, as_json: bool) -> str:
             f"        }}")
 
 
+def _as_root(run_dir: str) -> str:
+    """Lines for an nginx started as root, as a service usually is: its workers run as the run folder's owner (as
+    `nobody`, its default, they could not write the kept answers under a private home), and ahead of every other
+    process (`worker_priority`), so that a kept answer is served at once however busy the web tier is. Started
+    as anyone else, nginx can do neither and takes no such line."""
+    if os.geteuid() != 0:
+        return ""
+    owner = os.stat(run_dir)
+    return (f"user {pwd.getpwuid(owner.st_uid).pw_name} {grp.getgrgid(owner.st_gid).gr_name};\n"
+            "worker_priority -5;\n")
+
+
 def nginx_config(listen: str, upstream: str, run_dir: str) -> str:
     """The proxy's configuration for this app: where it listens, where the web tier is, where nginx keeps its
     files, and the app's body limit, recipe timeout, security headers and error answers."""
@@ -57,7 +73,8 @@ def nginx_config(listen: str, upstream: str, run_dir: str) -> str:
         errors += [_refusal(status, message.format(max_body=max_body), as_json) for as_json in (True, False)]
     filled = {"@LISTEN@": listen, "@UPSTREAM@": upstream, "@RUN@": run_dir, "@MAX_BODY@": str(max_body),
               "@READ_TIMEOUT@": f"{int(float(config['RECIPE_TIMEOUT'])) + 30}s", "@HEADERS@": headers,
-              "@HIDE@": hide, "@ERRORS@": "\n".join(errors)}
+              "@HIDE@": hide, "@ERRORS@": "\n".join(errors),
+              "@BYPASS@": proxy_bypass(), "@AS_ROOT@": _as_root(run_dir)}
     text = TEMPLATE.read_text()
     for name, value in filled.items():
         text = text.replace(name, value)

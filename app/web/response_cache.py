@@ -7,13 +7,17 @@ produced, after every after_request hook (compression, ETag, security headers), 
 and encoding, tagged with the catalog it was made from, and served only while that catalog is still the
 current one: a file changed on disk ends it with the catalog's next reload. Requests
 that ask anything more (a query string, a body, a conditional or range header, any method but GET) always
-reach Flask."""
+reach Flask.
+
+The same answers carry `X-Accel-Expires: PROXY_CACHE_SECONDS`, nginx's header for how long it may keep an
+answer: the production proxy (deploy/nginx.conf.in) keeps them that long and serves them without the web tier,
+and passes to the app every request this module would pass to Flask (the same CONDITIONS)."""
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import wraps
 
-from flask import Flask, request
+from flask import Flask, Response, current_app, request
 
 from ..domain.catalog import LiveCatalog
 from ..domain.lru import SizedLRU
@@ -24,6 +28,7 @@ from .compression import chosen_encoding
 CONDITIONS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_IF_UNMODIFIED_SINCE",
               "HTTP_IF_RANGE", "HTTP_RANGE")
 KEEP = "tensorviz.keep"  # set in the WSGI environ by a @cacheable view that answered
+PROXY_EXPIRES = "X-Accel-Expires"  # nginx reads it and does not pass it on; a client without nginx ignores it
 
 
 def cacheable(unless: Callable[..., bool] | None = None) -> Callable:
@@ -103,7 +108,23 @@ class ResponseCache:
         return [data]
 
 
+def proxy_bypass() -> str:
+    """The nginx variables that send a request past what the proxy keeps: what cache_key refuses (a query
+    string, a body, a conditional or range header; nginx keeps the answers to GET and HEAD alone)."""
+    return " ".join(["$args", "$http_content_length", "$http_transfer_encoding",
+                     *("$" + name.lower() for name in CONDITIONS)])
+
+
+def mark_for_proxy(response: Response) -> Response:
+    """Let the proxy keep an answer this process would keep (a @cacheable view's plain GET, 200)."""
+    seconds = int(current_app.config["PROXY_CACHE_SECONDS"])
+    if seconds and request.environ.get(KEEP) and response.status_code == 200 and cache_key(request.environ):
+        response.headers[PROXY_EXPIRES] = str(seconds)
+    return response
+
+
 def init_app(app: Flask) -> None:
+    app.after_request(mark_for_proxy)
     max_bytes = int(app.config["RESPONSE_CACHE_BYTES"])
     if max_bytes:
         app.wsgi_app = ResponseCache(app.wsgi_app, parts(app).catalog, max_bytes)
