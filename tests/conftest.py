@@ -20,6 +20,15 @@ LENET_RECIPE = PROJECT_ROOT / "recipes" / "lenet"
 CATALOG_SLUGS = sorted(p.name for p in (PROJECT_ROOT / "manifests").iterdir() if (p / "manifest.json").is_file())
 
 
+def _lab_replays_a_case(slug: str) -> bool:
+    manifest = json.loads((PROJECT_ROOT / "manifests" / slug / "manifest.json").read_text())
+    return "lab" in read_metadata(PROJECT_ROOT / "recipes" / slug) and bool(manifest["experiment"]["cases"])
+
+
+# The models whose lab starts by replaying a recorded case (the others need a checkpoint or have no lab).
+RECORDED_LAB_SLUGS = [slug for slug in CATALOG_SLUGS if _lab_replays_a_case(slug)]
+
+
 def bert_manifest() -> dict:
     """The seed manifest, with each item's key and each unnamed op's name from the recipe (as the catalog
     gives them)."""

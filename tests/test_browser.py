@@ -17,7 +17,7 @@ from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.parts import parts
 
-from .conftest import CATALOG_SLUGS, LENET_RECIPE, recipe_module
+from .conftest import CATALOG_SLUGS, LENET_RECIPE, RECORDED_LAB_SLUGS, recipe_module
 from .test_training import TRAINED
 
 pytestmark = pytest.mark.browser
@@ -670,6 +670,51 @@ def test_lenet_lab_at_375px_draws_by_touch(watched):
     page.locator("#lab").screenshot(path=ARTIFACTS / "lenet-lab-phone.png")
 
 
+def test_the_recurrent_lab_is_typed_and_stepped_with_the_keyboard(watched):
+    page = watched("/models/lstm", allow=(400,))  # the last string is refused on purpose
+    lab_ready(page)
+    text = page.locator("#seq-text")
+    text.focus()
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    expect(page.locator("#lab-status")).to_have_text("Add a token to start.")
+    with page.expect_request(lambda r: r.url.endswith("/runs") and json.loads(r.post_data)["tokens"] == [0, 0, 1, 0]):
+        page.keyboard.type("(()(")
+    expect(page.locator("#lab-status")).to_contain_text("Read 4 tokens, 4 of them right")
+    assert "tokens=0%2C0%2C1%2C0" in page.url
+    expect(page.locator("#seq-step-said")).to_have_text("4 of 4: “(”")
+    page.locator("#seq-step").focus()
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("#seq-step-said")).to_have_text("2 of 4: “(”")
+    expect(page.locator("#seq-step-read")).to_contain_text("the network reads 2 with probability")
+    assert page.evaluate("document.activeElement.id") == "seq-step"  # the step view changed, the slider stayed
+    expect(page.locator('#seq-step-view [data-key="cell"] .bar-row')).to_have_count(8)
+    text.focus()
+    page.keyboard.press("End")
+    page.keyboard.type("x")
+    expect(page.locator("#lab-status")).to_have_text("“x” is not a token: type ( or ).")
+    page.keyboard.press("Backspace")
+    page.get_by_role("button", name="Add )").click()
+    expect(page.locator("#lab-status")).to_contain_text("Read 5 tokens, 5 of them right")
+    expect(text).to_have_value("(()()")
+    page.keyboard.press("Tab")  # a string that closes more than it opened is refused by the recipe, said in words
+    text.fill("())")
+    expect(page.locator("#lab-status")).to_contain_text("closes a bracket that was never opened")
+
+
+def test_the_recurrent_lab_at_375px_fits_and_its_longest_case_scrolls_in_its_boxes(watched):
+    page = watched("/models/lstm", PHONE)
+    lab_ready(page)
+    page.locator('[data-preset="longer"]').click()
+    expect(page.locator("#record-check")).to_contain_text("31 tokens, longer than any training string")
+    expect(page.locator("#lab-results .trace-table tbody tr")).to_have_count(31)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    assert small_text(page) == []
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#lab").screenshot(path=ARTIFACTS / "lstm-lab-phone.png")
+
+
 def test_a_causal_trace_shows_the_masked_keys_at_a_position_before_the_last(watched):
     page = watched("/models/bert")
     lab_ready(page)
@@ -1020,9 +1065,21 @@ def loaded_states(page):
     yield "loaded"
 
 
+def lstm_states(page):
+    lab_ready(page)
+    yield "loaded"
+    page.locator("#seq-step").focus()
+    page.keyboard.press("Home")
+    expect(page.locator("#seq-step-said")).to_contain_text("1 of")
+    yield "first step shown"
+    page.locator('[data-preset="longer"]').click()
+    expect(page.locator("#record-check")).to_contain_text("31 tokens")
+    yield "longest case"
+
+
 # The interactions each model's page offers; every other model of the catalog is checked as loaded (the
 # DataLab, which needs a checkpoint, also after a trace, in test_axe_finds_none_on_the_catalog_and_the_datalab).
-INTERACTIONS = {"bert": bert_states, "gpt": gpt_states, "lenet": lenet_states}
+INTERACTIONS = {"bert": bert_states, "gpt": gpt_states, "lenet": lenet_states, "lstm": lstm_states}
 
 
 @pytest.mark.parametrize("slug", CATALOG_SLUGS)
@@ -1063,7 +1120,7 @@ new PerformanceObserver((entries) => {
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
-@pytest.mark.parametrize("path", ["/models/bert", "/models/gpt", "/models/lenet", "/models/bert-base"])
+@pytest.mark.parametrize("path", [f"/models/{slug}" for slug in CATALOG_SLUGS])
 def test_cumulative_layout_shift_stays_under_0_1(browser, live_server, path, viewport):
     context = browser.new_context(viewport=viewport)
     page = context.new_page()
@@ -1204,7 +1261,7 @@ def test_a_failed_or_garbled_answer_is_reported_with_its_message(browser, live_s
     context.close()
 
 
-@pytest.mark.parametrize("path", ["/models/bert", "/models/gpt", "/models/lenet"])
+@pytest.mark.parametrize("path", [f"/models/{slug}" for slug in RECORDED_LAB_SLUGS])
 def test_every_small_control_is_at_least_24px_at_375px(watched, path):
     page = watched(path, PHONE)
     lab_ready(page)
@@ -1252,7 +1309,7 @@ def test_the_first_view_shows_the_graphs_full_width(watched, viewport):
         assert stage["x"] - 1 <= box["x"] and box["x"] + box["width"] <= stage["x"] + stage["width"] + 1
 
 
-@pytest.mark.parametrize("path", ["/models/lenet", "/models/gpt"])
+@pytest.mark.parametrize("path", [f"/models/{slug}" for slug in RECORDED_LAB_SLUGS])
 def test_every_module_can_be_open_at_once(watched, path):
     page = watched(path)
     graph_ready(page)
@@ -1264,7 +1321,7 @@ def test_every_module_can_be_open_at_once(watched, path):
             break
         closed.first.click()
     modules = toggles.count()
-    assert modules >= (2 if path.endswith("lenet") else 7)
+    assert modules >= 2
     expect(page.locator('#module-toggles button[aria-pressed="true"]')).to_have_count(modules)
     expect(page.locator("#graph-stage .g-cluster")).to_have_count(modules)  # every module drawn open
     expect(page.locator("#graph-stage .g-node.is-module")).to_have_count(0)
@@ -1301,7 +1358,7 @@ BOXES = """() => [...document.querySelectorAll('#graph-stage .g-node, #graph-sta
 })"""
 
 
-@pytest.mark.parametrize("path", ["/models/gpt", "/models/bert", "/models/lenet"])
+@pytest.mark.parametrize("path", [f"/models/{slug}" for slug in RECORDED_LAB_SLUGS])
 def test_every_open_module_holds_its_contents_and_no_two_boxes_overlap(watched, live_server, path):
     page = watched(path)
     graph_ready(page)

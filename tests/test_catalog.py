@@ -170,3 +170,16 @@ def test_an_edit_that_keeps_the_size_and_restores_the_mtime_is_noticed(tree):
     time.sleep(0.05)
     after = client.get("/api/models/bert")
     assert after.data == changed and after.headers["ETag"] != before.headers["ETag"]
+
+
+@pytest.mark.parametrize("declaration, reason", [
+    ('state = "learned"', "weights.state must be one of trained, pretrained, random, not 'learned'"),
+    ('state = "trained"', "weights.on must say, as text, what the recipe trained its model on"),
+    ('state = "random"\non = 3', "weights.on must say, as text, what the recipe trained its model on"),
+])
+def test_a_weights_declaration_that_says_nothing_true_makes_the_model_unavailable(tree, declaration, reason):
+    tree.add("bert")
+    toml = tree.recipes / "bert" / "recipe.toml"
+    toml.write_text(toml.read_text().replace('[weights]\nstate = "random"', f"[weights]\n{declaration}"))
+    catalog = load_catalog(tree.manifests, tree.recipes)
+    assert reason in catalog.unavailable["bert"].reason

@@ -8,7 +8,7 @@ import pytest
 from app import create_app
 from app.domain.compare import compare_case, tolerance_for
 from app.domain.labs import masked_lm
-from app.services.config import TestConfig
+from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.extensions import models
 from app.services.parts import parts
 
@@ -392,3 +392,18 @@ def test_every_kind_is_one_folder_that_reads_only_endpoints_it_requires():
         assert {path.name for path in kind.files().values()} == {"lab.html", "lab.js"}
         assert all(path.parent == kind.folder and path.is_file() for path in kind.files().values())
     assert len(kind_files()) == 2 * len(KINDS)
+
+
+def test_the_docs_say_what_each_lab_kind_requires_and_reads():
+    """docs/recipes.md has a row per kind naming every part its declaration requires and every key, stage and
+    item its page reads, as the kind's module declares them."""
+    from app.domain.labs import KINDS
+
+    text = (PROJECT_ROOT / "docs" / "recipes.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`"): line for line in text.splitlines() if line.startswith("| `")}
+    for name, kind in KINDS.items():
+        row = rows.get(name)
+        assert row is not None, f"docs/recipes.md has no row for the {name} kind"
+        named = [n for part in kind.requires.values() for n in part]
+        named += [n for reads in kind.reads.values() for n in (*reads.keys, *reads.stages, *reads.items)]
+        assert [n for n in named if f"`{n}`" not in row] == [], name

@@ -38,6 +38,25 @@ def test_catalog_has_a_card_per_model_grouped_by_category(client):
         assert f">{tag}</a>" in page
 
 
+def test_catalog_is_a_timeline_whose_cards_say_whether_the_weights_learned_anything(client):
+    """Within a category the milestones run by year; each card says trained (on what), random or pretrained,
+    as each recipe declares it."""
+    page = text(client.get("/"))
+    from app.services.extensions import models
+
+    with client.application.app_context():
+        listed = models.catalog.models.values()
+    for category in {m.manifest["category"] for m in listed}:
+        section = page.split(f">{category}</h2>")[1].split("</section>")[0]
+        years = [int(y) for y in re.findall(r'class="card-eyebrow">[^<]* · (\d{4})</span>', section)]
+        assert years == sorted(years) and len(years) == sum(m.manifest["category"] == category for m in listed)
+    cards = {slug: page.split(f'href="/models/{slug}"')[1].split("</li>")[0] for slug in ("lenet", "gpt", "bert-base")}
+    assert 'data-weights="trained"' in cards["lenet"] and "scikit-learn&#39;s 8x8 handwritten digits" in cards["lenet"]
+    assert 'data-weights="random"' in cards["gpt"] and "Random weights" in cards["gpt"]
+    assert 'data-weights="pretrained"' in cards["bert-base"] and "trained" not in cards["bert-base"].lower().replace(
+        "pretrained", "")
+
+
 def test_catalog_filters_by_tag(client):
     assert "Learn from both sides" in text(client.get("/?tag=NSP"))
     page = text(client.get("/?tag=Vision"))

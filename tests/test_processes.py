@@ -67,12 +67,16 @@ def server_env(tree: ModelTree, workers: int) -> dict:
 def wait_until_answering(server, name: str) -> None:
     """Return once the server answers its catalog; else stop it and raise with the end of its log."""
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if call(server.port, "GET", "/api/models")[0] == 200:
-                return
-        except OSError:
-            time.sleep(0.2)
+    try:
+        while time.monotonic() < deadline:
+            try:
+                if call(server.port, "GET", "/api/models")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.2)
+    except BaseException:  # an answer that is not the catalog's: nothing may outlive the test
+        server.stop()
+        raise
     server.stop()
     raise RuntimeError(f"{name} did not start: " + Path(server.log.name).read_text()[-2000:])
 

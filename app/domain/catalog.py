@@ -24,6 +24,7 @@ from .schema import FILE_NAME, ITEMS, ManifestError, validate_manifest
 from .shapes import FileEntry
 from .stamps import file_stamp
 from .training import Training, declared_training
+from .weights import Weights, declared_weights
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class Model:
     graph_focus: str | None = None  # the module the interactive graph opens with (recipe.toml [graph] focus)
     heads: dict[str, Heads] = field(default_factory=dict)  # attention modules whose heads interventions reach
     training: Training | None = None  # the weights kept during training, where the recipe trains its model
+    weights: Weights | None = None  # what the recorded weights are: trained (on what), pretrained or random
 
     @property
     def revision(self) -> str:
@@ -315,12 +317,13 @@ def load_model(folder: Path, recipes_dir: Path) -> Model:
     try:
         heads = declared_heads(meta.get("interventions", {}), manifest)
         training = declared_training(meta.get("training", {}), recipe_dir)
+        weights = declared_weights(meta.get("weights", {}))
     except DeclarationError as exc:
         raise ManifestError(f"recipe.toml: {exc}") from exc
     if training is not None and lab is None:
         raise ManifestError("recipe.toml: [training] needs a [lab], whose entries run on the kept weights")
     return Model(slug, manifest, raw, recipe_dir, files, tuple(recipe), lab, _checkpoint(meta),
-                 focus if isinstance(focus, str) else None, heads, training)
+                 focus if isinstance(focus, str) else None, heads, training, weights)
 
 
 def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:

@@ -406,10 +406,10 @@ class Token(TypedDict):
 
 
 class Axes(TypedDict):
-    """What a matrix's rows and columns are."""
+    """What a matrix's rows and columns are; an axis left out keeps its numbers."""
 
-    rows: list[Token]
-    columns: list[Token]
+    rows: NotRequired[list[Token]]
+    columns: NotRequired[list[Token]]
 
 
 class Matrix(TypedDict):

@@ -86,15 +86,16 @@ def reads_a_checkpoint(**_) -> bool:
 @bp.get("/")
 @cacheable(unless=reads_a_checkpoint)
 def index():
-    """The catalog: a card per model, grouped by category, filtered by ?tag=."""
+    """The catalog: a card per model, grouped by category, each group a timeline by year, filtered by ?tag=."""
     tag = request.args.get("tag", "")
-    listed = sorted(models.catalog.models.values(), key=lambda m: (m.manifest["category"], m.manifest["title"]))
+    listed = sorted(models.catalog.models.values(),
+                    key=lambda m: (m.manifest["category"], m.manifest["milestone"]["year"], m.manifest["title"]))
     all_tags = sorted({t for m in listed for t in m.manifest["tags"]}, key=str.lower)
     shown = [m for m in listed if not tag or tag in m.manifest["tags"]]
     by_category = groupby(shown, key=lambda m: m.manifest["category"])
     groups = [(category, list(items)) for category, items in by_category]
-    weights = {m.slug: checkpoints.status(m.checkpoint) for m in shown if m.checkpoint}
-    return render_template("index.html", groups=groups, tags=all_tags, tag=tag, weights=weights,
+    found = {m.slug: checkpoints.status(m.checkpoint) for m in shown if m.checkpoint}
+    return render_template("index.html", groups=groups, tags=all_tags, tag=tag, checkpoints=found,
                            unknown_tag=bool(tag) and tag not in all_tags,
                            unavailable=list(models.catalog.unavailable.values()))
 

@@ -63,15 +63,16 @@ function cellSize(cols) {
 
 /**
  * A heatmap with its axes and a legend. `axes` ({rows, columns}, each a list of {id, name}) labels rows and
- * columns with the tokens they stand for; without it they are numbered. `colour(value)` picks a cell's
- * fill; `legend` is [[label, colour], ...] drawn under the grid; `indices: false` draws no axes at all.
+ * columns with the tokens they stand for; without it, or without one of the two, they are numbered.
+ * `colour(value)` picks a cell's fill; `legend` is [[label, colour], ...] drawn under the grid; `indices:
+ * false` draws no axes at all.
  */
 export function heatmapSvg(values, { label, colour, legend = [], cell, describe = (v) => sig(v), indices = true, axes = null }) {
   const rows = values.length;
   const cols = values[0].length;
   const size = cell ?? cellSize(cols);
-  const rowText = (i) => (axes ? shorten(axes.rows[i].name) : String(i));
-  const colText = (j) => (axes ? shorten(axes.columns[j].name) : String(j));
+  const rowText = (i) => (axes?.rows ? shorten(axes.rows[i].name) : String(i));
+  const colText = (j) => (axes?.columns ? shorten(axes.columns[j].name) : String(j));
   const widest = (count, text) => Math.max(...Array.from({ length: count }, (_, k) => text(k).length)) * CHAR;
   const tilted = indices && widest(cols, colText) > size - 4; // column names that do not fit upright are tilted
   const left = indices ? widest(rows, rowText) + 12 : 0;

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from .fields import DeclarationError
+
 
 @dataclass(frozen=True)
 class Reads:
@@ -42,6 +44,12 @@ def _has(present: set, wanted: str) -> bool:
     if wanted.endswith("*"):
         return any(isinstance(p, str) and p.startswith(wanted[:-1]) for p in present)
     return wanted in present
+
+
+def check_names(spec, size: str, what: str) -> None:
+    """Names, where a declaration gives them, name every one of the `size` things (`what`: tokens, classes)."""
+    if spec.names and len(spec.names) != spec.sizes[size]:
+        raise DeclarationError(f"lab.names lists {len(spec.names)} {what}; lab.sizes.{size} is {spec.sizes[size]}")
 
 
 class LabKind:

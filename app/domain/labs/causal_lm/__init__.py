@@ -2,8 +2,8 @@
 generation, and a stage-by-stage trace of one position through the blocks."""
 
 from ..cases import input_tokens, vectors
-from ..fields import DeclarationError, fail
-from ..kind import LabKind, Reads
+from ..fields import fail
+from ..kind import LabKind, Reads, check_names
 from .shapes import CausalTrace, Generation
 
 
@@ -23,9 +23,7 @@ class CausalLM(LabKind):
 
     def check(self, spec) -> None:
         """Token names, where given, name every token of the vocabulary."""
-        if spec.names and len(spec.names) != spec.sizes["vocab"]:
-            raise DeclarationError(
-                f"lab.names lists {len(spec.names)} tokens; the vocabulary has {spec.sizes['vocab']}")
+        check_names(spec, "vocab", "tokens")
 
     def prepare(self, endpoint: str, args: dict, spec) -> dict:
         """A trace's position defaults to the last token; a generation must leave room to grow."""

@@ -2,7 +2,7 @@
 probabilities and the saliency of every edit, and trace one class's score back to the drawing."""
 
 from ..fields import DeclarationError
-from ..kind import LabKind, Reads
+from ..kind import LabKind, Reads, check_names
 from .shapes import ImageTrace
 
 
@@ -22,9 +22,7 @@ class ImageClassifier(LabKind):
             image = spec.endpoints[name].fields.get("image")
             if image is None or image.type != "grid":
                 raise DeclarationError(f"lab.endpoints.{name} of an {self.name} lab needs an `image` grid field")
-        if spec.names and len(spec.names) != spec.sizes["classes"]:
-            raise DeclarationError(
-                f"lab.names lists {len(spec.names)} classes; the model has {spec.sizes['classes']}")
+        check_names(spec, "classes", "classes")
 
     def presets(self, cases: list[dict], spec) -> list[dict]:
         """Each recorded image as the run request that replays it, with its true class where recorded."""

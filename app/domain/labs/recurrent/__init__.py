@@ -1,0 +1,38 @@
+"""The recurrent lab kind: type a sequence of tokens, and watch a network that reads it one step at a time:
+every state it keeps at every step, and the class it reads after each token against the true one."""
+
+from ..cases import vectors
+from ..fields import DeclarationError
+from ..kind import LabKind, Reads, check_names
+
+
+class Recurrent(LabKind):
+    name = "recurrent"
+    requires = {"sizes": ("vocab", "steps", "classes"), "endpoints": ("runs",)}
+    # A run's case: the tokens, the class read after each (and the true one, where the recipe knows it), the
+    # probability of every class at every step, and each state as a matrix with one row per step.
+    reads = {"runs": Reads(items=("tokens", "predicted", "probabilities"))}
+
+    def check(self, spec) -> None:
+        """The runs endpoint takes the tokens; token names, where given, name every token of the vocabulary."""
+        tokens = spec.endpoints["runs"].fields.get("tokens")
+        if tokens is None or tokens.type != "ints":
+            raise DeclarationError(f"lab.endpoints.runs of a {self.name} lab needs a `tokens` field of ints")
+        check_names(spec, "vocab", "tokens")
+
+    def presets(self, cases: list[dict], spec) -> list[dict]:
+        """Each recorded case as the run request that replays it: its tokens."""
+        return [{"id": case["id"], "label": case["label"], "request": {"tokens": tokens}}
+                for case in cases if (tokens := vectors(case).get("tokens")) is not None]
+
+    def axes(self, case: dict, spec) -> dict[str, dict]:
+        """Every matrix with a row per token is read step by step: its rows are the steps, named by their
+        tokens; its columns (units, classes) keep their numbers."""
+        tokens = vectors(case).get("tokens")
+        if tokens is None:
+            return {}
+        steps = spec.tokens(tokens)
+        return {m["key"]: {"rows": steps} for m in case.get("matrices", []) if len(m["values"]) == len(tokens)}
+
+
+KIND = Recurrent()

@@ -1,0 +1,163 @@
+// The recurrent lab: type a sequence of tokens; every edit re-runs the network on the server, which reads it
+// one token at a time. For a chosen step the page shows what the network reads there and every state it
+// keeps (one row of each matrix with a row per step), and the heatmaps show all steps at once.
+
+import { sig, valueHeatmap } from "../charts.js";
+import { chartBox, el, keepingFocus, setDisabled } from "../dom.js";
+import { bars, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table } from "./common.js";
+
+const SETTLE_MS = 150; // keystrokes closer together than this share one run
+
+export class Lab extends LabPanel {
+  constructor(section) {
+    super(section);
+    this.names = this.settings.names;
+    this.text = section.querySelector("#seq-text");
+    this.results = section.querySelector("#lab-results");
+    this.tokens = [];
+    this.step = null; // the step shown (1-based); null follows the last token
+    for (const button of section.querySelectorAll("[data-preset]")) {
+      button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
+    }
+    for (const button of section.querySelectorAll("[data-token]")) {
+      button.addEventListener("click", () => this.edit([...this.tokens, Number(button.dataset.token)]));
+    }
+    section.querySelector("#seq-remove").addEventListener("click", () => this.edit(this.tokens.slice(0, -1)));
+    section.querySelector("#seq-clear").addEventListener("click", () => this.edit([]));
+    this.text?.addEventListener("input", () => this.typedEdit());
+    const start = startFromLink(this.settings.presets, (params) => (params.has("tokens") ? this.checked(linkedInts(params, "tokens")) : null));
+    if (start.input) this.edit(start.input);
+    else this.load(start.preset, start.problem);
+  }
+
+  name(id) {
+    return this.names[id] ?? String(id);
+  }
+
+  /** Token ids a link or the text box gave, or an Error saying what is wrong with them. */
+  checked(tokens) {
+    const { vocab, steps } = this.settings.sizes;
+    if (!tokens.length) throw new Error("the sequence holds no token");
+    if (tokens.length > steps) throw new Error(`the sequence holds ${tokens.length} tokens; at most ${steps}`);
+    if (tokens.some((t) => t < 0 || t >= vocab)) throw new Error(`tokens must be ids from 0 to ${vocab - 1}`);
+    return tokens;
+  }
+
+  /** The text box's characters as tokens (each token's name is one character). */
+  typedEdit() {
+    const ids = [...this.text.value].map((ch) => this.names.indexOf(ch));
+    const stray = [...this.text.value].find((_, k) => ids[k] < 0);
+    if (stray !== undefined) {
+      this.setStatus(`“${stray}” is not a token: type ${this.names.join(" or ")}.`, true);
+      return;
+    }
+    this.edit(ids, { typed: true });
+  }
+
+  /** A recorded case's sequence; `problem` says why a link's sequence was not used instead. */
+  load(preset, problem = null) {
+    this.preset = preset.id;
+    this.presetLabel = preset.label;
+    markPreset(this.section, preset.id);
+    this.tokens = [...preset.request.tokens];
+    this.step = null;
+    linkInput({ tokens: null }, this.preset);
+    this.showTokens();
+    this.run(problem);
+  }
+
+  edit(tokens, { typed = false } = {}) {
+    this.preset = null;
+    markPreset(this.section, null);
+    this.tokens = tokens;
+    this.step = null;
+    linkInput({ tokens: tokens.length ? tokens.join(",") : null });
+    if (!typed) this.showTokens();
+    clearTimeout(this.timer);
+    if (!tokens.length) {
+      this.results.replaceChildren();
+      this.setStatus("Add a token to start.");
+      return;
+    }
+    this.timer = setTimeout(() => this.run(), typed ? SETTLE_MS : 0);
+  }
+
+  showTokens() {
+    const shown = this.tokens.map((t) => this.name(t)).join(this.names.every((n) => [...n].length === 1) ? "" : " ");
+    if (this.text) this.text.value = shown;
+    else this.section.querySelector("#seq-shown").textContent = shown || "(empty)";
+    const full = this.tokens.length >= this.settings.sizes.steps;
+    const remove = this.section.querySelector("#seq-remove");
+    for (const button of this.section.querySelectorAll("[data-token]")) setDisabled(button, full, remove);
+    setDisabled(remove, !this.tokens.length, this.section.querySelector("[data-token]"));
+  }
+
+  async run(problem = null) {
+    const body = { tokens: this.tokens, ...(this.preset ? { compare_with: this.preset } : {}) };
+    const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy), "Reading the sequence on the server…");
+    if (!answer) return;
+    this.ran("runs", answer);
+    const c = answer.case;
+    const predicted = item(c, "predicted").values;
+    const expected = item(c, "expected")?.values;
+    const right = expected ? predicted.filter((p, k) => p === expected[k]).length : null;
+    const ms = answer.compute_seconds * 1000;
+    this.setStatus(`${problem ? `${problem} ` : ""}Read ${predicted.length} tokens${right === null ? "" : `, ${right} of them right`} (${ms < 1 ? "under 1" : ms.toFixed(0)} ms on the server).`);
+    this.answer = answer;
+    this.render();
+  }
+
+  /** The matrices with a row per step: the states the network keeps (the class probabilities aside). */
+  states() {
+    const steps = this.tokens.length;
+    return this.answer.case.matrices.filter((m) => m.key !== "probabilities" && m.values.length === steps);
+  }
+
+  render() {
+    const { answer } = this;
+    const c = answer.case;
+    const predicted = item(c, "predicted");
+    const expected = item(c, "expected");
+    const probs = item(c, "probabilities").values;
+    const rows = this.tokens.map((t, k) => [`${k + 1}`, this.name(t), String(predicted.values[k]), sig(probs[k][predicted.values[k]], 3),
+      ...(expected ? [expected.values[k] === predicted.values[k] ? `${expected.values[k]} ✓` : `${expected.values[k]} ✗ wrong`] : [])]);
+    const slider = el("input", { type: "range", id: "seq-step", min: 1, max: this.tokens.length, value: this.step ?? this.tokens.length, "aria-describedby": "seq-step-said" });
+    slider.addEventListener("input", () => {
+      this.step = Number(slider.value);
+      this.showStep();
+    });
+    const parts = [];
+    if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
+    parts.push(
+      el("dl", { class: "metrics" }, ...c.metrics.map((m) => metric(m.label, m.value, { "data-key": m.key }))),
+      el("h3", {}, "Step by step"),
+      el("div", { class: "lab-options seq-step" }, el("label", {}, "Step ", slider), el("output", { id: "seq-step-said", for: "seq-step" })),
+      el("div", { id: "seq-step-view" }),
+      el("h3", {}, "Every step at once"),
+      table(["step", "token", `${predicted.label.toLowerCase()}`, "its probability", ...(expected ? [expected.label.toLowerCase()] : [])], rows,
+        "What is read after each token", { reflow: true }),
+      el("p", { class: "fine" }, "Rows are steps, named by their tokens; columns are units. Hover a cell for its value."),
+      el("div", { class: "lab-heads" }, ...this.states().map((m) => el("figure", { class: "chart lab-heatmap", "data-key": m.key },
+        el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key]))))));
+    keepingFocus(this.results, () => this.results.replaceChildren(...parts));
+    this.showStep();
+  }
+
+  /** The chosen step: its token, what is read there, and every state's row as bars on that state's own scale. */
+  showStep() {
+    const c = this.answer.case;
+    const k = (this.step ?? this.tokens.length) - 1;
+    const read = item(c, "predicted").values[k];
+    const expected = item(c, "expected")?.values[k];
+    const probs = item(c, "probabilities").values[k];
+    this.section.querySelector("#seq-step-said").textContent = `${k + 1} of ${this.tokens.length}: “${this.name(this.tokens[k])}”`;
+    const said = `After token ${k + 1} (“${this.name(this.tokens[k])}”) the network reads ${read} with probability ${sig(probs[read], 3)}`
+      + (expected === undefined ? "." : expected === read ? ", which is right." : `; the right answer is ${expected}.`);
+    const view = this.section.querySelector("#seq-step-view");
+    view.replaceChildren(el("p", { id: "seq-step-read" }, said), el("div", { class: "seq-states" }, ...this.states().map((m) => {
+      const max = Math.max(...m.values.flat().map(Math.abs));
+      return el("figure", { class: "seq-state", "data-key": m.key }, el("figcaption", {}, m.label),
+        bars(m.values[k], m.values[k].map((_, j) => `unit ${j}`), max));
+    })));
+  }
+}

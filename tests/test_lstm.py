@@ -1,0 +1,203 @@
+"""The LSTM recipe: equal to torch.nn.LSTM, its checks (each one broken), training, verification and its lab."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from app import create_app
+from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.parts import parts
+
+from .conftest import recipe_module
+
+LSTM_RECIPE = PROJECT_ROOT / "recipes" / "lstm"
+LSTM_MANIFEST = PROJECT_ROOT / "manifests" / "lstm" / "manifest.json"
+lstm = recipe_module(LSTM_RECIPE, "model")
+recipe = recipe_module(LSTM_RECIPE, "run")
+train = recipe_module(LSTM_RECIPE, "train")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return lstm.build_model()
+
+
+def torch_lstm_states(state: dict, tokens: torch.Tensor) -> torch.Tensor:
+    """Every step's hidden state from the stored tensors alone: an embedding, then torch.nn.LSTM (its gates
+    stacked i, f, g, o)."""
+    gates = ("input_gate", "forget_gate", "candidate", "output_gate")
+    hidden = state["cell.input_gate.U.weight"].shape[0]
+    reference = torch.nn.LSTM(state["embed.weight"].shape[1], hidden, batch_first=True)
+    with torch.no_grad():
+        reference.weight_ih_l0.copy_(torch.cat([state[f"cell.{g}.W.weight"] for g in gates]))
+        reference.weight_hh_l0.copy_(torch.cat([state[f"cell.{g}.U.weight"] for g in gates]))
+        reference.bias_ih_l0.copy_(torch.cat([state[f"cell.{g}.W.bias"] for g in gates]))
+        reference.bias_hh_l0.zero_()
+        out, _ = reference(torch.nn.functional.embedding(tokens, state["embed.weight"]))
+    return out  # (B, T, hidden)
+
+
+# Float32 rounding differs between the two (one fused matrix product against four), and the cell state carries
+# each step's difference on to the next: over 20 steps it stays under 1e-5, over 40 under 1e-4.
+@pytest.mark.parametrize("lengths, tolerance", [(train.LENGTHS, 1e-5), ((21, 40), 1e-4)], ids=["trained", "longer"])
+def test_the_cell_written_gate_by_gate_equals_torch_nn_lstm(model, lengths, tolerance):
+    """Every hidden state of every step, and so the depths read (the head is one linear layer on them)."""
+    state, _ = lstm.read_weights(lstm.WEIGHTS)
+    tokens, _ = train.batch_of(train.bracket_strings(200, 11, lengths))
+    with torch.no_grad():
+        ours = recipe.hidden_states(model, tokens)
+        logits = model(tokens)
+    theirs = torch_lstm_states(state, tokens)
+    worst = (ours - theirs).abs().max().item()
+    assert worst <= tolerance, worst
+    reread = theirs @ state["head.weight"].T + state["head.bias"]
+    assert torch.equal(logits.argmax(-1), reread.argmax(-1))
+
+
+def test_checks_pass_on_the_stored_weights(model):
+    result = recipe.replay(model)
+    assert [c["name"] for c in result["checks"]] == list(recipe.CHECKS)
+    assert all(c["passed"] for c in result["checks"]), [c for c in result["checks"] if not c["passed"]]
+
+
+def test_torch_and_recurrence_checks_catch_a_cell_that_forgets_nothing(monkeypatch):
+    def forward(self, x, h, c):  # c_t = c_{t-1} + i_t * g_t: the 1997 cell, without Gers's forget gate
+        i, g, o = self.input_gate(x, h), self.candidate(x, h), self.output_gate(x, h)
+        c = c + i * g
+        return o * torch.tanh(c), c
+
+    monkeypatch.setattr(lstm.LSTMCell, "forward", forward)
+    broken = lstm.build_model()
+    assert not recipe.check_torch(broken)["passed"]
+    assert not recipe.check_recurrence(broken)["passed"]
+
+
+def test_range_check_catches_a_gate_that_is_not_squashed():
+    broken = lstm.build_model()
+    broken.cell.forget_gate.act = torch.nn.Identity()
+    result = recipe.check_ranges(broken)
+    assert not result["passed"] and result["detail"]["forget_gate"]["max"] > 1
+
+
+def test_accuracy_check_catches_other_weights():
+    broken = lstm.build_model()
+    with torch.no_grad():
+        broken.head.bias[3] += 5.0  # depth 3 everywhere it was nearly as likely
+    result = recipe.check_accuracy(broken)
+    assert not result["passed"] and result["detail"]["replayed"] < result["detail"]["at_training"]
+
+
+def test_the_recorded_strings_hold_a_wholly_right_and_a_drifting_one():
+    cases = {c["id"]: c for c in json.loads(LSTM_MANIFEST.read_text())["experiment"]["cases"]}
+    metrics = {case_id: {m["key"]: m["value"] for m in c["metrics"]} for case_id, c in cases.items()}
+    assert metrics["nested"]["steps_right"] == metrics["nested"]["steps"] == 8
+    assert metrics["longer"]["steps"] == 31 and metrics["longer"]["steps_right"] < 31
+    assert metrics["test-split"]["test_string_accuracy"] == 1.0
+    assert metrics["test-split"]["longer-31-40_string_accuracy"] < 1.0
+    curve = next(v["values"] for v in cases["test-split"]["vectors"] if v["key"] == "training_loss")
+    assert len(curve) == train.EPOCHS and curve[-1] < curve[0] / 10
+
+
+# ---- training
+
+
+def test_training_from_the_seed_reproduces_the_stored_weights():
+    retrained, snapshots, curve = train.train()
+    stored, metadata = lstm.read_weights(lstm.WEIGHTS)
+    kept, _ = lstm.read_weights(lstm.SNAPSHOTS)
+    assert sorted(snapshots) == list(train.SNAPSHOT_EPOCHS)
+    for epoch, state in snapshots.items():
+        for name, value in state.items():
+            assert (value - kept[f"epoch-{epoch}/{name}"]).abs().max().item() <= train.RETRAIN_TOLERANCE, name
+    for name, value in retrained.state_dict().items():
+        assert (value - stored[name]).abs().max().item() <= train.RETRAIN_TOLERANCE, name
+    assert curve == pytest.approx(json.loads(metadata["loss_per_epoch"]), rel=1e-4)
+
+
+def test_train_check_fails_when_the_stored_weights_differ(tmp_path):
+    copy = tmp_path / "lstm"
+    shutil.copytree(LSTM_RECIPE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    from safetensors.torch import save_file
+
+    state, metadata = lstm.read_weights(copy / "snapshots.safetensors")
+    state["epoch-3/head.bias"] = state["epoch-3/head.bias"] + 0.01
+    save_file(state, str(copy / "snapshots.safetensors"), metadata=metadata)
+    result = subprocess.run([sys.executable, "train.py", "--check"], cwd=copy, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "largest weight difference 1.00e-02" in result.stdout
+
+
+# ---- the recording, its verification and the lab
+
+
+@pytest.fixture(scope="module")
+def app():
+    app = create_app(TestConfig)
+    yield app
+    parts(app).pool.shutdown()
+
+
+def test_lstm_verification_passes(app):
+    result = app.test_cli_runner().invoke(args=["verify", "lstm"])
+    assert result.exit_code == 0, result.output
+    assert "PASSED" in result.output
+
+
+def test_one_changed_state_fails_exactly_that_case_and_matrix(tmp_path):
+    manifests, recipes = tmp_path / "manifests", tmp_path / "recipes"
+    (manifests / "lstm").mkdir(parents=True)
+    shutil.copytree(LSTM_RECIPE, recipes / "lstm", ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = json.loads(LSTM_MANIFEST.read_text())
+    flat = next(c for c in manifest["experiment"]["cases"] if c["id"] == "flat")
+    cell = next(m for m in flat["matrices"] if m["key"] == "cell")
+    cell["values"][3][2] += 0.01
+    (manifests / "lstm" / "manifest.json").write_text(json.dumps(manifest))
+    tampered = create_app(type("Tampered", (TestConfig,), {"MANIFESTS_DIR": str(manifests),
+                                                            "RECIPES_DIR": str(recipes)}))
+    try:
+        with tampered.app_context():
+            from app.services.extensions import models
+            from app.services.verification import verify
+
+            report = verify(models.get("lstm"))
+    finally:
+        parts(tampered).pool.shutdown()
+    failed = {(c["id"], v["key"]) for c in report["cases"] for v in c["values"] if v["status"] != "passed"}
+    assert report["status"] == "failed" and failed == {("flat", "cell")}
+    worst = next(v for c in report["cases"] for v in c["values"] if (c["id"], v["key"]) == ("flat", "cell"))
+    assert worst["worst_index"] == [3, 2] and worst["failing_elements"] == 1
+
+
+def test_a_live_run_answers_every_state_at_every_step_with_the_tokens_on_the_rows(app):
+    answer = app.test_client().post("/api/models/lstm/runs", json={"tokens": [0, 0, 1, 0, 1, 1]}).get_json()
+    case = answer["case"]
+    matrices = {m["key"]: m["values"] for m in case["matrices"]}
+    assert set(matrices) == {"input_gate", "forget_gate", "candidate", "output_gate", "cell", "hidden",
+                             "probabilities"}
+    assert all(len(values) == 6 for values in matrices.values())
+    vectors = {v["key"]: v["values"] for v in case["vectors"]}
+    assert vectors["expected"] == [1, 2, 1, 2, 1, 0] and vectors["predicted"] == vectors["expected"]
+    assert [r["name"] for r in answer["axes"]["cell"]["rows"]] == ["1: (", "2: (", "3: )", "4: (", "5: )", "6: )"]
+
+
+def test_a_recorded_string_run_live_reproduces_its_recording(app):
+    answer = app.test_client().post("/api/models/lstm/runs", json={"tokens": recipe.tokens_of("(()(()))"),
+                                                                   "compare_with": "nested"}).get_json()
+    assert answer["record_check"]["status"] == "passed"
+
+
+@pytest.mark.parametrize("tokens, message", [
+    ([1, 0], "tokens: the ')' at position 0 closes a bracket that was never opened"),
+    ([0] * 9, "tokens: the '(' at position 8 nests 9 deep; the network reads depths up to 8"),
+    ([0, 2], "tokens[1]"),
+    ([0] * 49, "tokens"),
+])
+def test_strings_the_network_cannot_read_are_a_400_naming_the_field(app, tokens, message):
+    response = app.test_client().post("/api/models/lstm/runs", json={"tokens": tokens})
+    assert response.status_code == 400
+    assert response.get_json()["error"]["message"].startswith(message), response.get_json()
