@@ -51,9 +51,13 @@ class Milestone(TypedDict):
 
 
 class InputSpec(TypedDict):
-    shape: list[int]
-    dtype: str
-    fill: str
+    """An example input as the recipe declared it: a shape with a fill, or the values themselves."""
+
+    name: NotRequired[str]  # a keyword argument of forward(); positional when absent
+    shape: NotRequired[list[int]]
+    dtype: NotRequired[str]  # float32 when absent
+    fill: NotRequired[str]
+    values: NotRequired[list]  # a rectangular array of numbers, nested as deep as it has dimensions
 
 
 class Inputs(TypedDict):
@@ -107,6 +111,10 @@ class Layer(TypedDict):
     source: NotRequired[SourceSpan]
     callSource: NotRequired[SourceSpan]
     sharedParams: NotRequired[dict[str, list[str]]]  # a parameter shared with other modules' (tied weights)
+    # A module called more than once (a recurrent cell, one call per step): each call is a node of its own.
+    module: NotRequired[str]  # the module's name, shared by its calls
+    call: NotRequired[Annotated[int, _Minimum(1)]]  # which call this node is, from 1
+    calls: NotRequired[Annotated[int, _Minimum(1)]]  # how many calls the recording made
 
 
 class Connection(TypedDict):

@@ -58,11 +58,11 @@ def steps(model: BracketLSTM, tokens: list[int]) -> tuple[Tensor, dict[str, Tens
 @torch.no_grad()
 def run_case(model: BracketLSTM, tokens: list[int], title: str = "Live run") -> dict:
     """A case in the manifest's shape: the tokens, every gate and state at every step, the depth
-    probabilities after each token, the depths predicted and true, and the loss."""
+    probabilities after each token and the depths read; where every depth is one the network tells apart
+    (0 to 8: nothing closed before it was opened), the true depths and the loss too."""
     logits, states = steps(model, tokens)
     probs = logits.softmax(-1)  # (T, depths)
     predicted = logits.argmax(-1)
-    depths = torch.tensor(depths_of(tokens))
     matrices = [{"key": key, "label": f"{label} (step × unit)", "values": states[key].tolist()}
                 for key, _, label in STATES]
     matrices += [{"key": "cell", "label": "Cell state c_t = f_t·c_{t-1} + i_t·g_t (step × unit)",
@@ -71,16 +71,17 @@ def run_case(model: BracketLSTM, tokens: list[int], title: str = "Live run") -> 
                   "values": states["hidden"].tolist()},
                  {"key": "probabilities", "label": "Probability of each depth after each token (step × depth)",
                   "values": probs.tolist()}]
-    right = int((predicted == depths).sum())
-    return {"label": title, "matrices": matrices,
-            "vectors": [{"key": "tokens", "label": "Tokens (0 opens, 1 closes)", "values": tokens},
-                        {"key": "expected", "label": "True depth after each token", "values": depths.tolist()},
-                        {"key": "predicted", "label": "Depth read after each token",
-                         "values": predicted.tolist()}],
-            "metrics": [{"key": "steps_right", "label": "Tokens whose depth is read right", "value": right},
-                        {"key": "steps", "label": "Tokens", "value": len(tokens)},
-                        {"key": "loss", "label": "Mean cross entropy against the true depths",
-                         "value": nn.functional.cross_entropy(logits, depths).item()}]}
+    vectors = [{"key": "tokens", "label": "Tokens (0 opens, 1 closes)", "values": tokens},
+               {"key": "predicted", "label": "Depth read after each token", "values": predicted.tolist()}]
+    metrics = [{"key": "steps", "label": "Tokens", "value": len(tokens)}]
+    depths = torch.tensor(depths_of(tokens))
+    if bool(((depths >= 0) & (depths < logits.size(-1))).all()):
+        vectors.insert(1, {"key": "expected", "label": "True depth after each token", "values": depths.tolist()})
+        metrics = [{"key": "steps_right", "label": "Tokens whose depth is read right",
+                    "value": int((predicted == depths).sum())}, *metrics,
+                   {"key": "loss", "label": "Mean cross entropy against the true depths",
+                    "value": nn.functional.cross_entropy(logits, depths).item()}]
+    return {"label": title, "matrices": matrices, "vectors": vectors, "metrics": metrics}
 
 
 def held_out() -> list[list[int]]:

@@ -83,7 +83,8 @@ export class Lab extends LabPanel {
   }
 
   showTokens() {
-    const shown = this.tokens.map((t) => this.name(t)).join(this.names.every((n) => [...n].length === 1) ? "" : " ");
+    // The template offers a text box where every token's name is one character: the names then join as typed.
+    const shown = this.tokens.map((t) => this.name(t)).join(this.text ? "" : " ");
     if (this.text) this.text.value = shown;
     else this.section.querySelector("#seq-shown").textContent = shown || "(empty)";
     const full = this.tokens.length >= this.settings.sizes.steps;
@@ -102,7 +103,8 @@ export class Lab extends LabPanel {
     const expected = item(c, "expected")?.values;
     const right = expected ? predicted.filter((p, k) => p === expected[k]).length : null;
     const ms = answer.compute_seconds * 1000;
-    this.setStatus(`${problem ? `${problem} ` : ""}Read ${predicted.length} tokens${right === null ? "" : `, ${right} of them right`} (${ms < 1 ? "under 1" : ms.toFixed(0)} ms on the server).`);
+    const judged = right === null ? "; the recipe knows no true answer for this sequence" : `, ${right} of them right`;
+    this.setStatus(`${problem ? `${problem} ` : ""}Read ${predicted.length} tokens${judged} (${ms < 1 ? "under 1" : ms.toFixed(0)} ms on the server).`);
     this.answer = answer;
     this.render();
   }
