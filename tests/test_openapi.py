@@ -18,7 +18,9 @@ from app.services.parts import parts
 from .bert_checkpoints import make_checkpoint
 from .conftest import CATALOG_SLUGS
 
-app = create_app(TestConfig)
+# Schemathesis starts verifications of every model that run on in the background; the answers checked after
+# it wait for a recipe worker rather than being refused as a busy server's 429.
+app = create_app(type("Contract", (TestConfig,), {"RECIPE_QUEUE": 64}))
 # The checkpoint model answers with a (small, random) checkpoint, so that its DataLab runs; without one its
 # operations answer the documented 503.
 app.config["BERT_CHECKPOINT"] = str(make_checkpoint(Path(tempfile.mkdtemp(prefix="tensorviz-openapi-"))))
@@ -97,6 +99,7 @@ def test_every_answer_about_a_model_conforms_to_its_schema(slug):
     app.config["VERIFY_WAIT"] = 0.0
     started = client.post(f"/api/models/{slug}/verifications")
     conforms(started, answer_schema("/api/models/{slug}/verifications", "post", started.status_code))
+    report = started.get_json() if started.status_code == 200 else None
     if started.status_code == 202:
         for _ in range(600):
             job = client.get(started.headers["Location"])
@@ -104,11 +107,16 @@ def test_every_answer_about_a_model_conforms_to_its_schema(slug):
             if job.get_json()["state"] == "done":
                 break
             time.sleep(0.1)
-        assert job.get_json()["report"]["status"] in ("passed", "error")
+        report = job.get_json()["report"]
+        assert report["status"] in ("passed", "error")
         kept = client.post(f"/api/models/{slug}/verifications")
         conforms(kept, answer_schema("/api/models/{slug}/verifications", "post", kept.status_code))
-    conforms(client.get(f"/api/models/{slug}/verifications/latest"),
-             answer_schema("/api/models/{slug}/verifications/latest", "get"))
+    # A busy server may refuse the run (429, in the POST's schema), and a job the poll itself ends (a heartbeat
+    # late past JOB_STALE_SECONDS on a loaded machine) leaves no latest report: the latest is then the 404.
+    latest = client.get(f"/api/models/{slug}/verifications/latest")
+    made = report is not None and "no heartbeat" not in report.get("message", "")
+    assert latest.status_code == (200 if made else latest.status_code) and latest.status_code in (200, 404), report
+    conforms(latest, answer_schema("/api/models/{slug}/verifications/latest", "get", latest.status_code))
     if not model.has_lab:
         return
     presets = model.lab.kind.presets(model.manifest["experiment"]["cases"], model.lab)
