@@ -2,8 +2,6 @@
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -105,31 +103,37 @@ def test_the_recorded_strings_hold_a_wholly_right_and_a_drifting_one():
 # ---- training
 
 
-def test_training_from_the_seed_reproduces_the_stored_weights():
-    retrained, snapshots, curve = train.train()
-    stored, metadata = lstm.read_weights(lstm.WEIGHTS)
-    kept, _ = lstm.read_weights(lstm.SNAPSHOTS)
+@pytest.fixture(scope="module")
+def retrained():
+    return train.train()
+
+
+def test_training_from_the_seed_reproduces_the_stored_weights(retrained):
+    model, snapshots, curve = retrained
     assert sorted(snapshots) == list(train.SNAPSHOT_EPOCHS)
-    for epoch, state in snapshots.items():
-        for name, value in state.items():
-            assert (value - kept[f"epoch-{epoch}/{name}"]).abs().max().item() <= train.RETRAIN_TOLERANCE, name
-    for name, value in retrained.state_dict().items():
-        assert (value - stored[name]).abs().max().item() <= train.RETRAIN_TOLERANCE, name
+    assert train.largest_difference(model, snapshots, lstm.WEIGHTS, lstm.SNAPSHOTS) <= train.RETRAIN_TOLERANCE
+    _, metadata = lstm.read_weights(lstm.WEIGHTS)
     assert curve == pytest.approx(json.loads(metadata["loss_per_epoch"]), rel=1e-4)
 
 
-def test_train_check_fails_when_the_stored_weights_differ(tmp_path):
-    copy = tmp_path / "lstm"
-    shutil.copytree(LSTM_RECIPE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+def test_train_check_exits_1_naming_a_stored_stage_that_differs(retrained, tmp_path, monkeypatch, capsys, request):
+    """`train.py --check` on the retraining above (the fixture's, not a second one): 0 for the stored files, 1 with
+    one kept stage changed by 0.01, which it names as the largest difference."""
     from safetensors.torch import save_file
 
-    state, metadata = lstm.read_weights(copy / "snapshots.safetensors")
+    monkeypatch.setattr(train, "train", lambda: retrained)
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    request.addfinalizer(lambda: torch.use_deterministic_algorithms(deterministic))  # main() turns it on
+    assert train.main(["--check"]) == 0
+    state, metadata = lstm.read_weights(lstm.SNAPSHOTS)
     state["epoch-3/head.bias"] = state["epoch-3/head.bias"] + 0.01
-    save_file(state, str(copy / "snapshots.safetensors"), metadata=metadata)
-    result = subprocess.run([sys.executable, "train.py", "--check"], cwd=copy, capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "largest weight difference 1.00e-02" in result.stdout
+    save_file(state, str(tmp_path / "snapshots.safetensors"), metadata=metadata)
+    monkeypatch.setattr(train, "SNAPSHOTS", tmp_path / "snapshots.safetensors")
+    assert train.main(["--check"]) == 1
+    assert "largest weight difference 1.00e-02" in capsys.readouterr().out
+    del state["epoch-3/head.bias"]  # another set of tensors is infinitely far
+    save_file(state, str(tmp_path / "snapshots.safetensors"), metadata=metadata)
+    assert train.largest_difference(*retrained[:2], lstm.WEIGHTS, tmp_path / "snapshots.safetensors") == float("inf")
 
 
 # ---- the recording, its verification and the lab
