@@ -64,12 +64,15 @@ class Watched:
                      and self.problems.append(f"console: {m.text}"))
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         # A request the browser cancels because the page loads another document (a late favicon when the test
-        # navigates) is not a failure: each request remembers which document it was issued under.
-        self.documents = 0
+        # navigates) is not a failure: each request remembers which document it was issued under and how many
+        # documents had committed then (a favicon asked for just after the next navigation started is cancelled
+        # when that document commits).
+        self.documents = self.commits = 0
         self.issued_under: dict = {}
         self.failed: list = []
         self.page.on("request", self.issued)
-        self.page.on("requestfailed", lambda r: self.failed.append((r, r.failure)))
+        self.page.on("framenavigated", self.committed)
+        self.page.on("requestfailed", lambda r: self.failed.append((r, r.failure, self.commits)))
         self.base = base
         self.page.on("response", lambda r: r.status >= 400 and r.status not in allow
                      and self.problems.append(f"{r.status}: {r.url}"))
@@ -77,14 +80,23 @@ class Watched:
     def issued(self, request) -> None:
         if request.is_navigation_request() and request.frame == self.page.main_frame:
             self.documents += 1
-        self.issued_under[request] = self.documents
+        self.issued_under[request] = (self.documents, self.commits)
+
+    def committed(self, frame) -> None:
+        if frame == self.page.main_frame:
+            self.commits += 1
+
+    def left_behind(self, request, failure: str, commits: int) -> bool:
+        """Cancelled because the page went on to another document: one started or committed since it was asked."""
+        document, committed = self.issued_under.get(request, (0, 0))
+        return failure == "net::ERR_ABORTED" and (document < self.documents or committed < commits)
         if not request.url.startswith((self.base, "blob:", "data:")):
             self.problems.append(f"left the site: {request.url}")
 
     def close(self) -> None:
         self.context.close()
-        self.problems += [f"failed: {r.url} {failure}" for r, failure in self.failed
-                          if not (failure == "net::ERR_ABORTED" and self.issued_under.get(r, 0) < self.documents)]
+        self.problems += [f"failed: {r.url} {failure}" for r, failure, commits in self.failed
+                          if not self.left_behind(r, failure, commits)]
         assert self.problems == []
 
 
