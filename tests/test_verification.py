@@ -10,7 +10,9 @@ import pytest
 
 from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.extensions import models, state
 from app.services.parts import parts
+from app.services.verification import cache_key
 
 from .conftest import ModelTree, bert_manifest
 
@@ -206,3 +208,27 @@ def test_a_job_shows_no_server_host_process_or_cache_key(client):
         assert not {"owner", "key"} & (set(job) | set(polled))
     started = client.application.test_client().post("/api/models/bert/verifications")
     assert not {"owner", "key"} & set(started.get_json())
+
+
+def test_a_finished_job_stays_finished_however_often_its_heartbeat_beats():
+    """The heartbeat never writes a job's running state after its end: with a beat every half millisecond, 30
+    jobs each read as done stay done (before the fix, about one in eight went back to running, and a poll
+    later ended it as an error for want of a heartbeat)."""
+    app = create_app(type("Beating", (TestConfig,), {"JOB_HEARTBEAT_SECONDS": 0.0005}))
+    client = app.test_client()
+    reverted = 0
+    try:
+        for _ in range(30):
+            with app.app_context():
+                key = cache_key(models.get("bert"))
+                state.store.delete(key)
+                parts(app).jobs.near.discard(key)
+            started = client.post("/api/models/bert/verifications")
+            assert started.status_code == 202
+            while client.get(started.headers["Location"]).get_json()["state"] != "done":
+                time.sleep(0.002)
+            time.sleep(0.05)
+            reverted += client.get(started.headers["Location"]).get_json()["state"] != "done"
+    finally:
+        parts(app).pool.shutdown()
+    assert reverted == 0

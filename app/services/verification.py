@@ -233,11 +233,13 @@ class Verifications:
             with app.app_context():
                 while True:
                     time.sleep(every)
+                    # Under the lock a job's end is written under too, so that no beat writes a job's running
+                    # state after its end (a poll would then see it running until it went stale).
                     with local.lock:
-                        records = [r for r, done in local.running.values() if not done.is_set()]
-                    for record in records:
-                        record["heartbeat"] = time.time()
-                        state.store.set(_job_key(record["id"]), record, KEEP_JOB_SECONDS)
+                        for record, done in local.running.values():
+                            if not done.is_set():
+                                record["heartbeat"] = time.time()
+                                state.store.set(_job_key(record["id"]), record, KEEP_JOB_SECONDS)
 
         local.heartbeat = threading.Thread(target=beat, name="verify-heartbeat", daemon=True)
         local.heartbeat.start()
@@ -264,12 +266,11 @@ class Verifications:
             if report["status"] != "error":  # a timeout or crash may pass on a retry; never cache it
                 cache.set(key, report | {"cached": True}, timeout=seconds)
             cache.set(_latest_key(model), report, timeout=seconds)
-            finished = self._finish(record, report)
-            state.store.delete(_running_key(key))
             local = parts(app).jobs
-            with local.lock:
-                record.update(finished)
+            with local.lock:  # the heartbeat's lock: the job's end is its last write
+                record.update(self._finish(record, report))
                 _, done = local.running.pop(record["id"])
+            state.store.delete(_running_key(key))
             done.set()
 
 
