@@ -1,6 +1,5 @@
 """A pool of recipe worker processes: bounded concurrency, hard timeouts, crashed workers replaced."""
 
-import json
 import logging
 import multiprocessing
 import os
@@ -11,8 +10,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
+from ..domain.jsonbytes import loads
 from . import worker
 
 ABSOLUTE_FOLDERS = re.compile(r"(?<![\w.~])/(?:[^\s'\"/:]+/)+")
@@ -123,12 +121,7 @@ REPLY_FORMAT = 2
 
 def decoded(reply: dict) -> dict:
     """A reply with its result read (`result`), for those that work with it rather than pass it on."""
-    text = reply["result_json"]
-    try:
-        result = orjson.loads(text)  # several times faster; NaN, Infinity and huge integers are not for it
-    except orjson.JSONDecodeError:
-        result = json.loads(text)
-    return reply | {"result": result}
+    return reply | {"result": loads(reply["result_json"])}
 
 
 def outcome(reply: dict, call: RecipeCall) -> dict:

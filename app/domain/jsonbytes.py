@@ -1,4 +1,4 @@
-"""Plain data as compact JSON bytes, fast where it can be and strict about NaN and infinity."""
+"""Plain data to and from JSON, fast where it can be and strict about NaN and infinity."""
 
 import json
 
@@ -23,3 +23,12 @@ def dumps(value) -> tuple[bytes, bool]:
         return json.dumps(value, allow_nan=False, separators=(",", ":")).encode(), True
     except ValueError:
         return json.dumps(value, separators=(",", ":")).encode(), False
+
+
+def loads(text: str | bytes):
+    """JSON read back: orjson for JSON proper, the standard library for what orjson refuses (NaN and Infinity,
+    which `dumps` writes for a non-finite replay, and integers past 64 bits)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)

@@ -14,7 +14,6 @@ process, bounded in bytes, served from there to this process's reads, and writte
 again, so that an outage loses nothing this process computed.
 """
 
-import json
 import logging
 import os
 import sqlite3
@@ -26,7 +25,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from ..domain.jsonbytes import dumps
+from ..domain.jsonbytes import dumps, loads
 from ..domain.lru import SizedLRU
 from .parts import parts
 
@@ -93,7 +92,7 @@ class Store:
     def get(self, key: str) -> Any | None:
         """The value under `key`, or None when absent or expired."""
         raw = self.get_json(key)
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else loads(raw)
 
     def get_json(self, key: str) -> bytes | None:
         """The value under `key` as the JSON bytes it is kept as (to serve without parsing it)."""
