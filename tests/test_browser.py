@@ -14,6 +14,7 @@ from playwright.sync_api import expect, sync_playwright
 from werkzeug.serving import make_server
 
 from app import create_app
+from app.domain.recipes import read_metadata
 from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.parts import parts
 
@@ -727,6 +728,51 @@ def test_the_recurrent_lab_at_375px_fits_and_its_longest_case_scrolls_in_its_box
     page.locator("#lab").screenshot(path=ARTIFACTS / "lstm-lab-phone.png")
 
 
+def test_the_seq2seq_lab_is_typed_and_stepped_with_the_keyboard(watched):
+    page = watched("/models/transformer")
+    lab_ready(page)
+    text = page.locator("#seq-text")
+    text.focus()
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    expect(page.locator("#lab-status")).to_have_text("Type a source to start.")
+    typed = [9, 0, 2, 1, 0]
+    with page.expect_request(lambda r: r.url.endswith("/runs") and json.loads(r.post_data)["source"] == typed):
+        page.keyboard.type("90210")
+    expect(page.locator("#lab-status")).to_contain_text("Wrote 0 1 2 0 9 </s> in 6 steps, exactly the true answer")
+    assert "source=9%2C0%2C2%2C1%2C0" in page.url
+    expect(page.locator("#seq-step-said")).to_have_text("6 of 6: read “9”")
+    page.locator("#seq-step").focus()
+    page.keyboard.press("Home")
+    expect(page.locator("#seq-step-said")).to_have_text("1 of 6: read “<s>”")
+    expect(page.locator("#seq-step-read")).to_contain_text("Step 1 read “<s>” and wrote “0” with probability")
+    assert page.evaluate("document.activeElement.id") == "seq-step"  # the step view changed, the slider stayed
+    # Each cross-attention row of the step is drawn over the five source digits.
+    expect(page.locator('#seq-step-view [data-key="cross_attention_l1_h0"] .bar-row')).to_have_count(5)
+    expect(page.locator("#lab-results .lab-heatmap")).to_have_count(12)  # 3 attentions × 2 layers × 2 heads
+    text.focus()
+    page.keyboard.press("End")
+    page.keyboard.type("x")
+    expect(page.locator("#lab-status")).to_have_text("“x” is not a token: type one of 0 1 2 3 4 5 6 7 8 9.")
+    page.keyboard.press("Backspace")
+    text.fill("2718281828")  # longer than any trained source: written wrong, and the page says so
+    expect(page.locator("#lab-status")).to_contain_text(
+        "Wrote 2 8 1 8 2 8 7 2 </s> in 9 steps; the true answer is 8 2 8 1 8 2 8 1 7 2 </s>")
+    expect(page.locator("#lab-results .trace-table")).to_contain_text("✗ wrong")
+
+
+def test_the_seq2seq_lab_at_375px_fits(watched):
+    page = watched("/models/transformer", PHONE)
+    lab_ready(page)
+    page.locator('[data-preset="eight"]').click()
+    expect(page.locator("#record-check")).to_contain_text("31415926")
+    expect(page.locator("#lab-results .trace-table tbody tr")).to_have_count(9)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    assert small_text(page) == []
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#lab").screenshot(path=ARTIFACTS / "transformer-lab-phone.png")
+
+
 def test_a_causal_trace_shows_the_masked_keys_at_a_position_before_the_last(watched):
     page = watched("/models/bert")
     lab_ready(page)
@@ -1077,21 +1123,29 @@ def loaded_states(page):
     yield "loaded"
 
 
-def lstm_states(page):
+def sequence_states(page):
+    """A lab read step by step (recurrent, seq2seq): its first step, then its last recorded case."""
     lab_ready(page)
     yield "loaded"
     page.locator("#seq-step").focus()
     page.keyboard.press("Home")
     expect(page.locator("#seq-step-said")).to_contain_text("1 of")
     yield "first step shown"
-    page.locator('[data-preset="longer"]').click()
-    expect(page.locator("#record-check")).to_contain_text("31 tokens")
-    yield "longest case"
+    last = page.locator("#lab [data-preset]").last
+    last.click()
+    expect(page.locator("#record-check")).to_contain_text(last.inner_text())
+    yield "last recorded case"
 
 
-# The interactions each model's page offers; every other model of the catalog is checked as loaded (the
-# DataLab, which needs a checkpoint, also after a trace, in test_axe_finds_none_on_the_catalog_and_the_datalab).
-INTERACTIONS = {"bert": bert_states, "gpt": gpt_states, "lenet": lenet_states, "lstm": lstm_states}
+# The interactions each model's page offers, by slug, else by its lab's kind; every other model of the catalog
+# is checked as loaded (the DataLab, which needs a checkpoint, also after a trace, in
+# test_axe_finds_none_on_the_catalog_and_the_datalab).
+INTERACTIONS = {"bert": bert_states, "gpt": gpt_states, "lenet": lenet_states}
+KIND_INTERACTIONS = {"recurrent": sequence_states, "seq2seq": sequence_states}
+
+
+def lab_kind(slug: str) -> str | None:
+    return read_metadata(PROJECT_ROOT / "recipes" / slug).get("lab", {}).get("kind")
 
 
 @pytest.mark.parametrize("slug", CATALOG_SLUGS)
@@ -1099,7 +1153,7 @@ INTERACTIONS = {"bert": bert_states, "gpt": gpt_states, "lenet": lenet_states, "
 def test_axe_finds_no_serious_or_critical_violation(watched, slug, viewport):
     """After every interaction, at both widths: no serious or critical axe violation, and on a phone no text
     under 12 px."""
-    states = INTERACTIONS.get(slug, loaded_states)
+    states = INTERACTIONS.get(slug) or KIND_INTERACTIONS.get(lab_kind(slug), loaded_states)
     page = watched(f"/models/{slug}", viewport, bypass_csp=True)
     graph_ready(page)
     found = {state: axe_violations(page) + (small_text(page) if viewport is PHONE else []) for state in states(page)}

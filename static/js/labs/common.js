@@ -235,6 +235,27 @@ export function linkedInts(params, name) {
   return values;
 }
 
+/**
+ * Token ids typed as text: one character per token where every name is one character, else names separated
+ * by spaces. Throws an Error naming the first part that is not a token.
+ */
+export function typedTokens(text, names) {
+  const single = names.every((n) => n.length === 1);
+  const parts = single ? [...text] : text.trim().split(/\s+/).filter(Boolean);
+  const ids = parts.map((part) => names.indexOf(part));
+  const stray = parts.find((_, k) => ids[k] < 0);
+  if (stray !== undefined) throw new Error(`“${stray}” is not a token: type ${names.length === 2 ? names.join(" or ") : `one of ${names.join(" ")}`}`);
+  return ids;
+}
+
+/** Token ids a link or a text box gave, checked against a length and the highest id; an Error says what is wrong. */
+export function checkedTokens(tokens, longest, highest) {
+  if (!tokens.length) throw new Error("the sequence holds no token");
+  if (tokens.length > longest) throw new Error(`the sequence holds ${tokens.length} tokens; at most ${longest}`);
+  if (tokens.some((t) => t < 0 || t > highest)) throw new Error(`tokens must be ids from 0 to ${highest}`);
+  return tokens;
+}
+
 /** A case's item (matrix, vector, metric: whatever groups the server's schema has) by its stable key; labels
  * are for display only. */
 export function item(caseResult, key) {

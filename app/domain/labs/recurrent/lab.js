@@ -4,7 +4,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus, setDisabled } from "../dom.js";
-import { bars, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table } from "./common.js";
+import { bars, checkedTokens, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, typedTokens } from "./common.js";
 
 const SETTLE_MS = 150; // keystrokes closer together than this share one run
 
@@ -34,21 +34,17 @@ export class Lab extends LabPanel {
     return this.names[id] ?? String(id);
   }
 
-  /** Token ids a link or the text box gave, or an Error saying what is wrong with them. */
   checked(tokens) {
-    const { vocab, steps } = this.settings.sizes;
-    if (!tokens.length) throw new Error("the sequence holds no token");
-    if (tokens.length > steps) throw new Error(`the sequence holds ${tokens.length} tokens; at most ${steps}`);
-    if (tokens.some((t) => t < 0 || t >= vocab)) throw new Error(`tokens must be ids from 0 to ${vocab - 1}`);
-    return tokens;
+    return checkedTokens(tokens, this.settings.sizes.steps, this.settings.sizes.vocab - 1);
   }
 
   /** The text box's characters as tokens (each token's name is one character). */
   typedEdit() {
-    const ids = [...this.text.value].map((ch) => this.names.indexOf(ch));
-    const stray = [...this.text.value].find((_, k) => ids[k] < 0);
-    if (stray !== undefined) {
-      this.setStatus(`“${stray}” is not a token: type ${this.names.join(" or ")}.`, true);
+    let ids;
+    try {
+      ids = typedTokens(this.text.value, this.names);
+    } catch (error) {
+      this.setStatus(`${error.message}.`, true);
       return;
     }
     this.edit(ids, { typed: true });

@@ -1,0 +1,54 @@
+"""The sequence-to-sequence lab kind: type a source, and watch an encoder-decoder write its answer one token
+at a time: what each step read, what it wrote and where it looked in the source (cross-attention), with the
+encoder's and the decoder's own attention."""
+
+from ..cases import vectors
+from ..fields import DeclarationError
+from ..kind import LabKind, Reads, check_names
+
+# The attention a matrix holds, by its key's first word: what its rows and its columns are.
+ATTENTION_AXES = {"encoder": ("source", "source"), "decoder": ("decoder_input", "decoder_input"),
+                  "cross": ("decoder_input", "source")}
+
+
+class Seq2Seq(LabKind):
+    name = "seq2seq"
+    requires = {"sizes": ("vocab", "source"), "endpoints": ("runs",)}
+    # A run's case: the source, the decoder's input and output at every step, the probability of every token
+    # at every step, and attention matrices keyed <encoder|decoder|cross>_attention_l<layer>_h<head>.
+    reads = {"runs": Reads(items=("source", "decoder_input", "output", "probabilities", "cross_attention_*"))}
+
+    def check(self, spec) -> None:
+        """The runs endpoint takes the source; token names, where given, name every token of the vocabulary."""
+        source = spec.endpoints["runs"].fields.get("source")
+        if source is None or source.type != "ints":
+            raise DeclarationError(f"lab.endpoints.runs of a {self.name} lab needs a `source` field of ints")
+        check_names(spec, "vocab", "tokens")
+
+    def presets(self, cases: list[dict], spec) -> list[dict]:
+        """Each recorded case as the run request that replays it: its source."""
+        return [{"id": case["id"], "label": case["label"], "request": {"source": source}}
+                for case in cases if (source := vectors(case).get("source")) is not None]
+
+    def axes(self, case: dict, spec) -> dict[str, dict]:
+        """Attention rows and columns are source tokens or the decoder's steps (named by the token each step
+        read); the distribution has a row per step and a column per token of the vocabulary."""
+        found = vectors(case)
+        if "source" not in found or "decoder_input" not in found:
+            return {}
+        named = {key: spec.tokens(found[key]) for key in ("source", "decoder_input")}
+        axes = {}
+        for matrix in case.get("matrices", []):
+            kind, _, rest = matrix["key"].partition("_")
+            if rest.startswith("attention") and kind in ATTENTION_AXES:
+                rows, columns = (named[k] for k in ATTENTION_AXES[kind])
+            elif matrix["key"] == "probabilities":
+                rows, columns = named["decoder_input"], spec.tokens(list(range(spec.sizes["vocab"])))
+            else:
+                continue
+            if len(matrix["values"]) == len(rows) and all(len(row) == len(columns) for row in matrix["values"]):
+                axes[matrix["key"]] = {"rows": rows, "columns": columns}
+        return axes
+
+
+KIND = Seq2Seq()

@@ -1,0 +1,161 @@
+// The sequence-to-sequence lab: type a source; every edit re-runs the encoder-decoder on the server, which
+// writes its answer one token at a time (greedy). For a chosen step the page shows what the decoder read,
+// what it wrote and with which probability, and each layer's and head's cross-attention over the source;
+// the heatmaps show every attention at once.
+
+import { sig, valueHeatmap } from "../charts.js";
+import { chartBox, el, keepingFocus } from "../dom.js";
+import { bars, checkedTokens, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, typedTokens } from "./common.js";
+
+const SETTLE_MS = 150; // keystrokes closer together than this share one run
+// Attention matrices by their key's first word, in the order a reader meets them on the page.
+const ATTENTION = [
+  ["cross", "Cross-attention: where each step looked in the source"],
+  ["decoder", "Decoder self-attention: what each step read of the answer so far"],
+  ["encoder", "Encoder self-attention: the source reading itself"],
+];
+
+export class Lab extends LabPanel {
+  constructor(section) {
+    super(section);
+    this.names = this.settings.names;
+    const field = this.settings.endpoints.runs.fields.source;
+    this.highest = field.items.maximum;
+    this.longest = field.maxItems;
+    this.typeable = this.names.slice(0, this.highest + 1);
+    this.text = section.querySelector("#seq-text");
+    this.results = section.querySelector("#lab-results");
+    this.source = [];
+    this.step = null; // the step shown (1-based); null follows the last
+    for (const button of section.querySelectorAll("[data-preset]")) {
+      button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
+    }
+    this.text.addEventListener("input", () => this.typedEdit());
+    const start = startFromLink(this.settings.presets, (params) => (params.has("source") ? checkedTokens(linkedInts(params, "source"), this.longest, this.highest) : null));
+    if (start.input) this.edit(start.input, { typed: false });
+    else this.load(start.preset, start.problem);
+  }
+
+  name(id) {
+    return this.names[id] ?? String(id);
+  }
+
+  /** Tokens as a reader types them: names of one character run together, longer names apart. */
+  written(ids) {
+    const names = ids.map((t) => this.name(t));
+    return names.join(names.every((n) => n.length === 1) ? "" : " ");
+  }
+
+  typedEdit() {
+    let ids;
+    try {
+      ids = typedTokens(this.text.value, this.typeable);
+      if (ids.length) checkedTokens(ids, this.longest, this.highest);
+    } catch (error) {
+      this.setStatus(`${error.message}.`, true);
+      return;
+    }
+    this.edit(ids, { typed: true });
+  }
+
+  /** A recorded case's source; `problem` says why a link's source was not used instead. */
+  load(preset, problem = null) {
+    this.preset = preset.id;
+    this.presetLabel = preset.label;
+    markPreset(this.section, preset.id);
+    this.source = [...preset.request.source];
+    this.step = null;
+    linkInput({ source: null }, this.preset);
+    this.text.value = this.written(this.source);
+    this.run(problem);
+  }
+
+  edit(source, { typed }) {
+    this.preset = null;
+    markPreset(this.section, null);
+    this.source = source;
+    this.step = null;
+    linkInput({ source: source.length ? source.join(",") : null });
+    if (!typed) this.text.value = this.written(source);
+    clearTimeout(this.timer);
+    if (!source.length) {
+      this.results.replaceChildren();
+      this.setStatus("Type a source to start.");
+      return;
+    }
+    this.timer = setTimeout(() => this.run(), typed ? SETTLE_MS : 0);
+  }
+
+  async run(problem = null) {
+    const body = { source: this.source, ...(this.preset ? { compare_with: this.preset } : {}) };
+    const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy), "Writing the answer on the server…");
+    if (!answer) return;
+    this.ran("runs", answer);
+    const c = answer.case;
+    const output = item(c, "output").values;
+    const expected = item(c, "expected")?.values;
+    const ms = answer.compute_seconds * 1000;
+    const judged = !expected ? "; the recipe knows no true answer for this source"
+      : output.length === expected.length && output.every((t, k) => t === expected[k]) ? ", exactly the true answer"
+      : `; the true answer is ${this.written(expected)}`;
+    this.setStatus(`${problem ? `${problem} ` : ""}Wrote ${this.written(output)} in ${output.length} steps${judged} (${ms < 1 ? "under 1" : ms.toFixed(0)} ms on the server).`);
+    this.answer = answer;
+    this.render();
+  }
+
+  attention(kind) {
+    return this.answer.case.matrices.filter((m) => m.key.startsWith(`${kind}_attention`));
+  }
+
+  render() {
+    const { answer } = this;
+    const c = answer.case;
+    const read = item(c, "decoder_input").values;
+    const output = item(c, "output").values;
+    const expected = item(c, "expected")?.values;
+    const probs = item(c, "probabilities").values;
+    const rows = output.map((t, k) => [`${k + 1}`, this.name(read[k]), this.name(t), sig(probs[k][t], 3),
+      ...(expected ? [expected[k] === undefined ? "(past the end)" : expected[k] === t ? `${this.name(expected[k])} ✓` : `${this.name(expected[k])} ✗ wrong`] : [])]);
+    const slider = el("input", { type: "range", id: "seq-step", min: 1, max: output.length, value: this.step ?? output.length, "aria-describedby": "seq-step-said" });
+    slider.addEventListener("input", () => {
+      this.step = Number(slider.value);
+      this.showStep();
+    });
+    const parts = [];
+    if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
+    parts.push(
+      el("dl", { class: "metrics" }, ...c.metrics.map((m) => metric(m.label, m.value, { "data-key": m.key }))),
+      el("h3", {}, "Step by step"),
+      el("div", { class: "lab-options seq-step" }, el("label", {}, "Step ", slider), el("output", { id: "seq-step-said", for: "seq-step" })),
+      el("div", { id: "seq-step-view" }),
+      el("h3", {}, "Every step at once"),
+      table(["step", "read", "wrote", "its probability", ...(expected ? ["true token"] : [])], rows, "What each step read and wrote", { reflow: true }),
+      ...ATTENTION.flatMap(([kind, title]) => [el("h3", {}, title),
+        el("div", { class: "lab-heads" }, ...this.attention(kind).map((m) => el("figure", { class: "chart lab-heatmap", "data-key": m.key },
+          el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key])))))]));
+    keepingFocus(this.results, () => this.results.replaceChildren(...parts));
+    this.showStep();
+  }
+
+  /** The chosen step: what it read and wrote, its likeliest tokens, and every cross-attention row over the source. */
+  showStep() {
+    const c = this.answer.case;
+    const output = item(c, "output").values;
+    const k = (this.step ?? output.length) - 1;
+    const read = item(c, "decoder_input").values[k];
+    const wrote = output[k];
+    const expected = item(c, "expected")?.values[k];
+    const probs = item(c, "probabilities").values[k];
+    const likeliest = probs.map((p, t) => [p, t]).sort((a, b) => b[0] - a[0]).slice(0, 3);
+    this.section.querySelector("#seq-step-said").textContent = `${k + 1} of ${output.length}: read “${this.name(read)}”`;
+    const said = `Step ${k + 1} read “${this.name(read)}” and wrote “${this.name(wrote)}” with probability ${sig(probs[wrote], 3)}`
+      + (expected === undefined ? "." : expected === wrote ? ", which is right." : `; the right token is “${this.name(expected)}”.`);
+    const sourceNames = this.source.map((t, j) => `${j + 1}: ${this.name(t)}`);
+    const view = this.section.querySelector("#seq-step-view");
+    view.replaceChildren(el("p", { id: "seq-step-read" }, said),
+      el("figure", { class: "seq-state", "data-key": "probabilities" }, el("figcaption", {}, "The three likeliest tokens at this step"),
+        bars(likeliest.map(([p]) => p), likeliest.map(([, t]) => this.name(t)), 1)),
+      el("div", { class: "seq-states" }, ...this.attention("cross").map((m) => el("figure", { class: "seq-state", "data-key": m.key },
+        el("figcaption", {}, m.label), bars(m.values[k], sourceNames, 1)))));
+  }
+}
