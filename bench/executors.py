@@ -58,8 +58,8 @@ def celery_workers(broker: str, concurrency: int, cores: set[int] | None):
 
 
 def prompts():
-    """Prompts no run has seen: every 8-token sequence over the 16 words, in turn."""
-    for tokens in itertools.product(range(16), repeat=8):
+    """Prompts no run has seen: every 8-token sequence over the GPT's 11 tokens, in turn."""
+    for tokens in itertools.product(range(11), repeat=8):
         yield list(tokens)
 
 

@@ -481,16 +481,17 @@ def test_gpt_page_lab_generates_and_traces(watched):
     page = watched("/models/gpt")
     graph_ready(page)
     expect(page.locator("#record-check")).to_contain_text("reproduces the recorded case", timeout=120_000)
-    expect(page.locator("#live-loss")).to_have_text("7.192")
+    expect(page.locator("#live-loss")).to_have_text("10.32")
     # A later token changes only later predictions: edit the last token and the loss moves.
-    page.select_option('select[data-position="6"]', label="slept")
+    page.select_option('select[data-position="6"]', label="9")
     expect(page.locator("#record-check")).to_have_count(0)
-    expect(page.locator("#live-loss")).not_to_have_text("7.192")
-    page.locator("#remove-token").click()
-    page.locator("#gen-steps").fill("2")
+    expect(page.locator("#live-loss")).not_to_have_text("10.32")
+    for _ in range(3):  # back to the problem and "=": four steps write the answer (the last is never read)
+        page.locator("#remove-token").click()
+    page.locator("#gen-steps").fill("4")
     page.locator("#generate").click()
-    expect(page.locator(".generation-step")).to_have_count(2)
-    expect(page.locator("#generation-text")).to_contain_text("the cat sat on the mat")
+    expect(page.locator(".generation-step")).to_have_count(4)
+    expect(page.locator("#generation-text")).to_contain_text("3 1 4 1 = 1 1 3 4")
     page.locator('[data-trace="1"]').click()
     expect(page.locator("#trace-title")).to_contain_text("position 1")
     expect(page.locator("#trace .trace-table").first).to_contain_text("masked")
@@ -508,20 +509,19 @@ def test_heatmaps_are_labelled_with_tokens_and_a_phone_reads_every_column(watche
     page = watched("/models/gpt", viewport)
     lab_ready(page)
     heatmaps = page.locator('#case-panel figure[data-chart="heatmap"]')
-    expect(heatmaps.first.locator("svg text").filter(has_text=re.compile("^cat$"))).to_have_count(2)  # row and column
-    cell = heatmaps.first.locator('rect[data-row="1"][data-col="0"] title')
-    expect(cell).to_have_text(re.compile(r"^row 1 \(cat, id 3\), column 0 \(the, id 1\): "))
+    # The recorded case "pi": 3 1 4 1 = 1 1 3, where "=" (id 10) is the one token no index reads as.
+    expect(heatmaps.first.locator("svg text").filter(has_text=re.compile("^=$"))).to_have_count(2)  # row and column
+    cell = heatmaps.first.locator('rect[data-row="4"][data-col="0"] title')
+    expect(cell).to_have_text(re.compile(r"^row 4 \(=, id 10\), column 0 \(3, id 3\): "))
     live = page.locator(".lab-heatmap svg").first
-    expect(live.locator("text").filter(has_text=re.compile("^mat$"))).to_have_count(2)
+    expect(live.locator("text").filter(has_text=re.compile("^=$"))).to_have_count(2)
     vocabulary = heatmaps.last
-    shortened = re.compile("^<\\|endoftext…$")  # a long name is cut on the axis; its cells' titles hold it whole
-    expect(vocabulary.locator("svg text").filter(has_text=shortened)).to_have_count(1)
     if viewport is PHONE:
         assert small_text(page) == []
         expect(vocabulary.locator(".chart-canvas")).to_have_class(re.compile("is-scrollable"))
         for label in ("actual next token", "loss"):
             cells = page.locator(f'#lab-results td[data-label="{label}"]')
-            expect(cells).to_have_count(7)
+            expect(cells).to_have_count(8)
             box = cells.last.bounding_box()
             assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"]
 
@@ -529,14 +529,14 @@ def test_heatmaps_are_labelled_with_tokens_and_a_phone_reads_every_column(watche
 def test_lab_inputs_live_in_the_url_so_a_reload_or_a_link_shows_them_again(watched):
     page = watched("/models/gpt")
     lab_ready(page)
-    page.select_option('select[data-position="6"]', label="slept")
-    expect(page).to_have_url(re.compile(r"prompt=1%2C3%2C6%2C9%2C1%2C11%2C14"))
-    expect(page.locator("#live-loss")).not_to_have_text("7.192")  # the recorded prompt's loss
+    page.select_option('select[data-position="6"]', label="9")
+    expect(page).to_have_url(re.compile(r"prompt=3%2C1%2C4%2C1%2C10%2C1%2C9%2C3"))
+    expect(page.locator("#live-loss")).not_to_have_text("10.32")  # the recorded prompt's loss
     loss = page.locator("#live-loss").text_content()
     page.reload()
-    expect(page.locator('select[data-position="6"] option:checked')).to_have_text("slept")
+    expect(page.locator('select[data-position="6"] option:checked')).to_have_text("9")
     expect(page.locator("#live-loss")).to_have_text(loss)
-    page.goto(page.url.replace("prompt=1%2C3", "prompt=1%2Cx"))  # a malformed link says so and falls back
+    page.goto(page.url.replace("prompt=3%2C1", "prompt=3%2Cx"))  # a malformed link says so and falls back
     expect(page.locator("#lab-status")).to_contain_text(
         "The link's input could not be used (prompt must be whole numbers")
     expect(page.locator("#record-check")).to_contain_text("reproduces the recorded case")
@@ -577,7 +577,7 @@ def test_a_run_that_waits_shows_its_progress(watched):
         route.continue_()
 
     page.route("**/api/models/gpt/runs", slow)
-    page.select_option('select[data-position="6"]', label="slept")
+    page.select_option('select[data-position="6"]', label="9")
     expect(page.locator("#lab-status")).to_contain_text("Live run done", timeout=30_000)
     waited = [s for s in page.evaluate("window.statuses") if "so far" in s]
     assert waited and re.match(r"Running the recipe on the server… [12] s so far; a first run after", waited[0])
@@ -587,16 +587,20 @@ def test_gpt_steps_follow_the_prompt_length(watched):
     page = watched("/models/gpt")
     lab_ready(page)
     steps = page.locator("#gen-steps")
-    expect(steps).to_have_value("1")  # the first case has 7 tokens of a context of 8: room for one
+    # The first case fills the context of 8: one step still fits, since the last new token is never read.
+    expect(steps).to_have_value("1")
     expect(steps).to_have_attribute("max", "1")
-    page.locator("#remove-token").click()  # 6 tokens: the page's 3 comes back as far as it fits
+    page.locator("#remove-token").click()  # 7 tokens: the page's 4 comes back as far as it fits
     expect(steps).to_have_value("2")
     page.locator("#remove-token").click()
     expect(steps).to_have_value("3")
+    page.locator("#remove-token").click()
+    expect(steps).to_have_value("4")
     page.locator("#add-token").click()
-    steps.fill("3")  # more than fits: said on the page, no request refused by the server
+    expect(steps).to_have_value("3")
+    steps.fill("4")  # more than fits: said on the page, no request refused by the server
     page.locator("#generate").click()
-    expect(page.locator("#generation")).to_contain_text("Steps: at most 2 with this 6-token prompt")
+    expect(page.locator("#generation")).to_contain_text("Steps: at most 3 with this 6-token prompt")
     expect(page.locator(".generation-step")).to_have_count(0)
 
 
@@ -786,7 +790,7 @@ def test_a_causal_trace_shows_the_masked_keys_at_a_position_before_the_last(watc
 
 
 @pytest.mark.parametrize(("path", "label"), [
-    ("/models/gpt?case=dog", "a dog ran under the tree ."),
+    ("/models/gpt?case=repeats", "7 0 7 7 = 0 7 7 7"),
     ("/models/lenet?case=misread", "Test digit 345: a 2, misread as 3"),
     ("/models/bert?case=mask-b", None),
 ])
@@ -1622,15 +1626,15 @@ def test_what_if_a_module_is_zeroed_or_scaled_chosen_from_the_graph_by_keyboard(
 
 
 def test_a_what_if_link_shows_the_same_changes_on_a_phone(watched):
-    changes = '[{"node":"h.1.attn","action":"zero","head":1},{"node":"h.0.mlp","action":"patch","from_case":"cat"}]'
-    page = watched(f"/models/gpt?case=dog&whatif={quote(changes)}", PHONE)
+    changes = '[{"node":"h.1.attn","action":"zero","head":1},{"node":"h.0.mlp","action":"patch","from_case":"pi"}]'
+    page = watched(f"/models/gpt?case=repeats&whatif={quote(changes)}", PHONE)
     graph_ready(page)
     panel = page.locator("#whatif")
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
     expect(panel.locator("#whatif-list li")).to_have_text([re.compile("zero h.1.attn head 1"),
-                                                            re.compile("patch h.0.mlp from “cat”")])
+                                                            re.compile("patch h.0.mlp from “pi”")])
     assert effects(page)["h.1"] > 0  # h.1 is closed: its box stands for h.1.attn and shades by its output
-    expect(panel.locator("#whatif-results caption")).to_contain_text("“dog” before and after")
+    expect(panel.locator("#whatif-results caption")).to_contain_text("“repeats” before and after")
     assert small_text(page) == []
 
 

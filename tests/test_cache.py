@@ -74,16 +74,16 @@ def test_a_rendered_page_is_shared_by_the_hosts_processes_under_a_key_naming_its
     path = str(tmp_path / "state.sqlite3")
     first, second = app_with(STATE_PATH=path), app_with(STATE_PATH=path)
     try:
-        page = first.test_client().get("/models/gpt?case=dog")
+        page = first.test_client().get("/models/gpt?case=repeats")
         assert page.status_code == 200
         rendered = []
         real = pages.render_model_page
         monkeypatch.setattr(pages, "render_model_page", lambda *a, **k: rendered.append(a) or real(*a, **k))
-        again = second.test_client().get("/models/gpt?case=dog")  # another process: from the shared cache
+        again = second.test_client().get("/models/gpt?case=repeats")  # another process: from the shared cache
         assert again.data == page.data and rendered == []
         third = app_with(STATE_PATH=path)
         parts(third).pages = "another release"  # other templates or code: never the old page
-        assert third.test_client().get("/models/gpt?case=dog").status_code == 200 and len(rendered) == 1
+        assert third.test_client().get("/models/gpt?case=repeats").status_code == 200 and len(rendered) == 1
         parts(third).pool.shutdown()
     finally:
         for app in (first, second):

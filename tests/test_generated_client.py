@@ -66,7 +66,7 @@ def test_the_catalog_and_a_manifest(api):
     assert {"bert", "gpt", "lenet"} <= {m.slug for m in catalog.models}
     manifest = api.call("catalog.get_manifest").sync(api.models.GetManifestSlug("gpt"), client=api.client)
     assert manifest.slug == "gpt" and manifest.schema_version == 1
-    assert [c.id for c in manifest.experiment.cases] == ["cat", "dog", "bird"]
+    assert [c.id for c in manifest.experiment.cases] == ["pi", "repeats", "falling", "in-order", "test-split"]
     assert manifest.layers[0].id and manifest.provenance.captured_at.tzinfo is not None
 
 
@@ -93,7 +93,7 @@ def test_a_verification_from_202_to_its_report(api, app):
 def test_a_lab_run_of_each_kind(api):
     m = api.models
     runs = api.call("lab.gpt_runs").sync(client=api.client, body=m.GptRunsBody(
-        input_ids=[1, 3, 6, 9, 1, 11, 15], compare_with=m.GptRunsBodyCompareWith("cat")))
+        input_ids=[3, 1, 4, 1, 10, 1, 1, 3], compare_with=m.GptRunsBodyCompareWith("pi")))
     assert runs.case.id == "live" and runs.record_check.status.value == "passed"
     generated = api.call("lab.gpt_generations").sync(client=api.client, body=m.GptGenerationsBody(
         input_ids=[1, 3], steps=2))
@@ -113,7 +113,7 @@ def test_a_lab_run_of_each_kind(api):
 def test_interventions_training_and_an_error(api):
     m = api.models
     intervened = api.call("interventions.intervene").sync(m.InterveneSlug("gpt"), client=api.client, body=(
-        m.InterveneBody(case="cat", interventions=[m.Intervention(node="h.0.attn", action=m.InterventionAction.ZERO)])))
+        m.InterveneBody(case="pi", interventions=[m.Intervention(node="h.0.attn", action=m.InterventionAction.ZERO)])))
     assert intervened.effects.additional_properties["h.0.attn"] > 0
     assert intervened.items.additional_properties["loss"].delta != 0
     stages = api.call("training.training_stages").sync(m.TrainingStagesSlug("lenet"), client=api.client,

@@ -1,4 +1,5 @@
-"""The GPT recipe: against transformers' GPT2LMHeadModel, its checks, its verification and its lab."""
+"""The GPT recipe: against transformers' GPT2LMHeadModel, its checks, its training, its verification and its
+lab."""
 
 import json
 import math
@@ -16,6 +17,7 @@ from .conftest import GPT_RECIPE, recipe_module
 gpt = recipe_module(GPT_RECIPE, "model")
 recipe = recipe_module(GPT_RECIPE, "run")
 lab = recipe_module(GPT_RECIPE, "lab")
+train = recipe_module(GPT_RECIPE, "train")
 GPT_MANIFEST = PROJECT_ROOT / "manifests" / "gpt" / "manifest.json"
 
 
@@ -108,6 +110,49 @@ def test_shape_check_catches_a_wrong_shape():
     assert not recipe.check_shapes(Wider())["passed"]
 
 
+def test_accuracy_check_catches_other_weights():
+    broken = gpt.build_model()
+    with torch.no_grad():
+        broken.h[1].attn.c_proj.weight.mul_(0.5)
+    result = recipe.check_accuracy(broken)
+    assert not result["passed"] and result["detail"]["replayed"] < result["detail"]["at_training"]
+
+
+def test_the_trained_model_sorts_the_recorded_and_the_held_out_problems():
+    cases = {c["id"]: c for c in json.loads(GPT_MANIFEST.read_text())["experiment"]["cases"]}
+    for case_id, text in recipe.PROBLEMS.items():
+        ids = next(v["values"] for v in cases[case_id]["vectors"] if v["key"] == "input_ids")
+        answer = sorted(recipe.encode(text))
+        assert ids == [*recipe.encode(text), gpt.EQUALS, *answer[:-1]]  # the written answer so far is right
+        probs = next(m["values"] for m in cases[case_id]["matrices"] if m["key"] == "next_token_probs")
+        assert max(range(VOCAB), key=probs[-1].__getitem__) == answer[-1]  # and so is the digit it writes last
+    metrics = {m["key"]: m["value"] for m in cases["test-split"]["metrics"]}
+    assert metrics["test_exact_match"] >= 0.99 and metrics["test_size"] == train.HELD_OUT
+    curve = next(v["values"] for v in cases["test-split"]["vectors"] if v["key"] == "training_loss")
+    assert len(curve) == train.EPOCHS and curve[-1] < curve[0] / 100
+
+
+def test_no_held_out_problem_is_trained_on():
+    training, held_out = train.problems()
+    assert len(training) + len(held_out) == 10 ** gpt.DIGITS
+    assert not {tuple(p) for p in training.tolist()} & {tuple(p) for p in held_out.tolist()}
+
+
+def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, monkeypatch, capsys, request):
+    """`train.py --check` on the stored weights standing in for a retraining (which takes 20 s: README)."""
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    request.addfinalizer(lambda: torch.use_deterministic_algorithms(deterministic))  # main() turns it on
+    curve = json.loads(gpt.read_weights(gpt.WEIGHTS)[1]["loss_per_epoch"])
+    monkeypatch.setattr(train, "train", lambda: (model, curve))
+    assert train.main(["--check"]) == 0
+    changed = gpt.build_model()
+    with torch.no_grad():
+        changed.ln_f.bias[3] += 0.01
+    monkeypatch.setattr(train, "train", lambda: (changed, curve))
+    assert train.main(["--check"]) == 1
+    assert "largest weight difference 1.00e-02" in capsys.readouterr().out
+
+
 # ---- verification
 
 
@@ -138,7 +183,7 @@ def test_a_value_moved_by_1e_3_fails_exactly_that_case(tree):
         parts(app).pool.shutdown()
     assert result.exit_code == 1
     report = json.loads(result.output)
-    assert [c["id"] for c in report["cases"] if c["status"] == "failed"] == ["dog"]
+    assert [c["id"] for c in report["cases"] if c["status"] == "failed"] == ["repeats"]
     [failed] = [v for c in report["cases"] for v in c["values"] if v["status"] == "failed"]
     assert failed["key"] == "attention_b1_h0" and failed["worst_index"] == [3, 1]
     assert failed["worst_ratio"] > 1 and report["summary"]["values_failed"] == 1
@@ -154,11 +199,12 @@ def client():
     parts(app).pool.shutdown()
 
 
-PROMPT = recipe.encode("the cat sat on the mat .")
+PROMPT = recipe.encode("3 1 4 1 = 1 1 3")  # the recorded case "pi": a problem and the answer so far
+VOCAB = len(recipe.WORDS)
 
 
 def test_runs_answer_the_case_shape_with_keys(client):
-    response = client.post("/api/models/gpt/runs", json={"input_ids": PROMPT, "compare_with": "cat"})
+    response = client.post("/api/models/gpt/runs", json={"input_ids": PROMPT, "compare_with": "pi"})
     assert response.status_code == 200
     body = response.get_json()
     case = body["case"]
@@ -176,14 +222,23 @@ def test_runs_answer_the_case_shape_with_keys(client):
 def test_greedy_generation_takes_the_argmax_and_sampling_follows_its_seed(client):
     greedy = client.post("/api/models/gpt/generations", json={"input_ids": PROMPT[:2], "steps": 3}).get_json()
     for step in greedy["steps"]:
-        assert step["pick"] == max(range(16), key=step["probabilities"].__getitem__)
+        assert step["pick"] == max(range(VOCAB), key=step["probabilities"].__getitem__)
     body = {"input_ids": PROMPT[:2], "steps": 4, "strategy": "sample", "top_k": 3, "temperature": 2.0, "seed": 11}
     first = client.post("/api/models/gpt/generations", json=body).get_json()
     second = client.post("/api/models/gpt/generations", json=body).get_json()
     assert first["output_ids"] == second["output_ids"] and len(first["output_ids"]) == 6
     for step in first["steps"]:
-        allowed = sorted(range(16), key=step["probabilities"].__getitem__, reverse=True)[:3]
+        allowed = sorted(range(VOCAB), key=step["probabilities"].__getitem__, reverse=True)[:3]
         assert step["pick"] in allowed and sum(p > 0 for p in step["drawn"]) == 3
+
+
+def test_greedy_generation_sorts_a_problem_in_the_four_steps_the_context_reads(client):
+    """Five tokens and four new ones: the last new token is never read, so nine tokens fit a context of eight."""
+    body = {"input_ids": recipe.encode("8 0 3 0 ="), "steps": 4}
+    answer = client.post("/api/models/gpt/generations", json=body).get_json()
+    assert answer["text"] == "8 0 3 0 = 0 0 3 8"
+    too_many = client.post("/api/models/gpt/generations", json=body | {"steps": 5})
+    assert too_many.get_json()["error"]["message"].startswith("steps: 5 new tokens do not fit")
 
 
 def test_trace_feeds_each_stage_into_the_next_and_ends_where_the_run_does(client):
@@ -200,7 +255,7 @@ def test_trace_feeds_each_stage_into_the_next_and_ends_where_the_run_does(client
 
 @pytest.mark.parametrize(("path", "body", "field"), [
     ("runs", {"input_ids": [1]}, "input_ids: must hold at least 2 values"),
-    ("runs", {"input_ids": [1, 16]}, "input_ids[1]: 16 is out of range 0..15"),
+    ("runs", {"input_ids": [1, 11]}, "input_ids[1]: 11 is out of range 0..10"),
     ("runs", {"input_ids": list(range(9))}, "input_ids: must hold at most 8 values"),
     ("runs", {"input_ids": [1, 2], "mlm_positions": [1]}, "mlm_positions: unknown field"),
     ("generations", {"input_ids": PROMPT, "steps": 2}, "steps: 2 new tokens do not fit"),

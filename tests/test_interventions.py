@@ -164,7 +164,7 @@ def test_ablating_a_bert_base_head_matches_transformers(checkpoint_app, bert_che
     ({"node": "h.0.attn", "action": "scale"}, "interventions[0].factor: a scale needs a finite number"),
     ({"node": "h.0.attn", "action": "zero", "factor": 2}, "interventions[0].factor: only a scale takes a factor"),
     ({"node": "h.0.attn", "action": "patch"}, "interventions[0].from_case: must be one of the recorded cases"),
-    ({"node": "h.0.attn", "action": "patch", "from_case": "dog"}, "interventions[0].from_case: its h.0.attn has "
+    ({"node": "h.0.attn", "action": "patch", "from_case": "repeats"}, "interventions[0].from_case: its h.0.attn has "
                                                                    "shape"),
     ({"node": "h.0.attn", "action": "zero", "layer": 1}, "interventions[0].layer: unknown field"),
 ])
@@ -176,14 +176,14 @@ def test_each_bad_intervention_is_a_400_naming_its_field(client, step, message):
 
 @pytest.mark.parametrize(("body", "message"), [
     ({"interventions": [{"node": "h.0", "action": "zero"}]}, "case: send either a recorded case or a request"),
-    ({"case": "cat", "request": {"input_ids": [1]}, "interventions": []}, "case: send either"),
+    ({"case": "pi", "request": {"input_ids": [1]}, "interventions": []}, "case: send either"),
     ({"case": "owl", "interventions": [{"node": "h.0", "action": "zero"}]}, "case: must be one of the recorded cases"),
     ({"request": {"input_ids": "x"}, "interventions": [{"node": "h.0", "action": "zero"}]},
      "request.input_ids: must be a list of integers"),
-    ({"case": "cat", "interventions": []}, "interventions: send a list of one or more"),
-    ({"case": "cat", "interventions": [{"node": "h.0", "action": "zero"}] * 17}, "interventions: at most 16"),
-    ({"case": "cat", "endpoint": "nowhere", "interventions": []}, "endpoint: must be one of runs, generations, trace"),
-    ({"case": "cat", "why": 1}, "why: unknown field"),
+    ({"case": "pi", "interventions": []}, "interventions: send a list of one or more"),
+    ({"case": "pi", "interventions": [{"node": "h.0", "action": "zero"}] * 17}, "interventions: at most 16"),
+    ({"case": "pi", "endpoint": "nowhere", "interventions": []}, "endpoint: must be one of runs, generations, trace"),
+    ({"case": "pi", "why": 1}, "why: unknown field"),
     ([1, 2], "body: send a JSON object"),
 ])
 def test_each_bad_request_is_a_400_naming_its_field(client, body, message):
@@ -196,7 +196,7 @@ def test_interventions_are_kept_by_everything_they_depend_on_and_count_against_t
     app = create_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "3 per hour"}))
     client = app.test_client()
     try:
-        body = {"case": "cat", "interventions": [{"node": "h.1.attn", "action": "zero", "head": 0}]}
+        body = {"case": "pi", "interventions": [{"node": "h.1.attn", "action": "zero", "head": 0}]}
         first = client.post(URL.format("gpt"), json=body).get_json()
         again = client.post(URL.format("gpt"), json=body).get_json()
         other = client.post(URL.format("gpt"), json=body | {"interventions": [

@@ -137,7 +137,7 @@ def test_every_answer_about_a_model_conforms_to_its_schema(slug):
 def test_interventions_training_the_datalab_and_errors_conform_to_their_schemas():
     client = app.test_client()
     intervened = client.post("/api/models/gpt/interventions", json={
-        "case": "cat", "interventions": [{"node": "h.0.attn", "action": "zero"}, {"node": "h.1.attn", "head": 1,
+        "case": "pi", "interventions": [{"node": "h.0.attn", "action": "zero"}, {"node": "h.1.attn", "head": 1,
                                                                                  "action": "scale", "factor": 2}]})
     assert intervened.status_code == 200
     conforms(intervened, answer_schema("/api/models/{slug}/interventions", "post"))

@@ -50,9 +50,9 @@ def test_catalog_is_a_timeline_whose_cards_say_whether_the_weights_learned_anyth
         section = page.split(f">{category}</h2>")[1].split("</section>")[0]
         years = [int(y) for y in re.findall(r'class="card-eyebrow">[^<]* · (\d{4})</span>', section)]
         assert years == sorted(years) and len(years) == sum(m.manifest["category"] == category for m in listed)
-    cards = {slug: page.split(f'href="/models/{slug}"')[1].split("</li>")[0] for slug in ("lenet", "gpt", "bert-base")}
+    cards = {slug: page.split(f'href="/models/{slug}"')[1].split("</li>")[0] for slug in ("lenet", "bert", "bert-base")}
     assert 'data-weights="trained"' in cards["lenet"] and "scikit-learn&#39;s 8x8 handwritten digits" in cards["lenet"]
-    assert 'data-weights="random"' in cards["gpt"] and "Random weights" in cards["gpt"]
+    assert 'data-weights="random"' in cards["bert"] and "Random weights" in cards["bert"]
     assert 'data-weights="pretrained"' in cards["bert-base"] and "trained" not in cards["bert-base"].lower().replace(
         "pretrained", "")
 
@@ -182,7 +182,7 @@ def test_prerender_fills_the_page_memo_that_requests_then_use(app):
     assert {key[0] for key in memo["pages"]} == set(CATALOG_SLUGS)
     before = dict(memo["pages"])
     app.test_client().get("/models/gpt")
-    key = ("gpt", "cat", "causal", "None")  # slug, the case and the step shown, the checkpoint's state (none)
+    key = ("gpt", "pi", "causal", "None")  # slug, the case and the step shown, the checkpoint's state (none)
     assert memo["pages"][key] is before[key]  # served, not rendered again
 
 
@@ -250,7 +250,7 @@ def test_the_graph_as_drawn_gives_each_node_its_text(client):
     drawn = answer.get_json()
     layers = {layer["id"]: layer for layer in drawn["layers"]}
     assert layers["h.0"]["shown"] == {"label": "h.0", "op": "Block"}  # a closed module: its class
-    assert layers["lm_head"]["shown"] == {"label": "lm_head", "op": "Linear 8→16 · shared"}  # tied to wte
+    assert layers["lm_head"]["shown"] == {"label": "lm_head", "op": "Linear 32→11 · shared"}  # tied to wte
     assert layers["input:idx"]["shown"] == {"label": "idx", "op": "Input 1,8"}
     index = next(layer for layer in drawn["layers"] if layer["id"].startswith("index@h.0.attn"))
     assert index["shown"]["op"] == "indexing [:, :, :8, :8]"
@@ -267,8 +267,8 @@ def test_every_layer_downloads_as_csv(client):
     rows = list(csv.DictReader(io.StringIO(answer.get_data(as_text=True))))
     assert len(rows) == len(client.get("/api/models/gpt").get_json()["layers"])
     wte = next(r for r in rows if r["id"] == "wte")
-    assert (wte["op"], wte["line"], wte["call_line"]) == ("Embedding", "76", "86")
-    assert json.loads(wte["params"]) == {"num_embeddings": 16, "embedding_dim": 8}
+    assert (wte["op"], wte["line"], wte["call_line"]) == ("Embedding", "81", "91")
+    assert json.loads(wte["params"]) == {"num_embeddings": 11, "embedding_dim": 32}
 
 
 def test_a_large_graph_lists_its_first_layers_and_links_every_one(tree):

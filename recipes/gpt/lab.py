@@ -1,10 +1,10 @@
 """What-if runs, generation step by step, and a stage-by-stage trace of one position.
 
-    python lab.py generate "the cat" --steps 4                 # greedy
-    python lab.py generate "the cat" --sample --seed 3 --top-k 5
-    python lab.py trace "the cat sat on"                       # follow the last position
+    python lab.py generate "3 1 4 1 =" --steps 4               # greedy: the sorted digits
+    python lab.py generate "3 1 4 1 =" --sample --seed 3 --top-k 5
+    python lab.py trace "3 1 4 1 = 1"                          # follow the last position
 
-Needs only torch, model.py, run.py and recipe.toml beside this file.
+Needs torch, safetensors, model.py, train.py, run.py and recipe.toml beside this file.
 """
 
 import argparse
@@ -139,7 +139,7 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate")
     g.add_argument("prompt")
-    g.add_argument("--steps", type=int, default=3)
+    g.add_argument("--steps", type=int, default=4)
     g.add_argument("--sample", action="store_true")
     g.add_argument("--temperature", type=float, default=1.0)
     g.add_argument("--top-k", type=int)

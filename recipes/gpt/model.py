@@ -1,22 +1,27 @@
 """A tiny GPT-2: token and learned position embeddings, pre-LN blocks of causal self-attention and a 4x MLP
-with tanh-approximate GELU, a final LayerNorm and an LM head that reuses the token embedding."""
+with tanh-approximate GELU, a final LayerNorm and an LM head that reuses the token embedding. It is trained to
+sort four digits: after "3 1 4 1 =" it writes "1 1 3 4". The trained weights live beside this file in
+weights.safetensors (`python train.py`)."""
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-WEIGHT_SEED = 1337  # torch.manual_seed(WEIGHT_SEED) right before construction gives the recorded weights
+WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
+DIGITS = 4  # the digits of a problem, then "=", then the same digits in order
+EQUALS = 10  # the token between a problem and its answer; tokens 0-9 are the digits
 
 
 @dataclass
 class GPTConfig:
-    vocab_size: int = 16  # the toy vocabulary of recipe.toml, <|endoftext|> first
-    block_size: int = 8  # the longest context
+    vocab_size: int = 11  # recipe.toml's names: the digits 0-9 and "="
+    block_size: int = 2 * DIGITS  # a problem, "=" and all but the last answer digit: every answer digit is read
     n_layer: int = 2
     n_head: int = 2
-    n_embd: int = 8
+    n_embd: int = 32
     layer_norm_epsilon: float = 1e-5
 
 
@@ -89,10 +94,22 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))  # (B, T, vocab): a next-token score at every position
 
 
-def build_model(config: GPTConfig | None = None) -> GPT:
-    """The recorded model: PyTorch's default initialisation in float32 after seeding, in eval mode."""
-    torch.manual_seed(WEIGHT_SEED)
-    return GPT(config or GPTConfig()).eval()
+def read_weights(path: Path) -> tuple[dict[str, Tensor], dict[str, str]]:
+    """The tensors of a .safetensors file and its string metadata."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 - not a dict
+
+
+def build_model(config: GPTConfig | None = None, weights: Path = WEIGHTS) -> GPT:
+    """The recorded model: the trained weights from weights.safetensors, in eval mode."""
+    model = GPT(config or GPTConfig())
+    state, _ = read_weights(weights)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing != ["lm_head.weight"] or unexpected:  # the head is the embedding, stored once as wte.weight
+        raise ValueError(f"{weights.name} does not fit the model: missing {missing}, unexpected {unexpected}")
+    return model.eval()
 
 
 def next_token_loss(logits: Tensor, idx: Tensor) -> Tensor:

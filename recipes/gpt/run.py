@@ -3,7 +3,8 @@
     python run.py          # a readable table; exit status 1 when a check fails
     python run.py --json   # the same replay as JSON
 
-Needs only torch, model.py and recipe.toml (the vocabulary) beside this file.
+Needs torch, safetensors, model.py, train.py (which makes the held-out problems) and recipe.toml (the
+vocabulary) beside this file.
 """
 
 import json
@@ -15,21 +16,27 @@ import torch
 from torch import Tensor
 
 try:
-    from .model import GPT, build_model, next_token_loss
+    from .model import DIGITS, EQUALS, GPT, WEIGHTS, build_model, next_token_loss, read_weights
+    from .train import answer_loss, exact_match, greedy, held_out, solved
 except ImportError:  # run as a script: python run.py
-    from model import GPT, build_model, next_token_loss
+    from model import DIGITS, EQUALS, GPT, WEIGHTS, build_model, next_token_loss, read_weights
+    from train import answer_loss, exact_match, greedy, held_out, solved
 
 WORDS: list[str] = tomllib.loads(Path(__file__).with_name("recipe.toml").read_text())["lab"]["names"]
 
-PROMPTS = {
-    "cat": "the cat sat on the mat .",
-    "dog": "a dog ran under the tree .",
-    "bird": "the bird sang and the cat slept",
-}
+# The recorded problems: digits of π, repeated digits, digits in falling order, and digits already in order.
+PROBLEMS = {"pi": "3 1 4 1", "repeats": "7 0 7 7", "falling": "9 6 5 2", "in-order": "1 2 5 8"}
 
 
 def encode(text: str) -> list[int]:
     return [WORDS.index(word) for word in text.split()]
+
+
+def answered(problem: list[int], model: GPT) -> list[int]:
+    """The problem, "=" and the first DIGITS - 1 digits the model writes: the context it reads to write the
+    last one, so every answer digit is a prediction in the case."""
+    written = greedy(model, torch.tensor([problem]))[0].tolist()
+    return solved(torch.tensor([problem]))[0, :DIGITS + 1].tolist() + written[:-1]
 
 
 def forward(model: GPT, ids: list[int], causal: bool = True) -> tuple[Tensor, list[Tensor]]:
@@ -58,6 +65,8 @@ def run_case(model: GPT, ids: list[int]) -> dict:
                      "values": probs.tolist()})
     result = {"label": "Live run · " + " ".join(WORDS[t] for t in ids), "matrices": matrices,
               "vectors": [{"key": "input_ids", "label": "Token IDs", "values": list(ids)}], "metrics": []}
+    if is_problem(ids):
+        result["metrics"].append(answer_metric(model, ids))
     if len(ids) > 1:
         targets = torch.tensor(ids[1:])
         per_position = -probs[:-1].log().gather(1, targets[:, None])[:, 0]  # (T - 1,)
@@ -68,19 +77,49 @@ def run_case(model: GPT, ids: list[int]) -> dict:
     return result
 
 
-# The four checks. Each measures something that a broken recipe would get wrong, and says what it saw.
+def is_problem(ids: list[int]) -> bool:
+    """A whole problem, "=" and three answer digits: the context that writes an answer's last digit."""
+    return len(ids) == 2 * DIGITS and ids[DIGITS] == EQUALS and EQUALS not in ids[:DIGITS] + ids[DIGITS + 1:]
+
+
+def answer_metric(model: GPT, ids: list[int]) -> dict:
+    """The loss of the problem's true answer, each digit read after the true digits before it."""
+    sequence = solved(torch.tensor([ids[:DIGITS]]))
+    loss = answer_loss(model(sequence[:, :-1]), sequence).item()
+    return {"key": "answer_loss", "label": "Cross entropy of the true answer's digits", "value": loss}
+
+
+@torch.no_grad()
+def test_case(model: GPT) -> dict:
+    """The held-out problems: exact match, each answer digit's accuracy, and the training curve."""
+    problems = held_out()
+    right = greedy(model, problems) == problems.sort(1).values  # (N, DIGITS)
+    _, metadata = read_weights(WEIGHTS)
+    return {"label": f"{len(problems)} held-out problems, never trained on",
+            "vectors": [{"key": "digit_accuracy", "label": "Answer digits right, by place (1st to 4th)",
+                         "values": right.float().mean(0).tolist()},
+                        {"key": "training_loss", "label": "Mean training loss in each epoch, as train.py measured it",
+                         "values": json.loads(metadata["loss_per_epoch"])}],
+            "metrics": [{"key": "test_exact_match", "label": "Answers exactly right, held-out problems",
+                         "value": right.all(1).float().mean().item()},
+                        {"key": "test_size", "label": "Held-out problems", "value": len(problems)}]}
+
+
+# The five checks. Each measures something that a broken recipe would get wrong, and says what it saw.
 
 CHECK_CAUSAL = "A later token never changes an earlier position's logits (without the causal mask it does)"
 CHECK_SHIFTED_LOSS = "The loss is the mean cross entropy of each position against the next token"
 CHECK_TIED_HEAD = "The LM head shares the token-embedding weight and receives a learning signal"
 CHECK_SHAPES = "Logits have shape (1, T, vocab) and every next-token distribution sums to one"
+CHECK_ACCURACY = "The stored weights reproduce the held-out exact match measured when they were trained"
+RECORDED = "3 1 4 1 = 1 1 3"  # the input the checks read: a problem and its answer so far
 CHANGED = 1e-4  # an earlier logit moving by more than this counts as influenced
 UNCHANGED = 1e-7  # and by no more than this as untouched
 
 
 def _earlier_shift(model: GPT, causal: bool) -> float:
     """How far positions 0..T-2 move when the last token changes."""
-    ids = encode(PROMPTS["cat"])
+    ids = encode(RECORDED)
     changed = ids[:-1] + [(ids[-1] + 1) % len(WORDS)]
     before, after = model(torch.tensor([ids]), causal)[0], model(torch.tensor([changed]), causal)[0]
     return (after[:-1] - before[:-1]).abs().max().item()
@@ -97,7 +136,7 @@ def check_causal(model: GPT) -> dict:
 def check_shifted_loss(model: GPT, loss_fn=next_token_loss) -> dict:
     """The recipe's loss equals -log p(next token) averaged by hand; scoring each position against its own
     token (the unshifted mistake) gives another number."""
-    ids = torch.tensor([encode(PROMPTS["cat"])])
+    ids = torch.tensor([encode(RECORDED)])
     logits = model(ids)
     logp = logits[0].log_softmax(-1)
     by_hand = -logp[:-1].gather(1, ids[0, 1:, None]).mean()
@@ -110,7 +149,7 @@ def check_shifted_loss(model: GPT, loss_fn=next_token_loss) -> dict:
 def check_tied_head(model: GPT) -> dict:
     """One storage for both matrices, and the loss sends gradient to rows only the head uses."""
     shared = model.lm_head.weight.data_ptr() == model.wte.weight.data_ptr()
-    ids = encode(PROMPTS["cat"])
+    ids = encode(RECORDED)
     model.zero_grad()
     with torch.enable_grad():
         next_token_loss(model(torch.tensor([ids])), torch.tensor([ids])).backward()
@@ -123,7 +162,7 @@ def check_tied_head(model: GPT) -> dict:
 
 @torch.no_grad()
 def check_shapes(model: GPT) -> dict:
-    ids = encode(PROMPTS["cat"])
+    ids = encode(RECORDED)
     logits = model(torch.tensor([ids]))
     sums = logits.softmax(-1).sum(-1)
     worst = (sums - 1).abs().max().item()
@@ -131,17 +170,24 @@ def check_shapes(model: GPT) -> dict:
             "detail": {"logits": list(logits.shape), "worst_sum_error": worst}}
 
 
+@torch.no_grad()
+def check_accuracy(model: GPT) -> dict:
+    _, metadata = read_weights(WEIGHTS)
+    replayed = exact_match(model, held_out())
+    trained = float(metadata.get("exact_match", "nan"))
+    return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
+
+
 CHECKS = {CHECK_CAUSAL: check_causal, CHECK_SHIFTED_LOSS: check_shifted_loss, CHECK_TIED_HEAD: check_tied_head,
-          CHECK_SHAPES: check_shapes}
+          CHECK_SHAPES: check_shapes, CHECK_ACCURACY: check_accuracy}
 
 
 def replay(model: GPT | None = None) -> dict:
-    """Every recorded case and every check, on the seeded model unless one is given."""
+    """Every recorded case and every check, on the stored weights unless a model is given."""
     model = model if model is not None else build_model()
-    return {
-        "cases": {case_id: run_case(model, encode(text)) for case_id, text in PROMPTS.items()},
-        "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()],
-    }
+    cases = {case_id: run_case(model, answered(encode(text), model)) for case_id, text in PROBLEMS.items()}
+    cases["test-split"] = test_case(model)
+    return {"cases": cases, "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()]}
 
 
 def main(argv: list[str]) -> int:
@@ -151,10 +197,15 @@ def main(argv: list[str]) -> int:
         print(json.dumps(result, indent=2))
     else:
         for case_id, case in result["cases"].items():
+            metrics = {m["key"]: m["value"] for m in case["metrics"]}
+            if case_id == "test-split":
+                print(f"{case_id:10} exact match {metrics['test_exact_match']:.4f} of {metrics['test_size']}")
+                continue
             probs = next(m for m in case["matrices"] if m["key"] == "next_token_probs")["values"][-1]
             top = max(range(len(probs)), key=probs.__getitem__)
-            loss = case["metrics"][0]["value"]
-            print(f"{case_id:6} {PROMPTS[case_id]:34} loss {loss:.4f}  next: {WORDS[top]!r} ({probs[top]:.3f})")
+            ids = case["vectors"][0]["values"]
+            print(f"{case_id:10} {' '.join(WORDS[t] for t in ids)} {WORDS[top]}  (last digit {probs[top]:.3f}; "
+                  f"answer loss {metrics['answer_loss']:.4f})")
         for check in result["checks"]:
             print(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}  {check['detail']}")
     return 0 if all(check["passed"] for check in result["checks"]) else 1

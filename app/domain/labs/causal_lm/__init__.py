@@ -17,8 +17,8 @@ class CausalLM(LabKind):
                        stages=("tokens", "embeddings", "block*", "final_norm", "logits", "prediction")),
     }
     results = {"generations": Generation, "trace": CausalTrace}
-    limits = {"generations": {"steps": "The prompt and the new tokens must fit the context: steps is at most the "
-                                       "context size minus len(input_ids)."},
+    limits = {"generations": {"steps": "Every token a step reads must fit the context (the last new token is never "
+                                       "read): steps is at most the context size minus len(input_ids), plus 1."},
               "trace": {"position": "At most len(input_ids) - 1; the last token when absent."}}
 
     def check(self, spec) -> None:
@@ -33,7 +33,7 @@ class CausalLM(LabKind):
             if args["position"] > last:
                 fail("position", f"{args['position']} is past the last token ({last})")
         if endpoint == "generations":
-            room = spec.sizes["context"] - len(args["input_ids"])
+            room = spec.sizes["context"] - len(args["input_ids"]) + 1  # the last new token is never read
             if args["steps"] > room:
                 fail("steps", f"{args['steps']} new tokens do not fit: the context holds {spec.sizes['context']} "
                               f"and the prompt has {len(args['input_ids'])}, so at most {room}")

@@ -75,14 +75,15 @@ export class Lab extends LabPanel {
     const remove = this.section.querySelector("#remove-token");
     setDisabled(add, this.ids.length >= this.settings.sizes.context, remove);
     setDisabled(remove, this.ids.length <= 2, add);
-    // Generation can add only as many tokens as the context has room for.
-    const room = this.settings.sizes.context - this.ids.length;
+    const room = this.room();
     const steps = this.section.querySelector("#gen-steps");
-    steps.max = String(Math.max(room, 1));
+    steps.max = String(room);
     steps.value = String(Math.max(1, Math.min(this.wantedSteps ?? Number(steps.value), room)));
-    const button = this.section.querySelector("#generate");
-    button.disabled = room < 1;
-    button.title = room < 1 ? "The context is full: remove a token to generate" : "";
+  }
+
+  /** How many tokens generation may add: as many as the context can read, and one more (the last is never read). */
+  room() {
+    return this.settings.sizes.context - this.ids.length + 1;
   }
 
   async run(problem = null) {
@@ -131,7 +132,7 @@ export class Lab extends LabPanel {
 
   async generate() {
     const value = (id) => this.section.querySelector(id).value;
-    const room = this.settings.sizes.context - this.ids.length;
+    const room = this.room();
     if (Number(value("#gen-steps")) > room) { // the limit follows the prompt: say it here, not as a 400
       this.generation.replaceChildren(el("p", { class: "notice" },
         `Steps: at most ${room} with this ${this.ids.length}-token prompt (the context holds ${this.settings.sizes.context}).`));
