@@ -40,6 +40,8 @@ def test_the_recording_validates():
     (lambda m: m["experiment"]["cases"].append(dict(m["experiment"]["cases"][0])), "repeats id"),
     (lambda m: m["files"].update({"../x": {}}), "plain file name"),
     (lambda m: m.update(revision="XYZ"), "revision"),
+    (lambda m: m["experiment"]["cases"][0]["vectors"][0].update(first=-1), "vectors[0].first"),
+    (lambda m: m["experiment"]["cases"][0]["vectors"][0].update(first=True), "vectors[0].first"),
 ])
 def test_validation_names_the_problem(change, message):
     manifest = bert_manifest()

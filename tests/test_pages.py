@@ -107,6 +107,14 @@ def test_case_picker_and_recorded_values(client):
     assert case.count('class="bar-row"') == 18
 
 
+def test_a_vector_that_counts_from_1_is_numbered_from_1(client):
+    """Epochs and lengths count from 1: a recorded vector that says so (`first`) is drawn with those numbers."""
+    page = text(client.get("/models/transformer?case=test-split"))
+    curve = page.split('data-label="Mean training loss in each epoch')[1].split("</figure>")[0]
+    assert 'data-first="1"' in curve and '<ol class="bars" start="1">' in curve
+    assert re.findall(r'<span class="bar-index">(\d+)</span>', curve)[:3] == ["1", "2", "3"]
+
+
 def test_unknown_case_or_step_falls_back_with_a_notice(client):
     page = text(client.get("/models/bert?case=nope&step=gone"))
     assert "There is no recorded case “nope”" in page and "There is no tour step “gone”" in page

@@ -107,7 +107,8 @@ def _cases(meta: dict, replay: dict, without_checkpoint: bool) -> list[dict]:
                     raise RecordingError(f"case {spec['id']!r}: {kind}[{i}] ({item.get('label')!r}) has no key")
                 if not all(math.isfinite(v) for v in _flat(item[field])):
                     raise RecordingError(f"case {spec['id']!r}: {kind} {item['key']!r} holds NaN or infinity")
-                items.append({"key": item["key"], "label": item.get("label") or item["key"], field: item[field]})
+                items.append({"key": item["key"], "label": item.get("label") or item["key"], field: item[field]}
+                             | ({"first": item["first"]} if "first" in item else {}))
             case[kind] = items
         if isinstance(values.get("request"), dict):  # the lab request that reproduces the case: a preset
             case["request"] = values["request"]

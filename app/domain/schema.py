@@ -105,6 +105,10 @@ def _experiment(manifest: dict) -> None:
             for j, item in enumerate(case.get(kind, [])):
                 _string(item, "label", f"{where}.{kind}[{j}]")
                 _numbers(item.get("values"), f"{where}.{kind}[{j}].values", depth)
+        for j, vector in enumerate(case.get("vectors", [])):
+            first = vector.get("first", 0)
+            _require(isinstance(first, int) and not isinstance(first, bool) and first >= 0,
+                     f"{where}.vectors[{j}].first", "must be a whole number from 0 when present")
         for j, metric in enumerate(case.get("metrics", [])):
             _string(metric, "label", f"{where}.metrics[{j}]")
             _require(_is_number(metric.get("value")), f"{where}.metrics[{j}].value", "must be a number")

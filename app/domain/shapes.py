@@ -142,6 +142,7 @@ class RecordedVector(TypedDict):
     key: NotRequired[str]
     label: str
     values: list[float]
+    first: NotRequired[int]  # the number of the first entry where it is not 0 (epochs and lengths count from 1)
 
 
 class RecordedMetric(TypedDict):
@@ -430,6 +431,7 @@ class Vector(TypedDict):
     key: str
     label: str
     values: list[float | None]
+    first: NotRequired[int]  # the number of the first entry where it is not 0 (epochs and lengths count from 1)
 
 
 class Metric(TypedDict):

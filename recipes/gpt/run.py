@@ -97,9 +97,9 @@ def test_case(model: GPT) -> dict:
     _, metadata = read_weights(WEIGHTS)
     return {"label": f"{len(problems)} held-out problems, never trained on",
             "vectors": [{"key": "digit_accuracy", "label": "Answer digits right, by place (1st to 4th)",
-                         "values": right.float().mean(0).tolist()},
+                         "values": right.float().mean(0).tolist(), "first": 1},
                         {"key": "training_loss", "label": "Mean training loss in each epoch, as train.py measured it",
-                         "values": json.loads(metadata["loss_per_epoch"])}],
+                         "values": json.loads(metadata["loss_per_epoch"]), "first": 1}],
             "metrics": [{"key": "test_exact_match", "label": "Answers exactly right, held-out problems",
                          "value": right.all(1).float().mean().item()},
                         {"key": "test_size", "label": "Held-out problems", "value": len(problems)}]}

@@ -102,7 +102,7 @@ def test_case(model: BracketLSTM) -> dict:
                      "value": measured["string_accuracy"]}]
     _, trained = read_weights(WEIGHTS)
     curve = {"key": "training_loss", "label": "Mean training loss in each epoch, as train.py measured it",
-             "values": json.loads(trained["loss_per_epoch"])}
+             "values": json.loads(trained["loss_per_epoch"]), "first": 1}  # epochs count from 1
     return {"label": f"{TEST_STRINGS} held-out strings of {LENGTHS[0]}-{LENGTHS[1]} tokens, and longer ones",
             "vectors": [curve],
             "metrics": metrics + [{"key": "test_size", "label": "Strings in each set", "value": TEST_STRINGS}]}

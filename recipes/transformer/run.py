@@ -105,9 +105,9 @@ def test_case(model: Transformer) -> dict:
     _, metadata = read_weights(WEIGHTS)
     return {"label": f"{TEST_SEQUENCES} held-out sources of {LENGTHS[0]}-{LENGTHS[1]} digits, and longer ones",
             "vectors": [{"key": "exact_match_by_length", "label": f"Exact match by source length "
-                         f"({LENGTHS[0]} to {LONGER[1]} digits)", "values": by_length},
+                         f"({LENGTHS[0]} to {LONGER[1]} digits)", "values": by_length, "first": LENGTHS[0]},
                         {"key": "training_loss", "label": "Mean training loss in each epoch, as train.py measured it",
-                         "values": json.loads(metadata["loss_per_epoch"])}],
+                         "values": json.loads(metadata["loss_per_epoch"]), "first": 1}],
             "metrics": [{"key": "test_exact_match", "label": "Written exactly right, held-out sources",
                          "value": exact_match(model, trained)},
                         {"key": "longer_exact_match", "label": f"Written exactly right, sources of "

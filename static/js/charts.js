@@ -129,8 +129,8 @@ export function valueHeatmap(values, label, axes = null) {
   return heatmapSvg(values, { label, colour: (v) => diverging(v, limit), legend, axes });
 }
 
-/** A horizontal bar chart on a given shared scale (for download; the page shows HTML bars). */
-export function barsSvg(values, max, label) {
+/** A horizontal bar chart on a given shared scale, its rows numbered from `first` (for download; the page shows HTML bars). */
+export function barsSvg(values, max, label, first = 0) {
   const row = 18;
   const width = 420;
   const barX = 34;
@@ -144,7 +144,7 @@ export function barsSvg(values, max, label) {
   svg.append(svgEl("text", { x: 0, y: 14, "font-weight": 600, fill: "#1d2530" }, label));
   values.forEach((v, i) => {
     const y = 24 + i * row;
-    svg.append(svgEl("text", { x: barX - 6, y: y + 11, "text-anchor": "end", fill: "#4a5563" }, i));
+    svg.append(svgEl("text", { x: barX - 6, y: y + 11, "text-anchor": "end", fill: "#4a5563" }, first + i));
     svg.append(svgEl("rect", { x: barX, y, width: barW, height: row - 5, fill: "#eef1f3" }));
     svg.append(svgEl("rect", {
       x: barX, y, width: max > 0 ? (barW * Math.abs(v)) / max : 0, height: row - 5, fill: v < 0 ? "rgb(180, 83, 42)" : "rgb(31, 138, 107)",

@@ -67,7 +67,7 @@ function enhanceCase(panel) {
       const label = figure.dataset.label;
       const svg = figure.dataset.chart === "heatmap"
         ? figure.querySelector(".chart-canvas svg")
-        : barsSvg(JSON.parse(figure.dataset.values), Number(figure.dataset.max), label);
+        : barsSvg(JSON.parse(figure.dataset.values), Number(figure.dataset.max), label, Number(figure.dataset.first));
       downloadSvg(svg, `${slug}-${panel.dataset.case}-${slugify(label)}.svg`);
     });
   }
