@@ -1,9 +1,6 @@
 """The LeNet recipe: its trained weights, its checks (each one broken), training, verification and its lab."""
 
 import json
-import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -154,21 +151,23 @@ def test_training_from_the_seed_reproduces_the_stored_weights(retrained, split):
     assert train.accuracy(retrained, images, labels) == float(metadata["test_accuracy"])
 
 
-def test_train_check_fails_when_the_stored_weights_differ(tmp_path):
-    pytest.importorskip("sklearn")
-    copy = tmp_path / "lenet"
-    shutil.copytree(LENET_RECIPE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+def test_train_check_fails_when_the_stored_weights_differ(retrained, tmp_path, monkeypatch, capsys, request):
+    """`train.py --check` on the retraining above (the fixture's, not a second one): 0 for the stored files, 1
+    with one kept stage changed by 0.01, which it names as the largest difference."""
     from safetensors.torch import save_file
 
-    # One stage kept on the way is changed: the check retrains and compares every stored tensor, the stages'
-    # and the trained weights', in one pass (the in-process test above holds each within the tolerance).
-    state, metadata = lenet.read_safetensors(copy / "snapshots.safetensors")
+    monkeypatch.setattr(train, "train", lambda split: retrained)
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    request.addfinalizer(lambda: torch.use_deterministic_algorithms(deterministic))  # main() turns it on
+    assert train.main(["--check"]) == 0
+    # One stage kept on the way is changed: the check compares every stored tensor, the stages' and the
+    # trained weights', in one pass.
+    state, metadata = lenet.read_safetensors(lenet.SNAPSHOTS)
     state["epoch-3/fc1.bias"] = state["epoch-3/fc1.bias"] + 0.01
-    save_file(state, str(copy / "snapshots.safetensors"), metadata=metadata)
-    result = subprocess.run([sys.executable, "train.py", "--check"], cwd=copy, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "largest weight difference 1.00e-02" in result.stdout
+    save_file(state, str(tmp_path / "snapshots.safetensors"), metadata=metadata)
+    monkeypatch.setattr(train, "SNAPSHOTS", tmp_path / "snapshots.safetensors")
+    assert train.main(["--check"]) == 1
+    assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 
 # ---- the recording and its verification

@@ -208,7 +208,9 @@ def test_three_workers_without_redis_share_jobs_reports_and_the_budget(tree):
 
 
 def test_a_killed_web_workers_job_ends_as_an_error_and_its_recipe_worker_is_gone(tree):
-    tree.add("bert", BERT_MANIFEST.read_bytes(), run_py=slow_replay(60))
+    # Long enough to be killed while running; short, because the new job at the end runs on while the server
+    # stops (a quick shutdown still lets a running verification end).
+    tree.add("bert", BERT_MANIFEST.read_bytes(), run_py=slow_replay(10))
     server = Gunicorn(tree, workers=2, JOB_STALE_SECONDS=3)
     try:
         status, headers, job = call(server.port, "POST", "/api/models/bert/verifications")
