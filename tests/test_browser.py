@@ -627,9 +627,17 @@ def test_lenet_lab_reads_a_digit_drawn_with_the_mouse(watched):
     graph_ready(page)
     lab_ready(page)
     expect(page.locator("#draw-prediction strong")).to_have_text("0")
-    with page.expect_request(lambda r: r.url.endswith("/api/models/lenet/runs")):
+    expect(page.locator("#draw-loss")).to_be_visible()  # the recorded case's own digit scores it
+    expect(page.locator('#lab-results .feature-stage[data-stage="stage1_act"] h4')).to_contain_text(
+        "Stage 1 conv + tanh")  # the stages the recipe declares, in its words
+    expect(page.locator("#lab-results .feature-stage")).to_have_count(4)
+    # Clear forgets the recorded case's digit: a blank grid is scored against no digit the reader did not pick.
+    with page.expect_request(lambda r: r.url.endswith("/api/models/lenet/runs")) as cleared:
         page.locator("#clear-drawing").click()
+    assert "label" not in json.loads(cleared.value.post_data)
+    expect(page.locator("#draw-label")).to_have_value("")
     expect(page.locator("#record-check")).to_have_count(0)
+    expect(page.locator("#draw-loss")).to_have_count(0)
     expect(grid_cell(page, 3, 3)).to_have_attribute("aria-label", "Row 4, column 4: level 0")
     # A vertical stroke, drawn with the real mouse: press on one cell, drag over the others, release.
     page.locator("#draw-grid").scroll_into_view_if_needed()
@@ -649,6 +657,10 @@ def test_lenet_lab_reads_a_digit_drawn_with_the_mouse(watched):
     page.locator("#trace-class").click()
     expect(page.locator("#trace-summary")).to_contain_text(f"Digit {read_as(image)}:")
     expect(page.locator('#trace [data-stage="input"]')).to_be_visible()
+    expect(page.locator("#trace")).to_contain_text("Tanh bends the signal")  # the recipe's own method, said
+    with page.expect_request(lambda r: r.url.endswith("/runs") and json.loads(r.post_data).get("label") == 1):
+        page.locator("#draw-label").select_option("1")  # a digit the reader picks: now there is a loss
+    expect(page.locator("#draw-loss")).to_be_visible()
 
 
 def test_lenet_lab_draws_with_the_keyboard_and_keeps_focus(watched):

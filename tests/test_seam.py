@@ -83,7 +83,7 @@ def test_a_bad_lab_declaration_makes_the_model_unavailable_with_the_reason(tree)
 
 def test_the_core_names_no_model_token_or_head():
     """Outside a lab kind's own files, app/, templates/ and static/js/ never name a model's particulars."""
-    words = re.compile(r"\b(BERT|GPT|NSP|MLM|CLS|SEP|segments?|nsp|mlm)\b")
+    words = re.compile(r"\b(BERT|GPT|NSP|MLM|CLS|SEP|segments?|nsp|mlm|[Tt]anh|LeNet|LSTM|brackets?)\b")
     kind_folders = [PROJECT_ROOT / "app" / "domain" / "labs" / kind for kind in ("masked_lm", "causal_lm", "datalab")]
     offenders = []
     for folder, pattern in (("app", "*.py"), ("app", "*.html"), ("app", "*.js"), ("templates", "*.html"),
@@ -151,10 +151,13 @@ def test_every_file_of_the_recipe_folder_is_served_and_keys_the_recipe_hash(tree
 GRID = {"type": "grid", "rows": "rows", "cols": 8, "min": 0, "max": 16, "required": True}
 
 
+IMAGE_LAB = {"kind": "image-classifier", "sizes": {"rows": 8, "cols": 8, "levels": 16, "classes": 10},
+             "words": {"thing": "digit"}, "groups": [{"key": "stage1_act", "title": "Stage 1"}]}
+
+
 def test_a_grid_field_is_declared_with_its_size_and_gives_its_schema():
-    spec = lab_spec({"kind": "image-classifier", "sizes": {"rows": 8, "cols": 8, "levels": 16, "classes": 10},
-                     "endpoints": {name: {"method": "POST", "entry": name, "fields": {"image": GRID}}
-                                   for name in ("runs", "trace")}}, {"layers": []})
+    spec = lab_spec(IMAGE_LAB | {"endpoints": {name: {"method": "POST", "entry": name, "fields": {"image": GRID}}
+                                               for name in ("runs", "trace")}}, {"layers": []})
     schema = spec.endpoints["runs"].fields["image"].json_schema()
     assert schema["minItems"] == schema["maxItems"] == 8
     assert schema["items"]["maxItems"] == 8 and schema["items"]["items"] == {"type": "integer", "minimum": 0,
@@ -169,10 +172,21 @@ def test_a_grid_field_is_declared_with_its_size_and_gives_its_schema():
 def test_a_grid_declaration_the_lab_cannot_serve_is_refused(change, message):
     endpoints = {name: {"method": "POST", "entry": name, "fields": {"image": GRID}} for name in ("runs", "trace")}
     endpoints["trace"] |= change
-    declaration = {"kind": "image-classifier", "sizes": {"rows": 8, "cols": 8, "levels": 16, "classes": 10},
-                   "endpoints": endpoints}
     with pytest.raises(DeclarationError, match=re.escape(message)):
-        lab_spec(declaration, {"layers": []})
+        lab_spec(IMAGE_LAB | {"endpoints": endpoints}, {"layers": []})
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"words": {}}, "lab.words of a image-classifier lab needs thing"),
+    ({"words": {"thing": ""}}, "lab.words must map names to non-empty text"),
+    ({"groups": []}, "lab.groups of an image-classifier lab needs the feature-map stages"),
+    ({"groups": [{"key": "stage1_act"}]}, "lab.groups must be a list of { key, title }"),
+])
+def test_an_image_lab_without_its_words_or_its_stages_is_refused(change, message):
+    """The page names what an image shows and draws feature maps only in the recipe's own words and stages."""
+    endpoints = {name: {"method": "POST", "entry": name, "fields": {"image": GRID}} for name in ("runs", "trace")}
+    with pytest.raises(DeclarationError, match=re.escape(message)):
+        lab_spec(IMAGE_LAB | {"endpoints": endpoints} | change, {"layers": []})
 
 
 def test_the_parts_of_a_case_have_one_markup():

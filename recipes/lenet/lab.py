@@ -72,7 +72,8 @@ def trace(image: list[list[int]], target: int | None = None) -> dict:
                        for (name, title), grad in zip(TRACE_STAGES, grads[:-1], strict=True)]
     stages.append(_stage("input", "The drawing (pixels / 16)", x[0, 0].detach(), grads[-1][0, 0]))
     return {"target": target, "predicted": predicted, "probabilities": probs.tolist(), "stages": stages,
-            "method": "exact at the last layer; activation × gradient (a first-order estimate) before it"}
+            "method": "exact at the last layer; activation × gradient (a first-order estimate) before it. Tanh "
+                      "bends the signal between stages, so the shares of earlier stages only approximate the logit"}
 
 
 def main(argv: list[str]) -> int:

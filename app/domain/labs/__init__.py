@@ -1,7 +1,8 @@
 """Lab kinds: one folder per kind behind a small registry, so that the core names no model.
 
 A recipe declares its lab in `recipe.toml` under [lab]: the kind, sizes read from the recorded graph,
-special tokens, token names, and its endpoints with their request fields. The kind (a folder: see
+special tokens, token names, the words its page uses for the recipe's things, the groups it draws a case's
+matrices in, and its endpoints with their request fields. The kind (a folder: see
 labs/kind.py) brings what is particular to it: its template and ES module, the parts of the declaration
 it requires, what its page reads from each endpoint's result, how a recorded case becomes a preset
 request, what the axes of a case's matrices are, and defaults that depend on other fields.
@@ -40,6 +41,10 @@ class LabSpec:
     special: dict[str, int]
     names: tuple[str, ...]
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    # The page's words for what the recipe handles (`thing = "digit"`), so that a kind names no model's things.
+    words: dict[str, str] = field(default_factory=dict)
+    # The groups a kind draws a case's matrices in, in order: each a key prefix and its title.
+    groups: tuple[dict[str, str], ...] = ()
     warm: str = ""  # a lab.py function a new recipe worker calls with the server's arguments (loads a checkpoint)
 
     def token_name(self, token: int) -> str:
@@ -109,11 +114,19 @@ def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
     warm = declaration.get("warm", "")
     if not isinstance(warm, str) or (warm and not warm.isidentifier()):
         raise DeclarationError("lab.warm must name a lab.py function")
-    spec = LabSpec(kind, sizes, dict(special), tuple(declaration.get("names", ())), endpoints, warm)
+    words = declaration.get("words", {})
+    if not isinstance(words, dict) or not all(isinstance(v, str) and v for v in words.values()):
+        raise DeclarationError("lab.words must map names to non-empty text")
+    groups = declaration.get("groups", [])
+    if not isinstance(groups, list) or not all(isinstance(g, dict) and set(g) == {"key", "title"} and
+                                               all(isinstance(v, str) and v for v in g.values()) for g in groups):
+        raise DeclarationError("lab.groups must be a list of { key, title }, each non-empty text")
+    spec = LabSpec(kind, sizes, dict(special), tuple(declaration.get("names", ())), endpoints, words=dict(words),
+                   groups=tuple(groups), warm=warm)
     for part, required in kind.requires.items():
         missing = [k for k in required if k not in getattr(spec, part)]
         if missing:
-            raise DeclarationError(f"lab.{part} of a {name} lab needs {', '.join(missing)}")
+            raise DeclarationError(f"lab.{part} of a {kind.name} lab needs {', '.join(missing)}")
     kind.check(spec)
     return spec
 

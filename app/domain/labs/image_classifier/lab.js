@@ -1,6 +1,7 @@
 // The image-classifier lab: draw on a grid of grey levels; every edit re-runs the network on the server
 // (feature maps, class probabilities, saliency), and one class's score can be traced back to the drawing.
-// Feature maps arrive as matrices keyed `<stage>_c<channel>`, labelled "<stage title> · channel <n> ...".
+// Feature maps arrive as matrices keyed `<stage>_c<channel>`, drawn by the stages the recipe declares (its
+// lab.groups); what an image shows is named in the recipe's words (lab.words.thing).
 
 import { diverging, heatmapSvg, sig, valueHeatmap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
@@ -8,7 +9,6 @@ import { bars, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJs
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
 const MAP_PIXELS = 72; // the drawn size of one feature map, whatever its side
-const FEATURE_MAP = /^(.+)_c(\d+)$/;
 const DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"; // a grey level as one character of a link
 const LINKED_CELLS = 1024; // a drawing with more cells than this is too long for a link and stays out of it
 
@@ -29,16 +29,22 @@ export class Lab extends LabPanel {
     this.ink = section.querySelector("#ink");
     this.label = section.querySelector("#draw-label");
     this.target = section.querySelector("#trace-target");
+    this.thing = this.settings.words.thing;
     this.image = this.blank();
+    this.labelChosen = false; // the reader picked the class meant (a recorded case's own does not count once edited)
     this.traces = 0;
     this.traceShown = false;
     this.buildGrid();
     for (const button of section.querySelectorAll("[data-preset]")) {
       button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
     }
-    section.querySelector("#clear-drawing").addEventListener("click", () => this.edit(this.blank()));
+    section.querySelector("#clear-drawing").addEventListener("click", () => {
+      this.labelChosen = false;
+      this.edit(this.blank());
+    });
     this.ink.addEventListener("input", () => { section.querySelector("#ink-value").value = this.ink.value; });
     this.label.addEventListener("change", () => {
+      this.labelChosen = this.label.value !== "";
       this.link();
       this.run();
     });
@@ -48,6 +54,7 @@ export class Lab extends LabPanel {
     const start = startFromLink(this.settings.presets, (params) => this.fromLink(params));
     if (start.input) {
       this.label.value = start.input.label ?? "";
+      this.labelChosen = this.label.value !== "";
       this.edit(start.input.image);
     } else if (start.preset) {
       this.load(start.preset, start.problem);
@@ -173,6 +180,7 @@ export class Lab extends LabPanel {
     this.presetLabel = preset.label;
     this.image = preset.request.image.map((row) => [...row]);
     this.label.value = preset.request.label ?? "";
+    this.labelChosen = false;
     markPreset(this.section, preset.id);
     this.show();
     this.link();
@@ -184,8 +192,10 @@ export class Lab extends LabPanel {
     this.edited();
   }
 
-  /** The drawing changed: it is no longer the recorded case, and a run follows once the edits settle. */
+  /** The drawing changed: it is no longer the recorded case (nor its class, unless the reader picked one), and a
+   * run follows once the edits settle. */
   edited() {
+    if (!this.labelChosen) this.label.value = "";
     this.preset = null;
     markPreset(this.section, null);
     this.show();
@@ -234,16 +244,14 @@ export class Lab extends LabPanel {
       ...this.stages(c.matrices));
   }
 
-  /** Matrices keyed `<stage>_c<channel>`, grouped by stage in recorded order. */
+  /** The declared stages, in order, each with its matrices keyed `<stage>_c<channel>`. */
   stages(matrices) {
-    const groups = new Map();
-    for (const m of matrices) {
-      const found = FEATURE_MAP.exec(m.key);
-      if (!found) continue;
-      if (!groups.has(found[1])) groups.set(found[1], { title: m.label.split(" · ")[0], maps: [] });
-      groups.get(found[1]).maps.push({ channel: Number(found[2]), values: m.values, label: m.label });
-    }
-    return [...groups.entries()].map(([stage, { title, maps }]) => {
+    return this.settings.groups.flatMap(({ key: stage, title }) => {
+      const maps = matrices.flatMap((m) => {
+        const channel = m.key.startsWith(`${stage}_c`) ? m.key.slice(stage.length + 2) : "";
+        return /^\d+$/.test(channel) ? [{ channel: Number(channel), values: m.values, label: m.label }] : [];
+      });
+      if (!maps.length) return [];
       const limit = Math.max(...maps.flatMap((m) => m.values.flat().map(Math.abs)));
       return el("section", { class: "feature-stage", "data-stage": stage },
         el("h4", {}, `${title} `, el("span", { class: "fine" }, `${maps.length} channels, ${maps[0].values.length}×${maps[0].values[0].length}, largest |value| ${sig(limit, 3)}`)),
@@ -278,15 +286,15 @@ export class Lab extends LabPanel {
     const [head, ...stages] = data.stages;
     const target = this.name(data.target);
     this.traceBox.replaceChildren(
-      el("p", { class: "trace-prediction", id: "trace-summary" }, `Digit ${target}: logit ${sig(head.logit)}, probability ${sig(head.probability, 3)}`
-        + (data.target === data.predicted ? " (the digit read)." : ` (the digit read is ${this.name(data.predicted)}).`)),
+      el("p", { class: "trace-prediction", id: "trace-summary" }, `${this.thing[0].toUpperCase()}${this.thing.slice(1)} ${target}: logit ${sig(head.logit)}, probability ${sig(head.probability, 3)}`
+        + (data.target === data.predicted ? ` (the ${this.thing} read).` : ` (the ${this.thing} read is ${this.name(data.predicted)}).`)),
       table(["stage", "share of the score"], [[head.title, sig(head.logit - head.bias)], ...stages.map((s) => [s.title, sig(s.total)])],
         "How much of the logit (without its bias) each stage accounts for"),
-      el("p", { class: "fine" }, `Method: ${data.method}. Tanh bends the signal between stages, so the shares of earlier stages only approximate the logit.`),
+      el("p", { class: "fine" }, `Method: ${data.method}.`),
       el("section", { class: "trace-stage", "data-stage": head.id }, el("h4", {}, head.title),
         el("p", {}, `logit = bias + Σ weight × activation = ${sig(head.bias)} + ${sig(head.check - head.bias)} = ${sig(head.check)}`),
         table(["unit", "weight", "activation", "contribution"], head.strongest.map((u) => [String(u.unit), sig(u.weight), sig(u.activation), sig(u.contribution)]),
-          "The five hidden units that move the logit most")),
+          `The ${head.strongest.length} units of the layer before the logit that move it most`)),
       ...stages.map((s) => this.traceStage(s)));
   }
 
