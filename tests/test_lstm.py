@@ -1,7 +1,7 @@
-"""The LSTM recipe: equal to torch.nn.LSTM, its checks (each one broken), training, verification and its lab."""
+"""The LSTM recipe: equal to torch.nn.LSTM, its checks (each one broken), training and its lab (its verification:
+tests/test_recordings.py)."""
 
 import json
-import shutil
 
 import pytest
 import torch
@@ -136,7 +136,7 @@ def test_train_check_exits_1_naming_a_stored_stage_that_differs(retrained, tmp_p
     assert train.largest_difference(*retrained[:2], lstm.WEIGHTS, tmp_path / "snapshots.safetensors") == float("inf")
 
 
-# ---- the recording, its verification and the lab
+# ---- the lab (verification: tests/test_recordings.py)
 
 
 @pytest.fixture(scope="module")
@@ -144,37 +144,6 @@ def app():
     app = create_app(TestConfig)
     yield app
     parts(app).pool.shutdown()
-
-
-def test_lstm_verification_passes(app):
-    result = app.test_cli_runner().invoke(args=["verify", "lstm"])
-    assert result.exit_code == 0, result.output
-    assert "PASSED" in result.output
-
-
-def test_one_changed_state_fails_exactly_that_case_and_matrix(tmp_path):
-    manifests, recipes = tmp_path / "manifests", tmp_path / "recipes"
-    (manifests / "lstm").mkdir(parents=True)
-    shutil.copytree(LSTM_RECIPE, recipes / "lstm", ignore=shutil.ignore_patterns("__pycache__"))
-    manifest = json.loads(LSTM_MANIFEST.read_text())
-    flat = next(c for c in manifest["experiment"]["cases"] if c["id"] == "flat")
-    cell = next(m for m in flat["matrices"] if m["key"] == "cell")
-    cell["values"][3][2] += 0.01
-    (manifests / "lstm" / "manifest.json").write_text(json.dumps(manifest))
-    tampered = create_app(type("Tampered", (TestConfig,), {"MANIFESTS_DIR": str(manifests),
-                                                            "RECIPES_DIR": str(recipes)}))
-    try:
-        with tampered.app_context():
-            from app.services.extensions import models
-            from app.services.verification import verify
-
-            report = verify(models.get("lstm"))
-    finally:
-        parts(tampered).pool.shutdown()
-    failed = {(c["id"], v["key"]) for c in report["cases"] for v in c["values"] if v["status"] != "passed"}
-    assert report["status"] == "failed" and failed == {("flat", "cell")}
-    worst = next(v for c in report["cases"] for v in c["values"] if (c["id"], v["key"]) == ("flat", "cell"))
-    assert worst["worst_index"] == [3, 2] and worst["failing_elements"] == 1
 
 
 def test_a_live_run_answers_every_state_at_every_step_with_the_tokens_on_the_rows(app):

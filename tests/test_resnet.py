@@ -1,8 +1,7 @@
 """The ResNet recipe: its checks (each one broken), the graph's ReLU calls and residual additions, the
-retraining command, verification and its lab."""
+retraining command and its lab (its verification: tests/test_recordings.py)."""
 
 import json
-import shutil
 
 import pytest
 import torch
@@ -95,7 +94,7 @@ def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model,
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 
-# ---- the recording, its verification and the lab
+# ---- the lab (verification: tests/test_recordings.py)
 
 
 @pytest.fixture(scope="module")
@@ -103,35 +102,6 @@ def app():
     app = create_app(TestConfig)
     yield app
     parts(app).pool.shutdown()
-
-
-def test_resnet_verification_passes(app):
-    result = app.test_cli_runner().invoke(args=["verify", "resnet"])
-    assert result.exit_code == 0, result.output
-    assert "PASSED" in result.output
-
-
-def test_one_changed_branch_value_fails_exactly_that_case_and_matrix(tmp_path):
-    manifests, recipes = tmp_path / "manifests", tmp_path / "recipes"
-    (manifests / "resnet").mkdir(parents=True)
-    shutil.copytree(RECIPE, recipes / "resnet", ignore=shutil.ignore_patterns("__pycache__"))
-    manifest = json.loads(MANIFEST.read_text())
-    seven = next(c for c in manifest["experiment"]["cases"] if c["id"] == "seven")
-    branch = next(m for m in seven["matrices"] if m["key"] == "block2_branch")
-    branch["values"][5][9] += 0.01
-    (manifests / "resnet" / "manifest.json").write_text(json.dumps(manifest))
-    tampered = create_app(type("Tampered", (TestConfig,), {"MANIFESTS_DIR": str(manifests),
-                                                            "RECIPES_DIR": str(recipes)}))
-    try:
-        with tampered.app_context():
-            from app.services.extensions import models
-            from app.services.verification import verify
-
-            report = verify(models.get("resnet"))
-    finally:
-        parts(tampered).pool.shutdown()
-    failed = {(c["id"], v["key"]) for c in report["cases"] for v in c["values"] if v["status"] != "passed"}
-    assert report["status"] == "failed" and failed == {("seven", "block2_branch")}
 
 
 def test_a_drawing_is_read_with_every_declared_stage_and_traced_exactly_at_the_last_layer(app):

@@ -1,9 +1,8 @@
 """The Transformer recipe: equal to torch.nn.Transformer, its checks (each one broken), the retraining
-command, verification and its lab."""
+command and its lab (its verification: tests/test_recordings.py)."""
 
 import json
 import math
-import shutil
 
 import pytest
 import torch
@@ -154,7 +153,7 @@ def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model,
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 
-# ---- the recording, its verification and the lab
+# ---- the lab (verification: tests/test_recordings.py)
 
 
 @pytest.fixture(scope="module")
@@ -162,35 +161,6 @@ def app():
     app = create_app(TestConfig)
     yield app
     parts(app).pool.shutdown()
-
-
-def test_transformer_verification_passes(app):
-    result = app.test_cli_runner().invoke(args=["verify", "transformer"])
-    assert result.exit_code == 0, result.output
-    assert "PASSED" in result.output
-
-
-def test_one_changed_attention_weight_fails_exactly_that_case_and_matrix(tmp_path):
-    manifests, recipes = tmp_path / "manifests", tmp_path / "recipes"
-    (manifests / "transformer").mkdir(parents=True)
-    shutil.copytree(RECIPE, recipes / "transformer", ignore=shutil.ignore_patterns("__pycache__"))
-    manifest = json.loads(MANIFEST.read_text())
-    repeats = next(c for c in manifest["experiment"]["cases"] if c["id"] == "repeats")
-    cross = next(m for m in repeats["matrices"] if m["key"] == "cross_attention_l1_h0")
-    cross["values"][2][4] += 0.01
-    (manifests / "transformer" / "manifest.json").write_text(json.dumps(manifest))
-    tampered = create_app(type("Tampered", (TestConfig,), {"MANIFESTS_DIR": str(manifests),
-                                                            "RECIPES_DIR": str(recipes)}))
-    try:
-        with tampered.app_context():
-            from app.services.extensions import models
-            from app.services.verification import verify
-
-            report = verify(models.get("transformer"))
-    finally:
-        parts(tampered).pool.shutdown()
-    failed = {(c["id"], v["key"]) for c in report["cases"] for v in c["values"] if v["status"] != "passed"}
-    assert report["status"] == "failed" and failed == {("repeats", "cross_attention_l1_h0")}
 
 
 def test_a_live_run_decodes_the_source_with_named_axes(app):

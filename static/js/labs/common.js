@@ -256,6 +256,88 @@ export function checkedTokens(tokens, longest, highest) {
   return tokens;
 }
 
+const SEQUENCE_SETTLE_MS = 150; // keystrokes closer together than this share one run
+
+/**
+ * A lab whose input is a sequence of tokens typed as text (the recurrent and seq2seq kinds): the recorded
+ * cases as presets, the sequence in the link under `field`, and edits that settle before a run. A subclass
+ * sets `typeable` (the names a reader may type) and `emptySaid`, defines checked(), showTokens() and run(),
+ * then calls start().
+ */
+export class SequenceLab extends LabPanel {
+  constructor(section, field) {
+    super(section);
+    this.field = field;
+    this.names = this.settings.names;
+    this.typeable = this.names;
+    this.text = section.querySelector("#seq-text");
+    this.results = section.querySelector("#lab-results");
+    this.tokens = [];
+    this.step = null; // the step shown (1-based); null follows the last
+    for (const button of section.querySelectorAll("[data-preset]")) {
+      button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
+    }
+    this.text?.addEventListener("input", () => this.typedEdit());
+  }
+
+  /** The link's sequence, else its recorded case (or the first one). */
+  start() {
+    const start = startFromLink(this.settings.presets, (params) => (params.has(this.field) ? this.checked(linkedInts(params, this.field)) : null));
+    if (start.input) this.edit(start.input);
+    else this.load(start.preset, start.problem);
+  }
+
+  name(id) {
+    return this.names[id] ?? String(id);
+  }
+
+  /** The text box as tokens; what is not a token, or too much, is said instead of sent. */
+  typedEdit() {
+    let ids;
+    try {
+      ids = typedTokens(this.text.value, this.typeable);
+      if (ids.length) this.checked(ids);
+    } catch (error) {
+      this.setStatus(`${error.message}.`, true);
+      return;
+    }
+    this.edit(ids, { typed: true });
+  }
+
+  /** A recorded case's sequence; `problem` says why a link's sequence was not used instead. */
+  load(preset, problem = null) {
+    this.preset = preset.id;
+    this.presetLabel = preset.label;
+    markPreset(this.section, preset.id);
+    this.tokens = [...preset.request[this.field]];
+    this.step = null;
+    linkInput({ [this.field]: null }, this.preset);
+    this.showTokens();
+    this.run(problem);
+  }
+
+  edit(tokens, { typed = false } = {}) {
+    this.preset = null;
+    markPreset(this.section, null);
+    this.tokens = tokens;
+    this.step = null;
+    linkInput({ [this.field]: tokens.length ? tokens.join(",") : null });
+    if (!typed) this.showTokens();
+    clearTimeout(this.timer);
+    if (!tokens.length) {
+      this.results.replaceChildren();
+      this.setStatus(this.emptySaid);
+      return;
+    }
+    this.timer = setTimeout(() => this.run(), typed ? SEQUENCE_SETTLE_MS : 0);
+  }
+
+  /** The run's request: the sequence, and the recorded case it should reproduce while it is one. */
+  request() {
+    return { [this.field]: this.tokens, ...(this.preset ? { compare_with: this.preset } : {}) };
+  }
+}
+
 /** A case's item (matrix, vector, metric: whatever groups the server's schema has) by its stable key; labels
  * are for display only. */
 export function item(caseResult, key) {

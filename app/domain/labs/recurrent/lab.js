@@ -4,78 +4,22 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus, setDisabled } from "../dom.js";
-import { bars, checkedTokens, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, typedTokens } from "./common.js";
+import { bars, checkedTokens, item, metric, postJson, recordCheck, SequenceLab, table } from "./common.js";
 
-const SETTLE_MS = 150; // keystrokes closer together than this share one run
-
-export class Lab extends LabPanel {
+export class Lab extends SequenceLab {
   constructor(section) {
-    super(section);
-    this.names = this.settings.names;
-    this.text = section.querySelector("#seq-text");
-    this.results = section.querySelector("#lab-results");
-    this.tokens = [];
-    this.step = null; // the step shown (1-based); null follows the last token
-    for (const button of section.querySelectorAll("[data-preset]")) {
-      button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
-    }
+    super(section, "tokens");
+    this.emptySaid = "Add a token to start.";
     for (const button of section.querySelectorAll("[data-token]")) {
       button.addEventListener("click", () => this.edit([...this.tokens, Number(button.dataset.token)]));
     }
     section.querySelector("#seq-remove").addEventListener("click", () => this.edit(this.tokens.slice(0, -1)));
     section.querySelector("#seq-clear").addEventListener("click", () => this.edit([]));
-    this.text?.addEventListener("input", () => this.typedEdit());
-    const start = startFromLink(this.settings.presets, (params) => (params.has("tokens") ? this.checked(linkedInts(params, "tokens")) : null));
-    if (start.input) this.edit(start.input);
-    else this.load(start.preset, start.problem);
-  }
-
-  name(id) {
-    return this.names[id] ?? String(id);
+    this.start();
   }
 
   checked(tokens) {
     return checkedTokens(tokens, this.settings.sizes.steps, this.settings.sizes.vocab - 1);
-  }
-
-  /** The text box's characters as tokens (each token's name is one character). */
-  typedEdit() {
-    let ids;
-    try {
-      ids = typedTokens(this.text.value, this.names);
-    } catch (error) {
-      this.setStatus(`${error.message}.`, true);
-      return;
-    }
-    this.edit(ids, { typed: true });
-  }
-
-  /** A recorded case's sequence; `problem` says why a link's sequence was not used instead. */
-  load(preset, problem = null) {
-    this.preset = preset.id;
-    this.presetLabel = preset.label;
-    markPreset(this.section, preset.id);
-    this.tokens = [...preset.request.tokens];
-    this.step = null;
-    linkInput({ tokens: null }, this.preset);
-    this.showTokens();
-    this.run(problem);
-  }
-
-  edit(tokens, { typed = false } = {}) {
-    this.preset = null;
-    markPreset(this.section, null);
-    this.tokens = tokens;
-    this.step = null;
-    linkInput({ tokens: tokens.length ? tokens.join(",") : null });
-    if (!typed) this.showTokens();
-    clearTimeout(this.timer);
-    if (!tokens.length) {
-      this.results.replaceChildren();
-      this.setStatus("Add a token to start.");
-      return;
-    }
-    this.timer = setTimeout(() => this.run(), typed ? SETTLE_MS : 0);
   }
 
   showTokens() {
@@ -90,8 +34,7 @@ export class Lab extends LabPanel {
   }
 
   async run(problem = null) {
-    const body = { tokens: this.tokens, ...(this.preset ? { compare_with: this.preset } : {}) };
-    const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy), "Reading the sequence on the server…");
+    const answer = await this.latest.run((busy) => postJson(this.urls.runs, this.request(), busy), "Reading the sequence on the server…");
     if (!answer) return;
     this.ran("runs", answer);
     const c = answer.case;

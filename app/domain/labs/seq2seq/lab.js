@@ -5,9 +5,8 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus } from "../dom.js";
-import { bars, checkedTokens, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, typedTokens } from "./common.js";
+import { bars, checkedTokens, item, metric, postJson, recordCheck, SequenceLab, table } from "./common.js";
 
-const SETTLE_MS = 150; // keystrokes closer together than this share one run
 // Attention matrices by their key's first word, in the order a reader meets them on the page.
 const ATTENTION = [
   ["cross", "Cross-attention: where each step looked in the source"],
@@ -15,29 +14,19 @@ const ATTENTION = [
   ["encoder", "Encoder self-attention: the source reading itself"],
 ];
 
-export class Lab extends LabPanel {
+export class Lab extends SequenceLab {
   constructor(section) {
-    super(section);
-    this.names = this.settings.names;
+    super(section, "source");
+    this.emptySaid = "Type a source to start.";
     const field = this.settings.endpoints.runs.fields.source;
     this.highest = field.items.maximum;
     this.longest = field.maxItems;
-    this.typeable = this.names.slice(0, this.highest + 1);
-    this.text = section.querySelector("#seq-text");
-    this.results = section.querySelector("#lab-results");
-    this.source = [];
-    this.step = null; // the step shown (1-based); null follows the last
-    for (const button of section.querySelectorAll("[data-preset]")) {
-      button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
-    }
-    this.text.addEventListener("input", () => this.typedEdit());
-    const start = startFromLink(this.settings.presets, (params) => (params.has("source") ? checkedTokens(linkedInts(params, "source"), this.longest, this.highest) : null));
-    if (start.input) this.edit(start.input, { typed: false });
-    else this.load(start.preset, start.problem);
+    this.typeable = this.names.slice(0, this.highest + 1); // the tokens a source may hold
+    this.start();
   }
 
-  name(id) {
-    return this.names[id] ?? String(id);
+  checked(tokens) {
+    return checkedTokens(tokens, this.longest, this.highest);
   }
 
   /** Tokens as a reader types them: names of one character run together, longer names apart. */
@@ -46,49 +35,12 @@ export class Lab extends LabPanel {
     return names.join(names.every((n) => n.length === 1) ? "" : " ");
   }
 
-  typedEdit() {
-    let ids;
-    try {
-      ids = typedTokens(this.text.value, this.typeable);
-      if (ids.length) checkedTokens(ids, this.longest, this.highest);
-    } catch (error) {
-      this.setStatus(`${error.message}.`, true);
-      return;
-    }
-    this.edit(ids, { typed: true });
-  }
-
-  /** A recorded case's source; `problem` says why a link's source was not used instead. */
-  load(preset, problem = null) {
-    this.preset = preset.id;
-    this.presetLabel = preset.label;
-    markPreset(this.section, preset.id);
-    this.source = [...preset.request.source];
-    this.step = null;
-    linkInput({ source: null }, this.preset);
-    this.text.value = this.written(this.source);
-    this.run(problem);
-  }
-
-  edit(source, { typed }) {
-    this.preset = null;
-    markPreset(this.section, null);
-    this.source = source;
-    this.step = null;
-    linkInput({ source: source.length ? source.join(",") : null });
-    if (!typed) this.text.value = this.written(source);
-    clearTimeout(this.timer);
-    if (!source.length) {
-      this.results.replaceChildren();
-      this.setStatus("Type a source to start.");
-      return;
-    }
-    this.timer = setTimeout(() => this.run(), typed ? SETTLE_MS : 0);
+  showTokens() {
+    this.text.value = this.written(this.tokens);
   }
 
   async run(problem = null) {
-    const body = { source: this.source, ...(this.preset ? { compare_with: this.preset } : {}) };
-    const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy), "Writing the answer on the server…");
+    const answer = await this.latest.run((busy) => postJson(this.urls.runs, this.request(), busy), "Writing the answer on the server…");
     if (!answer) return;
     this.ran("runs", answer);
     const c = answer.case;
@@ -150,7 +102,7 @@ export class Lab extends LabPanel {
     this.section.querySelector("#seq-step-said").textContent = `${k + 1} of ${output.length}: read “${this.name(read)}”`;
     const said = `Step ${k + 1} read “${this.name(read)}” and wrote “${this.name(wrote)}” with probability ${sig(probs[wrote], 3)}`
       + (expected === undefined ? "." : expected === wrote ? ", which is right." : `; the right token is “${this.name(expected)}”.`);
-    const sourceNames = this.source.map((t, j) => `${j + 1}: ${this.name(t)}`);
+    const sourceNames = this.tokens.map((t, j) => `${j + 1}: ${this.name(t)}`);
     const view = this.section.querySelector("#seq-step-view");
     view.replaceChildren(el("p", { id: "seq-step-read" }, said),
       el("figure", { class: "seq-state", "data-key": "probabilities" }, el("figcaption", {}, "The three likeliest tokens at this step"),
