@@ -332,6 +332,24 @@ export class SequenceLab extends LabPanel {
     this.timer = setTimeout(() => this.run(), typed ? SEQUENCE_SETTLE_MS : 0);
   }
 
+  /**
+   * What a run's answer opens with: the server's comparison with the recorded case (while it is one), the
+   * metrics, and a slider over `count` steps; showStep() draws the chosen step into #seq-step-view.
+   */
+  stepHead(count) {
+    const { answer } = this;
+    const slider = el("input", { type: "range", id: "seq-step", min: 1, max: count, value: this.step ?? count, "aria-describedby": "seq-step-said" });
+    slider.addEventListener("input", () => {
+      this.step = Number(slider.value);
+      this.showStep();
+    });
+    return [...(this.preset && answer.record_check ? [recordCheck(answer.record_check, this.presetLabel)] : []),
+      el("dl", { class: "metrics" }, ...answer.case.metrics.map((m) => metric(m.label, m.value, { "data-key": m.key }))),
+      el("h3", {}, "Step by step"),
+      el("div", { class: "lab-options seq-step" }, el("label", {}, "Step ", slider), el("output", { id: "seq-step-said", for: "seq-step" })),
+      el("div", { id: "seq-step-view" })];
+  }
+
   /** The run's request: the sequence, and the recorded case it should reproduce while it is one. */
   request() {
     return { [this.field]: this.tokens, ...(this.preset ? { compare_with: this.preset } : {}) };

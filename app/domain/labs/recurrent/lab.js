@@ -4,7 +4,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus, setDisabled } from "../dom.js";
-import { bars, checkedTokens, item, metric, postJson, recordCheck, SequenceLab, table } from "./common.js";
+import { bars, checkedTokens, item, postJson, SequenceLab, table } from "./common.js";
 
 export class Lab extends SequenceLab {
   constructor(section) {
@@ -62,24 +62,14 @@ export class Lab extends SequenceLab {
     const probs = item(c, "probabilities").values;
     const rows = this.tokens.map((t, k) => [`${k + 1}`, this.name(t), String(predicted.values[k]), sig(probs[k][predicted.values[k]], 3),
       ...(expected ? [expected.values[k] === predicted.values[k] ? `${expected.values[k]} ✓` : `${expected.values[k]} ✗ wrong`] : [])]);
-    const slider = el("input", { type: "range", id: "seq-step", min: 1, max: this.tokens.length, value: this.step ?? this.tokens.length, "aria-describedby": "seq-step-said" });
-    slider.addEventListener("input", () => {
-      this.step = Number(slider.value);
-      this.showStep();
-    });
-    const parts = [];
-    if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
-    parts.push(
-      el("dl", { class: "metrics" }, ...c.metrics.map((m) => metric(m.label, m.value, { "data-key": m.key }))),
-      el("h3", {}, "Step by step"),
-      el("div", { class: "lab-options seq-step" }, el("label", {}, "Step ", slider), el("output", { id: "seq-step-said", for: "seq-step" })),
-      el("div", { id: "seq-step-view" }),
+    const parts = [
+      ...this.stepHead(this.tokens.length),
       el("h3", {}, "Every step at once"),
       table(["step", "token", `${predicted.label.toLowerCase()}`, "its probability", ...(expected ? [expected.label.toLowerCase()] : [])], rows,
         "What is read after each token", { reflow: true }),
       el("p", { class: "fine" }, "Rows are steps, named by their tokens; columns are units. Hover a cell for its value."),
       el("div", { class: "lab-heads" }, ...this.states().map((m) => el("figure", { class: "chart lab-heatmap", "data-key": m.key },
-        el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key]))))));
+        el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key])))))];
     keepingFocus(this.results, () => this.results.replaceChildren(...parts));
     this.showStep();
   }

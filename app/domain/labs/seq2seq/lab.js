@@ -5,7 +5,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus } from "../dom.js";
-import { bars, checkedTokens, item, metric, postJson, recordCheck, SequenceLab, table } from "./common.js";
+import { bars, checkedTokens, item, postJson, SequenceLab, table } from "./common.js";
 
 // Attention matrices by their key's first word, in the order a reader meets them on the page.
 const ATTENTION = [
@@ -68,23 +68,13 @@ export class Lab extends SequenceLab {
     const probs = item(c, "probabilities").values;
     const rows = output.map((t, k) => [`${k + 1}`, this.name(read[k]), this.name(t), sig(probs[k][t], 3),
       ...(expected ? [expected[k] === undefined ? "(past the end)" : expected[k] === t ? `${this.name(expected[k])} ✓` : `${this.name(expected[k])} ✗ wrong`] : [])]);
-    const slider = el("input", { type: "range", id: "seq-step", min: 1, max: output.length, value: this.step ?? output.length, "aria-describedby": "seq-step-said" });
-    slider.addEventListener("input", () => {
-      this.step = Number(slider.value);
-      this.showStep();
-    });
-    const parts = [];
-    if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
-    parts.push(
-      el("dl", { class: "metrics" }, ...c.metrics.map((m) => metric(m.label, m.value, { "data-key": m.key }))),
-      el("h3", {}, "Step by step"),
-      el("div", { class: "lab-options seq-step" }, el("label", {}, "Step ", slider), el("output", { id: "seq-step-said", for: "seq-step" })),
-      el("div", { id: "seq-step-view" }),
+    const parts = [
+      ...this.stepHead(output.length),
       el("h3", {}, "Every step at once"),
       table(["step", "read", "wrote", "its probability", ...(expected ? ["true token"] : [])], rows, "What each step read and wrote", { reflow: true }),
       ...ATTENTION.flatMap(([kind, title]) => [el("h3", {}, title),
         el("div", { class: "lab-heads" }, ...this.attention(kind).map((m) => el("figure", { class: "chart lab-heatmap", "data-key": m.key },
-          el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key])))))]));
+          el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key])))))])];
     keepingFocus(this.results, () => this.results.replaceChildren(...parts));
     this.showStep();
   }
