@@ -135,6 +135,22 @@ def checkpoint_app(bert_checkpoint):
 
 
 @pytest.fixture
+def train_check(monkeypatch, request):
+    """A recipe's `train.py --check` exit status, with what its train() returns standing in for a retraining
+    (a test module's one retraining, or the stored weights), so that main() compares as the command does."""
+    import torch
+
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    request.addfinalizer(lambda: torch.use_deterministic_algorithms(deterministic))  # main() turns it on
+
+    def check(train, retrained) -> int:
+        monkeypatch.setattr(train, "train", lambda *split: retrained)
+        return train.main(["--check"])
+
+    return check
+
+
+@pytest.fixture
 def tree(tmp_path: Path) -> ModelTree:
     return ModelTree(tmp_path)
 

@@ -137,18 +137,14 @@ def test_no_held_out_problem_is_trained_on():
     assert not {tuple(p) for p in training.tolist()} & {tuple(p) for p in held_out.tolist()}
 
 
-def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, monkeypatch, capsys, request):
+def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, train_check, capsys):
     """`train.py --check` on the stored weights standing in for a retraining (which takes 20 s: README)."""
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    request.addfinalizer(lambda: torch.use_deterministic_algorithms(deterministic))  # main() turns it on
     curve = json.loads(gpt.read_weights(gpt.WEIGHTS)[1]["loss_per_epoch"])
-    monkeypatch.setattr(train, "train", lambda: (model, curve))
-    assert train.main(["--check"]) == 0
+    assert train_check(train, (model, curve)) == 0
     changed = gpt.build_model()
     with torch.no_grad():
         changed.ln_f.bias[3] += 0.01
-    monkeypatch.setattr(train, "train", lambda: (changed, curve))
-    assert train.main(["--check"]) == 1
+    assert train_check(train, (changed, curve)) == 1
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 

@@ -151,22 +151,19 @@ def test_training_from_the_seed_reproduces_the_stored_weights(retrained, split):
     assert train.accuracy(retrained, images, labels) == float(metadata["test_accuracy"])
 
 
-def test_train_check_fails_when_the_stored_weights_differ(retrained, tmp_path, monkeypatch, capsys, request):
+def test_train_check_fails_when_the_stored_weights_differ(retrained, tmp_path, monkeypatch, capsys, train_check):
     """`train.py --check` on the retraining above (the fixture's, not a second one): 0 for the stored files, 1
     with one kept stage changed by 0.01, which it names as the largest difference."""
     from safetensors.torch import save_file
 
-    monkeypatch.setattr(train, "train", lambda split: retrained)
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    request.addfinalizer(lambda: torch.use_deterministic_algorithms(deterministic))  # main() turns it on
-    assert train.main(["--check"]) == 0
+    assert train_check(train, retrained) == 0
     # One stage kept on the way is changed: the check compares every stored tensor, the stages' and the
     # trained weights', in one pass.
     state, metadata = lenet.read_safetensors(lenet.SNAPSHOTS)
     state["epoch-3/fc1.bias"] = state["epoch-3/fc1.bias"] + 0.01
     save_file(state, str(tmp_path / "snapshots.safetensors"), metadata=metadata)
     monkeypatch.setattr(train, "SNAPSHOTS", tmp_path / "snapshots.safetensors")
-    assert train.main(["--check"]) == 1
+    assert train_check(train, retrained) == 1
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 

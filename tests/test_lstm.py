@@ -116,20 +116,18 @@ def test_training_from_the_seed_reproduces_the_stored_weights(retrained):
     assert curve == pytest.approx(json.loads(metadata["loss_per_epoch"]), rel=1e-4)
 
 
-def test_train_check_exits_1_naming_a_stored_stage_that_differs(retrained, tmp_path, monkeypatch, capsys, request):
+def test_train_check_exits_1_naming_a_stored_stage_that_differs(retrained, tmp_path, monkeypatch, capsys,
+                                                                 train_check):
     """`train.py --check` on the retraining above (the fixture's, not a second one): 0 for the stored files, 1 with
     one kept stage changed by 0.01, which it names as the largest difference."""
     from safetensors.torch import save_file
 
-    monkeypatch.setattr(train, "train", lambda: retrained)
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    request.addfinalizer(lambda: torch.use_deterministic_algorithms(deterministic))  # main() turns it on
-    assert train.main(["--check"]) == 0
+    assert train_check(train, retrained) == 0
     state, metadata = lstm.read_weights(lstm.SNAPSHOTS)
     state["epoch-3/head.bias"] = state["epoch-3/head.bias"] + 0.01
     save_file(state, str(tmp_path / "snapshots.safetensors"), metadata=metadata)
     monkeypatch.setattr(train, "SNAPSHOTS", tmp_path / "snapshots.safetensors")
-    assert train.main(["--check"]) == 1
+    assert train_check(train, retrained) == 1
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
     del state["epoch-3/head.bias"]  # another set of tensors is infinitely far
     save_file(state, str(tmp_path / "snapshots.safetensors"), metadata=metadata)

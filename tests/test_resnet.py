@@ -80,17 +80,13 @@ def test_the_recorded_digits_and_the_held_out_accuracy():
     assert len(matrices["block2_branch"][0]) == 16  # 4 × 4 positions after the stride
 
 
-def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, monkeypatch, capsys, request):
+def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, train_check, capsys):
     """`train.py --check` on the stored weights standing in for a retraining (which takes 16 s: README)."""
     pytest.importorskip("sklearn")
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    request.addfinalizer(lambda: torch.use_deterministic_algorithms(deterministic))  # main() turns it on
-    monkeypatch.setattr(train, "train", lambda split: (model, []))
-    assert train.main(["--check"]) == 0
+    assert train_check(train, (model, [])) == 0
     changed = resnet.build_model()
     changed.block2.shortcut.bn.running_mean[3] += 0.01  # running statistics are stored, and compared, too
-    monkeypatch.setattr(train, "train", lambda split: (changed, []))
-    assert train.main(["--check"]) == 1
+    assert train_check(train, (changed, [])) == 1
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 

@@ -139,17 +139,13 @@ def test_the_trained_cross_attention_reads_the_source_backwards():
 # ---- the retraining command (training itself takes a minute: README and the closing figures)
 
 
-def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, monkeypatch, capsys, request):
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    request.addfinalizer(lambda: torch.use_deterministic_algorithms(deterministic))  # main() turns it on
+def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, train_check, capsys):
     curve = json.loads(transformer.read_weights(transformer.WEIGHTS)[1]["loss_per_epoch"])
-    monkeypatch.setattr(train, "train", lambda: (model, curve))
-    assert train.main(["--check"]) == 0
+    assert train_check(train, (model, curve)) == 0
     changed = transformer.build_model()
     with torch.no_grad():
         changed.decoder[0].norm2.bias[5] += 0.01
-    monkeypatch.setattr(train, "train", lambda: (changed, curve))
-    assert train.main(["--check"]) == 1
+    assert train_check(train, (changed, curve)) == 1
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 
