@@ -699,6 +699,59 @@ def test_lenet_lab_at_375px_draws_by_touch(watched):
     page.locator("#lab").screenshot(path=ARTIFACTS / "lenet-lab-phone.png")
 
 
+# Every text of the case's charts: the sizes it is drawn at (font size times the SVG's scale), and those that
+# reach outside their chart.
+CHART_TEXT = """() => {
+  const sizes = new Set(), cut = [];
+  for (const svg of document.querySelectorAll('#case-panel svg')) {
+    const box = svg.getBoundingClientRect();
+    const scale = box.width / (svg.viewBox.baseVal?.width || box.width);
+    for (const text of svg.querySelectorAll('text')) {
+      const r = text.getBoundingClientRect();
+      sizes.add(Math.round(parseFloat(getComputedStyle(text).fontSize) * scale * 10) / 10);
+      if (r.left < box.left - 0.5 || r.right > box.right + 0.5) cut.push(text.textContent);
+    }
+  }
+  return { sizes: [...sizes], cut };
+}"""
+
+
+def test_feature_maps_are_small_multiples_their_values_a_click_away_and_no_chart_text_is_cut(watched):
+    page = watched("/models/lenet?case=three")
+    lab_ready(page)
+    stage = page.locator("#case-panel .multiples-figure").nth(3)
+    expect(stage.locator(".feature-map svg")).to_have_count(16)
+    # The page was 25,000 px tall on a desktop and 41,000 px on a phone, its lab 21,000 px down.
+    assert page.evaluate("document.documentElement.scrollHeight") < 12_000
+    assert page.evaluate("document.getElementById('lab').getBoundingClientRect().top + scrollY") < 7_000
+    assert page.evaluate(CHART_TEXT) == {"sizes": [12], "cut": []}  # legends and axes whole, at one size
+    table = stage.locator(".value-table").first
+    expect(table).to_be_hidden()
+    stage.locator("summary").click()
+    expect(table).to_be_visible()
+    expect(table.locator("td").first).to_have_text(re.compile(r"^-?[0-9.]+$"))
+    phone = watched("/models/lenet", PHONE)
+    lab_ready(phone)
+    assert phone.evaluate("document.documentElement.scrollHeight") < 20_000
+    assert phone.evaluate(CHART_TEXT)["cut"] == []
+
+
+def test_the_vision_transformer_draws_where_the_class_token_looks_over_the_drawing(watched):
+    page = watched("/models/vit?case=misread")
+    lab_ready(page)
+    expect(page.locator("#case-panel [data-over] .feature-map svg")).to_have_count(8)
+    maps = page.locator('#lab-results .feature-stage[data-stage="attn1"] svg')
+    expect(maps).to_have_count(4)
+    expect(maps.first.locator("rect")).to_have_count(64 + 16)  # the drawing's pixels, then the 4 x 4 patches
+    expect(page.locator('#lab-results .feature-stage[data-stage="attn1"] h4')).to_contain_text("4 heads")
+    page.locator("#clear-drawing").click()
+    with page.expect_request(lambda r: r.url.endswith("/runs") and drawn_image(r)[2][5] == 16):
+        grid_cell(page, 2, 5).click()
+    expect(page.locator("#lab-status")).to_contain_text("Read as")
+    fills = maps.first.locator("rect").evaluate_all("rects => rects.slice(0, 64).map((r) => r.getAttribute('fill'))")
+    assert fills[2 * 8 + 5] == "rgb(0, 0, 0)" and set(fills) - {fills[2 * 8 + 5]} == {"rgb(255, 255, 255)"}
+
+
 def test_the_recurrent_lab_is_typed_and_stepped_with_the_keyboard(watched):
     page = watched("/models/lstm")
     lab_ready(page)

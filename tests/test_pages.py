@@ -115,6 +115,22 @@ def test_a_vector_that_counts_from_1_is_numbered_from_1(client):
     assert re.findall(r'<span class="bar-index">(\d+)</span>', curve)[:3] == ["1", "2", "3"]
 
 
+def test_feature_maps_are_small_multiples_by_declared_stage_with_every_value_in_a_table(client):
+    """LeNet's 40 feature maps: one figure per stage the recipe declares, each map a small picture and all its
+    values in tables inside one disclosure (open without scripts, which close it once the maps are drawn)."""
+    page = client.get("/models/lenet?case=three").get_data(as_text=True)
+    stage = r'<figure class="chart multiples-figure".*?</figure>\s*</div>\s*<details.*?</details>'
+    figures = re.findall(stage, page, re.S)
+    assert len(figures) == 4
+    assert [len(re.findall(r'class="feature-map"', f)) for f in figures] == [6, 6, 16, 16]
+    assert all(f.count('<table class="value-table">') == f.count('class="feature-map"') for f in figures)
+    assert "Stage 2 pooled" in figures[3] and "16 channels of 2 × 2 on one scale" in figures[3]
+    assert page.count('class="chart heatmap-figure"') == 2  # the drawing and the saliency stand alone
+    assert page.count('<details class="value-details" open>') == 6
+    vit = client.get("/models/vit").get_data(as_text=True)
+    assert vit.count("data-over=") == 2 and "4 heads of 4 × 4 on one scale, drawn over the input image" in vit
+
+
 def test_unknown_case_or_step_falls_back_with_a_notice(client):
     page = text(client.get("/models/bert?case=nope&step=gone"))
     assert "There is no recorded case “nope”" in page and "There is no tour step “gone”" in page

@@ -181,12 +181,27 @@ def test_a_grid_declaration_the_lab_cannot_serve_is_refused(change, message):
     ({"words": {"thing": ""}}, "lab.words must map names to non-empty text"),
     ({"groups": []}, "lab.groups of an image-classifier lab needs the feature-map stages"),
     ({"groups": [{"key": "stage1_act"}]}, "lab.groups must be a list of { key, title }"),
+    ({"groups": [{"key": "stage1_act", "title": "Stage 1", "colour": "mint"}]}, "lab.groups must be a list of"),
 ])
 def test_an_image_lab_without_its_words_or_its_stages_is_refused(change, message):
     """The page names what an image shows and draws feature maps only in the recipe's own words and stages."""
     endpoints = {name: {"method": "POST", "entry": name, "fields": {"image": GRID}} for name in ("runs", "trace")}
     with pytest.raises(DeclarationError, match=re.escape(message)):
         lab_spec(IMAGE_LAB | {"endpoints": endpoints} | change, {"layers": []})
+
+
+def test_a_case_is_drawn_in_its_declared_groups_and_nothing_else_is_caught_by_their_keys():
+    """Maps keyed <group>_c<n> are drawn together where the first stands, with the matrix their group is drawn
+    over; a key that only resembles a group's (another prefix, no number after `_c`) stays alone."""
+    groups = [{"key": "stem", "title": "Stem", "over": "image"}, {"key": "block1", "title": "Block 1", "each": "head"}]
+    spec = lab_spec(IMAGE_LAB | {"endpoints": {name: {"method": "POST", "entry": name, "fields": {"image": GRID}}
+                                               for name in ("runs", "trace")}, "groups": groups}, {"layers": []})
+    keys = ["image", "stem_c0", "block1_c0", "stem_c1", "block1_branch", "block1_cx", "xstem_c0", "block1_c1"]
+    sections = spec.sections([{"key": key, "values": [[0]]} for key in keys])
+    drawn = [s["matrix"]["key"] if "matrix" in s else (s["group"]["key"], [m["index"] for m in s["maps"]])
+             for s in sections]
+    assert drawn == ["image", ("stem", [0, 1]), ("block1", [0, 1]), "block1_branch", "block1_cx", "xstem_c0"]
+    assert sections[1]["over"]["key"] == "image" and sections[2]["over"] is None
 
 
 def test_the_parts_of_a_case_have_one_markup():

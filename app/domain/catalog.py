@@ -125,6 +125,11 @@ class Model:
         """The rows and columns of a case's matrices (tokens, say), by matrix key, where the lab names them."""
         return self.lab.axes(case) if self.lab else {}
 
+    def sections(self, case: dict) -> list[dict]:
+        """A case's matrices in the groups the lab declares (LabSpec.sections); without a lab, each alone."""
+        matrices = case.get("matrices", [])
+        return self.lab.sections(matrices) if self.lab else [{"matrix": m} for m in matrices]
+
     def file_url(self, name: str) -> str:
         return file_path(self.slug, self.revision, name)
 

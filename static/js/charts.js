@@ -118,6 +118,43 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
   return svg;
 }
 
+/**
+ * A coarse map drawn over the image it was computed from: the image in greys (its largest value black), and
+ * each cell of `values` laid over the block of pixels it covers (the image's side divided by the map's), its
+ * colour the diverging scale's at `limit`, half transparent at most so that the strokes show through.
+ */
+export function overlaySvg(image, values, { label, limit, size = 72 }) {
+  const rows = image.length;
+  const cols = image[0].length;
+  const pixel = Math.max(4, Math.floor(size / Math.max(rows, cols)));
+  const darkest = Math.max(...image.flat(), 1e-12);
+  const svg = svgEl("svg", { xmlns: SVG_NS, viewBox: `0 0 ${cols * pixel} ${rows * pixel}`, width: cols * pixel, height: rows * pixel, role: "img", "aria-label": label });
+  svg.append(svgEl("title", {}, label));
+  image.forEach((row, i) => row.forEach((v, j) => {
+    const grey = Math.round(255 * (1 - Math.max(0, v) / darkest));
+    svg.append(svgEl("rect", { x: j * pixel, y: i * pixel, width: pixel, height: pixel, fill: `rgb(${grey}, ${grey}, ${grey})` }));
+  }));
+  const blockRows = rows / values.length;
+  const blockCols = cols / values[0].length;
+  values.forEach((row, i) => row.forEach((v, j) => {
+    const rect = svgEl("rect", {
+      x: j * blockCols * pixel, y: i * blockRows * pixel, width: blockCols * pixel, height: blockRows * pixel,
+      fill: diverging(v, limit), "fill-opacity": limit > 0 ? (0.75 * Math.min(1, Math.abs(v) / limit)).toFixed(3) : 0,
+      stroke: "#c8cfd6", "stroke-width": 0.5, "data-row": i, "data-col": j,
+    });
+    rect.append(svgEl("title", {}, `row ${i}, column ${j}: ${sig(v)}`));
+    svg.append(rect);
+  }));
+  return svg;
+}
+
+/** One of a group's small maps, on the group's `limit`: over the image `under` where given, else a heatmap
+ * without axes (a map of any side drawn about `size` px wide). */
+export function smallMap(values, { label, limit, under = null, size = 72 }) {
+  if (under) return overlaySvg(under, values, { label, limit, size: size * 1.5 }); // larger: the drawing shows through
+  return heatmapSvg(values, { label, colour: (v) => diverging(v, limit), cell: Math.max(6, Math.round(size / values.length)), indices: false });
+}
+
 /** The recorded attention-style heatmap: symmetric diverging scale around zero, per heatmap; `axes` as heatmapSvg's. */
 export function valueHeatmap(values, label, axes = null) {
   const flat = values.flat();

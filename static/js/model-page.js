@@ -1,7 +1,7 @@
 // The model page: recorded cases without reloads, the tour on the interactive graph, re-verification.
 // Everything here enhances a page that is complete without JavaScript.
 
-import { barsSvg, downloadSvg, slugify, valueHeatmap } from "./charts.js";
+import { barsSvg, downloadSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
 import { editQuery, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { Training } from "./training.js";
@@ -60,6 +60,14 @@ function enhanceCase(panel) {
     const axes = figure.dataset.axes ? JSON.parse(figure.dataset.axes) : null;
     figure.querySelector(".chart-canvas").replaceChildren(valueHeatmap(values, figure.dataset.label, axes));
   }
+  for (const figure of panel.querySelectorAll('[data-chart="multiples"]')) {
+    const maps = [...figure.querySelectorAll(".feature-map")].map((map) => ({ map, values: JSON.parse(map.dataset.values) }));
+    const limit = Math.max(...maps.flatMap(({ values }) => values.flat().map(Math.abs)));
+    const under = figure.dataset.over ? JSON.parse(figure.dataset.over) : null;
+    for (const { map, values } of maps) map.querySelector(".map-canvas").replaceChildren(smallMap(values, { label: map.dataset.label, limit, under }));
+  }
+  // The tables are open for a page without scripts, where they are all there is; with the charts drawn, a click away.
+  for (const details of panel.querySelectorAll(".value-details")) details.open = false;
   for (const box of panel.querySelectorAll(".chart-canvas, .table-wrap")) watchOverflow(box);
   for (const button of panel.querySelectorAll("[data-export-svg]")) {
     button.addEventListener("click", () => {

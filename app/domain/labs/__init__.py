@@ -43,7 +43,8 @@ class LabSpec:
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     # The page's words for what the recipe handles (`thing = "digit"`), so that a kind names no model's things.
     words: dict[str, str] = field(default_factory=dict)
-    # The groups a kind draws a case's matrices in, in order: each a key prefix and its title.
+    # The groups a kind draws a case's matrices in, in order: each a key prefix and its title; optionally what
+    # each of its matrices is (`each`: "channel" when not said) and the key of a matrix drawn under each (`over`).
     groups: tuple[dict[str, str], ...] = ()
     warm: str = ""  # a lab.py function a new recipe worker calls with the server's arguments (loads a checkpoint)
 
@@ -68,6 +69,26 @@ class LabSpec:
         knows (tokens, positions or the vocabulary); a matrix it does not name keeps numbered axes."""
         return self.kind.axes(case, self)
 
+    def sections(self, matrices: list[dict]) -> list[dict]:
+        """A case's matrices as a page draws them, in order: the maps of each declared group (keyed
+        `<key>_c<n>`) together where the first of them stands, with the group and the matrix its `over` names
+        (else None), each map with its `index` n; every other matrix alone, as `{"matrix": ...}`."""
+        groups = {group["key"]: group for group in self.groups}
+        found: dict[str, dict] = {}
+        sections = []
+        for matrix in matrices:
+            key, marked, index = matrix["key"].rpartition("_c")
+            group = groups.get(key) if marked and index.isdigit() else None
+            if group is None:
+                sections.append({"matrix": matrix})
+                continue
+            if key not in found:
+                over = next((m for m in matrices if m["key"] == group.get("over")), None)
+                found[key] = {"group": group, "over": over, "maps": []}
+                sections.append(found[key])
+            found[key]["maps"].append(matrix | {"index": int(index)})
+        return sections
+
 
 def _size(manifest: dict, reference, where: str) -> int:
     """`"word_embeddings.num_embeddings"` read from the recorded graph, or a number as it stands."""
@@ -85,6 +106,7 @@ def _size(manifest: dict, reference, where: str) -> int:
 
 # The fixed routes beside a model's lab endpoints (/api/models/<slug>/<name>): no endpoint may take their names.
 TAKEN = ("files", "verifications", "interventions", "training")
+GROUP_FIELDS = {"key", "title", "each", "over"}  # a lab group's declaration: key and title, and optionally the rest
 
 
 def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
@@ -118,9 +140,10 @@ def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
     if not isinstance(words, dict) or not all(isinstance(v, str) and v for v in words.values()):
         raise DeclarationError("lab.words must map names to non-empty text")
     groups = declaration.get("groups", [])
-    if not isinstance(groups, list) or not all(isinstance(g, dict) and set(g) == {"key", "title"} and
-                                               all(isinstance(v, str) and v for v in g.values()) for g in groups):
-        raise DeclarationError("lab.groups must be a list of { key, title }, each non-empty text")
+    if not isinstance(groups, list) or not all(isinstance(g, dict) and {"key", "title"} <= set(g) <= GROUP_FIELDS
+                                               and all(isinstance(v, str) and v for v in g.values()) for g in groups):
+        raise DeclarationError("lab.groups must be a list of { key, title } (and optionally each, over), each "
+                               "non-empty text")
     spec = LabSpec(kind, sizes, dict(special), tuple(declaration.get("names", ())), endpoints, words=dict(words),
                    groups=tuple(groups), warm=warm)
     for part, required in kind.requires.items():

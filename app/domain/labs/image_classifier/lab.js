@@ -3,12 +3,11 @@
 // Feature maps arrive as matrices keyed `<stage>_c<channel>`, drawn by the stages the recipe declares (its
 // lab.groups); what an image shows is named in the recipe's words (lab.words.thing).
 
-import { diverging, heatmapSvg, sig, valueHeatmap } from "../charts.js";
+import { sig, smallMap, valueHeatmap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
 import { bars, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, vector } from "./common.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
-const MAP_PIXELS = 72; // the drawn size of one feature map, whatever its side
 const DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"; // a grey level as one character of a link
 const LINKED_CELLS = 1024; // a drawing with more cells than this is too long for a link and stays out of it
 
@@ -239,30 +238,30 @@ export class Lab extends LabPanel {
       el("figcaption", {}, el("span", { class: "chart-title" }, saliency.label)), chartBox(`${saliency.label}: heatmap`, valueHeatmap(saliency.values, saliency.label)),
       el("p", { class: "fine" }, "Mint: ink here raises the score; rust: it lowers it. Blank paper contributes nothing.")));
     this.answerBox.replaceChildren(...parts);
-    this.results.replaceChildren(el("h3", {}, "Feature maps of every channel"),
-      el("p", { class: "fine" }, "Each small map is one channel, drawn with one colour scale per stage (mint positive, rust negative)."),
+    this.results.replaceChildren(el("h3", {}, "Inside the network, stage by stage"),
+      el("p", { class: "fine" }, "Each stage's small maps share one colour scale (mint positive, rust negative); a map drawn over the drawing lets its strokes show through."),
       ...this.stages(c.matrices));
   }
 
-  /** The declared stages, in order, each with its matrices keyed `<stage>_c<channel>`. */
+  /** The declared stages, in order, each with its matrices keyed `<stage>_c<n>` (channels, or what the stage's
+   * `each` says they are), drawn over the matrix its `over` names where it declares one. */
   stages(matrices) {
-    return this.settings.groups.flatMap(({ key: stage, title }) => {
+    return this.settings.groups.flatMap(({ key: stage, title, each = "channel", over }) => {
       const maps = matrices.flatMap((m) => {
-        const channel = m.key.startsWith(`${stage}_c`) ? m.key.slice(stage.length + 2) : "";
-        return /^\d+$/.test(channel) ? [{ channel: Number(channel), values: m.values, label: m.label }] : [];
+        const index = m.key.startsWith(`${stage}_c`) ? m.key.slice(stage.length + 2) : "";
+        return /^\d+$/.test(index) ? [{ index: Number(index), values: m.values, label: m.label }] : [];
       });
       if (!maps.length) return [];
+      const under = over && matrices.find((m) => m.key === over)?.values;
       const limit = Math.max(...maps.flatMap((m) => m.values.flat().map(Math.abs)));
       return el("section", { class: "feature-stage", "data-stage": stage },
-        el("h4", {}, `${title} `, el("span", { class: "fine" }, `${maps.length} channels, ${maps[0].values.length}×${maps[0].values[0].length}, largest |value| ${sig(limit, 3)}`)),
-        el("div", { class: "feature-maps" }, ...maps.map((m) => this.map(m.values, m.label, `ch ${m.channel}`, limit))));
+        el("h4", {}, `${title} `, el("span", { class: "fine" }, `${maps.length} ${each}s, ${maps[0].values.length}×${maps[0].values[0].length}, largest |value| ${sig(limit, 3)}`)),
+        el("div", { class: "feature-maps" }, ...maps.map((m) => this.map(m.values, m.label, `${each} ${m.index}`, limit, under))));
     });
   }
 
-  map(values, label, caption, limit) {
-    const cell = Math.max(6, Math.round(MAP_PIXELS / values.length));
-    return el("figure", { class: "feature-map" },
-      heatmapSvg(values, { label, colour: (v) => diverging(v, limit), cell, indices: false }), el("figcaption", {}, caption));
+  map(values, label, caption, limit, under = null) {
+    return el("figure", { class: "feature-map" }, smallMap(values, { label, limit, under }), el("figcaption", {}, caption));
   }
 
   // ---- the class trace
@@ -303,8 +302,8 @@ export class Lab extends LabPanel {
     if (stage.channel_totals) {
       const limit = Math.max(...stage.attribution.flat(2).map(Math.abs));
       section.append(
-        bars(stage.channel_totals, stage.channel_totals.map((_, k) => `ch ${k}`)),
-        el("div", { class: "feature-maps" }, ...stage.attribution.map((m, k) => this.map(m, `${stage.title}, channel ${k}: activation × gradient`, `ch ${k}`, limit))));
+        bars(stage.channel_totals, stage.channel_totals.map((_, k) => `channel ${k}`)),
+        el("div", { class: "feature-maps" }, ...stage.attribution.map((m, k) => this.map(m, `${stage.title}, channel ${k}: activation × gradient`, `channel ${k}`, limit))));
     } else if (stage.shape.length === 2) {
       const label = `${stage.title}: activation × gradient`;
       section.append(el("figure", { class: "chart lab-heatmap" }, chartBox(`${label}: heatmap`, valueHeatmap(stage.attribution, label))));

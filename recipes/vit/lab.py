@@ -1,0 +1,90 @@
+"""What-if runs on a drawn digit, and a trace of one class's score back through the blocks.
+
+    python lab.py trace 14            # test digit 14, traced for the digit it is read as
+    python lab.py trace 307 --target 9
+
+Needs torch, safetensors, model.py, run.py and the two .safetensors files beside this file.
+"""
+
+import argparse
+import sys
+
+import torch
+from torch import Tensor
+
+try:
+    from .model import build_model, pixels
+    from .run import forward, run_case, test_split
+except ImportError:  # run as a script: python lab.py
+    from model import build_model, pixels
+    from run import forward, run_case, test_split
+
+
+def live_run(image: list[list[int]], label: int | None = None) -> dict:
+    """A what-if case on the trained weights, in the manifest's case shape."""
+    return run_case(build_model(), image, label)
+
+
+def _stage(stage_id: str, title: str, activation: Tensor, grad: Tensor) -> dict:
+    """One stage of the trace: what it holds and activation × gradient of the class's logit, per unit."""
+    attribution = activation * grad
+    return {"id": stage_id, "title": title, "shape": list(activation.shape), "activation": activation.tolist(),
+            "attribution": attribution.tolist(), "total": attribution.sum().item()}
+
+
+def trace(image: list[list[int]], target: int | None = None) -> dict:
+    """Follow one class's logit back to the drawing. The head is exact: the logit is the bias plus each
+    feature of the normalised class token times its weight. Earlier stages show activation × gradient, the
+    first-order share of each unit in the logit: what each block's MLP and attention added to the residual
+    stream (every token × every feature: the patches reach the class token only through attention), then the
+    pixels."""
+    model = build_model()
+    layers = len(model.blocks)
+    stages = [(f"blocks.{i}.{part}", f"What block {i + 1}'s {name} wrote into the stream (token × feature; token 0 "
+                                      "is the class token)")
+              for i in reversed(range(layers)) for part, name in (("mlp", "MLP"), ("attn", "attention"))]
+    x = pixels(image).requires_grad_(True)
+    with torch.enable_grad():
+        logits, seen = forward(model, x)
+        logits = logits[0]
+        predicted = int(logits.argmax())
+        target = predicted if target is None else target
+        grads = torch.autograd.grad(logits[target], [seen[name] for name, _ in stages] + [x])
+    probs = logits.detach().softmax(-1)
+    hidden = seen["ln"][0, 0].detach()  # (dim,): the normalised class token the head reads
+    weights = model.head.weight[target].detach()
+    contributions = weights * hidden
+    order = contributions.abs().argsort(descending=True).tolist()
+    head = {"id": "logit", "title": f"Logit of class {target}", "logit": logits[target].item(),
+            "bias": model.head.bias[target].item(), "probability": probs[target].item(),
+            "weights": weights.tolist(), "hidden": hidden.tolist(), "contributions": contributions.tolist(),
+            "strongest": [{"unit": j, "weight": weights[j].item(), "activation": hidden[j].item(),
+                           "contribution": contributions[j].item()} for j in order[:5]],
+            "check": (contributions.sum() + model.head.bias[target]).item()}
+    traced = [_stage(name, title, seen[name][0].detach(), grad[0])
+              for (name, title), grad in zip(stages, grads[:-1], strict=True)]
+    traced.append(_stage("input", "The drawing (pixels / 16)", x[0, 0].detach(), grads[-1][0, 0]))
+    return {"target": target, "predicted": predicted, "probabilities": probs.tolist(), "stages": [head, *traced],
+            "method": "exact at the head (the final LayerNorm's output for the class token, times the head's "
+                      "weights); activation × gradient (a first-order estimate) before it. Attention, LayerNorm "
+                      "and GELU are not linear, so the shares of earlier stages only approximate the logit"}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("trace")
+    t.add_argument("digit", type=int, help="position in the test split")
+    t.add_argument("--target", type=int)
+    args = parser.parse_args(argv)
+    images, labels, _ = test_split()
+    result = trace(images[args.digit].tolist(), args.target)
+    print(f"test digit {args.digit} (true {int(labels[args.digit])}) is read as {result['predicted']}")
+    for stage in result["stages"]:
+        total = stage.get("total", stage.get("logit"))
+        print(f"  {stage['title']:80} {total:+.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

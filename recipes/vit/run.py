@@ -1,0 +1,191 @@
+"""Replay the recorded Vision Transformer cases and the two numerical checks on the stored weights.
+
+    python run.py          # a readable table; exit status 1 when a check fails
+    python run.py --json   # the same replay as JSON
+
+Needs torch, safetensors, model.py and the two .safetensors files beside this file.
+"""
+
+import json
+import sys
+
+import torch
+from torch import Tensor, nn
+
+try:
+    from .model import TEST_DIGITS, WEIGHTS, ViT, build_model, patchify, pixels, read_weights
+except ImportError:  # run as a script: python run.py
+    from model import TEST_DIGITS, WEIGHTS, ViT, build_model, patchify, pixels, read_weights
+
+# The recorded digits, by position in the test split (the LeNet and ResNet recipes' split).
+DIGITS = {"zero": 0, "three": 14, "seven": 5, "two": 345, "misread": 307}
+
+
+def test_split() -> tuple[Tensor, Tensor, dict[str, str]]:
+    """The held-out digits (N, 8, 8) in grey levels 0..16, their labels (N,), and the weights' metadata."""
+    tensors, _ = read_weights(TEST_DIGITS)
+    _, metadata = read_weights(WEIGHTS)
+    return tensors["test_images"], tensors["test_labels"], metadata
+
+
+def forward(model: ViT, x: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    """Logits (B, classes) and every module's output, by module name (each attention's weights are its
+    softmax's output: (B, heads, tokens, tokens))."""
+    seen: dict[str, Tensor] = {}
+    hooks = [module.register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out))
+             for name, module in model.named_modules() if name]
+    try:
+        logits = model(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return logits, seen
+
+
+def run_case(model: ViT, image: list[list[int]], label: int | None = None, title: str = "Live run") -> dict:
+    """A case in the manifest's shape: the image and its patches, the class token's attention to every patch
+    in each layer and head (on the patch grid), the saliency of the class read, the class probabilities
+    and, with a label, the loss."""
+    config = model.config
+    x = pixels(image).requires_grad_(True)
+    with torch.enable_grad():
+        logits, seen = forward(model, x)
+        predicted = int(logits[0].argmax())
+        (grad,) = torch.autograd.grad(logits[0, predicted], x)
+    logits = logits[0].detach()
+    probs = logits.softmax(-1)
+    patches = patchify(torch.as_tensor(image, dtype=torch.float32)[None, None], config.patch)[0]
+    matrices = [{"key": "image", "label": "Input image (grey levels 0-16)", "values": [list(r) for r in image]},
+                {"key": "patches", "label": f"The {len(patches)} patch tokens before embedding: patch (row by row) "
+                                            f"× its {config.patch}×{config.patch} pixels (grey levels)",
+                 "values": patches.tolist()}]
+    to_itself = []
+    for layer in range(config.layers):
+        weights = seen[f"blocks.{layer}.attn.softmax"][0, :, 0].detach()  # (heads, tokens): the class token's row
+        to_itself.append(weights[:, 0])
+        matrices += [{"key": f"attn{layer}_c{head}",
+                      "label": f"Block {layer}, head {head}: the class token's attention to each patch "
+                               f"({config.grid}×{config.grid} patch grid)",
+                      "values": weights[head, 1:].view(config.grid, config.grid).tolist()}
+                     for head in range(config.heads)]
+    matrices.append({"key": "saliency", "label": f"Saliency of class {predicted}: input × gradient of its logit",
+                     "values": (x * grad)[0, 0].detach().tolist()})
+    case = {"label": title, "matrices": matrices,
+            "vectors": [{"key": "probabilities", "label": "Class probabilities (digits 0-9)", "values": probs.tolist()},
+                        {"key": "logits", "label": "Logits (digits 0-9)", "values": logits.tolist()},
+                        {"key": "cls_to_itself", "label": f"The class token's attention to itself, by block then head "
+                                                          f"({config.layers} × {config.heads}; the rest goes to the "
+                                                          "patches)",
+                         "values": torch.cat(to_itself).tolist()}],
+            "metrics": [{"key": "prediction", "label": "Read as", "value": predicted},
+                        {"key": "confidence", "label": "Probability of the digit read",
+                         "value": probs[predicted].item()}]}
+    if label is not None:
+        loss = nn.functional.cross_entropy(logits[None], torch.tensor([label]))
+        case["metrics"] += [{"key": "label", "label": "True digit", "value": label},
+                            {"key": "loss", "label": "Cross entropy against the true digit", "value": loss.item()}]
+    return case
+
+
+@torch.no_grad()
+def test_case(model: ViT) -> dict:
+    """The whole held-out split: accuracy, mean loss, per-digit accuracy, the confusion matrix, the curve."""
+    images, labels, metadata = test_split()
+    logits = model(pixels(images))
+    predicted = logits.argmax(-1)
+    classes = logits.size(-1)
+    confusion = torch.zeros(classes, classes, dtype=torch.int64)
+    confusion.index_put_((labels, predicted), torch.ones_like(labels), accumulate=True)
+    per_class = confusion.diag().double() / confusion.sum(1).double()
+    return {"label": "All held-out test digits",
+            "matrices": [{"key": "confusion", "label": "Confusion: true digit (rows) × digit read (columns)",
+                          "values": confusion.tolist()}],
+            "vectors": [{"key": "class_accuracy", "label": "Accuracy per true digit (0-9)",
+                         "values": per_class.tolist()},
+                        {"key": "training_loss", "label": "Mean training loss in each epoch, as train.py measured it",
+                         "values": json.loads(metadata["loss_per_epoch"]), "first": 1}],
+            "metrics": [{"key": "test_accuracy", "label": "Test accuracy",
+                         "value": (predicted == labels).float().mean().item()},
+                        {"key": "test_loss", "label": "Mean cross entropy on the test split",
+                         "value": nn.functional.cross_entropy(logits, labels).item()},
+                        {"key": "test_size", "label": "Test digits", "value": len(labels)}]}
+
+
+# The two checks. Each measures something that a broken recipe would get wrong, and says what it saw.
+
+CHECK_ATTENTION = "Every block's attention equals torch.nn.MultiheadAttention with the same weights"
+CHECK_ACCURACY = "The stored weights reproduce the test accuracy measured when they were trained"
+EXACT = 1e-5  # float32 sums of a few dozen terms agree to about this
+
+
+def reference_attention(attn: nn.Module) -> nn.MultiheadAttention:
+    """PyTorch's own multi-head attention carrying this block's weights: its in-projection is q, k and v
+    stacked, its out-projection the block's `out`."""
+    dim = attn.q.in_features
+    mha = nn.MultiheadAttention(dim, attn.heads, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([attn.q.weight, attn.k.weight, attn.v.weight]))
+        mha.in_proj_bias.copy_(torch.cat([attn.q.bias, attn.k.bias, attn.v.bias]))
+        mha.out_proj.weight.copy_(attn.out.weight)
+        mha.out_proj.bias.copy_(attn.out.bias)
+    return mha.eval()
+
+
+@torch.no_grad()
+def check_attention(model: ViT) -> dict:
+    """Over the held-out digits, each block's attention (its output and every head's weights, the ones the
+    class-token maps are drawn from) against nn.MultiheadAttention fed the same normalised tokens."""
+    images, _, _ = test_split()
+    _, seen = forward(model, pixels(images))
+    detail = {}
+    for layer, block in enumerate(model.blocks):
+        tokens = seen[f"blocks.{layer}.ln1"]  # (N, tokens, dim): what the attention read
+        out, weights = reference_attention(block.attn)(tokens, tokens, tokens, average_attn_weights=False)
+        detail[f"blocks.{layer}"] = {
+            "output_difference": (out - seen[f"blocks.{layer}.attn"]).abs().max().item(),
+            "weights_difference": (weights - seen[f"blocks.{layer}.attn.softmax"]).abs().max().item()}
+    passed = all(d["output_difference"] <= EXACT and d["weights_difference"] <= EXACT for d in detail.values())
+    return {"passed": passed, "detail": detail | {"tolerance": EXACT, "digits": len(images)}}
+
+
+@torch.no_grad()
+def check_accuracy(model: ViT) -> dict:
+    images, labels, metadata = test_split()
+    replayed = (model(pixels(images)).argmax(-1) == labels).float().mean().item()  # float32, as train.py measured
+    trained = float(metadata.get("test_accuracy", "nan"))
+    return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
+
+
+CHECKS = {CHECK_ATTENTION: check_attention, CHECK_ACCURACY: check_accuracy}
+
+
+def replay(model: ViT | None = None) -> dict:
+    """Every recorded case and every check, on the stored weights unless a model is given."""
+    model = model if model is not None else build_model()
+    images, labels, _ = test_split()
+    cases = {case_id: run_case(model, images[i].tolist(), int(labels[i]), f"Test digit {i}")
+             for case_id, i in DIGITS.items()}
+    cases["test-split"] = test_case(model)
+    return {"cases": cases, "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()]}
+
+
+def main(argv: list[str]) -> int:
+    torch.use_deterministic_algorithms(True)
+    result = replay()
+    if "--json" in argv:
+        print(json.dumps(result, indent=2))
+    else:
+        for case_id, case in result["cases"].items():
+            metrics = {m["key"]: m["value"] for m in case["metrics"]}
+            if "prediction" in metrics:
+                print(f"{case_id:10} true {metrics['label']}  read as {metrics['prediction']} "
+                      f"({metrics['confidence']:.3f})  loss {metrics['loss']:.4f}")
+            else:
+                print(f"{case_id:10} test accuracy {metrics['test_accuracy']:.4f} on {metrics['test_size']} digits")
+        for check in result["checks"]:
+            print(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}  {check['detail']}")
+    return 0 if all(check["passed"] for check in result["checks"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
