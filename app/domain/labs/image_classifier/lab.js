@@ -6,42 +6,30 @@
 import { sig, smallMap, valueHeatmap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
 import { bars, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, vector } from "./common.js";
+import { DrawingPad } from "./drawing.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
-const DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"; // a grey level as one character of a link
-const LINKED_CELLS = 1024; // a drawing with more cells than this is too long for a link and stays out of it
-
-/** A drawing as one character per cell, rows separated by dots: "00a0.0g00" (levels up to 35). */
-function drawingText(image) {
-  return image.map((row) => row.map((v) => DIGITS[v]).join("")).join(".");
-}
 
 export class Lab extends LabPanel {
   constructor(section) {
     super(section);
-    const { rows, cols, levels } = this.settings.sizes;
-    Object.assign(this, { rows, cols, levels });
     this.answerBox = section.querySelector("#draw-answer");
     this.results = section.querySelector("#lab-results");
     this.traceBox = section.querySelector("#trace");
-    this.grid = section.querySelector("#draw-grid");
-    this.ink = section.querySelector("#ink");
     this.label = section.querySelector("#draw-label");
     this.target = section.querySelector("#trace-target");
     this.thing = this.settings.words.thing;
-    this.image = this.blank();
+    this.pad = new DrawingPad(section, this.settings.sizes, () => this.edited());
     this.labelChosen = false; // the reader picked the class meant (a recorded case's own does not count once edited)
     this.traces = 0;
     this.traceShown = false;
-    this.buildGrid();
     for (const button of section.querySelectorAll("[data-preset]")) {
       button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
     }
     section.querySelector("#clear-drawing").addEventListener("click", () => {
       this.labelChosen = false;
-      this.edit(this.blank());
+      this.pad.replace(this.pad.blank(), true);
     });
-    this.ink.addEventListener("input", () => { section.querySelector("#ink-value").value = this.ink.value; });
     this.label.addEventListener("change", () => {
       this.labelChosen = this.label.value !== "";
       this.link();
@@ -49,12 +37,11 @@ export class Lab extends LabPanel {
     });
     this.target.addEventListener("change", () => this.traceShown && this.trace());
     section.querySelector("#trace-class").addEventListener("click", () => this.trace());
-    this.linkable = rows * cols <= LINKED_CELLS && levels < DIGITS.length;
     const start = startFromLink(this.settings.presets, (params) => this.fromLink(params));
     if (start.input) {
       this.label.value = start.input.label ?? "";
       this.labelChosen = this.label.value !== "";
-      this.edit(start.input.image);
+      this.pad.replace(start.input.image, true);
     } else if (start.preset) {
       this.load(start.preset, start.problem);
     } else {
@@ -64,111 +51,20 @@ export class Lab extends LabPanel {
 
   /** The drawing a link carries (?drawing=, one character per cell, rows separated by dots; ?label=), or null. */
   fromLink(params) {
-    if (!this.linkable || !params.has("drawing")) return null;
-    const rows = params.get("drawing").split(".");
-    const image = rows.map((row) => [...row].map((ch) => DIGITS.indexOf(ch)));
-    if (image.length !== this.rows || image.some((row) => row.length !== this.cols || row.some((v) => v < 0 || v > this.levels))) {
-      throw new Error(`drawing must be ${this.rows} rows of ${this.cols} levels from 0 to ${DIGITS[this.levels]}`);
-    }
+    if (!this.pad.linkable || !params.has("drawing")) return null;
+    const image = this.pad.parse(params.get("drawing"));
     const [label] = params.has("label") ? linkedInts(params, "label") : [];
     return { image, label };
   }
 
   /** The drawing into the URL (where it is small enough), or the name of the recorded case it still is. */
   link() {
-    if (!this.linkable) return;
-    linkInput({ drawing: drawingText(this.image), label: this.label.value === "" ? null : this.label.value }, this.preset);
+    if (!this.pad.linkable) return;
+    linkInput({ drawing: this.pad.text(), label: this.label.value === "" ? null : this.label.value }, this.preset);
   }
 
   name(k) {
     return this.settings.names[k] ?? String(k);
-  }
-
-  blank() {
-    return Array.from({ length: this.rows }, () => Array(this.cols).fill(0));
-  }
-
-  // ---- the drawing grid
-
-  buildGrid() {
-    this.grid.style.setProperty("--cols", String(this.cols));
-    this.cells = [];
-    for (let r = 0; r < this.rows; r++) {
-      const row = el("div", { role: "row", class: "draw-row" });
-      this.cells.push([]);
-      for (let c = 0; c < this.cols; c++) {
-        const cell = el("div", { role: "gridcell", class: "draw-cell", tabindex: r === 0 && c === 0 ? "0" : "-1", "data-row": r, "data-col": c });
-        this.cells[r].push(cell);
-        row.append(cell);
-      }
-      this.grid.append(row);
-    }
-    this.grid.addEventListener("pointerdown", (e) => {
-      const cell = e.target.closest(".draw-cell");
-      if (!cell || e.button > 0) return;
-      e.preventDefault(); // no text selection or scrolling while drawing
-      this.grid.setPointerCapture(e.pointerId);
-      this.drawing = true;
-      this.moveTo(Number(cell.dataset.row), Number(cell.dataset.col));
-      this.paint(cell);
-    });
-    this.grid.addEventListener("pointermove", (e) => {
-      if (!this.drawing) return;
-      const cell = document.elementFromPoint(e.clientX, e.clientY)?.closest(".draw-cell");
-      if (cell && this.grid.contains(cell)) this.paint(cell);
-    });
-    for (const end of ["pointerup", "pointercancel", "lostpointercapture"]) {
-      this.grid.addEventListener(end, () => { this.drawing = false; });
-    }
-    this.grid.addEventListener("keydown", (e) => this.key(e));
-    this.show();
-  }
-
-  /** Roving focus: the grid is one tab stop, and the arrow keys move within it. */
-  moveTo(r, c, focus = false) {
-    const cell = this.cells[r][c];
-    for (const row of this.cells) for (const other of row) other.tabIndex = other === cell ? 0 : -1;
-    if (focus) cell.focus();
-  }
-
-  key(e) {
-    const cell = e.target.closest(".draw-cell");
-    if (!cell) return;
-    const r = Number(cell.dataset.row);
-    const c = Number(cell.dataset.col);
-    const moves = { ArrowUp: [r - 1, c], ArrowDown: [r + 1, c], ArrowLeft: [r, c - 1], ArrowRight: [r, c + 1], Home: [r, 0], End: [r, this.cols - 1] };
-    const level = this.image[r][c];
-    const ink = Number(this.ink.value);
-    const levels = { " ": level === ink ? 0 : ink, Enter: level === ink ? 0 : ink, "+": level + 1, "=": level + 1, "-": level - 1, Delete: 0, Backspace: 0 };
-    if (e.key in moves) {
-      const [nr, nc] = moves[e.key];
-      if (nr >= 0 && nr < this.rows && nc >= 0 && nc < this.cols) this.moveTo(nr, nc, true);
-    } else if (e.key in levels) {
-      this.set(r, c, Math.max(0, Math.min(this.levels, levels[e.key])));
-    } else {
-      return;
-    }
-    e.preventDefault();
-  }
-
-  paint(cell) {
-    const erase = this.section.querySelector('input[name="draw-tool"]:checked').value === "erase";
-    this.set(Number(cell.dataset.row), Number(cell.dataset.col), erase ? 0 : Number(this.ink.value));
-  }
-
-  set(r, c, level) {
-    if (this.image[r][c] === level) return;
-    this.image = this.image.map((row, i) => (i === r ? row.map((v, j) => (j === c ? level : v)) : row));
-    this.edited();
-  }
-
-  show() {
-    this.cells.forEach((row, r) => row.forEach((cell, c) => {
-      const level = this.image[r][c];
-      cell.style.setProperty("--level", String(level / this.levels));
-      cell.setAttribute("aria-label", `Row ${r + 1}, column ${c + 1}: level ${level}`);
-      cell.classList.toggle("is-dark", level / this.levels > 0.5);
-    }));
   }
 
   // ---- runs
@@ -177,18 +73,12 @@ export class Lab extends LabPanel {
   load(preset, problem = null) {
     this.preset = preset.id;
     this.presetLabel = preset.label;
-    this.image = preset.request.image.map((row) => [...row]);
+    this.pad.replace(preset.request.image, false);
     this.label.value = preset.request.label ?? "";
     this.labelChosen = false;
     markPreset(this.section, preset.id);
-    this.show();
     this.link();
     this.run(problem);
-  }
-
-  edit(image) {
-    this.image = image;
-    this.edited();
   }
 
   /** The drawing changed: it is no longer the recorded case (nor its class, unless the reader picked one), and a
@@ -197,14 +87,13 @@ export class Lab extends LabPanel {
     if (!this.labelChosen) this.label.value = "";
     this.preset = null;
     markPreset(this.section, null);
-    this.show();
     this.link();
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.run(), SETTLE_MS);
   }
 
   async run(problem = null) {
-    const body = { image: this.image };
+    const body = { image: this.pad.image };
     if (this.label.value !== "") body.label = Number(this.label.value);
     if (this.preset) body.compare_with = this.preset;
     const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy), "Reading the drawing on the server…");
@@ -269,7 +158,7 @@ export class Lab extends LabPanel {
   async trace() {
     const generation = ++this.traces;
     this.traceShown = true;
-    const body = { image: this.image };
+    const body = { image: this.pad.image };
     if (this.target.value !== "") body.target = Number(this.target.value);
     this.traceBox.setAttribute("aria-busy", "true");
     let data;
