@@ -752,6 +752,63 @@ def test_the_vision_transformer_draws_where_the_class_token_looks_over_the_drawi
     assert fills[2 * 8 + 5] == "rgb(0, 0, 0)" and set(fills) - {fills[2 * 8 + 5]} == {"rgb(255, 255, 255)"}
 
 
+def decoded_code(request) -> list[float]:
+    return json.loads(request.post_data)["code"]
+
+
+def test_the_autoencoder_lab_encodes_a_drawing_moves_its_code_and_walks_between_digits(watched):
+    page = watched("/models/vae")
+    lab_ready(page)
+    expect(page.locator("#code-terms .metric")).to_have_count(3)
+    expect(page.locator("#walk-path .code-image")).to_have_count(8)  # the first walk, between two recorded digits
+    page.locator("#clear-drawing").click()
+    page.locator("#draw-grid").scroll_into_view_if_needed()
+    start, end = grid_cell(page, 1, 3).bounding_box(), grid_cell(page, 6, 3).bounding_box()
+    x = start["x"] + start["width"] / 2
+    with page.expect_request(lambda r: r.url.endswith("/vae/runs") and any(drawn_image(r)[6])) as sent:
+        page.mouse.move(x, start["y"] + 4)
+        page.mouse.down()
+        page.mouse.move(x, end["y"] + end["height"] - 4, steps=12)
+        page.mouse.up()
+    assert [row[3] for row in drawn_image(sent.value)] == [0, 16, 16, 16, 16, 16, 16, 0]
+    expect(page.locator("#lab-status")).to_contain_text("Encoded as z = (")
+    # The keyboard moves the code with a slider, and the server decodes where it stops.
+    page.locator("#latent-0").focus()
+    with page.expect_request(lambda r: r.url.endswith("/vae/decode") and decoded_code(r)[0] == 3):
+        page.keyboard.press("End")
+    expect(page.locator("#decoded figcaption")).to_contain_text("Decoded at z = (3.00, ")
+    assert page.evaluate("document.activeElement.id") == "latent-0"
+    # A click on the map's top-left corner decodes a code near (-2.8, 2.8), the corner of the drawn plane.
+    plane = page.locator("#latent-map svg").bounding_box()
+    with page.expect_request(lambda r: r.url.endswith("/vae/decode") and decoded_code(r)[0] < -2.5) as clicked:
+        page.mouse.click(plane["x"] + 2, plane["y"] + 2)
+    assert decoded_code(clicked.value)[1] > 2.5
+    expect(page.locator("#latent-0-value")).to_have_text(re.compile(r"^-2\.[6-9]"))
+    page.locator("#walk-a").select_option("")  # from the drawing just made
+    page.locator("#walk-b").select_option("three")
+    with page.expect_request(lambda r: r.url.endswith("/vae/between") and json.loads(r.post_data)["a"][3][3] == 16):
+        page.locator("#walk").click()
+    expect(page.locator("#walk-said")).to_contain_text("From your drawing")
+    expect(page.locator("#walk-said")).to_contain_text("to Test digit 14: a 3")
+
+
+def test_the_autoencoder_lab_at_375px_draws_and_moves_the_code_by_touch(watched):
+    page = watched("/models/vae", PHONE, has_touch=True, is_mobile=True)
+    lab_ready(page)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    page.locator("#clear-drawing").tap()
+    with page.expect_request(lambda r: r.url.endswith("/vae/runs") and drawn_image(r)[2][5] == 16):
+        grid_cell(page, 2, 5).tap()
+    plane = page.locator("#latent-map svg")
+    plane.scroll_into_view_if_needed()
+    box = plane.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+    with page.expect_request(lambda r: r.url.endswith("/vae/decode") and decoded_code(r)[1] < -2):
+        plane.tap(position={"x": box["width"] / 2, "y": box["height"] - 3})
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#lab").screenshot(path=ARTIFACTS / "vae-lab-phone.png")
+
+
 def test_the_recurrent_lab_is_typed_and_stepped_with_the_keyboard(watched):
     page = watched("/models/lstm")
     lab_ready(page)

@@ -3,6 +3,7 @@ computations (the recipe's own weights with the head's columns cut, and transfor
 bad request a 400 naming its field, the budget and the cache."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -61,6 +62,12 @@ def test_every_operation_and_its_identities_on_every_model(checkpoint_app, slug)
     for action in ("zero", "mean", "scale"):
         step = {"node": node, "action": action} | ({"factor": 3.0} if action == "scale" else {})
         moved = client.post(URL.format(slug), json=start | {"interventions": [step]})
+        if action == "mean" and moved.status_code == 400:
+            # A node whose output is one vector per input (B, features), the VAE's code say, has no positions
+            # to average over: refused, and said so; any other shape must be averaged.
+            message = moved.get_json()["error"]["message"]
+            assert re.search(r"mean needs positions, and this output's shape is \[\d+, \d+\]$", message), message
+            continue
         assert moved.status_code == 200, moved.get_json()
         assert moved.get_json()["effects"][node] > 0, action  # the node itself changed...
         assert largest(deltas(moved.get_json())) > 0, action  # ...and so did what the model answers

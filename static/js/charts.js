@@ -118,24 +118,34 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
   return svg;
 }
 
-/**
- * A coarse map drawn over the image it was computed from: the image in greys (its largest value black), and
- * each cell of `values` laid over the block of pixels it covers (the image's side divided by the map's), its
- * colour the diverging scale's at `limit`, half transparent at most so that the strokes show through.
- */
-export function overlaySvg(image, values, { label, limit, size = 72 }) {
+/** An image in greys, white at 0 and black at `max` (its largest value unless given), about `size` px wide. */
+export function greySvg(image, { label, max = Math.max(...image.flat(), 1e-12), size = 72 }) {
   const rows = image.length;
   const cols = image[0].length;
   const pixel = Math.max(4, Math.floor(size / Math.max(rows, cols)));
-  const darkest = Math.max(...image.flat(), 1e-12);
   const svg = svgEl("svg", { xmlns: SVG_NS, viewBox: `0 0 ${cols * pixel} ${rows * pixel}`, width: cols * pixel, height: rows * pixel, role: "img", "aria-label": label });
-  svg.append(svgEl("title", {}, label));
-  image.forEach((row, i) => row.forEach((v, j) => {
-    const grey = Math.round(255 * (1 - Math.max(0, v) / darkest));
-    svg.append(svgEl("rect", { x: j * pixel, y: i * pixel, width: pixel, height: pixel, fill: `rgb(${grey}, ${grey}, ${grey})` }));
+  svg.append(svgEl("title", {}, label), ...greyPixels(image, { max, pixel }));
+  return svg;
+}
+
+/** An image's pixels as squares of `pixel` px in greys (white at 0, black at `max`), from (x, y). */
+export function greyPixels(image, { max, pixel, x = 0, y = 0 }) {
+  return image.flatMap((row, i) => row.map((v, j) => {
+    const grey = Math.round(255 * (1 - Math.min(1, Math.max(0, v) / max)));
+    return svgEl("rect", { x: x + j * pixel, y: y + i * pixel, width: pixel, height: pixel, fill: `rgb(${grey}, ${grey}, ${grey})` });
   }));
-  const blockRows = rows / values.length;
-  const blockCols = cols / values[0].length;
+}
+
+/**
+ * A coarse map drawn over the image it was computed from: the image in greys, and each cell of `values` laid
+ * over the block of pixels it covers (the image's side divided by the map's), its colour the diverging
+ * scale's at `limit`, half transparent at most so that the strokes show through.
+ */
+export function overlaySvg(image, values, { label, limit, size = 72 }) {
+  const svg = greySvg(image, { label, size });
+  const pixel = Number(svg.getAttribute("width")) / image[0].length;
+  const blockRows = image.length / values.length;
+  const blockCols = image[0].length / values[0].length;
   values.forEach((row, i) => row.forEach((v, j) => {
     const rect = svgEl("rect", {
       x: j * blockCols * pixel, y: i * blockRows * pixel, width: blockCols * pixel, height: blockRows * pixel,

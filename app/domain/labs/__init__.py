@@ -11,12 +11,12 @@ request, what the axes of a case's matrices are, and defaults that depend on oth
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import causal_lm, datalab, image_classifier, masked_lm, recurrent, seq2seq
+from . import autoencoder, causal_lm, datalab, image_classifier, masked_lm, recurrent, seq2seq
 from .fields import DeclarationError, Field, declared_field
 from .kind import LabKind
 
 KINDS: dict[str, LabKind] = {kind.name: kind for kind in (masked_lm.KIND, causal_lm.KIND, image_classifier.KIND,
-                                                          datalab.KIND, recurrent.KIND, seq2seq.KIND)}
+                                                          datalab.KIND, recurrent.KIND, seq2seq.KIND, autoencoder.KIND)}
 METHODS = ("GET", "POST")
 
 

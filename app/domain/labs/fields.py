@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-TYPES = ("int", "ints", "grid", "number", "choice", "text")  # grid: rows of integers, all rows equally long
+TYPES = ("int", "ints", "grid", "number", "numbers", "choice", "text")  # grid: rows of integers, all rows equally long
 BOUNDS = ("min", "max", "below", "length", "min_length", "max_length", "rows", "cols")
 
 
@@ -55,7 +55,7 @@ class Field:
             if self.max_length is not None:
                 schema["maxLength"] = self.max_length
         else:
-            scalar = {"type": "number" if self.type == "number" else "integer"}
+            scalar = {"type": "number" if self.type in ("number", "numbers") else "integer"}
             if self.min is not None:
                 scalar["minimum"] = self.min
             if self.max is not None:
@@ -64,7 +64,7 @@ class Field:
             if self.type == "grid":
                 row = {"type": "array", "items": scalar, "minItems": self.cols, "maxItems": self.cols}
                 schema = {"type": "array", "items": row, "minItems": self.rows, "maxItems": self.rows}
-            if self.type == "ints":
+            if self.type in ("ints", "numbers"):
                 schema = {"type": "array", "items": scalar}
                 low = self.length if self.length is not None else self.min_length
                 high = self.length if self.length is not None else self.max_length
@@ -124,6 +124,14 @@ def _int(value, field: Field, where: str) -> int:
     return value
 
 
+def _real(value, field: Field, where: str) -> float:
+    """A number in range (an integer counts; true/false and NaN do not)."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or value != value:
+        fail(where, f"must be a number, not {type(value).__name__}")
+    _in_range(value, field, where)
+    return float(value)
+
+
 def _in_range(value, field: Field, where: str) -> None:
     if field.min is not None and value < field.min or field.max is not None and value > field.max:
         low = "" if field.min is None else _number(field.min)
@@ -141,10 +149,7 @@ def _check(value, field: Field):
     if field.type == "int":
         return _int(value, field, name)
     if field.type == "number":
-        if not isinstance(value, int | float) or isinstance(value, bool) or value != value:
-            fail(name, f"must be a number, not {type(value).__name__}")
-        _in_range(value, field, name)
-        return float(value)
+        return _real(value, field, name)
     if field.type == "choice":
         if value not in field.values:
             fail(name, f"must be one of {', '.join(map(str, field.values))}")
@@ -153,15 +158,17 @@ def _check(value, field: Field):
         return _grid(value, field)
     if field.type == "text":
         return _text(value, field)
+    what = "numbers" if field.type == "numbers" else "integers"
     if not isinstance(value, list):
-        fail(name, "must be a list of integers")
+        fail(name, f"must be a list of {what}")
     if field.length is not None and len(value) != field.length:
         fail(name, f"must hold exactly {field.length} values, not {len(value)}")
     if field.min_length is not None and len(value) < field.min_length:
         fail(name, f"must hold at least {field.min_length} value{'s' * (field.min_length != 1)}")
     if field.max_length is not None and len(value) > field.max_length:
         fail(name, f"must hold at most {field.max_length} values, not {len(value)}")
-    items = [_int(v, field, f"{name}[{i}]") for i, v in enumerate(value)]
+    check = _real if field.type == "numbers" else _int
+    items = [check(v, field, f"{name}[{i}]") for i, v in enumerate(value)]
     if field.unique and len(set(items)) != len(items):
         fail(name, "names a value twice")
     return sorted(items) if field.sorted else items
@@ -230,12 +237,13 @@ def parse_query(query: Mapping[str, list[str]], fields: dict[str, Field]) -> dic
         field_type = fields[name].type
         if field_type == "grid":
             fail(name, "a grid is sent in a JSON body (POST), not as a query parameter")
-        if len(values) > 1 and field_type != "ints":
+        if len(values) > 1 and field_type not in ("ints", "numbers"):
             fail(name, f"is given {len(values)} times; give it once")
         raw = ",".join(values)
         try:
-            if field_type == "ints":
-                body[name] = [int(v) for v in raw.split(",")] if raw else []
+            if field_type in ("ints", "numbers"):
+                parse = int if field_type == "ints" else float
+                body[name] = [parse(v) for v in raw.split(",")] if raw else []
             elif field_type == "int":
                 body[name] = int(raw)
             elif field_type == "number":
@@ -243,6 +251,7 @@ def parse_query(query: Mapping[str, list[str]], fields: dict[str, Field]) -> dic
             else:
                 body[name] = raw
         except ValueError:
-            what = {"ints": "comma-separated integers", "int": "an integer"}.get(field_type, f"a {field_type}")
+            what = {"ints": "comma-separated integers", "numbers": "comma-separated numbers",
+                    "int": "an integer"}.get(field_type, f"a {field_type}")
             fail(name, f"must be {what}, not {raw[:40]!r}")
     return body

@@ -1,0 +1,197 @@
+// The autoencoder lab: draw on a grid of grey levels; every edit is encoded and decoded on the server (the
+// code's mean and spread, the reconstruction, the two terms of the loss). The code can then be moved by hand
+// (a slider per dimension, or a click on the map of what the decoder draws across the plane), and the
+// straight line between two drawings' codes walked, each code decoded by the server.
+
+import { greyPixels, greySvg, sig, svgEl } from "../charts.js";
+import { el } from "../dom.js";
+import { getJson, item, LabPanel, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table } from "./common.js";
+import { DrawingPad } from "./drawing.js";
+
+const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
+const SLIDE_MS = 60; // slider moves closer together than this share one decode
+const WALK_STEPS = 8;
+const BIG = 120; // px: the drawing, its reconstruction and the decoded image
+const TILE_PIXEL = 6; // px per pixel of each of the map's images
+
+export class Lab extends LabPanel {
+  constructor(section) {
+    super(section);
+    this.sizes = this.settings.sizes;
+    this.thing = this.settings.words.thing;
+    this.answerBox = section.querySelector("#code-answer");
+    this.decodedBox = section.querySelector("#decoded");
+    this.mapBox = section.querySelector("#latent-map");
+    this.walkBox = section.querySelector("#walk-path");
+    this.sliders = [...section.querySelectorAll(".latent-slider input")];
+    this.pad = new DrawingPad(section, this.sizes, () => this.edited());
+    this.decodes = 0;
+    this.walks = 0;
+    for (const button of section.querySelectorAll("[data-preset]")) {
+      button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
+    }
+    section.querySelector("#clear-drawing").addEventListener("click", () => this.pad.replace(this.pad.blank(), true));
+    for (const slider of this.sliders) {
+      slider.addEventListener("input", () => {
+        clearTimeout(this.slideTimer);
+        this.slideTimer = setTimeout(() => this.decode(this.sliders.map((s) => Number(s.value))), SLIDE_MS);
+      });
+    }
+    this.ends = ["a", "b"].map((end) => section.querySelector(`#walk-${end}`));
+    const presets = this.settings.presets;
+    if (presets.length) [this.ends[0].value, this.ends[1].value] = [presets[0].id, presets[presets.length - 1].id];
+    section.querySelector("#walk").addEventListener("click", () => this.walk());
+    this.drawMap();
+    this.walk();
+    const start = startFromLink(presets, (params) => (params.has("drawing") && this.pad.linkable ? { image: this.pad.parse(params.get("drawing")) } : null));
+    if (start.input) this.pad.replace(start.input.image, true);
+    else if (start.preset) this.load(start.preset, start.problem);
+    else this.run();
+  }
+
+  image(values, label, caption, size = BIG) {
+    const svg = greySvg(values, { label, max: this.sizes.levels, size });
+    return el("figure", { class: "code-image" }, svg, el("figcaption", {}, caption));
+  }
+
+  load(preset, problem = null) {
+    this.preset = preset.id;
+    this.presetLabel = preset.label;
+    this.pad.replace(preset.request.image, false);
+    markPreset(this.section, preset.id);
+    linkInput({ drawing: this.pad.text() }, this.preset);
+    this.run(problem);
+  }
+
+  edited() {
+    this.preset = null;
+    markPreset(this.section, null);
+    if (this.pad.linkable) linkInput({ drawing: this.pad.text() });
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.run(), SETTLE_MS);
+  }
+
+  // ---- the drawing's code and reconstruction
+
+  async run(problem = null) {
+    const body = { image: this.pad.image };
+    if (this.preset) body.compare_with = this.preset;
+    const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy), "Encoding the drawing on the server…");
+    if (!answer) return;
+    this.ran("runs", answer);
+    const c = answer.case;
+    const mean = item(c, "mean").values;
+    this.setStatus(`${problem ? `${problem} ` : ""}Encoded as z = (${mean.map((v) => sig(v, 3)).join(", ")}); negative ELBO ${sig(item(c, "loss").value, 4)} nats.`);
+    const parts = [];
+    if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
+    const sigma = item(c, "sigma").values;
+    parts.push(
+      el("div", { class: "code-images" },
+        this.image(item(c, "image").values, "Your drawing", "Your drawing"),
+        this.image(item(c, "reconstruction").values, item(c, "reconstruction").label, "Decoded from its code")),
+      table(["dimension", "mean μ", "spread σ"], mean.map((m, d) => [`z${d + 1}`, sig(m), sig(sigma[d])]), "The code: the Gaussian the encoder gives the drawing"),
+      el("dl", { class: "metrics", id: "code-terms" }, ...["reconstruction_term", "kl", "loss"].map((key) => metric(item(c, key).label, item(c, key).value))));
+    this.answerBox.replaceChildren(...parts);
+    this.own = mean;
+    mean.forEach((m, d) => { this.sliders[d].value = String(Math.max(-3, Math.min(3, m))); });
+    this.decode(this.sliders.map((s) => Number(s.value)));
+  }
+
+  // ---- moving the code
+
+  async decode(code) {
+    const mine = ++this.decodes;
+    code.forEach((z, d) => { this.section.querySelector(`#latent-${d}-value`).value = z.toFixed(2); });
+    this.code = code;
+    this.placeMarks();
+    let answer;
+    try {
+      answer = await postJson(this.urls.decode, { code });
+    } catch (error) {
+      if (mine === this.decodes) this.decodedBox.replaceChildren(el("p", { class: "notice" }, `The decoder failed: ${error.message}`));
+      return;
+    }
+    if (mine !== this.decodes) return;
+    const where = `z = (${code.map((z) => z.toFixed(2)).join(", ")})`;
+    this.decodedBox.replaceChildren(this.image(answer.image, `What the decoder draws at ${where}`, `Decoded at ${where}`));
+    this.decodedBox.dataset.code = code.join(",");
+  }
+
+  async drawMap() {
+    let plane;
+    try {
+      plane = await getJson(this.urls.plane, {});
+    } catch (error) {
+      this.mapBox.replaceChildren(el("p", { class: "notice" }, `The map could not be drawn: ${error.message}`));
+      return;
+    }
+    const { axis, images } = plane;
+    const side = images[0][0].length * TILE_PIXEL; // one image's width in px
+    const half = (axis[1] - axis[0]) / 2;
+    this.span = [axis[0] - half, axis[axis.length - 1] + half];
+    const size = axis.length * side;
+    const svg = svgEl("svg", { viewBox: `0 0 ${size} ${size}`, width: size, height: size, role: "img", class: "latent-plane",
+      "aria-label": `Map of the code plane: what the decoder draws at ${axis.length} × ${axis.length} codes from ${axis[0].toFixed(1)} to ${axis[axis.length - 1].toFixed(1)} on each axis; click to decode a point (the sliders do the same from the keyboard)` });
+    svg.append(svgEl("title", {}, svg.getAttribute("aria-label")));
+    images.forEach((row, i) => row.forEach((image, j) => {
+      svg.append(...greyPixels(image, { max: this.sizes.levels, pixel: TILE_PIXEL, x: j * side, y: i * side }),
+        svgEl("rect", { x: j * side, y: i * side, width: side, height: side, fill: "none", stroke: "#c8cfd6", "stroke-width": 0.5 }));
+    }));
+    this.ownMark = svgEl("circle", { r: 7, fill: "none", stroke: "#b4532a", "stroke-width": 2.5, class: "own-code" });
+    this.codeMark = svgEl("circle", { r: 4, fill: "#1f8a6b", stroke: "#fff", "stroke-width": 1.5, class: "decoded-code" });
+    svg.append(this.ownMark, this.codeMark);
+    svg.addEventListener("click", (e) => {
+      const box = svg.getBoundingClientRect();
+      const [lo, hi] = this.span;
+      const code = [lo + ((e.clientX - box.left) / box.width) * (hi - lo), hi - ((e.clientY - box.top) / box.height) * (hi - lo)];
+      code.forEach((z, d) => { this.sliders[d].value = String(z); });
+      this.decode(this.sliders.map((s) => Number(s.value)));
+    });
+    this.plane = svg;
+    this.mapBox.replaceChildren(svg);
+    this.placeMarks();
+  }
+
+  /** The ring at the drawing's code and the dot at the code decoded, where the map has been drawn. */
+  placeMarks() {
+    if (!this.plane) return;
+    const [lo, hi] = this.span;
+    const size = Number(this.plane.getAttribute("width"));
+    const at = (mark, code) => {
+      mark.setAttribute("visibility", code ? "visible" : "hidden");
+      if (!code) return;
+      mark.setAttribute("cx", (((code[0] - lo) / (hi - lo)) * size).toFixed(1));
+      mark.setAttribute("cy", (((hi - code[1]) / (hi - lo)) * size).toFixed(1));
+    };
+    at(this.ownMark, this.own);
+    at(this.codeMark, this.code);
+  }
+
+  // ---- the line between two drawings
+
+  drawingOf(end) {
+    const preset = this.settings.presets.find((p) => p.id === end.value);
+    return preset ? preset.request.image : this.pad.image;
+  }
+
+  async walk() {
+    const mine = ++this.walks;
+    const names = this.ends.map((end) => end.selectedOptions[0].textContent);
+    this.walkBox.setAttribute("aria-busy", "true");
+    let path;
+    try {
+      path = await postJson(this.urls.between, { a: this.drawingOf(this.ends[0]), b: this.drawingOf(this.ends[1]), steps: WALK_STEPS });
+    } catch (error) {
+      if (mine === this.walks) this.walkBox.replaceChildren(el("p", { class: "notice" }, `The walk failed: ${error.message}`));
+      return;
+    } finally {
+      if (mine === this.walks) this.walkBox.removeAttribute("aria-busy");
+    }
+    if (mine !== this.walks) return;
+    const last = path.images.length - 1;
+    this.walkBox.replaceChildren(
+      el("p", { class: "fine", id: "walk-said" }, `From ${names[0]} (z = ${path.ends[0].map((z) => sig(z, 3)).join(", ")}) to ${names[1]} (z = ${path.ends[1].map((z) => sig(z, 3)).join(", ")}) in ${path.images.length} codes:`),
+      el("div", { class: "code-path" }, ...path.images.map((image, k) => this.image(image,
+        `Step ${k} of ${last}: decoded at z = (${path.codes[k].map((z) => z.toFixed(2)).join(", ")})`, `t = ${(k / last).toFixed(2)}`, 64))));
+  }
+}

@@ -1,0 +1,212 @@
+"""Replay the recorded VAE cases and the three numerical checks on the stored weights.
+
+    python run.py          # a readable table; exit status 1 when a check fails
+    python run.py --json   # the same replay as JSON
+
+Needs torch, safetensors, model.py and the two .safetensors files beside this file.
+"""
+
+import json
+import sys
+
+import torch
+from torch import Tensor
+
+try:
+    from .model import LEVELS, TEST_DIGITS, VAE, WEIGHTS, build_model, kl_term, loss_terms, pixels, read_weights
+except ImportError:  # run as a script: python run.py
+    from model import LEVELS, TEST_DIGITS, VAE, WEIGHTS, build_model, kl_term, loss_terms, pixels, read_weights
+
+# The recorded digits, by position in the test split (the LeNet recipe's split).
+DIGITS = {"zero": 0, "three": 14, "seven": 5, "two": 345}
+BETWEEN = ("three", "seven")  # the interpolation case walks from the first digit's code to the second's
+STEPS = 8  # images along the interpolation
+MAP_STEPS, MAP_EXTENT = 7, 2.4  # the latent map: 7 x 7 codes from -2.4 to 2.4 on each axis
+NOISE_SEED = 1312  # the noise ε of the ELBO check (the paper: arXiv 1312.6114)
+
+
+def test_split() -> tuple[Tensor, Tensor, dict[str, str]]:
+    """The held-out digits (N, 8, 8) in grey levels 0..16, their labels (N,), and the weights' metadata."""
+    tensors, _ = read_weights(TEST_DIGITS)
+    _, metadata = read_weights(WEIGHTS)
+    return tensors["test_images"], tensors["test_labels"], metadata
+
+
+@torch.no_grad()
+def decode(model: VAE, codes: Tensor) -> Tensor:
+    """Codes (B, latent) as images (B, side, side) in grey levels: each pixel's probability of ink × 16."""
+    return model.decoder(codes)[:, 0] * LEVELS
+
+
+@torch.no_grad()
+def encode(model: VAE, image: list[list[int]]) -> tuple[Tensor, Tensor]:
+    """A drawing's code: the mean μ and the standard deviation σ of q(z | x), each (latent,)."""
+    mean, logvar = model.encoder(pixels(image))
+    return mean[0], torch.exp(0.5 * logvar[0])
+
+
+@torch.no_grad()
+def run_case(model: VAE, image: list[list[int]], title: str = "Live run") -> dict:
+    """A case in the manifest's shape: the drawing, its reconstruction from the most likely code z = μ, the
+    code's mean and standard deviation, and the two terms of the negative ELBO (at z = μ)."""
+    x = pixels(image)
+    loss, reconstruction, kl = loss_terms(model, x)
+    mean, sigma = encode(model, image)
+    drawn = {"key": "image", "label": "Input image (grey levels 0-16)", "values": [list(r) for r in image]}
+    rebuilt = {"key": "reconstruction", "label": "Reconstruction from z = μ (probability of ink × 16)",
+               "values": decode(model, mean[None])[0].tolist()}
+    case = {"label": title, "matrices": [drawn, rebuilt],
+            "vectors": [{"key": "mean", "label": "Latent code: the mean μ of q(z | x), one value per dimension",
+                         "values": mean.tolist()},
+                        {"key": "sigma", "label": "Latent code: the standard deviation σ of q(z | x)",
+                         "values": sigma.tolist()}],
+            "metrics": [{"key": "reconstruction_term", "label": "Reconstruction term −log p(x | z = μ) (nats)",
+                         "value": reconstruction.item()},
+                        {"key": "kl", "label": "KL(q(z | x) ‖ N(0, I)) (nats)", "value": kl.item()},
+                        {"key": "loss", "label": "Negative ELBO: reconstruction + KL (nats)", "value": loss.item()}]}
+    return case
+
+
+@torch.no_grad()
+def interpolation(model: VAE, a: list[list[int]], b: list[list[int]], steps: int = STEPS) -> tuple[Tensor, Tensor]:
+    """The codes (steps, latent) on the straight line from a's mean to b's, and their images (steps, side, side)."""
+    start, end = encode(model, a)[0], encode(model, b)[0]
+    t = torch.linspace(0, 1, steps)[:, None]
+    codes = (1 - t) * start + t * end
+    return codes, decode(model, codes)
+
+
+@torch.no_grad()
+def latent_map(model: VAE, steps: int = MAP_STEPS, extent: float = MAP_EXTENT) -> tuple[Tensor, Tensor]:
+    """The decoder's image at every code of a steps x steps grid over [-extent, extent]²: the axis (steps,) and
+    the images (steps, steps, side, side), rows running down z₂ from +extent, columns along z₁."""
+    axis = torch.linspace(-extent, extent, steps)
+    codes = torch.stack([axis.repeat(steps), axis.flip(0).repeat_interleave(steps)], dim=1)  # (steps², 2)
+    return axis, decode(model, codes).view(steps, steps, *decode(model, codes[:1]).shape[1:])
+
+
+def side_by_side(images: Tensor) -> list[list[float]]:
+    """Images (..., side, side) laid out as one matrix: (rows, cols, side, side) as a grid, (n, side, side) in a row."""
+    if images.dim() == 3:
+        images = images[None]
+    rows, cols, side, _ = images.shape
+    return images.permute(0, 2, 1, 3).reshape(rows * side, cols * side).tolist()
+
+
+@torch.no_grad()
+def test_case(model: VAE) -> dict:
+    """The held-out split: the mean loss and its terms at z = μ, where each digit's codes lie on average, the
+    decoder's map of the latent plane, and the training curve."""
+    images, labels, metadata = test_split()
+    loss, reconstruction, kl = loss_terms(model, pixels(images))
+    mean, _ = model.encoder(pixels(images))
+    by_digit = torch.stack([mean[labels == d].mean(0) for d in range(10)])  # (10, latent)
+    axis, grid = latent_map(model)
+    return {"label": "All held-out test digits",
+            "matrices": [{"key": "latent_map", "label": f"The decoder's digits across the latent plane: z₁ from "
+                                                       f"{axis[0]:.1f} to {axis[-1]:.1f} left to right, z₂ from "
+                                                       f"{axis[-1]:.1f} to {axis[0]:.1f} top to bottom",
+                          "values": side_by_side(grid)},
+                         {"key": "digit_means", "label": "Where each digit's codes lie: the mean μ of the held-out "
+                                                         "digits 0-9 (rows) in each latent dimension (columns)",
+                          "values": by_digit.tolist()}],
+            "vectors": [{"key": "training_loss", "label": "Mean training loss (negative ELBO, one sampled code per "
+                                                          "image) in each epoch, as train.py measured it",
+                         "values": json.loads(metadata["loss_per_epoch"]), "first": 1}],
+            "metrics": [{"key": "test_loss", "label": "Mean negative ELBO on the test split (nats, z = μ)",
+                         "value": loss.mean().item()},
+                        {"key": "test_reconstruction", "label": "Mean reconstruction term (nats)",
+                         "value": reconstruction.mean().item()},
+                        {"key": "test_kl", "label": "Mean KL term (nats)", "value": kl.mean().item()},
+                        {"key": "test_size", "label": "Test digits", "value": len(labels)}]}
+
+
+# The three checks. Each measures something that a broken recipe would get wrong, and says what it saw.
+
+CHECK_ELBO = "The loss is the reconstruction term plus the KL term, each computed by hand from z = μ + σ·ε"
+CHECK_KL = "The KL term of a standard normal is zero (and of N(1, 1) one half per dimension)"
+CHECK_HELD_OUT = "The stored weights reproduce the held-out loss measured when they were trained"
+CLOSE = 1e-4  # relative: float32 sums of 64 pixel terms
+
+
+@torch.no_grad()
+def check_elbo(model: VAE) -> dict:
+    """Over the held-out digits with seeded noise ε: the model's loss and terms against Bernoulli
+    −Σ[x log p + (1 − x) log(1 − p)] and ½Σ(μ² + σ² − 1 − log σ²), written out from the encoder's outputs."""
+    images, _, _ = test_split()
+    x = pixels(images)
+    noise = torch.randn(len(x), model.config.latent, generator=torch.Generator().manual_seed(NOISE_SEED))
+    loss, reconstruction, kl = loss_terms(model, x, noise)
+    mean, logvar = model.encoder(x)
+    sigma = torch.exp(0.5 * logvar)
+    p = model.decoder(mean + sigma * noise).flatten(1)
+    flat = x.flatten(1)
+    by_hand_reconstruction = -(flat * p.log() + (1 - flat) * (1 - p).log()).sum(1)
+    by_hand_kl = 0.5 * (mean**2 + sigma**2 - 1 - sigma.pow(2).log()).sum(1)
+    worst = {name: ((got - want).abs() / want.abs().clamp(min=1)).max().item() for name, got, want in (
+        ("reconstruction", reconstruction, by_hand_reconstruction), ("kl", kl, by_hand_kl),
+        ("loss", loss, by_hand_reconstruction + by_hand_kl))}
+    return {"passed": all(v <= CLOSE for v in worst.values()),
+            "detail": {"largest_relative_difference": worst, "digits": len(x), "mean_loss": loss.mean().item()}}
+
+
+def check_kl(model: VAE) -> dict:
+    latent = model.config.latent
+    zero = kl_term(torch.zeros(1, latent), torch.zeros(1, latent)).item() + 0.0  # N(0, 1) itself (+ 0.0: no −0.0)
+    shifted = kl_term(torch.ones(1, latent), torch.zeros(1, latent)).item()  # μ = 1: ½ μ² per dimension
+    return {"passed": zero == 0.0 and abs(shifted - 0.5 * latent) <= 1e-6,
+            "detail": {"standard_normal": zero, "mean_one": shifted, "expected_mean_one": 0.5 * latent}}
+
+
+@torch.no_grad()
+def check_held_out(model: VAE) -> dict:
+    images, _, metadata = test_split()
+    replayed = loss_terms(model, pixels(images))[0].mean().item()  # float32, as train.py measured
+    trained = float(metadata.get("test_loss", "nan"))
+    return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
+
+
+CHECKS = {CHECK_ELBO: check_elbo, CHECK_KL: check_kl, CHECK_HELD_OUT: check_held_out}
+
+
+def replay(model: VAE | None = None) -> dict:
+    """Every recorded case and every check, on the stored weights unless a model is given."""
+    model = model if model is not None else build_model()
+    images, labels, _ = test_split()
+    cases = {case_id: run_case(model, images[i].tolist(), f"Test digit {i}, a {int(labels[i])}")
+             for case_id, i in DIGITS.items()}
+    a, b = (images[DIGITS[case_id]].tolist() for case_id in BETWEEN)
+    codes, steps = interpolation(model, a, b)
+    cases["between"] = {"label": f"From test digit {DIGITS[BETWEEN[0]]} to test digit {DIGITS[BETWEEN[1]]}",
+                        "matrices": [{"key": "path", "label": f"The decoder's images at {STEPS} codes on the line "
+                                                              "from the first digit's μ to the second's",
+                                      "values": side_by_side(steps)},
+                                     {"key": "codes", "label": "The codes along the line: step (rows) × latent "
+                                                               "dimension (columns)", "values": codes.tolist()}],
+                        "vectors": [], "metrics": []}
+    cases["test-split"] = test_case(model)
+    return {"cases": cases, "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()]}
+
+
+def main(argv: list[str]) -> int:
+    torch.use_deterministic_algorithms(True)
+    result = replay()
+    if "--json" in argv:
+        print(json.dumps(result, indent=2))
+    else:
+        for case_id, case in result["cases"].items():
+            metrics = {m["key"]: m["value"] for m in case["metrics"]}
+            if "loss" in metrics:
+                print(f"{case_id:10} {case['label']:18}  reconstruction {metrics['reconstruction_term']:.3f}  "
+                      f"KL {metrics['kl']:.3f}  loss {metrics['loss']:.3f}")
+            elif "test_loss" in metrics:
+                print(f"{case_id:10} held-out loss {metrics['test_loss']:.3f} on {metrics['test_size']} digits")
+            else:
+                print(f"{case_id:10} {case['label']}")
+        for check in result["checks"]:
+            print(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}  {check['detail']}")
+    return 0 if all(check["passed"] for check in result["checks"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
