@@ -28,7 +28,7 @@ def test_four_significant_digits_like_the_seed_page(value, shown):
 
 def test_catalog_has_a_card_per_model_grouped_by_category(client):
     page = text(client.get("/"))
-    assert "<h2 id=\"cat-1\">Language milestones</h2>" in page
+    assert re.search(r'<h2 id="cat-\d+">Language milestones</h2>', page)
     assert "Learn from both sides of a masked token" in page
     assert "What changes when the encoder can see both left and right context?" in page
     assert "BERT pretraining · 2018" in page

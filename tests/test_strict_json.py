@@ -17,6 +17,19 @@ def strict(raw: bytes):
     return json.loads(raw, parse_constant=refuse)
 
 
+def smallest(field):
+    """The smallest value a field accepts: its first choice, its least number, that many times for a list (as
+    many as it must hold) and in every cell of a grid."""
+    if field.type == "choice":
+        return field.values[0]
+    least = int(field.min or 0) if field.type in ("int", "ints", "grid") else float(field.min or 0)
+    if field.type == "grid":
+        return [[least] * field.cols for _ in range(field.rows)]
+    if field.type in ("ints", "numbers"):
+        return [least] * (field.length or field.min_length or 1)
+    return least
+
+
 def test_every_lab_endpoint_of_every_model_answers_strict_json(checkpoint_app):
     from app.services.extensions import models
 
@@ -34,9 +47,10 @@ def test_every_lab_endpoint_of_every_model_answers_strict_json(checkpoint_app):
             body = {k: v for k, v in preset.items() if k in endpoint.fields}
             for field in endpoint.fields.values():  # a required field no preset carries: its smallest value
                 if field.required and field.name not in body:
-                    body[field.name] = field.values[0] if field.type == "choice" else int(field.min or 0)
+                    body[field.name] = smallest(field)
             if "steps" in endpoint.fields:
-                body["steps"] = 1  # a generation must fit in the context a recorded prompt leaves
+                # As few as it takes: a generation must fit in the context a recorded prompt leaves.
+                body["steps"] = max(1, smallest(endpoint.fields["steps"]))
             url = f"/api/models/{model.slug}/{name}"
             if endpoint.method == "GET":
                 query = "&".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in body.items())

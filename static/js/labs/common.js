@@ -46,6 +46,11 @@ class Latest {
     this.count = 0;
   }
 
+  /** No run under way counts any more: its answer, when it comes, is dropped (the input it was for is gone). */
+  supersede() {
+    this.count++;
+  }
+
   async run(start, waiting = "Running the recipe on the server…") {
     const mine = ++this.count;
     const current = () => mine === this.count;

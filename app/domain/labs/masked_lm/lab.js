@@ -181,7 +181,9 @@ export class Lab extends LabPanel {
   async run() {
     const s = this.state;
     if (!s.sel.size) {
-      // Nothing is scored: results of earlier tokens would be read as this sentence's.
+      // Nothing is scored: results of earlier tokens would be read as this sentence's, and so would the answer
+      // of a run still under way.
+      this.latest.supersede();
       this.results.replaceChildren();
       this.traceBox.replaceChildren();
       this.traced = null;
