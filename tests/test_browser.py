@@ -678,7 +678,7 @@ IMAGE_LABS = [slug for slug in RECORDED_LAB_SLUGS if lab_kind(slug) == "image-cl
 
 
 @pytest.mark.parametrize("slug", IMAGE_LABS)
-def test_an_image_lab_draws_with_the_keyboard_and_keeps_focus(watched, slug):
+def test_an_image_lab_draws_with_the_keyboard_and_the_mouse_and_keeps_focus(watched, slug):
     page = watched(f"/models/{slug}")
     lab_ready(page)
     page.locator("#clear-drawing").click()
@@ -696,6 +696,9 @@ def test_an_image_lab_draws_with_the_keyboard_and_keeps_focus(watched, slug):
     page.keyboard.press("Delete")
     expect(grid_cell(page, 3, 2)).to_have_attribute("aria-label", "Row 4, column 3: level 0")
     expect(page.locator("#lab-status")).to_contain_text("Read as")
+    with page.expect_request(lambda r: r.url.endswith("/runs") and drawn_image(r)[5][1] == 16):
+        grid_cell(page, 5, 1).click()  # and the mouse, as a reader without a keyboard would
+    expect(grid_cell(page, 5, 1)).to_have_attribute("aria-label", "Row 6, column 2: level 16")
 
 
 @pytest.mark.parametrize("slug", IMAGE_LABS)

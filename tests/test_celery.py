@@ -152,7 +152,9 @@ print("torch" in sys.modules, peak)
                           timeout=120)
     imported, peak_mib = done.stdout.split()
     assert imported == "False", done.stderr
-    assert int(peak_mib) < 80, f"the web process peaked at {peak_mib} MiB"
+    # Importing torch alone takes a process from 10 to 218 MiB here; the web process holds the catalog (which
+    # grows with each model, 80 MiB with nine) and no torch.
+    assert int(peak_mib) < 150, f"the web process peaked at {peak_mib} MiB"
 
 
 @pytest.fixture
