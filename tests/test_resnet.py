@@ -108,6 +108,9 @@ def test_a_drawing_is_read_with_every_declared_stage_and_traced_exactly_at_the_l
     keys = {m["key"] for m in case["matrices"]}
     declared = [group["key"] for group in read_metadata(RECIPE)["lab"]["groups"]]
     assert declared and all(f"{group}_c0" in keys for group in declared)  # every stage the page draws
+    answer = client.post("/api/models/resnet/runs", json={"image": image}).get_json()
+    assert [group["key"] for group in answer["groups"]] == declared  # grouped by the server, in order
+    assert [m["index"] for m in answer["groups"][2]["maps"]] == list(range(16))
     assert "loss" not in {m["key"] for m in case["metrics"]}  # no class named, no loss
     trace = client.post("/api/models/resnet/trace", json={"image": image}).get_json()
     head = trace["stages"][0]

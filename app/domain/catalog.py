@@ -130,6 +130,11 @@ class Model:
         matrices = case.get("matrices", [])
         return self.lab.sections(matrices) if self.lab else [{"matrix": m} for m in matrices]
 
+    def groups(self, case: dict) -> list[dict]:
+        """The groups a case's matrices are drawn in, by key (for a live answer, whose page draws them)."""
+        return [section["group"] | {"maps": [{"key": m["key"], "index": m["index"]} for m in section["maps"]]}
+                for section in self.sections(case) if "group" in section]
+
     def file_url(self, name: str) -> str:
         return file_path(self.slug, self.revision, name)
 

@@ -459,11 +459,27 @@ class RecordCheck(TypedDict):
     tolerance: Tolerance
 
 
+class GroupMap(TypedDict):
+    key: str  # the matrix's key in the case
+    index: int  # its number in the group: a channel, a head
+
+
+class CaseGroup(TypedDict):
+    """Matrices a page draws together (the lab's `groups`), in the order they come."""
+
+    key: str
+    title: str
+    each: NotRequired[str]  # what one of them is: "channel" when not said
+    over: NotRequired[str]  # the key of the matrix each is drawn over
+    maps: list[GroupMap]
+
+
 class CaseAnswer(LabAnswer):
     """An endpoint that answers a case, in the recording's own shape."""
 
     case: LiveCase
     axes: dict[str, Axes]  # by matrix key, where the lab kind knows; other matrices have numbered axes
+    groups: list[CaseGroup]  # the matrices drawn together, as the recorded cases' pages draw them
     record_check: NotRequired[RecordCheck]
 
 

@@ -258,6 +258,7 @@ def lab_endpoint(slug: str, action: str):
         return jsonify(envelope | (json.loads(raw) if result is None else result))
     case = json.loads(raw) if result is None else result  # the axes and the record check read it
     envelope["axes"] = found.axes({"id": "live", **case})
+    envelope["groups"] = found.groups(case)
     if compare_with is not None:
         envelope["record_check"] = _record_check(found, compare_with, case)
     if raw is not None and "id" not in (keys or ()):

@@ -60,7 +60,6 @@ def lab_settings(model: Model) -> dict:
         "special": {str(v): k for k, v in spec.special.items()},
         "names": spec.token_names(),
         "words": spec.words,
-        "groups": list(spec.groups),
         "presets": spec.kind.presets(model.manifest["experiment"]["cases"], spec),
         "endpoints": {name: {"url": url_for("api.lab_endpoint", slug=model.slug, action=name),
                              "method": e.method,

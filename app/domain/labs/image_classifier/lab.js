@@ -1,7 +1,7 @@
 // The image-classifier lab: draw on a grid of grey levels; every edit re-runs the network on the server
 // (feature maps, class probabilities, saliency), and one class's score can be traced back to the drawing.
-// Feature maps arrive as matrices keyed `<stage>_c<channel>`, drawn by the stages the recipe declares (its
-// lab.groups); what an image shows is named in the recipe's words (lab.words.thing).
+// Feature maps arrive as the case's matrices with the groups the server found them in (the stages the recipe
+// declares in its lab.groups); what an image shows is named in the recipe's words (lab.words.thing).
 
 import { sig, smallMap, valueHeatmap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
@@ -129,19 +129,16 @@ export class Lab extends LabPanel {
     this.answerBox.replaceChildren(...parts);
     this.results.replaceChildren(el("h3", {}, "Inside the network, stage by stage"),
       el("p", { class: "fine" }, "Each stage's small maps share one colour scale (mint positive, rust negative); a map drawn over the drawing lets its strokes show through."),
-      ...this.stages(c.matrices));
+      ...this.stages(answer.groups, c.matrices));
   }
 
-  /** The declared stages, in order, each with its matrices keyed `<stage>_c<n>` (channels, or what the stage's
-   * `each` says they are), drawn over the matrix its `over` names where it declares one. */
-  stages(matrices) {
-    return this.settings.groups.flatMap(({ key: stage, title, each = "channel", over }) => {
-      const maps = matrices.flatMap((m) => {
-        const index = m.key.startsWith(`${stage}_c`) ? m.key.slice(stage.length + 2) : "";
-        return /^\d+$/.test(index) ? [{ index: Number(index), values: m.values, label: m.label }] : [];
-      });
-      if (!maps.length) return [];
-      const under = over && matrices.find((m) => m.key === over)?.values;
+  /** The stages the server grouped the case's matrices in (the recipe's lab.groups), in order, each drawn over the
+   * matrix its `over` names where it declares one. */
+  stages(groups, matrices) {
+    const byKey = new Map(matrices.map((m) => [m.key, m]));
+    return groups.map(({ key: stage, title, each = "channel", over, maps: members }) => {
+      const maps = members.map(({ key, index }) => ({ index, ...byKey.get(key) }));
+      const under = over && byKey.get(over)?.values;
       const limit = Math.max(...maps.flatMap((m) => m.values.flat().map(Math.abs)));
       return el("section", { class: "feature-stage", "data-stage": stage },
         el("h4", {}, `${title} `, el("span", { class: "fine" }, `${maps.length} ${each}s, ${maps[0].values.length}×${maps[0].values[0].length}, largest |value| ${sig(limit, 3)}`)),
