@@ -155,6 +155,19 @@ def tree(tmp_path: Path) -> ModelTree:
     return ModelTree(tmp_path)
 
 
+@pytest.fixture(scope="module")
+def module_app():
+    """One app for a test module (its recipe workers stay warm from one test to the next), shut down after it."""
+    app = create_app(TestConfig)
+    yield app
+    parts(app).pool.shutdown()
+
+
+@pytest.fixture(scope="module")
+def module_client(module_app):
+    return module_app.test_client()
+
+
 @pytest.fixture
 def app():
     app = create_app(TestConfig)

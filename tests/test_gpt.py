@@ -7,9 +7,7 @@ import math
 import pytest
 import torch
 
-from app import create_app
-from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
+from app.services.config import PROJECT_ROOT
 
 from .conftest import GPT_RECIPE, recipe_module
 
@@ -151,19 +149,12 @@ def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model,
 # ---- the lab
 
 
-@pytest.fixture(scope="module")
-def client():
-    app = create_app(TestConfig)
-    yield app.test_client()
-    parts(app).pool.shutdown()
-
-
 PROMPT = recipe.encode("3 1 4 1 = 1 1 3")  # the recorded case "pi": a problem and the answer so far
 VOCAB = len(recipe.WORDS)
 
 
-def test_runs_answer_the_case_shape_with_keys(client):
-    response = client.post("/api/models/gpt/runs", json={"input_ids": PROMPT, "compare_with": "pi"})
+def test_runs_answer_the_case_shape_with_keys(module_client):
+    response = module_client.post("/api/models/gpt/runs", json={"input_ids": PROMPT, "compare_with": "pi"})
     assert response.status_code == 200
     body = response.get_json()
     case = body["case"]
@@ -178,32 +169,33 @@ def test_runs_answer_the_case_shape_with_keys(client):
     assert body["record_check"]["status"] == "passed"
 
 
-def test_greedy_generation_takes_the_argmax_and_sampling_follows_its_seed(client):
-    greedy = client.post("/api/models/gpt/generations", json={"input_ids": PROMPT[:2], "steps": 3}).get_json()
+def test_greedy_generation_takes_the_argmax_and_sampling_follows_its_seed(module_client):
+    greedy = module_client.post("/api/models/gpt/generations", json={"input_ids": PROMPT[:2], "steps": 3}).get_json()
     for step in greedy["steps"]:
         assert step["pick"] == max(range(VOCAB), key=step["probabilities"].__getitem__)
     body = {"input_ids": PROMPT[:2], "steps": 4, "strategy": "sample", "top_k": 3, "temperature": 2.0, "seed": 11}
-    first = client.post("/api/models/gpt/generations", json=body).get_json()
-    second = client.post("/api/models/gpt/generations", json=body).get_json()
+    first = module_client.post("/api/models/gpt/generations", json=body).get_json()
+    second = module_client.post("/api/models/gpt/generations", json=body).get_json()
     assert first["output_ids"] == second["output_ids"] and len(first["output_ids"]) == 6
     for step in first["steps"]:
         allowed = sorted(range(VOCAB), key=step["probabilities"].__getitem__, reverse=True)[:3]
         assert step["pick"] in allowed and sum(p > 0 for p in step["drawn"]) == 3
 
 
-def test_greedy_generation_sorts_a_problem_in_the_four_steps_the_context_reads(client):
+def test_greedy_generation_sorts_a_problem_in_the_four_steps_the_context_reads(module_client):
     """Five tokens and four new ones: the last new token is never read, so nine tokens fit a context of eight."""
     body = {"input_ids": recipe.encode("8 0 3 0 ="), "steps": 4}
-    answer = client.post("/api/models/gpt/generations", json=body).get_json()
+    answer = module_client.post("/api/models/gpt/generations", json=body).get_json()
     assert answer["text"] == "8 0 3 0 = 0 0 3 8"
-    too_many = client.post("/api/models/gpt/generations", json=body | {"steps": 5})
+    too_many = module_client.post("/api/models/gpt/generations", json=body | {"steps": 5})
     assert too_many.get_json()["error"]["message"].startswith("steps: 5 new tokens do not fit")
 
 
-def test_trace_feeds_each_stage_into_the_next_and_ends_where_the_run_does(client):
-    run = client.post("/api/models/gpt/runs", json={"input_ids": PROMPT[:4]}).get_json()["case"]
+def test_trace_feeds_each_stage_into_the_next_and_ends_where_the_run_does(module_client):
+    run = module_client.post("/api/models/gpt/runs", json={"input_ids": PROMPT[:4]}).get_json()["case"]
     probs = next(m for m in run["matrices"] if m["key"] == "next_token_probs")["values"]
-    body = client.get("/api/models/gpt/trace?input_ids=" + ",".join(map(str, PROMPT[:4])) + "&position=1").get_json()
+    prompt = ",".join(map(str, PROMPT[:4]))
+    body = module_client.get(f"/api/models/gpt/trace?input_ids={prompt}&position=1").get_json()
     stages = {s["id"]: s for s in body["stages"]}
     assert stages["block0"]["heads"][0]["scores"][2:] == [None, None]  # masked, as valid JSON
     assert stages["block1"]["input"] == pytest.approx(stages["block0"]["values"], abs=1e-6)
@@ -221,18 +213,18 @@ def test_trace_feeds_each_stage_into_the_next_and_ends_where_the_run_does(client
     ("generations", {"input_ids": [1], "temperature": 0}, "temperature: 0 is out of range"),
     ("generations", {"input_ids": [1], "strategy": "beam"}, "strategy: must be one of greedy, sample"),
 ])
-def test_bad_lab_requests_name_the_field(client, path, body, field):
-    response = client.post(f"/api/models/gpt/{path}", json=body)
+def test_bad_lab_requests_name_the_field(module_client, path, body, field):
+    response = module_client.post(f"/api/models/gpt/{path}", json=body)
     assert response.status_code == 400
     assert response.get_json()["error"]["message"].startswith(field)
 
 
-def test_a_trace_position_past_the_prompt_is_400(client):
-    response = client.get("/api/models/gpt/trace?input_ids=1,3&position=5")
+def test_a_trace_position_past_the_prompt_is_400(module_client):
+    response = module_client.get("/api/models/gpt/trace?input_ids=1,3&position=5")
     assert response.status_code == 400 and response.get_json()["error"]["message"].startswith("position")
 
 
-def test_the_gpt_page_renders_its_own_lab(client):
-    page = client.get("/models/gpt").get_data(as_text=True)
+def test_the_gpt_page_renders_its_own_lab(module_client):
+    page = module_client.get("/models/gpt").get_data(as_text=True)
     assert "js/labs/causal-lm.js" in page and "Generate, step by step" in page
     assert "What can a model learn when it may only look left?" in page

@@ -5,9 +5,7 @@ import json
 import pytest
 import torch
 
-from app import create_app
-from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
+from app.services.config import PROJECT_ROOT
 
 from .conftest import LENET_RECIPE, recipe_module
 
@@ -205,25 +203,18 @@ def test_the_recorded_digits_hold_a_correct_and_a_misread_one():
     assert outcomes == {"zero": True, "three": True, "seven": True, "misread": False}
 
 
-@pytest.fixture(scope="module")
-def app():
-    app = create_app(TestConfig)
-    yield app
-    parts(app).pool.shutdown()
-
-
-def test_the_served_files_include_the_weights_and_the_test_digits(app):
-    body = app.test_client().get("/api/models/lenet/files").get_json()
+def test_the_served_files_include_the_weights_and_the_test_digits(module_app):
+    body = module_app.test_client().get("/api/models/lenet/files").get_json()
     files = {f["name"]: f for f in body["files"]}
     for name in ("weights.safetensors", "test_digits.safetensors", "train.py"):
         assert files[name]["matches_recording"], name
-    response = app.test_client().get(files["weights.safetensors"]["url"])
+    response = module_app.test_client().get(files["weights.safetensors"]["url"])
     assert response.status_code == 200 and response.mimetype == "application/octet-stream"
     assert response.data == lenet.WEIGHTS.read_bytes()
 
 
-def test_each_stage_of_training_predicts_as_the_functional_reference_on_its_kept_weights(app, split):
-    body = app.test_client().post("/api/models/lenet/training", json={"case": "misread"}).get_json()
+def test_each_stage_of_training_predicts_as_the_functional_reference_on_its_kept_weights(module_app, split):
+    body = module_app.test_client().post("/api/models/lenet/training", json={"case": "misread"}).get_json()
     kept, _ = lenet.read_safetensors(lenet.SNAPSHOTS)
     stored, _ = lenet.read_safetensors(lenet.WEIGHTS)
     x = lenet.pixels(torch.tensor([digit(split, 345)]))
@@ -243,8 +234,8 @@ def digit(split, i: int) -> list[list[int]]:
     return split[0][i].tolist()
 
 
-def test_runs_answer_the_case_shape_with_probabilities_and_saliency(app, split):
-    response = app.test_client().post("/api/models/lenet/runs",
+def test_runs_answer_the_case_shape_with_probabilities_and_saliency(module_app, split):
+    response = module_app.test_client().post("/api/models/lenet/runs",
                                       json={"image": digit(split, 345), "label": 2, "compare_with": "misread"})
     assert response.status_code == 200
     body = response.get_json()
@@ -280,8 +271,8 @@ def test_saliency_is_input_times_the_gradient_by_finite_differences(model, split
     assert all(saliency[r, c] == 0 for r, c in blank)
 
 
-def test_the_trace_is_exact_at_the_last_layer_and_defaults_to_the_digit_read(app, split):
-    client = app.test_client()
+def test_the_trace_is_exact_at_the_last_layer_and_defaults_to_the_digit_read(module_app, split):
+    client = module_app.test_client()
     body = client.post("/api/models/lenet/trace", json={"image": digit(split, 345)}).get_json()
     assert body["target"] == body["predicted"] == 3
     head = body["stages"][0]
@@ -313,17 +304,17 @@ ROW = [0] * 8
     ({"image": [ROW] * 8, "label": 10}, "label: 10 is out of range 0..9"),
     ({"image": [ROW] * 8, "pixels": []}, "pixels: unknown field"),
 ])
-def test_bad_grids_get_a_400_naming_the_cell(app, body, message):
+def test_bad_grids_get_a_400_naming_the_cell(module_app, body, message):
     for endpoint in ("runs", "trace"):
         if endpoint == "trace" and "label" in body:
             continue
-        response = app.test_client().post(f"/api/models/lenet/{endpoint}", json=body)
+        response = module_app.test_client().post(f"/api/models/lenet/{endpoint}", json=body)
         assert response.status_code == 400
         assert response.get_json()["error"]["message"].startswith(message)
 
 
-def test_a_blank_drawing_is_read_without_error(app):
-    body = app.test_client().post("/api/models/lenet/runs", json={"image": [ROW] * 8}).get_json()
+def test_a_blank_drawing_is_read_without_error(module_app):
+    body = module_app.test_client().post("/api/models/lenet/runs", json={"image": [ROW] * 8}).get_json()
     saliency = next(m for m in body["case"]["matrices"] if m["key"] == "saliency")["values"]
     assert all(v == 0 for row in saliency for v in row)  # nothing drawn, nothing to rest on
     assert "loss" not in {m["key"] for m in body["case"]["metrics"]}

@@ -6,9 +6,7 @@ import json
 import pytest
 import torch
 
-from app import create_app
-from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
+from app.services.config import PROJECT_ROOT
 
 from .conftest import recipe_module
 
@@ -147,15 +145,8 @@ def test_train_check_exits_1_naming_a_stored_stage_that_differs(tmp_path, monkey
 # ---- the lab (verification: tests/test_recordings.py)
 
 
-@pytest.fixture(scope="module")
-def app():
-    app = create_app(TestConfig)
-    yield app
-    parts(app).pool.shutdown()
-
-
-def test_a_live_run_answers_every_state_at_every_step_with_the_tokens_on_the_rows(app):
-    answer = app.test_client().post("/api/models/lstm/runs", json={"tokens": [0, 0, 1, 0, 1, 1]}).get_json()
+def test_a_live_run_answers_every_state_at_every_step_with_the_tokens_on_the_rows(module_app):
+    answer = module_app.test_client().post("/api/models/lstm/runs", json={"tokens": [0, 0, 1, 0, 1, 1]}).get_json()
     case = answer["case"]
     matrices = {m["key"]: m["values"] for m in case["matrices"]}
     assert set(matrices) == {"input_gate", "forget_gate", "candidate", "output_gate", "cell", "hidden",
@@ -167,23 +158,23 @@ def test_a_live_run_answers_every_state_at_every_step_with_the_tokens_on_the_row
     assert "columns" not in answer["axes"]["cell"]  # the units keep their numbers
 
 
-def test_a_recorded_string_run_live_reproduces_its_recording(app):
-    answer = app.test_client().post("/api/models/lstm/runs", json={"tokens": recipe.tokens_of("(()(()))"),
+def test_a_recorded_string_run_live_reproduces_its_recording(module_app):
+    answer = module_app.test_client().post("/api/models/lstm/runs", json={"tokens": recipe.tokens_of("(()(()))"),
                                                                    "compare_with": "nested"}).get_json()
     assert answer["record_check"]["status"] == "passed"
 
 
-def test_a_string_with_no_true_depth_is_read_without_one(app):
+def test_a_string_with_no_true_depth_is_read_without_one(module_app):
     """Closing a bracket never opened, or nesting deeper than 8: the network reads it all the same, and the
     case holds no true depth, no count of right answers and no loss."""
     for tokens in ([1, 0], [0] * 9):
-        case = app.test_client().post("/api/models/lstm/runs", json={"tokens": tokens}).get_json()["case"]
+        case = module_app.test_client().post("/api/models/lstm/runs", json={"tokens": tokens}).get_json()["case"]
         keys = {i["key"] for group in ("vectors", "metrics") for i in case[group]}
         assert keys == {"tokens", "predicted", "steps"}, tokens
 
 
 @pytest.mark.parametrize("tokens, message", [([0, 2], "tokens[1]"), ([0] * 49, "tokens"), ([], "tokens")])
-def test_tokens_outside_the_declaration_are_a_400_naming_the_field(app, tokens, message):
-    response = app.test_client().post("/api/models/lstm/runs", json={"tokens": tokens})
+def test_tokens_outside_the_declaration_are_a_400_naming_the_field(module_app, tokens, message):
+    response = module_app.test_client().post("/api/models/lstm/runs", json={"tokens": tokens})
     assert response.status_code == 400
     assert response.get_json()["error"]["message"].startswith(message), response.get_json()

@@ -6,10 +6,8 @@ import json
 import pytest
 import torch
 
-from app import create_app
 from app.domain.recipes import read_metadata
-from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
+from app.services.config import PROJECT_ROOT
 
 from .conftest import recipe_module
 
@@ -93,15 +91,8 @@ def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model,
 # ---- the lab (verification: tests/test_recordings.py)
 
 
-@pytest.fixture(scope="module")
-def app():
-    app = create_app(TestConfig)
-    yield app
-    parts(app).pool.shutdown()
-
-
-def test_a_drawing_is_read_with_every_declared_stage_and_traced_exactly_at_the_last_layer(app):
-    client = app.test_client()
+def test_a_drawing_is_read_with_every_declared_stage_and_traced_exactly_at_the_last_layer(module_app):
+    client = module_app.test_client()
     images, labels, _ = recipe.test_split()
     image = images[14].tolist()
     case = client.post("/api/models/resnet/runs", json={"image": image}).get_json()["case"]

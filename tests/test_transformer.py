@@ -7,9 +7,7 @@ import math
 import pytest
 import torch
 
-from app import create_app
-from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
+from app.services.config import PROJECT_ROOT
 
 from .conftest import recipe_module
 
@@ -152,15 +150,8 @@ def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model,
 # ---- the lab (verification: tests/test_recordings.py)
 
 
-@pytest.fixture(scope="module")
-def app():
-    app = create_app(TestConfig)
-    yield app
-    parts(app).pool.shutdown()
-
-
-def test_a_live_run_decodes_the_source_with_named_axes(app):
-    answer = app.test_client().post("/api/models/transformer/runs", json={"source": [9, 0, 2, 1, 0]}).get_json()
+def test_a_live_run_decodes_the_source_with_named_axes(module_app):
+    answer = module_app.test_client().post("/api/models/transformer/runs", json={"source": [9, 0, 2, 1, 0]}).get_json()
     vectors = {v["key"]: v["values"] for v in answer["case"]["vectors"]}
     eos = transformer.EOS
     assert vectors["output"] == [0, 1, 2, 0, 9, eos] == vectors["expected"]
@@ -172,14 +163,14 @@ def test_a_live_run_decodes_the_source_with_named_axes(app):
     assert [r["name"] for r in answer["axes"]["encoder_attention_l1_h0"]["columns"]] == ["9", "0", "2", "1", "0"]
 
 
-def test_a_recorded_source_run_live_reproduces_its_recording(app):
-    answer = app.test_client().post("/api/models/transformer/runs", json={"source": recipe.tokens_of("31415926"),
+def test_a_recorded_source_run_live_reproduces_its_recording(module_app):
+    answer = module_app.test_client().post("/api/models/transformer/runs", json={"source": recipe.tokens_of("31415926"),
                                                                           "compare_with": "eight"}).get_json()
     assert answer["record_check"]["status"] == "passed"
 
 
 @pytest.mark.parametrize("source, message", [([1, 10], "source[1]"), ([1] * 13, "source"), ([], "source")])
-def test_a_source_outside_the_declaration_is_a_400_naming_the_field(app, source, message):
-    response = app.test_client().post("/api/models/transformer/runs", json={"source": source})
+def test_a_source_outside_the_declaration_is_a_400_naming_the_field(module_app, source, message):
+    response = module_app.test_client().post("/api/models/transformer/runs", json={"source": source})
     assert response.status_code == 400
     assert response.get_json()["error"]["message"].startswith(message), response.get_json()

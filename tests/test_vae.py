@@ -8,9 +8,7 @@ import pytest
 import torch
 from torch import distributions
 
-from app import create_app
-from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
+from app.services.config import PROJECT_ROOT
 
 from .conftest import LENET_RECIPE, recipe_module
 
@@ -129,31 +127,24 @@ def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model,
 # ---- the lab (verification: tests/test_recordings.py)
 
 
-@pytest.fixture(scope="module")
-def client():
-    app = create_app(TestConfig)
-    yield app.test_client()
-    parts(app).pool.shutdown()
-
-
 def same(image, other) -> None:
     torch.testing.assert_close(torch.tensor(image), torch.tensor(other), rtol=0, atol=1e-5)
 
 
-def test_a_drawing_is_encoded_decoded_and_walked_to_another(client, model):
+def test_a_drawing_is_encoded_decoded_and_walked_to_another(module_client, model):
     images, _, _ = recipe.test_split()
     three, seven = images[14].tolist(), images[5].tolist()
-    case = client.post("/api/models/vae/runs", json={"image": three}).get_json()["case"]
+    case = module_client.post("/api/models/vae/runs", json={"image": three}).get_json()["case"]
     mean = next(v["values"] for v in case["vectors"] if v["key"] == "mean")
-    decoded = client.post("/api/models/vae/decode", json={"code": mean}).get_json()
+    decoded = module_client.post("/api/models/vae/decode", json={"code": mean}).get_json()
     reconstruction = next(m["values"] for m in case["matrices"] if m["key"] == "reconstruction")
     same(decoded["image"], reconstruction)  # decoding the mean is the reconstruction
-    path = client.post("/api/models/vae/between", json={"a": three, "b": seven, "steps": 5}).get_json()
+    path = module_client.post("/api/models/vae/between", json={"a": three, "b": seven, "steps": 5}).get_json()
     assert len(path["codes"]) == len(path["images"]) == 5
     assert path["codes"][0] == pytest.approx(mean) and path["codes"][-1] == pytest.approx(path["ends"][1])
-    plane = client.get("/api/models/vae/plane?steps=3&extent=1").get_json()
+    plane = module_client.get("/api/models/vae/plane?steps=3&extent=1").get_json()
     assert plane["axis"] == [-1.0, 0.0, 1.0] and len(plane["images"]) == 3 and len(plane["images"][0][0]) == 8
-    origin = client.post("/api/models/vae/decode", json={"code": [0, 0]}).get_json()["image"]
+    origin = module_client.post("/api/models/vae/decode", json={"code": [0, 0]}).get_json()["image"]
     same(plane["images"][1][1], origin)  # the map's centre is the code (0, 0)
     assert all(0 <= v <= 16 for row in origin for v in row)
 
@@ -168,8 +159,8 @@ def test_a_drawing_is_encoded_decoded_and_walked_to_another(client, model):
     ("get", "plane?steps=1", None, "steps: 1 is out of range 2..15"),
     ("get", "plane?extent=x", None, "extent: must be a number, not 'x'"),
 ])
-def test_bad_requests_name_the_field(client, method, path, body, message):
-    answer = getattr(client, method)(f"/api/models/vae/{path}", **({"json": body} if body is not None else {}))
+def test_bad_requests_name_the_field(module_client, method, path, body, message):
+    answer = getattr(module_client, method)(f"/api/models/vae/{path}", **({"json": body} if body is not None else {}))
     assert answer.status_code == 400 and answer.get_json()["error"]["message"].startswith(message)
 
 
