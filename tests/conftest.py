@@ -71,6 +71,20 @@ def check_sliding_budget(store) -> None:
     assert store.admit("other", 5, 1.0) == 0
 
 
+def kept_stages(path: Path) -> dict:
+    """The weights a recipe's train.py kept on the way (stages named epoch-<n>), by epoch, as the server reads them."""
+    from app.compute.training import read_snapshots
+
+    _, _, weights = read_snapshots(path)
+    return {int(stage.removeprefix("epoch-")): state for stage, state in weights.items()}
+
+
+def largest_stage_difference(snapshots: dict, stored: dict) -> tuple[float, tuple]:
+    """How far a retraining's stages are from the stored ones: the largest |difference| and where (epoch, tensor)."""
+    return max(((value - stored[epoch][name]).abs().max().item(), (epoch, name))
+               for epoch, state in snapshots.items() for name, value in state.items())
+
+
 def recipe_module(recipe_dir: Path, module: str):
     """A recipe file imported as the worker imports it: inside its slug-qualified package."""
     return load_module(recipe_dir, module)

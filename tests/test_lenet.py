@@ -7,7 +7,7 @@ import torch
 
 from app.services.config import PROJECT_ROOT
 
-from .conftest import LENET_RECIPE, recipe_module
+from .conftest import LENET_RECIPE, kept_stages, largest_stage_difference, recipe_module
 
 lenet = recipe_module(LENET_RECIPE, "model")
 recipe = recipe_module(LENET_RECIPE, "run")
@@ -134,21 +134,14 @@ def test_accuracy_check_catches_other_weights():
 RETRAINED_EPOCHS = 4
 
 
-def stored_stages() -> dict[int, dict[str, torch.Tensor]]:
-    kept, _ = lenet.read_safetensors(lenet.SNAPSHOTS)
-    return {epoch: {k.split("/", 1)[1]: v for k, v in kept.items() if k.startswith(f"epoch-{epoch}/")}
-            for epoch in train.SNAPSHOT_EPOCHS}
-
-
 def test_training_from_the_seed_passes_through_the_stored_stages(monkeypatch, split):
     pytest.importorskip("sklearn")
     monkeypatch.setattr(train, "EPOCHS", RETRAINED_EPOCHS)
     _, snapshots = train.train(train.split_digits())
-    stored = stored_stages()
+    stored = kept_stages(lenet.SNAPSHOTS)
     assert sorted(snapshots) == [e for e in train.SNAPSHOT_EPOCHS if e < RETRAINED_EPOCHS] == [0, 1, 3]
-    for epoch, state in snapshots.items():
-        for name, value in state.items():
-            assert (value - stored[epoch][name]).abs().max().item() <= train.RETRAIN_TOLERANCE, (epoch, name)
+    worst, where = largest_stage_difference(snapshots, stored)
+    assert worst <= train.RETRAIN_TOLERANCE, where
     _, metadata = lenet.read_safetensors(lenet.WEIGHTS)
     images, labels, _ = split
     assert train.accuracy(lenet.build_model(), images, labels) == float(metadata["test_accuracy"])
@@ -160,7 +153,7 @@ def test_train_check_fails_when_the_stored_weights_differ(tmp_path, monkeypatch,
     from safetensors.torch import save_file
 
     pytest.importorskip("sklearn")
-    retrained = (lenet.build_model(), stored_stages())
+    retrained = (lenet.build_model(), kept_stages(lenet.SNAPSHOTS))
     assert train_check(train, retrained) == 0
     # One stage kept on the way is changed: the check compares every stored tensor, the stages' and the
     # trained weights', in one pass.

@@ -15,11 +15,11 @@ import torch
 try:
     from .model import build_model
     from .run import decode as decode_codes
-    from .run import encode, interpolation, latent_map, run_case, test_split
+    from .run import interpolation, latent_map, run_case, test_split
 except ImportError:  # run as a script: python lab.py
     from model import build_model
     from run import decode as decode_codes
-    from run import encode, interpolation, latent_map, run_case, test_split
+    from run import interpolation, latent_map, run_case, test_split
 
 
 def live_run(image: list[list[int]]) -> dict:
@@ -34,10 +34,8 @@ def decode(code: list[float]) -> dict:
 
 def between(a: list[list[int]], b: list[list[int]], steps: int = 8) -> dict:
     """The codes on the line from drawing a's mean to drawing b's, and the decoder's image at each."""
-    model = build_model()
-    codes, images = interpolation(model, a, b, steps)
-    return {"codes": codes.tolist(), "images": images.tolist(), "ends": [encode(model, a)[0].tolist(),
-                                                                         encode(model, b)[0].tolist()]}
+    codes, images = interpolation(build_model(), a, b, steps)
+    return {"codes": codes.tolist(), "images": images.tolist(), "ends": [codes[0].tolist(), codes[-1].tolist()]}
 
 
 def plane(steps: int = 7, extent: float = 2.4) -> dict:

@@ -82,7 +82,8 @@ def latent_map(model: VAE, steps: int = MAP_STEPS, extent: float = MAP_EXTENT) -
     the images (steps, steps, side, side), rows running down z₂ from +extent, columns along z₁."""
     axis = torch.linspace(-extent, extent, steps)
     codes = torch.stack([axis.repeat(steps), axis.flip(0).repeat_interleave(steps)], dim=1)  # (steps², 2)
-    return axis, decode(model, codes).view(steps, steps, *decode(model, codes[:1]).shape[1:])
+    images = decode(model, codes)  # (steps², side, side)
+    return axis, images.view(steps, steps, *images.shape[1:])
 
 
 def side_by_side(images: Tensor) -> list[list[float]]:

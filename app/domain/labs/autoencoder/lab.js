@@ -14,11 +14,15 @@ const WALK_STEPS = 8;
 const BIG = 120; // px: the drawing, its reconstruction and the decoded image
 const TILE_PIXEL = 6; // px per pixel of each of the map's images
 
+/** A code as the page writes it: "z = (0.55, -1.30)". */
+function codeText(code) {
+  return `z = (${code.map((z) => z.toFixed(2)).join(", ")})`;
+}
+
 export class Lab extends LabPanel {
   constructor(section) {
     super(section);
     this.sizes = this.settings.sizes;
-    this.thing = this.settings.words.thing;
     this.answerBox = section.querySelector("#code-answer");
     this.decodedBox = section.querySelector("#decoded");
     this.mapBox = section.querySelector("#latent-map");
@@ -112,9 +116,8 @@ export class Lab extends LabPanel {
       return;
     }
     if (mine !== this.decodes) return;
-    const where = `z = (${code.map((z) => z.toFixed(2)).join(", ")})`;
+    const where = codeText(code);
     this.decodedBox.replaceChildren(this.image(answer.image, `What the decoder draws at ${where}`, `Decoded at ${where}`));
-    this.decodedBox.dataset.code = code.join(",");
   }
 
   async drawMap() {
@@ -192,6 +195,6 @@ export class Lab extends LabPanel {
     this.walkBox.replaceChildren(
       el("p", { class: "fine", id: "walk-said" }, `From ${names[0]} (z = ${path.ends[0].map((z) => sig(z, 3)).join(", ")}) to ${names[1]} (z = ${path.ends[1].map((z) => sig(z, 3)).join(", ")}) in ${path.images.length} codes:`),
       el("div", { class: "code-path" }, ...path.images.map((image, k) => this.image(image,
-        `Step ${k} of ${last}: decoded at z = (${path.codes[k].map((z) => z.toFixed(2)).join(", ")})`, `t = ${(k / last).toFixed(2)}`, 64))));
+        `Step ${k} of ${last}: decoded at ${codeText(path.codes[k])}`, `t = ${(k / last).toFixed(2)}`, 64))));
   }
 }
