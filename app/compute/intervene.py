@@ -32,14 +32,31 @@ class Refused(ValueError):
 # Every module's name in its outermost model, kept while the module lives (a recipe's cached checkpoint
 # model is named once per process; a model built per request is named from itself, cheaply).
 NAMES: "weakref.WeakKeyDictionary[nn.Module, str]" = weakref.WeakKeyDictionary()
+# The model each module was first registered in while a run was hooked (a recipe that builds its model per
+# request): its outermost model is found by walking up, not by searching every object in the process.
+PARENTS: "weakref.WeakKeyDictionary[nn.Module, weakref.ref]" = weakref.WeakKeyDictionary()
+
+
+def registered(parent: nn.Module, name: str, child: nn.Module | None) -> None:
+    if child is not None and child not in PARENTS:
+        PARENTS[child] = weakref.ref(parent)
+
+
+def outermost(module: nn.Module) -> nn.Module | None:
+    """The outermost model holding `module` where it was built during a hooked run, else None."""
+    found = module
+    while (parent := PARENTS.get(found)) is not None and (parent := parent()) is not None:
+        found = parent
+    return None if found is module else found
 
 
 class Tracker:
     """Names every module call of a run by the graph's rule and lets hooks read or replace its tensors.
 
     A module of the recorded model's class (`root`) names its parts itself. A recipe may also call a model's
-    parts one by one (a trace runs the embeddings, then each layer); a part not named yet is found in the
-    outermost model holding it, among every model in the process (once: the names are kept)."""
+    parts one by one (a trace runs the embeddings, then each layer); a part not named yet is named in the
+    outermost model holding it: walked up to where the model was built during the run, else searched for
+    among every model in the process (once per model: the names are kept)."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -61,6 +78,8 @@ class Tracker:
         if module not in NAMES:
             if type(module).__name__ == self.root:
                 self.name_from(module)
+            elif (model := outermost(module)) is not None:
+                self.name_from(model)
             else:
                 self.discover()
         name = NAMES.get(module)
@@ -144,7 +163,8 @@ def hooked(on_input: Callable, on_output: Callable, root: str):
         return on_output(module, node, output) if node else None
 
     handles = [nn.modules.module.register_module_forward_pre_hook(before),
-               nn.modules.module.register_module_forward_hook(after)]
+               nn.modules.module.register_module_forward_hook(after),
+               nn.modules.module.register_module_module_registration_hook(registered)]
     try:
         yield
     finally:
@@ -171,15 +191,20 @@ def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool],
 
 
 def effects(before: dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
-    """How much each node's output moved: ||after - before|| / ||before||, 0 where it did not move."""
-    found = {}
-    for node, old in before.items():
-        new = after.get(node)
-        if new is None or new.shape != old.shape or not old.is_floating_point():
-            continue
-        scale, moved = float(old.norm()), float((new - old).norm())
-        found[node] = moved / scale if scale > EPSILON else moved
-    return found
+    """How much each node's output moved: ||after - before|| / ||before||, 0 where it did not move.
+
+    All nodes at once (their values laid end to end, each node's squares summed by index): a norm per node
+    took a fifth of an intervention on a model of a few hundred calls."""
+    nodes = [node for node, old in before.items()
+             if (new := after.get(node)) is not None and new.shape == old.shape and old.is_floating_point()]
+    if not nodes:
+        return {}
+    old = torch.cat([before[node].reshape(-1) for node in nodes]).double()
+    new = torch.cat([after[node].reshape(-1) for node in nodes]).double()
+    owner = torch.repeat_interleave(torch.arange(len(nodes)), torch.tensor([before[node].numel() for node in nodes]))
+    scale = torch.zeros(len(nodes), dtype=torch.float64).index_add_(0, owner, old * old).sqrt().tolist()
+    moved = torch.zeros(len(nodes), dtype=torch.float64).index_add_(0, owner, (new - old) ** 2).sqrt().tolist()
+    return {node: m / s if s > EPSILON else m for node, s, m in zip(nodes, scale, moved, strict=True)}
 
 
 def tensor_bytes(tensors: dict[str, Tensor]) -> int:

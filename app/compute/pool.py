@@ -142,7 +142,7 @@ log = logging.getLogger(__name__)
 
 
 class _Worker:
-    """One spawned process with the pipe to it."""
+    """One recipe process with the pipe to it."""
 
     def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int, timeout: float) -> None:
         self.conn, child = ctx.Pipe()
@@ -170,10 +170,19 @@ class _Worker:
         self.conn.close()
 
 
-class WorkerPool:
-    """Runs recipe tasks in long-lived spawned processes, at most `size` at a time.
+def worker_context() -> multiprocessing.context.BaseContext:
+    """Where recipe processes come from: forks of one server process per web process that imported torch
+    once (multiprocessing's forkserver), so that a worker starts in a tenth of a second, not the seconds
+    of a torch import. The server is a fresh interpreter with no threads, so forking it is safe where
+    forking the web process (threads, sockets, locks held) is not."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["app.compute.worker", "torch"])  # before the server starts; then no-op
+    return context
 
-    Spawn, never fork: a forked child of a process that has threads (or torch) can deadlock.
+
+class WorkerPool:
+    """Runs recipe tasks in long-lived processes (worker_context), at most `size` at a time.
+
     Workers start at prestart() (or on first use) and stay warm; one that crashes or times out is killed
     and a fresh one takes its place. A task that finds no idle worker while one is starting waits for it
     rather than starting another.
@@ -188,7 +197,7 @@ class WorkerPool:
         self._torch_threads = torch_threads
         self._seed = seed
         self._memory_mb = memory_mb
-        self._ctx = multiprocessing.get_context("spawn")
+        self._ctx = worker_context()
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()

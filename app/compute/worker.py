@@ -1,7 +1,7 @@
 """The recipe worker: runs in its own process, imports torch, and calls fixed recipe entry points.
 
-Nothing here is imported by the web process except through multiprocessing's spawn, which starts a
-fresh interpreter, so the web workers never load torch.
+Nothing here is imported by the web process: its recipe processes fork from a server process that imports
+this module and torch (pool.worker_context), so the web workers never load torch.
 """
 
 import functools
@@ -161,8 +161,19 @@ def start(torch_threads: int, seed: int, memory_mb: int) -> RecipeProcess:
 
     cap_memory(memory_mb)
     torch.set_num_threads(torch_threads)
-    torch.use_deterministic_algorithms(True)
+    deterministic(torch)
     return RecipeProcess(torch, seed)
+
+
+def deterministic(torch: ModuleType) -> None:
+    """torch.use_deterministic_algorithms(True) for eager runs. The public call also sets torch.compile's
+    flag, importing torch._inductor for it (sympy and some 800 modules: half a worker's start, 3 s), and no
+    recipe is compiled; where this torch lacks the eager switch, the public call is made."""
+    switch = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if switch is None:
+        torch.use_deterministic_algorithms(True)
+    else:
+        switch(True, warn_only=False)
 
 
 def cap_memory(headroom_mb: int) -> None:
@@ -181,12 +192,17 @@ def cap_memory(headroom_mb: int) -> None:
 class Watchdog:
     """Ends this process when the web process that started it is gone (a SIGKILLed parent leaves its
     children to init: nothing else would stop them), or when a task runs past its timeout and a grace
-    period (the pool kills it then; this holds even if the pool's process cannot)."""
+    period (the pool kills it then; this holds even if the pool's process cannot).
+
+    The process's parent is the server it was forked from, which ends with the web process: a new parent
+    says that the web process is gone; so does its pid naming no process, should it end before this starts."""
 
     GRACE = 5.0  # seconds past the timeout before the worker ends itself
 
-    def __init__(self, parent: int, timeout: float) -> None:
-        self.parent = parent
+    def __init__(self, web: int, timeout: float) -> None:
+        self.parent = os.getppid()
+        if not alive(web):
+            os._exit(70)
         self.timeout = timeout
         self.deadline: float | None = None
         threading.Thread(target=self._watch, name="recipe-watchdog", daemon=True).start()
@@ -206,10 +222,18 @@ class Watchdog:
         self.deadline = None
 
 
-def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, parent: int | None = None,
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:  # no such process, or another user's holds the pid now
+        return False
+    return True
+
+
+def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, web: int | None = None,
           timeout: float = 0.0) -> None:
-    """Answer tasks from the pipe until it closes."""
-    watchdog = Watchdog(parent if parent is not None else os.getppid(), timeout) if timeout else None
+    """Answer tasks from the pipe until it closes; `web` is the web process whose runs these are."""
+    watchdog = Watchdog(web if web is not None else os.getppid(), timeout) if timeout else None
     process = start(torch_threads, seed, memory_mb)
     conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
     while True:
