@@ -90,6 +90,7 @@ def main() -> None:
     warm_times, compute_times = warm_runs(app, client, args.repeat)
     for pid in parts(app).pool.pids():  # a crashed worker: the next run forks a new one from the server
         os.kill(pid, signal.SIGKILL)
+    time.sleep(0.1)  # the process ends
     replaced = warm_runs(app, client, 1)[0][0]
     # VERIFY_WAIT 0: every POST answers 202 and the client polls the job every 10 ms.
     app.config["VERIFY_WAIT"] = 0.0

@@ -164,6 +164,11 @@ class _Worker:
     def pid(self) -> int | None:
         return self.process.pid
 
+    def alive(self) -> bool:
+        """Whether an idle worker can take a task: an idle one sends nothing, so a pipe with something to read
+        has been closed by a process that ended (told at once, before its exit status reaches this process)."""
+        return self.process.is_alive() and not self.conn.poll()
+
     def kill(self) -> None:
         self.process.kill()
         self.process.join(timeout=5)
@@ -221,7 +226,7 @@ class WorkerPool:
             while True:
                 while self._idle:
                     candidate = self._idle.pop()
-                    if candidate.process.is_alive():
+                    if candidate.alive():
                         return candidate
                     candidate.kill()
                 if not self._starting or not self._returned.wait(STARTUP_TIMEOUT):

@@ -14,6 +14,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from .checkpoints import CheckpointDeclarationError, CheckpointSpec, checkpoint_spec
 from .graphlayout import drawing_document
 from .interventions import Heads, declared_heads
@@ -201,7 +203,10 @@ def graph_document(manifest: dict) -> bytes:
     """The graph file built from the manifest: layers, connections and the tour that walks them."""
     keys = ("slug", "revision", "className", "layers", "connections", "steps", "openingStep")
     document = {"format": "tensorviz-graph", "schemaVersion": 1} | {k: manifest.get(k) for k in keys}
-    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
+    try:  # orjson: a tenth of the standard library's time, which every start of the app pays per model
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    except TypeError:  # what orjson refuses (an integer past 64 bits)
+        return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
 
 def _served_file(name: str, content: bytes) -> ServedFile:
