@@ -6,6 +6,11 @@ from pathlib import Path
 
 import pytest
 
+# One torch thread in each test process, as in the recipe processes and the recordings: two pytest workers on two
+# cores with torch's default (a thread per core each) oversubscribe the cores, and its threads spin waiting for
+# one another (a replay took 3.2 s instead of 1.6 s beside a busy neighbour). Set before any test imports torch.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 from app import create_app
 from app.domain.catalog import apply_keys, apply_op_names
 from app.domain.recipes import load_module, read_metadata
