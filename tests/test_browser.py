@@ -1254,7 +1254,8 @@ def sequence_interactions(page):
 
 
 # What each model's page offers a reader to open, by slug, else by its lab's kind: each adds to the page (a trace,
-# a report, a node's source), so a check after all of them sees what each showed. Every other model of the
+# a report, a node's source) or shows the same parts again for another input (a step-by-step lab's last case), so
+# a check after all of them sees every kind of part each showed. Every other model of the
 # catalog is checked as loaded (the DataLab, which needs a checkpoint, also after a trace, in
 # test_axe_finds_none_on_the_catalog_and_the_datalab).
 INTERACTIONS = {"bert": bert_interactions, "gpt": gpt_interactions, "lenet": lenet_interactions}
