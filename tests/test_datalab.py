@@ -409,7 +409,9 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(t
     (tmp_path / "tree").mkdir()
     tree = ModelTree(tmp_path / "tree")
     shutil.copytree(RECIPE, tree.recipes / "bert-base", ignore=shutil.ignore_patterns("__pycache__"))
-    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(bert_checkpoint), **tree.config())
+    # The catalog looks for the new recording at once (by default it looks every 2 s, and record may end sooner).
+    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(bert_checkpoint),
+                             **tree.config(CATALOG_RELOAD_SECONDS=0.01))
     result = app.test_cli_runner().invoke(args=["record", "bert-base"])
     assert result.exit_code == 0, result.output
     manifest = json.loads((tree.manifests / "bert-base" / "manifest.json").read_text())

@@ -159,6 +159,26 @@ def test_check_names_what_is_stale(recorder, tmp_path):
     assert "manifest.layers[3].source.line" in result.output
 
 
+def test_numbers_within_the_tolerance_are_current_though_the_revision_moves(recorder, tmp_path):
+    """Another machine's last bits: its recording, numbers, revision and graph file alike, stays current."""
+    from app.build.recorder import _sha256, content_revision
+    from app.domain.catalog import GRAPH_FILE, graph_document
+
+    assert recorder.invoke(args=["record", "gpt", "--out", str(tmp_path)]).exit_code == 0
+    path = tmp_path / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["experiment"]["cases"][1]["metrics"][0]["value"] *= 1 + 1e-7
+    manifest["revision"] = content_revision(manifest)
+    manifest["files"][GRAPH_FILE]["sha256"] = _sha256(graph_document(manifest))
+    path.write_text(json.dumps(manifest))
+    result = recorder.invoke(args=["record", "gpt", "--check", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    manifest["files"][GRAPH_FILE]["sha256"] = _sha256(b"another graph")
+    path.write_text(json.dumps(manifest))
+    result = recorder.invoke(args=["record", "gpt", "--check", "--out", str(tmp_path)])
+    assert result.exit_code == 1 and f"files.{GRAPH_FILE}" in result.output
+
+
 def test_source_spans_move_with_the_code(tmp_path):
     recipes = tmp_path / "recipes"
     shutil.copytree(GPT_RECIPE, recipes / "gpt", ignore=shutil.ignore_patterns("__pycache__"))

@@ -304,9 +304,14 @@ def stale_parts(recording: Recording, folder: Path) -> list[str]:
                  {k: v for k, v in fresh["provenance"].items() if k not in VOLATILE}, "provenance", None, out)
     _differences(stored.get("experiment"), fresh["experiment"], "experiment", tolerance_for(fresh), out)
     if not out:
-        stored_files = stored.get("files", {})
-        for name in sorted(set(stored_files) | set(fresh["files"])):
-            if stored_files.get(name, {}).get("sha256") != fresh["files"].get(name, {}).get("sha256"):
+        stored_files, fresh_files = stored.get("files", {}), dict(fresh["files"])
+        # The graph file names the revision, a hash of every recorded number, so numbers within the
+        # tolerance (another machine's last bits) give another file: it is compared under the stored revision.
+        if isinstance(stored.get("revision"), str):
+            under_stored = graph_document(fresh | {"revision": stored["revision"]})
+            fresh_files[GRAPH_FILE] = {"sha256": _sha256(under_stored)}
+        for name in sorted(set(stored_files) | set(fresh_files)):
+            if stored_files.get(name, {}).get("sha256") != fresh_files.get(name, {}).get("sha256"):
                 out.append(f"files.{name}: the file changed since it was recorded")
         path = folder / PREVIEW_FILE
         if not path.is_file() or path.read_bytes() != recording.files[PREVIEW_FILE]:
