@@ -114,6 +114,53 @@ def test_the_plain_run_is_kept_for_the_next_intervention_on_the_same_input():
     assert len(calls) == 5 and len(memo) == 2
 
 
+def test_an_output_the_recipe_writes_into_in_place_is_measured_as_its_module_made_it():
+    """Outputs are kept without copying them; where the recipe writes into one later in the run, the run is
+    made again with copies, so that a node's value and its change are what the module answered."""
+    from app.compute.intervene import intervene, run_recording
+
+    class Shifted(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.a(x)
+            y.add_(1.0)  # written into after `a` answered it
+            return self.b(y)
+
+    torch.manual_seed(0)
+    model, x = Shifted().eval(), torch.randn(2, 3)
+
+    @torch.no_grad()
+    def entry() -> list:
+        return model(x).tolist()
+
+    with torch.no_grad():
+        made = model.a(x)
+    assert torch.equal(run_recording(entry, {}, lambda node: True, set(), "Shifted")[1]["a"], made)
+    answer = intervene(entry, {}, [{"node": "a", "action": "scale", "factor": 3.0, "target": "a", "on": "output"}],
+                       [], 0, "Shifted")
+    assert answer["effects"]["a"] == pytest.approx(2.0)  # ||3a - a|| / ||a||, not measured on a + 1
+    with torch.no_grad():
+        assert torch.allclose(torch.tensor(answer["after"]), model.b(3 * made + 1), atol=1e-6)
+
+
+def test_a_change_is_measured_on_the_nodes_both_runs_share_alike():
+    """||after - before|| / ||before|| per node, from the outputs or from the plain run laid out once; a node
+    the changed run skipped or shaped otherwise (a decoder that stopped elsewhere) is left out, as are
+    integer outputs."""
+    from app.compute.intervene import Baseline, effects
+
+    before = {"a": torch.tensor([3.0, 4.0]), "b": torch.tensor([1.0]), "c": torch.ones(2, 2), "i": torch.tensor([1])}
+    shorter = {"a": torch.tensor([6.0, 8.0]), "c": torch.ones(3, 2), "d": torch.ones(1)}
+    for base in (before, Baseline.of(before)):
+        assert effects(base, shorter) == pytest.approx({"a": 1.0})
+        assert effects(base, {"a": torch.zeros(2), "b": torch.tensor([1.5]), "c": torch.ones(2, 2)}) == \
+            pytest.approx({"a": 1.0, "b": 0.5, "c": 0.0})
+    assert effects(before, {}) == {}
+
+
 def test_ablating_a_head_equals_cutting_its_columns_from_the_output_projection(client):
     """GPT: zeroing head 1 of block 1 gives the distribution of the recipe's model whose c_proj ignores that
     head's context dimensions, to float32 tolerance."""

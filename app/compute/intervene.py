@@ -13,12 +13,14 @@ import json
 import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from ..domain.lru import SizedLRU
+from .worker import manual_seed
 
 EPSILON = 1e-12  # below this norm an output counts as zero when its change is measured
 
@@ -61,6 +63,9 @@ class Tracker:
     def __init__(self, root: str) -> None:
         self.root = root
         self.calls: dict[str, int] = {}
+        # This run's answers by id (a weak map's lookup costs a weak reference per call); each module is held
+        # so that its id stays its own until the run ends.
+        self.known: dict[int, tuple[nn.Module, str | None]] = {}
 
     @staticmethod
     def name_from(model: nn.Module) -> None:
@@ -73,8 +78,8 @@ class Tracker:
         for root in sorted((m for m in modules if id(m) not in inner), key=lambda m: sum(1 for _ in m.modules())):
             self.name_from(root)  # the largest model names last
 
-    def node(self, module: nn.Module) -> str | None:
-        """The graph node of this call of the module, counted per forward of its model."""
+    def name(self, module: nn.Module) -> str | None:
+        """The module's name in the graph: "" for the recorded model itself, None for no part of it."""
         if module not in NAMES:
             if type(module).__name__ == self.root:
                 self.name_from(module)
@@ -82,14 +87,57 @@ class Tracker:
                 self.name_from(model)
             else:
                 self.discover()
-        name = NAMES.get(module)
+        return NAMES.get(module)
+
+    def node(self, module: nn.Module) -> str | None:
+        """The graph node of this call of the module, counted per forward of its model."""
+        found = self.known.get(id(module))
+        if found is None:
+            found = self.known[id(module)] = (module, self.name(module))
+        name = found[1]
         if name == "":  # a forward of the whole model: its modules' calls are counted afresh
             self.calls = {}
             return None
         if name is None:
             return None
-        self.calls[name] = self.calls.get(name, 0) + 1
-        return name if self.calls[name] == 1 else f"{name}#{self.calls[name]}"
+        count = self.calls[name] = self.calls.get(name, 0) + 1
+        return name if count == 1 else f"{name}#{count}"
+
+
+class Kept:
+    """Tensors a run made, kept as they are rather than copied (a copy of every call's output cost 7% of an LSTM
+    intervention), each with its version: `intact()` tells whether the recipe wrote into one of them in
+    place later in the run, and then the run is made again with copies (`copy`)."""
+
+    def __init__(self, copy: bool) -> None:
+        self.copy = copy
+        self.tensors: dict[str, Tensor] = {}
+        self.versions: list[tuple[Tensor, int]] = []
+
+    def keep(self, key: str, tensor: Tensor) -> None:
+        if tensor.requires_grad:  # a recipe that differentiates: its graph is not kept alive with the value
+            tensor = tensor.detach()
+        if self.copy or tensor.is_inference():  # an inference tensor keeps no version to watch
+            tensor = tensor.clone()
+        else:
+            self.versions.append((tensor, tensor._version))
+        self.tensors[key] = tensor
+
+    def intact(self) -> bool:
+        return all(tensor._version == version for tensor, version in self.versions)
+
+
+def until_intact(run: Callable[[Kept], Any]) -> tuple[Any, Kept]:
+    """`run` keeping tensors as they are; again from the same random state, copying them, if one was
+    written into in place."""
+    state = torch.get_rng_state()
+    kept = Kept(copy=False)
+    result = run(kept)
+    if not kept.intact():
+        torch.set_rng_state(state)
+        kept = Kept(copy=True)
+        result = run(kept)
+    return result, kept
 
 
 def first_tensor(value: Any) -> Tensor | None:
@@ -174,55 +222,85 @@ def hooked(on_input: Callable, on_output: Callable, root: str):
 
 def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool], inputs: set[str], root: str) -> tuple:
     """The entry's result, and the outputs of every node `wanted` names (the inputs of those in `inputs`)."""
-    seen: dict[str, Tensor] = {}
+    def run(seen: Kept) -> Any:
+        def on_input(module, node, call_args):
+            if node in inputs and call_args and isinstance(call_args[0], Tensor):
+                seen.keep(f"{node}:input", call_args[0])
 
-    def on_input(module, node, call_args):
-        if node in inputs and call_args and isinstance(call_args[0], Tensor):
-            seen[f"{node}:input"] = call_args[0].detach().clone()
+        def on_output(module, node, output):
+            tensor = first_tensor(output)
+            if tensor is not None and wanted(node):
+                seen.keep(node, tensor)
 
-    def on_output(module, node, output):
-        tensor = first_tensor(output)
-        if tensor is not None and wanted(node):
-            seen[node] = tensor.detach().clone()
+        with hooked(on_input, on_output, root):
+            return function(**args)
 
-    with hooked(on_input, on_output, root):
-        result = function(**args)
-    return result, seen
+    result, seen = until_intact(run)
+    return result, seen.tensors
 
 
-def effects(before: dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
+@dataclass(frozen=True)
+class Baseline:
+    """A run's node outputs laid end to end in float64, which node owns each value, and each node's norm: what
+    the changes of every later run on the same input are measured against, laid out once."""
+
+    nodes: list[str]
+    shapes: list[torch.Size]
+    sizes: list[int]
+    values: Tensor
+    owner: Tensor
+    norms: list[float]
+
+    @classmethod
+    def of(cls, outputs: dict[str, Tensor], nodes: list[str] | None = None) -> "Baseline":
+        if nodes is None:
+            nodes = [node for node, tensor in outputs.items() if tensor.is_floating_point()]
+        flat = [outputs[node].reshape(-1) for node in nodes]
+        values = torch.cat(flat).double() if flat else torch.zeros(0, dtype=torch.float64)
+        sizes = [outputs[node].numel() for node in nodes]
+        owner = torch.repeat_interleave(torch.arange(len(nodes)), torch.tensor(sizes, dtype=torch.long))
+        norms = torch.zeros(len(nodes), dtype=torch.float64).index_add_(0, owner, values * values).sqrt().tolist()
+        return cls(nodes, [outputs[node].shape for node in nodes], sizes, values, owner, norms)
+
+    def bytes(self) -> int:
+        return self.values.numel() * 8 + self.owner.numel() * 8
+
+
+def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
     """How much each node's output moved: ||after - before|| / ||before||, 0 where it did not move.
 
     All nodes at once (their values laid end to end, each node's squares summed by index): a norm per node
     took a fifth of an intervention on a model of a few hundred calls."""
-    nodes = [node for node, old in before.items()
-             if (new := after.get(node)) is not None and new.shape == old.shape and old.is_floating_point()]
-    if not nodes:
+    base = before if isinstance(before, Baseline) else Baseline.of(before)
+    if any((new := after.get(node)) is None or new.shape != shape for node, shape in zip(base.nodes, base.shapes,
+                                                                                          strict=True)):
+        # A run that skipped a node or gave it another shape (a decoder that stopped elsewhere): measured on the
+        # nodes both runs share alike.
+        olds = dict(zip(base.nodes, base.values.split(base.sizes), strict=True))
+        nodes = [node for node, shape in zip(base.nodes, base.shapes, strict=True)
+                 if (new := after.get(node)) is not None and new.shape == shape]
+        base = Baseline.of({node: olds[node] for node in nodes}, nodes)
+    if not base.nodes:
         return {}
-    old = torch.cat([before[node].reshape(-1) for node in nodes]).double()
-    new = torch.cat([after[node].reshape(-1) for node in nodes]).double()
-    owner = torch.repeat_interleave(torch.arange(len(nodes)), torch.tensor([before[node].numel() for node in nodes]))
-    scale = torch.zeros(len(nodes), dtype=torch.float64).index_add_(0, owner, old * old).sqrt().tolist()
-    moved = torch.zeros(len(nodes), dtype=torch.float64).index_add_(0, owner, (new - old) ** 2).sqrt().tolist()
-    return {node: m / s if s > EPSILON else m for node, s, m in zip(nodes, scale, moved, strict=True)}
-
-
-def tensor_bytes(tensors: dict[str, Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors.values())
+    new = torch.cat([after[node].reshape(-1) for node in base.nodes]).double()
+    moved = torch.zeros(len(base.nodes), dtype=torch.float64).index_add_(0, base.owner, (new - base.values) ** 2)
+    return {node: m / s if s > EPSILON else m for node, s, m in zip(base.nodes, base.norms, moved.sqrt().tolist(),
+                                                                     strict=True)}
 
 
 def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedLRU | None, key: str | None) -> tuple:
-    """The entry's result on `args` as asked and every node's output, kept in `memo` under `key` (which names
-    the recipe's content, the checkpoint, torch and the seed): a reader who stacks changes on one input runs
-    it unchanged once. The kept tensors are never written to: `after` is compared with them, not into them."""
+    """The entry's result on `args` as asked and every node's output laid out as a Baseline, kept in `memo`
+    under `key` (which names the recipe's content, the checkpoint, torch and the seed): a reader who stacks
+    changes on one input runs it unchanged once."""
     found = memo.get(key) if memo is not None and key else None
     if found is not None:
         return found
-    torch.manual_seed(seed)  # each run starts from the seed, as a plain run does: sampling draws the same
+    manual_seed(torch, seed)  # each run starts from the seed, as a plain run does: sampling draws the same
     plain, before = run_recording(function, args, lambda node: True, set(), root)
+    base = Baseline.of(before)
     if memo is not None and key:
-        memo.put(key, (plain, before), tensor_bytes(before) + len(json.dumps(plain, default=str)))
-    return plain, before
+        memo.put(key, (plain, base), base.bytes() + len(json.dumps(plain, default=str)))
+    return plain, base
 
 
 def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int,
@@ -234,45 +312,52 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
     taken from `memo` where `key` finds it (plain_run)."""
     patched: dict[int, dict[str, Tensor]] = {}
     for index, source in enumerate(sources):
-        torch.manual_seed(seed)
+        manual_seed(torch, seed)
         targets = {i["target"] for i in interventions if i.get("source") == index}
         inputs = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
         patched[index] = run_recording(function, source, lambda node, t=targets: node in t, inputs, root)[1]
     plain, before = plain_run(function, args, seed, root, memo, key)
-    applied = [0] * len(interventions)
-    after: dict[str, Tensor] = {}
+    targets = {(item["target"], item["on"]) for item in interventions}
+    counted = {item["node"] for item in interventions if item["on"] == "input"}  # modules whose heads a change counts
 
-    def apply(module, node, value, on: str):
-        tensor = first_tensor(value)
-        if tensor is None:
+    def run(after: Kept) -> tuple[Any, list[int]]:
+        applied = [0] * len(interventions)
+        called: dict[str, nn.Module] = {}  # node -> the module making that call
+
+        def apply(module, node, value, on: str):
+            tensor = first_tensor(value)
+            if tensor is None:
+                return None
+            for index, item in enumerate(interventions):
+                if item["target"] != node or item["on"] != on:
+                    continue
+                where = f"interventions[{index}]"
+                source = patched.get(item.get("source"), {}).get(node if on == "output" else f"{node}:input")
+                # A head's count may be an attribute of the attention module, whose call is under way.
+                tensor = changed(tensor, item, where, source, module if on == "output" else called[item["node"]])
+                applied[index] += 1
+            if on == "output":
+                after.keep(node, tensor)
+            return replace_first(value, tensor)
+
+        def on_input(module, node, call_args):
+            if node in counted:
+                called[node] = module
+            return apply(module, node, call_args, "input") if (node, "input") in targets else None
+
+        def on_output(module, node, output):
+            if (node, "output") in targets:
+                return apply(module, node, output, "output")
+            if (tensor := first_tensor(output)) is not None:
+                after.keep(node, tensor)
             return None
-        for index, item in enumerate(interventions):
-            if item["target"] != node or item["on"] != on:
-                continue
-            where = f"interventions[{index}]"
-            source = patched.get(item.get("source"), {}).get(node if on == "output" else f"{node}:input")
-            # A head's count may be an attribute of the attention module, whose call is under way.
-            tensor = changed(tensor, item, where, source, module if on == "output" else called[item["node"]])
-            applied[index] += 1
-        if on == "output":
-            after[node] = tensor.detach().clone()
-        return replace_first(value, tensor)
 
-    called: dict[str, nn.Module] = {}  # node -> the module making that call
+        manual_seed(torch, seed)
+        with hooked(on_input, on_output, root):
+            return function(**args), applied
 
-    def on_input(module, node, call_args):
-        called[node] = module
-        if not any(i["target"] == node and i["on"] == "input" for i in interventions):
-            return None
-        return apply(module, node, call_args, "input")
-
-    def on_output(module, node, output):
-        return apply(module, node, output, "output")
-
-    torch.manual_seed(seed)
-    with hooked(on_input, on_output, root):
-        result = function(**args)
+    (result, applied), after = until_intact(run)
     for index, count in enumerate(applied):
         if not count:
             raise Refused(f"interventions[{index}].node: {interventions[index]['node']} does not run for this input")
-    return {"before": plain, "after": result, "effects": effects(before, after)}
+    return {"before": plain, "after": result, "effects": effects(before, after.tensors)}

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from .intervene import EPSILON, effects, run_recording
+from .worker import manual_seed
 
 
 class NoModel(RuntimeError):
@@ -85,7 +86,7 @@ def stages(function: Callable, args: dict, snapshots: Path, seed: int, root: str
     kept, trained, weights = read_snapshots(snapshots)
     runs = []
     for stage in [*kept, {"id": "trained", "label": trained}]:
-        torch.manual_seed(seed)  # each stage's run starts from the seed, as a plain run does
+        manual_seed(torch, seed)  # each stage's run starts from the seed, as a plain run does
         with weights_of(weights.get(stage["id"]), root) as used:
             result, outputs = run_recording(function, args, lambda node: True, set(), root)
         runs.append((stage, result, outputs, used))
