@@ -53,7 +53,7 @@ class Config:
     RECIPE_TIMEOUT = 120.0  # seconds before a run is killed
     RECIPE_TORCH_THREADS = 1
     RECIPE_MEMORY_MB = 1024  # address space a worker may add after loading torch; 0 for no cap
-    RECIPE_SEED = 0  # torch.manual_seed in the worker before every run
+    RECIPE_SEED = 0  # the seed of torch's CPU generator in the worker before every run
     # One per-client budget for the recipe runs a client starts (a refused request or a kept answer starts
     # none), counted in the shared store.
     COMPUTE_BUDGET = "120 per minute"
