@@ -105,9 +105,9 @@ class Tracker:
 
 
 class Kept:
-    """Tensors a run made, kept as they are rather than copied (a copy of every call's output cost 7% of an LSTM
-    intervention), each with its version: `intact()` tells whether the recipe wrote into one of them in
-    place later in the run, and then the run is made again with copies (`copy`)."""
+    """Tensors a run made, kept as they are rather than copied (a copy of every call's output cost 7% of an
+    intervention on a model of many small modules), each with its version: `intact()` tells whether the
+    recipe wrote into one of them in place later in the run, and then the run is made again with copies."""
 
     def __init__(self, copy: bool) -> None:
         self.copy = copy
