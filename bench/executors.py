@@ -7,8 +7,10 @@ Each row is gunicorn (gunicorn.conf.py) on loopback with a real Redis (started h
 worker processes (`celery -A compute_worker worker --concurrency N`). For each: `--clients` threads POST
 GPT lab runs that no cache can answer (each prompt new) for `--seconds`: answered runs per second; and wrk's
 p50/p99 of a cached GET (`/api/models/gpt`) with the compute idle and while those clients keep it busy.
-With `--split-cores` the Celery workers run on the last core and everything else (gunicorn, its local recipe
-processes, wrk, the clients) on the others, as a compute tier on a machine of its own would. With `--proxy`
+With `--split-cores` the web tier (nginx, gunicorn and, with `local`, its recipe processes) runs on all cores but
+the last, and what a deployment runs on other machines on the last: the clients, wrk, Redis and the Celery
+workers, these at the idle scheduling class (SCHED_IDLE: they take only what the clients, wrk and Redis leave,
+so that the compute tier delays none of them, as on machines of its own). With `--proxy`
 each server is the documented production setup (`scripts/serve-production`: nginx in front of gunicorn, which
 keeps the cached answers for PROXY_CACHE_SECONDS), and every request goes through nginx.
 BENCH_CELERY_WORKERS (default "1,2") lists the Celery worker counts, in order.
@@ -36,13 +38,30 @@ SETTINGS = {"TENSORVIZ_COMPUTE_BUDGET": '"1000000 per minute"', "TENSORVIZ_RECIP
 
 
 @contextmanager
-def celery_workers(broker: str, concurrency: int, cores: set[int] | None):
+def on_cores(cores: set[int] | None):
+    """Processes started inside run on `cores` (a child inherits its parent's affinity); None: where they may."""
+    before = os.sched_getaffinity(0)
+    if cores:
+        os.sched_setaffinity(0, cores)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def idle_class() -> None:
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+@contextmanager
+def celery_workers(broker: str, concurrency: int, apart: bool):
+    """`apart`: at the idle scheduling class, on this process's cores (--split-cores)."""
     log = open(ROOT / "bench" / f".celery-{os.getpid()}.log", "w")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "compute_worker", "worker", "--concurrency", str(concurrency),
          "--without-mingle", "--without-gossip", "--loglevel", "info"],
         cwd=ROOT, env=os.environ | {"TENSORVIZ_REDIS_URL": broker}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True, preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
+        start_new_session=True, preexec_fn=idle_class if apart else None)
     try:
         deadline = time.monotonic() + 120
         while "ready." not in Path(log.name).read_text():
@@ -110,25 +129,29 @@ def main() -> None:
     parser.add_argument("--proxy", action="store_true", help="serve through nginx (scripts/serve-production)")
     args = parser.parse_args()
     web = production if args.proxy else partial(gunicorn, "wsgi:app")
-    compute = None
+    web_cores = None
     if args.split_cores:
         cores = sorted(os.sched_getaffinity(0))
-        compute = {cores[-1]}
-        os.sched_setaffinity(0, set(cores[:-1]))  # this process and every child but the Celery workers
+        web_cores = set(cores[:-1])
+        os.sched_setaffinity(0, {cores[-1]})  # this process and every child but the web tier's
     fresh = prompts()
     rows = {}
     with Redis() as redis:
         env = SETTINGS | {"TENSORVIZ_REDIS_URL": redis.url}
-        with web(env) as base:
+        with ExitStack() as stack:
+            with on_cores(web_cores):
+                base = stack.enter_context(web(env))
             rows["local"] = measure(base, args.seconds, args.clients, fresh)
         for workers in WORKERS:
             with ExitStack() as stack:
-                stack.enter_context(celery_workers(redis.url, workers, compute))
-                base = stack.enter_context(web(env | {"TENSORVIZ_EXECUTOR": '"celery"'}))
+                stack.enter_context(celery_workers(redis.url, workers, apart=web_cores is not None))
+                with on_cores(web_cores):
+                    base = stack.enter_context(web(env | {"TENSORVIZ_EXECUTOR": '"celery"'}))
                 rows[f"celery x{workers}"] = measure(base, args.seconds, args.clients, fresh)
     print(f"{args.clients} clients POSTing uncached GPT runs for {args.seconds} s; wrk -c8 GET /api/models/gpt "
           f"(cached) with the compute idle and busy; {os.cpu_count()} cores"
-          + (f", Celery workers on core {min(compute)} and the rest on the others" if compute else "")
+          + (f", the web tier on cores {sorted(web_cores)} and the rest on the last, Celery at SCHED_IDLE"
+             if web_cores else "")
           + (", through nginx (serve-production)" if args.proxy else ""))
     print(f"{'executor':<10} {'runs/s':>7} {'x local':>8} {'idle p50':>9} {'idle p99':>9} {'busy p50':>9} "
           f"{'busy p99':>9}  other statuses")
