@@ -50,6 +50,7 @@ def on_cores(cores: set[int] | None):
 
 
 def idle_class() -> None:
+    """This process at the idle scheduling class: it runs only when nothing else on its cores wants to."""
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
