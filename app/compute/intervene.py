@@ -241,7 +241,8 @@ def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool],
 
 @dataclass(frozen=True)
 class Baseline:
-    """A run's node outputs laid end to end in float64, which node owns each value, and each node's norm: what
+    """A run's node outputs laid end to end in their own precision, which node owns each value (4 bytes each:
+    a float32 run kept in a recipe process's memo takes twice what its outputs took), and each node's norm: what
     the changes of every later run on the same input are measured against, laid out once."""
 
     nodes: list[str]
@@ -256,14 +257,16 @@ class Baseline:
         if nodes is None:
             nodes = [node for node, tensor in outputs.items() if tensor.is_floating_point()]
         flat = [outputs[node].reshape(-1) for node in nodes]
-        values = torch.cat(flat).double() if flat else torch.zeros(0, dtype=torch.float64)
+        values = torch.cat(flat) if flat else torch.zeros(0)
         sizes = [outputs[node].numel() for node in nodes]
-        owner = torch.repeat_interleave(torch.arange(len(nodes)), torch.tensor(sizes, dtype=torch.long))
-        norms = torch.zeros(len(nodes), dtype=torch.float64).index_add_(0, owner, values * values).sqrt().tolist()
+        counts = torch.tensor(sizes, dtype=torch.long)
+        owner = torch.repeat_interleave(torch.arange(len(nodes), dtype=torch.int32), counts)
+        wide = values.double()
+        norms = torch.zeros(len(nodes), dtype=torch.float64).index_add_(0, owner, wide * wide).sqrt().tolist()
         return cls(nodes, [outputs[node].shape for node in nodes], sizes, values, owner, norms)
 
     def bytes(self) -> int:
-        return self.values.numel() * 8 + self.owner.numel() * 8
+        return self.values.numel() * self.values.element_size() + self.owner.numel() * self.owner.element_size()
 
 
 def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
@@ -282,8 +285,10 @@ def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> d
         base = Baseline.of({node: olds[node] for node in nodes}, nodes)
     if not base.nodes:
         return {}
-    new = torch.cat([after[node].reshape(-1) for node in base.nodes]).double()
-    moved = torch.zeros(len(base.nodes), dtype=torch.float64).index_add_(0, base.owner, (new - base.values) ** 2)
+    # Subtracted in the outputs' own precision (exactly 0 where a node did not move), summed in float64.
+    change = (torch.cat([after[node].reshape(-1) for node in base.nodes]) - base.values).double()
+    squares = change * change
+    moved = torch.zeros(len(base.nodes), dtype=torch.float64).index_add_(0, base.owner, squares)
     return {node: m / s if s > EPSILON else m for node, s, m in zip(base.nodes, base.norms, moved.sqrt().tolist(),
                                                                      strict=True)}
 
