@@ -127,16 +127,15 @@ class Kept:
         return all(tensor._version == version for tensor, version in self.versions)
 
 
-def until_intact(run: Callable[[Kept], Any]) -> tuple[Any, Kept]:
-    """`run` keeping tensors as they are; again from the same random state, copying them, if one was
-    written into in place."""
-    state = torch.get_rng_state()
-    kept = Kept(copy=False)
-    result = run(kept)
-    if not kept.intact():
-        torch.set_rng_state(state)
-        kept = Kept(copy=True)
+def until_intact(run: Callable[[Kept], Any], seed: int) -> tuple[Any, Kept]:
+    """`run` from the seed keeping tensors as they are; again from the seed, copying them, if one was written
+    into in place. Each run starts from the seed, as a plain run does: sampling draws the same."""
+    for copy in (False, True):
+        manual_seed(torch, seed)
+        kept = Kept(copy)
         result = run(kept)
+        if kept.intact():  # copies are never watched: a run that copies is always intact
+            break
     return result, kept
 
 
@@ -220,8 +219,10 @@ def hooked(on_input: Callable, on_output: Callable, root: str):
             handle.remove()
 
 
-def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool], inputs: set[str], root: str) -> tuple:
-    """The entry's result, and the outputs of every node `wanted` names (the inputs of those in `inputs`)."""
+def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool], inputs: set[str], root: str,
+                  seed: int) -> tuple:
+    """The entry's result from the seed, and the outputs of every node `wanted` names (the inputs of those in
+    `inputs`)."""
     def run(seen: Kept) -> Any:
         def on_input(module, node, call_args):
             if node in inputs and call_args and isinstance(call_args[0], Tensor):
@@ -235,7 +236,7 @@ def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool],
         with hooked(on_input, on_output, root):
             return function(**args)
 
-    result, seen = until_intact(run)
+    result, seen = until_intact(run, seed)
     return result, seen.tensors
 
 
@@ -300,8 +301,7 @@ def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedL
     found = memo.get(key) if memo is not None and key else None
     if found is not None:
         return found
-    manual_seed(torch, seed)  # each run starts from the seed, as a plain run does: sampling draws the same
-    plain, before = run_recording(function, args, lambda node: True, set(), root)
+    plain, before = run_recording(function, args, lambda node: True, set(), root, seed)
     base = Baseline.of(before)
     if memo is not None and key:
         memo.put(key, (plain, base), base.bytes() + len(json.dumps(plain, default=str)))
@@ -317,10 +317,9 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
     taken from `memo` where `key` finds it (plain_run)."""
     patched: dict[int, dict[str, Tensor]] = {}
     for index, source in enumerate(sources):
-        manual_seed(torch, seed)
         targets = {i["target"] for i in interventions if i.get("source") == index}
         inputs = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
-        patched[index] = run_recording(function, source, lambda node, t=targets: node in t, inputs, root)[1]
+        patched[index] = run_recording(function, source, lambda node, t=targets: node in t, inputs, root, seed)[1]
     plain, before = plain_run(function, args, seed, root, memo, key)
     targets = {(item["target"], item["on"]) for item in interventions}
     counted = {item["node"] for item in interventions if item["on"] == "input"}  # modules whose heads a change counts
@@ -357,11 +356,10 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
                 after.keep(node, tensor)
             return None
 
-        manual_seed(torch, seed)
         with hooked(on_input, on_output, root):
             return function(**args), applied
 
-    (result, applied), after = until_intact(run)
+    (result, applied), after = until_intact(run, seed)
     for index, count in enumerate(applied):
         if not count:
             raise Refused(f"interventions[{index}].node: {interventions[index]['node']} does not run for this input")

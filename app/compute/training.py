@@ -13,11 +13,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import torch
 from torch import Tensor, nn
 
-from .intervene import EPSILON, effects, run_recording
-from .worker import manual_seed
+from .intervene import EPSILON, Baseline, effects, run_recording
 
 
 class NoModel(RuntimeError):
@@ -86,11 +84,11 @@ def stages(function: Callable, args: dict, snapshots: Path, seed: int, root: str
     kept, trained, weights = read_snapshots(snapshots)
     runs = []
     for stage in [*kept, {"id": "trained", "label": trained}]:
-        manual_seed(torch, seed)  # each stage's run starts from the seed, as a plain run does
         with weights_of(weights.get(stage["id"]), root) as used:
-            result, outputs = run_recording(function, args, lambda node: True, set(), root)
+            result, outputs = run_recording(function, args, lambda node: True, set(), root, seed)
         runs.append((stage, result, outputs, used))
     _, _, first_outputs, first_weights = runs[0]
+    first = Baseline.of(first_outputs)  # laid out once for every stage's comparison
     return {"stages": [{**stage, "result": result, "weights": movement(used, first_weights),
-                        "activations": effects(first_outputs, outputs)}
+                        "activations": effects(first, outputs)}
                        for stage, result, outputs, used in runs]}
