@@ -70,6 +70,33 @@ def test_case_is_matched_by_key_not_position_nor_label():
     assert compare_case(recorded, None, TOL)["status"] == "failed"
 
 
+def test_a_case_judges_each_value_as_if_it_were_alone():
+    """A case's values are compared in one pass; no verdict, count or worst element leaks into a neighbour."""
+    recorded = {"id": "c", "label": "C",
+                "matrices": [{"key": "m", "label": "M", "values": [[1.0, 2.0], [3.0, 4.0]]}],
+                "vectors": [{"key": "v", "label": "V", "values": [0.5, 0.0, -2.0]},
+                            {"key": "w", "label": "W", "values": [1.0, 2.0]},
+                            {"key": "u", "label": "U", "values": [7.0]}],
+                "metrics": [{"key": "loss", "label": "Loss", "value": 2.5}]}
+    replayed = {"matrices": [{"key": "m", "values": [[1.0, 2.1], [3.0, 4.000001]]}],
+                "vectors": [{"key": "v", "values": [float("nan"), 0.0, float("inf")]},
+                            {"key": "w", "values": [1.0, 2.0, 3.0]},
+                            {"key": "u", "values": [7.0]}],
+                "metrics": [{"key": "loss", "value": 2.5 + 1e-6}]}
+    together = compare_case(recorded, replayed, TOL)["values"]
+    matrix = recorded["matrices"][0]["values"], replayed["matrices"][0]["values"]
+    alone = [compare_values("m", "M", "matrix", *matrix, TOL),
+             *(compare_values(r["key"], r["label"], "vector", r["values"], p["values"], TOL)
+               for r, p in zip(recorded["vectors"], replayed["vectors"], strict=True)),
+             compare_values("loss", "Loss", "metric", 2.5, 2.5 + 1e-6, TOL)]
+    assert together == alone
+    assert [v["status"] for v in together] == ["failed", "failed", "failed", "passed", "passed"]
+    assert (together[0]["worst_index"], together[0]["failing_elements"]) == ([0, 1], 1)
+    assert (together[1]["worst_index"], together[1]["failing_elements"], together[1]["max_abs_diff"]) == ([0], 2, None)
+    assert together[1]["allowance_ratio"] == [1e300, 0.0, 1e300]
+    assert together[3]["max_abs_diff"] == 0.0 and together[4]["worst_index"] == []
+
+
 def test_one_changed_cell_fails_exactly_that_case_and_matrix():
     manifest = bert_manifest()
     honest = {"cases": {c["id"]: copy.deepcopy(c) for c in manifest["experiment"]["cases"]},

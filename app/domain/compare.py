@@ -54,54 +54,77 @@ def json_safe(value):
 
 def compare_values(key: str, label: str, kind: str, recorded, replayed, tol: Tolerance) -> dict:
     """One recorded matrix, vector or metric against its replay."""
-    result: dict = {"kind": kind, "key": key, "label": label}
-    if replayed is None:
-        return result | {"status": "failed", "message": f"the replay produced no {kind} with the key {key!r}"}
-    want = np.asarray(recorded, dtype=np.float64)
-    got = np.asarray(replayed, dtype=np.float64)
-    result["shape"] = list(want.shape)
-    if want.shape != got.shape:
-        message = f"replayed shape {list(got.shape)} differs from recorded {list(want.shape)}"
-        return result | {"status": "failed", "message": message}
+    return compare_items([(key, label, kind, recorded, replayed)], tol)[0]
+
+
+def compare_items(items: list[tuple], tol: Tolerance) -> list[dict]:
+    """Recorded values against their replays, each item (key, label, kind, recorded, replayed). The rule is
+    applied element by element, so it runs once over every value laid end to end: a case's values are a few
+    dozen elements each, and numpy's cost per call, not per element, was most of a verification's comparison."""
+    results: list[dict] = []
+    wants, gots, placed = [], [], []  # the values of matching shapes, and where each one's result goes
+    for key, label, kind, recorded, replayed in items:
+        result: dict = {"kind": kind, "key": key, "label": label}
+        results.append(result)
+        if replayed is None:
+            result |= {"status": "failed", "message": f"the replay produced no {kind} with the key {key!r}"}
+            continue
+        want = np.asarray(recorded, dtype=np.float64)
+        got = np.asarray(replayed, dtype=np.float64)
+        result["shape"] = list(want.shape)
+        if want.shape != got.shape:
+            message = f"replayed shape {list(got.shape)} differs from recorded {list(want.shape)}"
+            result |= {"status": "failed", "message": message}
+            continue
+        wants.append(want.ravel())
+        gots.append(got.ravel())
+        placed.append(result)
+    if not placed:
+        return results
+    want, got = np.concatenate(wants), np.concatenate(gots)
     diff = np.abs(got - want)
     allowed = tol.allowance(want)
     excess = diff - allowed  # <= 0 within tolerance (exact in floating point: a - b <= 0 iff a <= b)
-    finite = bool(np.isfinite(got).all())
     with np.errstate(divide="ignore", invalid="ignore"):
         # x / 0 is inf (a difference from a recorded zero); no difference is 0 whatever the divisor
         rel = np.where(diff == 0, 0.0, diff / np.abs(want))
         ratio = np.where(diff == 0, 0.0, diff / allowed)  # each element's |Δ| as a share of its allowance
-    if finite:
-        # The worst element is the one furthest past (or closest to) its own allowance.
-        worst = np.unravel_index(int(np.argmax(excess)), want.shape)
-        failing = int(np.count_nonzero(excess > 0))
-        result |= {"status": "passed" if failing == 0 else "failed",
-                   "max_abs_diff": float(diff.max()), "max_rel_diff": json_safe(float(rel.max())),
-                   "worst_index": [int(i) for i in worst], "recorded_at_worst": float(want[worst]),
-                   "replayed_at_worst": float(got[worst]), "failing_elements": failing,
-                   "worst_ratio": json_safe(float(ratio.max()))}
-    else:  # the replay produced NaN or infinity: every such element fails
-        worst = np.unravel_index(int(np.argmax(np.nan_to_num(excess, nan=np.inf))), want.shape)
-        ratio = np.where(np.isfinite(diff), ratio, np.inf)
-        result |= {"status": "failed", "max_abs_diff": None, "max_rel_diff": None,
-                   "worst_index": [int(i) for i in worst], "recorded_at_worst": float(want[worst]),
-                   "replayed_at_worst": json_safe(float(got[worst])),
-                   "failing_elements": int(np.count_nonzero(~(excess <= 0))), "worst_ratio": None}
-    # The page draws the ratios as they are (at most 1 is within tolerance), so the rule is applied here only.
-    if kind != "metric":
-        result["abs_diff"] = diff.tolist() if finite else json_safe(diff.tolist())  # per-cell deviation marks
-        result["allowance_ratio"] = np.minimum(ratio, 1e300).tolist()  # no NaN is left; infinity as 1e300
-    return result
+    ratio = np.where(np.isfinite(diff), ratio, np.inf)  # a NaN or infinite replay: infinitely far from it
+    failing = ~(excess <= 0)  # NaN compares false: such an element fails
+    drawn = np.minimum(ratio, 1e300)  # the ratios as the page draws them: no NaN is left, infinity as 1e300
+    ends = np.cumsum([part.size for part in wants])
+    starts = np.concatenate(([0], ends[:-1]))
+    per_value = zip(placed, starts.tolist(), ends.tolist(), np.add.reduceat(~np.isfinite(got), starts).tolist(),
+                    np.add.reduceat(failing, starts).tolist(), np.maximum.reduceat(diff, starts).tolist(),
+                    np.maximum.reduceat(rel, starts).tolist(), np.maximum.reduceat(ratio, starts).tolist(), strict=True)
+    for result, start, end, nonfinite, failed, max_diff, max_rel, max_ratio in per_value:
+        finite = nonfinite == 0
+        shape = result["shape"]
+        # The worst element is the one furthest past (or closest to) its own allowance; NaN counts as furthest.
+        worst = start + int((excess[start:end] if finite else np.nan_to_num(excess[start:end], nan=np.inf)).argmax())
+        result |= {"status": "passed" if finite and failed == 0 else "failed",
+                   "max_abs_diff": max_diff if finite else None,
+                   "max_rel_diff": json_safe(max_rel) if finite else None,
+                   "worst_index": [int(i) for i in np.unravel_index(worst - start, shape)],
+                   "recorded_at_worst": float(want[worst]), "replayed_at_worst": json_safe(float(got[worst])),
+                   "failing_elements": failed, "worst_ratio": json_safe(max_ratio) if finite else None}
+        # The page draws the ratios as they are (at most 1 is within tolerance): the rule is applied here only.
+        if result["kind"] != "metric":
+            cells = diff[start:end].reshape(shape).tolist()
+            result["abs_diff"] = cells if finite else json_safe(cells)  # per-cell deviation marks
+            result["allowance_ratio"] = drawn[start:end].reshape(shape).tolist()
+    return results
 
 
 def compare_case(recorded: dict, replayed: dict | None, tol: Tolerance) -> dict:
     """Every recorded item of a case, matched to the replay by kind and key."""
     replayed = replayed or {}
-    values = []
+    items = []
     for kind, group, field in ITEMS:
         produced = {item.get("key"): item[field] for item in replayed.get(group, [])}
-        for item in recorded.get(group, []):
-            values.append(compare_values(item["key"], item["label"], kind, item[field], produced.get(item["key"]), tol))
+        items += [(item["key"], item["label"], kind, item[field], produced.get(item["key"]))
+                  for item in recorded.get(group, [])]
+    values = compare_items(items, tol)
     passed = bool(replayed) and all(v["status"] == "passed" for v in values)
     case = {"id": recorded["id"], "label": recorded["label"], "status": "passed" if passed else "failed"}
     if not replayed:
