@@ -1,12 +1,13 @@
 """The executors side by side, in one run: uncached lab throughput, and cached GETs while the compute is busy.
 
-    python bench/executors.py [--seconds 10] [--clients 6] [--split-cores] [--proxy]
+    python bench/executors.py [--seconds 10] [--clients 6] [--split-cores] [--proxy] [--rounds 1]
 
 Each row is gunicorn (gunicorn.conf.py) on loopback with a real Redis (started here) holding the shared state:
 `local` (each web worker runs recipes in its own recipe process), then `celery` with one and with two
 worker processes (`celery -A compute_worker worker --concurrency N`). For each: `--clients` threads POST
 GPT lab runs that no cache can answer (each prompt new) for `--seconds`: answered runs per second; and wrk's
-p50/p99 of a cached GET (`/api/models/gpt`) with the compute idle and while those clients keep it busy.
+p50/p99 of a cached GET (`/api/models/gpt`) with the compute idle and while those clients keep it busy;
+`--rounds N` alternates the two N times, so that the idle rounds show how far the p99 moves by itself.
 With `--split-cores` the web tier (nginx, gunicorn and, with `local`, its recipe processes) runs on all cores but
 the last, and what a deployment runs on other machines on the last: the clients, wrk, Redis and the Celery
 workers, these at the idle scheduling class (SCHED_IDLE: they take only what the clients, wrk and Redis leave,
@@ -21,6 +22,7 @@ import itertools
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -105,21 +107,36 @@ def saturate(base: str, clients: int, stop: threading.Event, fresh) -> dict:
     return counts
 
 
-def measure(base: str, seconds: int, clients: int, fresh) -> dict:
+def measure(base: str, seconds: int, clients: int, fresh, rounds: int) -> dict:
+    """`rounds` times: wrk with the compute idle, then while the clients keep it busy. The idle rounds give the
+    noise a cached GET's p99 has here by itself, against which the busy ones are read."""
     for _ in range(3):  # warm: the recipe processes have started and imported the recipe
         request("POST", f"{base}/api/models/gpt/runs", json.dumps({"input_ids": next(fresh)}).encode(), timeout=120)
-    idle = wrk("GET", f"{base}/api/models/gpt", seconds, 8)
-    stop = threading.Event()
-    counts: dict = {}
-    runner = threading.Thread(target=lambda: counts.update(saturate(base, clients, stop, fresh)))
-    started = time.monotonic()
-    runner.start()
-    busy = wrk("GET", f"{base}/api/models/gpt", seconds, 8)
-    stop.set()
-    runner.join()
-    elapsed = time.monotonic() - started
-    return {"runs/s": counts.get(200, 0) / elapsed, "other": {k: v for k, v in counts.items() if k != 200},
-            "idle p50": idle["p50"], "idle p99": idle["p99"], "busy p50": busy["p50"], "busy p99": busy["p99"]}
+    row: dict = {"runs/s": [], "other": {}, "idle p50": [], "idle p99": [], "busy p50": [], "busy p99": []}
+    for _ in range(rounds):
+        idle = wrk("GET", f"{base}/api/models/gpt", seconds, 8)
+        stop = threading.Event()
+        counts: dict = {}
+        runner = threading.Thread(target=lambda c=counts, s=stop: c.update(saturate(base, clients, s, fresh)))
+        started = time.monotonic()
+        runner.start()
+        busy = wrk("GET", f"{base}/api/models/gpt", seconds, 8)
+        stop.set()
+        runner.join()
+        row["runs/s"].append(counts.get(200, 0) / (time.monotonic() - started))
+        for status, count in counts.items():
+            if status != 200:
+                row["other"][status] = row["other"].get(status, 0) + count
+        for name, figures in (("idle", idle), ("busy", busy)):
+            row[f"{name} p50"].append(figures["p50"])
+            row[f"{name} p99"].append(figures["p99"])
+    return row
+
+
+def spread(figures: list[float], unit: str = "ms") -> str:
+    """The median of a row's rounds, and their range where there are several."""
+    middle = f"{statistics.median(figures):.2f}{unit}"
+    return middle if len(figures) == 1 else f"{middle} ({min(figures):.2f}-{max(figures):.2f})"
 
 
 def main() -> None:
@@ -128,6 +145,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=6)
     parser.add_argument("--split-cores", action="store_true")
     parser.add_argument("--proxy", action="store_true", help="serve through nginx (scripts/serve-production)")
+    parser.add_argument("--rounds", type=int, default=1, help="idle and busy measurements, alternately, per row")
     args = parser.parse_args()
     web = production if args.proxy else partial(gunicorn, "wsgi:app")
     web_cores = None
@@ -142,25 +160,26 @@ def main() -> None:
         with ExitStack() as stack:
             with on_cores(web_cores):
                 base = stack.enter_context(web(env))
-            rows["local"] = measure(base, args.seconds, args.clients, fresh)
+            rows["local"] = measure(base, args.seconds, args.clients, fresh, args.rounds)
         for workers in WORKERS:
             with ExitStack() as stack:
                 stack.enter_context(celery_workers(redis.url, workers, apart=web_cores is not None))
                 with on_cores(web_cores):
                     base = stack.enter_context(web(env | {"TENSORVIZ_EXECUTOR": '"celery"'}))
-                rows[f"celery x{workers}"] = measure(base, args.seconds, args.clients, fresh)
+                rows[f"celery x{workers}"] = measure(base, args.seconds, args.clients, fresh, args.rounds)
     print(f"{args.clients} clients POSTing uncached GPT runs for {args.seconds} s; wrk -c8 GET /api/models/gpt "
           f"(cached) with the compute idle and busy; {os.cpu_count()} cores"
           + (f", the web tier on cores {sorted(web_cores)} and the rest on the last, Celery at SCHED_IDLE"
              if web_cores else "")
           + (", through nginx (serve-production)" if args.proxy else ""))
-    print(f"{'executor':<10} {'runs/s':>7} {'x local':>8} {'idle p50':>9} {'idle p99':>9} {'busy p50':>9} "
-          f"{'busy p99':>9}  other statuses")
-    local = rows["local"]["runs/s"]
+    print(("median of each row's rounds (lowest-highest); " if args.rounds > 1 else "")
+          + "executor, runs/s, x local, idle p50, idle p99, busy p50, busy p99, other statuses")
+    local = statistics.median(rows["local"]["runs/s"])
     for name, row in rows.items():
-        print(f"{name:<10} {row['runs/s']:>7.1f} {row['runs/s'] / local:>8.2f} {row['idle p50']:>7.2f}ms "
-              f"{row['idle p99']:>7.2f}ms {row['busy p50']:>7.2f}ms {row['busy p99']:>7.2f}ms  {row['other'] or ''}")
-
+        runs = statistics.median(row["runs/s"])
+        print(f"{name:<10} {spread(row['runs/s'], '')}  {runs / local:.2f}x  "
+              + "  ".join(spread(row[k]) for k in ("idle p50", "idle p99", "busy p50", "busy p99"))
+              + f"  {row['other'] or ''}")
 
 if __name__ == "__main__":
     main()
