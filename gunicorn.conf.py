@@ -5,8 +5,8 @@ import multiprocessing
 import os
 
 from app.services.config import Config
-from app.services.live import warm_up
 from app.services.parts import KEY
+from app.services.warmup import warm_up
 from app.web.pages import prerender
 
 bind = os.environ.get("TENSORVIZ_BIND", "127.0.0.1:8000")

@@ -5,9 +5,10 @@
 Both are timed inside this process as a recipe worker runs them (the lab entry called directly, and
 compute/intervene.py with one `zero` on the model's first module): the plain run's median, and the
 intervention's median and its ratio to the plain run twice over: `first`, on an input the process has not
-run (the request runs as asked, then changed: about 2x is its floor), and `again`, another intervention on an
-input it has (the run as asked is kept by the worker, so only the changed run and its hooks are paid: a
-reader stacking changes on one case, or a lab input run first in the lab).
+run (the request runs as asked, then changed: about 2x is its floor), and `kept`, on an input it has kept the
+run of (only the changed run and its hooks are paid): every recorded case, which a recipe process runs and
+keeps at its warm-up, and any input changed a second time. `warm-up` is what keeping every recorded case of
+the model costs a recipe process once: the time and the memory.
 """
 
 import argparse
@@ -40,22 +41,24 @@ def main() -> None:
 
     import torch
 
-    from app.compute.intervene import intervene
+    from app.compute.intervene import intervene, plain_run
     from app.domain.catalog import load_catalog
     from app.domain.lru import SizedLRU
     from app.domain.recipes import load_module
+    from app.services.subjects import preset_requests
 
     torch.set_num_threads(1)
     catalog = load_catalog(ROOT / "manifests", ROOT / "recipes")
-    print(f"{'model':<10} {'plain ms':>9} {'first ms':>9} {'ratio':>6} {'again ms':>9} {'ratio':>6}")
+    print(f"{'model':<10} {'plain ms':>9} {'first ms':>9} {'ratio':>6} {'kept ms':>9} {'ratio':>6} "
+          f"{'warm-up: cases':>15} {'ms':>6} {'MiB':>5}")
     for slug, model in sorted(catalog.models.items()):
         cases = model.manifest["experiment"]["cases"]
         if not model.has_lab or not cases:
             print(f"{slug:<10} (no recorded case to run without its checkpoint)")
             continue
         endpoint = next(e for e in model.lab.endpoints.values() if e.answers == "case")
-        request = {k: v for k, v in model.lab.kind.presets(cases, model.lab)[0]["request"].items()
-                   if k in endpoint.fields}
+        requests = list(preset_requests(model, endpoint).values())  # every case, as the service asks for it
+        request = requests[0]
         entry = getattr(load_module(model.recipe_dir, "lab"), endpoint.entry)
         node = next(layer["id"] for layer in model.manifest["layers"]
                     if layer["kind"] in ("layer", "module") and "@" not in layer["id"])
@@ -63,14 +66,17 @@ def main() -> None:
         entry(**json.loads(json.dumps(request)))  # warm: imports, first allocations
         root = model.manifest.get("className", "")
         memo = SizedLRU(64 * 1024 * 1024)
-        intervene(entry, request, step, [], 0, root, memo, slug)  # the input has run once in this process
+        started = time.perf_counter()
+        for index, each in enumerate(requests):  # as a recipe process's warm-up keeps them
+            plain_run(entry, each, 0, root, memo, f"{slug}:{index}")
+        warm_up = time.perf_counter() - started
         plain, first, again = timed([
             lambda entry=entry, request=request: entry(**request),
             lambda entry=entry, request=request, step=step, root=root: intervene(entry, request, step, [], 0, root),
             lambda entry=entry, request=request, step=step, root=root, memo=memo, slug=slug:
-                intervene(entry, request, step, [], 0, root, memo, slug)], repeat)
+                intervene(entry, request, step, [], 0, root, memo, f"{slug}:0")], repeat)
         print(f"{slug:<10} {plain * 1000:>9.2f} {first * 1000:>9.2f} {first / plain:>6.2f} {again * 1000:>9.2f} "
-              f"{again / plain:>6.2f}")
+              f"{again / plain:>6.2f} {len(requests):>15} {warm_up * 1000:>6.1f} {memo.size / 2**20:>5.2f}")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import pytest
 from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.extensions import models
-from app.services.live import warm_up
 from app.services.parts import parts
+from app.services.warmup import warm_up
 
 from .bert_checkpoints import make_checkpoint
 from .conftest import recipe_module

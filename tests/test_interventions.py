@@ -105,13 +105,38 @@ def test_the_plain_run_is_kept_for_the_next_intervention_on_the_same_input():
     memo, args = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}
     zero = [{"node": "h.0.mlp", "action": "zero", "target": "h.0.mlp", "on": "output"}]
     scale = [{"node": "h.1.mlp", "action": "scale", "factor": 2.0, "target": "h.1.mlp", "on": "output"}]
-    intervene(counted, args, zero, [], 0, "GPT", memo, "run-key:input")
+    assert not intervene(counted, args, zero, [], 0, "GPT", memo, "run-key:input")["plain_run_kept"]
     assert len(calls) == 2 and len(memo) == 1
     kept = intervene(counted, args, scale, [], 0, "GPT", memo, "run-key:input")
-    assert len(calls) == 3  # the plain run came from the memo
-    assert kept == intervene(entry, args, scale, [], 0, "GPT")  # as if nothing were kept
+    assert len(calls) == 3 and kept["plain_run_kept"]  # the plain run came from the memo
+    assert kept | {"plain_run_kept": False} == intervene(entry, args, scale, [], 0, "GPT")  # as if nothing were kept
     intervene(counted, {"input_ids": [1, 5]}, scale, [], 0, "GPT", memo, "run-key:other input")
     assert len(calls) == 5 and len(memo) == 2
+
+
+def test_a_worker_keeps_the_recorded_cases_from_its_warm_up_for_a_first_change_to_one():
+    """Warmed up, a recipe process has run every recorded case as interventions keep their plain runs: the
+    first change to a case runs the changed run alone, and answers as a process that kept nothing does."""
+    from app.services.warmup import warm_up
+
+    change = {"case": "nested", "interventions": [{"node": "cell", "action": "zero"}]}
+    cold_app, warm_app = create_app(TestConfig), create_app(TestConfig)
+    try:
+        warm_up(warm_app)  # a request asked for meanwhile waits for the warmed worker
+        warm = warm_app.test_client().post(URL.format("lstm"), json=change).get_json()
+        cold = cold_app.test_client().post(URL.format("lstm"), json=change).get_json()
+        assert warm["plain_run_kept"] and not cold["plain_run_kept"]
+        assert len(parts(warm_app).pool.pids()) == 1  # the warmed worker answered
+        def alike(answer: dict) -> dict:
+            return {k: v for k, v in answer.items() if k not in ("plain_run_kept", "compute_seconds", "environment")}
+
+        assert alike(warm) == alike(cold)
+        patched = warm_app.test_client().post(URL.format("gpt"), json={"case": "repeats", "interventions": [
+            {"node": "h.0", "action": "patch", "from_case": "repeats"}]}).get_json()
+        assert patched["plain_run_kept"] and max(patched["effects"].values()) == 0
+    finally:
+        parts(cold_app).pool.shutdown()
+        parts(warm_app).pool.shutdown()
 
 
 def test_an_output_the_recipe_writes_into_in_place_is_measured_as_its_module_made_it():

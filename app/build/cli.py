@@ -9,7 +9,7 @@ from flask import Flask, current_app
 from flask.cli import with_appcontext
 
 from ..services.extensions import models, workers
-from ..services.live import warm_up
+from ..services.warmup import warm_up
 from .recorder import RecordingError, build_recording, made_by_recorder, stale_parts, write_recording
 from ..compute.pool import RecipeError
 from ..domain.schema import SLUG

@@ -294,18 +294,20 @@ def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> d
                                                                      strict=True)}
 
 
-def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedLRU | None, key: str | None) -> tuple:
-    """The entry's result on `args` as asked and every node's output laid out as a Baseline, kept in `memo`
-    under `key` (which names the recipe's content, the checkpoint, torch and the seed): a reader who stacks
-    changes on one input runs it unchanged once."""
+def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedLRU | None,
+              key: str | None) -> tuple[Any, Baseline, bool]:
+    """The entry's result on `args` as asked, every node's output laid out as a Baseline, and whether both
+    were found in `memo`, where they are kept under `key` (which names the recipe's content, the checkpoint,
+    torch and the seed): a reader who stacks changes on one input runs it unchanged once, and a recorded
+    case kept at the worker's warm-up not even once."""
     found = memo.get(key) if memo is not None and key else None
     if found is not None:
-        return found
+        return *found, True
     plain, before = run_recording(function, args, lambda node: True, set(), root, seed)
     base = Baseline.of(before)
     if memo is not None and key:
         memo.put(key, (plain, base), base.bytes() + len(json.dumps(plain, default=str)))
-    return plain, base
+    return plain, base, False
 
 
 def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int,
@@ -320,7 +322,7 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
         targets = {i["target"] for i in interventions if i.get("source") == index}
         inputs = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
         patched[index] = run_recording(function, source, lambda node, t=targets: node in t, inputs, root, seed)[1]
-    plain, before = plain_run(function, args, seed, root, memo, key)
+    plain, before, kept = plain_run(function, args, seed, root, memo, key)
     targets = {(item["target"], item["on"]) for item in interventions}
     counted = {item["node"] for item in interventions if item["on"] == "input"}  # modules whose heads a change counts
 
@@ -363,4 +365,4 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
     for index, count in enumerate(applied):
         if not count:
             raise Refused(f"interventions[{index}].node: {interventions[index]['node']} does not run for this input")
-    return {"before": plain, "after": result, "effects": effects(before, after.tensors)}
+    return {"before": plain, "after": result, "effects": effects(before, after.tensors), "plain_run_kept": kept}

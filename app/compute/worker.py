@@ -61,16 +61,38 @@ def environment(torch: ModuleType, seed: int) -> dict:
     }
 
 
-def warm(task: dict) -> None:
+def warm(task: dict, seed: int, memo: SizedLRU | None = None) -> None:
     """Import the recipe's lab module and call the function its [lab] warm names (loading its checkpoint,
-    say) with the server's arguments, so that the first request finds both done. {"recipe_dir", "warm",
-    "context"}: `warm` is the declared name when it is to be called, "" to import only."""
+    say) with the server's arguments, so that the first request finds both done; then run the requests of
+    `keep` as plain runs kept in `memo` for interventions. {"recipe_dir", "warm", "context", optional "keep"}:
+    `warm` is the declared name when it is to be called, "" to import only; `keep` is {"entry", "root",
+    "key", "requests"}, as an intervention names its plain run."""
     recipe_dir = Path(task["recipe_dir"])
     module = load_module(recipe_dir, "lab")
     if task["warm"]:
         if task["warm"] != read_metadata(recipe_dir).get("lab", {}).get("warm"):
             raise ValueError(f"{task['warm']} is not the recipe's declared warm-up")
         getattr(module, task["warm"])(**task.get("context", {}))
+    keep = task.get("keep")
+    if not keep or memo is None or keep["entry"] not in entry_points(recipe_dir)["lab"]:
+        return
+    from . import intervene
+
+    for args in keep["requests"]:
+        if memo.size > memo.max_bytes // 2:
+            return  # the rest is for the inputs readers bring
+        asked = {**args, **task.get("context", {})}
+        try:
+            intervene.plain_run(getattr(module, keep["entry"]), asked, seed, keep["root"], memo,
+                                plain_key(keep["key"], keep["entry"], asked))
+        except Exception:  # a request that fails here runs again, and answers its error, when it is asked for
+            continue
+
+
+def plain_key(run_key: str, entry: str, asked: dict) -> str:
+    """What a plain run kept for interventions is found by: the service's run key (the recipe's content, the
+    checkpoint, torch, the seed), the lab entry, and the request with the server's arguments."""
+    return f"{run_key}:{entry}:{json.dumps(asked, sort_keys=True)}"
 
 
 def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = None) -> dict:
@@ -78,7 +100,7 @@ def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = No
     runs that interventions on the same input reuse (compute/intervene.py)."""
     if "warm" in task:
         started = time.perf_counter()
-        warm(task)
+        warm(task, seed, memo)
         return {"result": None, "compute_seconds": time.perf_counter() - started}
     module, entry = task["module"], task["entry"]
     if module == "capture" and entry == "capture":
@@ -93,7 +115,7 @@ def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = No
         context = task.get("context", {})  # the server's own arguments, to the plain run and every source
         spec = task["args"]
         asked = {**spec["args"], **context}
-        key = f"{spec['key']}:{entry}:{json.dumps(asked, sort_keys=True)}" if spec.get("key") else None
+        key = plain_key(spec["key"], entry, asked) if spec.get("key") else None
         function = partial(intervene.intervene, lab, asked, spec["interventions"],
                            [{**source, **context} for source in spec["sources"]], seed, spec["root"], memo, key)
         args = {}

@@ -46,6 +46,18 @@ def run(model: Model, endpoint: Endpoint, args: dict, items, presets: dict[str, 
     return decoded(reply), cached, steps
 
 
+def cases_to_keep(model: Model) -> dict | None:
+    """The plain runs a recipe process keeps from its warm-up (compute/worker.py's warm): the model's recorded
+    cases as their preset requests, named as an intervention on each names its plain run, so that a reader's
+    first change to a case (what the page offers first) runs only the changed run. None without a case."""
+    endpoint = endpoint_for(model, {})
+    requests = list(preset_requests(model, endpoint).values())
+    if not requests:
+        return None
+    return {"entry": endpoint.entry, "root": model.manifest.get("className", ""), "key": runs.run_key(model),
+            "requests": requests}
+
+
 def answer(model: Model, body) -> dict:
     """`POST .../interventions`: the run as asked and intervened, compared item by item."""
     checked(body, BODY)
@@ -58,15 +70,17 @@ def answer(model: Model, body) -> dict:
         {"before": result["before"], "after": result["after"], "delta": difference(result["before"], result["after"])}
     return answered(model, args, reply, cached, NOTE) | {
         "endpoint": endpoint.name, "case": body.get("case"), "interventions": steps_shown(steps), **compared,
-        "effects": result["effects"]}
+        "effects": result["effects"], "plain_run_kept": result["plain_run_kept"]}
 
 
 def lab_answer(model: Model, endpoint: Endpoint, args: dict, items) -> dict:
     """A lab endpoint's answer with `interventions` in its body: the intervened result where the plain one
     would be, with the interventions and each module's movement beside it."""
     reply, cached, steps = run(model, endpoint, args, items, preset_requests(model, endpoint))
+    result = reply["result"]
     return answered(model, args, reply, cached, NOTE) | {
-        "result": reply["result"]["after"], "interventions": steps_shown(steps), "effects": reply["result"]["effects"]}
+        "result": result["after"], "interventions": steps_shown(steps), "effects": result["effects"],
+        "plain_run_kept": result["plain_run_kept"]}
 
 
 def steps_shown(steps: list[dict]) -> list[dict]:

@@ -3,14 +3,12 @@
 import hashlib
 import json
 
-from flask import Flask, abort
+from flask import abort
 
 from ..compute.pool import RecipeCall
 from ..domain.catalog import Model
-from ..domain.checkpoints import CheckpointUnavailable
 from . import runs
 from .checkpoints import context
-from .extensions import models, workers
 
 LIVE_NOTE = "Computed live on the server by the model's recipe for this request; not a recorded value."
 
@@ -37,21 +35,3 @@ def answered(model: Model, args: dict, reply: dict, cached: bool, note: str = LI
     where and how long it ran, and whether it was kept."""
     return {"model": model.slug, "revision": model.revision, "recorded": False, "note": note, "request": args,
             "environment": reply["environment"], "compute_seconds": reply["compute_seconds"], "cached": cached}
-
-
-def warm_up(app: Flask) -> None:
-    """Start the app's recipe workers now, in the background, each importing every lab's recipe and calling
-    its declared warm-up with the server's arguments (loading a checkpoint), so that the first runs after a
-    start find them ready. A checkpoint missing now is not loaded: its lab says why when it is used."""
-    with app.app_context():
-        tasks = []
-        for model in models.catalog.models.values():
-            if not model.has_lab:
-                continue
-            try:
-                arguments = context(model.checkpoint)
-            except CheckpointUnavailable:
-                arguments = None
-            tasks.append({"recipe_dir": str(model.recipe_dir), "context": arguments or {},
-                          "warm": model.lab.warm if arguments is not None else ""})
-        workers.pool.prestart(tasks)

@@ -1,0 +1,30 @@
+"""The recipe workers started before the first request: each imports every lab's recipe, loads its
+checkpoint, and keeps the plain runs of its recorded cases for interventions."""
+
+from flask import Flask
+
+from ..domain.checkpoints import CheckpointUnavailable
+from .checkpoints import context
+from .extensions import models, workers
+from .interventions import cases_to_keep
+
+
+def warm_up(app: Flask) -> None:
+    """Start the app's recipe workers now, in the background, each importing every lab's recipe, calling
+    its declared warm-up with the server's arguments (loading a checkpoint) and running its recorded cases
+    as interventions keep them, so that the first runs after a start find them ready. A checkpoint missing
+    now is not loaded, and its cases are not run: its lab says why when it is used."""
+    with app.app_context():
+        tasks = []
+        for model in models.catalog.models.values():
+            if not model.has_lab:
+                continue
+            try:
+                arguments = context(model.checkpoint)
+            except CheckpointUnavailable:
+                arguments = None
+            task = {"recipe_dir": str(model.recipe_dir), "context": arguments or {},
+                    "warm": model.lab.warm if arguments is not None else ""}
+            keep = cases_to_keep(model) if arguments is not None else None
+            tasks.append(task if keep is None else task | {"keep": keep})
+        workers.pool.prestart(tasks)
