@@ -254,6 +254,41 @@ def test_the_cache_is_bounded_and_jobs_are_never_evicted(tmp_path):
     check_bounded_cache(SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000))
 
 
+def test_the_cached_total_follows_every_write_and_is_counted_once_for_a_file_made_before_it(tmp_path):
+    """The cached bytes are a running total kept by the writes themselves; it always equals a count of the rows,
+    through replacements (cached or not), deletions, adds, expiry and eviction, and a file written before the
+    total existed is counted when a store first opens it."""
+    import sqlite3
+    import time
+
+    path = str(tmp_path / "state.sqlite3")
+    old = sqlite3.connect(path, isolation_level=None)  # the table as the release before made it, no total
+    old.execute("CREATE TABLE entries (key TEXT PRIMARY KEY, value BLOB NOT NULL, expires REAL NOT NULL, "
+                "size INTEGER NOT NULL, cached INTEGER NOT NULL)")
+    later = time.time() + 60
+    old.executemany("INSERT INTO entries VALUES (?, x'00', ?, ?, ?)", [("a", later, 300, 1), ("b", later, 200, 1),
+                                                                       ("job", later, 50, 0)])
+    old.close()
+    store = SQLiteStore(path, max_bytes=3_000, max_entry=2_000)
+
+    def counted() -> int:
+        return store._run(lambda db: db.execute("SELECT COALESCE(SUM(size), 0) FROM entries WHERE cached = 1")
+                          .fetchone()[0])
+
+    assert store.cached_bytes() == counted() == 500
+    store.set("a", {"v": "x" * 100}, ttl=60, cached=True)  # replaced by a smaller value
+    store.set("b", {"v": "x"}, ttl=60)  # replaced by a value that is not cached
+    store.set("job", {"v": "x" * 10}, ttl=60, cached=True)  # and the other way round
+    store.delete("a")
+    store.add("lock", {"v": 1}, ttl=60)
+    store.set("soon", {"v": "x" * 500}, ttl=0.01, cached=True)
+    time.sleep(0.02)
+    for i in range(12):  # past the cap: the nearest expiry goes first
+        store.set(f"report-{i}", {"v": "x" * 400, "i": i}, ttl=60 + i, cached=True)
+        assert store.cached_bytes() == counted() <= 3_000
+    assert store.get("soon") is None and store.get("report-11")["i"] == 11 and store.get("report-0") is None
+
+
 def test_the_budget_holds_over_any_window_of_its_length(tmp_path):
     check_sliding_budget(SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000))
 
