@@ -64,6 +64,8 @@ bench: setup-test
 	$(BIN)/python bench/storm.py
 	$(BIN)/python bench/faults.py
 	$(BIN)/python bench/interventions.py
+	$(BIN)/python bench/executors.py --proxy --split-cores --rounds 3
+	$(BIN)/python bench/store.py
 
 layouts: setup-test
 	$(BIN)/python scripts/build-layouts
