@@ -127,6 +127,7 @@ def test_a_worker_keeps_the_recorded_cases_from_its_warm_up_for_a_first_change_t
         cold = cold_app.test_client().post(URL.format("lstm"), json=change).get_json()
         assert warm["plain_run_kept"] and not cold["plain_run_kept"]
         assert len(parts(warm_app).pool.pids()) == 1  # the warmed worker answered
+
         def alike(answer: dict) -> dict:
             return {k: v for k, v in answer.items() if k not in ("plain_run_kept", "compute_seconds", "environment")}
 
