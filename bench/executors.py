@@ -7,7 +7,8 @@ Each row is gunicorn (gunicorn.conf.py) on loopback with a real Redis (started h
 worker processes (`celery -A compute_worker worker --concurrency N`). For each: `--clients` threads POST
 GPT lab runs that no cache can answer (each prompt new) for `--seconds`: answered runs per second; and wrk's
 p50/p99 of a cached GET (`/api/models/gpt`) with the compute idle and while those clients keep it busy;
-`--rounds N` alternates the two N times, so that the idle rounds show how far the p99 moves by itself.
+`--rounds N` alternates the two N times, so that the idle rounds show how far the p99 moves by itself. Each
+row ends with every gunicorn web worker's resident memory after the load.
 With `--split-cores` the web tier (nginx, gunicorn and, with `local`, its recipe processes) runs on all cores but
 the last, and what a deployment runs on other machines on the last: the clients, wrk, Redis and the Celery
 workers, these at the idle scheduling class (SCHED_IDLE: they take only what the clients, wrk and Redis leave,
@@ -130,7 +131,23 @@ def measure(base: str, seconds: int, clients: int, fresh, rounds: int) -> dict:
         for name, figures in (("idle", idle), ("busy", busy)):
             row[f"{name} p50"].append(figures["p50"])
             row[f"{name} p99"].append(figures["p99"])
+    row["web MiB"] = web_workers_mib()  # after the load: pages rendered, runs answered
     return row
+
+
+def web_workers_mib() -> list[float]:
+    """The resident memory of each gunicorn web worker running now, in MiB: the processes whose command line
+    is gunicorn's and whose parent's is too (the master is left out; recipe processes run other commands)."""
+    found = {}
+    for folder in Path("/proc").glob("[0-9]*"):
+        try:
+            if b"gunicorn" not in (folder / "cmdline").read_bytes():
+                continue
+            fields = dict(line.split(":", 1) for line in (folder / "status").read_text().splitlines())
+        except OSError:
+            continue  # the process ended meanwhile
+        found[folder.name] = (fields["PPid"].strip(), int(fields["VmRSS"].split()[0]) / 1024)
+    return [mib for parent, mib in found.values() if parent in found]
 
 
 def spread(figures: list[float], unit: str = "ms") -> str:
@@ -173,13 +190,14 @@ def main() -> None:
              if web_cores else "")
           + (", through nginx (serve-production)" if args.proxy else ""))
     print(("median of each row's rounds (lowest-highest); " if args.rounds > 1 else "")
-          + "executor, runs/s, x local, idle p50, idle p99, busy p50, busy p99, other statuses")
+          + "executor, runs/s, x local, idle p50, idle p99, busy p50, busy p99, each web worker's resident "
+            "memory after the load, other statuses")
     local = statistics.median(rows["local"]["runs/s"])
     for name, row in rows.items():
         runs = statistics.median(row["runs/s"])
         print(f"{name:<10} {spread(row['runs/s'], '')}  {runs / local:.2f}x  "
               + "  ".join(spread(row[k]) for k in ("idle p50", "idle p99", "busy p50", "busy p99"))
-              + f"  {row['other'] or ''}")
+              + "  " + ", ".join(f"{mib:.0f}" for mib in row["web MiB"]) + f" MiB  {row['other'] or ''}")
 
 if __name__ == "__main__":
     main()

@@ -411,6 +411,25 @@ def test_the_proxy_serves_the_answers_the_app_keeps_without_the_web_tier_and_pas
         server.stop()
 
 
+def test_a_post_after_the_web_tier_let_an_idle_connection_go_is_never_a_502(tree):
+    """gunicorn closes a connection idle for KEEPALIVE_SECONDS; nginx closes its idle ones to gunicorn first, so
+    that it never sends a request on one gunicorn is closing (it was reset, and nginx cannot resend a POST)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tree.add("bert")
+    server = Production(tree, workers=1, KEEPALIVE_SECONDS=1)
+    try:
+        statuses = []
+        with ThreadPoolExecutor(16) as burst:
+            for pause in (1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35):  # around the moment gunicorn lets go
+                statuses += burst.map(lambda _: call(server.port, "POST", "/api/models/bert/interventions", {})[0],
+                                      range(16))
+                time.sleep(pause)
+        assert set(statuses) == {400}, statuses  # the app's own refusal of an empty body, every time
+    finally:
+        server.stop()
+
+
 def raw_get(port: int, path: str) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:

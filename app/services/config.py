@@ -29,6 +29,10 @@ class Config:
     # The same answers may be kept this many seconds by the reverse proxy in front (deploy/nginx.conf.in), which
     # then serves them without the web tier, however busy it is; 0: the proxy keeps nothing.
     PROXY_CACHE_SECONDS = 1
+    # How long gunicorn keeps an idle connection open. The proxy in front closes its own idle connections to
+    # gunicorn in half that time: one gunicorn closed as nginx sent a request on it was reset, and nginx answers
+    # 502 to a POST it cannot resend.
+    KEEPALIVE_SECONDS = 5
 
     # Reports, live runs, verification jobs and the compute budget live in one store shared by every
     # process: an SQLite file (STATE_PATH; "" puts it in the instance folder, None in a private temporary
@@ -87,7 +91,7 @@ BOUNDS = {
     "JOB_STALE_SECONDS": (0, False), "VERIFY_WAIT": (0, True), "CACHE_SECONDS": (0, False),
     "MAX_CONTENT_LENGTH": (0, False), "CATALOG_RELOAD_SECONDS": (0, True), "PROXY_FIX": (0, True),
     "STATE_MAX_BYTES": (0, False), "STATE_MAX_ENTRY_BYTES": (0, False), "RESPONSE_CACHE_BYTES": (0, True),
-    "COMPRESS_CACHE_BYTES": (0, True), "PROXY_CACHE_SECONDS": (0, True),
+    "COMPRESS_CACHE_BYTES": (0, True), "PROXY_CACHE_SECONDS": (0, True), "KEEPALIVE_SECONDS": (1, True),
 }
 EXECUTORS = ("local", "celery")
 

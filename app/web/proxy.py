@@ -73,6 +73,7 @@ def nginx_config(listen: str, upstream: str, run_dir: str) -> str:
         errors += [_refusal(status, message.format(max_body=max_body), as_json) for as_json in (True, False)]
     filled = {"@LISTEN@": listen, "@UPSTREAM@": upstream, "@RUN@": run_dir, "@MAX_BODY@": str(max_body),
               "@READ_TIMEOUT@": f"{int(float(config['RECIPE_TIMEOUT'])) + 30}s", "@HEADERS@": headers,
+              "@UPSTREAM_IDLE@": f"{int(float(config['KEEPALIVE_SECONDS']) * 500)}ms",  # half gunicorn's keepalive
               "@HIDE@": hide, "@ERRORS@": "\n".join(errors),
               "@BYPASS@": proxy_bypass(), "@AS_ROOT@": _as_root(run_dir)}
     text = TEMPLATE.read_text()
