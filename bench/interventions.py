@@ -7,8 +7,9 @@ compute/intervene.py with one `zero` on the model's first module): the plain run
 intervention's median and its ratio to the plain run twice over: `first`, on an input the process has not
 run (the request runs as asked, then changed: about 2x is its floor), and `kept`, on an input it has kept the
 run of (only the changed run and its hooks are paid): every recorded case, which a recipe process runs and
-keeps at its warm-up, and any input changed a second time. `warm-up` is what keeping every recorded case of
-the model costs a recipe process once: the time and the memory.
+keeps at its warm-up, and any input changed a second time. `patch` is a `patch` of the same module from a
+recorded case, both runs kept (the source's outputs come from its kept run). `warm-up` is what keeping every
+recorded case of the model costs a recipe process once: the time and the memory.
 """
 
 import argparse
@@ -50,7 +51,7 @@ def main() -> None:
     torch.set_num_threads(1)
     catalog = load_catalog(ROOT / "manifests", ROOT / "recipes")
     print(f"{'model':<10} {'plain ms':>9} {'first ms':>9} {'ratio':>6} {'kept ms':>9} {'ratio':>6} "
-          f"{'warm-up: cases':>15} {'ms':>6} {'MiB':>5}")
+          f"{'patch ms':>9} {'ratio':>6} {'warm-up: cases':>15} {'ms':>6} {'MiB':>5}")
     for slug, model in sorted(catalog.models.items()):
         cases = model.manifest["experiment"]["cases"]
         if not model.has_lab or not cases:
@@ -63,6 +64,7 @@ def main() -> None:
         node = next(layer["id"] for layer in model.manifest["layers"]
                     if layer["kind"] in ("layer", "module") and "@" not in layer["id"])
         step = [{"node": node, "action": "zero", "target": node, "on": "output"}]
+        patch = [{"node": node, "action": "patch", "source": 0, "target": node, "on": "output"}]
         entry(**json.loads(json.dumps(request)))  # warm: imports, first allocations
         root = model.manifest.get("className", "")
         memo = SizedLRU(64 * 1024 * 1024)
@@ -70,13 +72,16 @@ def main() -> None:
         for index, each in enumerate(requests):  # as a recipe process's warm-up keeps them
             plain_run(entry, each, 0, root, memo, f"{slug}:{index}")
         warm_up = time.perf_counter() - started
-        plain, first, again = timed([
+        plain, first, again, patched = timed([
             lambda entry=entry, request=request: entry(**request),
             lambda entry=entry, request=request, step=step, root=root: intervene(entry, request, step, [], 0, root),
             lambda entry=entry, request=request, step=step, root=root, memo=memo, slug=slug:
-                intervene(entry, request, step, [], 0, root, memo, f"{slug}:0")], repeat)
+                intervene(entry, request, step, [], 0, root, memo, f"{slug}:0"),
+            lambda entry=entry, request=request, patch=patch, root=root, memo=memo, slug=slug:
+                intervene(entry, request, patch, [request], 0, root, memo, f"{slug}:0", [f"{slug}:0"])], repeat)
         print(f"{slug:<10} {plain * 1000:>9.2f} {first * 1000:>9.2f} {first / plain:>6.2f} {again * 1000:>9.2f} "
-              f"{again / plain:>6.2f} {len(requests):>15} {warm_up * 1000:>6.1f} {memo.size / 2**20:>5.2f}")
+              f"{again / plain:>6.2f} {patched * 1000:>9.2f} {patched / plain:>6.2f} {len(requests):>15} "
+              f"{warm_up * 1000:>6.1f} {memo.size / 2**20:>5.2f}")
 
 
 if __name__ == "__main__":

@@ -114,6 +114,35 @@ def test_the_plain_run_is_kept_for_the_next_intervention_on_the_same_input():
     assert len(calls) == 5 and len(memo) == 2
 
 
+def test_a_patch_takes_its_source_from_a_kept_run_and_answers_as_if_it_had_run_it():
+    """A patch's source whose run the process keeps (a recorded case, kept at warm-up) is not run again: its
+    outputs come from the kept run, exactly as a run of it would give them. A head's patch needs the
+    projection's input, which no kept run holds, so its source runs."""
+    from app.compute.intervene import intervene, plain_run
+    from app.domain.lru import SizedLRU
+
+    entry = recipe_module(GPT_RECIPE, "lab").live_run
+    calls = []
+
+    def counted(**args):
+        calls.append(args)
+        return entry(**args)
+
+    memo, here, there = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}, {"input_ids": [2, 2, 9, 4]}
+    for args, key in ((here, "here"), (there, "there")):
+        plain_run(entry, args, 0, "GPT", memo, key)
+    patch = [{"node": "h.0.mlp", "action": "patch", "source": 0, "target": "h.0.mlp", "on": "output"}]
+    kept = intervene(counted, here, patch, [there], 0, "GPT", memo, "here", ["there"])
+    assert len(calls) == 1 and kept["plain_run_kept"]  # the changed run alone
+    ran = intervene(entry, here, patch, [there], 0, "GPT")
+    assert kept | {"plain_run_kept": False} == ran and max(ran["effects"].values()) > 0
+    head = [{"node": "h.0.attn", "action": "patch", "head": 1, "heads": 4, "source": 0, "target": "h.0.attn.c_proj",
+             "on": "input"}]
+    calls.clear()
+    intervene(counted, here, head, [there], 0, "GPT", memo, "here", ["there"])
+    assert len(calls) == 2  # the source ran for its projection's input, then the changed run
+
+
 def test_a_worker_keeps_the_recorded_cases_from_its_warm_up_for_a_first_change_to_one():
     """Warmed up, a recipe process has run every recorded case as interventions keep their plain runs: the
     first change to a case runs the changed run alone, and answers as a process that kept nothing does."""

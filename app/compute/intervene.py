@@ -9,6 +9,7 @@ module's count) is refused here with status 400 and the field at fault.
 """
 
 import gc
+import itertools
 import json
 import weakref
 from collections.abc import Callable
@@ -269,6 +270,14 @@ class Baseline:
     def bytes(self) -> int:
         return self.values.numel() * self.values.element_size() + self.owner.numel() * self.owner.element_size()
 
+    def outputs(self, nodes: set[str]) -> dict[str, Tensor] | None:
+        """These nodes' outputs as the run made them (views of the values), or None where one is not kept."""
+        if not nodes <= set(self.nodes):
+            return None
+        starts = list(itertools.accumulate(self.sizes, initial=0))
+        return {node: self.values[starts[i]:starts[i + 1]].view(self.shapes[i])
+                for i, node in enumerate(self.nodes) if node in nodes}
+
 
 def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
     """How much each node's output moved: ||after - before|| / ||before||, 0 where it did not move.
@@ -311,17 +320,22 @@ def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedL
 
 
 def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int,
-              root: str, memo: SizedLRU | None = None, key: str | None = None) -> dict:
+              root: str, memo: SizedLRU | None = None, key: str | None = None,
+              source_keys: list[str | None] | None = None) -> dict:
     """The entry run on `args`, then with the interventions; `sources[i]` is the request whose run a patch
     with `source: i` takes its tensor from. Each intervention names its `node`, `action`, and where it
     acts: `on` "output" of the node, or "input" of `target` (a head's projection), with `head`/`heads`.
     `root` is the class name of the recorded model, whose modules the graph names; the run as asked is
-    taken from `memo` where `key` finds it (plain_run)."""
+    taken from `memo` where `key` finds it (plain_run), and a source's outputs where `source_keys[i]` finds
+    its run kept there (a recorded case, kept at warm-up), without running it."""
     patched: dict[int, dict[str, Tensor]] = {}
     for index, source in enumerate(sources):
         targets = {i["target"] for i in interventions if i.get("source") == index}
         inputs = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
-        patched[index] = run_recording(function, source, lambda node, t=targets: node in t, inputs, root, seed)[1]
+        kept = memo.get(source_keys[index]) if memo is not None and source_keys and source_keys[index] else None
+        found = kept[1].outputs(targets) if kept is not None and not inputs else None  # a head's patch needs inputs
+        patched[index] = found if found is not None else \
+            run_recording(function, source, lambda node, t=targets: node in t, inputs, root, seed)[1]
     plain, before, kept = plain_run(function, args, seed, root, memo, key)
     targets = {(item["target"], item["on"]) for item in interventions}
     counted = {item["node"] for item in interventions if item["on"] == "input"}  # modules whose heads a change counts

@@ -115,9 +115,10 @@ def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = No
         context = task.get("context", {})  # the server's own arguments, to the plain run and every source
         spec = task["args"]
         asked = {**spec["args"], **context}
-        key = plain_key(spec["key"], entry, asked) if spec.get("key") else None
-        function = partial(intervene.intervene, lab, asked, spec["interventions"],
-                           [{**source, **context} for source in spec["sources"]], seed, spec["root"], memo, key)
+        sources = [{**source, **context} for source in spec["sources"]]
+        keys = [plain_key(spec["key"], entry, each) if spec.get("key") else None for each in [asked, *sources]]
+        function = partial(intervene.intervene, lab, asked, spec["interventions"], sources, seed, spec["root"], memo,
+                           keys[0], keys[1:])
         args = {}
     elif module == "training" and entry in entry_points(Path(task["recipe_dir"]))["lab"]:
         from . import training
