@@ -21,7 +21,7 @@ timeout = 60  # gthread workers report to the arbiter from their main loop, so l
 # arbiter waits that long and a little more before it kills the worker (and, with it, the run).
 recipe_timeout = float(os.environ.get("TENSORVIZ_RECIPE_TIMEOUT", Config.RECIPE_TIMEOUT))
 graceful_timeout = int(recipe_timeout) + 15
-keepalive = int(os.environ.get("TENSORVIZ_KEEPALIVE_SECONDS", Config.KEEPALIVE_SECONDS))
+keepalive = int(float(os.environ.get("TENSORVIZ_KEEPALIVE_SECONDS", Config.KEEPALIVE_SECONDS)))  # see Config
 # gunicorn believes X-Forwarded-Proto from loopback by default; believe it only where the app believes its
 # proxies (TENSORVIZ_PROXY_FIX, how many are in front), so that one setting says whom to trust.
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1") \

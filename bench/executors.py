@@ -199,5 +199,6 @@ def main() -> None:
               + "  ".join(spread(row[k]) for k in ("idle p50", "idle p99", "busy p50", "busy p99"))
               + "  " + ", ".join(f"{mib:.0f}" for mib in row["web MiB"]) + f" MiB  {row['other'] or ''}")
 
+
 if __name__ == "__main__":
     main()
