@@ -237,9 +237,13 @@ class SQLiteStore(Store):
         db.execute("DELETE FROM hits WHERE expires <= ?", (now,))
         (total,) = db.execute("SELECT bytes FROM totals WHERE name = 'cached'").fetchone()
         while total > self.max_bytes:
-            key, size = db.execute("SELECT key, size FROM entries WHERE cached = 1 ORDER BY expires LIMIT 1").fetchone()
-            db.execute("DELETE FROM entries WHERE key = ?", (key,))
-            total -= size
+            oldest = db.execute("SELECT key, size FROM entries WHERE cached = 1 ORDER BY expires LIMIT 1").fetchone()
+            if oldest is None:  # the total counts more than is kept (an older release's writer replaced rows)
+                db.execute("UPDATE totals SET bytes = (SELECT COALESCE(SUM(size), 0) FROM entries WHERE cached = 1) "
+                           "WHERE name = 'cached'")
+                return
+            db.execute("DELETE FROM entries WHERE key = ?", (oldest[0],))
+            total -= oldest[1]
 
     def _add(self, key: str, raw: bytes, ttl: float) -> bool:
         def add(db: sqlite3.Connection) -> bool:
