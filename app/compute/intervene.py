@@ -289,10 +289,9 @@ def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> d
                                                                                           strict=True)):
         # A run that skipped a node or gave it another shape (a decoder that stopped elsewhere): measured on the
         # nodes both runs share alike.
-        olds = dict(zip(base.nodes, base.values.split(base.sizes), strict=True))
         nodes = [node for node, shape in zip(base.nodes, base.shapes, strict=True)
                  if (new := after.get(node)) is not None and new.shape == shape]
-        base = Baseline.of({node: olds[node] for node in nodes}, nodes)
+        base = Baseline.of(base.outputs(set(nodes)), nodes)
     if not base.nodes:
         return {}
     # Subtracted in the outputs' own precision (exactly 0 where a node did not move), summed in float64.
@@ -332,8 +331,8 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
     for index, source in enumerate(sources):
         targets = {i["target"] for i in interventions if i.get("source") == index}
         inputs = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
-        kept = memo.get(source_keys[index]) if memo is not None and source_keys and source_keys[index] else None
-        found = kept[1].outputs(targets) if kept is not None and not inputs else None  # a head's patch needs inputs
+        stored = memo.get(source_keys[index]) if memo is not None and source_keys and source_keys[index] else None
+        found = stored[1].outputs(targets) if stored is not None and not inputs else None  # a head needs its input
         patched[index] = found if found is not None else \
             run_recording(function, source, lambda node, t=targets: node in t, inputs, root, seed)[1]
     plain, before, kept = plain_run(function, args, seed, root, memo, key)

@@ -78,13 +78,13 @@ def warm(task: dict, seed: int, memo: SizedLRU | None = None) -> None:
         return
     from . import intervene
 
+    entry = getattr(module, keep["entry"])
     for args in keep["requests"]:
         if memo.size > memo.max_bytes // 2:
             return  # the rest is for the inputs readers bring
         asked = {**args, **task.get("context", {})}
         try:
-            intervene.plain_run(getattr(module, keep["entry"]), asked, seed, keep["root"], memo,
-                                plain_key(keep["key"], keep["entry"], asked))
+            intervene.plain_run(entry, asked, seed, keep["root"], memo, plain_key(keep["key"], keep["entry"], asked))
         except Exception:  # a request that fails here runs again, and answers its error, when it is asked for
             continue
 
