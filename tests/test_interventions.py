@@ -4,6 +4,7 @@ bad request a 400 naming its field, the budget and the cache."""
 
 import math
 import re
+import time
 
 import pytest
 import torch
@@ -167,6 +168,84 @@ def test_a_worker_keeps_the_recorded_cases_from_its_warm_up_for_a_first_change_t
     finally:
         parts(cold_app).pool.shutdown()
         parts(warm_app).pool.shutdown()
+
+
+def test_a_lab_run_is_kept_after_its_reply_for_a_first_change_to_its_input():
+    """After answering a lab run, a recipe process runs it again with hooks and keeps it: the first change to
+    that input runs the changed run alone (also sent at once, as the page does), and answers as a server that
+    keeps no lab run does. Of two workers, the one holding an input's run takes the change to it."""
+    class TwoWorkers(TestConfig):
+        RECIPE_WORKERS = 2
+
+    class KeepingNone(TestConfig):
+        KEEP_LAB_RUNS = False
+
+    keeping, plain = create_app(TwoWorkers), create_app(KeepingNone)
+    first, second = [0, 0, 1, 0, 1, 1], [0, 1, 0, 0, 0, 1, 1, 1]
+    try:
+        pool = parts(keeping).pool
+        pool.prestart()
+        deadline = time.monotonic() + 60
+        while len(pool.pids()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        client = keeping.test_client()
+        asked = [client.post("/api/models/lstm/runs", json={"tokens": tokens}).get_json()["request"]
+                 for tokens in (first, second)]
+        changed = [client.post(URL.format("lstm"), json={"request": a, "interventions": [
+            {"node": "cell", "action": "zero"}]}).get_json() for a in asked]
+        assert [c["plain_run_kept"] for c in changed] == [True, True]
+        alone = plain.test_client().post(URL.format("lstm"), json={"request": asked[1], "interventions": [
+            {"node": "cell", "action": "zero"}]}).get_json()
+        assert not alone["plain_run_kept"]
+        assert {k: v for k, v in changed[1].items() if k not in ("plain_run_kept", "compute_seconds", "environment")} \
+            == {k: v for k, v in alone.items() if k not in ("plain_run_kept", "compute_seconds", "environment")}
+    finally:
+        parts(keeping).pool.shutdown()
+        parts(plain).pool.shutdown()
+
+
+def test_a_run_kept_ahead_of_need_gives_way_to_the_next_task_but_not_to_a_change_to_it():
+    """The run kept after a lab reply stops at the next module call once another task waits, or once its outputs
+    outgrow what the process may keep, even in a recipe that catches every error; and keeps nothing then. A
+    change to the very input it keeps does not stop it: that change would run it again."""
+    from multiprocessing import Pipe
+
+    from app.compute import worker
+    from app.domain.lru import SizedLRU
+
+    task = {"recipe_dir": str(GPT_RECIPE), "module": "lab", "entry": "live_run", "args": {"input_ids": [1, 5, 7, 3]},
+            "context": {}, "keep_run": {"root": "GPT", "key": "run-key"}}
+    memo = SizedLRU(1 << 26)
+    assert not worker.keep_after(task, 0, memo, lambda: True) and len(memo) == 0
+    assert not worker.keep_after(task, 0, SizedLRU(4096), lambda: False)  # its outputs outgrow 4 KiB
+    lab = recipe_module(GPT_RECIPE, "lab")
+    real = lab.live_run
+    try:
+        def forgiving(**args):
+            try:
+                return real(**args)
+            except Exception:  # a recipe that swallows every error still cannot finish a run that gave way
+                return {"swallowed": True}
+
+        lab.live_run = forgiving
+        assert not worker.keep_after(task, 0, memo, lambda: True) and len(memo) == 0
+    finally:
+        lab.live_run = real
+    assert worker.keep_after(task, 0, memo, lambda: False)
+    change = {"recipe_dir": str(GPT_RECIPE), "module": "intervene", "entry": "live_run", "context": {},
+              "args": {"args": {"input_ids": [1, 5, 7, 3]}, "interventions": [], "sources": [], "root": "GPT",
+                       "key": "run-key"}}
+    assert memo.keys() == [worker.task_plain_key(change)]  # where an intervention on the input looks
+
+    web, recipe = Pipe()
+    waiting: list[dict] = []
+    assert not worker.make_way(recipe, task, waiting)  # nothing came
+    web.send(change)
+    assert not worker.make_way(recipe, task, waiting) and waiting == [change]  # a change to the kept input waits
+    other = change | {"args": change["args"] | {"args": {"input_ids": [2, 2]}}}
+    web.send(other)
+    waiting = []
+    assert worker.make_way(recipe, task, waiting) and waiting == [other]  # a task on another input: it gives way
 
 
 def test_an_output_the_recipe_writes_into_in_place_is_measured_as_its_module_made_it():

@@ -32,6 +32,11 @@ class Refused(ValueError):
     status = 400
 
 
+class GaveUp(BaseException):
+    """A run kept ahead of need stopped between two module calls (a task came, or its outputs outgrew what
+    may be kept). Not an Exception: a recipe that catches every error still cannot finish the run."""
+
+
 # Every module's name in its outermost model, kept while the module lives (a recipe's cached checkpoint
 # model is named once per process; a model built per request is named from itself, cheaply).
 NAMES: "weakref.WeakKeyDictionary[nn.Module, str]" = weakref.WeakKeyDictionary()
@@ -114,6 +119,7 @@ class Kept:
         self.copy = copy
         self.tensors: dict[str, Tensor] = {}
         self.versions: list[tuple[Tensor, int]] = []
+        self.bytes = 0
 
     def keep(self, key: str, tensor: Tensor) -> None:
         if tensor.requires_grad:  # a recipe that differentiates: its graph is not kept alive with the value
@@ -123,6 +129,7 @@ class Kept:
         else:
             self.versions.append((tensor, tensor._version))
         self.tensors[key] = tensor
+        self.bytes += tensor.nbytes
 
     def intact(self) -> bool:
         return all(tensor._version == version for tensor, version in self.versions)
@@ -221,9 +228,9 @@ def hooked(on_input: Callable, on_output: Callable, root: str):
 
 
 def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool], inputs: set[str], root: str,
-                  seed: int) -> tuple:
+                  seed: int, give_up: Callable[[Kept], bool] | None = None) -> tuple:
     """The entry's result from the seed, and the outputs of every node `wanted` names (the inputs of those in
-    `inputs`)."""
+    `inputs`); GaveUp where `give_up`, asked after every module's output, says so."""
     def run(seen: Kept) -> Any:
         def on_input(module, node, call_args):
             if node in inputs and call_args and isinstance(call_args[0], Tensor):
@@ -233,6 +240,8 @@ def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool],
             tensor = first_tensor(output)
             if tensor is not None and wanted(node):
                 seen.keep(node, tensor)
+            if give_up is not None and give_up(seen):
+                raise GaveUp(node)
 
         with hooked(on_input, on_output, root):
             return function(**args)
@@ -303,15 +312,16 @@ def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> d
 
 
 def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedLRU | None,
-              key: str | None) -> tuple[Any, Baseline, bool]:
+              key: str | None, give_up: Callable[[Kept], bool] | None = None) -> tuple[Any, Baseline, bool]:
     """The entry's result on `args` as asked, every node's output laid out as a Baseline, and whether both
     were found in `memo`, where they are kept under `key` (which names the recipe's content, the checkpoint,
     torch and the seed): a reader who stacks changes on one input runs it unchanged once, and a recorded
-    case kept at the worker's warm-up not even once."""
+    case kept at the worker's warm-up, or a lab input kept after its lab run, not even once. A run made
+    ahead of need passes `give_up` (see run_recording), and then nothing is kept."""
     found = memo.get(key) if memo is not None and key else None
     if found is not None:
         return *found, True
-    plain, before = run_recording(function, args, lambda node: True, set(), root, seed)
+    plain, before = run_recording(function, args, lambda node: True, set(), root, seed, give_up)
     base = Baseline.of(before)
     if memo is not None and key:
         memo.put(key, (plain, base), base.bytes() + len(json.dumps(plain, default=str)))

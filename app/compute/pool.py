@@ -41,13 +41,15 @@ class RecipeCall:
     """What a recipe worker is asked to run: the recipe's replay (run.py), one of its lab entries (lab.py), that
     entry with interventions or on the weights kept during training, or a capture of its graph. `context`
     holds the server's own arguments (a checkpoint folder), never a client's; the worker checks that the
-    entry is one the recipe declares."""
+    entry is one the recipe declares. `keep_run` ({"root", "key"}) asks the worker to keep a lab run's
+    request as an intervention's plain run after it replied (worker.keep_after)."""
 
     recipe_dir: Path
     module: str
     entry: str
     args: dict = field(default_factory=dict)
     context: dict = field(default_factory=dict)
+    keep_run: dict = field(default_factory=dict)
 
     @classmethod
     def replay(cls, recipe_dir: Path, context: dict | None = None) -> "RecipeCall":
@@ -55,9 +57,10 @@ class RecipeCall:
         return cls(Path(recipe_dir), "run", "replay", {}, context or {})
 
     @classmethod
-    def lab(cls, recipe_dir: Path, entry: str, args: dict | None = None, context: dict | None = None) -> "RecipeCall":
-        """A lab.py function that the recipe's [lab] declaration names."""
-        return cls(Path(recipe_dir), "lab", entry, args or {}, context or {})
+    def lab(cls, recipe_dir: Path, entry: str, args: dict | None = None, context: dict | None = None,
+            keep_run: dict | None = None) -> "RecipeCall":
+        """A lab.py function that the recipe's [lab] declaration names; `keep_run` as the class says."""
+        return cls(Path(recipe_dir), "lab", entry, args or {}, context or {}, keep_run or {})
 
     @classmethod
     def intervene(cls, recipe_dir: Path, entry: str, args: dict, interventions: list[dict], sources: list[dict],
@@ -82,8 +85,9 @@ class RecipeCall:
 
     def task(self) -> dict:
         """The call as the worker receives it (plain data over the pipe)."""
-        return {"recipe_dir": str(self.recipe_dir), "module": self.module, "entry": self.entry,
+        task = {"recipe_dir": str(self.recipe_dir), "module": self.module, "entry": self.entry,
                 "args": self.args, "context": self.context}
+        return task | {"keep_run": self.keep_run} if self.keep_run else task
 
 
 class RecipeError(Exception):
@@ -142,9 +146,13 @@ log = logging.getLogger(__name__)
 
 
 class _Worker:
-    """One recipe process with the pipe to it."""
+    """One recipe process with the pipe to it, and the plain runs it was last asked to keep (`holds`, the
+    newest last: a hint, the process's memo may have let one go)."""
+
+    HOLDS = 64
 
     def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int, timeout: float) -> None:
+        self.holds: dict[str, None] = {}
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout),
@@ -163,6 +171,12 @@ class _Worker:
     @property
     def pid(self) -> int | None:
         return self.process.pid
+
+    def hold(self, key: str) -> None:
+        self.holds.pop(key, None)
+        self.holds[key] = None
+        if len(self.holds) > self.HOLDS:
+            del self.holds[next(iter(self.holds))]
 
     def alive(self) -> bool:
         """Whether an idle worker can take a task: an idle one sends nothing, so a pipe with something to read
@@ -221,11 +235,13 @@ class WorkerPool:
         with self._lock:
             self._admitted -= 1
 
-    def _take(self) -> _Worker:
+    def _take(self, prefer: str | None = None) -> _Worker:
+        """An idle worker: the newest that holds the plain run `prefer` names, else the one returned last."""
         with self._lock:
             while True:
                 while self._idle:
-                    candidate = self._idle.pop()
+                    holders = [i for i, w in enumerate(self._idle) if prefer is not None and prefer in w.holds]
+                    candidate = self._idle.pop(holders[-1] if holders else -1)
                     if candidate.alive():
                         return candidate
                     candidate.kill()
@@ -233,13 +249,14 @@ class WorkerPool:
                     break
         return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout)
 
-    def _release(self, w: _Worker, started: bool = False) -> None:
-        """Return a worker to the idle ones; `started`: it is one the background start made."""
+    def _release(self, w: _Worker, started: bool = False, keeping: bool = False) -> None:
+        """Return a worker to the idle ones; `started`: it is one the background start made; `keeping`: it
+        keeps a run after its reply, so the others are taken first (but for a change to that run)."""
         with self._lock:
             self._starting -= started
             kept = len(self._idle) < self.size
             if kept:
-                self._idle.append(w)
+                self._idle.insert(0 if keeping else len(self._idle), w)
             self._returned.notify_all()  # a worker to take, or one start fewer to wait for
         if not kept:
             w.kill()  # a replacement started while a request started its own: keep no more than size
@@ -247,8 +264,9 @@ class WorkerPool:
     def run(self, call: RecipeCall) -> dict:
         """Run the call in a worker; returns the worker's reply, or raises a RecipeError saying why not."""
         task = call.task()
+        key = worker.task_plain_key(task)  # a worker that holds its plain run is taken first
         with self._slots:
-            w = self._take()
+            w = self._take(key)
             try:
                 w.conn.send(task)
                 if not w.conn.poll(self.timeout):
@@ -262,7 +280,9 @@ class WorkerPool:
                 w.kill()
                 self._start_in_background(1)
                 raise RecipeCrashed(f"the recipe worker died (exit code {code}) before answering") from exc
-            self._release(w)
+            if key is not None and reply["ok"]:
+                w.hold(key)
+            self._release(w, keeping=bool(call.keep_run) and reply["ok"])
         return outcome(reply, call)
 
     def prestart(self, warmups: list[dict] | None = None) -> None:

@@ -11,6 +11,7 @@ import platform
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..domain.stamps import file_stamp
 # (400: the message starts with the field at fault) or that it cannot serve any request (503).
 REFUSALS = (400, 503)
 PLAIN_RUNS_BYTES = 64 * 1024 * 1024  # what one recipe process keeps of plain runs (their outputs) for interventions
+PENDING_CHECK_SECONDS = 0.001  # how often a run kept after a reply looks for the next task
 
 
 def entry_points(recipe_dir: Path) -> dict[str, frozenset[str]]:
@@ -76,23 +78,68 @@ def warm(task: dict, seed: int, memo: SizedLRU | None = None) -> None:
     keep = task.get("keep")
     if not keep or memo is None or keep["entry"] not in entry_points(recipe_dir)["lab"]:
         return
-    from . import intervene
-
-    entry = getattr(module, keep["entry"])
     for args in keep["requests"]:
         if memo.size > memo.max_bytes // 2:
             return  # the rest is for the inputs readers bring
-        asked = {**args, **task.get("context", {})}
-        try:
-            intervene.plain_run(entry, asked, seed, keep["root"], memo, plain_key(keep["key"], keep["entry"], asked))
-        except Exception:  # a request that fails here runs again, and answers its error, when it is asked for
-            continue
+        kept_run(module, keep["entry"], {**args, **task.get("context", {})}, keep, seed, memo)
+
+
+def keep_after(task: dict, seed: int, memo: SizedLRU, pending: Callable[[], bool]) -> bool:
+    """After a lab task's reply, in time the process would idle: its request run again as an intervention's
+    plain run and kept in `memo`, so that a reader's first change to the input they just ran runs only the
+    changed run. Given up at the next module call once `pending()` says that a task waits (which so waits
+    for one module call at most) or once its outputs outgrow `memo`. A task's `keep_run` is {"root", "key"}, as
+    an intervention names its plain run; whether the run was kept."""
+    keep, recipe_dir = task.get("keep_run"), Path(task["recipe_dir"])
+    if not keep or task["module"] != "lab" or task["entry"] not in entry_points(recipe_dir)["lab"]:
+        return False
+    return kept_run(load_module(recipe_dir, "lab"), task["entry"], {**task.get("args", {}), **task.get("context", {})},
+                    keep, seed, memo, lambda seen: seen.bytes > memo.max_bytes or pending())
+
+
+def kept_run(module: ModuleType, entry: str, asked: dict, keep: dict, seed: int, memo: SizedLRU,
+             give_up: Callable | None = None) -> bool:
+    """`entry` of the lab `module` on `asked` run as an intervention's plain run and kept in `memo` under the
+    key the intervention looks for (plain_key of `keep["key"]`); whether it was."""
+    from . import intervene
+
+    try:
+        intervene.plain_run(getattr(module, entry), asked, seed, keep["root"], memo,
+                            plain_key(keep["key"], entry, asked), give_up)
+    except (Exception, intervene.GaveUp):  # a request that fails here answers its error when it is asked for
+        return False
+    return True
+
+
+def every(seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:
+    """`check()`, asked at most once in `seconds` (False in between): a pipe's poll is a system call."""
+    due = time.perf_counter() + seconds
+
+    def asked() -> bool:
+        nonlocal due
+        if time.perf_counter() < due:
+            return False
+        due = time.perf_counter() + seconds
+        return check()
+
+    return asked
 
 
 def plain_key(run_key: str, entry: str, asked: dict) -> str:
     """What a plain run kept for interventions is found by: the service's run key (the recipe's content, the
     checkpoint, torch, the seed), the lab entry, and the request with the server's arguments."""
     return f"{run_key}:{entry}:{json.dumps(asked, sort_keys=True)}"
+
+
+def task_plain_key(task: dict) -> str | None:
+    """Where the plain run a task makes or keeps is kept: a lab run's with `keep`, an intervention's (the
+    run as asked); None for any other task."""
+    spec, context = task.get("args", {}), task.get("context", {})
+    if task.get("module") == "lab" and task.get("keep_run"):
+        return plain_key(task["keep_run"]["key"], task["entry"], {**spec, **context})
+    if task.get("module") == "intervene" and spec.get("key"):
+        return plain_key(spec["key"], task["entry"], {**spec["args"], **context})
+    return None
 
 
 def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = None) -> dict:
@@ -266,14 +313,34 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, w
     watchdog = Watchdog(web if web is not None else os.getppid(), timeout) if timeout else None
     process = start(torch_threads, seed, memory_mb)
     conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
+    waiting: list[dict] = []  # a task that came while a lab run was being kept
     while True:
         try:
-            task = conn.recv()
+            task = waiting.pop() if waiting else conn.recv()
         except EOFError:
             return
         if watchdog:
             watchdog.task()
         reply = process.answer(task)
+        conn.send(reply)
+        if reply["ok"] and "keep_run" in task:
+            if watchdog:
+                watchdog.task()  # the run kept after the reply has a timeout of its own
+            keep_after(task, process.seed, process.memo,
+                       every(PENDING_CHECK_SECONDS, partial(make_way, conn, task, waiting)))
         if watchdog:
             watchdog.idle()
-        conn.send(reply)
+
+
+def make_way(conn: Connection, kept: dict, waiting: list[dict]) -> bool:
+    """Whether the lab run being kept (`kept`, the task it follows) should give way to a task that came,
+    received into `waiting`: yes, unless that task is a change to the very input being kept (a reader's
+    first "what if?" on a lab input follows its lab run at once), which would otherwise run it again."""
+    if not waiting:
+        try:
+            if not conn.poll():
+                return False
+            waiting.append(conn.recv())
+        except (EOFError, OSError):
+            return True  # the pipe closed: the next read ends the loop
+    return task_plain_key(waiting[0]) != task_plain_key(kept)

@@ -3,7 +3,7 @@
 import hashlib
 import json
 
-from flask import abort
+from flask import abort, current_app
 
 from ..compute.pool import RecipeCall
 from ..domain.catalog import Model
@@ -13,9 +13,9 @@ from .checkpoints import context
 LIVE_NOTE = "Computed live on the server by the model's recipe for this request; not a recorded value."
 
 
-def _key(model: Model, entry: str, args: dict) -> str:
+def _key(run_key: str, entry: str, args: dict) -> str:
     request = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
-    return f"live-reply:{entry}:{runs.run_key(model)}:{request}"
+    return f"live-reply:{entry}:{run_key}:{request}"
 
 
 def lab_answer(model: Model, entry: str, args: dict) -> dict:
@@ -25,8 +25,13 @@ def lab_answer(model: Model, entry: str, args: dict) -> dict:
     answered as it is."""
     if not model.has_lab:
         abort(404, f"model {model.slug!r} has no live lab")
-    call = RecipeCall.lab(model.recipe_dir, entry, args, context(model.checkpoint))
-    reply, cached = runs.submit(call, _key(model, entry, args))
+    run_key = runs.run_key(model)
+    # The recipe process keeps the run for a reader's first change to this input (What if?), in time it
+    # would idle: named as an intervention names its plain run.
+    keep = {"root": model.manifest.get("className", ""), "key": run_key}
+    call = RecipeCall.lab(model.recipe_dir, entry, args, context(model.checkpoint),
+                          keep if current_app.config["KEEP_LAB_RUNS"] else None)
+    reply, cached = runs.submit(call, _key(run_key, entry, args))
     return answered(model, args, reply, cached) | {"result_json": reply["result_json"], "keys": reply["keys"]}
 
 
