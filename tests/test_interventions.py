@@ -2,6 +2,7 @@
 computations (the recipe's own weights with the head's columns cut, and transformers' BertForMaskedLM), every
 bad request a 400 naming its field, the budget and the cache."""
 
+import json
 import math
 import re
 import time
@@ -174,6 +175,8 @@ def test_a_lab_run_is_kept_after_its_reply_for_a_first_change_to_its_input():
     """After answering a lab run, a recipe process runs it again with hooks and keeps it: the first change to
     that input runs the changed run alone (also sent at once, as the page does), and answers as a server that
     keeps no lab run does. Of two workers, the one holding an input's run takes the change to it."""
+    from app.compute.worker import KEEP_AFTER_IDLE_SECONDS
+
     class TwoWorkers(TestConfig):
         RECIPE_WORKERS = 2
 
@@ -189,8 +192,10 @@ def test_a_lab_run_is_kept_after_its_reply_for_a_first_change_to_its_input():
         while len(pool.pids()) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         client = keeping.test_client()
-        asked = [client.post("/api/models/lstm/runs", json={"tokens": tokens}).get_json()["request"]
-                 for tokens in (first, second)]
+        asked = []
+        for tokens in (first, second):
+            time.sleep(KEEP_AFTER_IDLE_SECONDS)  # a reader's pause: a process answering runs back to back keeps none
+            asked.append(client.post("/api/models/lstm/runs", json={"tokens": tokens}).get_json()["request"])
         changed = [client.post(URL.format("lstm"), json={"request": a, "interventions": [
             {"node": "cell", "action": "zero"}]}).get_json() for a in asked]
         assert [c["plain_run_kept"] for c in changed] == [True, True]
@@ -217,7 +222,7 @@ def test_a_run_kept_ahead_of_need_gives_way_to_the_next_task_but_not_to_a_change
             "context": {}, "keep_run": {"root": "GPT", "key": "run-key"}}
     memo = SizedLRU(1 << 26)
     assert not worker.keep_after(task, 0, memo, lambda: True) and len(memo) == 0
-    assert not worker.keep_after(task, 0, SizedLRU(4096), lambda: False)  # its outputs outgrow 4 KiB
+    assert not worker.keep_after(task, 0, SizedLRU(4096 * 4), lambda: False)  # it would take over 8 KiB of 16
     lab = recipe_module(GPT_RECIPE, "lab")
     real = lab.live_run
     try:
@@ -428,3 +433,33 @@ def test_a_heads_declaration_is_resolved_against_the_recorded_graph():
                            ({"h.*.attn": {"count": 0, "projection": "h.*.attn.c_proj"}}, "needs a count")]:
         with pytest.raises(DeclarationError, match=message):
             declared_heads({"heads": heads}, manifest)
+
+
+def test_a_difference_taken_at_once_is_the_one_taken_number_by_number():
+    """An intervention's delta: arrays of numbers are subtracted at once, and give what a subtraction number by
+    number gives (an independent one here), through nesting, ragged lists, bools, strings and huge integers."""
+    import random
+
+    from app.services.interventions import difference
+
+    def reference(before, after):
+        if isinstance(before, bool) or isinstance(after, bool):
+            return None
+        if isinstance(before, int | float) and isinstance(after, int | float):
+            return after - before
+        if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+            return [reference(b, a) for b, a in zip(before, after, strict=True)]
+        if isinstance(before, dict) and isinstance(after, dict):
+            return {k: reference(v, after[k]) for k, v in before.items() if k in after}
+        return None
+
+    draw = random.Random(0)
+    layers = [{"vector": [draw.gauss(0, 1) for _ in range(64)], "ids": [draw.randrange(100) for _ in range(8)],
+               "grid": [[draw.random() for _ in range(5)] for _ in range(3)], "token": "paris"} for _ in range(4)]
+    moved = [{"vector": [v + draw.gauss(0, 1e-3) for v in layer["vector"]], "ids": [i + 1 for i in layer["ids"]],
+              "grid": [[v * 2 for v in row] for row in layer["grid"]], "token": "rome"} for layer in layers]
+    pairs = [(layers, moved), ([[1, 2], [3]], [[1, 2], [4]]), ([True, False], [False, True]), ([2**63, 1], [1, 2]),
+             ([2**62, 0], [-(2**62), 0]), ([1.5, 2], [1, 2]), ([[1.0, 2.0]], [[1.0]]), ([None, 1.0], [1.0, 2.0]),
+             ([], [])]
+    for before, after in pairs:
+        assert json.dumps(difference(before, after)) == json.dumps(reference(before, after)), (before, after)

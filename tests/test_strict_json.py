@@ -110,3 +110,21 @@ def test_a_recipe_that_answers_nan_gets_a_clear_error_not_broken_json(tmp_path):
         assert value["kind"] == "metric" and value["replayed_at_worst"] is None  # infinity, said as null
     finally:
         parts(app).pool.shutdown()
+
+
+def test_a_compact_answer_is_written_by_orjson_where_it_can_be_and_never_with_a_nan(app):
+    """jsonify writes the same data the standard library would, by orjson (UTF-8 where the standard library
+    escapes: how to tell them apart) also beside nulls; a NaN or infinity, even beside a null, is refused as
+    before; what only Flask's own default writes (a date) is written by it."""
+    import datetime
+
+    from flask import jsonify
+
+    data = {"b": [None, 1.5, 2, True], "a": "nesting — as in training", "nested": [[0.1, None], {"x": 1e-7}]}
+    with app.test_request_context():
+        written = jsonify(data).data
+        assert "—".encode() in written and strict(written) == data
+        for bad in ([None, float("nan")], {"v": [1.0, [None, float("-inf")], "s"]}):
+            with pytest.raises(ValueError):
+                jsonify(bad)
+        assert strict(jsonify({"when": datetime.date(2026, 12, 2)}).data) == {"when": "Wed, 02 Dec 2026 00:00:00 GMT"}

@@ -27,6 +27,13 @@ from ..domain.stamps import file_stamp
 REFUSALS = (400, 503)
 PLAIN_RUNS_BYTES = 64 * 1024 * 1024  # what one recipe process keeps of plain runs (their outputs) for interventions
 PENDING_CHECK_SECONDS = 0.001  # how often a run kept after a reply looks for the next task
+# A lab run is kept after its reply only where the process had idled this long before the run came (a reader
+# runs their input, then thinks): one answering runs back to back, on a loaded server, would take the kept
+# runs' time from the web workers beside it (a small model's runs under load: half as many answered).
+KEEP_AFTER_IDLE_SECONDS = 0.1
+# The most of the memo one lab run kept ahead of need may take, so that one long input's run (a twelve-layer
+# checkpoint's on a 9-token text: 11 MiB laid out, more with every token) leaves room for others.
+KEPT_AHEAD_SHARE = 1 / 2
 
 
 def entry_points(recipe_dir: Path) -> dict[str, frozenset[str]]:
@@ -88,13 +95,14 @@ def keep_after(task: dict, seed: int, memo: SizedLRU, pending: Callable[[], bool
     """After a lab task's reply, in time the process would idle: its request run again as an intervention's
     plain run and kept in `memo`, so that a reader's first change to the input they just ran runs only the
     changed run. Given up at the next module call once `pending()` says that a task waits (which so waits
-    for one module call at most) or once its outputs outgrow `memo`. A task's `keep_run` is {"root", "key"}, as
-    an intervention names its plain run; whether the run was kept."""
+    for one module call at most) or once it would take more than KEPT_AHEAD_SHARE of `memo`. A task's
+    `keep_run` is {"root", "key"}, as an intervention names its plain run; whether the run was kept."""
     keep, recipe_dir = task.get("keep_run"), Path(task["recipe_dir"])
     if not keep or task["module"] != "lab" or task["entry"] not in entry_points(recipe_dir)["lab"]:
         return False
+    most = memo.max_bytes * KEPT_AHEAD_SHARE / 2  # a kept run takes about twice its outputs (their owners besides)
     return kept_run(load_module(recipe_dir, "lab"), task["entry"], {**task.get("args", {}), **task.get("context", {})},
-                    keep, seed, memo, lambda seen: seen.bytes > memo.max_bytes or pending())
+                    keep, seed, memo, lambda seen: seen.bytes > most or pending())
 
 
 def kept_run(module: ModuleType, entry: str, asked: dict, keep: dict, seed: int, memo: SizedLRU,
@@ -132,7 +140,7 @@ def plain_key(run_key: str, entry: str, asked: dict) -> str:
 
 
 def task_plain_key(task: dict) -> str | None:
-    """Where the plain run a task makes or keeps is kept: a lab run's with `keep`, an intervention's (the
+    """Where the plain run a task makes or keeps is kept: a lab run's with `keep_run`, an intervention's (the
     run as asked); None for any other task."""
     spec, context = task.get("args", {}), task.get("context", {})
     if task.get("module") == "lab" and task.get("keep_run"):
@@ -314,22 +322,25 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, w
     process = start(torch_threads, seed, memory_mb)
     conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
     waiting: list[dict] = []  # a task that came while a lab run was being kept
+    idle_since = time.monotonic()
     while True:
         try:
             task = waiting.pop() if waiting else conn.recv()
         except EOFError:
             return
+        rested = time.monotonic() - idle_since
         if watchdog:
             watchdog.task()
         reply = process.answer(task)
         conn.send(reply)
-        if reply["ok"] and "keep_run" in task:
+        if reply["ok"] and "keep_run" in task and rested >= KEEP_AFTER_IDLE_SECONDS:
             if watchdog:
                 watchdog.task()  # the run kept after the reply has a timeout of its own
             keep_after(task, process.seed, process.memo,
                        every(PENDING_CHECK_SECONDS, partial(make_way, conn, task, waiting)))
         if watchdog:
             watchdog.idle()
+        idle_since = time.monotonic()
 
 
 def make_way(conn: Connection, kept: dict, waiting: list[dict]) -> bool:

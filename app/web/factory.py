@@ -8,6 +8,7 @@ from flask.json.provider import DefaultJSONProvider
 from jinja2 import ChoiceLoader, FunctionLoader
 
 from ..build import cli
+from ..domain.jsonbytes import compact
 from ..domain.labs import kind_files
 from ..services import cache as answer_cache
 from ..services.config import Config, check
@@ -18,9 +19,16 @@ from . import api, assets, compression, conditional, downloads, errors, pages, p
 
 class StrictJSON(DefaultJSONProvider):
     """The one JSON encoder of every answer: NaN and infinity are not JSON, so they are refused (an error
-    the app reports) rather than written as tokens a client's parser rejects."""
+    the app reports) rather than written as tokens a client's parser rejects. A compact answer (what
+    `jsonify` writes out of debug mode) is written by orjson where it can be (jsonbytes.compact): an
+    intervention's before, after and difference of a DataLab trace, 300,000 numbers, took 110 ms to write
+    with the standard library."""
 
     def dumps(self, obj, **kwargs) -> str:
+        if kwargs == {"separators": (",", ":")}:
+            fast = compact(obj, sort_keys=self.sort_keys, defaults=True)
+            if fast is not None:
+                return fast.decode()
         kwargs.setdefault("allow_nan", False)
         return super().dumps(obj, **kwargs)
 
