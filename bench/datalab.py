@@ -131,12 +131,12 @@ def what_if(client, repeat: int, pause: float = 0.3) -> dict:
         assert response.status_code == 200, response.get_json()
         return response.get_json()
 
-    for top_k in range(100, 100 + repeat):  # a new top_k each round: a new input, no answer cached
+    for top_k in range(41, 41 + min(repeat, 29)):  # a new top_k each round (of 1..100): a new input, none cached
         asked = post("/api/models/bert-base/datalab", {"text": SENTENCE, "top_k": top_k}, times["lab_ms"])["request"]
         answer = post("/api/models/bert-base/interventions", {"request": asked, "endpoint": "datalab",
                                                               "interventions": change}, times["kept_ms"])
         assert answer["plain_run_kept"], "the lab run was not kept"
-        unseen = {"text": SENTENCE, "top_k": top_k + 1000}
+        unseen = {"text": SENTENCE, "top_k": top_k + 30}
         answer = post("/api/models/bert-base/interventions", {"request": unseen, "endpoint": "datalab",
                                                               "interventions": change}, times["first_ms"])
         assert not answer["plain_run_kept"]
