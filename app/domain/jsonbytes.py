@@ -20,11 +20,11 @@ def dumps(value) -> tuple[bytes, bool]:
 
 
 def compact(value, sort_keys: bool = False, defaults: bool = False) -> bytes | None:
-    """`value` as compact JSON bytes (UTF-8) written by orjson, about five times faster than the standard library
-    (twenty on small numbers); None where orjson cannot write it as JSON proper: NaN and infinity (which it
-    writes as null, so a null is trusted only where every float is finite), keys that are not strings, integers
-    past 64 bits, and, with `defaults`, the types a caller's own default writes (dates, dataclasses, subclasses
-    of str, int, dict and list)."""
+    """`value` as compact JSON bytes (UTF-8) written by orjson, three to five times faster than the standard
+    library on an answer of 300,000 numbers; None where orjson cannot write it as JSON proper: NaN and infinity
+    (which it writes as null, so a null is trusted only where every float is finite), keys that are not
+    strings, integers past 64 bits, and, with `defaults`, the types a caller's own default writes (dates,
+    dataclasses, subclasses of str, int, dict and list)."""
     option = orjson.OPT_SORT_KEYS if sort_keys else 0
     if defaults:
         option |= orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS

@@ -58,8 +58,8 @@ class Config:
     RECIPE_TORCH_THREADS = 1
     RECIPE_MEMORY_MB = 1024  # address space a worker may add after loading torch; 0 for no cap
     RECIPE_SEED = 0  # the seed of torch's CPU generator in the worker before every run
-    # A local recipe process that answered a lab run runs it again with hooks, unless a task comes first, and
-    # keeps it, so that a reader's first "what if?" on that input runs only the changed run.
+    # A local recipe process that answered a lab run after idling runs it again with hooks, unless a task comes
+    # first, and keeps it, so that a reader's first "what if?" on that input runs only the changed run.
     KEEP_LAB_RUNS = True
     # One per-client budget for the recipe runs a client starts (a refused request or a kept answer starts
     # none), counted in the shared store.

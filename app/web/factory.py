@@ -21,8 +21,8 @@ class StrictJSON(DefaultJSONProvider):
     """The one JSON encoder of every answer: NaN and infinity are not JSON, so they are refused (an error
     the app reports) rather than written as tokens a client's parser rejects. A compact answer (what
     `jsonify` writes out of debug mode) is written by orjson where it can be (jsonbytes.compact): an
-    intervention's before, after and difference of a DataLab trace, 300,000 numbers, took 110 ms to write
-    with the standard library."""
+    intervention's before, after and difference of a DataLab trace, 300,000 numbers, took 103-117 ms to
+    write with the standard library, 21-34 ms with orjson."""
 
     def dumps(self, obj, **kwargs) -> str:
         if kwargs == {"separators": (",", ":")}:
