@@ -222,7 +222,7 @@ def test_a_run_kept_ahead_of_need_gives_way_to_the_next_task_but_not_to_a_change
             "context": {}, "keep_run": {"root": "GPT", "key": "run-key"}}
     memo = SizedLRU(1 << 26)
     assert not worker.keep_after(task, 0, memo, lambda: True) and len(memo) == 0
-    assert not worker.keep_after(task, 0, SizedLRU(4096 * 4), lambda: False)  # it would take over 8 KiB of 16
+    assert not worker.keep_after(task, 0, SizedLRU(4096 * 4), lambda: False)  # it would take over 8 KiB of 16 KiB
     lab = recipe_module(GPT_RECIPE, "lab")
     real = lab.live_run
     try:

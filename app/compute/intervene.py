@@ -259,17 +259,25 @@ def end_to_end(tensors: list[Tensor]) -> Tensor:
     return flatten(tensors) if flatten is not None else torch.cat([tensor.reshape(-1) for tensor in tensors])
 
 
+def segment_sums(values: Tensor, lengths: Tensor) -> Tensor:
+    """The sum of each segment of `values`, their `lengths` laid end to end (0 for an empty one)."""
+    if values.numel() == 0:  # torch's segment sums refuse an empty tensor
+        return torch.zeros(len(lengths), dtype=values.dtype)
+    return torch.segment_reduce(values, "sum", lengths=lengths)
+
+
 @dataclass(frozen=True)
 class Baseline:
-    """A run's node outputs laid end to end in their own precision, which node owns each value (4 bytes each:
-    a float32 run kept in a recipe process's memo takes twice what its outputs took), and each node's norm: what
-    the changes of every later run on the same input are measured against, laid out once."""
+    """A run's node outputs laid end to end in their own precision, how many values each node has, and each
+    node's norm: what the changes of every later run on the same input are measured against, laid out once.
+    Sums run node by node over the values in order (segment sums): a run kept in a recipe process's memo
+    takes what its outputs took (an index of the node owning each value took as much again)."""
 
     nodes: list[str]
     shapes: list[torch.Size]
     sizes: list[int]
     values: Tensor
-    owner: Tensor
+    lengths: Tensor  # `sizes` as torch's segment sums take them
     norms: list[float]
 
     @classmethod
@@ -278,14 +286,13 @@ class Baseline:
             nodes = [node for node, tensor in outputs.items() if tensor.is_floating_point()]
         values = end_to_end([outputs[node] for node in nodes])
         sizes = [outputs[node].numel() for node in nodes]
-        counts = torch.tensor(sizes, dtype=torch.long)
-        owner = torch.repeat_interleave(torch.arange(len(nodes), dtype=torch.int32), counts)
+        lengths = torch.tensor(sizes, dtype=torch.long)
         wide = values.double()
-        norms = torch.zeros(len(nodes), dtype=torch.float64).index_add_(0, owner, wide * wide).sqrt().tolist()
-        return cls(nodes, [outputs[node].shape for node in nodes], sizes, values, owner, norms)
+        norms = segment_sums(wide * wide, lengths).sqrt().tolist()
+        return cls(nodes, [outputs[node].shape for node in nodes], sizes, values, lengths, norms)
 
     def bytes(self) -> int:
-        return self.values.numel() * self.values.element_size() + self.owner.numel() * self.owner.element_size()
+        return self.values.numel() * self.values.element_size() + self.lengths.numel() * self.lengths.element_size()
 
     def outputs(self, nodes: set[str]) -> dict[str, Tensor] | None:
         """These nodes' outputs as the run made them (views of the values), or None where one is not kept."""
@@ -299,7 +306,7 @@ class Baseline:
 def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
     """How much each node's output moved: ||after - before|| / ||before||, 0 where it did not move.
 
-    All nodes at once (their values laid end to end, each node's squares summed by index): a norm per node
+    All nodes at once (their values laid end to end, each node's squares summed as one segment): a norm per node
     took a fifth of an intervention on a model of a few hundred calls."""
     base = before if isinstance(before, Baseline) else Baseline.of(before)
     new = [after.get(node) for node in base.nodes]
@@ -315,7 +322,7 @@ def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> d
     # Subtracted in the outputs' own precision (exactly 0 where a node did not move), summed in float64.
     change = (end_to_end(new) - base.values).double()
     squares = change * change
-    moved = torch.zeros(len(base.nodes), dtype=torch.float64).index_add_(0, base.owner, squares)
+    moved = segment_sums(squares, base.lengths)
     return {node: m / s if s > EPSILON else m for node, s, m in zip(base.nodes, base.norms, moved.sqrt().tolist(),
                                                                      strict=True)}
 

@@ -32,7 +32,7 @@ PENDING_CHECK_SECONDS = 0.001  # how often a run kept after a reply looks for th
 # runs' time from the web workers beside it (a small model's runs under load: half as many answered).
 KEEP_AFTER_IDLE_SECONDS = 0.1
 # The most of the memo one lab run kept ahead of need may take, so that one long input's run (a twelve-layer
-# checkpoint's on a 9-token text: 11 MiB laid out, more with every token) leaves room for others.
+# checkpoint's on a 9-token text: 5.7 MiB laid out, more with every token) leaves room for others.
 KEPT_AHEAD_SHARE = 1 / 2
 
 
@@ -100,7 +100,7 @@ def keep_after(task: dict, seed: int, memo: SizedLRU, pending: Callable[[], bool
     keep, recipe_dir = task.get("keep_run"), Path(task["recipe_dir"])
     if not keep or task["module"] != "lab" or task["entry"] not in entry_points(recipe_dir)["lab"]:
         return False
-    most = memo.max_bytes * KEPT_AHEAD_SHARE / 2  # a kept run takes about twice its outputs (their owners besides)
+    most = memo.max_bytes * KEPT_AHEAD_SHARE  # a kept run takes what its outputs take
     return kept_run(load_module(recipe_dir, "lab"), task["entry"], {**task.get("args", {}), **task.get("context", {})},
                     keep, seed, memo, lambda seen: seen.bytes > most or pending())
 
