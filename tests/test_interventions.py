@@ -298,8 +298,10 @@ def test_a_change_is_measured_on_the_nodes_both_runs_share_alike():
         assert effects(base, {"a": torch.zeros(2), "b": torch.tensor([1.5]), "c": torch.ones(2, 2)}) == \
             pytest.approx({"a": 1.0, "b": 0.5, "c": 0.0})
     assert effects(before, {}) == {}
-    # Measured on copies: neither run's outputs are written into, nor kept as views (one node or several).
-    for outputs in ({"a": torch.tensor([3.0, 4.0])}, {"a": torch.tensor([3.0, 4.0]), "b": torch.ones(2)}):
+    # Measured on copies: neither run's outputs are written into, nor kept as views (one node or several, in
+    # single or double precision).
+    for outputs in ({"a": torch.tensor([3.0, 4.0])}, {"a": torch.tensor([3.0, 4.0]), "b": torch.ones(2)},
+                    {"a": torch.tensor([3.0, 4.0], dtype=torch.float64)}):
         changed = {node: tensor * 2 for node, tensor in outputs.items()}
         base = Baseline.of(outputs)
         assert effects(base, changed) == pytest.approx(dict.fromkeys(outputs, 1.0))

@@ -288,7 +288,7 @@ class Baseline:
         values = end_to_end([outputs[node] for node in nodes])
         sizes = [outputs[node].numel() for node in nodes]
         lengths = torch.tensor(sizes, dtype=torch.long)
-        norms = segment_sums(values.double().square_(), lengths).sqrt().tolist()
+        norms = segment_sums(values.to(torch.float64, copy=True).square_(), lengths).sqrt().tolist()  # a copy
         return cls(nodes, [outputs[node].shape for node in nodes], sizes, values, lengths, norms)
 
     def bytes(self) -> int:
