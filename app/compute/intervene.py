@@ -260,9 +260,9 @@ def end_to_end(tensors: list[Tensor]) -> Tensor:
     return flatten(tensors) if flatten is not None else torch.cat([tensor.reshape(-1) for tensor in tensors])
 
 
-def segment_sums(values: Tensor, lengths: Tensor) -> Tensor:
-    """The sum of each segment of `values`, their `lengths` laid end to end (0 for an empty one)."""
-    if values.numel() == 0:  # torch's segment sums refuse an empty tensor
+def sums_by_node(values: Tensor, lengths: Tensor) -> Tensor:
+    """The sum of each node's run of `values`, the runs' `lengths` laid end to end (0 for an empty one)."""
+    if values.numel() == 0:  # torch.segment_reduce refuses an empty tensor
         return torch.zeros(len(lengths), dtype=values.dtype)
     return torch.segment_reduce(values, "sum", lengths=lengths)
 
@@ -271,14 +271,14 @@ def segment_sums(values: Tensor, lengths: Tensor) -> Tensor:
 class Baseline:
     """A run's node outputs laid end to end in their own precision, how many values each node has, and each
     node's norm: what the changes of every later run on the same input are measured against, laid out once.
-    Sums run node by node over the values in order (segment sums): a run kept in a recipe process's memo
+    Sums run node by node over the values in order (sums_by_node): a run kept in a recipe process's memo
     takes what its outputs took (an index of the node owning each value took as much again)."""
 
     nodes: list[str]
     shapes: list[torch.Size]
     sizes: list[int]
     values: Tensor
-    lengths: Tensor  # `sizes` as torch's segment sums take them
+    lengths: Tensor  # `sizes` as sums_by_node takes them
     norms: list[float]
 
     @classmethod
@@ -288,7 +288,7 @@ class Baseline:
         values = end_to_end([outputs[node] for node in nodes])
         sizes = [outputs[node].numel() for node in nodes]
         lengths = torch.tensor(sizes, dtype=torch.long)
-        norms = segment_sums(values.to(torch.float64, copy=True).square_(), lengths).sqrt().tolist()  # a copy
+        norms = sums_by_node(values.to(torch.float64, copy=True).square_(), lengths).sqrt().tolist()  # a copy
         return cls(nodes, [outputs[node].shape for node in nodes], sizes, values, lengths, norms)
 
     def bytes(self) -> int:
@@ -306,7 +306,7 @@ class Baseline:
 def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
     """How much each node's output moved: ||after - before|| / ||before||, 0 where it did not move.
 
-    All nodes at once (their values laid end to end, each node's squares summed as one segment): a norm per node
+    All nodes at once (their values laid end to end, each node's squares summed as one run): a norm per node
     took a fifth of an intervention on a model of a few hundred calls."""
     base = before if isinstance(before, Baseline) else Baseline.of(before)
     new = [after.get(node) for node in base.nodes]
@@ -323,7 +323,7 @@ def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> d
     # In place where it can be: a fresh tensor of a large run's values cost more in page faults than the
     # arithmetic (a DataLab run's effects 11.7 ms with two more, 3.8 ms without).
     squares = end_to_end(new).sub_(base.values).double().square_()
-    moved = segment_sums(squares, base.lengths)
+    moved = sums_by_node(squares, base.lengths)
     return {node: m / s if s > EPSILON else m for node, s, m in zip(base.nodes, base.norms, moved.sqrt().tolist(),
                                                                      strict=True)}
 
