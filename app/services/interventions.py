@@ -22,7 +22,7 @@ from ..domain.labs import Endpoint
 from ..domain.schema import ITEMS
 from . import runs
 from .checkpoints import context
-from .live import answered
+from .live import answered, plain_run_names
 from .subjects import asked_request, checked, endpoint_for, preset_requests
 
 NOTE = ("Computed live on the server by the model's recipe, once as asked and once with the interventions; "
@@ -56,8 +56,7 @@ def cases_to_keep(model: Model) -> dict | None:
     requests = list(preset_requests(model, endpoint).values())
     if not requests:
         return None
-    return {"entry": endpoint.entry, "root": model.manifest.get("className", ""), "key": runs.run_key(model),
-            "requests": requests}
+    return {"entry": endpoint.entry, **plain_run_names(model, runs.run_key(model)), "requests": requests}
 
 
 def answer(model: Model, body) -> dict:

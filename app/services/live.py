@@ -27,12 +27,18 @@ def lab_answer(model: Model, entry: str, args: dict) -> dict:
         abort(404, f"model {model.slug!r} has no live lab")
     run_key = runs.run_key(model)
     # The recipe process keeps the run for a reader's first change to this input (What if?), in time it
-    # would idle: named as an intervention names its plain run.
-    keep = {"root": model.manifest.get("className", ""), "key": run_key}
+    # would idle.
     call = RecipeCall.lab(model.recipe_dir, entry, args, context(model.checkpoint),
-                          keep if current_app.config["KEEP_LAB_RUNS"] else None)
+                          plain_run_names(model, run_key) if current_app.config["KEEP_LAB_RUNS"] else None)
     reply, cached = runs.submit(call, _key(run_key, entry, args))
     return answered(model, args, reply, cached) | {"result_json": reply["result_json"], "keys": reply["keys"]}
+
+
+def plain_run_names(model: Model, run_key: str) -> dict:
+    """What a recipe process keeps a plain run of this model under for interventions, as an intervention names
+    its own (compute/worker.py's plain_key): the recorded model's class, whose modules the graph names, and the
+    run key."""
+    return {"root": model.manifest.get("className", ""), "key": run_key}
 
 
 def answered(model: Model, args: dict, reply: dict, cached: bool, note: str = LIVE_NOTE) -> dict:
