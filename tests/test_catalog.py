@@ -31,14 +31,15 @@ def test_the_recording_validates():
 @pytest.mark.parametrize("change, message", [
     (lambda m: m.pop("title"), "manifest.title"),
     (lambda m: m.update(slug="other"), "folder name"),
-    (lambda m: m["connections"].append({"source": "input", "target": "nowhere"}), "connections[48].target"),
+    (lambda m: m["connections"].append({"id": "e", "source": "input", "target": "nowhere", "sourcePort": None,
+                                        "targetPort": None}), "connections[48].target"),
     (lambda m: m["layers"][3].update(parent="ghost"), "layers[3].parent"),
     (lambda m: m.update(openingStep="nope"), "openingStep"),
     (lambda m: m["steps"][0].update(target="ghost"), "steps[0].target"),
     (lambda m: m["experiment"]["cases"][0]["matrices"][0]["values"][2].pop(), "has 5 values"),
     (lambda m: m["experiment"]["cases"][0]["metrics"][0].update(value="2.8"), "metrics[0].value"),
     (lambda m: m["experiment"]["cases"].append(dict(m["experiment"]["cases"][0])), "repeats id"),
-    (lambda m: m["files"].update({"../x": {}}), "plain file name"),
+    (lambda m: m["files"].update({"../x": {"url": "/x", "sha256": "0", "bytes": 1}}), "plain file name"),
     (lambda m: m.update(revision="XYZ"), "revision"),
     (lambda m: m["experiment"]["cases"][0]["vectors"][0].update(first=-1), "vectors[0].first"),
     (lambda m: m["experiment"]["cases"][0]["vectors"][0].update(first=True), "vectors[0].first"),
@@ -61,7 +62,7 @@ def test_bad_manifests_are_listed_with_their_reason_and_the_good_one_still_serve
     reasons = {slug: u.reason for slug, u in catalog.unavailable.items()}
     assert "not valid JSON" in reasons["broken-json"]
     assert reasons["invalid"] == "manifest.layers: must be a list"
-    assert "cannot read manifest.json" in reasons["empty"]
+    assert "cannot read manifests/empty/manifest.json" in reasons["empty"]
     assert "broken-json" in caplog.text and "not valid JSON" in caplog.text
 
 
@@ -175,9 +176,9 @@ def test_an_edit_that_keeps_the_size_and_restores_the_mtime_is_noticed(tree):
 
 
 @pytest.mark.parametrize("declaration, reason", [
-    ('state = "learned"', "weights.state must be one of trained, pretrained, random, not 'learned'"),
-    ('state = "trained"', "weights.on must say, as text, what the recipe trained its model on"),
-    ('state = "random"\non = 3', "weights.on must say, as text, what the recipe trained its model on"),
+    ('state = "learned"', "weights.state: must be 'trained', 'pretrained' or 'random', not str 'learned'"),
+    ('state = "trained"', "weights.on: trained weights must say, as text, what the recipe trained its model on"),
+    ('state = "random"\non = 3', "weights.on: must be text, not int 3"),
 ])
 def test_a_weights_declaration_that_says_nothing_true_makes_the_model_unavailable(tree, declaration, reason):
     tree.add("bert")

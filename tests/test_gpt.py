@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from app.services.config import PROJECT_ROOT
+from recipekit import training
+from recipekit import weights as stored
 
 from .conftest import GPT_RECIPE, recipe_module
 
@@ -137,12 +139,12 @@ def test_no_held_out_problem_is_trained_on():
 
 def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, train_check, capsys):
     """`train.py --check` on the stored weights standing in for a retraining (which takes 20 s: README)."""
-    curve = json.loads(gpt.read_weights(gpt.WEIGHTS)[1]["loss_per_epoch"])
-    assert train_check(train, (model, curve)) == 0
+    curve = json.loads(stored.read(gpt.WEIGHTS)[1]["loss_per_epoch"])
+    assert train_check(train, training.Fitted(model, curve)) == 0
     changed = gpt.build_model()
     with torch.no_grad():
         changed.ln_f.bias[3] += 0.01
-    assert train_check(train, (changed, curve)) == 1
+    assert train_check(train, training.Fitted(changed, curve)) == 1
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 

@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from app.services.config import PROJECT_ROOT
+from recipekit import digits, training
+from recipekit import weights as stored
 
 from .conftest import LENET_RECIPE, kept_stages, largest_stage_difference, recipe_module
 
@@ -42,24 +44,10 @@ def reference_forward(state: dict, x: torch.Tensor) -> torch.Tensor:
 
 def test_the_model_equals_a_functional_reference_on_every_test_digit(model, split):
     images, _, _ = split
-    state, _ = lenet.read_safetensors(lenet.WEIGHTS)
+    state, _ = stored.read(lenet.WEIGHTS)
     with torch.no_grad():
-        torch.testing.assert_close(model(lenet.pixels(images)), reference_forward(state, lenet.pixels(images)),
+        torch.testing.assert_close(model(digits.pixels(images)), reference_forward(state, digits.pixels(images)),
                                    rtol=0, atol=1e-5)
-
-
-def test_the_torch_only_reader_equals_the_safetensors_library():
-    safetensors = pytest.importorskip("safetensors")
-    from safetensors.torch import load_file
-
-    for path in (lenet.WEIGHTS, train.TEST_DIGITS):
-        ours, metadata = lenet.read_safetensors(path)
-        theirs = load_file(str(path))
-        assert set(ours) == set(theirs)
-        for name in ours:
-            assert ours[name].dtype == theirs[name].dtype and torch.equal(ours[name], theirs[name]), name
-        with safetensors.safe_open(str(path), "pt") as f:
-            assert metadata == f.metadata()
 
 
 def test_the_test_split_is_scikit_learns_digits_unchanged(split):
@@ -67,12 +55,12 @@ def test_the_test_split_is_scikit_learns_digits_unchanged(split):
     from sklearn.datasets import load_digits
 
     images, labels, _ = split
-    stored, _ = lenet.read_safetensors(train.TEST_DIGITS)
-    digits = load_digits()
-    indices = stored["test_indices"].tolist()
+    kept, _ = stored.read(digits.HELD_OUT)
+    every = load_digits()
+    indices = kept["test_indices"].tolist()
     assert len(indices) == 360 and len(set(indices)) == 360
-    assert torch.equal(images, torch.tensor(digits.images[indices], dtype=torch.uint8))
-    assert labels.tolist() == digits.target[indices].tolist()
+    assert torch.equal(images, torch.tensor(every.images[indices], dtype=torch.uint8))
+    assert labels.tolist() == every.target[indices].tolist()
 
 
 # ---- the recipe's checks, and each one broken
@@ -137,12 +125,12 @@ RETRAINED_EPOCHS = 4
 def test_training_from_the_seed_passes_through_the_stored_stages(monkeypatch, split):
     pytest.importorskip("sklearn")
     monkeypatch.setattr(train, "EPOCHS", RETRAINED_EPOCHS)
-    _, snapshots = train.train(train.split_digits())
-    stored = kept_stages(lenet.SNAPSHOTS)
+    snapshots = train.train(digits.split()).snapshots
+    kept = kept_stages(lenet.SNAPSHOTS)
     assert sorted(snapshots) == [e for e in train.SNAPSHOT_EPOCHS if e < RETRAINED_EPOCHS] == [0, 1, 3]
-    worst, where = largest_stage_difference(snapshots, stored)
+    worst, where = largest_stage_difference(snapshots, kept)
     assert worst <= train.RETRAIN_TOLERANCE, where
-    _, metadata = lenet.read_safetensors(lenet.WEIGHTS)
+    _, metadata = stored.read(lenet.WEIGHTS)
     images, labels, _ = split
     assert train.accuracy(lenet.build_model(), images, labels) == float(metadata["test_accuracy"])
 
@@ -153,11 +141,11 @@ def test_train_check_fails_when_the_stored_weights_differ(tmp_path, monkeypatch,
     from safetensors.torch import save_file
 
     pytest.importorskip("sklearn")
-    retrained = (lenet.build_model(), kept_stages(lenet.SNAPSHOTS))
+    retrained = training.Fitted(lenet.build_model(), [], snapshots=kept_stages(lenet.SNAPSHOTS))
     assert train_check(train, retrained) == 0
     # One stage kept on the way is changed: the check compares every stored tensor, the stages' and the
     # trained weights', in one pass.
-    state, metadata = lenet.read_safetensors(lenet.SNAPSHOTS)
+    state, metadata = stored.read(lenet.SNAPSHOTS)
     state["epoch-3/fc1.bias"] = state["epoch-3/fc1.bias"] + 0.01
     save_file(state, str(tmp_path / "snapshots.safetensors"), metadata=metadata)
     monkeypatch.setattr(train, "SNAPSHOTS", tmp_path / "snapshots.safetensors")
@@ -196,10 +184,10 @@ def test_the_recorded_digits_hold_a_correct_and_a_misread_one():
     assert outcomes == {"zero": True, "three": True, "seven": True, "misread": False}
 
 
-def test_the_served_files_include_the_weights_and_the_test_digits(module_app):
+def test_the_served_files_include_the_weights_and_the_training(module_app):
     body = module_app.test_client().get("/api/models/lenet/files").get_json()
     files = {f["name"]: f for f in body["files"]}
-    for name in ("weights.safetensors", "test_digits.safetensors", "train.py"):
+    for name in ("weights.safetensors", "snapshots.safetensors", "train.py"):
         assert files[name]["matches_recording"], name
     response = module_app.test_client().get(files["weights.safetensors"]["url"])
     assert response.status_code == 200 and response.mimetype == "application/octet-stream"
@@ -208,11 +196,11 @@ def test_the_served_files_include_the_weights_and_the_test_digits(module_app):
 
 def test_each_stage_of_training_predicts_as_the_functional_reference_on_its_kept_weights(module_app, split):
     body = module_app.test_client().post("/api/models/lenet/training", json={"case": "misread"}).get_json()
-    kept, _ = lenet.read_safetensors(lenet.SNAPSHOTS)
-    stored, _ = lenet.read_safetensors(lenet.WEIGHTS)
-    x = lenet.pixels(torch.tensor([digit(split, 345)]))
+    kept, _ = stored.read(lenet.SNAPSHOTS)
+    trained, _ = stored.read(lenet.WEIGHTS)
+    x = digits.pixels(torch.tensor([digit(split, 345)]))
     for stage in body["stages"]:
-        state = stored if stage["id"] == "trained" else \
+        state = trained if stage["id"] == "trained" else \
             {k.split("/", 1)[1]: v for k, v in kept.items() if k.startswith(stage["id"] + "/")}
         probabilities = reference_forward(state, x).softmax(-1)[0]
         torch.testing.assert_close(torch.tensor(stage["values"]["probabilities"]), probabilities, rtol=0, atol=1e-5)
@@ -248,7 +236,7 @@ def test_saliency_is_input_times_the_gradient_by_finite_differences(model, split
     saliency = torch.tensor(next(m for m in case["matrices"] if m["key"] == "saliency")["values"], dtype=torch.float64)
     predicted = next(m for m in case["metrics"] if m["key"] == "prediction")["value"]
     exact = lenet.build_model().double()
-    x = lenet.pixels(image).double()
+    x = digits.pixels(image).double()
     step = 1e-6
     by_hand = torch.zeros(8, 8, dtype=torch.float64)
     with torch.no_grad():

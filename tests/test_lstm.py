@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from app.services.config import PROJECT_ROOT
+from recipekit import training
+from recipekit import weights as stored
 
 from .conftest import kept_stages, largest_stage_difference, recipe_module
 
@@ -42,7 +44,7 @@ def torch_lstm_states(state: dict, tokens: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("lengths, tolerance", [(train.LENGTHS, 1e-5), ((21, 40), 1e-4)], ids=["trained", "longer"])
 def test_the_cell_written_gate_by_gate_equals_torch_nn_lstm(model, lengths, tolerance):
     """Every hidden state of every step, and so the depths read (the head is one linear layer on them)."""
-    state, _ = lstm.read_weights(lstm.WEIGHTS)
+    state, _ = stored.read(lstm.WEIGHTS)
     tokens, _ = train.batch_of(train.bracket_strings(200, 11, lengths))
     with torch.no_grad():
         ours = recipe.hidden_states(model, tokens)
@@ -108,12 +110,13 @@ RETRAINED_EPOCHS = 4
 
 def test_training_from_the_seed_passes_through_the_stored_stages(monkeypatch):
     monkeypatch.setattr(train, "EPOCHS", RETRAINED_EPOCHS)
-    _, snapshots, curve = train.train()
-    stored = kept_stages(lstm.SNAPSHOTS)
+    fitted = train.train()
+    snapshots, curve = fitted.snapshots, fitted.losses
+    kept = kept_stages(lstm.SNAPSHOTS)
     assert sorted(snapshots) == [e for e in train.SNAPSHOT_EPOCHS if e < RETRAINED_EPOCHS] == [0, 1, 3]
-    worst, where = largest_stage_difference(snapshots, stored)
+    worst, where = largest_stage_difference(snapshots, kept)
     assert worst <= train.RETRAIN_TOLERANCE, where
-    _, metadata = lstm.read_weights(lstm.WEIGHTS)
+    _, metadata = stored.read(lstm.WEIGHTS)
     assert curve == pytest.approx(json.loads(metadata["loss_per_epoch"])[:RETRAINED_EPOCHS], rel=1e-4)
 
 
@@ -122,9 +125,9 @@ def test_train_check_exits_1_naming_a_stored_stage_that_differs(tmp_path, monkey
     files, 1 with one kept stage changed by 0.01, which it names as the largest difference."""
     from safetensors.torch import save_file
 
-    retrained = (lstm.build_model(), kept_stages(lstm.SNAPSHOTS), [])
+    retrained = training.Fitted(lstm.build_model(), [], snapshots=kept_stages(lstm.SNAPSHOTS))
     assert train_check(train, retrained) == 0
-    state, metadata = lstm.read_weights(lstm.SNAPSHOTS)
+    state, metadata = stored.read(lstm.SNAPSHOTS)
     state["epoch-3/head.bias"] = state["epoch-3/head.bias"] + 0.01
     save_file(state, str(tmp_path / "snapshots.safetensors"), metadata=metadata)
     monkeypatch.setattr(train, "SNAPSHOTS", tmp_path / "snapshots.safetensors")
@@ -132,7 +135,8 @@ def test_train_check_exits_1_naming_a_stored_stage_that_differs(tmp_path, monkey
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
     del state["epoch-3/head.bias"]  # another set of tensors is infinitely far
     save_file(state, str(tmp_path / "snapshots.safetensors"), metadata=metadata)
-    assert train.largest_difference(*retrained[:2], lstm.WEIGHTS, tmp_path / "snapshots.safetensors") == float("inf")
+    assert train_check(train, retrained) == 1
+    assert "largest weight difference inf" in capsys.readouterr().out
 
 
 # ---- the lab (verification: tests/test_recordings.py)

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from app import create_app
+from app.services.config import PROJECT_ROOT
 from app.services.extensions import models
 from app.web.pages import significant
 
@@ -165,7 +166,8 @@ def test_case_fragment_and_exports(client):
     rows = list(csv.DictReader(io.StringIO(text(response))))
     assert len(rows) == 36 + 6 + 6 + 6 + 16 + 2 + 3
     assert rows[0] == {"case": "mask-b", "kind": "matrix", "label": "Bidirectional attention · head 0",
-                       "row": "0", "column": "0", "value": "0.17444152428483226"}
+                       "row": "0", "column": "0", "value": "0.17444152428483226", "key": "attention_head_0",
+                       "row_name": "CLS", "column_name": "CLS"}  # the tokens the lab names the axes by
     recorded = next(c for c in bert_manifest()["experiment"]["cases"] if c["id"] == "mask-b")
     assert client.get("/models/bert/cases/mask-b.json").get_json()["case"] == recorded
 
@@ -291,7 +293,10 @@ def test_every_layer_downloads_as_csv(client):
     rows = list(csv.DictReader(io.StringIO(answer.get_data(as_text=True))))
     assert len(rows) == len(client.get("/api/models/gpt").get_json()["layers"])
     wte = next(r for r in rows if r["id"] == "wte")
-    assert (wte["op"], wte["line"], wte["call_line"]) == ("Embedding", "81", "91")
+    source = (PROJECT_ROOT / "recipes" / "gpt" / "model.py").read_text().splitlines()
+    declared = next(i for i, line in enumerate(source, 1) if "self.wte = nn.Embedding" in line)
+    called = next(i for i, line in enumerate(source, 1) if "self.wte(" in line)
+    assert (wte["op"], wte["line"], wte["call_line"]) == ("Embedding", str(declared), str(called))
     assert json.loads(wte["params"]) == {"num_embeddings": 11, "embedding_dim": 32}
 
 

@@ -8,6 +8,7 @@ import torch
 
 from app.domain.recipes import read_metadata
 from app.services.config import PROJECT_ROOT
+from recipekit import digits, training
 
 from .conftest import recipe_module
 
@@ -72,7 +73,7 @@ def test_the_recorded_digits_and_the_held_out_accuracy():
     for case_id in ("zero", "three", "seven"):
         assert metrics[case_id]["prediction"] == metrics[case_id]["label"]
     assert metrics["misread"]["prediction"] != metrics["misread"]["label"]
-    assert metrics["test-split"]["test_accuracy"] > 0.97 and metrics["test-split"]["test_size"] == train.TEST_SIZE
+    assert metrics["test-split"]["test_accuracy"] > 0.97 and metrics["test-split"]["test_size"] == digits.TEST_SIZE
     matrices = {m["key"]: m["values"] for m in cases["three"]["matrices"]}
     assert len(matrices["block1_branch"]) == 8 and len(matrices["block2_shortcut"]) == 16  # channel × position
     assert len(matrices["block2_branch"][0]) == 16  # 4 × 4 positions after the stride
@@ -81,10 +82,10 @@ def test_the_recorded_digits_and_the_held_out_accuracy():
 def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, train_check, capsys):
     """`train.py --check` on the stored weights standing in for a retraining (which takes 16 s: README)."""
     pytest.importorskip("sklearn")
-    assert train_check(train, (model, [])) == 0
+    assert train_check(train, training.Fitted(model, [])) == 0
     changed = resnet.build_model()
     changed.block2.shortcut.bn.running_mean[3] += 0.01  # running statistics are stored, and compared, too
-    assert train_check(train, (changed, [])) == 1
+    assert train_check(train, training.Fitted(changed, [])) == 1
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 
@@ -97,7 +98,7 @@ def test_a_drawing_is_read_with_every_declared_stage_and_traced_exactly_at_the_l
     image = images[14].tolist()
     case = client.post("/api/models/resnet/runs", json={"image": image}).get_json()["case"]
     keys = {m["key"] for m in case["matrices"]}
-    declared = [group["key"] for group in read_metadata(RECIPE)["lab"]["groups"]]
+    declared = [group["key"] for group in read_metadata(RECIPE)["display"]["groups"]]
     assert declared and all(f"{group}_c0" in keys for group in declared)  # every stage the page draws
     answer = client.post("/api/models/resnet/runs", json={"image": image}).get_json()
     assert [group["key"] for group in answer["groups"]] == declared  # grouped by the server, in order

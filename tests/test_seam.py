@@ -152,12 +152,13 @@ GRID = {"type": "grid", "rows": "rows", "cols": 8, "min": 0, "max": 16, "require
 
 
 IMAGE_LAB = {"kind": "image-classifier", "sizes": {"rows": 8, "cols": 8, "levels": 16, "classes": 10},
-             "words": {"thing": "digit"}, "groups": [{"key": "stage1_act", "title": "Stage 1"}]}
+             "words": {"thing": "digit"}}
+STAGES = ({"key": "stage1_act", "title": "Stage 1"},)  # the recipe's [display] groups: the image lab draws them
 
 
 def test_a_grid_field_is_declared_with_its_size_and_gives_its_schema():
     spec = lab_spec(IMAGE_LAB | {"endpoints": {name: {"method": "POST", "entry": name, "fields": {"image": GRID}}
-                                               for name in ("runs", "trace")}}, {"layers": []})
+                                               for name in ("runs", "trace")}}, {"layers": []}, STAGES)
     schema = spec.endpoints["runs"].fields["image"].json_schema()
     assert schema["minItems"] == schema["maxItems"] == 8
     assert schema["items"]["maxItems"] == 8 and schema["items"]["items"] == {"type": "integer", "minimum": 0,
@@ -173,31 +174,43 @@ def test_a_grid_declaration_the_lab_cannot_serve_is_refused(change, message):
     endpoints = {name: {"method": "POST", "entry": name, "fields": {"image": GRID}} for name in ("runs", "trace")}
     endpoints["trace"] |= change
     with pytest.raises(DeclarationError, match=re.escape(message)):
-        lab_spec(IMAGE_LAB | {"endpoints": endpoints}, {"layers": []})
+        lab_spec(IMAGE_LAB | {"endpoints": endpoints}, {"layers": []}, STAGES)
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"words": {}}, "lab.words of a image-classifier lab needs thing"),
-    ({"words": {"thing": ""}}, "lab.words must map names to non-empty text"),
-    ({"groups": []}, "lab.groups of an image-classifier lab needs the feature-map stages"),
-    ({"groups": [{"key": "stage1_act"}]}, "lab.groups must be a list of { key, title }"),
-    ({"groups": [{"key": "stage1_act", "title": "Stage 1", "colour": "mint"}]}, "lab.groups must be a list of"),
+@pytest.mark.parametrize(("change", "groups", "message"), [
+    ({"words": {}}, STAGES, "lab.words of a image-classifier lab needs thing"),
+    ({"words": {"thing": ""}}, STAGES, "lab.words must map names to non-empty text"),
+    ({}, (), "display.groups: an image-classifier lab needs the feature-map stages"),
 ])
-def test_an_image_lab_without_its_words_or_its_stages_is_refused(change, message):
+def test_an_image_lab_without_its_words_or_its_stages_is_refused(change, groups, message):
     """The page names what an image shows and draws feature maps only in the recipe's own words and stages."""
     endpoints = {name: {"method": "POST", "entry": name, "fields": {"image": GRID}} for name in ("runs", "trace")}
     with pytest.raises(DeclarationError, match=re.escape(message)):
-        lab_spec(IMAGE_LAB | {"endpoints": endpoints} | change, {"layers": []})
+        lab_spec(IMAGE_LAB | {"endpoints": endpoints} | change, {"layers": []}, groups)
+
+
+@pytest.mark.parametrize(("groups", "message"), [
+    ([{"key": "stage1_act"}], "display.groups[0].title: is required"),
+    ([{"key": "stage1_act", "title": "Stage 1", "colour": "mint"}], "display.groups[0].colour: is not a key"),
+    ([{"key": "stage1_act", "title": ""}], "display.groups[0].title: must have at least 1 character"),
+])
+def test_a_group_is_declared_with_its_key_and_title_and_nothing_else(groups, message):
+    from app.domain.declaration import checked
+
+    declaration = read_metadata(PROJECT_ROOT / "recipes" / "lenet")
+    declaration["display"] = {"groups": groups}
+    with pytest.raises(DeclarationError, match=re.escape(message)):
+        checked(declaration)
 
 
 def test_a_case_is_drawn_in_its_declared_groups_and_nothing_else_is_caught_by_their_keys():
     """Maps keyed <group>_c<n> are drawn together where the first stands, with the matrix their group is drawn
     over; a key that only resembles a group's (another prefix, no number after `_c`) stays alone."""
-    groups = [{"key": "stem", "title": "Stem", "over": "image"}, {"key": "block1", "title": "Block 1", "each": "head"}]
-    spec = lab_spec(IMAGE_LAB | {"endpoints": {name: {"method": "POST", "entry": name, "fields": {"image": GRID}}
-                                               for name in ("runs", "trace")}, "groups": groups}, {"layers": []})
+    from app.domain.figures import Display
+
+    groups = ({"key": "stem", "title": "Stem", "over": "image"}, {"key": "block1", "title": "Block 1", "each": "head"})
     keys = ["image", "stem_c0", "block1_c0", "stem_c1", "block1_branch", "block1_cx", "xstem_c0", "block1_c1"]
-    sections = spec.sections([{"key": key, "values": [[0]]} for key in keys])
+    sections = Display(groups).sections([{"key": key, "values": [[0]]} for key in keys])
     drawn = [s["matrix"]["key"] if "matrix" in s else (s["group"]["key"], [m["index"] for m in s["maps"]])
              for s in sections]
     assert drawn == ["image", ("stem", [0, 1]), ("block1", [0, 1]), "block1_branch", "block1_cx", "xstem_c0"]

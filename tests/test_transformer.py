@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from app.services.config import PROJECT_ROOT
+from recipekit import training
+from recipekit import weights as stored
 
 from .conftest import recipe_module
 
@@ -68,7 +70,7 @@ def torch_transformer_logits(state: dict, source: torch.Tensor, target: torch.Te
 @pytest.mark.parametrize("lengths", [train.LENGTHS, recipe.LONGER], ids=["trained", "longer"])
 def test_the_recipe_equals_torch_nn_transformer_built_from_the_stored_tensors(model, lengths):
     """Every logit of every step, teacher-forced, on held-out sources; so the same tokens are written."""
-    state, _ = transformer.read_weights(transformer.WEIGHTS)
+    state, _ = stored.read(transformer.WEIGHTS)
     for sources in train.by_length(train.digit_sequences(200, 11, lengths)):
         target = train.pair(sources)[0]
         with torch.no_grad():
@@ -138,12 +140,12 @@ def test_the_trained_cross_attention_reads_the_source_backwards():
 
 
 def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, train_check, capsys):
-    curve = json.loads(transformer.read_weights(transformer.WEIGHTS)[1]["loss_per_epoch"])
-    assert train_check(train, (model, curve)) == 0
+    curve = json.loads(stored.read(transformer.WEIGHTS)[1]["loss_per_epoch"])
+    assert train_check(train, training.Fitted(model, curve)) == 0
     changed = transformer.build_model()
     with torch.no_grad():
         changed.decoder[0].norm2.bias[5] += 0.01
-    assert train_check(train, (changed, curve)) == 1
+    assert train_check(train, training.Fitted(changed, curve)) == 1
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 

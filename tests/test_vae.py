@@ -9,6 +9,7 @@ import torch
 from torch import distributions
 
 from app.services.config import PROJECT_ROOT
+from recipekit import digits, training
 
 from .conftest import LENET_RECIPE, recipe_module
 
@@ -66,7 +67,7 @@ def test_the_loss_terms_equal_torch_distributions(model):
     """The reference: a Bernoulli per pixel and the KL between two Normals, from torch.distributions, on the
     recorded digits with a sampled code."""
     images, _, _ = recipe.test_split()
-    x = vae.pixels(images)
+    x = digits.pixels(images)
     noise = torch.randn(len(x), 2, generator=torch.Generator().manual_seed(7))
     with torch.no_grad():
         loss, reconstruction, kl = vae.loss_terms(model, x, noise)
@@ -88,9 +89,9 @@ def test_the_trained_lenet_reads_the_reconstructions_of_held_out_digits_at_the_r
     reader = lenet.build_model()
     images, labels, _ = recipe.test_split()
     with torch.no_grad():
-        reconstructions = recipe.decode(model, model.encoder(vae.pixels(images))[0])
-        rate = (reader(lenet.pixels(reconstructions)).argmax(-1) == labels).float().mean().item()
-        originals = (reader(lenet.pixels(images)).argmax(-1) == labels).float().mean().item()
+        reconstructions = recipe.decode(model, model.encoder(digits.pixels(images))[0])
+        rate = (reader(digits.pixels(reconstructions)).argmax(-1) == labels).float().mean().item()
+        originals = (reader(digits.pixels(images)).argmax(-1) == labels).float().mean().item()
     assert 0.75 < rate < originals  # blurred by a 2-D code, but mostly still the digit drawn
     read = round(rate * len(labels))
     stated = f"{read} of {len(labels)} ({rate:.1%})"
@@ -116,11 +117,11 @@ def test_the_recorded_cases(model):
 def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, train_check, capsys):
     """`train.py --check` on the stored weights standing in for a retraining (which takes 26 s: README)."""
     pytest.importorskip("sklearn")
-    assert train_check(train, (model, [])) == 0
+    assert train_check(train, training.Fitted(model, [])) == 0
     changed = vae.build_model()
     with torch.no_grad():
         changed.encoder.logvar.bias[1] += 0.01
-    assert train_check(train, (changed, [])) == 1
+    assert train_check(train, training.Fitted(changed, [])) == 1
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 

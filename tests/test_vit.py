@@ -9,6 +9,7 @@ import torch
 
 from app.domain.recipes import read_metadata
 from app.services.config import PROJECT_ROOT
+from recipekit import digits, training
 
 from .conftest import recipe_module
 
@@ -91,7 +92,7 @@ def test_the_recorded_digits_their_attention_maps_and_the_held_out_accuracy():
     for case_id in ("zero", "three", "seven", "two"):
         assert metrics[case_id]["prediction"] == metrics[case_id]["label"]
     assert metrics["misread"]["prediction"] != metrics["misread"]["label"]
-    assert metrics["test-split"]["test_accuracy"] > 0.96 and metrics["test-split"]["test_size"] == train.TEST_SIZE
+    assert metrics["test-split"]["test_accuracy"] > 0.96 and metrics["test-split"]["test_size"] == digits.TEST_SIZE
     matrices = {m["key"]: m["values"] for m in cases["three"]["matrices"]}
     to_itself = next(v["values"] for v in cases["three"]["vectors"] if v["key"] == "cls_to_itself")
     for layer in range(2):
@@ -105,11 +106,11 @@ def test_the_recorded_digits_their_attention_maps_and_the_held_out_accuracy():
 def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, train_check, capsys):
     """`train.py --check` on the stored weights standing in for a retraining (which takes 40 s: README)."""
     pytest.importorskip("sklearn")
-    assert train_check(train, (model, [])) == 0
+    assert train_check(train, training.Fitted(model, [])) == 0
     changed = vit.build_model()
     with torch.no_grad():
         changed.cls[0, 0, 3] += 0.01
-    assert train_check(train, (changed, [])) == 1
+    assert train_check(train, training.Fitted(changed, [])) == 1
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 
 
@@ -122,7 +123,7 @@ def test_a_drawing_is_read_with_every_declared_stage_and_traced_exactly_at_the_h
     image = images[14].tolist()
     case = client.post("/api/models/vit/runs", json={"image": image}).get_json()["case"]
     keys = {m["key"] for m in case["matrices"]}
-    groups = read_metadata(RECIPE)["lab"]["groups"]
+    groups = read_metadata(RECIPE)["display"]["groups"]
     assert groups and all(f"{group['key']}_c3" in keys and group["over"] in keys for group in groups)
     assert "loss" not in {m["key"] for m in case["metrics"]}  # no class named, no loss
     trace = client.post("/api/models/vit/trace", json={"image": image, "target": 8}).get_json()

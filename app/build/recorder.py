@@ -22,6 +22,7 @@ from ..domain.catalog import (
     file_path,
     graph_document,
     recipe_files,
+    resolve,
 )
 from ..domain.checkpoints import (
     Checkpoint,
@@ -31,11 +32,13 @@ from ..domain.checkpoints import (
     find,
     locate,
 )
-from ..domain.compare import tolerance_for
+from ..domain import requirements
+from ..domain.compare import compare_case, tolerance_for
 from ..domain.graphlayout import build_preview
-from ..domain.labs import lab_spec
+from ..domain.declaration import read_declaration
+from ..domain.folders import FolderError, check_links
+from ..domain.labs import LabSpec
 from ..domain.labs.fields import DeclarationError, FieldError, validate
-from ..domain.recipes import RecipeMetadataError, read_metadata
 from ..compute.pool import RecipeCall, WorkerPool, decoded
 from ..domain.schema import ITEMS, ManifestError, validate_manifest
 
@@ -43,8 +46,6 @@ RECORDER_VERSION = 1  # provenance.recorder: which recordings this recorder made
 # Page metadata copied from recipe.toml into the manifest, in the seed manifest's order.
 HEAD_FIELDS = ("title", "className", "question", "description", "category", "tags", "curator", "attribution",
                "license", "limitations", "openingStep")
-REQUIRED = ("title", "question", "description", "category", "tags", "curator", "attribution", "license",
-            "limitations", "milestone", "steps", "experiment", "recording")
 
 
 class RecordingError(Exception):
@@ -79,6 +80,10 @@ def content_revision(manifest: dict) -> str:
     return _sha256(json.dumps(content, sort_keys=True, ensure_ascii=False).encode())[:16]
 
 
+# What a replayed item may name besides its numbers: a matrix its rows and columns, a vector its entries.
+NAMED = {"matrices": ("rows", "columns"), "vectors": ("names",)}
+
+
 def _cases(meta: dict, replay: dict, without_checkpoint: bool) -> list[dict]:
     """The declared cases with the values the replay produced; every item needs a key. A recipe whose
     checkpoint is not on this machine records its graph and no case."""
@@ -107,13 +112,36 @@ def _cases(meta: dict, replay: dict, without_checkpoint: bool) -> list[dict]:
                     raise RecordingError(f"case {spec['id']!r}: {kind}[{i}] ({item.get('label')!r}) has no key")
                 if not all(math.isfinite(v) for v in _flat(item[field])):
                     raise RecordingError(f"case {spec['id']!r}: {kind} {item['key']!r} holds NaN or infinity")
+                names = {axis: item[axis] for axis in NAMED.get(kind, ()) if axis in item}
+                for axis, listed in names.items():
+                    if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
+                        raise RecordingError(f"case {spec['id']!r}: {kind} {item['key']!r} names its {axis} with "
+                                             "something other than a list of strings")
                 items.append({"key": item["key"], "label": item.get("label") or item["key"], field: item[field]}
-                             | ({"first": item["first"]} if "first" in item else {}))
+                             | ({"first": item["first"]} if "first" in item else {}) | names)
             case[kind] = items
         if isinstance(values.get("request"), dict):  # the lab request that reproduces the case: a preset
             case["request"] = values["request"]
         cases.append(case)
     return cases
+
+
+def _alone_as_among_others(replay: dict, alone: dict, declaration) -> None:
+    """Each case replayed alone must equal the case in the whole replay, by the verification's rule: What if? and
+    the training stages run a case alone (run.py's `replay(case=...)`)."""
+    tol = tolerance_for({"experiment": declaration.experiment.model_dump(exclude_none=True)})
+    for case_id, among in replay.get("cases", {}).items():
+        found = alone.get(case_id)
+        if not isinstance(found, dict):
+            why = found if isinstance(found, str) else "it answered no such case"
+            raise RecordingError(f"run.py replay(case={case_id!r}) cannot replay the case alone ({why}): What if? "
+                                 "replays one case at a time, so replay() takes `case` and answers that case alone")
+        compared = compare_case({"id": case_id, "label": case_id, **among}, found, tol)
+        wrong = next((v for v in compared["values"] if v["status"] != "passed"), None)
+        if wrong is not None:
+            raise RecordingError(f"run.py replay(case={case_id!r}) answers {wrong['kind']} {wrong['key']!r} otherwise "
+                                 "than the whole replay does: a case must compute alone as among the others (seed "
+                                 "its own random draws)")
 
 
 def _flat(value) -> list[float]:
@@ -134,7 +162,7 @@ def _provenance(meta: dict, graph: dict, replay: dict, environment: dict, model_
         "sourceSha256": _sha256(model_py),
         "python": environment["python"],
         "torch": environment["torch"],
-        "execution": {"inputs": {"args": recording["inputs"]}, "device": environment["device"],
+        "execution": {"inputs": {"args": graph["inputs"]}, "device": environment["device"],
                       "mode": environment["mode"], "seed": seed, "deterministic": environment["deterministic"]},
         "outcome": "passed",
         "outputShape": graph["outputShape"],
@@ -159,13 +187,9 @@ def _checkpoint(meta: dict, settings: Mapping) -> Checkpoint | None:
         raise RecordingError(exc.description) from exc
 
 
-def _check_lab(declaration: dict, manifest: dict, recipe_dir: Path, pool: WorkerPool, context: dict) -> None:
+def _check_lab(spec: LabSpec, manifest: dict, recipe_dir: Path, pool: WorkerPool, context: dict) -> None:
     """Run each lab endpoint once, on the request its kind makes from the recorded cases, and check that it
     answers everything the kind's page reads (`LabKind.reads`): a recipe and its kind cannot drift apart."""
-    try:
-        spec = lab_spec(declaration, manifest)
-    except DeclarationError as exc:
-        raise RecordingError(f"recipe.toml: {exc}") from exc
     presets = spec.kind.presets(manifest["experiment"]["cases"], spec)
     for name, reads in spec.kind.reads.items():
         endpoint = spec.endpoints[name]
@@ -189,18 +213,22 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
     """Trace and replay the recipe in a worker, and assemble the manifest and its files; `settings` (the
     app's configuration) names a checkpoint folder where the recipe reads one."""
     try:
-        meta = read_metadata(recipe_dir)
+        check_links(recipe_dir, f"recipes/{slug}")
+        declaration = read_declaration(recipe_dir)
         files = recipe_files(recipe_dir)
-    except (RecipeMetadataError, ManifestError) as exc:
+    except (DeclarationError, ManifestError, FolderError) as exc:
         raise RecordingError(str(exc)) from exc
-    missing = [k for k in REQUIRED if k not in meta]
-    if missing:
-        raise RecordingError(f"recipes/{slug}/recipe.toml lacks {', '.join(missing)}")
+    needs = requirements.problems(files)
+    if needs:
+        raise RecordingError(f"recipes/{slug}: " + "; ".join(needs))
+    meta = declaration.model_dump(exclude_unset=True)  # as written: the manifest holds what the recipe declares
+    meta["experiment"].setdefault("kind", declaration.experiment.kind)
     checkpoint = _checkpoint(meta, settings)
     context = {"checkpoint": str(checkpoint.folder)} if checkpoint else {}
-    reply = pool.run(RecipeCall.capture(recipe_dir, meta["recording"]["inputs"], context))
+    reply = pool.run(RecipeCall.capture(recipe_dir, meta["recording"].get("inputs"), context))
     reply = decoded(reply)
     graph, replay = reply["result"]["graph"], reply["result"]["replay"]
+    _alone_as_among_others(replay, reply["result"]["alone"], declaration)
     manifest: dict = {"schemaVersion": 1, "slug": slug}
     for key in HEAD_FIELDS:
         value = graph["className"] if key == "className" else meta.get(key)
@@ -219,13 +247,14 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
         validate_manifest(manifest | {"files": {}}, slug)
     except ManifestError as exc:
         raise RecordingError(f"the recording would not be valid: {exc}") from exc
-    if "lab" in meta and (checkpoint or "checkpoint" not in meta):
-        _check_lab(meta["lab"], manifest, recipe_dir, pool, context)
+    try:  # what the catalog resolves when it loads the recording, so that what is written loads
+        resolved = resolve(declaration, manifest, recipe_dir)
+    except DeclarationError as exc:
+        raise RecordingError(f"recipe.toml: {exc}") from exc
+    if resolved["lab"] is not None and (checkpoint or "checkpoint" not in meta):
+        _check_lab(resolved["lab"], manifest, recipe_dir, pool, context)
 
-    focus = meta.get("graph", {}).get("focus")
-    layers = {layer["id"]: layer for layer in manifest["layers"]}
-    if focus is not None and layers.get(focus, {}).get("kind") != "module":
-        raise RecordingError(f"recipe.toml: graph.focus names no module: {focus!r}")
+    focus = declaration.graph.focus
     preview = build_preview(manifest, focus).encode()
     served = {GRAPH_FILE: graph_document(manifest), **files, PREVIEW_FILE: preview}
     manifest["files"] = {name: {"url": file_path(slug, manifest["revision"], name),

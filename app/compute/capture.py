@@ -492,14 +492,38 @@ def input_nodes(model: nn.Module, args: list, kwargs: dict) -> dict[str, torch.T
     return named
 
 
+def made_inputs(made) -> tuple[list[torch.Tensor], dict[str, torch.Tensor], list[dict]]:
+    """What model.py's example_inputs() returned, as forward()'s arguments: a tensor, a tuple or list of them
+    (positional), or a dict of them (by name); with each described as the manifest records an input."""
+    args, kwargs = ([], made) if isinstance(made, dict) else (list(made), {}) if isinstance(made, tuple | list) \
+        else ([made], {})
+    tensors = [*args, *kwargs.values()]
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors) \
+            or not all(isinstance(k, str) and k.isidentifier() for k in kwargs):
+        raise ValueError("model.py's example_inputs() must return a tensor, a tuple of tensors or a dict of them "
+                         "by forward()'s parameter names")
+    described = [({"name": name} if name is not None else {}) | {
+        "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "madeBy": "example_inputs()"}
+        for name, t in [*((None, a) for a in args), *kwargs.items()]]
+    return args, kwargs, described
+
+
 @torch.no_grad()
-def trace_graph(recipe_dir: Path, inputs: list[dict], **context) -> dict:
-    """The model's graph: layers (module calls, groups, ops, inputs, output) and connections by data flow."""
+def trace_graph(recipe_dir: Path, inputs: list[dict] | None, **context) -> dict:
+    """The model's graph: layers (module calls, groups, ops, inputs, output) and connections by data flow. The
+    example inputs are the declared ones (`inputs`), else what model.py's example_inputs() makes."""
     model_module = load_module(recipe_dir, "model")
     model = model_module.build_model(**context)
     source_file = inspect.getsourcefile(model_module)
     capture = Capture(source_file=source_file, root_name=type(model).__name__)
-    args, kwargs = example_inputs(inputs)
+    if inputs is not None:
+        args, kwargs = example_inputs(inputs)
+    elif callable(getattr(model_module, "example_inputs", None)):
+        torch.manual_seed(0)  # example inputs a recipe draws at random are drawn alike every time
+        args, kwargs, inputs = made_inputs(model_module.example_inputs())
+    else:
+        raise ValueError("recipe.toml declares no recording.inputs and model.py has no example_inputs(): the "
+                     "graph needs example inputs to trace")
     for name, value in input_nodes(model, args, kwargs).items():
         if isinstance(value, torch.Tensor):
             node_id = f"input:{name}"
@@ -534,6 +558,7 @@ def trace_graph(recipe_dir: Path, inputs: list[dict], **context) -> dict:
                         for i, (s, t) in enumerate(edges, 1)],
         "outputShape": list(first.shape),
         "sourceFile": Path(source_file).name,
+        "inputs": inputs,
     }
 
 
@@ -566,11 +591,25 @@ def _ordered(layers: list[dict], ran: list[str]) -> list[dict]:
     return result
 
 
-def capture(recipe_dir: str, inputs: list[dict], **context) -> dict:
+def capture(recipe_dir: str, inputs: list[dict] | None, **context) -> dict:
     """Everything the recorder needs from running the recipe: the traced graph and the replay. `context`
     holds the server's own arguments (a checkpoint folder), given to build_model() and replay() alike."""
     recipe = Path(recipe_dir)
     graph = trace_graph(recipe, inputs, **context)
+    replay_of = load_module(recipe, "run").replay
     torch.manual_seed(0)
-    replay = load_module(recipe, "run").replay(**context)
-    return {"graph": graph, "replay": replay}
+    replay = replay_of(**context)
+    return {"graph": graph, "replay": replay, "alone": alone(replay_of, list(replay.get("cases", {})), context)}
+
+
+def alone(replay_of, cases: list[str], context: dict) -> dict:
+    """Each case replayed alone (`replay(case=...)`), as What if? and the training stages run one, from the same
+    seed as the whole replay; a case that cannot be is said in words (a replay that takes no `case`, an error)."""
+    found: dict = {}
+    for case in cases:
+        torch.manual_seed(0)
+        try:
+            found[case] = replay_of(case=case, **context).get("cases", {}).get(case)
+        except Exception as exc:  # reported by the recorder, naming the case
+            found[case] = f"{type(exc).__name__}: {exc}"
+    return found

@@ -3,37 +3,14 @@
 import logging
 import multiprocessing
 import os
-import re
-import sys
-import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..domain.folders import without_paths
 from ..domain.jsonbytes import loads
 from . import worker
-
-ABSOLUTE_FOLDERS = re.compile(r"(?<![\w.~])/(?:[^\s'\"/:]+/)+")
-# A quoted path (as Python's errors write one) ends at its quote, so its folders may hold spaces.
-QUOTED_FOLDERS = re.compile(r"(?<=['\"])/(?:[^'\"\n/]+/)+")
-
-
-def _known_folders() -> list[str]:
-    """The folders a message may name whose names may hold spaces, which no pattern can tell from the words
-    around a path: the home folder, the temporary folder, the Python installation, the working folder."""
-    found = {str(Path.home()), tempfile.gettempdir(), sys.prefix, sys.base_prefix, os.getcwd()}
-    return sorted((f.rstrip("/") + "/" for f in found if len(f) > 1), key=len, reverse=True)
-
-
-def without_paths(message: str, roots: tuple[str, ...] = ()) -> str:
-    """A recipe's error message without the server's folders: /srv/app/recipes/x/w.bin -> w.bin, also where a
-    folder's name holds a space: a path under one of `roots` (the folders the call names: its recipes, a
-    checkpoint) or a known folder, or a quoted path ('/srv/my models/w.bin' -> 'w.bin')."""
-    for root in sorted((r.rstrip("/") + "/" for r in roots if r.startswith("/") and len(r) > 1), key=len, reverse=True):
-        message = message.replace(root, "")
-    for folder in _known_folders():
-        message = message.replace(folder, "/")
-    return ABSOLUTE_FOLDERS.sub("", QUOTED_FOLDERS.sub("", message))
 
 
 @dataclass(frozen=True)
@@ -146,13 +123,16 @@ log = logging.getLogger(__name__)
 
 
 class _Worker:
-    """One recipe process with the pipe to it, and the plain runs it was last asked to keep (`holds`, the
-    newest last: a hint, the process's memo may have let one go)."""
+    """One recipe process with the pipe to it, the plain runs it was last asked to keep (`holds`, the newest last:
+    a hint, the process's memo may have let one go), and the warm-ups it has still to run (`pending`, by recipe
+    folder)."""
 
     HOLDS = 64
 
-    def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int, timeout: float) -> None:
+    def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int, timeout: float,
+                 pending: dict[str, dict] | None = None) -> None:
         self.holds: dict[str, None] = {}
+        self.pending: dict[str, dict] = dict(pending or {})
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout),
@@ -203,16 +183,27 @@ class WorkerPool:
     """Runs recipe tasks in long-lived processes (worker_context), at most `size` at a time.
 
     Workers start at prestart() (or on first use) and stay warm; one that crashes or times out is killed
-    and a fresh one takes its place. A task that finds no idle worker while one is starting waits for it
-    rather than starting another.
+    and a fresh one takes its place. A task that finds no idle worker while one is starting or warming waits
+    for it rather than starting another.
+
+    Warm-ups (a recipe's imports, its checkpoint, its recorded cases kept for What if?) are one per recipe folder,
+    each bounded by `warmup_timeout`. A worker takes runs as soon as torch is loaded and warms in the time it
+    would idle, one recipe at a time, so that no recipe's warm-up holds another recipe's run for more than one
+    step; a run of a recipe whose warm-up this worker has not made yet makes that one first. A recipe whose warm-up
+    fails (hangs, crashes the process or raises) FAILS_IN_A_ROW times in a row is set aside: no worker warms it
+    again, and `on_failing(recipe_dir, reason)` tells the service, which makes its model unavailable.
     """
 
+    FAILS_IN_A_ROW = 2
+
     def __init__(self, size: int, timeout: float, torch_threads: int, seed: int, queue: int = 0,
-                 memory_mb: int = 0) -> None:
+                 memory_mb: int = 0, warmup_timeout: float | None = None,
+                 on_failing: Callable[[str, str], None] | None = None) -> None:
         self.size = size
         self.capacity = size + queue  # runs admitted at once: running plus waiting for a worker
         self._admitted = 0
         self.timeout = timeout
+        self.warmup_timeout = min(timeout, warmup_timeout) if warmup_timeout else timeout
         self._torch_threads = torch_threads
         self._seed = seed
         self._memory_mb = memory_mb
@@ -222,7 +213,13 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._returned = threading.Condition(self._lock)  # a worker joined the idle ones, or a start ended
         self._starting = 0  # workers being started in the background
-        self._warmups: list[dict] = []  # tasks every worker started in the background runs first
+        self._aside: list[_Worker] = []  # idle workers taken aside to run one warm-up
+        self._waiting = 0  # runs waiting for a worker: idle time is theirs before any warm-up's
+        self._warmups: dict[str, dict] = {}  # by recipe folder: what every new worker runs when it idles
+        self._failures: dict[str, int] = {}  # by recipe folder: warm-ups failed in a row
+        self.failing: dict[str, str] = {}  # by recipe folder: why its warm-up is no longer run
+        self._on_failing = on_failing
+        self._closed = False
 
     def admit(self) -> None:
         """Claim a place for one run, running or queued; PoolBusy when there is none. Pair with release()."""
@@ -235,31 +232,45 @@ class WorkerPool:
         with self._lock:
             self._admitted -= 1
 
+    def _new_worker(self) -> _Worker:
+        with self._lock:
+            pending = {k: v for k, v in self._warmups.items() if k not in self.failing}
+        return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout, pending)
+
     def _take(self, prefer: str | None = None) -> _Worker:
         """An idle worker: the newest that holds the plain run `prefer` names, else the one returned last."""
         with self._lock:
-            while True:
-                while self._idle:
-                    holders = [i for i, w in enumerate(self._idle) if prefer is not None and prefer in w.holds]
-                    candidate = self._idle.pop(holders[-1] if holders else -1)
-                    if candidate.alive():
-                        return candidate
-                    candidate.kill()
-                if not self._starting or not self._returned.wait(STARTUP_TIMEOUT):
-                    break
-        return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout)
+            self._waiting += 1
+            try:
+                while True:
+                    while self._idle:
+                        holders = [i for i, w in enumerate(self._idle) if prefer is not None and prefer in w.holds]
+                        candidate = self._idle.pop(holders[-1] if holders else -1)
+                        if candidate.alive():
+                            return candidate
+                        candidate.kill()
+                    busy = self._starting or self._aside  # a worker that will be idle soon, bounded in time
+                    if not busy or not self._returned.wait(STARTUP_TIMEOUT + self.warmup_timeout):
+                        break
+            finally:
+                self._waiting -= 1
+        return self._new_worker()
 
     def _release(self, w: _Worker, started: bool = False, keeping: bool = False) -> None:
-        """Return a worker to the idle ones; `started`: it is one the background start made; `keeping`: it
-        keeps a run after its reply, so the others are taken first (but for a change to that run)."""
+        """Return a worker to the idle ones (a worker warming aside is back); `started`: it is one the background
+        start made; `keeping`: it keeps a run after its reply, so the others are taken first (but for a change to
+        that run). Then let an idle worker warm, where no run waits."""
         with self._lock:
             self._starting -= started
-            kept = len(self._idle) < self.size
+            if w in self._aside:
+                self._aside.remove(w)
+            kept = len(self._idle) < self.size and not self._closed
             if kept:
                 self._idle.insert(0 if keeping else len(self._idle), w)
             self._returned.notify_all()  # a worker to take, or one start fewer to wait for
         if not kept:
             w.kill()  # a replacement started while a request started its own: keep no more than size
+        self._warm_when_idle()
 
     def run(self, call: RecipeCall) -> dict:
         """Run the call in a worker; returns the worker's reply, or raises a RecipeError saying why not."""
@@ -267,6 +278,10 @@ class WorkerPool:
         key = worker.task_plain_key(task)  # a worker that holds its plain run is taken first
         with self._slots:
             w = self._take(key)
+            own = w.pending.pop(str(call.recipe_dir), None)
+            if own is not None and not self._warm(w, own):  # this recipe's own warm-up first, never another's
+                self._start_in_background(1)
+                raise RecipeCrashed(f"the recipe did not start in its process: {self._why(str(call.recipe_dir))}")
             try:
                 w.conn.send(task)
                 if not w.conn.poll(self.timeout):
@@ -286,9 +301,10 @@ class WorkerPool:
         return outcome(reply, call)
 
     def prestart(self, warmups: list[dict] | None = None) -> None:
-        """Start every worker in the background, each running `warmups` first (importing each lab's recipe,
-        loading a checkpoint), so that the first runs find them warm."""
-        self._warmups = list(warmups or [])
+        """Start every worker in the background; each runs `warmups` (one per recipe folder: importing its recipe,
+        loading a checkpoint, keeping its cases) in time it would idle, so that the first runs find them warm."""
+        with self._lock:
+            self._warmups = {task["recipe_dir"]: task for task in warmups or []}
         self._start_in_background(self.size)
 
     def _start_in_background(self, count: int) -> None:
@@ -299,8 +315,7 @@ class WorkerPool:
         def start() -> None:
             for started in range(count):
                 try:
-                    w = _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout)
-                    self._warm(w)
+                    w = self._new_worker()
                 except RecipeError:  # a worker that cannot start is reported by the run that needs it
                     with self._lock:
                         self._starting -= count - started
@@ -310,28 +325,79 @@ class WorkerPool:
 
         threading.Thread(target=start, name="recipe-start", daemon=True).start()
 
-    def _warm(self, w: _Worker) -> None:
-        """Run the warm-up tasks in a new worker; one that fails is logged (its run will say why), one that
-        hangs or kills the worker ends the worker."""
-        for task in self._warmups:
-            try:
-                w.conn.send(task)
-                if not w.conn.poll(self.timeout):
-                    raise RecipeTimeout(f"warming {task['recipe_dir']} took over {self.timeout:g} s")
+    def _warm_when_idle(self) -> None:
+        """Take an idle worker with a warm-up still to run aside to run it, unless a run waits for a worker."""
+        with self._lock:
+            if self._waiting:
+                return
+            found = next((w for w in self._idle if w.pending), None)
+            if found is None:
+                return
+            self._idle.remove(found)
+            self._aside.append(found)
+            _, task = found.pending.popitem()
+
+        def warm() -> None:
+            if self._warm(found, task):
+                self._release(found)
+            else:
+                with self._lock:
+                    self._aside.remove(found)
+                    self._returned.notify_all()
+                self._start_in_background(1)
+
+        threading.Thread(target=warm, name="recipe-warm", daemon=True).start()
+
+    def _warm(self, w: _Worker, task: dict) -> bool:
+        """Run one warm-up in the worker, within `warmup_timeout`; whether the worker lives on. One that fails is
+        counted against its recipe (a worker that hangs or dies is killed); one that succeeds clears the count."""
+        folder = task["recipe_dir"]
+        error = None
+        try:
+            w.conn.send(task)
+            if not w.conn.poll(self.warmup_timeout):
+                error = f"warming it ran past {self.warmup_timeout:g} s"
+            else:
                 reply = w.conn.recv()
-            except (EOFError, OSError, RecipeTimeout) as exc:
-                w.kill()
-                raise RecipeCrashed(f"a recipe worker did not survive its warm-up: {exc}") from exc
-            if not reply["ok"]:
-                log.warning("warming %s failed: %s", task["recipe_dir"], without_paths(reply["error"]))
+                if not reply["ok"]:
+                    error = f"warming it raised {without_paths(reply['error'], (str(Path(folder).parent),))}"
+        except (EOFError, OSError):
+            w.process.join(timeout=5)
+            error = f"its process died while warming it (exit code {w.process.exitcode})"
+        if error is None:
+            with self._lock:
+                self._failures.pop(folder, None)
+            return True
+        self._failed(folder, error)
+        if "raised" in error:
+            return True  # the recipe's own error: the process is sound
+        w.kill()
+        return False
+
+    def _failed(self, folder: str, error: str) -> None:
+        log.warning("warming %s failed: %s", Path(folder).name, error)
+        with self._lock:
+            self._failures[folder] = self._failures.get(folder, 0) + 1
+            if self._failures[folder] < self.FAILS_IN_A_ROW or folder in self.failing:
+                return
+            self.failing[folder] = f"{error} ({self.FAILS_IN_A_ROW} times in a row)"
+            self._failures.pop(folder)
+            reason = self.failing[folder]
+        if self._on_failing is not None:
+            self._on_failing(folder, reason)
+
+    def _why(self, folder: str) -> str:
+        with self._lock:
+            return self.failing.get(folder, "its warm-up failed")
 
     def pids(self) -> list[int]:
-        """Process ids of the idle workers (for tests and diagnostics)."""
+        """Process ids of the idle workers, those warming in idle time included (for tests and diagnostics)."""
         with self._lock:
-            return [w.pid for w in self._idle if w.pid is not None]
+            return [w.pid for w in (*self._idle, *self._aside) if w.pid is not None]
 
     def shutdown(self) -> None:
         with self._lock:
+            self._closed = True  # a worker warming aside is killed when it returns
             for w in self._idle:
                 w.kill()
             self._idle.clear()

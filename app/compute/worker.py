@@ -34,6 +34,14 @@ KEEP_AFTER_IDLE_SECONDS = 0.1
 # The most of the memo one lab run kept ahead of need may take, so that one long input's run (a twelve-layer
 # checkpoint's on a 9-token text: 5.7 MiB laid out, more with every token) leaves room for others.
 KEPT_AHEAD_SHARE = 1 / 2
+# The most of the memo one recorded case kept at a warm-up may take: a case over a whole test split (a thousand
+# problems, every module's output) would push the others out; it runs in full when it is changed.
+WARM_RUN_SHARE = 1 / 16
+
+
+# The entry that replays one recorded case (run.py's replay(case=...)), where no lab endpoint runs it; named as
+# the service names it (services/subjects.py).
+REPLAY = "run.replay"
 
 
 def entry_points(recipe_dir: Path) -> dict[str, frozenset[str]]:
@@ -47,10 +55,36 @@ def entry_points(recipe_dir: Path) -> dict[str, frozenset[str]]:
 
 @functools.lru_cache(maxsize=64)
 def _entry_points(recipe_dir: Path, stamp: tuple | None) -> dict[str, frozenset[str]]:
-    """Read once per version of recipe.toml (`stamp`): parsing it took a third of a small replay's time."""
+    """Read once per version of recipe.toml (`stamp`): parsing it took a third of a small replay's time. The
+    catalog checked the declaration; a lab read here is only trusted for the entries' names."""
     lab = read_metadata(recipe_dir).get("lab", {})
+    endpoints = lab.get("endpoints", {}) if isinstance(lab, dict) else {}
     return {"run": frozenset({"replay"}),
-            "lab": frozenset(str(e.get("entry")) for e in lab.get("endpoints", {}).values())}
+            "lab": frozenset(str(e.get("entry")) for e in endpoints.values() if isinstance(e, dict)),
+            "warm": frozenset({lab["warm"]} if isinstance(lab.get("warm") if isinstance(lab, dict) else None, str)
+                              else ())}
+
+
+def case_of(replay: Callable) -> Callable:
+    """run.py's replay() as an entry that answers one recorded case: what What if? and the training stages run a
+    case on where no lab endpoint can."""
+    def replayed(case: str, **context):
+        found = replay(case=case, **context).get("cases", {})
+        if case not in found:
+            raise LookupError(f"run.py's replay(case={case!r}) answered no case {case!r}")
+        return found[case]
+
+    return replayed
+
+
+def entry_function(recipe_dir: Path, entry: str) -> Callable:
+    """The function a task names: a lab.py entry the recipe's lab declares, or a recorded case replayed (REPLAY);
+    ValueError for anything else."""
+    if entry == REPLAY:
+        return case_of(load_module(recipe_dir, "run").replay)
+    if entry not in entry_points(recipe_dir)["lab"]:
+        raise ValueError(f"lab.{entry} is not a recipe entry point")
+    return getattr(load_module(recipe_dir, "lab"), entry)
 
 
 def environment(torch: ModuleType, seed: int) -> dict:
@@ -71,24 +105,29 @@ def environment(torch: ModuleType, seed: int) -> dict:
 
 
 def warm(task: dict, seed: int, memo: SizedLRU | None = None) -> None:
-    """Import the recipe's lab module and call the function its [lab] warm names (loading its checkpoint,
-    say) with the server's arguments, so that the first request finds both done; then run the requests of
-    `keep` as plain runs kept in `memo` for interventions. {"recipe_dir", "warm", "context", optional "keep"}:
-    `warm` is the declared name when it is to be called, "" to import only; `keep` is {"entry", "root",
-    "key", "requests"}, as an intervention names its plain run."""
+    """Import the recipe's modules and call the function its [lab] warm names (loading its checkpoint, say)
+    with the server's arguments, so that the first request finds both done; then run the requests of `keep`
+    as plain runs kept in `memo` for interventions. {"recipe_dir", "warm", "context", optional "keep"}: `warm`
+    is the declared name when it is to be called, "" to import only; `keep` is {"entries": {entry: [args, ...]},
+    "root", "key"}, as an intervention names its plain run."""
     recipe_dir = Path(task["recipe_dir"])
-    module = load_module(recipe_dir, "lab")
+    declared = entry_points(recipe_dir)
+    module = load_module(recipe_dir, "lab" if declared["lab"] else "run")
     if task["warm"]:
-        if task["warm"] != read_metadata(recipe_dir).get("lab", {}).get("warm"):
+        if task["warm"] not in declared["warm"]:
             raise ValueError(f"{task['warm']} is not the recipe's declared warm-up")
         getattr(module, task["warm"])(**task.get("context", {}))
     keep = task.get("keep")
-    if not keep or memo is None or keep["entry"] not in entry_points(recipe_dir)["lab"]:
+    if not keep or memo is None:
         return
-    for args in keep["requests"]:
-        if memo.size > memo.max_bytes // 2:
-            return  # the rest is for the inputs readers bring
-        kept_run(module, keep["entry"], {**args, **task.get("context", {})}, keep, seed, memo)
+    most = memo.max_bytes * WARM_RUN_SHARE
+    for entry, requests in keep["entries"].items():
+        function = entry_function(recipe_dir, entry)
+        for args in requests:
+            if memo.size > memo.max_bytes // 2:
+                return  # the rest is for the inputs readers bring
+            kept_run(function, entry, {**args, **task.get("context", {})}, keep, seed, memo,
+                     lambda seen: seen.bytes > most)
 
 
 def keep_after(task: dict, seed: int, memo: SizedLRU, pending: Callable[[], bool]) -> bool:
@@ -101,19 +140,19 @@ def keep_after(task: dict, seed: int, memo: SizedLRU, pending: Callable[[], bool
     if not keep or task["module"] != "lab" or task["entry"] not in entry_points(recipe_dir)["lab"]:
         return False
     most = memo.max_bytes * KEPT_AHEAD_SHARE  # a kept run takes what its outputs take
-    return kept_run(load_module(recipe_dir, "lab"), task["entry"], {**task.get("args", {}), **task.get("context", {})},
-                    keep, seed, memo, lambda seen: seen.bytes > most or pending())
+    return kept_run(entry_function(recipe_dir, task["entry"]), task["entry"],
+                    {**task.get("args", {}), **task.get("context", {})}, keep, seed, memo,
+                    lambda seen: seen.bytes > most or pending())
 
 
-def kept_run(module: ModuleType, entry: str, asked: dict, keep: dict, seed: int, memo: SizedLRU,
+def kept_run(function: Callable, entry: str, asked: dict, keep: dict, seed: int, memo: SizedLRU,
              give_up: Callable | None = None) -> bool:
-    """`entry` of the lab `module` on `asked` run as an intervention's plain run and kept in `memo` under the
+    """`function` (the task's `entry`) on `asked` run as an intervention's plain run and kept in `memo` under the
     key the intervention looks for (plain_key of `keep["key"]`); whether it was."""
     from . import intervene
 
     try:
-        intervene.plain_run(getattr(module, entry), asked, seed, keep["root"], memo,
-                            plain_key(keep["key"], entry, asked), give_up)
+        intervene.plain_run(function, asked, seed, keep["root"], memo, plain_key(keep["key"], entry, asked), give_up)
     except (Exception, intervene.GaveUp):  # a request that fails here answers its error when it is asked for
         return False
     return True
@@ -163,10 +202,10 @@ def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = No
 
         function = capture.capture
         args = {"recipe_dir": task["recipe_dir"], **task.get("args", {}), **task.get("context", {})}
-    elif module == "intervene" and entry in entry_points(Path(task["recipe_dir"]))["lab"]:
+    elif module == "intervene":
         from . import intervene
 
-        lab = getattr(load_module(Path(task["recipe_dir"]), "lab"), entry)
+        lab = entry_function(Path(task["recipe_dir"]), entry)
         context = task.get("context", {})  # the server's own arguments, to the plain run and every source
         spec = task["args"]
         asked = {**spec["args"], **context}
@@ -175,11 +214,11 @@ def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = No
         function = partial(intervene.intervene, lab, asked, spec["interventions"], sources, seed, spec["root"], memo,
                            keys[0], keys[1:])
         args = {}
-    elif module == "training" and entry in entry_points(Path(task["recipe_dir"]))["lab"]:
+    elif module == "training":
         from . import training
 
         recipe_dir = Path(task["recipe_dir"])
-        lab = getattr(load_module(recipe_dir, "lab"), entry)
+        lab = entry_function(recipe_dir, entry)
         snapshots = recipe_dir / read_metadata(recipe_dir)["training"]["snapshots"]  # the recipe's, not a client's
         function = partial(training.stages, lab, {**task["args"]["args"], **task.get("context", {})}, snapshots,
                            seed, task["args"]["root"])

@@ -5,6 +5,7 @@ import json
 import logging
 import math
 import mimetypes
+import os
 import re
 import threading
 import time
@@ -16,12 +17,16 @@ from typing import Any
 
 import orjson
 
+from . import requirements
 from .checkpoints import CheckpointDeclarationError, CheckpointSpec, checkpoint_spec
+from .declaration import Declaration, read_declaration
+from .figures import Display
+from .folders import FolderError, check_links, read_inside, without_paths
 from .graphlayout import drawing_document
 from .interventions import Heads, declared_heads
 from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
-from .recipes import RecipeMetadataError, read_metadata
+from .recipes import kit_digest, kit_folder
 from .schema import FILE_NAME, ITEMS, ManifestError, validate_manifest
 from .shapes import FileEntry
 from .stamps import file_stamp
@@ -31,6 +36,8 @@ from .weights import Weights, declared_weights
 log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "manifest.json"
+MANIFEST_MOST_BYTES = 64 * 2**20  # the largest manifest read (MANIFEST_MAX_BYTES): 10,000 nodes take 5 MB
+RECIPE_FILE_MOST_BYTES = 256 * 2**20  # the largest recipe file served (its weights, its data)
 RECIPE_FILES = ("model.py", "run.py", "requirements.txt")  # every recipe has these
 README_FILE = "README.md"  # the recipe's documentation: never run, so neither served nor hashed into its keys
 LAB_FILE = "lab.py"  # what-if runs, the corruption sampler and the trace, where a recipe has them
@@ -86,6 +93,8 @@ class Model:
     heads: dict[str, Heads] = field(default_factory=dict)  # attention modules whose heads interventions reach
     training: Training | None = None  # the weights kept during training, where the recipe trains its model
     weights: Weights | None = None  # what the recorded weights are: trained (on what), pretrained or random
+    display: Display = field(default_factory=Display)  # how the recorded items are drawn (recipe.toml [display])
+    kit_sha256: str | None = None  # the recipe kit's files, where the recipe imports it: its runs depend on them
 
     @property
     def revision(self) -> str:
@@ -97,9 +106,11 @@ class Model:
 
     @cached_property
     def recipe_sha256(self) -> str:
-        """One hash over every recipe file: what a cached result of running the recipe depends on."""
+        """One hash over every recipe file, and the recipe kit's where the recipe imports it: what a cached result
+        of running the recipe depends on."""
         parts = [f"{name}:{self.files[name].sha256}" for name in self.recipe_file_names]
-        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+        kit = [f"recipekit:{self.kit_sha256}"] if self.kit_sha256 else []
+        return hashlib.sha256("\n".join([*parts, *kit]).encode()).hexdigest()
 
     @property
     def has_lab(self) -> bool:
@@ -124,13 +135,20 @@ class Model:
         return next((c for c in self.manifest["experiment"]["cases"] if c["id"] == case_id), None)
 
     def axes(self, case: dict) -> dict[str, dict]:
-        """The rows and columns of a case's matrices (tokens, say), by matrix key, where the lab names them."""
-        return self.lab.axes(case) if self.lab else {}
+        """The rows and columns of a case's matrices, by matrix key: as the recipe named them in the case (a
+        graph's members), else as the lab kind knows them (tokens, positions); unnamed axes keep their numbers."""
+        found = self.lab.axes(case) if self.lab else {}
+        for matrix in case.get("matrices", []):
+            named = {axis: [{"name": str(name)} for name in matrix[axis]] for axis in ("rows", "columns")
+                     if isinstance(matrix.get(axis), list)}
+            if named:
+                found[matrix["key"]] = found.get(matrix["key"], {}) | named
+        return found
 
     def sections(self, case: dict) -> list[dict]:
-        """A case's matrices in the groups the lab declares (LabSpec.sections); without a lab, each alone."""
-        matrices = case.get("matrices", [])
-        return self.lab.sections(matrices) if self.lab else [{"matrix": m} for m in matrices]
+        """A case's matrices in the groups the recipe's [display] declares (Display.sections), with or without a
+        lab; every other matrix alone."""
+        return self.display.sections(case.get("matrices", []))
 
     def groups(self, case: dict) -> list[dict]:
         """The groups a case's matrices are drawn in, by key (for a live answer, whose page draws them)."""
@@ -218,19 +236,27 @@ def _served_file(name: str, content: bytes) -> ServedFile:
 def recipe_files(recipe_dir: Path) -> dict[str, bytes]:
     """Every file of the recipe folder, the required ones first: what a model serves, what a recording
     hashes, and what a cached result of running the recipe depends on (weights and data included)."""
+    shown = f"recipes/{recipe_dir.name}"
     missing = [name for name in RECIPE_FILES if not (recipe_dir / name).is_file()]
     if missing:
-        raise ManifestError(f"recipes/{recipe_dir.name}/{missing[0]} is missing")
+        raise ManifestError(f"{shown}/{missing[0]} is missing")
     others = sorted(p.name for p in recipe_dir.iterdir()
                     if p.is_file() and FILE_NAME.fullmatch(p.name) and p.name not in (*RECIPE_FILES, README_FILE))
-    return {name: (recipe_dir / name).read_bytes() for name in (*RECIPE_FILES, *others)}
+    try:
+        return {name: read_inside(recipe_dir, name, shown, RECIPE_FILE_MOST_BYTES) for name in (*RECIPE_FILES, *others)}
+    except FolderError as exc:
+        raise ManifestError(str(exc)) from None
 
 
 def _model_files(manifest: dict, folder: Path, recipe: dict[str, bytes]) -> dict[str, ServedFile]:
     files = {GRAPH_FILE: _served_file(GRAPH_FILE, graph_document(manifest))}
     files |= {name: _served_file(name, content) for name, content in recipe.items()}
     if (folder / PREVIEW_FILE).is_file():
-        files[PREVIEW_FILE] = _served_file(PREVIEW_FILE, (folder / PREVIEW_FILE).read_bytes())
+        try:
+            preview = read_inside(folder, PREVIEW_FILE, f"manifests/{folder.name}", RECIPE_FILE_MOST_BYTES)
+        except FolderError as exc:
+            raise ManifestError(str(exc)) from None
+        files[PREVIEW_FILE] = _served_file(PREVIEW_FILE, preview)
     if PREVIEW_FILE in files:
         files[THUMBNAIL_FILE] = _served_file(THUMBNAIL_FILE, thumbnail(files[PREVIEW_FILE].content))
     return files
@@ -269,24 +295,12 @@ def apply_op_names(manifest: dict, names: dict[str, str]) -> None:
             layer["label"] = name.split(" ")[0]
 
 
-def _lab(meta: dict, manifest: dict, recipe_dir: Path) -> LabSpec | None:
-    if "lab" not in meta:
+def _lab(declaration: Declaration, manifest: dict, recipe_dir: Path, display: Display) -> LabSpec | None:
+    if declaration.lab is None:
         return None
     if not (recipe_dir / LAB_FILE).is_file():
         raise ManifestError(f"recipe.toml declares a lab, but recipes/{recipe_dir.name}/{LAB_FILE} is missing")
-    try:
-        return lab_spec(meta["lab"], manifest)
-    except DeclarationError as exc:
-        raise ManifestError(f"recipe.toml: {exc}") from exc
-
-
-def _checkpoint(meta: dict) -> CheckpointSpec | None:
-    if "checkpoint" not in meta:
-        return None
-    try:
-        return checkpoint_spec(meta["checkpoint"])
-    except CheckpointDeclarationError as exc:
-        raise ManifestError(f"recipe.toml: {exc}") from exc
+    return lab_spec(declaration.lab.model_dump(exclude_unset=True), manifest, display.groups)
 
 
 def _finite(text: str) -> float:
@@ -296,76 +310,123 @@ def _finite(text: str) -> float:
     return value
 
 
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > 19:  # past 64 bits: no page, export or answer needs one
+        raise ManifestError(f"{MANIFEST_NAME} holds an integer of {len(text.lstrip('-'))} digits; at most 19 are read")
+    return int(text)
+
+
 def _no_constant(name: str):
     raise ManifestError(f"{MANIFEST_NAME} holds {name}, which is not JSON; write null or a finite number")
 
 
 def parse_manifest(raw: bytes) -> dict:
-    """A manifest's JSON, strictly: NaN, Infinity and numbers past a float's range are refused (ManifestError),
-    as the pages, the exports and the API's strict JSON cannot carry them."""
+    """A manifest's JSON, strictly: NaN, Infinity, numbers past a float's range and integers past 64 bits are
+    refused (ManifestError), as the pages, the exports and the API's strict JSON cannot carry them; so is JSON
+    nested too deeply to read."""
     try:
-        return json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
+        return json.loads(raw, parse_float=_finite, parse_int=_integer, parse_constant=_no_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ManifestError(f"{MANIFEST_NAME} is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise ManifestError(f"{MANIFEST_NAME} nests too deeply to be a manifest") from None
 
 
-def load_model(folder: Path, recipes_dir: Path) -> Model:
-    """Read, parse and validate one manifest folder; ManifestError says what is wrong."""
+def resolve(declaration: Declaration, manifest: dict, recipe_dir: Path) -> dict:
+    """What the declaration adds to the recording, each part resolved against it (a Model's fields):
+    DeclarationError says what does not fit. The recorder runs it on a new recording, so that what it writes
+    loads."""
+    display = Display(tuple(g.model_dump(exclude_none=True) for g in declaration.display.groups),
+                      {key: curve.model_dump() for key, curve in declaration.display.curves.items()})
+    focus = declaration.graph.focus
+    if focus is not None and next((layer["kind"] for layer in manifest["layers"] if layer["id"] == focus),
+                                  None) != "module":
+        raise DeclarationError(f"graph.focus: {focus!r} is not a module of the recorded graph")
+    lab = _lab(declaration, manifest, recipe_dir, display)
+    training = declared_training(declaration.training.model_dump() if declaration.training else {}, recipe_dir)
+    if training is not None and lab is None:
+        raise DeclarationError("[training] needs a [lab], whose entries run on the kept weights")
+    checkpoint = None
+    if declaration.checkpoint is not None:
+        try:
+            checkpoint = checkpoint_spec(declaration.checkpoint.model_dump())
+        except CheckpointDeclarationError as exc:
+            raise DeclarationError(str(exc)) from exc
+    return {"lab": lab, "checkpoint": checkpoint, "graph_focus": focus, "display": display,
+            "heads": declared_heads(declaration.interventions.model_dump(), manifest), "training": training,
+            "weights": declared_weights(declaration.weights.model_dump())}
+
+
+def load_model(folder: Path, recipes_dir: Path, most_bytes: int = MANIFEST_MOST_BYTES) -> Model:
+    """Read, parse and validate one manifest folder and its recipe folder; ManifestError says what is wrong."""
     slug = folder.name
-    try:
-        raw = (folder / MANIFEST_NAME).read_bytes()
-    except OSError as exc:
-        raise ManifestError(f"cannot read {MANIFEST_NAME}: {exc.strerror or type(exc).__name__}") from exc
-    manifest = parse_manifest(raw)
-    validate_manifest(manifest, slug)
     recipe_dir = recipes_dir / slug
     try:
-        meta = read_metadata(recipe_dir)
-    except RecipeMetadataError as exc:
-        raise ManifestError(str(exc)) from exc
-    apply_keys(manifest, meta.get("recording", {}).get("keys", {}))
-    apply_op_names(manifest, meta.get("graph", {}).get("ops", {}))
-    recipe = recipe_files(recipe_dir)
-    files = _model_files(manifest, folder, recipe)
-    focus = meta.get("graph", {}).get("focus")
-    lab = _lab(meta, manifest, recipe_dir)
+        check_links(folder, f"manifests/{slug}")
+        raw = read_inside(folder, MANIFEST_NAME, f"manifests/{slug}", most_bytes)
+        if not recipe_dir.is_dir():
+            raise ManifestError(f"recipes/{slug} is missing: a recording is served with its recipe")
+        check_links(recipe_dir, f"recipes/{slug}")
+    except FolderError as exc:
+        raise ManifestError(str(exc)) from None
+    manifest = parse_manifest(raw)
+    validate_manifest(manifest, slug)
     try:
-        heads = declared_heads(meta.get("interventions", {}), manifest)
-        training = declared_training(meta.get("training", {}), recipe_dir)
-        weights = declared_weights(meta.get("weights", {}))
+        declaration = read_declaration(recipe_dir)
+        apply_keys(manifest, declaration.recording.keys)
+        apply_op_names(manifest, declaration.graph.ops)
+        declared = resolve(declaration, manifest, recipe_dir)
     except DeclarationError as exc:
-        raise ManifestError(f"recipe.toml: {exc}") from exc
-    if training is not None and lab is None:
-        raise ManifestError("recipe.toml: [training] needs a [lab], whose entries run on the kept weights")
-    return Model(slug, manifest, raw, recipe_dir, files, tuple(recipe), lab, _checkpoint(meta),
-                 focus if isinstance(focus, str) else None, heads, training, weights)
+        message = str(exc)
+        raise ManifestError(message if message.startswith("recipes/") else f"recipe.toml: {message}") from None
+    recipe = recipe_files(recipe_dir)
+    needs = requirements.problems(recipe)
+    if needs:
+        raise ManifestError(f"recipes/{slug}/{needs[0]}")
+    kit = kit_digest() if requirements.uses_kit(recipe) else None
+    return Model(slug, manifest, raw, recipe_dir, _model_files(manifest, folder, recipe), tuple(recipe), **declared,
+                 kit_sha256=kit)
 
 
-def load_catalog(manifests_dir: Path, recipes_dir: Path) -> Catalog:
-    """Every manifest folder, sorted by slug; a bad one is set aside with its reason, never fatal."""
+def load_catalog(manifests_dir: Path, recipes_dir: Path, most_bytes: int = MANIFEST_MOST_BYTES) -> Catalog:
+    """Every manifest folder, sorted by slug; a bad one is set aside with its reason, never fatal: whatever a
+    folder holds, the other models are served."""
     catalog = Catalog()
     folders = sorted(p for p in manifests_dir.iterdir() if p.is_dir()) if manifests_dir.is_dir() else []
     if not folders:
         log.warning("no manifests found under %s", manifests_dir)
     for folder in folders:
         try:
-            catalog.models[folder.name] = load_model(folder, recipes_dir)
+            catalog.models[folder.name] = load_model(folder, recipes_dir, most_bytes)
+            continue
         except ManifestError as exc:
-            log.error("manifest %s is unavailable: %s", folder.name, exc)
-            catalog.unavailable[folder.name] = Unavailable(folder.name, str(exc))
+            reason = str(exc)
         except OSError as exc:  # an unreadable recipe or layout file: said without the server's paths
-            log.error("manifest %s is unavailable: %s", folder.name, exc)
             name = Path(exc.filename).name if exc.filename else "a file"
             reason = f"cannot read {name} of its manifest or recipe folder: {exc.strerror or type(exc).__name__}"
-            catalog.unavailable[folder.name] = Unavailable(folder.name, reason)
+        except Exception:  # noqa: BLE001 (a shape no check foresaw: this model alone is set aside)
+            log.exception("manifest %s could not be loaded", folder.name)
+            reason = "its manifest or recipe folder could not be read as one (the server's log says where)"
+        reason = without_paths(reason, (str(manifests_dir), str(recipes_dir)))
+        log.error("manifest %s is unavailable: %s", folder.name, reason)
+        catalog.unavailable[folder.name] = Unavailable(folder.name, reason)
     return catalog
 
 
 def _signature(*folders: Path) -> tuple:
-    """What the catalog was built from: every file below the folders, with its stamp (any edit changes it)."""
-    files = sorted(p for folder in folders if folder.is_dir() for p in folder.rglob("*")
-                   if p.is_file() and "__pycache__" not in p.parts)
-    return tuple((str(p), *file_stamp(p.stat())) for p in files)
+    """What the catalog was built from: every file below the folders, with its stamp (any edit changes it). Links
+    to folders are not walked; a file that vanishes meanwhile, or a link to nothing, counts as changed."""
+    found = []
+    for folder in folders:
+        for top, subfolders, files in os.walk(folder, followlinks=False):
+            subfolders[:] = [name for name in subfolders if name != "__pycache__"]
+            for name in files:
+                path = os.path.join(top, name)
+                try:
+                    found.append((path, *file_stamp(os.stat(path))))
+                except OSError:
+                    found.append((path, -1))
+    return tuple(sorted(found))
 
 
 class LiveCatalog:
@@ -373,11 +434,16 @@ class LiveCatalog:
     so that a manifest broken on disk is reported unavailable, and served again once it is mended,
     without a restart."""
 
-    def __init__(self, manifests_dir: Path, recipes_dir: Path, interval: float) -> None:
+    def __init__(self, manifests_dir: Path, recipes_dir: Path, interval: float,
+                 most_bytes: int = MANIFEST_MOST_BYTES) -> None:
+        kit = kit_folder()
         self.folders = (manifests_dir, recipes_dir)
+        self.watched = (*self.folders, *([kit] if kit else []))  # a change to the recipe kit re-keys its recipes
         self.interval = interval
-        self.signature = _signature(*self.folders)
-        self.catalog = load_catalog(*self.folders)
+        self.most_bytes = most_bytes
+        self.aside: dict[str, tuple[str, str]] = {}  # slug -> (its recipe's hash when set aside, why)
+        self.signature = _signature(*self.watched)
+        self.catalog = load_catalog(*self.folders, most_bytes)
         self.checked = time.monotonic()
         self.lock = threading.Lock()
 
@@ -385,9 +451,32 @@ class LiveCatalog:
         if self.interval and time.monotonic() - self.checked >= self.interval:
             with self.lock:
                 self.checked = time.monotonic()
-                signature = _signature(*self.folders)
+                signature = _signature(*self.watched)
                 if signature != self.signature:
                     log.warning("model files changed on disk; reloading the catalog")
-                    self.catalog = load_catalog(*self.folders)
+                    self.catalog = self._without_aside(load_catalog(*self.folders, self.most_bytes))
                     self.signature = signature
         return self.catalog
+
+    def set_aside(self, slug: str, reason: str) -> None:
+        """Serve the model as unavailable, with the reason, until its recipe's files change (its recipe process
+        could not start: compute/pool.py)."""
+        with self.lock:
+            model = self.catalog.models.get(slug)
+            if model is None:
+                return
+            self.aside[slug] = (model.recipe_sha256, reason)
+            self.catalog = self._without_aside(self.catalog)
+
+    def _without_aside(self, catalog: Catalog) -> Catalog:
+        """The catalog with each model set aside moved to the unavailable ones, while its files are those it was
+        set aside with (a new Catalog, so that nothing made from the old one is served)."""
+        aside = {slug: reason for slug, (digest, reason) in self.aside.items()
+                 if slug in catalog.models and catalog.models[slug].recipe_sha256 == digest}
+        self.aside = {slug: self.aside[slug] for slug in aside}
+        if not aside:
+            return catalog
+        return Catalog({slug: m for slug, m in catalog.models.items() if slug not in aside},
+                       catalog.unavailable | {slug: Unavailable(slug, f"its recipe process could not start: {reason}; "
+                                                                      "it is tried again when its files change")
+                                              for slug, reason in aside.items()})

@@ -66,9 +66,11 @@ def modules(manifest: dict) -> list[dict]:
 
 
 def ancestors(layers: dict[str, dict], layer_id: str) -> list[str]:
-    chain = []
+    """The layer's parents, innermost first. A loaded manifest's parents never loop (schema.py refuses one); the
+    walk stops at a layer it has seen all the same, so that no walk over a manifest is unbounded."""
+    chain: list[str] = []
     parent = layers[layer_id].get("parent")
-    while parent:
+    while parent in layers and parent not in chain and parent != layer_id:
         chain.append(parent)
         parent = layers[parent].get("parent")
     return chain

@@ -8,10 +8,13 @@ web process uses it only for names and hashes.
 
 import hashlib
 import importlib
+import importlib.util
 import sys
 import tomllib
 from pathlib import Path
 from types import ModuleType
+
+from .folders import FolderError, read_inside
 
 PACKAGE_PREFIX = "tensorviz_recipe_"
 
@@ -26,6 +29,23 @@ def source_digest(recipe_dir: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(recipe_dir.glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def kit_folder() -> Path | None:
+    """Where the recipe kit (recipekit) lives, found without importing it (it imports torch)."""
+    spec = importlib.util.find_spec("recipekit")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return Path(locations[0]) if locations else None
+
+
+def kit_digest() -> str:
+    """One hash over every file of the recipe kit: a recipe that imports it depends on all of them."""
+    folder = kit_folder()
+    digest = hashlib.sha256()
+    if folder is not None:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
@@ -61,6 +81,7 @@ def load_module(recipe_dir: Path, module: str) -> ModuleType:
 
 
 METADATA_FILE = "recipe.toml"
+METADATA_MOST_BYTES = 1 << 20  # a declaration is text of a few kilobytes; a larger file is not one
 
 
 class RecipeMetadataError(ValueError):
@@ -68,11 +89,18 @@ class RecipeMetadataError(ValueError):
 
 
 def read_metadata(recipe_dir: Path) -> dict:
-    """The recipe's declarations (`recipe.toml`): page metadata, recording inputs, the lab; {} without one."""
-    path = recipe_dir / METADATA_FILE
-    if not path.is_file():
-        return {}
+    """The recipe's declarations (`recipe.toml`) as TOML reads them, unchecked (declaration.read_declaration
+    checks them): page metadata, recording inputs, the lab. RecipeMetadataError when it is missing, too large,
+    a link out of the folder, or not TOML."""
+    shown = f"recipes/{recipe_dir.name}"
+    if not (recipe_dir / METADATA_FILE).exists():
+        raise RecipeMetadataError(f"{shown}/{METADATA_FILE} is missing: every recipe declares itself there")
     try:
-        return tomllib.loads(path.read_text())
+        text = read_inside(recipe_dir, METADATA_FILE, shown, METADATA_MOST_BYTES).decode()
+        return tomllib.loads(text)
+    except FolderError as exc:
+        raise RecipeMetadataError(str(exc)) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise RecipeMetadataError(f"{recipe_dir.name}/{METADATA_FILE} is not valid TOML: {exc}") from exc
+        raise RecipeMetadataError(f"{shown}/{METADATA_FILE} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise RecipeMetadataError(f"{shown}/{METADATA_FILE} nests too deeply to be a declaration") from None

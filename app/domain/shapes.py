@@ -8,7 +8,12 @@ camelCase because the seed's are.
 
 from typing import Annotated, Literal, NotRequired
 
+from pydantic import ConfigDict
 from typing_extensions import TypedDict  # pydantic reads a TypedDict from here before Python 3.12
+
+# The stored manifest is validated against its types below when it is loaded (schema.py), strictly and with no
+# member they do not name: what the API's document says of a manifest is then true of every one it serves.
+EXACT = ConfigDict(extra="forbid", strict=True)
 
 
 class _RFC3339:
@@ -38,33 +43,39 @@ Ratio = float | None
 # --- the stored manifest, served byte for byte --------------------------------------------------------------
 
 class Paper(TypedDict):
+    __pydantic_config__ = EXACT
     title: str
     url: NotRequired[str]
 
 
 class Milestone(TypedDict):
+    __pydantic_config__ = EXACT
     name: str
-    year: NotRequired[int]
-    kind: NotRequired[str]
-    fidelity: NotRequired[str]
-    papers: NotRequired[list[Paper]]
+    year: int
+    kind: str
+    fidelity: str
+    papers: list[Paper]
 
 
 class InputSpec(TypedDict):
     """An example input as the recipe declared it: a shape with a fill, or the values themselves."""
 
+    __pydantic_config__ = EXACT
     name: NotRequired[str]  # a keyword argument of forward(); positional when absent
     shape: NotRequired[list[int]]
     dtype: NotRequired[str]  # float32 when absent
     fill: NotRequired[str]
     values: NotRequired[list]  # a rectangular array of numbers, nested as deep as it has dimensions
+    madeBy: NotRequired[str]  # the model.py function that made it, where recipe.toml declares no inputs
 
 
 class Inputs(TypedDict):
+    __pydantic_config__ = EXACT
     args: list[InputSpec]
 
 
 class Execution(TypedDict):
+    __pydantic_config__ = EXACT
     inputs: Inputs
     device: str
     mode: str
@@ -73,10 +84,12 @@ class Execution(TypedDict):
 
 
 class RecordedCheckpoint(TypedDict):
+    __pydantic_config__ = EXACT
     files: dict[str, str]  # each checkpoint file's sha256, by name
 
 
 class Provenance(TypedDict):
+    __pydantic_config__ = EXACT
     capturedAt: Time
     recorder: NotRequired[int]
     productRevision: NotRequired[str]
@@ -93,6 +106,7 @@ class Provenance(TypedDict):
 
 
 class SourceSpan(TypedDict):
+    __pydantic_config__ = EXACT
     line: int
     endLine: int
 
@@ -101,12 +115,13 @@ ParamValue = int | float | str | bool | None | list[int]
 
 
 class Layer(TypedDict):
+    __pydantic_config__ = EXACT
     id: str
     label: str
     op: str
-    kind: str
+    kind: Literal["input", "layer", "module", "output"]
     parent: str | None
-    params: dict[str, ParamValue]
+    params: NotRequired[dict[str, ParamValue]]
     className: NotRequired[str]
     source: NotRequired[SourceSpan]
     callSource: NotRequired[SourceSpan]
@@ -118,6 +133,7 @@ class Layer(TypedDict):
 
 
 class Connection(TypedDict):
+    __pydantic_config__ = EXACT
     id: str
     source: str
     target: str
@@ -126,6 +142,7 @@ class Connection(TypedDict):
 
 
 class Step(TypedDict):
+    __pydantic_config__ = EXACT
     id: str
     target: str
     title: str
@@ -133,25 +150,32 @@ class Step(TypedDict):
 
 
 class RecordedMatrix(TypedDict):
+    __pydantic_config__ = EXACT
     key: NotRequired[str]  # the seed's items have none: their key is made from the label
     label: str
     values: list[list[float]]
+    rows: NotRequired[list[str]]  # each row's name (a graph's members, a sampler's steps), where the recipe names them
+    columns: NotRequired[list[str]]  # each column's name
 
 
 class RecordedVector(TypedDict):
+    __pydantic_config__ = EXACT
     key: NotRequired[str]
     label: str
     values: list[float]
     first: NotRequired[int]  # the number of the first entry where it is not 0 (epochs and lengths count from 1)
+    names: NotRequired[list[str]]  # each entry's name, where the recipe names them
 
 
 class RecordedMetric(TypedDict):
+    __pydantic_config__ = EXACT
     key: NotRequired[str]
     label: str
     value: float
 
 
 class RecordedCase(TypedDict):
+    __pydantic_config__ = EXACT
     id: str
     label: str
     target: NotRequired[str]
@@ -159,14 +183,18 @@ class RecordedCase(TypedDict):
     matrices: NotRequired[list[RecordedMatrix]]
     vectors: NotRequired[list[RecordedVector]]
     metrics: NotRequired[list[RecordedMetric]]
+    # The lab request that reproduces the case, where the recipe gave one (its preset).
+    request: NotRequired[dict[str, int | float | str | bool | None | list[int] | list[float] | list[list[int]]]]
 
 
 class StatedTolerance(TypedDict):
+    __pydantic_config__ = EXACT
     rtol: float
     atol: float
 
 
 class Experiment(TypedDict):
+    __pydantic_config__ = EXACT
     kind: str
     title: str
     description: str
@@ -176,12 +204,14 @@ class Experiment(TypedDict):
 
 
 class RecordedFile(TypedDict):
+    __pydantic_config__ = EXACT
     url: str
     sha256: str
     bytes: int
 
 
 class Manifest(TypedDict):
+    __pydantic_config__ = EXACT
     schemaVersion: Literal[1]
     slug: str
     title: str
@@ -410,7 +440,7 @@ class LabAnswer(Live):
 
 
 class Token(TypedDict):
-    id: int
+    id: NotRequired[int]  # a token's id; a row or column the recording names has none
     name: str
 
 
@@ -471,6 +501,7 @@ class CaseGroup(TypedDict):
     title: str
     each: NotRequired[str]  # what one of them is: "channel" when not said
     over: NotRequired[str]  # the key of the matrix each is drawn over
+    scale: Literal["shared", "own"]  # one colour scale for the group, or each map on its own
     maps: list[GroupMap]
 
 

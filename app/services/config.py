@@ -12,6 +12,9 @@ class Config:
     MANIFESTS_DIR = str(PROJECT_ROOT / "manifests")
     RECIPES_DIR = str(PROJECT_ROOT / "recipes")
     CATALOG_RELOAD_SECONDS = 2.0  # how often to look for changed model files; 0 loads them once
+    # The largest manifest.json read; a larger one makes its model unavailable, with the reason (10,000 graph
+    # nodes take 5 MB; every web worker holds each manifest in memory).
+    MANIFEST_MAX_BYTES = 64 * 2**20
 
     DEBUG = False
     SECRET_KEY = None  # from TENSORVIZ_SECRET_KEY; nothing here signs sessions, so a random one is fine
@@ -55,6 +58,9 @@ class Config:
     RECIPE_WORKERS = 1  # recipes running at once (local)
     RECIPE_QUEUE = 2  # runs that may wait for a worker (in the queue, with celery); beyond that, 429 at once
     RECIPE_TIMEOUT = 120.0  # seconds before a run is killed
+    # Seconds one recipe's warm-up in a new recipe process may take (imports, a checkpoint, its recorded cases kept
+    # for What if?); past it the process is replaced, and a recipe that fails so twice in a row is unavailable.
+    WARMUP_TIMEOUT = 30.0
     RECIPE_TORCH_THREADS = 1
     RECIPE_MEMORY_MB = 1024  # address space a worker may add after loading torch; 0 for no cap
     RECIPE_SEED = 0  # the seed of torch's CPU generator in the worker before every run
@@ -95,6 +101,7 @@ BOUNDS = {
     "MAX_CONTENT_LENGTH": (0, False), "CATALOG_RELOAD_SECONDS": (0, True), "PROXY_FIX": (0, True),
     "STATE_MAX_BYTES": (0, False), "STATE_MAX_ENTRY_BYTES": (0, False), "RESPONSE_CACHE_BYTES": (0, True),
     "COMPRESS_CACHE_BYTES": (0, True), "PROXY_CACHE_SECONDS": (0, True), "KEEPALIVE_SECONDS": (1, True),
+    "MANIFEST_MAX_BYTES": (0, False), "WARMUP_TIMEOUT": (0, False),
 }
 EXECUTORS = ("local", "celery")
 

@@ -15,7 +15,8 @@ class Models:
 
     def init_app(self, app: Flask) -> None:
         parts(app).catalog = LiveCatalog(Path(app.config["MANIFESTS_DIR"]), Path(app.config["RECIPES_DIR"]),
-                                         float(app.config["CATALOG_RELOAD_SECONDS"]))
+                                         float(app.config["CATALOG_RELOAD_SECONDS"]),
+                                         int(app.config["MANIFEST_MAX_BYTES"]))
 
     @property
     def catalog(self) -> Catalog:
@@ -45,6 +46,7 @@ class Workers:
     def init_app(self, app: Flask) -> None:
         config = app.config
         if config["EXECUTOR"] == "local":
+            catalog = parts(app).catalog
             parts(app).pool = WorkerPool(
                 size=int(config["RECIPE_WORKERS"]),
                 timeout=float(config["RECIPE_TIMEOUT"]),
@@ -52,6 +54,9 @@ class Workers:
                 seed=int(config["RECIPE_SEED"]),
                 queue=int(config["RECIPE_QUEUE"]),
                 memory_mb=int(config["RECIPE_MEMORY_MB"]),
+                warmup_timeout=float(config["WARMUP_TIMEOUT"]),
+                # A recipe whose process cannot start is its model's fault alone: the model is set aside.
+                on_failing=lambda folder, reason: catalog.set_aside(Path(folder).name, reason),
             )
         elif config["EXECUTOR"] == "celery":
             from .celery_executor import CeleryExecutor  # Celery is loaded only where it is used

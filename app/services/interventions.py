@@ -5,9 +5,10 @@ interventions, the difference item by item, and how much every module's output m
     {"case": "mask-a"} or {"request": {...}}, optional "endpoint", and
     "interventions": [{"node": "h.1.attn", "action": "zero", "head": 0}, ...]
 
-A case runs as its preset request (the lab kind turns a recorded case into one); a patch takes its output
-from the run on another case's preset request. The answer is cached under everything it depends on (the
-run key, the endpoint, the request and the interventions), like a lab answer.
+A case runs as its preset request (the lab kind turns a recorded case into one), else as run.py's replay of
+that case alone, so that every model with recorded cases can be changed, with or without a lab; a patch takes
+its output from the run on another case, made the same way (services/subjects.py). The answer is cached under
+everything it depends on (the run key, the entry, the request and the interventions), like a lab answer.
 """
 
 import hashlib
@@ -23,61 +24,63 @@ from ..domain.schema import ITEMS
 from . import runs
 from .checkpoints import context
 from .live import answered, plain_run_names
-from .subjects import asked_request, checked, endpoint_for, preset_requests
+from .subjects import checked, preset_requests, subject
 
 NOTE = ("Computed live on the server by the model's recipe, once as asked and once with the interventions; "
         "not a recorded value.")
 BODY = {"case", "request", "endpoint", "interventions"}
 
 
-def run(model: Model, endpoint: Endpoint, args: dict, items, presets: dict[str, dict]) -> tuple[dict, bool, list[dict]]:
+def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -> tuple[dict, bool, list[dict]]:
     """The intervened run's reply (before, after, effects) and whether it was kept, with the plan; a patch
-    runs the preset request of its case (`presets`, from preset_requests) first."""
-    steps = plan(items, model.manifest, model.heads, presets)
+    runs the source of its case (`sources`, the subject's) first."""
+    steps = plan(items, model.manifest, model.heads, sources)
     used = list(dict.fromkeys(step["from_case"] for step in steps if "from_case" in step))  # each case once
     for step in steps:
         if "from_case" in step:
             step["source"] = used.index(step["from_case"])
-    source_args = [presets[case] for case in used]
+    source_args = [sources[case] for case in used]
     run_key = runs.run_key(model)
-    call = RecipeCall.intervene(model.recipe_dir, endpoint.entry, args, steps, source_args,
+    call = RecipeCall.intervene(model.recipe_dir, entry, args, steps, source_args,
                                 model.manifest.get("className", ""), context(model.checkpoint), run_key)
     asked = json.dumps({"args": args, "steps": steps, "sources": source_args}, sort_keys=True)
-    key = f"intervened:{endpoint.entry}:{run_key}:{hashlib.sha256(asked.encode()).hexdigest()}"
+    key = f"intervened:{entry}:{run_key}:{hashlib.sha256(asked.encode()).hexdigest()}"
     reply, cached = runs.submit(call, key)
     return decoded(reply), cached, steps
 
 
 def cases_to_keep(model: Model) -> dict | None:
     """The plain runs a recipe process keeps from its warm-up (compute/worker.py's warm): the model's recorded
-    cases as their preset requests, named as an intervention on each names its plain run, so that a reader's
-    first change to a case (what the page offers first) runs only the changed run. None without a case."""
-    endpoint = endpoint_for(model, {})
-    requests = list(preset_requests(model, endpoint).values())
-    if not requests:
+    cases as the runs What if? makes of them first (a lab's preset request, else the case replayed), named as an
+    intervention on each names its plain run, so that a reader's first change to a case (what the page offers
+    first) runs only the changed run. None without a case."""
+    cases = model.manifest["experiment"]["cases"]
+    if not cases:
         return None
-    return {"entry": endpoint.entry, **plain_run_names(model, runs.run_key(model)), "requests": requests}
+    runs_of = [subject(model, {"case": case["id"]}) for case in cases]
+    entries = {}
+    for each in runs_of:
+        entries.setdefault(each.entry, []).append(each.args)
+    return {"entries": entries, **plain_run_names(model, runs.run_key(model))}
 
 
 def answer(model: Model, body) -> dict:
     """`POST .../interventions`: the run as asked and intervened, compared item by item."""
     checked(body, BODY)
-    endpoint = endpoint_for(model, body)
-    presets = preset_requests(model, endpoint)
-    args = asked_request(model, endpoint, body, presets)
-    reply, cached, steps = run(model, endpoint, args, body.get("interventions"), presets)
+    asked = subject(model, body)
+    reply, cached, steps = run(model, asked.entry, asked.args, body.get("interventions"), asked.sources)
     result = reply["result"]
-    compared = items(result["before"], result["after"]) if endpoint.answers == "case" else \
+    compared = items(result["before"], result["after"]) if asked.answers_case else \
         {"before": result["before"], "after": result["after"], "delta": difference(result["before"], result["after"])}
-    return answered(model, args, reply, cached, NOTE) | {
-        "endpoint": endpoint.name, "case": body.get("case"), "interventions": steps_shown(steps), **compared,
+    return answered(model, asked.args, reply, cached, NOTE) | {
+        "endpoint": asked.name, "case": body.get("case"), "interventions": steps_shown(steps), **compared,
         "effects": result["effects"], "plain_run_kept": result["plain_run_kept"]}
 
 
 def lab_answer(model: Model, endpoint: Endpoint, args: dict, items) -> dict:
     """A lab endpoint's answer with `interventions` in its body: the intervened result where the plain one
     would be, with the interventions and each module's movement beside it."""
-    reply, cached, steps = run(model, endpoint, args, items, preset_requests(model, endpoint))
+    reply, cached, steps = run(model, endpoint.entry, args, items, preset_requests(model, endpoint))
     result = reply["result"]
     return answered(model, args, reply, cached, NOTE) | {
         "result": result["after"], "interventions": steps_shown(steps), "effects": result["effects"],

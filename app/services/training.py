@@ -20,7 +20,7 @@ from ..domain.schema import ITEMS
 from . import runs
 from .checkpoints import context
 from .live import answered
-from .subjects import asked_request, checked, endpoint_for, preset_requests
+from .subjects import checked, subject
 
 NOTE = ("Computed live on the server by the model's recipe, once on each stage of the weights kept while it "
         "trained; not a recorded value.")
@@ -32,20 +32,20 @@ def answer(model: Model, body) -> dict:
     if model.training is None:
         raise FieldError(f"model: {model.slug} keeps no weights from its training (no [training] in its recipe)")
     checked(body, BODY)
-    endpoint = endpoint_for(model, body)
-    args = asked_request(model, endpoint, body, preset_requests(model, endpoint))
-    call = RecipeCall.training(model.recipe_dir, endpoint.entry, args, model.manifest.get("className", ""),
+    asked = subject(model, body)
+    args = asked.args
+    call = RecipeCall.training(model.recipe_dir, asked.entry, args, model.manifest.get("className", ""),
                                context(model.checkpoint))
-    asked = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
-    reply, cached = runs.submit(call, f"training:{endpoint.entry}:{runs.run_key(model)}:{asked}")
+    digest = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
+    reply, cached = runs.submit(call, f"training:{asked.entry}:{runs.run_key(model)}:{digest}")
     reply = decoded(reply)
     stages = reply["result"]["stages"]
-    if endpoint.answers == "case":
+    if asked.answers_case:
         shown = {"items": labels(stages[-1]["result"]),
                  "stages": [{**stage, "values": values(stage.pop("result"))} for stage in stages]}
     else:
         shown = {"stages": stages}
-    return answered(model, args, reply, cached, NOTE) | {"endpoint": endpoint.name, "case": body.get("case"),
+    return answered(model, args, reply, cached, NOTE) | {"endpoint": asked.name, "case": body.get("case"),
                                                            **shown}
 
 

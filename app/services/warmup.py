@@ -17,14 +17,14 @@ def warm_up(app: Flask) -> None:
     with app.app_context():
         tasks = []
         for model in models.catalog.models.values():
-            if not model.has_lab:
-                continue
+            if not model.has_lab and not model.manifest["experiment"]["cases"]:
+                continue  # nothing to import ahead nor to keep
             try:
                 arguments = context(model.checkpoint)
             except CheckpointUnavailable:
                 arguments = None
             task = {"recipe_dir": str(model.recipe_dir), "context": arguments or {},
-                    "warm": model.lab.warm if arguments is not None else ""}
+                    "warm": model.lab.warm if model.has_lab and arguments is not None else ""}
             keep = cases_to_keep(model) if arguments is not None else None
             tasks.append(task if keep is None else task | {"keep": keep})
         workers.pool.prestart(tasks)

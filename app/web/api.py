@@ -205,10 +205,7 @@ class ActionConverter(BaseConverter):
 def interventions_of(slug: str):
     """A recorded case or a lab request run as it is and with modules (or attention heads) zeroed, averaged,
     scaled or patched: every item before, after and their difference, and how much each module moved."""
-    found = get_model(slug)
-    if not found.has_lab:
-        abort(404, f"model {slug!r} has no live lab to run interventions on")
-    return jsonify(interventions.answer(found, _json_body()))
+    return jsonify(interventions.answer(get_model(slug), _json_body()))
 
 
 @bp.post("/models/<slug>/training")

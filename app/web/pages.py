@@ -240,14 +240,15 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
 def whatif_settings(model: Model) -> dict | None:
     """What the What if? panel needs: the API's URL, the actions, the heads each attention module has (a
     number, or null where the recipe reads it from the module), and the recorded cases it runs and patches
-    from (without any, it runs the lab's input and has nothing to patch from)."""
-    if not model.has_lab:  # interventions run a recorded case or a lab request through the lab's recipe
-        return None
+    from (without any, it runs the lab's input and has nothing to patch from). A model without a lab runs its
+    recorded cases; one without a lab nor a case has nothing to run."""
     cases = model.manifest["experiment"]["cases"]
+    if not model.has_lab and not cases:
+        return None
     return {"url": url_for("api.interventions_of", slug=model.slug),
             "actions": [a for a in ACTIONS if cases or a != "patch"],
             "heads": {node: h.count if isinstance(h.count, int) else None for node, h in model.heads.items()},
-            "cases": [{"id": c["id"], "label": c["label"]} for c in cases]}
+            "cases": [{"id": c["id"], "label": c["label"]} for c in cases], "lab": model.has_lab}
 
 
 def training_settings(model: Model) -> dict | None:
@@ -303,20 +304,26 @@ def case_json(slug: str, case_id: str):
 
 @bp.get("/models/<slug>/cases/<case_id>.csv")
 def case_csv(slug: str, case_id: str):
-    """One recorded case's numbers as CSV, one value per row."""
+    """One recorded case's numbers as CSV, one value per row, with each item's key and each row's and column's
+    name where the recording or the lab names them."""
     model = page_model(slug)
     case = find_case(model, case_id)
+    axes = model.axes(case)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["case", "kind", "label", "row", "column", "value"])
+    writer.writerow(["case", "kind", "label", "row", "column", "value", "key", "row_name", "column_name"])
     for matrix in case.get("matrices", []):
+        rows, columns = (axes.get(matrix["key"], {}).get(axis) for axis in ("rows", "columns"))
         for i, row in enumerate(matrix["values"]):
             for j, value in enumerate(row):
-                writer.writerow([case_id, "matrix", matrix["label"], i, j, repr(value)])
+                writer.writerow([case_id, "matrix", matrix["label"], i, j, repr(value), matrix["key"],
+                                 rows[i]["name"] if rows else "", columns[j]["name"] if columns else ""])
     for vector in case.get("vectors", []):
+        names = vector.get("names")
         for i, value in enumerate(vector["values"]):
-            writer.writerow([case_id, "vector", vector["label"], "", i, repr(value)])
+            writer.writerow([case_id, "vector", vector["label"], "", i, repr(value), vector["key"], "",
+                             names[i] if names else ""])
     for metric in case.get("metrics", []):
-        writer.writerow([case_id, "metric", metric["label"], "", "", repr(metric["value"])])
+        writer.writerow([case_id, "metric", metric["label"], "", "", repr(metric["value"]), metric["key"], "", ""])
     return Response(out.getvalue(), content_type="text/csv; charset=utf-8",
                     headers={"Content-Disposition": content_disposition("attachment", f"{slug}-{case_id}.csv")})

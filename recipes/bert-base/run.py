@@ -89,17 +89,33 @@ def checks(answers: list[dict], model: BertForMaskedLM) -> list[dict]:
     ]
 
 
-def replay(checkpoint: str | None = None) -> dict:
-    """The recorded cases on the checkpoint and the checks; the checks alone without one."""
+def replay(checkpoint: str | None = None, case: str | None = None) -> dict:
+    """The recorded cases on the checkpoint and the checks, or the case named alone; the checks alone without a
+    checkpoint."""
     if checkpoint is None:
+        if case is not None:
+            raise KeyError(f"no recorded case {case!r}: without a checkpoint there is none")
         model = build_model()
         answer = trace(model, CHECK_IDS, CHECK_IDS.index(103), TOP, str)
         return {"cases": {}, "checks": checks([answer], model)}
+    if case is not None:
+        if case not in CASES:
+            raise KeyError(f"no recorded case {case!r}; the cases are {', '.join(CASES)}")
+        return {"cases": {case: recorded(checkpoint, case)}, "checks": []}
     model = load(checkpoint).model
     answers = {case_id: datalab(checkpoint, text, TOP) for case_id, text in CASES.items()}
-    cases = {case_id: case(answer) | {"request": {"text": CASES[case_id], "top_k": TOP}}
-             for case_id, answer in answers.items()}
+    cases = {case_id: shown(answer, case_id) for case_id, answer in answers.items()}
     return {"cases": cases, "checks": checks(list(answers.values()), model)}
+
+
+def shown(answer: dict, case_id: str) -> dict:
+    """A DataLab answer as the recorded case, with the lab request that reproduces it."""
+    return case(answer) | {"request": {"text": CASES[case_id], "top_k": TOP}}
+
+
+def recorded(checkpoint: str, case_id: str) -> dict:
+    """One recorded case on the checkpoint."""
+    return shown(datalab(checkpoint, CASES[case_id], TOP), case_id)
 
 
 if __name__ == "__main__":

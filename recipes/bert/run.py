@@ -9,9 +9,12 @@ Needs only torch and model.py beside this file.
 import json
 import sys
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import Tensor
+
+from recipekit import replay as kit
 
 try:
     from .model import MASK, TinyBertPretraining, build_model, mlm_loss, nsp_loss, unpack
@@ -224,13 +227,11 @@ CHECKS = {
 }
 
 
-def replay(model: TinyBertPretraining | None = None) -> dict:
-    """Every recorded case and every check, on the seeded model unless one is given."""
+def replay(model: TinyBertPretraining | None = None, case: str | None = None) -> dict:
+    """Every recorded case and every check, or the case named alone, on the seeded model unless one is given."""
     model = model if model is not None else build_model()
-    return {
-        "cases": {case_id: run_case(model, case) for case_id, case in CASES.items()},
-        "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()],
-    }
+    return kit.cases({case_id: partial(run_case, model, spec) for case_id, spec in CASES.items()},
+                     {name: partial(check, model) for name, check in CHECKS.items()}, case)
 
 
 def print_table(result: dict) -> None:

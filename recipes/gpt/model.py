@@ -10,6 +10,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from recipekit import weights as stored
+
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
 DIGITS = 4  # the digits of a problem, then "=", then the same digits in order
 EQUALS = 10  # the token between a problem and its answer; tokens 0-9 are the digits
@@ -94,18 +96,10 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))  # (B, T, vocab): a next-token score at every position
 
 
-def read_weights(path: Path) -> tuple[dict[str, Tensor], dict[str, str]]:
-    """The tensors of a .safetensors file and its string metadata."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 - not a dict
-
-
 def build_model(config: GPTConfig | None = None, weights: Path = WEIGHTS) -> GPT:
     """The recorded model: the trained weights from weights.safetensors, in eval mode."""
     model = GPT(config or GPTConfig())
-    state, _ = read_weights(weights)
+    state, _ = stored.read(weights)
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing != ["lm_head.weight"] or unexpected:  # the head is the embedding, stored once as wte.weight
         raise ValueError(f"{weights.name} does not fit the model: missing {missing}, unexpected {unexpected}")

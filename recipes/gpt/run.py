@@ -10,16 +10,20 @@ vocabulary) beside this file.
 import json
 import sys
 import tomllib
+from functools import partial
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from recipekit import replay as kit
+from recipekit import weights as stored
+
 try:
-    from .model import DIGITS, EQUALS, GPT, WEIGHTS, build_model, next_token_loss, read_weights
+    from .model import DIGITS, EQUALS, GPT, WEIGHTS, build_model, next_token_loss
     from .train import answer_loss, exact_match, greedy, held_out, solved
 except ImportError:  # run as a script: python run.py
-    from model import DIGITS, EQUALS, GPT, WEIGHTS, build_model, next_token_loss, read_weights
+    from model import DIGITS, EQUALS, GPT, WEIGHTS, build_model, next_token_loss
     from train import answer_loss, exact_match, greedy, held_out, solved
 
 WORDS: list[str] = tomllib.loads(Path(__file__).with_name("recipe.toml").read_text())["lab"]["names"]
@@ -94,7 +98,7 @@ def test_case(model: GPT) -> dict:
     """The held-out problems: exact match, each answer digit's accuracy, and the training curve."""
     problems = held_out()
     right = greedy(model, problems) == problems.sort(1).values  # (N, DIGITS)
-    _, metadata = read_weights(WEIGHTS)
+    _, metadata = stored.read(WEIGHTS)
     return {"label": f"{len(problems)} held-out problems, never trained on",
             "vectors": [{"key": "digit_accuracy", "label": "Answer digits right, by place (1st to 4th)",
                          "values": right.float().mean(0).tolist(), "first": 1},
@@ -172,7 +176,7 @@ def check_shapes(model: GPT) -> dict:
 
 @torch.no_grad()
 def check_accuracy(model: GPT) -> dict:
-    _, metadata = read_weights(WEIGHTS)
+    _, metadata = stored.read(WEIGHTS)
     replayed = exact_match(model, held_out())
     trained = float(metadata.get("exact_match", "nan"))
     return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
@@ -182,34 +186,14 @@ CHECKS = {CHECK_CAUSAL: check_causal, CHECK_SHIFTED_LOSS: check_shifted_loss, CH
           CHECK_SHAPES: check_shapes, CHECK_ACCURACY: check_accuracy}
 
 
-def replay(model: GPT | None = None) -> dict:
-    """Every recorded case and every check, on the stored weights unless a model is given."""
+def replay(model: GPT | None = None, case: str | None = None) -> dict:
+    """Every recorded case and every check, or the case named alone, on the stored weights unless a model is
+    given."""
     model = model if model is not None else build_model()
-    cases = {case_id: run_case(model, answered(encode(text), model)) for case_id, text in PROBLEMS.items()}
-    cases["test-split"] = test_case(model)
-    return {"cases": cases, "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()]}
-
-
-def main(argv: list[str]) -> int:
-    torch.use_deterministic_algorithms(True)
-    result = replay()
-    if "--json" in argv:
-        print(json.dumps(result, indent=2))
-    else:
-        for case_id, case in result["cases"].items():
-            metrics = {m["key"]: m["value"] for m in case["metrics"]}
-            if case_id == "test-split":
-                print(f"{case_id:10} exact match {metrics['test_exact_match']:.4f} of {metrics['test_size']}")
-                continue
-            probs = next(m for m in case["matrices"] if m["key"] == "next_token_probs")["values"][-1]
-            top = max(range(len(probs)), key=probs.__getitem__)
-            ids = case["vectors"][0]["values"]
-            print(f"{case_id:10} {' '.join(WORDS[t] for t in ids)} {WORDS[top]}  (last digit {probs[top]:.3f}; "
-                  f"answer loss {metrics['answer_loss']:.4f})")
-        for check in result["checks"]:
-            print(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}  {check['detail']}")
-    return 0 if all(check["passed"] for check in result["checks"]) else 1
+    cases = {case_id: partial(run_case, model, answered(encode(text), model)) for case_id, text in PROBLEMS.items()}
+    cases["test-split"] = partial(test_case, model)
+    return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(kit.main(replay, sys.argv[1:]))

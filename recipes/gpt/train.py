@@ -4,20 +4,20 @@
                              # held-out exact-match rate
     python train.py --check  # retrain in memory and compare with the stored weights; exit status 1 if they differ
 
-Needs torch and safetensors. The data is made here: every one of the 10,000 problems of four digits, split by a
-seeded shuffle into 1,000 held out and 9,000 to train on, each followed by "=" and its digits in order.
+Needs torch, safetensors and the recipe kit (recipekit: the training loop). The data is made here: every one of
+the 10,000 problems of four digits, split by a seeded shuffle into 1,000 held out and 9,000 to train on, each
+followed by "=" and its digits in order.
 """
-
-import json
-import sys
 
 import torch
 from torch import Tensor, nn
 
+from recipekit import training, weights
+
 try:
-    from .model import DIGITS, EQUALS, GPT, WEIGHTS, GPTConfig, read_weights
+    from .model import DIGITS, EQUALS, GPT, WEIGHTS, GPTConfig
 except ImportError:  # run as a script: python train.py
-    from model import DIGITS, EQUALS, GPT, WEIGHTS, GPTConfig, read_weights
+    from model import DIGITS, EQUALS, GPT, WEIGHTS, GPTConfig
 
 TRAIN_SEED = 1337  # initial weights, the split and the order of the batches (nanoGPT's seed)
 HELD_OUT = 1000  # problems never trained on
@@ -68,66 +68,37 @@ def exact_match(model: GPT, problem: Tensor) -> float:
     return (greedy(model, problem) == problem.sort(1).values).all(1).float().mean().item()
 
 
-def state_of(model: nn.Module) -> dict[str, Tensor]:
-    """The weights to store: the tied head is the embedding, so it is stored once (as wte.weight)."""
-    return {k: v.detach().clone().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
-
-
-def train() -> tuple[GPT, list[float]]:
+def train() -> training.Fitted:
     """AdamW on batches in a seeded order, on one thread so that every machine sums alike: the model and the
     mean training loss of every epoch."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        torch.manual_seed(TRAIN_SEED)
+    with training.one_thread(TRAIN_SEED):
         model = GPT(GPTConfig())
         optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
-        training, _ = problems()
+        training_problems, _ = problems()
         order = torch.Generator().manual_seed(TRAIN_SEED)
-        model.train()
-        curve = []
-        for _ in range(EPOCHS):
-            losses = []
-            for batch in torch.randperm(len(training), generator=order).split(BATCH):
-                sequences = solved(training[batch])  # (B, 2·DIGITS + 1)
-                loss = answer_loss(model(sequences[:, :-1]), sequences)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.item())
-            curve.append(sum(losses) / len(losses))
-        return model.eval(), curve
-    finally:
-        torch.set_num_threads(threads)
+
+        def loss_of(batch: Tensor) -> Tensor:
+            sequences = solved(training_problems[batch])  # (B, 2·DIGITS + 1)
+            return answer_loss(model(sequences[:, :-1]), sequences)
+
+        return training.fit(model, optimizer, EPOCHS,
+                            lambda: torch.randperm(len(training_problems), generator=order).split(BATCH), loss_of)
 
 
-def largest_difference(model: GPT, weights=WEIGHTS) -> float:
-    """How far a retrained model is from the stored weights: the largest |difference| of any tensor,
-    infinite where the two hold other tensors or shapes."""
-    retrained, stored = state_of(model), read_weights(weights)[0]
-    if set(retrained) != set(stored) or any(retrained[k].shape != stored[k].shape for k in retrained):
-        return float("inf")
-    return max((retrained[k] - stored[k]).abs().max().item() for k in retrained)
+def trained() -> training.Trained:
+    fitted = train()
+    measured = exact_match(fitted.model, held_out())
+    # The tied head is the embedding, so it is stored once (as wte.weight).
+    return training.Trained(
+        files={WEIGHTS: (weights.state_of(fitted.model, leave_out=("lm_head.weight",)), training.metadata(
+            exact_match=measured, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, epochs=EPOCHS))},
+        summary=f"held-out exact match {measured:.4f} of {HELD_OUT} problems; loss per epoch "
+                + ", ".join(f"{x:.3f}" for x in fitted.losses))
 
 
 def main(argv: list[str]) -> int:
-    torch.use_deterministic_algorithms(True)
-    model, curve = train()
-    measured = exact_match(model, held_out())
-    if "--check" in argv:
-        worst = largest_difference(model)
-        print(f"retrained held-out exact match {measured:.4f} (stored {read_weights(WEIGHTS)[1].get('exact_match')});"
-              f" largest weight difference {worst:.2e} (tolerance {RETRAIN_TOLERANCE:g})")
-        return 0 if worst <= RETRAIN_TOLERANCE else 1
-    from safetensors.torch import save_file
-
-    save_file(state_of(model), str(WEIGHTS), metadata={
-        "exact_match": repr(measured), "loss_per_epoch": json.dumps(curve), "train_seed": str(TRAIN_SEED),
-        "epochs": str(EPOCHS), "torch": torch.__version__})
-    print(f"held-out exact match {measured:.4f} of {HELD_OUT} problems; loss per epoch "
-          + ", ".join(f"{x:.3f}" for x in curve) + f"; wrote {WEIGHTS.name}")
-    return 0
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    training.run(main)

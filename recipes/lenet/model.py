@@ -1,18 +1,15 @@
 """A LeNet for 8x8 digits: two stages of convolution, tanh and average pooling, then two fully connected
 layers to ten classes. The trained weights live beside this file in weights.safetensors (`python train.py`)."""
 
-import json
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from torch import Tensor, nn
+
+from recipekit import weights as stored
 
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
 SNAPSHOTS = Path(__file__).with_name("snapshots.safetensors")  # the weights during training, by train.py
-TEST_DIGITS = Path(__file__).with_name("test_digits.safetensors")  # the held-out split, written by train.py
-LEVELS = 16  # the digits' grey levels run 0..16; the network reads pixel / LEVELS
 
 
 @dataclass
@@ -53,35 +50,9 @@ class LeNet(nn.Module):
         return self.fc2(self.act(self.fc1(x.flatten(1))))  # (B, classes): one score per digit
 
 
-def pixels(image: list[list[int]] | Tensor) -> Tensor:
-    """Grey levels 0..16, (8, 8) or (B, 8, 8), as the network's input (B, 1, 8, 8) in 0..1."""
-    x = torch.as_tensor(image, dtype=torch.float32)
-    return (x if x.dim() == 3 else x[None])[:, None] / LEVELS
-
-
-# safetensors is 8 bytes of header length, a JSON header, then the raw little-endian tensors. Reading it
-# takes a few lines, so that replaying the recipe needs torch alone.
-DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "U8": torch.uint8}
-
-
-def read_safetensors(path: Path) -> tuple[dict[str, Tensor], dict[str, str]]:
-    """The tensors of a .safetensors file and its string metadata."""
-    data = path.read_bytes()
-    (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length])
-    metadata = header.pop("__metadata__", {})
-    body = memoryview(data)[8 + length:]
-    tensors = {}
-    for name, spec in header.items():
-        start, end = spec["data_offsets"]
-        flat = torch.frombuffer(bytearray(body[start:end]), dtype=DTYPES[spec["dtype"]])
-        tensors[name] = flat.reshape(spec["shape"])
-    return tensors, metadata
-
-
 def build_model(config: LeNetConfig | None = None, weights: Path = WEIGHTS) -> LeNet:
     """The recorded model: the trained weights from weights.safetensors, in eval mode."""
     model = LeNet(config or LeNetConfig())
-    state, _ = read_safetensors(weights)
+    state, _ = stored.read(weights)
     model.load_state_dict(state)
     return model.eval()

@@ -3,19 +3,24 @@
     python run.py          # a readable table; exit status 1 when a check fails
     python run.py --json   # the same replay as JSON
 
-Needs only torch, model.py and the two .safetensors files beside this file.
+Needs torch, safetensors, model.py, weights.safetensors and the recipe kit (its held-out digits).
 """
 
-import json
 import sys
+from functools import partial
 
 import torch
 from torch import Tensor, nn
 
+from recipekit import digits
+from recipekit import replay as kit
+from recipekit import weights as stored
+from recipekit.digits import pixels
+
 try:
-    from .model import TEST_DIGITS, WEIGHTS, LeNet, build_model, pixels, read_safetensors
+    from .model import WEIGHTS, LeNet, build_model
 except ImportError:  # run as a script: python run.py
-    from model import TEST_DIGITS, WEIGHTS, LeNet, build_model, pixels, read_safetensors
+    from model import WEIGHTS, LeNet, build_model
 
 # The recorded digits, by position in the test split: three read correctly, one misread (a 2 read as a 3).
 DIGITS = {"zero": 0, "three": 14, "seven": 5, "misread": 345}
@@ -26,9 +31,8 @@ STAGE_LABELS = {"stage1.act": "Stage 1 conv + tanh", "stage1.pool": "Stage 1 poo
 
 def test_split() -> tuple[Tensor, Tensor, dict[str, str]]:
     """The held-out digits (N, 8, 8) in grey levels 0..16, their labels (N,), and the weights' metadata."""
-    tensors, _ = read_safetensors(TEST_DIGITS)
-    _, metadata = read_safetensors(WEIGHTS)
-    return tensors["test_images"], tensors["test_labels"], metadata
+    images, labels = digits.held_out()
+    return images, labels, stored.read(WEIGHTS)[1]
 
 
 def forward(model: LeNet, image) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
@@ -90,8 +94,7 @@ def test_case(model: LeNet) -> dict:
                           "values": confusion.tolist()}],
             "vectors": [{"key": "class_accuracy", "label": "Accuracy per true digit (0-9)",
                          "values": per_class.tolist()}],
-            "metrics": [{"key": "test_accuracy", "label": "Test accuracy",
-                         "value": (predicted == labels).double().mean().item()},
+            "metrics": [{"key": "test_accuracy", "label": "Test accuracy", "value": digits.accuracy(predicted, labels)},
                         {"key": "test_loss", "label": "Mean cross entropy on the test split",
                          "value": nn.functional.cross_entropy(logits, labels).item()},
                         {"key": "test_size", "label": "Test digits", "value": len(labels)}]}
@@ -150,7 +153,7 @@ def check_probabilities(model: LeNet) -> dict:
 @torch.no_grad()
 def check_accuracy(model: LeNet) -> dict:
     images, labels, metadata = test_split()
-    replayed = (model(pixels(images)).argmax(-1) == labels).float().mean().item()  # float32, as train.py measured
+    replayed = digits.accuracy(model(pixels(images)).argmax(-1), labels)  # as train.py measured it
     trained = float(metadata.get("test_accuracy", "nan"))
     return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
 
@@ -159,33 +162,16 @@ CHECKS = {CHECK_SHIFT: check_shift, CHECK_POOLING: check_pooling, CHECK_PROBABIL
           CHECK_ACCURACY: check_accuracy}
 
 
-def replay(model: LeNet | None = None) -> dict:
-    """Every recorded case and every check, on the stored weights unless a model is given."""
+def replay(model: LeNet | None = None, case: str | None = None) -> dict:
+    """Every recorded case and every check, or the case named alone, on the stored weights unless a model is
+    given."""
     model = model if model is not None else build_model()
     images, labels, _ = test_split()
-    cases = {case_id: run_case(model, images[i].tolist(), int(labels[i]), f"Test digit {i}")
+    cases = {case_id: partial(run_case, model, images[i].tolist(), int(labels[i]), f"Test digit {i}")
              for case_id, i in DIGITS.items()}
-    cases["test-split"] = test_case(model)
-    return {"cases": cases, "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()]}
-
-
-def main(argv: list[str]) -> int:
-    torch.use_deterministic_algorithms(True)
-    result = replay()
-    if "--json" in argv:
-        print(json.dumps(result, indent=2))
-    else:
-        for case_id, case in result["cases"].items():
-            metrics = {m["key"]: m["value"] for m in case["metrics"]}
-            if "prediction" in metrics:
-                print(f"{case_id:10} true {metrics['label']}  read as {metrics['prediction']} "
-                      f"({metrics['confidence']:.3f})  loss {metrics['loss']:.4f}")
-            else:
-                print(f"{case_id:10} test accuracy {metrics['test_accuracy']:.4f} on {metrics['test_size']} digits")
-        for check in result["checks"]:
-            print(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}  {check['detail']}")
-    return 0 if all(check["passed"] for check in result["checks"]) else 1
+    cases["test-split"] = partial(test_case, model)
+    return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(kit.main(replay, sys.argv[1:]))

@@ -8,6 +8,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from recipekit import weights as stored
+
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
 SNAPSHOTS = Path(__file__).with_name("snapshots.safetensors")  # the weights during training, by train.py
 TOKENS = ("(", ")")  # token 0 opens a bracket, token 1 closes one
@@ -82,17 +84,9 @@ def depths_of(tokens: list[int]) -> list[int]:
     return out
 
 
-def read_weights(path: Path) -> tuple[dict[str, Tensor], dict[str, str]]:
-    """The tensors of a .safetensors file and its string metadata."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 - not a dict
-
-
 def build_model(config: LSTMConfig | None = None, weights: Path = WEIGHTS) -> BracketLSTM:
     """The recorded model: the trained weights from weights.safetensors, in eval mode."""
     model = BracketLSTM(config or LSTMConfig())
-    state, _ = read_weights(weights)
+    state, _ = stored.read(weights)
     model.load_state_dict(state)
     return model.eval()

@@ -8,15 +8,19 @@ Needs torch, safetensors, model.py and train.py (which makes the held-out string
 
 import json
 import sys
+from functools import partial
 
 import torch
 from torch import Tensor, nn
 
+from recipekit import replay as kit
+from recipekit import weights as stored
+
 try:
-    from .model import TOKENS, WEIGHTS, BracketLSTM, build_model, depths_of, read_weights
+    from .model import TOKENS, WEIGHTS, BracketLSTM, build_model, depths_of
     from .train import LENGTHS, TEST_SEED, TEST_STRINGS, batch_of, bracket_strings, scores
 except ImportError:  # run as a script: python run.py
-    from model import TOKENS, WEIGHTS, BracketLSTM, build_model, depths_of, read_weights
+    from model import TOKENS, WEIGHTS, BracketLSTM, build_model, depths_of
     from train import LENGTHS, TEST_SEED, TEST_STRINGS, batch_of, bracket_strings, scores
 
 # The recorded strings: nesting as in the training strings, the deepest nesting trained, a flat run, and one
@@ -100,7 +104,7 @@ def test_case(model: BracketLSTM) -> dict:
                      "value": measured["token_accuracy"]},
                     {"key": f"{key}_string_accuracy", "label": f"Strings read wholly right, {where}",
                      "value": measured["string_accuracy"]}]
-    _, trained = read_weights(WEIGHTS)
+    _, trained = stored.read(WEIGHTS)
     curve = {"key": "training_loss", "label": "Mean training loss in each epoch, as train.py measured it",
              "values": json.loads(trained["loss_per_epoch"]), "first": 1}  # epochs count from 1
     return {"label": f"{TEST_STRINGS} held-out strings of {LENGTHS[0]}-{LENGTHS[1]} tokens, and longer ones",
@@ -187,7 +191,7 @@ def check_recurrence(model: BracketLSTM) -> dict:
 
 @torch.no_grad()
 def check_accuracy(model: BracketLSTM) -> dict:
-    _, metadata = read_weights(WEIGHTS)
+    _, metadata = stored.read(WEIGHTS)
     replayed = scores(model, held_out())["token_accuracy"]
     trained = float(metadata.get("token_accuracy", "nan"))
     return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
@@ -197,31 +201,14 @@ CHECKS = {CHECK_TORCH: check_torch, CHECK_RANGES: check_ranges, CHECK_RECURRENCE
           CHECK_ACCURACY: check_accuracy}
 
 
-def replay(model: BracketLSTM | None = None) -> dict:
-    """Every recorded case and every check, on the stored weights unless a model is given."""
+def replay(model: BracketLSTM | None = None, case: str | None = None) -> dict:
+    """Every recorded case and every check, or the case named alone, on the stored weights unless a model is
+    given."""
     model = model if model is not None else build_model()
-    cases = {case_id: run_case(model, tokens_of(text), f"“{text}”") for case_id, text in STRINGS.items()}
-    cases["test-split"] = test_case(model)
-    return {"cases": cases, "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()]}
-
-
-def main(argv: list[str]) -> int:
-    torch.use_deterministic_algorithms(True)
-    result = replay()
-    if "--json" in argv:
-        print(json.dumps(result, indent=2))
-    else:
-        for case_id, case in result["cases"].items():
-            metrics = {m["key"]: m["value"] for m in case["metrics"]}
-            if "steps" in metrics:
-                print(f"{case_id:10} {metrics['steps_right']} of {metrics['steps']} depths right, "
-                      f"loss {metrics['loss']:.4f}")
-            else:
-                print(f"{case_id:10} " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k != "test_size"))
-        for check in result["checks"]:
-            print(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}  {check['detail']}")
-    return 0 if all(check["passed"] for check in result["checks"]) else 1
+    cases = {case_id: partial(run_case, model, tokens_of(text), f"“{text}”") for case_id, text in STRINGS.items()}
+    cases["test-split"] = partial(test_case, model)
+    return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(kit.main(replay, sys.argv[1:]))

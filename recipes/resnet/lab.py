@@ -12,11 +12,13 @@ import sys
 import torch
 from torch import Tensor
 
+from recipekit.digits import pixels
+
 try:
-    from .model import build_model, pixels
+    from .model import build_model
     from .run import forward, run_case, test_split
 except ImportError:  # run as a script: python lab.py
-    from model import build_model, pixels
+    from model import build_model
     from run import forward, run_case, test_split
 
 # Where the trace stops, from the output back to the drawing: (module whose output is read, title).

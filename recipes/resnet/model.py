@@ -5,12 +5,11 @@ The trained weights live beside this file in weights.safetensors (`python train.
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from torch import Tensor, nn
 
+from recipekit import weights as stored
+
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
-TEST_DIGITS = Path(__file__).with_name("test_digits.safetensors")  # the held-out split, written by train.py
-LEVELS = 16  # the digits' grey levels run 0..16; the network reads pixel / LEVELS
 
 
 @dataclass
@@ -71,23 +70,9 @@ class ResNet(nn.Module):
         return self.fc(self.pool(x).flatten(1))  # (B, classes): one score per digit
 
 
-def pixels(image: list[list[int]] | Tensor) -> Tensor:
-    """Grey levels 0..16, (8, 8) or (B, 8, 8), as the network's input (B, 1, 8, 8) in 0..1."""
-    x = torch.as_tensor(image, dtype=torch.float32)
-    return (x if x.dim() == 3 else x[None])[:, None] / LEVELS
-
-
-def read_weights(path: Path) -> tuple[dict[str, Tensor], dict[str, str]]:
-    """The tensors of a .safetensors file and its string metadata."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 - not a dict
-
-
 def build_model(config: ResNetConfig | None = None, weights: Path = WEIGHTS) -> ResNet:
     """The recorded model: the trained weights (and BatchNorm's running statistics), in eval mode."""
     model = ResNet(config or ResNetConfig())
-    state, _ = read_weights(weights)
+    state, _ = stored.read(weights)
     model.load_state_dict(state)
     return model.eval()

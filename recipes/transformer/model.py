@@ -11,6 +11,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from recipekit import weights as stored
+
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
 DIGITS = tuple("0123456789")
 TOKENS = (*DIGITS, "<s>", "</s>")  # <s> starts the decoder's input, </s> ends the output
@@ -161,17 +163,9 @@ def greedy(model: Transformer, sources: Tensor, steps: int | None = None) -> lis
     return [row[:row.index(EOS) + 1] if EOS in row else row for row in out[:, 1:].tolist()]
 
 
-def read_weights(path: Path) -> tuple[dict[str, Tensor], dict[str, str]]:
-    """The tensors of a .safetensors file and its string metadata."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 - not a dict
-
-
 def build_model(config: TransformerConfig | None = None, weights: Path = WEIGHTS) -> Transformer:
     """The recorded model: the trained weights from weights.safetensors, in eval mode."""
     model = Transformer(config or TransformerConfig())
-    state, _ = read_weights(weights)
+    state, _ = stored.read(weights)
     model.load_state_dict(state)
     return model.eval()

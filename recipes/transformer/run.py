@@ -8,15 +8,19 @@ Needs torch, safetensors, model.py and train.py (which makes the held-out sequen
 
 import json
 import sys
+from functools import partial
 
 import torch
 from torch import Tensor, nn
 
+from recipekit import replay as kit
+from recipekit import weights as stored
+
 try:
-    from .model import BOS, DIGITS, TOKENS, WEIGHTS, Transformer, build_model, greedy, read_weights
+    from .model import BOS, DIGITS, TOKENS, WEIGHTS, Transformer, build_model, greedy
     from .train import LENGTHS, TEST_SEED, TEST_SEQUENCES, by_length, digit_sequences, exact_match, pair, reversal
 except ImportError:  # run as a script: python run.py
-    from model import BOS, DIGITS, TOKENS, WEIGHTS, Transformer, build_model, greedy, read_weights
+    from model import BOS, DIGITS, TOKENS, WEIGHTS, Transformer, build_model, greedy
     from train import LENGTHS, TEST_SEED, TEST_SEQUENCES, by_length, digit_sequences, exact_match, pair, reversal
 
 # The recorded sources: short, the longest trained, one with repeated digits, and one longer than any trained.
@@ -102,7 +106,7 @@ def test_case(model: Transformer) -> dict:
     trained, longer = held_out(), held_out(LONGER)
     by_length = [exact_match(model, [s for s in trained + longer if len(s) == n])
                  for n in range(LENGTHS[0], LONGER[1] + 1)]
-    _, metadata = read_weights(WEIGHTS)
+    _, metadata = stored.read(WEIGHTS)
     return {"label": f"{TEST_SEQUENCES} held-out sources of {LENGTHS[0]}-{LENGTHS[1]} digits, and longer ones",
             "vectors": [{"key": "exact_match_by_length", "label": f"Exact match by source length "
                          f"({LENGTHS[0]} to {LONGER[1]} digits)", "values": by_length, "first": LENGTHS[0]},
@@ -188,7 +192,7 @@ def check_torch(model: Transformer) -> dict:
 
 @torch.no_grad()
 def check_accuracy(model: Transformer) -> dict:
-    _, metadata = read_weights(WEIGHTS)
+    _, metadata = stored.read(WEIGHTS)
     replayed = exact_match(model, held_out())
     trained = float(metadata.get("exact_match", "nan"))
     return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
@@ -197,36 +201,19 @@ def check_accuracy(model: Transformer) -> dict:
 CHECKS = {CHECK_CAUSAL: check_causal, CHECK_TORCH: check_torch, CHECK_ACCURACY: check_accuracy}
 
 
-def replay(model: Transformer | None = None) -> dict:
-    """Every recorded case and every check, on the stored weights unless a model is given."""
-    model = model if model is not None else build_model()
-    cases = {case_id: run_case(model, tokens_of(text), f"{text} → {text[::-1]}") for case_id, text in SOURCES.items()}
-    cases["test-split"] = test_case(model)
-    return {"cases": cases, "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()]}
-
-
 def written(tokens: list[int]) -> str:
     return " ".join(TOKENS[t] for t in tokens)
 
 
-def main(argv: list[str]) -> int:
-    torch.use_deterministic_algorithms(True)
-    result = replay()
-    if "--json" in argv:
-        print(json.dumps(result, indent=2))
-    else:
-        for case_id, case in result["cases"].items():
-            vectors = {v["key"]: v["values"] for v in case["vectors"]}
-            metrics = {m["key"]: m["value"] for m in case["metrics"]}
-            if "output" in vectors:
-                print(f"{case_id:10} {written(vectors['source'])}  ->  {written(vectors['output'])}  "
-                      f"({metrics['steps_right']} of {metrics['steps']} right, loss {metrics['loss']:.4f})")
-            else:
-                print(f"{case_id:10} " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k != "test_size"))
-        for check in result["checks"]:
-            print(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}  {check['detail']}")
-    return 0 if all(check["passed"] for check in result["checks"]) else 1
+def replay(model: Transformer | None = None, case: str | None = None) -> dict:
+    """Every recorded case and every check, or the case named alone, on the stored weights unless a model is
+    given."""
+    model = model if model is not None else build_model()
+    cases = {case_id: partial(run_case, model, tokens_of(text), f"{text} → {text[::-1]}")
+             for case_id, text in SOURCES.items()}
+    cases["test-split"] = partial(test_case, model)
+    return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(kit.main(replay, sys.argv[1:]))

@@ -4,20 +4,19 @@
                              # held-out exact-match rate
     python train.py --check  # retrain in memory and compare with the stored weights; exit status 1 if they differ
 
-Needs torch and safetensors. The data is made here: random digit sequences of 1 to 8 digits, each to be
-written backwards and ended with </s>.
+Needs torch, safetensors and the recipe kit (recipekit: the training loop). The data is made here: random digit
+sequences of 1 to 8 digits, each to be written backwards and ended with </s>.
 """
-
-import json
-import sys
 
 import torch
 from torch import Tensor, nn
 
+from recipekit import training, weights
+
 try:
-    from .model import BOS, EOS, WEIGHTS, Transformer, TransformerConfig, greedy, read_weights
+    from .model import BOS, EOS, WEIGHTS, Transformer, TransformerConfig, greedy
 except ImportError:  # run as a script: python train.py
-    from model import BOS, EOS, WEIGHTS, Transformer, TransformerConfig, greedy, read_weights
+    from model import BOS, EOS, WEIGHTS, Transformer, TransformerConfig, greedy
 
 TRAIN_SEED = 2017  # initial weights, the training sequences and their order (Vaswani et al., 2017)
 TEST_SEED = 1706  # the held-out sequences (arXiv:1706.03762)
@@ -69,69 +68,42 @@ def exact_match(model: Transformer, sources: list[list[int]]) -> float:
     return right / len(sources)
 
 
-def state_of(model: nn.Module) -> dict[str, Tensor]:
-    return {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-
-
-def train() -> tuple[Transformer, list[float]]:
+def train() -> training.Fitted:
     """Adam with the paper's schedule on batches of one length each, drawn from a seeded generator, on one
     thread so that every machine sums alike: the model and the mean training loss of every epoch."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        torch.manual_seed(TRAIN_SEED)
+    with training.one_thread(TRAIN_SEED):
         model = Transformer(TransformerConfig())
         optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         data = torch.Generator().manual_seed(TRAIN_SEED)
-        model.train()
-        curve = []
-        for _ in range(EPOCHS):
-            losses = []
-            for _ in range(BATCHES):
+
+        def batches():
+            for _ in range(BATCHES):  # each drawn just before its step
                 length = int(torch.randint(LENGTHS[0], LENGTHS[1] + 1, (), generator=data))
-                sources = torch.randint(0, 10, (BATCH, length), generator=data)  # (B, S)
-                decoder_input, answer = pair(sources)  # (B, S + 1) each
-                logits = model(sources, decoder_input)  # (B, S + 1, vocab)
-                loss = nn.functional.cross_entropy(logits.flatten(0, 1), answer.flatten())
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                scheduler.step()
-                losses.append(loss.item())
-            curve.append(sum(losses) / len(losses))
-        return model.eval(), curve
-    finally:
-        torch.set_num_threads(threads)
+                yield torch.randint(0, 10, (BATCH, length), generator=data)  # (B, S)
+
+        def loss_of(sources: Tensor) -> Tensor:
+            decoder_input, answer = pair(sources)  # (B, S + 1) each
+            logits = model(sources, decoder_input)  # (B, S + 1, vocab)
+            return nn.functional.cross_entropy(logits.flatten(0, 1), answer.flatten())
+
+        return training.fit(model, optimizer, EPOCHS, batches, loss_of, after_step=scheduler.step)
 
 
-def largest_difference(model: Transformer, weights=WEIGHTS) -> float:
-    """How far a retrained model is from the stored weights: the largest |difference| of any tensor,
-    infinite where the two hold other tensors or shapes."""
-    retrained, stored = state_of(model), read_weights(weights)[0]
-    if set(retrained) != set(stored) or any(retrained[k].shape != stored[k].shape for k in retrained):
-        return float("inf")
-    return max((retrained[k] - stored[k]).abs().max().item() for k in retrained)
+def trained() -> training.Trained:
+    fitted = train()
+    held_out = exact_match(fitted.model, digit_sequences(TEST_SEQUENCES, TEST_SEED))
+    return training.Trained(
+        files={WEIGHTS: (weights.state_of(fitted.model), training.metadata(
+            exact_match=held_out, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, test_seed=TEST_SEED,
+            epochs=EPOCHS))},
+        summary=f"held-out exact match {held_out:.4f} of {TEST_SEQUENCES} sequences; loss per epoch "
+                + ", ".join(f"{x:.3f}" for x in fitted.losses))
 
 
 def main(argv: list[str]) -> int:
-    torch.use_deterministic_algorithms(True)
-    model, curve = train()
-    held_out = exact_match(model, digit_sequences(TEST_SEQUENCES, TEST_SEED))
-    if "--check" in argv:
-        worst = largest_difference(model)
-        print(f"retrained held-out exact match {held_out:.4f} (stored {read_weights(WEIGHTS)[1].get('exact_match')});"
-              f" largest weight difference {worst:.2e} (tolerance {RETRAIN_TOLERANCE:g})")
-        return 0 if worst <= RETRAIN_TOLERANCE else 1
-    from safetensors.torch import save_file
-
-    save_file(state_of(model), str(WEIGHTS), metadata={
-        "exact_match": repr(held_out), "loss_per_epoch": json.dumps(curve), "train_seed": str(TRAIN_SEED),
-        "test_seed": str(TEST_SEED), "epochs": str(EPOCHS), "torch": torch.__version__})
-    print(f"held-out exact match {held_out:.4f} of {TEST_SEQUENCES} sequences; loss per epoch "
-          + ", ".join(f"{x:.3f}" for x in curve) + f"; wrote {WEIGHTS.name}")
-    return 0
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    training.run(main)

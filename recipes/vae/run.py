@@ -8,14 +8,20 @@ Needs torch, safetensors, model.py and the two .safetensors files beside this fi
 
 import json
 import sys
+from functools import partial
 
 import torch
 from torch import Tensor
 
+from recipekit import digits
+from recipekit import replay as kit
+from recipekit import weights as stored
+from recipekit.digits import pixels
+
 try:
-    from .model import LEVELS, TEST_DIGITS, VAE, WEIGHTS, build_model, kl_term, loss_terms, pixels, read_weights
+    from .model import VAE, WEIGHTS, build_model, kl_term, loss_terms
 except ImportError:  # run as a script: python run.py
-    from model import LEVELS, TEST_DIGITS, VAE, WEIGHTS, build_model, kl_term, loss_terms, pixels, read_weights
+    from model import VAE, WEIGHTS, build_model, kl_term, loss_terms
 
 # The recorded digits, by position in the test split (the LeNet recipe's split).
 DIGITS = {"zero": 0, "three": 14, "seven": 5, "two": 345}
@@ -27,15 +33,14 @@ NOISE_SEED = 1312  # the noise ε of the ELBO check (the paper: arXiv 1312.6114)
 
 def test_split() -> tuple[Tensor, Tensor, dict[str, str]]:
     """The held-out digits (N, 8, 8) in grey levels 0..16, their labels (N,), and the weights' metadata."""
-    tensors, _ = read_weights(TEST_DIGITS)
-    _, metadata = read_weights(WEIGHTS)
-    return tensors["test_images"], tensors["test_labels"], metadata
+    images, labels = digits.held_out()
+    return images, labels, stored.read(WEIGHTS)[1]
 
 
 @torch.no_grad()
 def decode(model: VAE, codes: Tensor) -> Tensor:
     """Codes (B, latent) as images (B, side, side) in grey levels: each pixel's probability of ink × 16."""
-    return model.decoder(codes)[:, 0] * LEVELS
+    return model.decoder(codes)[:, 0] * digits.LEVELS
 
 
 @torch.no_grad()
@@ -170,44 +175,30 @@ def check_held_out(model: VAE) -> dict:
 CHECKS = {CHECK_ELBO: check_elbo, CHECK_KL: check_kl, CHECK_HELD_OUT: check_held_out}
 
 
-def replay(model: VAE | None = None) -> dict:
-    """Every recorded case and every check, on the stored weights unless a model is given."""
-    model = model if model is not None else build_model()
-    images, labels, _ = test_split()
-    cases = {case_id: run_case(model, images[i].tolist(), f"Test digit {i}, a {int(labels[i])}")
-             for case_id, i in DIGITS.items()}
+def between_case(model: VAE, images) -> dict:
+    """The decoder's images along the line between two recorded digits' codes."""
     a, b = (images[DIGITS[case_id]].tolist() for case_id in BETWEEN)
     codes, steps = interpolation(model, a, b)
-    cases["between"] = {"label": f"From test digit {DIGITS[BETWEEN[0]]} to test digit {DIGITS[BETWEEN[1]]}",
-                        "matrices": [{"key": "path", "label": f"The decoder's images at {STEPS} codes on the line "
-                                                              "from the first digit's μ to the second's",
-                                      "values": side_by_side(steps)},
-                                     {"key": "codes", "label": "The codes along the line: step (rows) × latent "
-                                                               "dimension (columns)", "values": codes.tolist()}],
-                        "vectors": [], "metrics": []}
-    cases["test-split"] = test_case(model)
-    return {"cases": cases, "checks": [{"name": name, **check(model)} for name, check in CHECKS.items()]}
+    return {"label": f"From test digit {DIGITS[BETWEEN[0]]} to test digit {DIGITS[BETWEEN[1]]}",
+            "matrices": [{"key": "path", "label": f"The decoder's images at {STEPS} codes on the line "
+                                                  "from the first digit's μ to the second's",
+                          "values": side_by_side(steps)},
+                         {"key": "codes", "label": "The codes along the line: step (rows) × latent "
+                                                   "dimension (columns)", "values": codes.tolist()}],
+            "vectors": [], "metrics": []}
 
 
-def main(argv: list[str]) -> int:
-    torch.use_deterministic_algorithms(True)
-    result = replay()
-    if "--json" in argv:
-        print(json.dumps(result, indent=2))
-    else:
-        for case_id, case in result["cases"].items():
-            metrics = {m["key"]: m["value"] for m in case["metrics"]}
-            if "loss" in metrics:
-                print(f"{case_id:10} {case['label']:18}  reconstruction {metrics['reconstruction_term']:.3f}  "
-                      f"KL {metrics['kl']:.3f}  loss {metrics['loss']:.3f}")
-            elif "test_loss" in metrics:
-                print(f"{case_id:10} held-out loss {metrics['test_loss']:.3f} on {metrics['test_size']} digits")
-            else:
-                print(f"{case_id:10} {case['label']}")
-        for check in result["checks"]:
-            print(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}  {check['detail']}")
-    return 0 if all(check["passed"] for check in result["checks"]) else 1
+def replay(model: VAE | None = None, case: str | None = None) -> dict:
+    """Every recorded case and every check, or the case named alone, on the stored weights unless a model is
+    given."""
+    model = model if model is not None else build_model()
+    images, labels, _ = test_split()
+    cases = {case_id: partial(run_case, model, images[i].tolist(), f"Test digit {i}, a {int(labels[i])}")
+             for case_id, i in DIGITS.items()}
+    cases["between"] = partial(between_case, model, images)
+    cases["test-split"] = partial(test_case, model)
+    return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(kit.main(replay, sys.argv[1:]))

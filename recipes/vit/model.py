@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from recipekit import weights as stored
+
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
-TEST_DIGITS = Path(__file__).with_name("test_digits.safetensors")  # the held-out split, written by train.py
-LEVELS = 16  # the digits' grey levels run 0..16; the network reads pixel / LEVELS
 
 
 @dataclass
@@ -108,23 +108,9 @@ class ViT(nn.Module):
         return self.head(self.ln(x)[:, 0])  # (B, classes): the class token alone is read
 
 
-def pixels(image: list[list[int]] | Tensor) -> Tensor:
-    """Grey levels 0..16, (8, 8) or (B, 8, 8), as the network's input (B, 1, 8, 8) in 0..1."""
-    x = torch.as_tensor(image, dtype=torch.float32)
-    return (x if x.dim() == 3 else x[None])[:, None] / LEVELS
-
-
-def read_weights(path: Path) -> tuple[dict[str, Tensor], dict[str, str]]:
-    """The tensors of a .safetensors file and its string metadata."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 - not a dict
-
-
 def build_model(config: ViTConfig | None = None, weights: Path = WEIGHTS) -> ViT:
     """The recorded model: the trained weights, in eval mode."""
     model = ViT(config or ViTConfig())
-    state, _ = read_weights(weights)
+    state, _ = stored.read(weights)
     model.load_state_dict(state)
     return model.eval()

@@ -1,28 +1,27 @@
 """Train the Vision Transformer on scikit-learn's 8x8 digits and store its weights beside this file.
 
-    python train.py          # train (seconds on one CPU core), write weights.safetensors and
-                             # test_digits.safetensors, print the test accuracy
-    python train.py --check  # retrain in memory and compare with the stored files; exit status 1 if they differ
+    python train.py          # train (a minute on one CPU core), write weights.safetensors, print the test accuracy
+    python train.py --check  # retrain in memory and compare with the stored weights; exit status 1 if they differ
 
-Needs torch, scikit-learn (the data ships with it) and safetensors. Replaying the recipe afterwards needs
-torch and safetensors: the held-out digits are stored beside the weights.
+Needs torch, scikit-learn (the digits ship with it), safetensors and the recipe kit (recipekit: the digits split
+and the training loop). Replaying the recipe afterwards needs no scikit-learn: the held-out digits are stored
+with the kit.
 """
 
-import json
 import math
-import sys
 
 import torch
 from torch import Tensor, nn
 
-try:
-    from .model import TEST_DIGITS, WEIGHTS, ViT, ViTConfig, pixels, read_weights
-except ImportError:  # run as a script: python train.py
-    from model import TEST_DIGITS, WEIGHTS, ViT, ViTConfig, pixels, read_weights
+from recipekit import digits, training, weights
+from recipekit.digits import pixels
 
-SPLIT_SEED = 0  # the permutation that picks the test digits (the same split as the LeNet recipe's)
+try:
+    from .model import WEIGHTS, ViT, ViTConfig
+except ImportError:  # run as a script: python train.py
+    from model import WEIGHTS, ViT, ViTConfig
+
 TRAIN_SEED = 2020  # initial weights and batch order (Dosovitskiy et al., 2020)
-TEST_SIZE = 360  # of the 1,797 digits; the other 1,437 train
 EPOCHS = 60
 BATCH = 32
 LEARNING_RATE = 2e-3  # the peak, after a warm-up of one epoch; cosine decay to 0 by the last step
@@ -31,35 +30,15 @@ LEARNING_RATE = 2e-3  # the peak, after a warm-up of one epoch; cosine decay to 
 RETRAIN_TOLERANCE = 1e-3
 
 
-def split_digits() -> dict[str, Tensor]:
-    """The fixed, seeded train/test split of scikit-learn's digits: grey levels 0..16 as uint8."""
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    images = torch.tensor(digits.images, dtype=torch.uint8)  # (1797, 8, 8)
-    labels = torch.tensor(digits.target, dtype=torch.int64)  # (1797,)
-    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(SPLIT_SEED))
-    test, train = order[:TEST_SIZE].sort().values, order[TEST_SIZE:]
-    return {"train_images": images[train], "train_labels": labels[train],
-            "test_images": images[test], "test_labels": labels[test], "test_indices": test}
-
-
 @torch.no_grad()
 def accuracy(model: ViT, images: Tensor, labels: Tensor) -> float:
-    return (model(pixels(images)).argmax(-1) == labels).float().mean().item()
+    return digits.accuracy(model(pixels(images)).argmax(-1), labels)
 
 
-def state_of(model: nn.Module) -> dict[str, Tensor]:
-    return {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-
-
-def train(split: dict[str, Tensor]) -> tuple[ViT, list[float]]:
+def train(split: dict[str, Tensor]) -> training.Fitted:
     """AdamW on mini-batches in a seeded order with the paper's linear warm-up and cosine decay, on one thread
     so that every machine sums alike: the model and the mean training loss of every epoch."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        torch.manual_seed(TRAIN_SEED)
+    with training.one_thread(TRAIN_SEED):
         model = ViT(ViTConfig())
         optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.05)
         order = torch.Generator().manual_seed(TRAIN_SEED)
@@ -68,57 +47,27 @@ def train(split: dict[str, Tensor]) -> tuple[ViT, list[float]]:
         warmup = -(-len(y) // BATCH)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
             (step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * step / steps))))
-        model.train()
-        curve = []
-        for _ in range(EPOCHS):
-            losses = []
-            for batch in torch.randperm(len(y), generator=order).split(BATCH):
-                loss = nn.functional.cross_entropy(model(x[batch]), y[batch])
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                schedule.step()
-                losses.append(loss.item())
-            curve.append(sum(losses) / len(losses))
-        return model.eval(), curve
-    finally:
-        torch.set_num_threads(threads)
+        return training.fit(model, optimizer, EPOCHS, lambda: torch.randperm(len(y), generator=order).split(BATCH),
+                            lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]),
+                            after_step=schedule.step)
 
 
-def largest_difference(model: ViT, weights=WEIGHTS) -> float:
-    """How far a retrained model is from the stored weights: the largest
-    |difference| of any tensor, infinite where the two hold other tensors or shapes."""
-    retrained, stored = state_of(model), read_weights(weights)[0]
-    if set(retrained) != set(stored) or any(retrained[k].shape != stored[k].shape for k in retrained):
-        return float("inf")
-    return max((retrained[k].double() - stored[k].double()).abs().max().item() for k in retrained)
+def trained() -> training.Trained:
+    split = digits.split()
+    fitted = train(split)
+    test_accuracy = accuracy(fitted.model, split["test_images"], split["test_labels"])
+    return training.Trained(
+        files={WEIGHTS: (weights.state_of(fitted.model), training.metadata(
+            test_accuracy=test_accuracy, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED,
+            split_seed=digits.SPLIT_SEED, epochs=EPOCHS))},
+        summary=f"test accuracy {test_accuracy:.4f} on {digits.TEST_SIZE} held-out digits; loss per epoch "
+                + ", ".join(f"{x:.3f}" for x in fitted.losses),
+        same={"same test split": digits.same_split(split)})
 
 
 def main(argv: list[str]) -> int:
-    torch.use_deterministic_algorithms(True)
-    split = split_digits()
-    model, curve = train(split)
-    test_accuracy = accuracy(model, split["test_images"], split["test_labels"])
-    if "--check" in argv:
-        worst = largest_difference(model)
-        stored_test, _ = read_weights(TEST_DIGITS)
-        same_split = all(torch.equal(stored_test[k], split[k]) for k in ("test_images", "test_labels", "test_indices"))
-        stored = read_weights(WEIGHTS)[1].get("test_accuracy")
-        print(f"retrained test accuracy {test_accuracy:.4f} (stored {stored}); largest weight difference "
-              f"{worst:.2e} (tolerance {RETRAIN_TOLERANCE:g}); same test split: {same_split}")
-        return 0 if worst <= RETRAIN_TOLERANCE and same_split else 1
-    from safetensors.torch import save_file
-
-    save_file(state_of(model), str(WEIGHTS), metadata={
-        "test_accuracy": repr(test_accuracy), "loss_per_epoch": json.dumps(curve), "train_seed": str(TRAIN_SEED),
-        "split_seed": str(SPLIT_SEED), "epochs": str(EPOCHS), "torch": torch.__version__})
-    source = "scikit-learn load_digits (UCI Optical Recognition of Handwritten Digits, CC BY 4.0)"
-    save_file({k: split[k] for k in ("test_images", "test_labels", "test_indices")}, str(TEST_DIGITS),
-              metadata={"source": source})
-    print(f"test accuracy {test_accuracy:.4f} on {TEST_SIZE} held-out digits; loss per epoch "
-          + ", ".join(f"{x:.3f}" for x in curve) + f"; wrote {WEIGHTS.name} and {TEST_DIGITS.name}")
-    return 0
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    training.run(main)

@@ -85,7 +85,8 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
     "font-family": FONT, "font-size": LABEL_FONT,
   });
   svg.append(svgEl("title", {}, label));
-  const where = (axis, list, k) => (list ? `${axis} ${k} (${list[k].name}, id ${list[k].id})` : `${axis} ${k}`);
+  const named = (entry) => (entry.id === undefined ? entry.name : `${entry.name}, id ${entry.id}`);
+  const where = (axis, list, k) => (list ? `${axis} ${k} (${named(list[k])})` : `${axis} ${k}`);
   for (let j = 0; indices && j < cols; j++) {
     const x = left + j * size + size / 2;
     svg.append(tilted
@@ -197,6 +198,79 @@ export function barsSvg(values, max, label, first = 0) {
       x: barX, y, width: max > 0 ? (barW * Math.abs(v)) / max : 0, height: row - 5, fill: v < 0 ? "rgb(180, 83, 42)" : "rgb(31, 138, 107)",
     }));
     svg.append(svgEl("text", { x: barX + barW + 6, y: y + 11, fill: "#1d2530" }, sig(v)));
+  });
+  return svg;
+}
+
+/** Round steps for an axis from `lo` to `hi`: about `count` of 1, 2 or 5 times a power of ten. */
+function ticks(lo, hi, count = 5) {
+  if (!(hi > lo)) return [lo];
+  const raw = (hi - lo) / count;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw);
+  const found = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) found.push(Number(t.toPrecision(12)));
+  return found;
+}
+
+/**
+ * A line chart of a vector declared a curve: its values against their numbers from `first` (epochs, timesteps),
+ * axes titled `x` and `y`, the y axis logarithmic where `log` (values at or below 0 are then left out).
+ * `series` adds lines drawn on the same axes ([{ values, label, dashed }]), as a What if? draws before and after.
+ */
+export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, first = 0, series = [] }) {
+  const lines = [{ values, label: yTitle, dashed: false }, ...series];
+  const width = 560;
+  const height = 260;
+  const left = 70;
+  const right = 16;
+  const top = 14;
+  const bottom = 52;
+  const shown = (v) => Number.isFinite(v) && (!log || v > 0);
+  const all = lines.flatMap((line) => line.values.filter(shown));
+  const scale = (v) => (log ? Math.log10(v) : v);
+  let lo = Math.min(...all.map(scale));
+  let hi = Math.max(...all.map(scale));
+  if (!(hi > lo)) { lo -= 1; hi += 1; }
+  const count = Math.max(...lines.map((line) => line.values.length));
+  const px = (i) => left + (count > 1 ? (i / (count - 1)) * (width - left - right) : (width - left - right) / 2);
+  const py = (v) => top + (1 - (scale(v) - lo) / (hi - lo)) * (height - top - bottom);
+  const svg = svgEl("svg", {
+    xmlns: SVG_NS, viewBox: `0 0 ${width} ${height}`, width, height, role: "img", "aria-label": label,
+    "font-family": FONT, "font-size": LABEL_FONT,
+  });
+  svg.append(svgEl("title", {}, label));
+  svg.append(svgEl("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, stroke: "#8a96a3" }));
+  svg.append(svgEl("line", { x1: left, y1: top, x2: left, y2: height - bottom, stroke: "#8a96a3" }));
+  for (const t of ticks(lo, hi, 4)) {
+    const y = top + (1 - (t - lo) / (hi - lo)) * (height - top - bottom);
+    svg.append(svgEl("line", { x1: left - 4, y1: y, x2: width - right, y2: y, stroke: "#e3e8ec" }));
+    svg.append(svgEl("text", { x: left - 6, y: y + 4, "text-anchor": "end", fill: "#4a5563" }, sig(log ? 10 ** t : t, 3)));
+  }
+  for (const t of ticks(0, count - 1, 6).filter((i) => Number.isInteger(i))) {
+    svg.append(svgEl("text", { x: px(t), y: height - bottom + 16, "text-anchor": "middle", fill: "#4a5563" }, first + t));
+  }
+  svg.append(svgEl("text", { x: (left + width - right) / 2, y: height - 10, "text-anchor": "middle", fill: "#1d2530" }, xTitle));
+  svg.append(svgEl("text", {
+    x: 14, y: (top + height - bottom) / 2, "text-anchor": "middle", fill: "#1d2530",
+    transform: `rotate(-90 14 ${(top + height - bottom) / 2})`,
+  }, log ? `${yTitle} (log scale)` : yTitle));
+  const colours = ["rgb(31, 138, 107)", "rgb(180, 83, 42)", "#2459d6"];
+  lines.forEach((line, k) => {
+    const points = line.values.map((v, i) => [i, v]).filter(([, v]) => shown(v));
+    const path = svgEl("polyline", {
+      points: points.map(([i, v]) => `${px(i).toFixed(1)},${py(v).toFixed(1)}`).join(" "), fill: "none",
+      stroke: colours[k % colours.length], "stroke-width": 2, ...(line.dashed ? { "stroke-dasharray": "5 4" } : {}),
+    });
+    path.append(svgEl("title", {}, line.label));
+    svg.append(path);
+    if (points.length <= 60) {
+      for (const [i, v] of points) {
+        const dot = svgEl("circle", { cx: px(i), cy: py(v), r: 2.5, fill: colours[k % colours.length] });
+        dot.append(svgEl("title", {}, `${xTitle} ${first + i}: ${sig(v)}`));
+        svg.append(dot);
+      }
+    }
   });
   return svg;
 }

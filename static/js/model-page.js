@@ -1,7 +1,7 @@
 // The model page: recorded cases without reloads, the tour on the interactive graph, re-verification.
 // Everything here enhances a page that is complete without JavaScript.
 
-import { barsSvg, downloadSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
+import { barsSvg, curveSvg, downloadSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
 import { editQuery, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { Training } from "./training.js";
@@ -62,9 +62,19 @@ function enhanceCase(panel) {
   }
   for (const figure of panel.querySelectorAll('[data-chart="multiples"]')) {
     const maps = [...figure.querySelectorAll(".feature-map")].map((map) => ({ map, values: JSON.parse(map.dataset.values) }));
-    const limit = Math.max(...maps.flatMap(({ values }) => values.flat().map(Math.abs)));
+    const largest = (values) => Math.max(...values.flat().map(Math.abs));
+    const shared = Math.max(...maps.map(({ values }) => largest(values)));
     const under = figure.dataset.over ? JSON.parse(figure.dataset.over) : null;
-    for (const { map, values } of maps) map.querySelector(".map-canvas").replaceChildren(smallMap(values, { label: map.dataset.label, limit, under }));
+    for (const { map, values } of maps) {
+      const limit = figure.dataset.scale === "own" ? largest(values) : shared; // own: each map on its own scale
+      map.querySelector(".map-canvas").replaceChildren(smallMap(values, { label: map.dataset.label, limit, under }));
+    }
+  }
+  for (const figure of panel.querySelectorAll('[data-chart="curve"]')) {
+    const curve = JSON.parse(figure.dataset.curve);
+    figure.querySelector(".chart-canvas").replaceChildren(curveSvg(JSON.parse(figure.dataset.values), {
+      label: figure.dataset.label, ...curve, first: Number(figure.dataset.first),
+    }));
   }
   // The tables are open for a page without scripts, where they are all there is; with the charts drawn, a click away.
   for (const details of panel.querySelectorAll(".value-details")) details.open = false;
@@ -73,7 +83,7 @@ function enhanceCase(panel) {
     button.addEventListener("click", () => {
       const figure = button.closest("figure");
       const label = figure.dataset.label;
-      const svg = figure.dataset.chart === "heatmap"
+      const svg = figure.dataset.chart === "heatmap" || figure.dataset.chart === "curve"
         ? figure.querySelector(".chart-canvas svg")
         : barsSvg(JSON.parse(figure.dataset.values), Number(figure.dataset.max), label, Number(figure.dataset.first));
       downloadSvg(svg, `${slug}-${panel.dataset.case}-${slugify(label)}.svg`);

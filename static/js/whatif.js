@@ -29,7 +29,7 @@ export class WhatIf {
     this.lab = null; // { endpoint, request }: what the lab last ran
     this.view = null; // the lab kind's beforeAfter(before, after), where it draws one
     const on = new URL(window.location.href).searchParams.get(ON);
-    this.subject = on === "lab" || !this.settings.cases.length ? "lab" : "case";
+    this.subject = (on === "lab" || !this.settings.cases.length) && this.settings.lab ? "lab" : "case";
     for (const input of section.querySelectorAll("input[name=whatif-subject]")) {
       input.checked = input.value === this.subject;
       input.addEventListener("change", () => {
@@ -40,7 +40,8 @@ export class WhatIf {
     }
     document.addEventListener("lab-request", (event) => {
       this.lab = event.detail;
-      this.find("whatif-lab-note").textContent = "";
+      const note = this.find("whatif-lab-note");
+      if (note) note.textContent = "";
       if (this.subject === "lab" && !this.pending) this.run();
     });
     this.fromLink();

@@ -1,11 +1,11 @@
 """Lab kinds: one folder per kind behind a small registry, so that the core names no model.
 
 A recipe declares its lab in `recipe.toml` under [lab]: the kind, sizes read from the recorded graph,
-special tokens, token names, the words its page uses for the recipe's things, the groups it draws a case's
-matrices in, and its endpoints with their request fields. The kind (a folder: see
-labs/kind.py) brings what is particular to it: its template and ES module, the parts of the declaration
-it requires, what its page reads from each endpoint's result, how a recorded case becomes a preset
-request, what the axes of a case's matrices are, and defaults that depend on other fields.
+special tokens, token names, the words its page uses for the recipe's things, and its endpoints with their
+request fields (the groups a case's matrices are drawn in are the recipe's [display], which the lab reads
+too). The kind (a folder: see labs/kind.py) brings what is particular to it: its template and ES module, the
+parts of the declaration it requires, what its page reads from each endpoint's result, how a recorded case
+becomes a preset request, what the axes of a case's matrices are, and defaults that depend on other fields.
 """
 
 from dataclasses import dataclass, field
@@ -43,8 +43,8 @@ class LabSpec:
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     # The page's words for what the recipe handles (`thing = "digit"`), so that a kind names no model's things.
     words: dict[str, str] = field(default_factory=dict)
-    # The groups a kind draws a case's matrices in, in order: each a key prefix and its title; optionally what
-    # each of its matrices is (`each`: "channel" when not said) and the key of a matrix drawn under each (`over`).
+    # The groups the recipe's [display] draws a case's matrices in, in order (figures.Display): a kind that draws
+    # them live (the image classifier's feature maps) requires them.
     groups: tuple[dict[str, str], ...] = ()
     warm: str = ""  # a lab.py function a new recipe worker calls with the server's arguments (loads a checkpoint)
 
@@ -69,26 +69,6 @@ class LabSpec:
         knows (tokens, positions or the vocabulary); a matrix it does not name keeps numbered axes."""
         return self.kind.axes(case, self)
 
-    def sections(self, matrices: list[dict]) -> list[dict]:
-        """A case's matrices as a page draws them, in order: the maps of each declared group (keyed
-        `<key>_c<n>`) together where the first of them stands, with the group and the matrix its `over` names
-        (else None), each map with its `index` n; every other matrix alone, as `{"matrix": ...}`."""
-        groups = {group["key"]: group for group in self.groups}
-        found: dict[str, dict] = {}
-        sections = []
-        for matrix in matrices:
-            key, marked, index = matrix["key"].rpartition("_c")
-            group = groups.get(key) if marked and index.isdigit() else None
-            if group is None:
-                sections.append({"matrix": matrix})
-                continue
-            if key not in found:
-                over = next((m for m in matrices if m["key"] == group.get("over")), None)
-                found[key] = {"group": group, "over": over, "maps": []}
-                sections.append(found[key])
-            found[key]["maps"].append(matrix | {"index": int(index)})
-        return sections
-
 
 def _size(manifest: dict, reference, where: str) -> int:
     """`"word_embeddings.num_embeddings"` read from the recorded graph, or a number as it stands."""
@@ -106,11 +86,11 @@ def _size(manifest: dict, reference, where: str) -> int:
 
 # The fixed routes beside a model's lab endpoints (/api/models/<slug>/<name>): no endpoint may take their names.
 TAKEN = ("files", "verifications", "interventions", "training")
-GROUP_FIELDS = {"key", "title", "each", "over"}  # a lab group's declaration: key and title, and optionally the rest
 
 
-def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
-    """The [lab] declaration of a recipe, checked and resolved; DeclarationError says what is wrong."""
+def lab_spec(declaration: dict, manifest: dict, groups: tuple[dict, ...] = ()) -> LabSpec:
+    """The [lab] declaration of a recipe, checked and resolved, with the groups its [display] draws matrices in;
+    DeclarationError says what is wrong."""
     name = declaration.get("kind")
     if name not in KINDS:
         raise DeclarationError(f"lab.kind {name!r} is not one of {', '.join(sorted(KINDS))}")
@@ -139,11 +119,6 @@ def lab_spec(declaration: dict, manifest: dict) -> LabSpec:
     words = declaration.get("words", {})
     if not isinstance(words, dict) or not all(isinstance(v, str) and v for v in words.values()):
         raise DeclarationError("lab.words must map names to non-empty text")
-    groups = declaration.get("groups", [])
-    if not isinstance(groups, list) or not all(isinstance(g, dict) and {"key", "title"} <= set(g) <= GROUP_FIELDS
-                                               and all(isinstance(v, str) and v for v in g.values()) for g in groups):
-        raise DeclarationError("lab.groups must be a list of { key, title } (and optionally each, over), each "
-                               "non-empty text")
     spec = LabSpec(kind, sizes, dict(special), tuple(declaration.get("names", ())), endpoints, words=dict(words),
                    groups=tuple(groups), warm=warm)
     for part, required in kind.requires.items():

@@ -1,7 +1,7 @@
 """The image-classifier lab kind: draw on a grid of grey levels, see the feature maps, the class
 probabilities and the saliency of every edit, and trace one class's score back to the drawing. The page's
 words for what an image shows come from `lab.words.thing` ("digit"), its feature maps' stages from
-`lab.groups`."""
+`display.groups`."""
 
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads, check_names
@@ -26,8 +26,8 @@ class ImageClassifier(LabKind):
                 raise DeclarationError(f"lab.endpoints.{name} of an {self.name} lab needs an `image` grid field")
         check_names(spec, "classes", "classes")
         if not spec.groups:
-            raise DeclarationError(f"lab.groups of an {self.name} lab needs the feature-map stages to draw, each a key "
-                                   "(its maps are keyed <key>_c<channel>) and a title")
+            raise DeclarationError(f"display.groups: an {self.name} lab needs the feature-map stages to draw, each a "
+                                   "key (its maps are keyed <key>_c<channel>) and a title")
 
     def presets(self, cases: list[dict], spec) -> list[dict]:
         """Each recorded image as the run request that replays it, with its true class where recorded."""

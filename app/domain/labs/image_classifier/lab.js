@@ -1,7 +1,7 @@
 // The image-classifier lab: draw on a grid of grey levels; every edit re-runs the network on the server
 // (feature maps, class probabilities, saliency), and one class's score can be traced back to the drawing.
 // Feature maps arrive as the case's matrices with the groups the server found them in (the stages the recipe
-// declares in its lab.groups); what an image shows is named in the recipe's words (lab.words.thing).
+// declares in its display.groups); what an image shows is named in the recipe's words (lab.words.thing).
 
 import { sig, smallMap, valueHeatmap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
@@ -132,7 +132,7 @@ export class Lab extends LabPanel {
       ...this.stages(answer.groups, c.matrices));
   }
 
-  /** The stages the server grouped the case's matrices in (the recipe's lab.groups), in order, each drawn over the
+  /** The stages the server grouped the case's matrices in (the recipe's display.groups), in order, each drawn over the
    * matrix its `over` names where it declares one. */
   stages(groups, matrices) {
     const byKey = new Map(matrices.map((m) => [m.key, m]));

@@ -1,0 +1,37 @@
+"""How a case's items are drawn, as a recipe's `[display]` declares it, with or without a lab: matrices drawn
+together as small multiples (`groups`), and vectors drawn as line charts (`curves`)."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Display:
+    """A recipe's [display]: its groups in order (each {key, title} and optionally each, over, scale) and its
+    curves by vector key (each {x, y, log})."""
+
+    groups: tuple[dict, ...] = ()
+    curves: dict[str, dict] = field(default_factory=dict)
+
+    def sections(self, matrices: list[dict]) -> list[dict]:
+        """A case's matrices as a page draws them, in order: the maps of each declared group (keyed `<key>_c<n>`)
+        together where the first of them stands, with the group and the matrix its `over` names (else None), each
+        map with its `index` n; every other matrix alone, as `{"matrix": ...}`."""
+        groups = {group["key"]: group for group in self.groups}
+        found: dict[str, dict] = {}
+        sections = []
+        for matrix in matrices:
+            key, marked, index = matrix["key"].rpartition("_c")
+            group = groups.get(key) if marked and index.isdigit() else None
+            if group is None:
+                sections.append({"matrix": matrix})
+                continue
+            if key not in found:
+                over = next((m for m in matrices if m["key"] == group.get("over")), None)
+                found[key] = {"group": group, "over": over, "maps": []}
+                sections.append(found[key])
+            found[key]["maps"].append(matrix | {"index": int(index)})
+        return sections
+
+    def curve(self, vector: dict) -> dict | None:
+        """The line chart a vector is drawn as, where it is declared one: {x, y, log}."""
+        return self.curves.get(vector["key"])

@@ -1,0 +1,66 @@
+"""scikit-learn's 8x8 handwritten digits (the UCI Optical Recognition of Handwritten Digits data set, CC BY 4.0):
+one seeded train/test split for every recipe that reads them, and the held-out split stored with the kit, so that
+replaying a recipe needs no scikit-learn."""
+
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from . import weights
+
+HELD_OUT = Path(__file__).with_name("test_digits.safetensors")  # the test split, written by split.main()
+LEVELS = 16  # the digits' grey levels run 0..16
+SPLIT_SEED = 0  # the permutation that picks the test digits
+TEST_SIZE = 360  # of the 1,797 digits; the other 1,437 train
+SOURCE = "scikit-learn load_digits (UCI Optical Recognition of Handwritten Digits, CC BY 4.0)"
+SPLIT_KEYS = ("test_images", "test_labels", "test_indices")
+
+
+def split() -> dict[str, Tensor]:
+    """The fixed, seeded train/test split: grey levels 0..16 as uint8 (N, 8, 8), labels (N,), and the test digits'
+    indices in scikit-learn's order. Needs scikit-learn, which ships the digits."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = torch.tensor(digits.images, dtype=torch.uint8)  # (1797, 8, 8)
+    labels = torch.tensor(digits.target, dtype=torch.int64)  # (1797,)
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(SPLIT_SEED))
+    test, train = order[:TEST_SIZE].sort().values, order[TEST_SIZE:]
+    return {"train_images": images[train], "train_labels": labels[train],
+            "test_images": images[test], "test_labels": labels[test], "test_indices": test}
+
+
+def held_out() -> tuple[Tensor, Tensor]:
+    """The stored test split: images (360, 8, 8) in grey levels 0..16 and their labels (360,)."""
+    stored, _ = weights.read(HELD_OUT)
+    return stored["test_images"], stored["test_labels"]
+
+
+def same_split(made: dict[str, Tensor]) -> bool:
+    """Whether a split made now holds exactly the stored test digits."""
+    stored, _ = weights.read(HELD_OUT)
+    return all(torch.equal(stored[k], made[k]) for k in SPLIT_KEYS)
+
+
+def pixels(image: list[list[int]] | Tensor) -> Tensor:
+    """Grey levels 0..16, (8, 8) or (B, 8, 8), as a network's input (B, 1, 8, 8) in 0..1."""
+    x = torch.as_tensor(image, dtype=torch.float32)
+    return (x if x.dim() == 3 else x[None])[:, None] / LEVELS
+
+
+def accuracy(predicted: Tensor, labels: Tensor) -> float:
+    """The share of right answers, counted exactly and divided in double precision: the one measure of accuracy
+    every recipe stores and replays."""
+    return (predicted == labels).double().mean().item()
+
+
+def main() -> None:
+    """Write the held-out split beside this file (python -m recipekit.digits): it never changes."""
+    made = split()
+    weights.write(HELD_OUT, {k: made[k] for k in SPLIT_KEYS}, {"source": SOURCE})
+    print(f"wrote {HELD_OUT.name}: {TEST_SIZE} held-out digits")
+
+
+if __name__ == "__main__":
+    main()
