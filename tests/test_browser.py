@@ -1443,8 +1443,8 @@ def test_a_failed_or_garbled_answer_is_reported_with_its_message(browser, live_s
     expect(page.locator("#verify-status")).to_have_text(
         "Verification could not finish: the server's answer (200) was not JSON")
     page.route("**/api/models/bert/runs", lambda route: route.fulfill(
-        status=502, content_type="application/json",
-        body=json.dumps({"error": {"status": 502, "name": "Bad Gateway", "message": "the recipe raised X"}})))
+        status=503, content_type="application/json",
+        body=json.dumps({"error": {"status": 503, "name": "Service Unavailable", "message": "the recipe raised X"}})))
     page.locator('select[data-position="4"]').select_option("9")
     expect(page.locator("#lab-status")).to_have_text("The run failed: the recipe raised X")
     expect(page.locator("#lab-status")).to_have_class(re.compile("is-error"))

@@ -112,7 +112,17 @@ def test_every_lab_endpoint_and_a_verification_answer_as_the_local_executor(work
     remote = celery_app(broker.url, BERT_CHECKPOINT=str(bert_checkpoint))
     try:
         requests = lab_requests(local)
-        assert {path.split("/")[3] for path, _ in requests} == {s for s in CATALOG_SLUGS if s != "deep-gpt"}
+        with local.app_context():
+            from app.services.extensions import models
+
+            with_lab = {slug for slug, model in models.catalog.models.items() if model.has_lab}
+        assert {path.split("/")[3] for path, _ in requests} == with_lab
+        for slug in sorted(set(CATALOG_SLUGS) - with_lab):  # a model without a lab: its cases, changed
+            case = local.test_client().get(f"/api/models/{slug}").get_json()["experiment"]["cases"][0]["id"]
+            layer = next(layer["id"] for layer in local.test_client().get(f"/api/models/{slug}").get_json()["layers"]
+                         if layer["kind"] in ("layer", "module"))
+            requests.append((f"/api/models/{slug}/interventions",
+                             {"case": case, "interventions": [{"node": layer, "action": "zero"}]}))
         for path, body in requests:
             here = local.test_client().post(path, json=body)
             there = remote.test_client().post(path, json=body)
@@ -256,7 +266,61 @@ def test_a_compute_worker_without_the_recipe_says_so(worker, broker, tmp_path):
     app = celery_app(broker.url, RECIPES_DIR=str(tree.recipes), MANIFESTS_DIR=str(tree.manifests))
     try:
         answer = app.test_client().post("/api/models/slowbert/runs", json=RUN | {"input_ids": [1, 4, 3, 2, 6, 5]})
-        assert answer.status_code == 502
+        assert answer.status_code == 503
         assert "compute worker has no recipe folder slowbert" in answer.get_json()["error"]["message"]
     finally:
+        parts(app).pool.shutdown()
+
+
+def test_celery_reads_the_visibility_timeout_as_set_and_a_queue_admits_no_more_than_it_holds(own_broker):
+    """The broker gives back a task whose worker died after the visibility timeout Celery itself reads (not the
+    default hour); runs admitted together by many requests never pass RECIPE_QUEUE (no worker takes them here)."""
+    from app.compute.pool import PoolBusy
+    from app.compute.tasks import make_celery, visibility_timeout
+    from app.services.celery_executor import CeleryExecutor
+
+    compute = make_celery({"REDIS_URL": own_broker.url, "RECIPES_DIR": str(PROJECT_ROOT / "recipes"),
+                           "RECIPE_TIMEOUT": 120, "RECIPE_MEMORY_MB": 0, "RECIPE_TORCH_THREADS": 1, "RECIPE_SEED": 0})
+    with compute.connection_for_write() as connection:
+        assert connection.transport_options["visibility_timeout"] == visibility_timeout(120) == 185
+    executor = CeleryExecutor(own_broker.url, None, 120, 2, 0)
+    admitted, refused = [], []
+
+    def admit():
+        try:
+            executor.admit()
+            admitted.append(1)
+        except PoolBusy:
+            refused.append(1)
+
+    threads = [threading.Thread(target=admit) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (len(admitted), len(refused)) == (2, 6)
+    executor.shutdown()
+
+
+def test_a_run_no_worker_takes_says_so_and_a_job_poll_in_an_outage_is_a_503(own_broker, tmp_path):
+    """With no compute worker, a run waits for the queue's time and says that no worker took it (503), not that it
+    ran too long; with the shared state down, polling a job that exists is a 503 with Retry-After, not a 404."""
+    app = celery_app(own_broker.url, RECIPE_TIMEOUT=1, RECIPE_QUEUE=1)
+    client = app.test_client()
+    try:
+        waited = client.post("/api/models/gpt/runs", json={"input_ids": [1, 5, 7, 3]})
+        assert waited.status_code == 503 and int(waited.headers["Retry-After"]) > 0, waited.get_json()
+        assert "no compute worker took it" in waited.get_json()["error"]["message"]
+        from app.services.extensions import state
+
+        with app.app_context():
+            state.store.set("verification-job:kept", {"id": "kept", "model": "gpt", "state": "running"}, 60)
+        own_broker.stop()
+        polled = client.get("/api/models/gpt/verifications/kept")
+        assert polled.status_code == 503 and int(polled.headers["Retry-After"]) > 0, polled.get_json()
+        assert "cannot be reached" in polled.get_json()["error"]["message"]
+        started = client.post("/api/models/gpt/verifications")
+        assert started.status_code == 503 and "Retry-After" in started.headers, started.get_json()
+    finally:
+        own_broker.start()
         parts(app).pool.shutdown()

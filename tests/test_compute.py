@@ -22,7 +22,7 @@ from .conftest import BERT_RECIPE
 
 @pytest.mark.parametrize(("error", "status"), [
     (PoolBusy("full"), 429), (RecipeTimeout("slow"), 504), (RecipeCrashed("died"), 503),
-    (RecipeError("raised"), 502), (RecipeRefused(400, "input_ids: bad"), 400), (RecipeRefused(503, "no"), 503),
+    (RecipeError("raised"), 503), (RecipeRefused(400, "input_ids: bad"), 400), (RecipeRefused(503, "no"), 503),
     (CheckpointUnavailable("no checkpoint"), 503), (FieldError("input_ids: must be a list"), 400),
     (ComputeUnavailable("no queue"), 503)])
 def test_one_table_maps_every_refusal_and_failed_run_to_its_status(error, status):

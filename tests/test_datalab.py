@@ -457,7 +457,9 @@ def test_warm_up_gives_every_lab_recipe_to_new_workers_and_loads_a_present_check
     warm_up(checkpoint_app)
     tasks = {Path(t["recipe_dir"]).name: t for t in asked[0]}
     with checkpoint_app.app_context():
-        assert set(tasks) == {m.recipe_dir.name for m in models.catalog.models.values() if m.has_lab}
+        # Every lab's recipe, and every recipe with recorded cases (What if? keeps them): here, every one.
+        assert set(tasks) == {m.recipe_dir.name for m in models.catalog.models.values()
+                              if m.has_lab or m.manifest["experiment"]["cases"]}
     assert tasks["bert-base"]["warm"] == "load"
     assert tasks["bert-base"]["context"] == {"checkpoint": str(bert_checkpoint)}
     assert tasks["gpt"]["warm"] == "" and tasks["gpt"]["context"] == {}

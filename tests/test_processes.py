@@ -346,11 +346,14 @@ def test_the_production_setup_holds_a_slowloris_and_its_own_refusals_carry_the_h
         for method, path, body, status, kind in (
                 ("GET", "/models/" + "x" * 9000, None, 414, "application/json"),  # a path nginx cannot read
                 ("POST", "/api/models/gpt/runs", big, 413, "application/json"),
-                ("POST", "/models/gpt", big, 413, "text/html")):
+                ("POST", "/models/gpt", big, 413, "text/html"),
+                ("TRACE", "/api/models", None, 405, "application/json"),  # nginx's own 405, with Allow
+                ("GET", "/api/models/bert", None, 412, "application/json")):  # nginx's own If-Match check
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-            conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+            conn.request(method, path, body=body, headers={"Content-Type": "application/json", "If-Match": '"old"'})
             refused = conn.getresponse()
             assert refused.status == status and refused.getheader("Content-Type") == kind, path[:30]
+            assert status != 405 or refused.getheader("Allow") == "GET, HEAD, POST, OPTIONS"
             assert refused.getheader("X-Content-Type-Options") == "nosniff"
             assert refused.getheader("Content-Security-Policy", "").startswith("default-src 'self'")
             text = refused.read().decode()

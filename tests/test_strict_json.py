@@ -101,7 +101,7 @@ def test_a_recipe_that_answers_nan_gets_a_clear_error_not_broken_json(tmp_path):
     try:
         run = client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
                                                          "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]})
-        assert run.status_code == 502 and "NaN or infinity" in strict(run.data)["error"]["message"]
+        assert run.status_code == 503 and "NaN or infinity" in strict(run.data)["error"]["message"]
         report = strict(client.post("/api/models/bert/verifications").data)
         assert report["status"] == "failed"
         [case] = [c for c in report["cases"] if c["status"] == "failed"]

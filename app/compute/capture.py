@@ -258,6 +258,8 @@ class Capture:
         return self.scopes[-1] if self.scopes and self.scopes[-1] else None
 
     def add(self, layer: dict) -> None:
+        if layer["id"] in self.layers:  # one node per call: an id made twice is a capture bug, not a graph
+            raise ValueError(f"the graph's node {layer['id']!r} would be recorded twice")
         self.layers[layer["id"]] = layer
         self.order.append(layer["id"])
 
@@ -538,12 +540,14 @@ def trace_graph(recipe_dir: Path, inputs: list[dict] | None, **context) -> dict:
         for handle in handles:
             handle.remove()
     _mark_calls(capture, shared_parameters(model))
-    capture.add({"id": "output", "label": "output", "op": "Output", "kind": "output", "parent": None, "params": {}})
-    capture.connect(output, "output")
+    # The model's output is the node `output`, unless a module of the model is named so (an output layer).
+    out = "output" if "output" not in capture.layers else "output:model"
+    capture.add({"id": out, "label": "output", "op": "Output", "kind": "output", "parent": None, "params": {}})
+    capture.connect(output, out)
     first = _tensors(output)[0]
     # Nodes the data did not flow through (a computation whose result was never used) would float
     # unconnected: keep the nodes on a path to the output, the inputs, and the groups that hold them.
-    used = _reaching(capture.edges, "output")
+    used = _reaching(capture.edges, out)
     for node in list(used):
         parent = capture.layers[node]["parent"]
         while parent and parent not in used:

@@ -345,6 +345,21 @@ def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedL
     return plain, base, False
 
 
+def said(interventions: list[dict]) -> str:
+    """The interventions in words: "scaling decoder by 3", "zeroing head 2 of h.0.attn and patching h.1"."""
+    verbs = {"zero": "zeroing", "mean": "averaging", "scale": "scaling", "patch": "patching"}
+    parts = []
+    for item in interventions:
+        node = f"head {item['head']} of {item['node']}" if "head" in item else item["node"]
+        part = f"{verbs.get(item['action'], item['action'])} {node}"
+        if item["action"] == "scale":
+            part += f" by {item['factor']:g}"
+        elif item["action"] == "patch":
+            part += f" from {item.get('from_case', 'another case')}"
+        parts.append(part)
+    return " and ".join(parts)
+
+
 def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int,
               root: str, memo: SizedLRU | None = None, key: str | None = None,
               source_keys: list[str | None] | None = None) -> dict:
@@ -401,7 +416,14 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
         with hooked(on_input, on_output, root):
             return function(**args), applied
 
-    (result, applied), after = until_intact(run, seed)
+    try:
+        (result, applied), after = until_intact(run, seed)
+    except Refused:
+        raise
+    except Exception as exc:  # the run as asked succeeded: the change is what a later part cannot take
+        raise Refused(f"interventions: {said(interventions)} gives values that a later part of the model cannot "
+                      f"take (it stopped with {type(exc).__name__}); try a factor nearer 1, another action or another "
+                      "node") from None
     for index, count in enumerate(applied):
         if not count:
             raise Refused(f"interventions[{index}].node: {interventions[index]['node']} does not run for this input")

@@ -12,6 +12,8 @@ from ..domain.folders import without_paths
 from ..domain.jsonbytes import loads
 from . import worker
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class RecipeCall:
@@ -113,13 +115,15 @@ def outcome(reply: dict, call: RecipeCall) -> dict:
     roots = (str(Path(call.recipe_dir).parent), *(v for v in call.context.values() if isinstance(v, str)))
     if reply.get("refused"):
         raise RecipeRefused(reply["refused"], without_paths(reply["message"], roots))
+    log.warning("recipe %s failed: %s\n%s", Path(call.recipe_dir).name, without_paths(reply.get("error", ""), roots),
+                without_paths(reply.get("traceback", ""), roots))
     if reply.get("timed_out"):
-        raise RecipeTimeout(f"the recipe ran past its timeout and was stopped ({without_paths(reply['error'], roots)})")
-    raise RecipeError(f"the recipe raised {without_paths(reply['error'], roots)}")
+        raise RecipeTimeout("the recipe ran past its timeout and was stopped")
+    # Said in words (the worker's `words`), without the exception's text, which the log above keeps.
+    raise RecipeError(without_paths(reply.get("words") or "the recipe failed; nothing was answered", roots))
 
 
 STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and import torch
-log = logging.getLogger(__name__)
 
 
 class _Worker:

@@ -30,12 +30,21 @@ def options(broker: str, backend: str | None, timeout: float, memory_mb: int) ->
         "task_soft_time_limit": timeout, "task_time_limit": timeout + GRACE,
         "worker_max_memory_per_child": memory_mb * 1024 if memory_mb else None,  # KiB
         "result_expires": 3600, "broker_connection_retry_on_startup": True,
-        # A task sent while the broker is down fails at once (503) instead of waiting for it.
-        "broker_transport_options": {"max_retries": 0}, "task_publish_retry": False,
-        # Redis gives an unacknowledged task back after this long: past the hard time limit, so a task
-        # that is still running is never handed to a second worker.
-        "broker_visibility_timeout": timeout + GRACE + 60,
+        # A task sent while the broker is down fails at once (503) instead of waiting for it. Redis gives a task
+        # that a worker took and never acknowledged (the whole worker died) back to the queue after
+        # `visibility_timeout` seconds: past the hard time limit, so that a task still running is never handed
+        # to a second worker, and soon enough that a lost one runs again within minutes, not the default hour.
+        "broker_transport_options": {"max_retries": 0, "visibility_timeout": visibility_timeout(timeout)},
+        "task_publish_retry": False,
+        # A task a worker took says so (STARTED): the web tier tells "queued, no worker took it" from "it ran too
+        # long" and from "the worker that took it was lost".
+        "task_track_started": True,
     }
+
+
+def visibility_timeout(timeout: float) -> int:
+    """Seconds Redis holds a task a worker took before giving it to another: the hard time limit and a margin."""
+    return int(timeout + GRACE + 60)
 
 
 def make_celery(settings: dict) -> Celery:
@@ -65,7 +74,8 @@ def make_celery(settings: dict) -> Celery:
         process = recipe_process()  # made here where no child started it (a solo pool)
         folder = recipes / Path(task["recipe_dir"]).name
         if not folder.is_dir():  # a machine set up with other recipes than the web tier's
-            return {"ok": False, "error": f"this compute worker has no recipe folder {folder.name}"}
+            missing = f"this compute worker has no recipe folder {folder.name}"
+            return {"ok": False, "error": missing, "words": missing}
         return process.answer(task | {"recipe_dir": str(folder)}, timeouts=(SoftTimeLimitExceeded,))
 
     return app

@@ -263,13 +263,31 @@ class RecipeProcess:
             return {"ok": True, "environment": self.env, "compute_seconds": ran["compute_seconds"],
                     **encoded(ran["result"])}
         except Exception as exc:  # a recipe's own error goes back to the caller, the process lives on
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=8)}
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=8),
+                     "words": failure(exc, task)}
             status = getattr(exc, "status", None)
             if status in REFUSALS:  # the recipe refused the request (400) or cannot serve it (503)
                 reply |= {"refused": status, "message": str(exc)}
             if isinstance(exc, timeouts):
                 reply["timed_out"] = True
             return reply
+
+
+def failure(exc: BaseException, task: dict) -> str:
+    """What went wrong in a run, in words a reader of the answer can use, without the exception's own text (which
+    the server logs): where it stopped and, for the failures every recipe can meet, why."""
+    module = {"intervene": "lab", "training": "lab"}.get(task.get("module", ""), task.get("module", "run"))
+    entry = task.get("entry", "replay")
+    where = "the recipe's replay() in run.py" if entry == REPLAY else f"the recipe's {entry}() in {module}.py"
+    if "warm" in task:
+        where = "the recipe's warm-up"
+    text = str(exc).lower()
+    if isinstance(exc, MemoryError) or "alloc" in text and isinstance(exc, RuntimeError):
+        return f"{where} needed more memory than a recipe process may take (RECIPE_MEMORY_MB)"
+    if isinstance(exc, OSError):
+        name = Path(exc.filename).name if isinstance(exc.filename, str) else "a file"
+        return f"{where} cannot read {name}: {exc.strerror or type(exc).__name__}"
+    return f"{where} stopped with {type(exc).__name__}; nothing was answered (the server's log says more)"
 
 
 def start(torch_threads: int, seed: int, memory_mb: int) -> RecipeProcess:

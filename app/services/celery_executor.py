@@ -4,11 +4,14 @@ The same interface as compute/pool.py's WorkerPool, so that runs.py (admit, run,
 above it is the same whichever executor the app is configured with (EXECUTOR = "local" | "celery"). The
 web process sends tasks by name over the broker and waits for their reply; it never imports torch.
 
-    admit()   PoolBusy (429) when RECIPE_QUEUE tasks already wait in the queue; ComputeUnavailable (503)
-              when the broker cannot be reached
+    admit()   PoolBusy (429) when RECIPE_QUEUE tasks already wait in the queue (counted on the broker in one
+              step with every web process's admissions); ComputeUnavailable (503) when it cannot be reached
     run(call) the reply, or the RecipeError that says why there is none: the recipe's own error or refusal,
-              a time limit (504), a worker lost twice (503), the broker down (503)
+              a time limit (504), the worker that ran it lost (503), no worker taking it from the queue in
+              time (503), the broker or the results out of reach (503)
 """
+
+import time
 
 import redis
 from celery import Celery
@@ -20,7 +23,30 @@ from ..compute.pool import ComputeUnavailable, PoolBusy, RecipeCall, RecipeCrash
 from ..compute.tasks import GRACE, TASK, options
 
 QUEUE = "celery"  # Celery's default queue: a Redis list of the tasks no worker has taken yet
+SENDING = "tensorviz:celery:sending"  # runs admitted and not yet in the queue, counted with it at admission
 UNREACHABLE = (OperationalError, redis.RedisError, ConnectionError, OSError)
+POLL_SECONDS = 1.0  # how often a waiting run looks at its task's state
+LOST_MARGIN = 10.0  # seconds past a task's hard time limit before its silent worker counts as lost
+# Celery's Redis result backend gives up reconnecting with a RuntimeError of its own: the compute tier is out of
+# reach then too, never a bug of this request (an answer of 503, not 500).
+BACKEND_GAVE_UP = "Retry limit exceeded"
+
+# Admission in one step on the broker, so that runs admitted together by any number of web processes never pass
+# the queue's capacity: the tasks waiting and those admitted but not yet sent, against RECIPE_QUEUE.
+ADMIT = """
+local waiting = redis.call('LLEN', KEYS[1]) + tonumber(redis.call('GET', KEYS[2]) or '0')
+if waiting >= tonumber(ARGV[1]) then return waiting end
+redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], 60000)
+return -1"""
+
+
+def _unreachable(exc: Exception) -> Exception:
+    """The error to answer for a failure to reach the compute tier: a 503 to retry (the exception itself where it is
+    a RuntimeError that says nothing of an outage)."""
+    if isinstance(exc, RuntimeError) and BACKEND_GAVE_UP not in str(exc):
+        return exc
+    return ComputeUnavailable("the compute tier's queue or results cannot be reached; try again shortly")
 
 
 class CeleryExecutor:
@@ -32,41 +58,81 @@ class CeleryExecutor:
         self.celery = Celery("tensorviz-web")
         self.celery.conf.update(options(broker, backend, timeout, memory_mb))
         self.broker = redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
+        self._admit = self.broker.register_script(ADMIT)
 
     def admit(self) -> None:
-        """A place in the queue; PoolBusy when RECIPE_QUEUE tasks wait already, ComputeUnavailable when the
-        queue cannot be reached. Nothing to release: the queue's length is the count."""
+        """A place in the queue, counted on the broker at once with every web process's; PoolBusy when
+        RECIPE_QUEUE runs wait already, ComputeUnavailable when the queue cannot be reached. Nothing to release:
+        a run is counted as waiting until a worker takes it from the queue."""
         try:
-            waiting = self.broker.llen(QUEUE)
+            waiting = int(self._admit(keys=[QUEUE, SENDING], args=[self.capacity]))
         except redis.RedisError:
             raise ComputeUnavailable("the compute queue cannot be reached; try again shortly") from None
-        if waiting >= self.capacity:
+        if waiting >= 0:
             raise PoolBusy(f"{waiting} recipe runs already wait for the compute workers")
 
     def release(self) -> None:
         pass
 
     def run(self, call: RecipeCall) -> dict:
-        """Send the call to the queue and wait for a worker's reply (at most the time every queued run and
-        this one may take)."""
+        """Send the call to the queue and wait for a worker's reply, saying truly what happened when none comes:
+        no worker took it (the queue's wait), it ran past its time limit, or the worker that took it was lost."""
         try:
             result = self.celery.send_task(TASK, args=[call.task()])
-        except UNREACHABLE:
-            raise ComputeUnavailable("the compute queue cannot be reached; try again shortly") from None
+        except (*UNREACHABLE, RuntimeError) as exc:
+            raise _unreachable(exc) from None
+        finally:
+            self._sent()
         try:
-            reply = result.get(timeout=self.timeout * (self.capacity + 1) + GRACE, propagate=True)
-        except (TimeLimitExceeded, WaitedTooLong):
-            raise RecipeTimeout(f"the recipe ran past its {self.timeout:g} s timeout and was stopped") from None
-        except WorkerLostError as exc:
-            raise RecipeCrashed(f"the compute worker running the recipe was lost ({exc})") from None
-        except UNREACHABLE:
-            raise ComputeUnavailable("the compute tier's results cannot be reached; try again shortly") from None
+            reply = self._wait(result)
         finally:
             try:
                 result.forget()
-            except UNREACHABLE:
+            except (*UNREACHABLE, RuntimeError):
                 pass
         return outcome(reply, call)
+
+    def _sent(self) -> None:
+        """The admitted run is in the queue (or was refused): the queue's length counts it now."""
+        try:
+            self.broker.decr(SENDING)
+        except redis.RedisError:
+            pass  # the count expires on its own
+
+    def _wait(self, result) -> dict:
+        """The task's reply, polled every POLL_SECONDS with its state: waiting in the queue at most as long as the
+        runs ahead of it may take, and running at most its hard time limit and a margin."""
+        queued_for = self.timeout * self.capacity + GRACE
+        waiting_since, started = time.monotonic(), None
+        while True:
+            try:
+                return result.get(timeout=POLL_SECONDS, propagate=True)
+            except WaitedTooLong:
+                pass
+            except TimeLimitExceeded:
+                raise RecipeTimeout(f"the recipe ran past its {self.timeout:g} s timeout and was stopped") from None
+            except WorkerLostError as exc:
+                raise RecipeCrashed(f"the compute worker running the recipe was lost ({exc})") from None
+            except (*UNREACHABLE, RuntimeError) as exc:
+                raise _unreachable(exc) from None
+            try:
+                state = result.state
+            except (*UNREACHABLE, RuntimeError) as exc:
+                raise _unreachable(exc) from None
+            now = time.monotonic()
+            if state == "PENDING":  # in the queue: not yet taken, or given back when its worker's child died
+                if started is not None:
+                    waiting_since, started = now, None
+                if now - waiting_since > queued_for:
+                    raise ComputeUnavailable(f"the run waited {now - waiting_since:.0f} s in the queue and no compute "
+                                             "worker took it; try again shortly")
+            elif started is None:
+                started = now
+            elif now - started > self.timeout + GRACE + LOST_MARGIN:
+                # Past its hard time limit without a word: the worker that took it died with it. Redis gives the
+                # task back to the queue after the visibility timeout; this request does not wait for that.
+                raise RecipeCrashed("the compute worker that took this run stopped answering; the run goes back to "
+                                    "the queue for another worker")
 
     def prestart(self, warmups: list[dict] | None = None) -> None:
         """Nothing to start here: the compute workers load torch when their children start."""

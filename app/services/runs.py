@@ -36,6 +36,7 @@ from ..domain.labs.fields import FieldError
 from . import budget, checkpoints
 from .cache import cache
 from .extensions import workers
+from .state import StateUnavailable
 
 
 @once
@@ -59,9 +60,12 @@ def run_key(model) -> str:
 
 
 # From a refused request or a failed run to the status it answers (a recipe's refusal carries its own).
+# A failed run is the server's (503: the recipe, its process or the compute tier; 504: its time ran out), never the
+# client's: a request the recipe refuses carries its own 400 (RecipeRefused).
 STATUS = ((FieldError, 400), (CheckpointUnavailable, 503), (PoolBusy, 429), (RecipeTimeout, 504),
-          (RecipeCrashed, 503), (ComputeUnavailable, 503), (RecipeError, 502))
-RETRY = (PoolBusy, RecipeCrashed, ComputeUnavailable)  # nothing was answered, and a moment later may be
+          (RecipeCrashed, 503), (ComputeUnavailable, 503), (StateUnavailable, 503), (RecipeError, 503))
+# Nothing was answered, and a moment later may be: the answer says when to ask again.
+RETRY = (PoolBusy, RecipeCrashed, ComputeUnavailable, StateUnavailable)
 REFUSALS = tuple(error for error, _ in STATUS)  # what the error handler answers with status_of
 
 

@@ -40,6 +40,10 @@ def encode(value: Any) -> bytes:
     return raw
 
 
+class StateUnavailable(Exception):
+    """The shared state could not be read where a miss would mislead (a job that exists): 503, try again."""
+
+
 class Store:
     """The interface, and the degrade-on-failure rule both backends share."""
 
@@ -59,11 +63,15 @@ class Store:
         except self.errors as exc:
             self._went_down(action, exc)
             return fallback
+        self._answered()
+        return result
+
+    def _answered(self) -> None:
+        """The store answered: if it was down, it is back, and what was held meanwhile is written."""
         if self._down:
             log.warning("shared state available again")
             self._down = False
             self._write_back()
-        return result
 
     def _went_down(self, action: str, exc: Exception) -> None:
         if not self._down:
@@ -89,17 +97,27 @@ class Store:
         finally:
             self._writing_back.release()
 
-    def get(self, key: str) -> Any | None:
-        """The value under `key`, or None when absent or expired."""
-        raw = self.get_json(key)
+    def get(self, key: str, strict: bool = False) -> Any | None:
+        """The value under `key`, or None when absent or expired. A store that cannot be read is a miss, unless
+        `strict` (a job a client polls, whose absence would be a false 404): then StateUnavailable."""
+        raw = self.get_json(key, strict)
         return None if raw is None else loads(raw)
 
-    def get_json(self, key: str) -> bytes | None:
+    def get_json(self, key: str, strict: bool = False) -> bytes | None:
         """The value under `key` as the JSON bytes it is kept as (to serve without parsing it)."""
         held = self._held.get(key)
         if held is not None and held[1] > time.time():
             return held[0]  # newer than anything the store holds: written here while it was down
-        return self._guard("get", lambda: self._get(key), None)
+        if not strict:
+            return self._guard("get", lambda: self._get(key), None)
+        try:
+            found = self._get(key)
+        except self.errors as exc:
+            self._went_down("get", exc)
+            raise StateUnavailable("the shared state cannot be reached now, so this cannot be looked up; nothing "
+                                   "was lost: ask again shortly") from None
+        self._answered()
+        return found
 
     def set(self, key: str, value: Any, ttl: float, cached: bool = False) -> bool:
         """Keep `value` for `ttl` seconds; a `cached` value may be evicted early to respect the size cap. Whether
@@ -167,6 +185,15 @@ CREATE TRIGGER IF NOT EXISTS cached_changed AFTER UPDATE ON entries
 """
 
 
+INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL: deletes free pages that incremental_vacuum gives back
+# The file on disk is held to the cached values' cap too (their keys, the indexes and the jobs and budget counters,
+# which are never evicted, included), but never below this, what the empty tables and a few jobs take; and the
+# write-ahead log is cut back to WAL_BYTES after each checkpoint.
+FILE_FLOOR_BYTES = 2**20
+FILE_SLACK_BYTES = 64 * 1024
+WAL_BYTES = 16 * 2**20
+
+
 class SQLiteStore(Store):
     """One SQLite file (WAL mode) shared by the processes of one host; a connection per thread."""
 
@@ -185,7 +212,16 @@ class SQLiteStore(Store):
 
     @staticmethod
     def _create(db: sqlite3.Connection) -> None:
-        """The tables, in one transaction: the total is counted once, before any write the triggers miss."""
+        """The tables, in one transaction: the total is counted once, before any write the triggers miss. A new
+        file gives the pages its deletes free back to the disk (incremental auto-vacuum; a file made before it is
+        converted once, where no other process holds it)."""
+        if db.execute("PRAGMA auto_vacuum").fetchone()[0] != INCREMENTAL:
+            db.execute(f"PRAGMA auto_vacuum = {INCREMENTAL}")  # takes effect now on an empty file, else at VACUUM
+            if db.execute("PRAGMA page_count").fetchone()[0] > 0:
+                try:
+                    db.execute("VACUUM")
+                except sqlite3.OperationalError:  # another process has it open in a transaction: next start
+                    pass
         try:
             db.executescript(f"BEGIN IMMEDIATE; {SCHEMA} COMMIT;")
         except BaseException:
@@ -202,6 +238,7 @@ class SQLiteStore(Store):
             self._local.db = db
             self._run(lambda db: db.execute("PRAGMA journal_mode=WAL"))
             db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(f"PRAGMA journal_size_limit = {WAL_BYTES}")  # the log is cut back to this after a checkpoint
         return db
 
     BUSY_SECONDS = 10.0  # how long a statement waits for another process's write before failing
@@ -234,18 +271,29 @@ class SQLiteStore(Store):
             self._run(self._evict)
 
     def _evict(self, db: sqlite3.Connection) -> None:
-        """Drop what expired, then the cached values nearest their expiry while over the cap."""
+        """Drop what expired, then the cached values nearest their expiry while they are over the cap, or while the
+        file on disk (keys and indexes included) is; the pages freed go back to the disk."""
         now = time.time()
         db.execute("DELETE FROM entries WHERE expires <= ?", (now,))
         db.execute("DELETE FROM hits WHERE expires <= ?", (now,))
+        db.execute("PRAGMA incremental_vacuum")
         (total,) = db.execute(TOTAL).fetchone()
-        while total > self.max_bytes:
+        # The pages a checkpoint has yet to cut off the file's end: a little room under the cap for them.
+        room = max(self.max_bytes, FILE_FLOOR_BYTES) - FILE_SLACK_BYTES
+        while total > self.max_bytes or self._file_bytes(db) > room:
             oldest = db.execute("SELECT key, size FROM entries WHERE cached = 1 ORDER BY expires LIMIT 1").fetchone()
-            if oldest is None:  # the total counts more than is kept (an older release's writer replaced rows)
-                db.execute(f"UPDATE totals SET bytes = ({COUNTED}) WHERE name = 'cached'")
+            if oldest is None:
+                if total > self.max_bytes:  # the total counts more than is kept (an older writer replaced rows)
+                    db.execute(f"UPDATE totals SET bytes = ({COUNTED}) WHERE name = 'cached'")
                 return
             db.execute("DELETE FROM entries WHERE key = ?", (oldest[0],))
             total -= oldest[1]
+            db.execute("PRAGMA incremental_vacuum")
+
+    @staticmethod
+    def _file_bytes(db: sqlite3.Connection) -> int:
+        """What the file takes on disk."""
+        return db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
 
     def _add(self, key: str, raw: bytes, ttl: float) -> bool:
         def add(db: sqlite3.Connection) -> bool:

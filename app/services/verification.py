@@ -165,7 +165,7 @@ class Verifications:
 
     def job(self, job_id: str) -> dict | None:
         """A job's state, whichever process runs it; a job whose owner stopped ends here as an error."""
-        record = state.store.get(_job_key(job_id))
+        record = state.store.get(_job_key(job_id), strict=True)  # a store down is a 503, not "no such job"
         if record is None:
             return None
         stale = float(current_app.config["JOB_STALE_SECONDS"])

@@ -48,6 +48,27 @@ def limit_body() -> None:
         request.environ["tensorviz.body"] = body
 
 
+def spends_compute(view):
+    """Mark a view that starts recipe runs: never readable cross-origin (no CORS header), never started by another
+    site's page (a browser says so in Sec-Fetch-Site), and its body, where it sends one, declared JSON."""
+    view.spends_compute = True
+    return view
+
+
+@bp.before_request
+def no_compute_for_other_sites() -> None:
+    """Another site's page can make its visitors' browsers send a GET or a form POST here without asking (no CORS
+    preflight): a run it starts would spend this server's compute and the visitor's budget, so none is started.
+    Scripts and this site's own pages are not refused (browsers mark a request from another site as such)."""
+    view = current_app.view_functions.get(request.endpoint)
+    if not getattr(view, "spends_compute", False) or request.method == "OPTIONS":
+        return
+    if request.headers.get("Sec-Fetch-Site", "").lower() in ("cross-site", "same-site"):
+        abort(403, "another site's page cannot start a recipe run here; run it from this site or from a script")
+    if request.method == "POST" and request.mimetype and request.mimetype != "application/json":
+        raise UnsupportedMediaType(f"body: send JSON with Content-Type: application/json, not {request.mimetype}")
+
+
 def get_model(slug: str) -> Model:
     """The model with this slug, or a 404 that says why it is missing."""
     return models.get_or_404(slug)
@@ -124,6 +145,7 @@ def files(slug: str):
 
 
 @bp.post("/models/<slug>/verifications")
+@spends_compute
 def verify(slug: str):
     """Re-execute the recipe and compare: 200 with the report, or 202 with a Location to poll."""
     found = get_model(slug)
@@ -202,6 +224,7 @@ class ActionConverter(BaseConverter):
 
 
 @bp.post("/models/<slug>/interventions")
+@spends_compute
 def interventions_of(slug: str):
     """A recorded case or a lab request run as it is and with modules (or attention heads) zeroed, averaged,
     scaled or patched: every item before, after and their difference, and how much each module moved."""
@@ -209,6 +232,7 @@ def interventions_of(slug: str):
 
 
 @bp.post("/models/<slug>/training")
+@spends_compute
 def training_of(slug: str):
     """A recorded case or a lab request run on every stage of weights the recipe kept while it trained:
     each stage's answer, and how far every module's weights and output had moved from initialisation."""
@@ -219,6 +243,7 @@ def training_of(slug: str):
 
 
 @bp.route("/models/<slug>/<action:action>", methods=["GET", "POST", "OPTIONS"], provide_automatic_options=False)
+@spends_compute
 def lab_endpoint(slug: str, action: str):
     """A live-lab endpoint the model's recipe declares: what-if runs, samplers, generation, traces."""
     found = get_model(slug)

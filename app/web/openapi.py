@@ -19,19 +19,20 @@ from ..services.extensions import models
 
 ERRORS = {
     400: "Bad input; the message starts with the field or parameter at fault.",
+    403: "Asked by another site's page (Sec-Fetch-Site): nothing that runs a recipe is started cross-site.",
     404: "No such model, job or route.",
     412: "If-Match names no current representation (the message gives the ETag).",
     413: "Request body too large.",
     415: "A body that is not declared JSON (Content-Type: application/json).",
     429: "Rate limit reached, or every recipe worker and the queue are busy (see Retry-After).",
-    502: "The recipe raised an error.",
-    503: "A recipe worker died before answering, the compute queue cannot be reached (both with Retry-After), "
-         "or the model's checkpoint is not on this server (the message says how to provide one).",
+    503: "The recipe failed on this input (the message says where and why, in words), a recipe worker died before "
+         "answering or the compute queue cannot be reached (both with Retry-After), or the model's checkpoint is not "
+         "on this server (the message says how to provide one).",
     504: "The recipe ran past its timeout and was stopped.",
 }
 RETRY = (429, 503)  # the errors that say when to try again
 GET_ERRORS = (404, 412)
-POST_ERRORS = (400, 404, 413, 415, 429, 502, 503, 504)
+POST_ERRORS = (400, 403, 404, 413, 415, 429, 503, 504)
 HEADERS = {
     "ETag": {"description": "The representation's entity tag, for If-None-Match (304) and If-Match (412).",
              "required": True, "schema": {"type": "string"}},
@@ -171,7 +172,7 @@ def _paths(slugs: list[str], trained: dict[str, list[str]]) -> dict:
             "summary": "Re-execute the recipe and compare with the recording", "parameters": [slug],
             "responses": {"200": _json(_ref("Report"), "The report (finished within the request, or kept)."),
                           "202": _json(_ref("Job"), "Running: poll the Location.", "Location", "Retry-After"),
-                          **_errors(404, 413, 429, 503)}}},
+                          **_errors(403, 404, 413, 415, 429, 503)}}},
         "/api/models/{slug}/verifications/latest": {"get": {
             "operationId": "getLatestVerification", "tags": ["verification"],
             "summary": "The latest verification report", "parameters": [slug],
@@ -231,7 +232,7 @@ def _lab_paths(model: Model, schemas: dict[str, dict]) -> dict:
         else:
             operation["parameters"] = [_query(f, endpoint.fields[f].required, schema)
                                        for f, schema in request["properties"].items()]
-            operation["responses"] = _get(answer, described) | _errors(400, 429, 502, 503, 504)
+            operation["responses"] = _get(answer, described) | _errors(400, 403, 429, 503, 504)
         paths[f"/api/models/{model.slug}/{name}"] = {endpoint.method.lower(): operation}
     return paths
 

@@ -19,10 +19,14 @@ from .security import HEADERS
 TEMPLATE = PROJECT_ROOT / "deploy" / "nginx.conf.in"
 # What nginx answers itself: a malformed request, a client too slow, a body or a URI or headers too large (494:
 # nginx's own code for the last, sent as 400), the web tier out of reach or too slow.
-REFUSALS = {400: "the request is malformed", 408: "the request was not sent in time",
+REFUSALS = {400: "the request is malformed", 405: "this method is not answered here (TRACE and CONNECT never are)",
+            408: "the request was not sent in time",
+            412: "If-Match names no current representation of this resource; GET it again for its ETag",
             413: "request body over {max_body} bytes", 414: "the URI is too long",
             494: "the request headers are too large", 502: "the web tier cannot be reached; try again shortly",
             504: "the web tier did not answer in time"}
+# The methods the app answers on some path, which a 405 nginx makes itself names (the app's own 405s name a path's).
+ALLOW = "GET, HEAD, POST, OPTIONS"
 
 
 def _quoted(text: str) -> str:
@@ -41,9 +45,13 @@ def _refusal(status: int, message: str, as_json: bool) -> str:
             body, kind = render_template("error.html", status=shown, name=name, message=message), "text/html"
     # A URI, not a named location: nginx cannot send a request whose request line it could not read to a named one.
     where = "api" if as_json else "page"
+    # An add_header here would drop the server's: a 405's Allow comes with the security headers again.
+    allow = "".join(f"            add_header {name} {_quoted(value)} always;\n"
+                    for name, value in [*HEADERS, ("Allow", ALLOW)]) if status == 405 else ""
     return (f"        location = /.refused/{where}/{status} {{\n"
             f"            internal;\n"
             f"            default_type {kind};\n"
+            f"{allow}"
             f"            return {shown} {_quoted(body)};\n"
             f"        }}")
 

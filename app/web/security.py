@@ -1,6 +1,6 @@
 """Headers every response carries, and the reverse-proxy fix when the app is told it is behind one."""
 
-from flask import Flask, Response, request
+from flask import Flask, Response, current_app, request
 from flask.sessions import SessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -32,8 +32,14 @@ CORS_READ = [("Access-Control-Allow-Origin", "*"), ("Access-Control-Expose-Heade
 
 
 def public_read() -> bool:
-    return request.method in ("GET", "HEAD") and (request.path.startswith("/api/")
-                                                  or request.endpoint == "downloads.model_file")
+    """A GET of stored data (the API's reads, a model's files): not one that starts a run (a lab's GET endpoint,
+    marked by the API as spending compute)."""
+    if request.method not in ("GET", "HEAD"):
+        return False
+    view = current_app.view_functions.get(request.endpoint)
+    if getattr(view, "spends_compute", False):
+        return False
+    return request.path.startswith("/api/") or request.endpoint == "downloads.model_file"
 
 
 def secure_headers(response: Response) -> Response:

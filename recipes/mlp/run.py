@@ -1,0 +1,162 @@
+"""Replay the recorded XOR cases and the four numerical checks on the stored weights.
+
+    python run.py          # a readable table; exit status 1 when a check fails
+    python run.py --json   # the same replay as JSON
+
+Needs torch, safetensors, model.py, weights.safetensors and the recipe kit.
+"""
+
+import json
+import sys
+from functools import partial
+
+import torch
+
+from recipekit import replay as kit
+from recipekit import weights as stored
+
+try:
+    from .model import MLP, NAMES, WEIGHTS, build_model, xor
+except ImportError:  # run as a script: python run.py
+    from model import MLP, NAMES, WEIGHTS, build_model, xor
+
+SIDE = 21  # the input plane is drawn on a SIDE x SIDE grid
+LOW, HIGH = -0.5, 1.5  # from just below 0 to just above 1 on both inputs
+
+
+def units(model: MLP, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every hidden unit's output (B, hidden) and the network's answer (B,)."""
+    hidden = model.squash(model.hidden(x))
+    return hidden, model.decide(model.output(hidden))[:, 0]
+
+
+@torch.no_grad()
+def xor_case(model: MLP) -> dict:
+    """The four inputs: what each hidden unit makes of them, the answers, and the error."""
+    x, target = xor()
+    hidden, answer = units(model, x)
+    unit_names = [f"h{i + 1}" for i in range(hidden.size(1))]
+    return {"label": "XOR's four cases",
+            "matrices": [{"key": "inputs", "label": "The inputs (x1, x2)", "values": x.tolist(),
+                          "rows": list(NAMES), "columns": ["x1", "x2"]},
+                         {"key": "hidden", "label": "What each hidden unit outputs for each input",
+                          "values": hidden.tolist(), "rows": list(NAMES), "columns": unit_names}],
+            "vectors": [{"key": "answer", "label": "The network's answer", "values": answer.tolist(),
+                         "names": list(NAMES)},
+                        {"key": "target", "label": "XOR", "values": target[:, 0].tolist(), "names": list(NAMES)}],
+            "metrics": [{"key": "error", "label": "Mean squared error",
+                         "value": ((answer - target[:, 0]) ** 2).mean().item()},
+                        {"key": "right", "label": "Cases on the right side of 0.5",
+                         "value": int(((answer > 0.5) == (target[:, 0] > 0.5)).sum())}]}
+
+
+def plane() -> tuple[torch.Tensor, list[str]]:
+    """Every point of the grid over the input plane (SIDE², 2), row by row from the top (x2 = HIGH), and the
+    grid's coordinates as the page names its rows and columns."""
+    steps = torch.linspace(LOW, HIGH, SIDE)
+    x2, x1 = torch.meshgrid(steps.flip(0), steps, indexing="ij")
+    return torch.stack([x1.flatten(), x2.flatten()], 1), [f"{v:.1f}" for v in steps.tolist()]
+
+
+@torch.no_grad()
+def plane_case(model: MLP) -> dict:
+    """Each unit's output over the input plane, each on its own scale: two half-planes, and the output that
+    combines them into XOR's band."""
+    points, coordinates = plane()
+    hidden, answer = units(model, points)
+    maps = [*hidden.T, answer]  # each (SIDE²,)
+    titles = [*(f"hidden unit h{i + 1}" for i in range(hidden.size(1))), "the output"]
+    return {"label": "Each unit over the input plane",
+            "matrices": [{"key": f"plane_c{i}", "label": f"{title}, over x1 (columns) and x2 (rows)",
+                          "values": unit.reshape(SIDE, SIDE).tolist(), "rows": coordinates[::-1],
+                          "columns": coordinates} for i, (unit, title) in enumerate(zip(maps, titles, strict=True))],
+            "vectors": [], "metrics": []}
+
+
+def training_case() -> dict:
+    """How the error fell, step by step, as train.py measured it."""
+    metadata = stored.read(WEIGHTS)[1]
+    losses = json.loads(metadata["loss_per_epoch"])
+    return {"label": "Training",
+            "vectors": [{"key": "loss_per_epoch", "label": "Mean squared error after each step of training",
+                         "values": losses, "first": 1}],
+            "metrics": [{"key": "steps", "label": "Steps of gradient descent", "value": len(losses)},
+                        {"key": "final_error", "label": "Mean squared error at the last step", "value": losses[-1]}],
+            "matrices": []}
+
+
+# The four checks. Each measures something that a broken recipe would get wrong, and says what it saw.
+
+CHECK_GRADIENTS = "Back-propagation's gradients equal finite differences of the error, weight by weight"
+CHECK_XOR = "The output is above 0.5 exactly where XOR is 1"
+CHECK_LINEAR = "No network without a hidden layer computes XOR: the best linear fit answers 0.5 everywhere"
+CHECK_ERROR = "The stored weights reproduce the error measured when they were trained"
+
+
+def check_gradients(model: MLP) -> dict:
+    """Autograd's gradient of the squared error against central differences, in double precision."""
+    exact = MLP(model.config).double()
+    exact.load_state_dict(model.state_dict())
+    x, target = (t.double() for t in xor())
+
+    def error() -> torch.Tensor:
+        return ((exact(x) - target) ** 2).mean()
+
+    worst, step = 0.0, 1e-6
+    for parameter in exact.parameters():
+        (grad,) = torch.autograd.grad(error(), parameter)
+        with torch.no_grad():
+            for index in range(parameter.numel()):
+                flat = parameter.view(-1)
+                kept = flat[index].item()
+                flat[index] = kept + step
+                up = error().item()
+                flat[index] = kept - step
+                down = error().item()
+                flat[index] = kept
+                worst = max(worst, abs((up - down) / (2 * step) - grad.view(-1)[index].item()))
+    return {"passed": worst < 1e-8, "detail": {"largest_difference": worst}}
+
+
+@torch.no_grad()
+def check_xor(model: MLP) -> dict:
+    x, target = xor()
+    answer = model(x)[:, 0]
+    return {"passed": bool(((answer > 0.5) == (target[:, 0] > 0.5)).all()), "detail": {"answers": answer.tolist()}}
+
+
+def check_linear(model: MLP) -> dict:
+    """The least-squares linear fit of XOR from x1, x2 and a constant: every answer 0.5, its error 0.25, far above
+    the network's (the hidden layer is what makes XOR learnable)."""
+    x, target = (t.double() for t in xor())
+    design = torch.cat([x, torch.ones(4, 1, dtype=torch.float64)], 1)  # (4, 3)
+    fit = torch.linalg.lstsq(design, target).solution
+    linear = (design @ fit)[:, 0]
+    error = ((linear - target[:, 0]) ** 2).mean().item()
+    with torch.no_grad():
+        network = ((model(xor()[0])[:, 0].double() - target[:, 0]) ** 2).mean().item()
+    passed = torch.allclose(linear, torch.full_like(linear, 0.5), atol=1e-12) and network < error / 100
+    return {"passed": passed, "detail": {"linear_answers": linear.tolist(), "linear_error": error,
+                                         "network_error": network}}
+
+
+@torch.no_grad()
+def check_error(model: MLP) -> dict:
+    replayed = ((model(xor()[0]) - xor()[1]) ** 2).mean().item()
+    trained = float(stored.read(WEIGHTS)[1].get("error", "nan"))
+    return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
+
+
+CHECKS = {CHECK_GRADIENTS: check_gradients, CHECK_XOR: check_xor, CHECK_LINEAR: check_linear, CHECK_ERROR: check_error}
+
+
+def replay(model: MLP | None = None, case: str | None = None) -> dict:
+    """Every recorded case and every check, or the case named alone, on the stored weights unless a model is
+    given."""
+    model = model if model is not None else build_model()
+    cases = {"xor": partial(xor_case, model), "plane": partial(plane_case, model), "training": training_case}
+    return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
+
+
+if __name__ == "__main__":
+    sys.exit(kit.main(replay, sys.argv[1:]))

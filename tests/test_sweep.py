@@ -1,0 +1,102 @@
+"""Every change What if? can be asked for, and every lab field at its bounds, on every model: each answers 200 or a
+400 that says, in words, which field or node and why; none answers a 5xx, and no message carries an exception's
+own text."""
+
+import re
+
+import pytest
+
+from app.domain.catalog import Model
+from app.domain.labs.fields import Field
+from app.services.extensions import models
+
+from .conftest import CATALOG_SLUGS
+
+DATALAB = {"text": "the capital of france is [MASK] .", "top_k": 100}  # bert-base's subject: no recorded case
+RAW = re.compile(r"\b\w+(Error|Exception):|Traceback|File \"")  # how an exception's own text reads
+
+
+def changeable(manifest: dict) -> list[str]:
+    """Every node What if? may name: the modules and layers of the graph (ops and inputs it refuses)."""
+    return [layer["id"] for layer in manifest["layers"]
+            if layer["kind"] in ("module", "layer") and "@" not in layer["id"]]
+
+
+def changes(manifest: dict) -> list[dict]:
+    """Each action with typical factors; a patch from the last recorded case where there is one."""
+    cases = manifest["experiment"]["cases"]
+    steps = [{"action": "zero"}, {"action": "mean"}, {"action": "scale", "factor": 0.5},
+             {"action": "scale", "factor": 3.0}, {"action": "scale", "factor": -1.0}]
+    return steps + ([{"action": "patch", "from_case": cases[-1]["id"]}] if cases else [])
+
+
+def answered_in_words(response) -> None:
+    assert response.status_code in (200, 400), (response.status_code, response.get_json())
+    if response.status_code == 400:
+        message = response.get_json()["error"]["message"]
+        assert message and not RAW.search(message), message
+
+
+@pytest.mark.parametrize("slug", CATALOG_SLUGS)
+def test_every_change_to_every_node_answers_200_or_a_400_in_words(checkpoint_app, slug):
+    client = checkpoint_app.test_client()
+    manifest = client.get(f"/api/models/{slug}").get_json()
+    cases = manifest["experiment"]["cases"]
+    subject = {"case": cases[0]["id"]} if cases else {"request": DATALAB}
+    asked = 0
+    for node in changeable(manifest):
+        for step in changes(manifest):
+            answered_in_words(client.post(f"/api/models/{slug}/interventions",
+                                          json=subject | {"interventions": [{"node": node} | step]}))
+            asked += 1
+    assert asked >= 5 * len(changeable(manifest)) > 0
+
+
+def bounds(field: Field) -> list:
+    """Values of a declared field at its bounds (and just past them, which must be refused with a 400)."""
+    low = field.min if field.min is not None else 0
+    high = field.max if field.max is not None else low + 1
+    if field.type in ("int", "number"):
+        cast = int if field.type == "int" else float
+        return [cast(low), cast(high), cast(low) - 1, cast(high) + 1]
+    if field.type in ("ints", "numbers"):
+        cast = int if field.type == "ints" else float
+        shortest = field.length or field.min_length or 1
+        longest = field.length or field.max_length or shortest
+        return [[cast(low)] * shortest, [cast(high)] * longest, [cast(high)] * (longest + 1), []]
+    if field.type == "grid":
+        return [[[int(low)] * field.cols] * field.rows, [[int(high)] * field.cols] * field.rows,
+                [[int(high) + 1] * field.cols] * field.rows]
+    if field.type == "choice":
+        return [*field.values, "none of them"]
+    if field.type == "text":
+        return ["x" * (field.min_length or 1), "y" * (field.max_length or 10), "z" * ((field.max_length or 10) + 1)]
+    raise AssertionError(f"a field type this sweep does not know: {field.type}")
+
+
+def base_request(model: Model, endpoint) -> dict:
+    """A request the endpoint takes: the first recorded case's, where the lab makes one, else DataLab's text."""
+    presets = model.lab.kind.presets(model.manifest["experiment"]["cases"], model.lab)
+    if presets:
+        return {k: v for k, v in presets[0]["request"].items() if k in endpoint.fields}
+    return {k: v for k, v in DATALAB.items() if k in endpoint.fields}
+
+
+@pytest.mark.parametrize("slug", CATALOG_SLUGS)
+def test_every_lab_field_at_its_bounds_answers_200_or_a_400_in_words(checkpoint_app, slug):
+    client = checkpoint_app.test_client()
+    with checkpoint_app.app_context():
+        model = models.get(slug)
+    if model.lab is None:
+        assert client.post(f"/api/models/{slug}/runs", json={}).status_code == 404
+        return
+    for name, endpoint in model.lab.endpoints.items():
+        base = base_request(model, endpoint)
+        for field_name, field in endpoint.fields.items():
+            for value in bounds(field):
+                body = base | {field_name: value}
+                if endpoint.method == "POST":
+                    answered_in_words(client.post(f"/api/models/{slug}/{name}", json=body))
+                else:
+                    query = {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in body.items()}
+                    answered_in_words(client.get(f"/api/models/{slug}/{name}", query_string=query))
