@@ -5,10 +5,14 @@
 1. a recipe worker killed mid-run; 2. a recipe that hangs past its timeout; 3. a manifest corrupted on
 disk; 4. Redis stopped while the app runs; 5. the web worker killed while it runs a verification; 6. a
 manifest that comes to hold NaN, then the web worker killed (its replacement must boot); 7. a manifest
-edited keeping its size and its mtime; 8. a verification asked while Redis is down. The
-app serves a copy of the models plus a "slow" one whose what-if run and replay sleep for a minute, with
-a 3 s recipe timeout and one web worker (so the drill can find its recipe process). Prints, per drill,
-what the client saw and how long recovery took.
+edited keeping its size and its mtime; 8. a verification asked while Redis is down; 9. a manifest whose
+parents loop, added while the app runs; 10. a recipe.toml of wrong types and an unknown table; 11. a link to
+/etc/passwd in a recipe folder; 12. a recipe that hangs at start (served from the boot: the other models' first
+runs, and when it is set aside); 13. a What if? that a later part of the model cannot take; 14. another site's
+page starting a run (a GET marked cross-site, a form POST); 15. a job polled while Redis is down. The app serves
+a copy of the models plus a "slow" one whose what-if run and replay sleep for a minute, and a "hangs" one whose
+lab.py never finishes importing, with a 3 s recipe timeout, a 3 s warm-up bound and one web worker (so the drill
+can find its recipe process). Prints, per drill, what the client saw and how long recovery took.
 """
 
 import json
@@ -26,6 +30,7 @@ from servers import ROOT, Redis, gunicorn, request  # noqa: E402
 
 RUN = json.dumps({"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}).encode()
 SLOW_LAB = "import time\n\n\ndef live_run(**request):\n    time.sleep(60)\n"
+HANGING_LAB = "import time\ntime.sleep(3600)  # importing this recipe never ends\n"
 SLOW_REPLAY = ("\n\n_replay = replay\n\n\ndef replay(model=None):\n    import time\n    time.sleep(2)\n"
                "    return _replay(model)\n")
 
@@ -41,6 +46,11 @@ def model_tree(folder: Path) -> tuple[Path, Path]:
     (recipes / "slow" / "lab.py").write_text(SLOW_LAB)
     with (recipes / "slow" / "run.py").open("a") as run_py:
         run_py.write(SLOW_REPLAY)
+    hangs = json.loads((manifests / "bert" / "manifest.json").read_text()) | {"slug": "hangs"}
+    (manifests / "hangs").mkdir()
+    (manifests / "hangs" / "manifest.json").write_text(json.dumps(hangs))
+    shutil.copytree(recipes / "bert", recipes / "hangs")
+    (recipes / "hangs" / "lab.py").write_text(HANGING_LAB)
     return manifests, recipes
 
 
@@ -107,7 +117,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp())
     manifests, recipes = model_tree(folder)
     env = {"WEB_CONCURRENCY": "1", "TENSORVIZ_MANIFESTS_DIR": str(manifests), "TENSORVIZ_RECIPES_DIR": str(recipes),
-           "TENSORVIZ_RECIPE_TIMEOUT": "3", "TENSORVIZ_CATALOG_RELOAD_SECONDS": "1",
+           "TENSORVIZ_RECIPE_TIMEOUT": "3", "TENSORVIZ_WARMUP_TIMEOUT": "3", "TENSORVIZ_CATALOG_RELOAD_SECONDS": "1",
            "TENSORVIZ_COMPUTE_BUDGET": '"1000000 per minute"'}
     for name, redis in (("embedded (SQLite)", None), ("Redis", Redis())):
         settings = env | {"TENSORVIZ_STATE_PATH": str(folder / f"state-{redis is None}.sqlite3")}
@@ -115,8 +125,9 @@ def main() -> None:
             redis.start()
             settings |= {"REDIS_URL": redis.url}
         try:
+            booted = time.monotonic()
             with gunicorn("wsgi:app", settings) as base:
-                print_rows(name, drills(base, manifests, redis))
+                print_rows(name, drills(base, manifests, recipes, redis, booted))
         finally:
             if redis is not None:
                 redis.stop()
@@ -130,10 +141,15 @@ def print_rows(name: str, rows: list) -> None:
         print(f"{drill:42} {saw[:88]:88} {seconds:6.1f} s")
 
 
-def drills(base: str, manifests: Path, redis: "Redis | None") -> list:
+def drills(base: str, manifests: Path, recipes: Path, redis: "Redis | None", booted: float) -> list:
     """Run every drill against one server; the Redis drill only when the app uses one."""
     rows = []
     until(lambda: run_ok(base), 180)  # the recipe worker is up
+    first_run = time.monotonic() - booted
+    until(lambda: request("GET", base + "/api/models/hangs")[0] == 404, 120)
+    status, _, body = request("GET", base + "/api/models/hangs")
+    rows.append((f"hangs at start (first run {first_run:.1f} s from boot)", f"{status} {message(body)}",
+                 time.monotonic() - booted))  # recovered: set aside, this long after the boot
 
     # 1. kill the recipe worker while it runs the slow recipe
     answer: dict = {}
@@ -243,6 +259,74 @@ def drills(base: str, manifests: Path, redis: "Redis | None") -> list:
         saw = f"{status} {json.loads(body).get('status') or message(body)}, Location: {headers.get('Location')}"
         rows.append((f"verification while Redis is down ({waited:.1f} s)", saw,
                      until(lambda: request("POST", base + "/api/models/gpt/verifications")[0] in (200, 202), 30)))
+    rows += hostile_files(base, manifests, recipes)
+    rows += hostile_requests(base)
+
+    # 15. a job polled while Redis is down: a 503 with Retry-After, never a 404 for a job that exists
+    if redis is not None:
+        _, headers, body = request("POST", base + "/api/models/gpt/verifications")
+        location = headers.get("Location") or f"/api/models/gpt/verifications/{json.loads(body).get('id', 'x')}"
+        redis.stop()
+        status, headers, body = request("GET", base + location)
+        redis.start()
+        rows.append(("job polled while Redis is down", f"{status} Retry-After {headers.get('Retry-After')} "
+                     f"{message(body) if status >= 400 else ''}", until(lambda: request(
+                         "GET", base + location)[0] in (200, 404), 30)))
+    return rows
+
+
+def timed_get(base: str, path: str) -> tuple[int, float]:
+    started = time.monotonic()
+    status = request("GET", base + path)[0]
+    return status, time.monotonic() - started
+
+
+def hostile_files(base: str, manifests: Path, recipes: Path) -> list:
+    """Drills 9-11: files that would once stop the server, added while it runs; each must be its own model's
+    failure, the others answering as fast as before."""
+    rows = []
+    good = json.loads((manifests / "bert" / "manifest.json").read_text())
+
+    def added(slug: str, manifest: dict | None = None, toml: str | None = None, link: str | None = None) -> tuple:
+        shutil.copytree(recipes / "bert", recipes / slug)
+        if toml is not None:
+            (recipes / slug / "recipe.toml").write_text(toml)
+        if link is not None:
+            os.symlink(link, recipes / slug / "secret.txt")
+        (manifests / slug).mkdir()
+        (manifests / slug / "manifest.json").write_text(json.dumps((manifest or good) | {"slug": slug}))
+        started = time.monotonic()
+        until(lambda: any(u["slug"] == slug for u in json.loads(request("GET", base + "/api/models")[2])
+                          ["unavailable"]), 30)
+        listed = time.monotonic() - started
+        status, _, body = request("GET", base + f"/api/models/{slug}")
+        others = [timed_get(base, path) for path in ("/", "/models/gpt", "/api/models/gpt")]
+        shutil.rmtree(manifests / slug)
+        shutil.rmtree(recipes / slug)
+        return (f"{status} {message(body)[:60]}; others {[s for s, _ in others]} in "
+                f"{max(t for _, t in others) * 1000:.0f} ms", listed)
+
+    looped = json.loads(json.dumps(good))
+    first, second = (layer for layer in looped["layers"] if layer["kind"] == "module")
+    first["parent"], second["parent"] = second["id"], first["id"]
+    rows.append(("manifest whose parents loop", *added("loop", looped)))
+    toml = (recipes / "bert" / "recipe.toml").read_text().replace("year = 2018", 'year = "1997"') + "\n[grahp]\n"
+    rows.append(("recipe.toml: year as text, [grahp]", *added("typed", toml=toml)))
+    rows.append(("link to /etc/passwd in a recipe", *added("linked", link="/etc/passwd")))
+    return rows
+
+
+def hostile_requests(base: str) -> list:
+    """Drills 13-14: a change a later part cannot take, and another site's page starting runs."""
+    change = json.dumps({"case": "zero", "interventions": [{"node": "decoder", "action": "scale", "factor": 3}]})
+    status, _, body = request("POST", base + "/api/models/vae/interventions", change.encode())
+    rows = [("What if? a later part cannot take", f"{status} {message(body)}", 0.0)]
+    trace = "/api/models/bert/trace?input_ids=1,4,3,2,6,2&segment_ids=0,0,0,0,1,1&position=2"
+    crossed = request("GET", base + trace, headers={"Sec-Fetch-Site": "cross-site"})
+    form = request("POST", base + "/api/models/bert/verifications", b"a=1",
+                   headers={"Content-Type": "application/x-www-form-urlencoded"})
+    rows.append(("another site's page starts runs", f"GET {crossed[0]} {message(crossed[2])[:40]}; form POST "
+                 f"{form[0]}", 0.0))
     return rows
 
 

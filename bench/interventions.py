@@ -51,10 +51,10 @@ def main() -> None:
     import torch
 
     from app.compute.intervene import intervene, plain_run
+    from app.compute.worker import entry_function
     from app.domain.catalog import load_catalog
     from app.domain.lru import SizedLRU
-    from app.domain.recipes import load_module
-    from app.services.subjects import preset_requests
+    from app.services.subjects import subject
 
     torch.set_num_threads(1)
     catalog = load_catalog(ROOT / "manifests", ROOT / "recipes")
@@ -63,13 +63,15 @@ def main() -> None:
           f"{'patch ms':>9} {'ratio':>6} {'warm-up: cases':>15} {'ms':>6} {'MiB':>5}")
     for slug, model in sorted(catalog.models.items()):
         cases = model.manifest["experiment"]["cases"]
-        if not model.has_lab or not cases:
+        if not cases:
             print(f"{slug:<10} (no recorded case to run without its checkpoint)")
             continue
-        endpoint = next(e for e in model.lab.endpoints.values() if e.answers == "case")
-        requests = list(preset_requests(model, endpoint).values())  # every case, as the service asks for it
-        request = requests[0]
-        entry = getattr(load_module(model.recipe_dir, "lab"), endpoint.entry)
+        # Every case as the service runs it (a lab's preset request, or the case replayed where no lab runs it).
+        asked = subject(model, {"case": cases[0]["id"]})
+        requests = [subject(model, {"case": case["id"]}).args for case in cases
+                    if subject(model, {"case": case["id"]}).entry == asked.entry]
+        request = asked.args
+        entry = entry_function(model.recipe_dir, asked.entry)
         node = next(layer["id"] for layer in model.manifest["layers"]
                     if layer["kind"] in ("layer", "module") and "@" not in layer["id"])
         step = [{"node": node, "action": "zero", "target": node, "on": "output"}]
@@ -91,7 +93,8 @@ def main() -> None:
         print(f"{slug:<10} {plain * 1000:>9.2f} {first * 1000:>9.2f} {first / plain:>6.2f} {again * 1000:>9.2f} "
               f"{again / plain:>6.2f} {patched * 1000:>9.2f} {patched / plain:>6.2f} {len(requests):>15} "
               f"{warm_up * 1000:>6.1f} {memo.size / 2**20:>5.2f}")
-        through_a_process.append((slug, model.recipe_dir, endpoint.entry, request, step, root))
+        if model.has_lab and asked.endpoint is not None:  # the second table: a lab run, then changes to its input
+            through_a_process.append((slug, model.recipe_dir, asked.entry, request, step, root))
     print(f"\nthrough a recipe process (--pause {options.pause:g} s)")
     print(f"{'model':<10} {'lab ms':>9} {'later ms':>9} {'ratio':>6} {'first ms':>9} {'ratio':>6}")
     for row in through_a_process:

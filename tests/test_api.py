@@ -170,3 +170,25 @@ def test_public_reads_are_open_to_every_origin_and_nothing_that_runs_a_recipe_is
     preflight = client.options("/api/models/gpt/runs", headers=origin | {
         "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"})
     assert "Access-Control-Allow-Origin" not in preflight.headers  # the browser sends no cross-site POST
+
+
+def test_nothing_that_runs_a_recipe_is_readable_or_startable_from_another_sites_page(client):
+    """A lab's GET endpoint runs a recipe: no CORS header on it. A request a browser marks as sent by another
+    site's page starts nothing (403), whatever its method; a verification POSTed as a form is a 415."""
+    origin = {"Origin": "https://elsewhere.example"}
+    trace = "/api/models/bert/trace?input_ids=1,4,3,2,6,2&segment_ids=0,0,0,0,1,1&position=2"
+    ran = client.get(trace, headers=origin)
+    assert ran.status_code == 200 and "Access-Control-Allow-Origin" not in ran.headers
+    for method, path, body in (("GET", trace, None), ("POST", "/api/models/gpt/runs", {"input_ids": [1, 5, 7, 3]}),
+                               ("POST", "/api/models/gpt/verifications", None),
+                               ("POST", "/api/models/mlp/interventions", {"case": "xor", "interventions": [
+                                   {"node": "hidden", "action": "zero"}]})):
+        for site in ("cross-site", "same-site"):
+            refused = client.open(path, method=method, json=body, headers={"Sec-Fetch-Site": site})
+            assert refused.status_code == 403, (path, site)
+            assert "another site's page cannot start a recipe run" in refused.get_json()["error"]["message"]
+    own = client.get(trace, headers={"Sec-Fetch-Site": "same-origin"})
+    assert own.status_code == 200
+    form = client.post("/api/models/gpt/verifications", data={"a": "1"})
+    assert form.status_code == 415 and "Content-Type: application/json" in form.get_json()["error"]["message"]
+    assert client.get("/api/models", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 200  # stored data

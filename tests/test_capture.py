@@ -249,3 +249,44 @@ def test_bad_inputs_are_refused_with_a_reason(tmp_path, inputs, message):
 @pytest.mark.parametrize("slug", sorted(f.name for f in (PROJECT_ROOT / "manifests").iterdir()))
 def test_every_stored_graph_is_acyclic(slug):
     assert_acyclic(json.loads((PROJECT_ROOT / "manifests" / slug / "manifest.json").read_text()))
+
+
+SHAPES_AND_WEIGHTS = '''
+import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Linear(4, 4, bias=False)
+        self.bias = nn.Parameter(torch.ones(4))
+        self.side = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.conv1(x) + self.bias  # the parameter used in an op of this module's own forward
+        z = self.side(x)
+        return y.view_as(z) + z.new_zeros(z.shape)  # z gives a shape there, no data
+
+
+def build_model():
+    torch.manual_seed(0)
+    return Scaled().eval()
+
+
+def example_inputs():
+    return torch.ones(2, 4)
+'''
+
+
+def test_a_shape_taken_from_a_tensor_is_no_edge_and_a_parameter_used_in_an_op_is_named(tmp_path):
+    graph = trace_graph(recipe(tmp_path, SHAPES_AND_WEIGHTS), None)
+    found = layers(graph)
+    add = next(layer for layer in found.values() if layer["id"].startswith("add@") and "weights" in layer["params"])
+    assert add["params"]["weights"] == ["bias"]
+    view = found["view_as@Scaled#0"]
+    assert view["params"]["shape_of"] == ["side"]
+    edges = {(e["source"], e["target"]) for e in graph["connections"]}
+    assert ("side", "view_as@Scaled#0") not in edges and ("side", "new_zeros@Scaled#0") not in edges
+    assert found["new_zeros@Scaled#0"]["params"]["shape_of"] == ["side"]
+    assert graph["inputs"] == [{"shape": [2, 4], "dtype": "float32", "madeBy": "example_inputs()"}]

@@ -12,6 +12,7 @@ from ..services.extensions import models, workers
 from ..services.warmup import warm_up
 from .recorder import RecordingError, build_recording, made_by_recorder, stale_parts, write_recording
 from ..compute.pool import RecipeError
+from ..domain.declaration import key_table
 from ..domain.schema import SLUG
 from ..services.verification import verify
 
@@ -104,7 +105,35 @@ def serve_command(host: str, port: int) -> None:
     run_simple(host, port, app, threaded=True)
 
 
+KEYS_BEGIN = "<!-- recipe.toml keys: written by `flask --app wsgi recipe-keys --write` from the schema -->"
+KEYS_END = "<!-- /recipe.toml keys -->"
+
+
+def documented_keys(document: str) -> str | None:
+    """The table of recipe.toml's keys a document holds between the markers, if it holds one."""
+    begin, end = document.find(KEYS_BEGIN), document.find(KEYS_END)
+    return None if begin < 0 or end < begin else document[begin + len(KEYS_BEGIN):end].strip("\n") + "\n"
+
+
+@click.command("recipe-keys")
+@click.option("--write", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the table into this document, between its markers (docs/recipes.md).")
+def recipe_keys_command(write: Path | None) -> None:
+    """Print every key of recipe.toml, from the schema record and the catalog check it with."""
+    table = key_table()
+    if write is None:
+        click.echo(table, nl=False)
+        return
+    document = write.read_text()
+    if documented_keys(document) is None:
+        raise click.ClickException(f"{write} has no markers {KEYS_BEGIN} ... {KEYS_END}")
+    begin, end = document.index(KEYS_BEGIN) + len(KEYS_BEGIN), document.index(KEYS_END)
+    write.write_text(document[:begin] + "\n" + table + document[end:])
+    click.echo(f"wrote the table of recipe.toml's keys into {write}")
+
+
 def register(app: Flask) -> None:
+    app.cli.add_command(recipe_keys_command)
     app.cli.add_command(serve_command)
     app.cli.add_command(verify_command)
     app.cli.add_command(record_command)

@@ -241,6 +241,7 @@ class Capture:
     scopes: list[str] = field(default_factory=list)  # node ids of the module calls now running ("" for the model)
     running: list[str] = field(default_factory=list)  # the modules of those calls, by name
     holders: set[str] = field(default_factory=set)  # containers that hold calls without being called
+    weights: dict[int, str] = field(default_factory=dict)  # the model's parameters and buffers by id: their names
     leaf_depth: int = 0
 
     def connect(self, values, target: str) -> None:
@@ -300,6 +301,22 @@ def _params(short: str, args: tuple, kwargs: dict) -> dict:
     return params | {k: plain for k, v in kwargs.items() if (plain := _plain(v)) is not None}
 
 
+# Calls whose other tensor gives only a shape or a dtype (`x.view_as(y)`): no data flows from it.
+SHAPE_OF_OTHER = {"view_as", "reshape_as", "expand_as", "type_as"}
+# Calls whose tensors give only a shape, a dtype or a device (`zeros_like(x)`, `x.new_zeros(...)`): no data flows.
+SHAPE_ONLY = {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
+              "new_zeros", "new_ones", "new_empty", "new_full"}
+
+
+def _uses(name: str, args: tuple, kwargs: dict) -> tuple[tuple, tuple]:
+    """A call's arguments split into those whose values flow into its result, and those that give a shape alone."""
+    if name in SHAPE_ONLY:
+        return (), (args, kwargs)
+    if name in SHAPE_OF_OTHER and len(args) > 1:
+        return (args[:1], {}), (args[1:], kwargs)
+    return (args, kwargs), ()
+
+
 def _op_name(func) -> tuple[str, str]:
     """(short name for the node id, op shown on the node) of a torch function or tensor method."""
     name = getattr(func, "__name__", repr(func))
@@ -344,12 +361,19 @@ class _Tracer(TorchFunctionMode):
         node_id = f"{short}@{where}#{index}"
         params = {"index": index_text(args[1])} if short in ("index", "index_put") and len(args) > 1 \
             else _params(short, args, kwargs)
+        data, shaped = _uses(name, args, kwargs)
+        used = [c.weights[id(t)] for t in _tensors(data) if id(t) in c.weights]
+        if used:  # a parameter or buffer of the model used directly (`x + self.bias`): named, not drawn
+            params["weights"] = used
+        shapes = [c.producers[id(t)] for t in _tensors(shaped) if id(t) in c.producers]
+        if shapes:  # `x.view_as(y)`: y gives a shape, no data; said, not drawn as an edge
+            params["shape_of"] = shapes
         layer = {"id": node_id, "label": node_id, "op": op, "kind": "layer", "parent": scope, "params": params}
         site = c.call_site()
         if site:
             layer["source"] = site
         c.add(layer)
-        c.connect((args, kwargs), node_id)
+        c.connect(data, node_id)
         c.produced(result, node_id)
         return result
 
@@ -518,6 +542,7 @@ def trace_graph(recipe_dir: Path, inputs: list[dict] | None, **context) -> dict:
     model = model_module.build_model(**context)
     source_file = inspect.getsourcefile(model_module)
     capture = Capture(source_file=source_file, root_name=type(model).__name__)
+    capture.weights = {id(t): name for name, t in [*model.named_buffers(), *model.named_parameters()]}
     if inputs is not None:
         args, kwargs = example_inputs(inputs)
     elif callable(getattr(model_module, "example_inputs", None)):

@@ -413,7 +413,7 @@ def _rows(model: type[BaseModel], prefix: str, rows: list[str]) -> None:
         inner = _model_in(field.annotation)
         in_dict = get_origin(field.annotation) is dict
         in_list = _is_list_of_models(field.annotation)
-        shown = f"`{path}`" + (".<name>" if in_dict and inner else "")
+        shown = f"`{path}.<name>`" if in_dict and inner else f"`{path}`"
         required = "yes" if field.is_required() else ""
         rows.append(f"| {shown} | {required} | {_type_name(field.annotation)} | "
                     f"{(field.description or '').replace('|', '/')} |")
@@ -422,10 +422,13 @@ def _rows(model: type[BaseModel], prefix: str, rows: list[str]) -> None:
 
 
 def _is_list_of_models(annotation: Any) -> bool:
-    for candidate in (annotation, *get_args(annotation)):
-        if get_origin(candidate) is list and _model_in(candidate) is not None:
-            return True
-    return False
+    """Whether a field holds a list of tables (its keys are shown as `field[].key`), optional or constrained."""
+    if get_origin(annotation) is Annotated:
+        return _is_list_of_models(get_args(annotation)[0])
+    if get_origin(annotation) is list:
+        return _model_in(annotation) is not None
+    return get_origin(annotation) in (Union, type(int | str)) and any(_is_list_of_models(a)
+                                                                      for a in get_args(annotation))
 
 
 def _type_name(annotation: Any) -> str:
@@ -445,4 +448,6 @@ def _type_name(annotation: Any) -> str:
         return " or ".join(dict.fromkeys(names))
     if annotation is type(None):
         return "none"
+    if annotation is Values:
+        return "number or nested lists of numbers"
     return {str: "text", int: "integer", float: "number", bool: "boolean"}.get(annotation, str(annotation))

@@ -111,7 +111,7 @@ class SourceSpan(TypedDict):
     endLine: int
 
 
-ParamValue = int | float | str | bool | None | list[int]
+ParamValue = int | float | str | bool | None | list[int] | list[float] | list[str]
 
 
 class Layer(TypedDict):

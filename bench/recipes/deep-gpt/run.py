@@ -12,7 +12,8 @@ PROMPT = [1, 2, 3, 4]
 
 
 @torch.no_grad()
-def replay() -> dict:
+def replay(case: str | None = None) -> dict:
+    """The one case and its check (`case` names the one case: a replay of it alone is the same)."""
     model = build_model()
     probs = model(torch.tensor([PROMPT]))[0, -1].softmax(-1)  # (vocab,)
     return {
