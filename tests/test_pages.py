@@ -112,8 +112,8 @@ def test_a_vector_that_counts_from_1_is_numbered_from_1(client):
     """Epochs and lengths count from 1: a recorded vector that says so (`first`) is drawn with those numbers."""
     page = text(client.get("/models/transformer?case=test-split"))
     curve = page.split('data-label="Mean training loss in each epoch')[1].split("</figure>")[0]
-    assert 'data-first="1"' in curve and '<ol class="bars" start="1">' in curve
-    assert re.findall(r'<span class="bar-index">(\d+)</span>', curve)[:3] == ["1", "2", "3"]
+    assert 'data-first="1"' in curve and 'data-chart="curve"' in page  # a line chart, its x axis from 1
+    assert re.findall(r'<tr><th scope="row">(\d+)</th>', curve)[:3] == ["1", "2", "3"]
 
 
 def test_feature_maps_are_small_multiples_by_declared_stage_with_every_value_in_a_table(client):
