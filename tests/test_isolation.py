@@ -260,3 +260,36 @@ def test_gunicorn_with_every_bad_file_beside_a_good_catalog_answers_the_good_mod
             assert status(path) in (200, 404), path
     finally:
         server.stop()
+
+
+SLOW_CASES_LAB = (PROJECT_ROOT / "recipes" / "bert" / "lab.py").read_text() + '''
+
+_live_run = live_run
+
+
+def live_run(**request):
+    import time
+    time.sleep(4)  # every run of this recipe takes seconds, its recorded cases' too
+    return _live_run(**request)
+'''
+
+
+def test_a_recipe_whose_cases_take_long_to_keep_is_not_set_aside(tmp_path):
+    """Keeping the recorded cases is no start: past its time it is dropped for that recipe, which stays served."""
+    from app.services.warmup import warm_up
+
+    tree = ModelTree(tmp_path)
+    tree.add("bert")
+    tree.add("slow", lab_py=SLOW_CASES_LAB)
+    app = create_app(type("Slow", (TestConfig,), tree.config(WARMUP_TIMEOUT=2.0)))
+    client = app.test_client()
+    try:
+        warm_up(app)
+        time.sleep(8)  # both recipes warmed in idle time, the slow one's cases given up
+        assert client.get("/api/models/slow").status_code == 200
+        assert parts(app).pool.failing == {}
+        assert client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
+                                                          "segment_ids": [0, 0, 0, 0, 1, 1],
+                                                          "mlm_positions": [2]}).status_code == 200
+    finally:
+        parts(app).pool.shutdown()

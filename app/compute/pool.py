@@ -128,15 +128,15 @@ STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and imp
 
 class _Worker:
     """One recipe process with the pipe to it, the plain runs it was last asked to keep (`holds`, the newest last:
-    a hint, the process's memo may have let one go), and the warm-ups it has still to run (`pending`, by recipe
-    folder)."""
+    a hint, the process's memo may have let one go), and the warm-ups it has still to run (`pending`: by recipe
+    folder, its start, then the keeping of its recorded cases)."""
 
     HOLDS = 64
 
     def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int, timeout: float,
-                 pending: dict[str, dict] | None = None) -> None:
+                 pending: list[tuple[str, dict]] | None = None) -> None:
         self.holds: dict[str, None] = {}
-        self.pending: dict[str, dict] = dict(pending or {})
+        self.pending: list[tuple[str, dict]] = list(pending or [])
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout),
@@ -171,6 +171,17 @@ class _Worker:
         self.process.kill()
         self.process.join(timeout=5)
         self.conn.close()
+
+
+def warm_steps(task: dict, seconds: float) -> list[tuple[str, dict]]:
+    """A recipe's warm-up as a new recipe process makes it, step by step: its start (its modules imported, its
+    declared warm-up called), then the keeping of its recorded cases, given half the warm-up's time."""
+    start = {k: v for k, v in task.items() if k != "keep"}
+    steps = [(task["recipe_dir"], start)]
+    if task.get("keep"):
+        steps.append((task["recipe_dir"], {"recipe_dir": task["recipe_dir"], "warm": "", "context": task["context"],
+                                           "keep": task["keep"] | {"seconds": seconds / 2}}))
+    return steps
 
 
 def worker_context() -> multiprocessing.context.BaseContext:
@@ -238,7 +249,8 @@ class WorkerPool:
 
     def _new_worker(self) -> _Worker:
         with self._lock:
-            pending = {k: v for k, v in self._warmups.items() if k not in self.failing}
+            pending = [step for folder, task in self._warmups.items() if folder not in self.failing
+                       for step in warm_steps(task, self.warmup_timeout)]
         return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout, pending)
 
     def _take(self, prefer: str | None = None) -> _Worker:
@@ -282,10 +294,12 @@ class WorkerPool:
         key = worker.task_plain_key(task)  # a worker that holds its plain run is taken first
         with self._slots:
             w = self._take(key)
-            own = w.pending.pop(str(call.recipe_dir), None)
-            if own is not None and not self._warm(w, own):  # this recipe's own warm-up first, never another's
-                self._start_in_background(1)
-                raise RecipeCrashed(f"the recipe did not start in its process: {self._why(str(call.recipe_dir))}")
+            own = [step for folder, step in w.pending if folder == str(call.recipe_dir)]
+            w.pending = [(folder, step) for folder, step in w.pending if folder != str(call.recipe_dir)]
+            for step in own:  # this recipe's own warm-up first (its start, its cases kept), never another's
+                if not self._warm(w, step):
+                    self._start_in_background(1)
+                    raise RecipeCrashed(f"the recipe did not start in its process: {self._why(str(call.recipe_dir))}")
             try:
                 w.conn.send(task)
                 if not w.conn.poll(self.timeout):
@@ -339,7 +353,7 @@ class WorkerPool:
                 return
             self._idle.remove(found)
             self._aside.append(found)
-            _, task = found.pending.popitem()
+            _, task = found.pending.pop(0)
 
         def warm() -> None:
             if self._warm(found, task):
@@ -353,9 +367,13 @@ class WorkerPool:
         threading.Thread(target=warm, name="recipe-warm", daemon=True).start()
 
     def _warm(self, w: _Worker, task: dict) -> bool:
-        """Run one warm-up in the worker, within `warmup_timeout`; whether the worker lives on. One that fails is
-        counted against its recipe (a worker that hangs or dies is killed); one that succeeds clears the count."""
+        """Run one warm-up step in the worker, within `warmup_timeout`; whether the worker lives on. A start that
+        fails is counted against its recipe (a worker that hangs or dies is killed); one that succeeds clears the
+        count. Keeping the recorded cases is no start: it gives up by itself at its deadline, and a run of it that
+        hangs ends the worker, which then keeps nothing of that recipe, without counting against it."""
         folder = task["recipe_dir"]
+        if "keep" in task:
+            return self._keep(w, task)
         error = None
         try:
             w.conn.send(task)
@@ -375,6 +393,22 @@ class WorkerPool:
         self._failed(folder, error)
         if "raised" in error:
             return True  # the recipe's own error: the process is sound
+        w.kill()
+        return False
+
+    def _keep(self, w: _Worker, task: dict) -> bool:
+        try:
+            w.conn.send(task)
+            if w.conn.poll(self.warmup_timeout):
+                w.conn.recv()
+                return True
+        except (EOFError, OSError):
+            pass
+        log.warning("keeping the cases of %s ran past %g s; its next recipe process keeps none",
+                    Path(task["recipe_dir"]).name, self.warmup_timeout)
+        with self._lock:
+            self._warmups[task["recipe_dir"]] = {k: v for k, v in self._warmups[task["recipe_dir"]].items()
+                                                 if k != "keep"}
         w.kill()
         return False
 

@@ -121,13 +121,14 @@ def warm(task: dict, seed: int, memo: SizedLRU | None = None) -> None:
     if not keep or memo is None:
         return
     most = memo.max_bytes * WARM_RUN_SHARE
+    deadline = time.monotonic() + float(keep.get("seconds", 60))  # keeping is no start: it gives up in time
     for entry, requests in keep["entries"].items():
         function = entry_function(recipe_dir, entry)
         for args in requests:
-            if memo.size > memo.max_bytes // 2:
+            if memo.size > memo.max_bytes // 2 or time.monotonic() > deadline:
                 return  # the rest is for the inputs readers bring
             kept_run(function, entry, {**args, **task.get("context", {})}, keep, seed, memo,
-                     lambda seen: seen.bytes > most)
+                     lambda seen: seen.bytes > most or time.monotonic() > deadline)
 
 
 def keep_after(task: dict, seed: int, memo: SizedLRU, pending: Callable[[], bool]) -> bool:
