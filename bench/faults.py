@@ -29,7 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from servers import ROOT, Redis, gunicorn, request  # noqa: E402
 
 RUN = json.dumps({"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}).encode()
-SLOW_LAB = "import time\n\n\ndef live_run(**request):\n    time.sleep(60)\n"
+KILLED_RUN = {"input_ids": [1, 4, 5, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [3]}  # no case's
+# The slow lab writes the request it runs when it begins (to a file beside the model folders, outside the catalog),
+# so that a drill can kill its process in the drill's own run, not in its start nor in its recorded cases' keeping.
+SLOW_LAB = ("import json\nimport pathlib\nimport time\n\n\ndef live_run(**request):\n"
+            "    pathlib.Path({marker!r}).write_text(json.dumps(request))\n    time.sleep(60)\n")
 HANGING_LAB = "import time\ntime.sleep(3600)  # importing this recipe never ends\n"
 SLOW_REPLAY = ("\n\n_replay = replay\n\n\ndef replay(model=None):\n    import time\n    time.sleep(2)\n"
                "    return _replay(model)\n")
@@ -43,7 +47,7 @@ def model_tree(folder: Path) -> tuple[Path, Path]:
     (manifests / "slow").mkdir()
     (manifests / "slow" / "manifest.json").write_text(json.dumps(slow))
     shutil.copytree(recipes / "bert", recipes / "slow")
-    (recipes / "slow" / "lab.py").write_text(SLOW_LAB)
+    (recipes / "slow" / "lab.py").write_text(SLOW_LAB.format(marker=str(folder / "slow-running")))
     with (recipes / "slow" / "run.py").open("a") as run_py:
         run_py.write(SLOW_REPLAY)
     hangs = json.loads((manifests / "bert" / "manifest.json").read_text()) | {"slug": "hangs"}
@@ -55,17 +59,19 @@ def model_tree(folder: Path) -> tuple[Path, Path]:
 
 
 def recipe_processes() -> list[int]:
-    """Spawned multiprocessing children (our recipe workers) of this machine's gunicorn under test."""
-    found = []
+    """The recipe workers of this machine's gunicorn under test: forks of a multiprocessing fork server (whose
+    own command line they carry), not the server itself."""
+    servers: dict[int, int] = {}  # pid -> parent pid, for every process that carries the fork server's line
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            except OSError:
+                cmdline = (entry / "cmdline").read_bytes()
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
                 continue
-            if b"multiprocessing.spawn" in cmdline or b"spawn_main" in cmdline:
-                found.append(int(entry.name))
-    return found
+            if b"multiprocessing.forkserver" in cmdline:
+                servers[int(entry.name)] = parent
+    return [pid for pid, parent in servers.items() if parent in servers]
 
 
 def web_workers() -> list[int]:
@@ -86,6 +92,15 @@ def web_workers() -> list[int]:
             if b"gunicorn" in cmdline(parent):
                 found.append(int(entry.name))
     return found
+
+
+def running(marker: Path, request: dict) -> bool:
+    """Whether the slow lab's latest run is of this request."""
+    try:
+        ran = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    return all(ran.get(key) == value for key, value in request.items())
 
 
 def until(check, seconds: float = 60) -> float:
@@ -154,9 +169,9 @@ def drills(base: str, manifests: Path, recipes: Path, redis: "Redis | None", boo
     # 1. kill the recipe worker while it runs the slow recipe
     answer: dict = {}
     slow = threading.Thread(target=lambda: answer.update(
-        r=request("POST", base + "/api/models/slow/runs", RUN)))
+        r=request("POST", base + "/api/models/slow/runs", json.dumps(KILLED_RUN).encode())))
     slow.start()
-    time.sleep(1.0)
+    until(lambda: running(manifests.parent / "slow-running", KILLED_RUN), 30)  # the drill's run has begun
     for pid in recipe_processes():
         os.kill(pid, signal.SIGKILL)
     slow.join()

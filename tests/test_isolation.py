@@ -159,14 +159,16 @@ HANGING_LAB = "import time\ntime.sleep(3600)  # importing this recipe never ends
 
 def test_a_recipe_that_hangs_at_start_is_set_aside_and_holds_no_other_run(tmp_path):
     """Its warm-up runs in idle time, bounded, one recipe at a time: the good model's first run answers in
-    seconds; after two warm-ups ran past their bound the hanging model is unavailable with the reason, until
-    its files change."""
+    seconds; after two warm-ups ran past their bound the hanging model is unavailable with the reason, in this
+    web process and, through the shared store, in another that never warmed it, until its files change."""
     from app.services.warmup import warm_up
 
     tree = ModelTree(tmp_path)
     tree.add("bert")
     tree.add("hangs", lab_py=HANGING_LAB)
-    app = create_app(type("Hanging", (TestConfig,), tree.config(WARMUP_TIMEOUT=2.0, CATALOG_RELOAD_SECONDS=0.1)))
+    config = type("Hanging", (TestConfig,), tree.config(WARMUP_TIMEOUT=2.0, CATALOG_RELOAD_SECONDS=0.1,
+                                                         STATE_PATH=str(tmp_path / "state.sqlite3")))
+    app, other = create_app(config), create_app(config)  # two web processes sharing one store
     client = app.test_client()
     try:
         warm_up(app)
@@ -180,13 +182,21 @@ def test_a_recipe_that_hangs_at_start_is_set_aside_and_holds_no_other_run(tmp_pa
         reason = client.get("/api/models/hangs").get_json()["error"]["message"]
         assert "its recipe process could not start: warming it ran past 2 s (2 times in a row)" in reason, reason
         assert "hangs" in {u["slug"] for u in client.get("/api/models").get_json()["unavailable"]}
+        time.sleep(1.1)  # the other process reads what was set aside at most once a second
+        told = other.test_client().get("/api/models/hangs")  # never warmed there: told through the store
+        assert told.status_code == 404 and "warming it ran past 2 s" in told.get_json()["error"]["message"]
+        warm_up(other)
+        assert str(tree.recipes / "hangs") in parts(other).pool.failing  # and its workers never warm it
         (tree.recipes / "hangs" / "lab.py").write_text((PROJECT_ROOT / "recipes" / "bert" / "lab.py").read_text())
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and client.get("/api/models/hangs").status_code != 200:
             time.sleep(0.2)
         assert client.get("/api/models/hangs").status_code == 200  # its files changed: served again
+        time.sleep(1.1)
+        assert other.test_client().get("/api/models/hangs").status_code == 200  # in every process
     finally:
         parts(app).pool.shutdown()
+        parts(other).pool.shutdown()
 
 
 def test_a_pool_counts_a_warm_up_that_kills_its_process_against_its_recipe(tmp_path):
@@ -275,7 +285,8 @@ def live_run(**request):
 
 
 def test_a_recipe_whose_cases_take_long_to_keep_is_not_set_aside(tmp_path):
-    """Keeping the recorded cases is no start: past its time it is dropped for that recipe, which stays served."""
+    """Keeping the recorded cases is no start: past its time it is dropped for that recipe, which stays served, and a
+    run asked while it was being kept is run by a fresh process."""
     from app.services.warmup import warm_up
 
     tree = ModelTree(tmp_path)
@@ -285,6 +296,9 @@ def test_a_recipe_whose_cases_take_long_to_keep_is_not_set_aside(tmp_path):
     client = app.test_client()
     try:
         warm_up(app)
+        ran = client.post("/api/models/slow/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
+                                                         "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]})
+        assert ran.status_code == 200, ran.get_json()  # its keeping gave up in the run's process: a fresh one ran it
         time.sleep(8)  # both recipes warmed in idle time, the slow one's cases given up
         assert client.get("/api/models/slow").status_code == 200
         assert parts(app).pool.failing == {}

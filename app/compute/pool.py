@@ -233,6 +233,7 @@ class WorkerPool:
         self._warmups: dict[str, dict] = {}  # by recipe folder: what every new worker runs when it idles
         self._failures: dict[str, int] = {}  # by recipe folder: warm-ups failed in a row
         self.failing: dict[str, str] = {}  # by recipe folder: why its warm-up is no longer run
+        self._last_error: dict[str, str] = {}  # by recipe folder: how its last failed warm-up failed
         self._on_failing = on_failing
         self._closed = False
 
@@ -293,13 +294,7 @@ class WorkerPool:
         task = call.task()
         key = worker.task_plain_key(task)  # a worker that holds its plain run is taken first
         with self._slots:
-            w = self._take(key)
-            own = [step for folder, step in w.pending if folder == str(call.recipe_dir)]
-            w.pending = [(folder, step) for folder, step in w.pending if folder != str(call.recipe_dir)]
-            for step in own:  # this recipe's own warm-up first (its start, its cases kept), never another's
-                if not self._warm(w, step):
-                    self._start_in_background(1)
-                    raise RecipeCrashed(f"the recipe did not start in its process: {self._why(str(call.recipe_dir))}")
+            w = self._ready(self._take(key), str(call.recipe_dir))
             try:
                 w.conn.send(task)
                 if not w.conn.poll(self.timeout):
@@ -317,6 +312,21 @@ class WorkerPool:
                 w.hold(key)
             self._release(w, keeping=bool(call.keep_run) and reply["ok"])
         return outcome(reply, call)
+
+    def _ready(self, w: _Worker, folder: str) -> _Worker:
+        """Make this recipe's own warm-up in the worker first (its start, its cases kept), never another's. A start
+        that fails fails the run, saying why; a keeping that gave up (its worker killed, the recipe's cases no
+        longer kept) leaves the run to a fresh worker."""
+        own = [step for where, step in w.pending if where == folder]
+        w.pending = [(where, step) for where, step in w.pending if where != folder]
+        for step in own:
+            if self._warm(w, step):
+                continue
+            if "keep" in step:
+                return self._ready(self._new_worker(), folder)  # its steps no longer hold the keeping
+            self._start_in_background(1)
+            raise RecipeCrashed(f"the recipe did not start in its process: {self._why(folder)}")
+        return w
 
     def prestart(self, warmups: list[dict] | None = None) -> None:
         """Start every worker in the background; each runs `warmups` (one per recipe folder: importing its recipe,
@@ -415,6 +425,7 @@ class WorkerPool:
     def _failed(self, folder: str, error: str) -> None:
         log.warning("warming %s failed: %s", Path(folder).name, error)
         with self._lock:
+            self._last_error[folder] = error
             self._failures[folder] = self._failures.get(folder, 0) + 1
             if self._failures[folder] < self.FAILS_IN_A_ROW or folder in self.failing:
                 return
@@ -424,9 +435,16 @@ class WorkerPool:
         if self._on_failing is not None:
             self._on_failing(folder, reason)
 
+    def set_aside(self, folder: str, reason: str) -> None:
+        """Warm this recipe no more: another process found that it cannot start."""
+        with self._lock:
+            self.failing.setdefault(folder, reason)
+            for w in (*self._idle, *self._aside):
+                w.pending = [(where, step) for where, step in w.pending if where != folder]
+
     def _why(self, folder: str) -> str:
         with self._lock:
-            return self.failing.get(folder, "its warm-up failed")
+            return self.failing.get(folder) or self._last_error.get(folder, "its warm-up failed")
 
     def pids(self) -> list[int]:
         """Process ids of the idle workers, those warming in idle time included (for tests and diagnostics)."""

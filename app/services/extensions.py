@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
-from flask import Flask, abort
+from flask import Flask, abort, current_app
 
 from ..compute.pool import WorkerPool
 from ..domain.catalog import Catalog, LiveCatalog, Model
+from . import aside
 from .parts import parts
 from .state import SharedState
 
@@ -20,6 +21,7 @@ class Models:
 
     @property
     def catalog(self) -> Catalog:
+        aside.follow(current_app, max(float(current_app.config["CATALOG_RELOAD_SECONDS"]), aside.FOLLOW_FLOOR))
         return parts().catalog.current()
 
     def get(self, slug: str) -> Model | None:
@@ -46,7 +48,6 @@ class Workers:
     def init_app(self, app: Flask) -> None:
         config = app.config
         if config["EXECUTOR"] == "local":
-            catalog = parts(app).catalog
             parts(app).pool = WorkerPool(
                 size=int(config["RECIPE_WORKERS"]),
                 timeout=float(config["RECIPE_TIMEOUT"]),
@@ -56,7 +57,7 @@ class Workers:
                 memory_mb=int(config["RECIPE_MEMORY_MB"]),
                 warmup_timeout=float(config["WARMUP_TIMEOUT"]),
                 # A recipe whose process cannot start is its model's fault alone: the model is set aside.
-                on_failing=lambda folder, reason: catalog.set_aside(Path(folder).name, reason),
+                on_failing=lambda folder, reason: aside.set_aside(app, folder, reason),
             )
         elif config["EXECUTOR"] == "celery":
             from .celery_executor import CeleryExecutor  # Celery is loaded only where it is used
