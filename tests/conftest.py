@@ -17,6 +17,8 @@ from app.domain.recipes import load_module, read_metadata
 from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.parts import parts
 
+from .browsing import browser, live_server, watched  # noqa: F401 (the browser tests' fixtures, for every module)
+
 BERT_MANIFEST = PROJECT_ROOT / "manifests" / "bert" / "manifest.json"
 BERT_RECIPE = PROJECT_ROOT / "recipes" / "bert"
 GPT_RECIPE = PROJECT_ROOT / "recipes" / "gpt"

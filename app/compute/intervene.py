@@ -24,6 +24,18 @@ from ..domain.lru import SizedLRU
 from .worker import manual_seed
 
 EPSILON = 1e-12  # below this norm an output counts as zero when its change is measured
+# A run that calls its model more than once (a sampler's steps, a generation's tokens) meets each node again in
+# every call: the k-th time is kept as `<node>|<k>` (k ≥ 1) beside the first, and measured with it.
+AGAIN = "|"
+
+
+def occurrence(node: str, index: int) -> str:
+    """The key of a node's `index`-th output in a run (0: its first)."""
+    return node if index == 0 else f"{node}{AGAIN}{index}"
+
+
+def node_of(key: str) -> str:
+    return key.split(AGAIN, 1)[0]
 
 
 class Refused(ValueError):
@@ -120,8 +132,11 @@ class Kept:
         self.tensors: dict[str, Tensor] = {}
         self.versions: list[tuple[Tensor, int]] = []
         self.bytes = 0
+        self.seen: dict[str, int] = {}  # how many times each key was kept: its next occurrence
 
     def keep(self, key: str, tensor: Tensor) -> None:
+        count = self.seen[key] = self.seen.get(key, 0) + 1
+        key = occurrence(key, count - 1)
         if tensor.requires_grad:  # a recipe that differentiates: its graph is not kept alive with the value
             tensor = tensor.detach()
         if self.copy or tensor.is_inference():  # an inference tensor keeps no version to watch
@@ -295,12 +310,13 @@ class Baseline:
         return self.values.numel() * self.values.element_size() + self.lengths.numel() * self.lengths.element_size()
 
     def outputs(self, nodes: set[str]) -> dict[str, Tensor] | None:
-        """These nodes' outputs as the run made them (views of the values), or None where one is not kept."""
+        """These nodes' outputs as the run made them (views of the values), every occurrence of each, or None where
+        one is not kept."""
         if not nodes <= set(self.nodes):
             return None
         starts = list(itertools.accumulate(self.sizes, initial=0))
-        return {node: self.values[starts[i]:starts[i + 1]].view(self.shapes[i])
-                for i, node in enumerate(self.nodes) if node in nodes}
+        return {key: self.values[starts[i]:starts[i + 1]].view(self.shapes[i])
+                for i, key in enumerate(self.nodes) if node_of(key) in nodes}
 
 
 def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
@@ -324,8 +340,16 @@ def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> d
     # arithmetic (a DataLab run's effects 11.7 ms with two more, 3.8 ms without).
     squares = end_to_end(new).sub_(base.values).double().square_()
     moved = sums_by_node(squares, base.lengths)
-    return {node: m / s if s > EPSILON else m for node, s, m in zip(base.nodes, base.norms, moved.sqrt().tolist(),
-                                                                     strict=True)}
+    if not any(AGAIN in key for key in base.nodes):
+        return {node: m / s if s > EPSILON else m for node, s, m in zip(base.nodes, base.norms,
+                                                                         moved.sqrt().tolist(), strict=True)}
+    # A node met in several calls of the model: measured over all of its outputs together.
+    totals: dict[str, list[float]] = {}
+    for key, norm, change in zip(base.nodes, base.norms, moved.tolist(), strict=True):
+        total = totals.setdefault(node_of(key), [0.0, 0.0])
+        total[0] += change
+        total[1] += norm * norm
+    return {node: (m / s) ** 0.5 if s ** 0.5 > EPSILON else m ** 0.5 for node, (m, s) in totals.items()}
 
 
 def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedLRU | None,
@@ -384,16 +408,19 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
     def run(after: Kept) -> tuple[Any, list[int]]:
         applied = [0] * len(interventions)
         called: dict[str, nn.Module] = {}  # node -> the module making that call
+        met: dict[tuple[str, str], int] = {}  # how many times each target was met: in which call of the model
 
         def apply(module, node, value, on: str):
             tensor = first_tensor(value)
             if tensor is None:
                 return None
+            count = met[node, on] = met.get((node, on), 0) + 1
+            key = occurrence(node if on == "output" else f"{node}:input", count - 1)
             for index, item in enumerate(interventions):
                 if item["target"] != node or item["on"] != on:
                     continue
                 where = f"interventions[{index}]"
-                source = patched.get(item.get("source"), {}).get(node if on == "output" else f"{node}:input")
+                source = patched.get(item.get("source"), {}).get(key)
                 # A head's count may be an attribute of the attention module, whose call is under way.
                 tensor = changed(tensor, item, where, source, module if on == "output" else called[item["node"]])
                 applied[index] += 1

@@ -455,6 +455,8 @@ class Matrix(TypedDict):
     key: str
     label: str
     values: list[list[float | None]]
+    rows: NotRequired[list[str]]  # each row's name, where the recipe names them (as a recorded matrix's)
+    columns: NotRequired[list[str]]  # each column's name
 
 
 class Vector(TypedDict):
@@ -462,6 +464,7 @@ class Vector(TypedDict):
     label: str
     values: list[float | None]
     first: NotRequired[int]  # the number of the first entry where it is not 0 (epochs and lengths count from 1)
+    names: NotRequired[list[str]]  # each entry's name, where the recipe names them
 
 
 class Metric(TypedDict):

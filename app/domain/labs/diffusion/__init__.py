@@ -1,0 +1,59 @@
+"""The diffusion lab kind: draw a new image out of noise from a seed and step through the whole reverse process
+(the image at each step, the noise the model predicts in it, the clean image that prediction implies, and the
+step's loss term); or bury a drawing in noise up to a chosen step and watch the model bring an image back. What
+an image shows is named in the recipe's words (`lab.words.thing`: "digit")."""
+
+from ..cases import metrics
+from ..fields import DeclarationError
+from ..kind import LabKind, Reads
+
+# A chain's case: its image at every step, the predicted noise and x̂_0 at every step (a row per step), and each
+# step's loss term by timestep.
+CHAIN = ("chain", "noise", "predicted", "step_loss")
+
+
+class Diffusion(LabKind):
+    name = "diffusion"
+    requires = {"sizes": ("rows", "cols", "levels", "steps"), "endpoints": ("sample", "denoise"), "words": ("thing",)}
+    reads = {"sample": Reads(items=(*CHAIN, "seed")), "denoise": Reads(items=("image", *CHAIN, "start", "noise_seed"))}
+
+    def check(self, spec) -> None:
+        """A sample takes a seed; a denoising takes a drawing of the declared size and the step to noise it to, at
+        most the number of steps."""
+        seed = spec.endpoints["sample"].fields.get("seed")
+        if seed is None or seed.type != "int":
+            raise DeclarationError(f"lab.endpoints.sample of a {self.name} lab needs a `seed` int field")
+        fields = spec.endpoints["denoise"].fields
+        image, start = fields.get("image"), fields.get("start")
+        if image is None or image.type != "grid":
+            raise DeclarationError(f"lab.endpoints.denoise of a {self.name} lab needs an `image` grid field")
+        if start is None or start.type != "int" or start.min != 1 or start.max != spec.sizes["steps"]:
+            raise DeclarationError(f"lab.endpoints.denoise of a {self.name} lab needs a `start` int field from 1 to "
+                                   "the steps")
+        if "noise_seed" not in fields:
+            raise DeclarationError(f"lab.endpoints.denoise of a {self.name} lab needs a `noise_seed` int field")
+
+    def presets(self, cases: list[dict], spec) -> list[dict]:
+        """Each recorded chain as the request that replays it: a sample by its seed, a drawing denoised by its
+        image, its step and its noise's seed."""
+        presets = []
+        for case in cases:
+            found = metrics(case)
+            image = next((m["values"] for m in case.get("matrices", []) if m["key"] == "image"), None)
+            if image is not None and "start" in found and "noise_seed" in found:
+                request = {"image": image, "start": int(found["start"]), "noise_seed": int(found["noise_seed"])}
+            elif "seed" in found and any(m["key"] == "chain" for m in case.get("matrices", [])):
+                request = {"seed": int(found["seed"])}
+            else:
+                continue
+            presets.append({"id": case["id"], "label": case["label"], "request": request})
+        return presets
+
+    def example(self, endpoint: str, presets: list[dict], spec) -> dict | None:
+        """The first recorded case the endpoint can replay."""
+        fields = spec.endpoints[endpoint].fields
+        return next(({k: v for k, v in p["request"].items() if k in fields} for p in presets
+                     if set(p["request"]) <= set(fields)), None)
+
+
+KIND = Diffusion()
