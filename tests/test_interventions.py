@@ -310,6 +310,42 @@ def test_a_change_is_measured_on_the_nodes_both_runs_share_alike():
         assert base.values[:2].tolist() == [3.0, 4.0]
 
 
+class Twice(torch.nn.Module):
+    """A model a run calls twice (as a sampler calls its network at every step)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Linear(1, 1, bias=False)
+        with torch.no_grad():
+            self.scale.weight.fill_(2.0)
+
+    def forward(self, x):
+        return self.scale(x)
+
+
+def test_a_node_met_in_every_call_of_the_model_is_patched_call_by_call_and_measured_over_all_of_them():
+    """A run that calls its model twice meets `scale` twice: a patch takes each call's output from the source's
+    same call, and the change is measured over both outputs together."""
+    from app.compute.intervene import intervene
+
+    model = Twice()
+
+    def run(x: float) -> list[float]:
+        first = model(torch.tensor([[x]]))
+        return [first.item(), model(first + 1).item()]  # the second call reads the first
+
+    patch = [{"node": "scale", "action": "patch", "source": 0, "target": "scale", "on": "output"}]
+    answer = intervene(run, {"x": 1.0}, patch, [{"x": 3.0}], 0, "Twice")
+    assert answer["before"] == [2.0, 6.0] and answer["after"] == [6.0, 14.0]  # the source's calls: 6, then 14
+    # Both calls' outputs moved: ||(6, 14) - (2, 6)|| / ||(2, 6)||.
+    assert answer["effects"]["scale"] == pytest.approx(math.hypot(4, 8) / math.hypot(2, 6))
+    same = intervene(run, {"x": 1.0}, patch, [{"x": 1.0}], 0, "Twice")
+    assert same["after"] == same["before"] and same["effects"]["scale"] == 0.0
+    scaled = intervene(run, {"x": 1.0}, [{"node": "scale", "action": "scale", "factor": 0.5, "target": "scale",
+                                           "on": "output"}], [], 0, "Twice")
+    assert scaled["after"] == [1.0, 2.0]  # halved at both calls: 2 / 2, then (1 + 1) * 2 / 2
+
+
 def test_ablating_a_head_equals_cutting_its_columns_from_the_output_projection(client):
     """GPT: zeroing head 1 of block 1 gives the distribution of the recipe's model whose c_proj ignores that
     head's context dimensions, to float32 tolerance."""

@@ -1,6 +1,7 @@
 """The live lab: what-if runs, the corruption sampler and the trace, through the API and in the recipe."""
 
 import math
+import re
 from collections import Counter
 
 import pytest
@@ -407,3 +408,30 @@ def test_the_docs_say_what_each_lab_kind_requires_and_reads():
         named = [n for part in kind.requires.values() for n in part]
         named += [n for reads in kind.reads.values() for n in (*reads.keys, *reads.stages, *reads.items)]
         assert [n for n in named if f"`{n}`" not in row] == [], name
+
+
+@pytest.mark.parametrize(("edges", "message"), [
+    ([[0, 1], [1, 2]], None),
+    ([], None),
+    ([[0, 0]], "edges[0]: joins 0 to itself; an edge joins two different values"),
+    ([[0, 1], [2, 3], [1, 0]], "edges[2]: repeats edges[0] (1 and 0 are joined once)"),
+    ([[0, 5]], "edges[0][1]: 5 is out of range 0..4"),
+    ([[0, 1, 2]], "edges[0]: must be a pair [a, b] of two integers"),
+    ([[0, "1"]], "edges[0][1]: must be an integer, not str"),
+    ([[0, 1], [0, 2], [0, 3], [0, 4], [1, 2]], "edges: must hold at most 4 pairs, not 5"),
+    ({"0": 1}, "edges: must be a list of pairs [a, b]"),
+])
+def test_edges_are_pairs_of_two_different_values_none_given_twice(edges, message):
+    from app.domain.labs.fields import FieldError, declared_field, parse_query, validate
+
+    field = declared_field("edges", {"type": "edges", "min": 0, "below": "members", "max_length": 4},
+                           {"members": 5}, "test")
+    if message is None:
+        assert validate({"edges": edges}, {"edges": field}) == {"edges": edges}
+    else:
+        with pytest.raises(FieldError, match=re.escape(message)):
+            validate({"edges": edges}, {"edges": field})
+    item = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 4}, "minItems": 2, "maxItems": 2}
+    assert field.json_schema() == {"type": "array", "items": item, "maxItems": 4}
+    with pytest.raises(FieldError, match="a list of edges is sent in a JSON body"):
+        parse_query({"edges": ["0,1"]}, {"edges": field})

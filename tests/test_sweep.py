@@ -67,6 +67,11 @@ def bounds(field: Field) -> list:
     if field.type == "grid":
         return [[[int(low)] * field.cols] * field.rows, [[int(high)] * field.cols] * field.rows,
                 [[int(high) + 1] * field.cols] * field.rows]
+    if field.type == "edges":
+        shortest, longest = field.min_length or 1, field.max_length or 2
+        pairs = [[a, b] for a in range(int(low), int(high) + 1) for b in range(a + 1, int(high) + 1)]
+        return [pairs[:shortest], pairs[:longest], pairs[:longest + 1], [[int(low), int(low)]],
+                [[int(low), int(high) + 1]], [pairs[0], pairs[0][::-1]]]
     if field.type == "choice":
         return [*field.values, "none of them"]
     if field.type == "text":

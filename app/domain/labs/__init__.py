@@ -11,13 +11,13 @@ becomes a preset request, what the axes of a case's matrices are, and defaults t
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import autoencoder, causal_lm, datalab, diffusion, image_classifier, masked_lm, recurrent, seq2seq
-from .fields import DeclarationError, Field, declared_field
+from . import autoencoder, causal_lm, datalab, diffusion, graph, image_classifier, masked_lm, recurrent, seq2seq
+from .fields import BODY_ONLY, DeclarationError, Field, declared_field
 from .kind import LabKind
 
 KINDS: dict[str, LabKind] = {kind.name: kind for kind in (masked_lm.KIND, causal_lm.KIND, image_classifier.KIND,
                                                           datalab.KIND, recurrent.KIND, seq2seq.KIND, autoencoder.KIND,
-                                                          diffusion.KIND)}
+                                                          diffusion.KIND, graph.KIND)}
 METHODS = ("GET", "POST")
 
 
@@ -110,8 +110,10 @@ def lab_spec(declaration: dict, manifest: dict, groups: tuple[dict, ...] = ()) -
             raise DeclarationError(f"{where}: {name} is a route of every model; the taken names are "
                                    f"{', '.join(TAKEN)}")
         fields = {f: declared_field(f, s, sizes, f"{where}.fields") for f, s in spec.get("fields", {}).items()}
-        if spec["method"] == "GET" and any(f.type == "grid" for f in fields.values()):
-            raise DeclarationError(f"{where}: a grid field needs a JSON body; declare the endpoint POST")
+        body = next((f.type for f in fields.values() if f.type in BODY_ONLY), None)
+        if spec["method"] == "GET" and body:
+            article = "an" if body[0] in "aeiou" else "a"
+            raise DeclarationError(f"{where}: {article} {body} field needs a JSON body; declare the endpoint POST")
         endpoints[name] = Endpoint(name, spec["method"], spec["entry"], spec.get("summary", name), fields,
                                    spec.get("answers", "result"))
     warm = declaration.get("warm", "")

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-TYPES = ("int", "ints", "grid", "number", "numbers", "choice", "text")  # grid: rows of integers, all rows equally long
+# grid: rows of integers, all rows equally long; edges: an undirected graph's edges, pairs of two different integers
+TYPES = ("int", "ints", "grid", "edges", "number", "numbers", "choice", "text")
+BODY_ONLY = ("grid", "edges")  # lists of lists: sent in a JSON body, never as a query parameter
 BOUNDS = ("min", "max", "below", "length", "min_length", "max_length", "rows", "cols")
 
 
@@ -64,6 +66,12 @@ class Field:
             if self.type == "grid":
                 row = {"type": "array", "items": scalar, "minItems": self.cols, "maxItems": self.cols}
                 schema = {"type": "array", "items": row, "minItems": self.rows, "maxItems": self.rows}
+            if self.type == "edges":
+                schema = {"type": "array", "items": {"type": "array", "items": scalar, "minItems": 2, "maxItems": 2}}
+                if self.min_length is not None:
+                    schema["minItems"] = self.min_length
+                if self.max_length is not None:
+                    schema["maxItems"] = self.max_length
             if self.type in ("ints", "numbers"):
                 schema = {"type": "array", "items": scalar}
                 low = self.length if self.length is not None else self.min_length
@@ -156,6 +164,8 @@ def _check(value, field: Field):
         return value
     if field.type == "grid":
         return _grid(value, field)
+    if field.type == "edges":
+        return _edges(value, field)
     if field.type == "text":
         return _text(value, field)
     what = "numbers" if field.type == "numbers" else "integers"
@@ -185,6 +195,32 @@ def _text(value, field: Field) -> str:
     if any(ord(c) < 32 and c not in "\t\n\r" or 0xD800 <= ord(c) <= 0xDFFF for c in value):
         fail(field.name, "holds a control character or an unpaired surrogate")
     return value
+
+
+def _edges(value, field: Field) -> list[list[int]]:
+    """Pairs [a, b] of two different integers in range, no pair given twice in either order (an undirected graph's
+    edges, without loops); the message names the pair at fault."""
+    name = field.name
+    if not isinstance(value, list):
+        fail(name, "must be a list of pairs [a, b]")
+    if field.min_length is not None and len(value) < field.min_length:
+        fail(name, f"must hold at least {field.min_length} pair{'s' * (field.min_length != 1)}")
+    if field.max_length is not None and len(value) > field.max_length:
+        fail(name, f"must hold at most {field.max_length} pairs, not {len(value)}")
+    seen: dict[frozenset, int] = {}
+    edges = []
+    for i, pair in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(pair, list) or len(pair) != 2:
+            fail(where, "must be a pair [a, b] of two integers")
+        a, b = (_int(v, field, f"{where}[{k}]") for k, v in enumerate(pair))
+        if a == b:
+            fail(where, f"joins {a} to itself; an edge joins two different values")
+        if (key := frozenset((a, b))) in seen:
+            fail(where, f"repeats {name}[{seen[key]}] ({a} and {b} are joined once)")
+        seen[key] = i
+        edges.append([a, b])
+    return edges
 
 
 def _grid(value, field: Field) -> list[list[int]]:
@@ -235,8 +271,9 @@ def parse_query(query: Mapping[str, list[str]], fields: dict[str, Field]) -> dic
     body: dict = {}
     for name, values in query.items():
         field_type = fields[name].type
-        if field_type == "grid":
-            fail(name, "a grid is sent in a JSON body (POST), not as a query parameter")
+        if field_type in BODY_ONLY:
+            fail(name, f"{'a grid' if field_type == 'grid' else 'a list of edges'} is sent in a JSON body (POST), not "
+                       "as a query parameter")
         if len(values) > 1 and field_type not in ("ints", "numbers"):
             fail(name, f"is given {len(values)} times; give it once")
         raw = ",".join(values)
