@@ -432,6 +432,8 @@ def test_edges_are_pairs_of_two_different_values_none_given_twice(edges, message
         with pytest.raises(FieldError, match=re.escape(message)):
             validate({"edges": edges}, {"edges": field})
     item = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 4}, "minItems": 2, "maxItems": 2}
-    assert field.json_schema() == {"type": "array", "items": item, "maxItems": 4}
+    assert field.json_schema() == {"type": "array", "items": item, "uniqueItems": True, "maxItems": 4,
+                                   "description": "Each pair joins two different values, and no pair is given twice in "
+                                                  "either order."}
     with pytest.raises(FieldError, match="a list of edges is sent in a JSON body"):
         parse_query({"edges": ["0,1"]}, {"edges": field})

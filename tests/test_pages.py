@@ -308,3 +308,24 @@ def test_a_large_graph_lists_its_first_layers_and_links_every_one(tree):
     page = text(create_app(tree.config(TESTING=True)).test_client().get("/models/bert"))
     assert "The first 400 of 536 layers and ops" in page and 'href="/models/bert/layers.csv"' in page
     assert page.count("<th scope=\"row\"><code>") == 400
+
+
+def test_a_matrix_that_names_only_its_columns_or_only_its_rows_is_drawn_with_those_names(tmp_path):
+    """A recipe may name one axis of a matrix and leave the other numbered (an episode's cells: row, column)."""
+    from app.services.config import TestConfig
+
+    from .conftest import ModelTree
+
+    manifest = bert_manifest()
+    case = manifest["experiment"]["cases"][0]
+    first = case["matrices"][0]
+    rows = len(first["values"])
+    case["matrices"] = [first | {"key": "by_columns", "columns": [f"col-{j}" for j in range(len(first["values"][0]))]},
+                        first | {"key": "by_rows", "rows": [f"row-{i}" for i in range(rows)]}]
+    tree = ModelTree(tmp_path)
+    tree.add("bert", manifest)
+    client = create_app(type("Named", (TestConfig,), tree.config())).test_client()
+    page = client.get(f"/models/bert?case={case['id']}")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    assert "col-0" in html and f"row-{rows - 1}" in html

@@ -61,9 +61,12 @@ def endpoint_for(model: Model, body: dict) -> Endpoint:
 
 
 def preset_requests(model: Model, endpoint: Endpoint) -> dict[str, dict]:
-    """Every recorded case the kind can turn into a request of this endpoint, checked and with defaults."""
+    """Every recorded case the kind can turn into a request of this endpoint (of the endpoint its preset names,
+    where it names one), checked and with defaults."""
     found = {}
     for preset in model.lab.kind.presets(model.manifest["experiment"]["cases"], model.lab):
+        if preset.get("endpoint", endpoint.name) != endpoint.name:
+            continue
         request = {k: v for k, v in preset["request"].items() if k in endpoint.fields}
         try:
             found[preset["id"]] = model.lab.kind.prepare(endpoint.name, validate(request, endpoint.fields), model.lab)

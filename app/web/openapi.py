@@ -215,6 +215,10 @@ def _lab_paths(model: Model, schemas: dict[str, dict]) -> dict:
                            "summary": f"{model.slug}: {endpoint.summary}"}
         request = _request(model, endpoint)
         answer = _answer(schemas, model, endpoint, request)
+        beyond = sorted(set(model.lab.kind.limits.get(name, {})) | {f for f, field in endpoint.fields.items()
+                                                                     if field.beyond_schema})
+        if beyond:  # a request the schema admits may still be refused with a 400 that names one of these
+            operation["x-checked-beyond-schema"] = beyond
         described = "The answer, computed live by the recipe."
         if endpoint.method == "POST":
             body = deepcopy(request)

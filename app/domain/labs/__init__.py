@@ -11,13 +11,24 @@ becomes a preset request, what the axes of a case's matrices are, and defaults t
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import autoencoder, causal_lm, datalab, diffusion, graph, image_classifier, masked_lm, recurrent, seq2seq
+from . import (
+    autoencoder,
+    causal_lm,
+    datalab,
+    diffusion,
+    graph,
+    image_classifier,
+    masked_lm,
+    recurrent,
+    reinforcement,
+    seq2seq,
+)
 from .fields import BODY_ONLY, DeclarationError, Field, declared_field
 from .kind import LabKind
 
 KINDS: dict[str, LabKind] = {kind.name: kind for kind in (masked_lm.KIND, causal_lm.KIND, image_classifier.KIND,
                                                           datalab.KIND, recurrent.KIND, seq2seq.KIND, autoencoder.KIND,
-                                                          diffusion.KIND, graph.KIND)}
+                                                          diffusion.KIND, graph.KIND, reinforcement.KIND)}
 METHODS = ("GET", "POST")
 
 

@@ -14,6 +14,7 @@ from typing import Any
 # grid: rows of integers, all rows equally long; edges: an undirected graph's edges, pairs of two different integers
 TYPES = ("int", "ints", "grid", "edges", "number", "numbers", "choice", "text")
 BODY_ONLY = ("grid", "edges")  # lists of lists: sent in a JSON body, never as a query parameter
+EDGE_RULE = "Each pair joins two different values, and no pair is given twice in either order."
 BOUNDS = ("min", "max", "below", "length", "min_length", "max_length", "rows", "cols")
 
 
@@ -67,7 +68,8 @@ class Field:
                 row = {"type": "array", "items": scalar, "minItems": self.cols, "maxItems": self.cols}
                 schema = {"type": "array", "items": row, "minItems": self.rows, "maxItems": self.rows}
             if self.type == "edges":
-                schema = {"type": "array", "items": {"type": "array", "items": scalar, "minItems": 2, "maxItems": 2}}
+                schema = {"type": "array", "items": {"type": "array", "items": scalar, "minItems": 2, "maxItems": 2},
+                          "uniqueItems": True}
                 if self.min_length is not None:
                     schema["minItems"] = self.min_length
                 if self.max_length is not None:
@@ -84,9 +86,15 @@ class Field:
                     schema["uniqueItems"] = True
         if self.default is not None:
             schema["default"] = self.default
-        if self.description:
-            schema["description"] = self.description
+        description = " ".join(filter(None, (self.description, EDGE_RULE if self.type == "edges" else "")))
+        if description:
+            schema["description"] = description
         return schema
+
+    @property
+    def beyond_schema(self) -> bool:
+        """Whether a value the field's JSON Schema admits may still be refused (an edge in both orders)."""
+        return self.type == "edges"
 
 
 def _resolve(value, sizes: dict[str, int], where: str):

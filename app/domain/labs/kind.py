@@ -87,7 +87,8 @@ class LabKind:
         return args
 
     def presets(self, cases: list[dict], spec) -> list[dict]:
-        """Each recorded case as the request that replays it: {"id", "label", "request"}."""
+        """Each recorded case as the request that replays it: {"id", "label", "request"}, and "endpoint" where the
+        lab has several endpoints that answer cases (else the request is for whichever takes its fields)."""
         return []
 
     def axes(self, case: dict, spec) -> dict[str, dict]:
@@ -95,9 +96,11 @@ class LabKind:
         return {}
 
     def example(self, endpoint: str, presets: list[dict], spec) -> dict | None:
-        """A request for the endpoint, for the recorder to check its result against `reads`: the first
-        preset's request, restricted to the endpoint's fields; None when there is no preset."""
-        if not presets:
+        """A request for the endpoint, for the recorder to check its result against `reads`: the first preset's
+        request for it (a preset that names no endpoint is for any), restricted to the endpoint's fields; None
+        when there is none."""
+        found = next((p for p in presets if p.get("endpoint", endpoint) == endpoint), None)
+        if found is None:
             return None
         fields = spec.endpoints[endpoint].fields
-        return {k: v for k, v in presets[0]["request"].items() if k in fields}
+        return {k: v for k, v in found["request"].items() if k in fields}

@@ -41,19 +41,14 @@ class Diffusion(LabKind):
             found = metrics(case)
             image = next((m["values"] for m in case.get("matrices", []) if m["key"] == "image"), None)
             if image is not None and "start" in found and "noise_seed" in found:
+                endpoint = "denoise"
                 request = {"image": image, "start": int(found["start"]), "noise_seed": int(found["noise_seed"])}
             elif "seed" in found and any(m["key"] == "chain" for m in case.get("matrices", [])):
-                request = {"seed": int(found["seed"])}
+                endpoint, request = "sample", {"seed": int(found["seed"])}
             else:
                 continue
-            presets.append({"id": case["id"], "label": case["label"], "request": request})
+            presets.append({"id": case["id"], "label": case["label"], "endpoint": endpoint, "request": request})
         return presets
-
-    def example(self, endpoint: str, presets: list[dict], spec) -> dict | None:
-        """The first recorded case the endpoint can replay."""
-        fields = spec.endpoints[endpoint].fields
-        return next(({k: v for k, v in p["request"].items() if k in fields} for p in presets
-                     if set(p["request"]) <= set(fields)), None)
 
 
 KIND = Diffusion()

@@ -1,0 +1,51 @@
+"""The reinforcement lab kind: an agent in a grid. Play an episode from any open cell, greedy or exploring, step by
+step with the value Q(s, a) of every move at every state; and see the greedy policy over the whole grid, each
+cell filled by the return the agent expects from it. The moves are named by `lab.names` ("up", "right", ...)."""
+
+from ..cases import metrics, vectors
+from ..fields import DeclarationError
+from ..kind import LabKind, Reads, check_names
+
+
+class Reinforcement(LabKind):
+    name = "reinforcement"
+    requires = {"sizes": ("side", "actions"), "endpoints": ("episode", "policy")}
+    limits = {"episode": {"start": "A wall, the goal or the pit is refused: an episode starts on an open cell (the "
+                                    "policy's answer maps the grid)."}}
+    reads = {
+        "episode": Reads(items=("q_values", "cells", "path", "map", "actions", "explored", "rewards", "start",
+                                "return", "moves", "reached", "fell")),
+        "policy": Reads(items=("values", "policy", "q_values", "optimal", "map", "agree", "cells")),
+    }
+
+    def check(self, spec) -> None:
+        """An episode takes a start cell [row, column] within the grid, ε from 0 to 1 and a seed; every move is
+        named."""
+        fields = spec.endpoints["episode"].fields
+        start, epsilon, seed = fields.get("start"), fields.get("epsilon"), fields.get("seed")
+        if start is None or start.type != "ints" or start.length != 2 or start.max != spec.sizes["side"] - 1:
+            raise DeclarationError(f"lab.endpoints.episode of a {self.name} lab needs a `start` field of 2 ints "
+                                   "below the side")
+        if epsilon is None or epsilon.type != "number" or (epsilon.min, epsilon.max) != (0, 1):
+            raise DeclarationError(f"lab.endpoints.episode of a {self.name} lab needs an `epsilon` number from 0 to 1")
+        if seed is None or seed.type != "int":
+            raise DeclarationError(f"lab.endpoints.episode of a {self.name} lab needs a `seed` int field")
+        if not spec.names:
+            raise DeclarationError(f"lab.names: a {self.name} lab names each move")
+        check_names(spec, "actions", "moves")
+
+    def presets(self, cases: list[dict], spec) -> list[dict]:
+        """Each recorded episode as the request that plays it again (its start, ε and seed); the recorded policy as
+        the policy's request."""
+        presets = []
+        for case in cases:
+            found, start = metrics(case), vectors(case).get("start")
+            if start is not None and "epsilon" in found and "seed" in found:
+                request = {"start": [int(v) for v in start], "epsilon": found["epsilon"], "seed": int(found["seed"])}
+                presets.append({"id": case["id"], "label": case["label"], "endpoint": "episode", "request": request})
+            elif any(m["key"] == "policy" for m in case.get("matrices", [])):
+                presets.append({"id": case["id"], "label": case["label"], "endpoint": "policy", "request": {}})
+        return presets
+
+
+KIND = Reinforcement()

@@ -1,0 +1,123 @@
+"""Train the deep Q-network in the gridworld and store its weights beside this file.
+
+    python train.py          # train (seconds), write weights.safetensors, print the greedy return from the start
+    python train.py --check  # retrain in memory and compare with the stored weights; exit status 1 if they differ
+
+Needs torch, safetensors and the recipe kit. The environment is gridworld.py: nothing is downloaded.
+"""
+
+import copy
+from collections import deque
+
+import torch
+from torch import Tensor, nn
+
+from recipekit import training, weights
+
+try:
+    from .gridworld import MAX_STEPS, OPEN, START, observe, observe_all, step, terminal
+    from .model import WEIGHTS, QConfig, QNetwork
+except ImportError:  # run as a script: python train.py
+    from gridworld import MAX_STEPS, OPEN, START, observe, observe_all, step, terminal
+    from model import WEIGHTS, QConfig, QNetwork
+
+TRAIN_SEED = 2015  # initial weights, starts, exploration and replay sampling (Mnih et al., 2015)
+EPISODES = 400
+GAMMA = 0.9  # the discount: a reward n moves away counts 0.9ⁿ
+BATCH = 32
+REPLAY = 5000  # transitions kept for replay
+WARMUP = 200  # transitions gathered before the first update
+TARGET_EVERY = 100  # moves between copies of the network into the target network
+LEARNING_RATE = 1e-3
+EXPLORE_FIRST, EXPLORE_LAST, EXPLORE_MOVES = 1.0, 0.05, 4000  # ε, annealed linearly over the first moves
+# Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
+# identical bits; another build may round a few sums differently.
+RETRAIN_TOLERANCE = 1e-3
+
+
+def exploring(moves: int) -> float:
+    """ε after this many moves: from EXPLORE_FIRST down to EXPLORE_LAST over EXPLORE_MOVES, then flat."""
+    return max(EXPLORE_LAST, EXPLORE_FIRST - (EXPLORE_FIRST - EXPLORE_LAST) * moves / EXPLORE_MOVES)
+
+
+@torch.no_grad()
+def targets(target: QNetwork, rewards: Tensor, after: Tensor, done: Tensor, gamma: float = GAMMA) -> Tensor:
+    """The paper's y = r + γ max_a' Q̂(s', a') from the target network, y = r where the move ended the episode."""
+    return rewards + gamma * target(after).max(1).values * (1 - done)
+
+
+def train() -> tuple[QNetwork, list[float]]:
+    """The paper's Algorithm 1 on one thread: ε-greedy moves from a random open cell, every transition kept in a
+    replay memory, a minibatch drawn from it each move for one Adam step on the Huber loss against the target
+    network's y, the target network a copy of the online one every TARGET_EVERY moves. The network (in eval mode)
+    and each episode's return."""
+    starts = [cell for cell in OPEN if not terminal(cell)]
+    with training.one_thread(TRAIN_SEED):
+        online = QNetwork(QConfig())
+        target = copy.deepcopy(online)
+        optimizer = torch.optim.Adam(online.parameters(), lr=LEARNING_RATE)
+        draw = torch.Generator().manual_seed(TRAIN_SEED)
+        memory: deque = deque(maxlen=REPLAY)
+        returns, moves = [], 0
+        for _ in range(EPISODES):
+            cell, total = starts[int(torch.randint(len(starts), (1,), generator=draw))], 0.0
+            for _ in range(MAX_STEPS):
+                if torch.rand(1, generator=draw).item() < exploring(moves):
+                    action = int(torch.randint(4, (1,), generator=draw))
+                else:
+                    with torch.no_grad():
+                        action = int(online(observe(cell)[None]).argmax())
+                moved = step(cell, action)
+                memory.append((cell, action, moved.reward, moved.cell, moved.done))
+                total += moved.reward
+                moves += 1
+                if len(memory) >= WARMUP:
+                    picked = [memory[i] for i in torch.randint(len(memory), (BATCH,), generator=draw).tolist()]
+                    before, actions, rewards, after, done = zip(*picked, strict=True)
+                    y = targets(target, torch.tensor(rewards), observe_all(list(after)),
+                                torch.tensor(done, dtype=torch.float32))
+                    q = online(observe_all(list(before))).gather(1, torch.tensor(actions)[:, None])[:, 0]
+                    loss = nn.functional.smooth_l1_loss(q, y)  # the paper's clipped error: Huber
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                if moves % TARGET_EVERY == 0:
+                    target.load_state_dict(online.state_dict())
+                cell = moved.cell
+                if moved.done:
+                    break
+            returns.append(total)
+    return online.eval(), returns
+
+
+@torch.no_grad()
+def greedy(model: QNetwork, start: tuple[int, int] = START) -> tuple[list[tuple[int, int]], float]:
+    """The cells the greedy policy visits from `start` until the episode ends (or MAX_STEPS), and its return."""
+    cell, path, total = start, [start], 0.0
+    for _ in range(MAX_STEPS):
+        moved = step(cell, int(model(observe(cell)[None]).argmax()))
+        total += moved.reward
+        cell = moved.cell
+        path.append(cell)
+        if moved.done:
+            break
+    return path, total
+
+
+def trained() -> training.Trained:
+    model, returns = train()
+    path, total = greedy(model)
+    return training.Trained(
+        files={WEIGHTS: (weights.state_of(model), training.metadata(
+            greedy_return=total, greedy_moves=len(path) - 1, return_per_episode=returns, train_seed=TRAIN_SEED,
+            episodes=EPISODES))},
+        summary=f"greedy from the start: {len(path) - 1} moves, return {total:.2f}; mean return of the last 50 "
+                f"training episodes {sum(returns[-50:]) / 50:.3f}")
+
+
+def main(argv: list[str]) -> int:
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
+
+
+if __name__ == "__main__":
+    training.run(main)
