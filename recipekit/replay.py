@@ -27,6 +27,16 @@ def cases(made: Mapping[str, Callable[[], dict]], checks: Mapping[str, Callable[
             "checks": [{"name": name, **check()} for name, check in checks.items()]}
 
 
+def reproduced(replayed: float, trained: float, allowed: float = 0.0) -> dict:
+    """A check that a figure train.py measured and stored is measured again: equal for counts (allowed 0), within
+    `allowed` for a float32 mean, whose last bits depend on the order the machine's threads sum it in."""
+    difference = abs(replayed - trained)
+    detail = {"replayed": replayed, "at_training": trained}
+    if allowed:
+        detail |= {"difference": difference, "allowed": allowed}
+    return {"passed": difference <= allowed, "detail": detail}
+
+
 def main(replay: Callable[..., dict], argv: list[str]) -> int:
     """run.py's main: the replay as a readable table (each case's metrics, each check), or with --json as JSON;
     exit status 1 when a check fails."""

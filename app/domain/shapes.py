@@ -544,7 +544,7 @@ class Intervened(Live):
     """A run as asked and with its interventions: for a case endpoint every item before, after and their
     difference; for another endpoint both answers whole and their difference number by number."""
 
-    endpoint: str
+    endpoint: str | None  # the lab endpoint that ran; None where run.py replayed the case (no preset makes it)
     case: str | None
     interventions: list[Intervention]
     items: NotRequired[dict[str, Change]]
@@ -573,7 +573,7 @@ class Stages(Live):
     """A run on every stage of weights kept while the model trained, first the initialisation, last the
     trained weights."""
 
-    endpoint: str
+    endpoint: str | None  # as Intervened's
     case: str | None
     items: NotRequired[dict[str, ItemName]]
     stages: list[Stage]

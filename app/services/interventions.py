@@ -16,7 +16,7 @@ import json
 
 import numpy as np
 
-from ..compute.pool import RecipeCall, decoded
+from ..compute.pool import RecipeCall, RecipeRefused, decoded
 from ..domain.catalog import Model
 from ..domain.interventions import plan
 from ..domain.labs import Endpoint
@@ -45,7 +45,10 @@ def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -
                                 model.manifest.get("className", ""), context(model.checkpoint), run_key)
     asked = json.dumps({"args": args, "steps": steps, "sources": source_args}, sort_keys=True)
     key = f"intervened:{entry}:{run_key}:{hashlib.sha256(asked.encode()).hexdigest()}"
-    reply, cached = runs.submit(call, key)
+    changed = ", ".join(dict.fromkeys(step["node"] for step in steps))
+    blame = RecipeRefused(400, f"interventions: the changes to {changed} made the answer NaN or infinite, which "
+                               "JSON cannot carry; a smaller factor, or another action, may keep it finite")
+    reply, cached = runs.submit(call, key, blame)
     return decoded(reply), cached, steps
 
 

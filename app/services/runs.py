@@ -103,24 +103,26 @@ def run(call: RecipeCall) -> dict:
     return workers.pool.run(call)
 
 
-def answerable(call: RecipeCall, reply: dict) -> dict:
+def answerable(call: RecipeCall, reply: dict, blame: RecipeRefused | None = None) -> dict:
     """The reply, when its result can be answered as JSON: NaN and infinity cannot (a replay's are compared
-    instead, so verification does not ask this). The recipe process said which when it encoded it."""
+    instead, so verification does not ask this). The recipe process said which when it encoded it. `blame`, where
+    the request made them (an intervention that blew the values up), is raised instead of the server's 503."""
     if not reply["finite"]:
-        raise RecipeError(f"the recipe's {call.entry}() answered NaN or infinity, which JSON cannot carry")
+        raise blame or RecipeError(f"the recipe's {call.entry}() answered NaN or infinity, which JSON cannot carry")
     return reply
 
 
-def submit(call: RecipeCall, key: str) -> tuple[dict, bool]:
+def submit(call: RecipeCall, key: str, blame: RecipeRefused | None = None) -> tuple[dict, bool]:
     """The reply to the call and whether it came from the cache (kept under `key`, which names everything
-    the answer depends on, for CACHE_SECONDS); a failed run raises its RecipeError (see status_of)."""
+    the answer depends on, for CACHE_SECONDS); a failed run raises its RecipeError (see status_of), a result that
+    is not finite `blame` where given (see answerable)."""
     found = cache.get(key)
     if found is not None:
         return found, True
     budget.spend()  # only a run that starts counts: not a refused request, nor a kept answer
     ticket = admit()
     try:
-        reply = answerable(call, run(call))
+        reply = answerable(call, run(call), blame)
     finally:
         ticket.release()
     cache.set(key, reply, timeout=int(current_app.config["CACHE_SECONDS"]))

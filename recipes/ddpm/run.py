@@ -30,6 +30,8 @@ DENOISE_FROM = 40  # ... from this step
 DENOISE_SEED = 3  # ... with this noise
 SHOWN = (100, 80, 60, 40, 30, 20, 10, 5, 1)  # the steps a case draws side by side (and the end, t = 0)
 FORWARD_SHOWN = (0, 5, 10, 20, 40, 60, 80, 100)  # the forward process's steps drawn for one digit
+# The curve by timestep runs the U-Net 100 times over these digits: over all 360 it was two thirds of a replay.
+CURVE_DIGITS = 90
 HELD_OUT_SEED = 6239  # the held-out loss's timesteps and noise (the paper: arXiv 2006.11239)
 CURVE_SEED = 1  # the noise of the loss by timestep
 PIXELS = [f"pixel {r},{c}" for r in range(8) for c in range(8)]
@@ -202,10 +204,11 @@ def test_case(model: UNet) -> dict:
     """The held-out split: the loss by timestep, the mean loss train.py measured, and the training curve."""
     images, _ = digits.held_out()
     metadata = stored.read(WEIGHTS)[1]
-    by_t = loss_by_timestep(model, images)
+    by_t = loss_by_timestep(model, images[:CURVE_DIGITS])
     return {"label": "All held-out test digits",
             "matrices": [],
-            "vectors": [{"key": "loss_by_timestep", "label": "L_simple at each timestep over the 360 test digits",
+            "vectors": [{"key": "loss_by_timestep",
+                         "label": f"L_simple at each timestep over the first {CURVE_DIGITS} test digits",
                          "values": by_t.tolist(), "first": 1},
                         {"key": "training_loss", "label": "Mean training loss (L_simple at uniform timesteps) in "
                                                           "each epoch, as train.py measured it",
@@ -221,7 +224,7 @@ CHECK_FORWARD = "The closed form of q(x_t | x_0) is the forward chain run step b
 CHECK_LOSS = "L_simple is ‖ε − ε_θ(√ᾱ_t x_0 + √(1 − ᾱ_t) ε, t)‖², computed by hand"
 CHECK_POSTERIOR = "Each reverse step's mean is the mean of q(x_{t-1} | x_t, x̂_0), the posterior at the predicted x_0"
 CHECK_HELD_OUT = "The stored weights reproduce the held-out loss measured when they were trained"
-CHAIN_SAMPLES = 20000  # copies of one digit run through the chain step by step
+CHAIN_SAMPLES = 5000  # copies of one digit run through the chain step by step
 CLOSE = 1e-5  # float32 arithmetic on values of order 1
 
 
@@ -299,7 +302,7 @@ def check_held_out(model: UNet) -> dict:
     images, _ = digits.held_out()
     replayed = held_out_loss(model, images)  # float32, as train.py measured
     trained = float(stored.read(WEIGHTS)[1].get("test_loss", "nan"))
-    return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
+    return kit.reproduced(replayed, trained, allowed=CLOSE)  # a float32 mean of 360 terms (1.5e-8 apart seen)
 
 
 CHECKS = {CHECK_FORWARD: lambda model: check_forward(), CHECK_LOSS: check_loss, CHECK_POSTERIOR: check_posterior,

@@ -223,7 +223,7 @@ def check_optimal(model: QNetwork) -> dict:
 def check_held(model: QNetwork) -> dict:
     replayed = greedy(model)[1]
     trained = float(stored.read(WEIGHTS)[1].get("greedy_return", "nan"))
-    return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
+    return kit.reproduced(replayed, trained)
 
 
 CHECKS = {CHECK_BELLMAN: check_bellman, CHECK_SHORTEST: check_shortest, CHECK_OPTIMAL: check_optimal,

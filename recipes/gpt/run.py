@@ -179,7 +179,7 @@ def check_accuracy(model: GPT) -> dict:
     _, metadata = stored.read(WEIGHTS)
     replayed = exact_match(model, held_out())
     trained = float(metadata.get("exact_match", "nan"))
-    return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
+    return kit.reproduced(replayed, trained)
 
 
 CHECKS = {CHECK_CAUSAL: check_causal, CHECK_SHIFTED_LOSS: check_shifted_loss, CHECK_TIED_HEAD: check_tied_head,

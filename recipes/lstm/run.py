@@ -194,7 +194,7 @@ def check_accuracy(model: BracketLSTM) -> dict:
     _, metadata = stored.read(WEIGHTS)
     replayed = scores(model, held_out())["token_accuracy"]
     trained = float(metadata.get("token_accuracy", "nan"))
-    return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
+    return kit.reproduced(replayed, trained)
 
 
 CHECKS = {CHECK_TORCH: check_torch, CHECK_RANGES: check_ranges, CHECK_RECURRENCE: check_recurrence,

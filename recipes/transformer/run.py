@@ -195,7 +195,7 @@ def check_accuracy(model: Transformer) -> dict:
     _, metadata = stored.read(WEIGHTS)
     replayed = exact_match(model, held_out())
     trained = float(metadata.get("exact_match", "nan"))
-    return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
+    return kit.reproduced(replayed, trained)
 
 
 CHECKS = {CHECK_CAUSAL: check_causal, CHECK_TORCH: check_torch, CHECK_ACCURACY: check_accuracy}

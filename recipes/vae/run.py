@@ -169,7 +169,7 @@ def check_held_out(model: VAE) -> dict:
     images, _, metadata = test_split()
     replayed = loss_terms(model, pixels(images))[0].mean().item()  # float32, as train.py measured
     trained = float(metadata.get("test_loss", "nan"))
-    return {"passed": replayed == trained, "detail": {"replayed": replayed, "at_training": trained}}
+    return kit.reproduced(replayed, trained)
 
 
 CHECKS = {CHECK_ELBO: check_elbo, CHECK_KL: check_kl, CHECK_HELD_OUT: check_held_out}

@@ -22,13 +22,15 @@ from . import (
     recurrent,
     reinforcement,
     seq2seq,
+    state_space,
 )
 from .fields import BODY_ONLY, DeclarationError, Field, declared_field
 from .kind import LabKind
 
 KINDS: dict[str, LabKind] = {kind.name: kind for kind in (masked_lm.KIND, causal_lm.KIND, image_classifier.KIND,
                                                           datalab.KIND, recurrent.KIND, seq2seq.KIND, autoencoder.KIND,
-                                                          diffusion.KIND, graph.KIND, reinforcement.KIND)}
+                                                          diffusion.KIND, graph.KIND, reinforcement.KIND,
+                                                          state_space.KIND)}
 METHODS = ("GET", "POST")
 
 

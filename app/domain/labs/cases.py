@@ -11,6 +11,12 @@ def metrics(case: dict) -> dict[str, float]:
     return {m["key"]: m["value"] for m in case.get("metrics", [])}
 
 
+def sequence_presets(cases: list[dict], field: str) -> list[dict]:
+    """Each case that holds a sequence under `field` (a vector of token ids) as the run request that replays it."""
+    return [{"id": case["id"], "label": case["label"], "request": {field: sequence}}
+            for case in cases if (sequence := vectors(case).get(field)) is not None]
+
+
 def input_tokens(case: dict, spec) -> list[dict] | None:
     """The case's input tokens (its `input_ids` vector) as an axis of ids and names, or None without one."""
     ids = vectors(case).get("input_ids")

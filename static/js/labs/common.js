@@ -2,7 +2,7 @@
 // and the server's comparison of a live run with the recorded case it replays.
 
 import { diverging, sig } from "../charts.js";
-import { editQuery, el, readJson, requireData, scrollBox, showStatus } from "../dom.js";
+import { editQuery, el, readJson, requireData, scrollBox, setDisabled, showStatus } from "../dom.js";
 
 const BUSY_RETRIES = 3;
 const PROGRESS_MS = 1000; // how often a waiting run's elapsed time is shown
@@ -358,6 +358,33 @@ export class SequenceLab extends LabPanel {
   /** The run's request: the sequence, and the recorded case it should reproduce while it is one. */
   request() {
     return { [this.field]: this.tokens, ...(this.preset ? { compare_with: this.preset } : {}) };
+  }
+}
+
+/**
+ * A SequenceLab edited as templates/labs/_sequence_editor.html draws it: a button adds each token, one removes the
+ * last, one clears; the sequence is shown as typed (one character per token) or as names, and the buttons that
+ * would go past `sizes.steps` tokens, or remove from an empty sequence, are disabled.
+ */
+export class EditedSequenceLab extends SequenceLab {
+  constructor(section, field) {
+    super(section, field);
+    for (const button of section.querySelectorAll("[data-token]")) {
+      button.addEventListener("click", () => this.edit([...this.tokens, Number(button.dataset.token)]));
+    }
+    section.querySelector("#seq-remove").addEventListener("click", () => this.edit(this.tokens.slice(0, -1)));
+    section.querySelector("#seq-clear").addEventListener("click", () => this.edit([]));
+  }
+
+  showTokens() {
+    // The template offers a text box where every token's name is one character: the names then join as typed.
+    const shown = this.tokens.map((t) => this.name(t)).join(this.text ? "" : " ");
+    if (this.text) this.text.value = shown;
+    else this.section.querySelector("#seq-shown").textContent = shown || "(empty)";
+    const full = this.tokens.length >= this.settings.sizes.steps;
+    const remove = this.section.querySelector("#seq-remove");
+    for (const button of this.section.querySelectorAll("[data-token]")) setDisabled(button, full, remove);
+    setDisabled(remove, !this.tokens.length, this.section.querySelector("[data-token]"));
   }
 }
 

@@ -1,7 +1,7 @@
 """The recurrent lab kind: type a sequence of tokens, and watch a network that reads it one step at a time:
 every state it keeps at every step, and the class it reads after each token against the true one."""
 
-from ..cases import vectors
+from ..cases import sequence_presets, vectors
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads, check_names
 
@@ -22,8 +22,7 @@ class Recurrent(LabKind):
 
     def presets(self, cases: list[dict], spec) -> list[dict]:
         """Each recorded case as the run request that replays it: its tokens."""
-        return [{"id": case["id"], "label": case["label"], "request": {"tokens": tokens}}
-                for case in cases if (tokens := vectors(case).get("tokens")) is not None]
+        return sequence_presets(cases, "tokens")
 
     def axes(self, case: dict, spec) -> dict[str, dict]:
         """Every matrix with a row per token is read step by step: its rows are the steps, named by their

@@ -3,34 +3,18 @@
 // keeps (one row of each matrix with a row per step), and the heatmaps show all steps at once.
 
 import { sig, valueHeatmap } from "../charts.js";
-import { chartBox, el, keepingFocus, setDisabled } from "../dom.js";
-import { bars, checkedTokens, item, postJson, SequenceLab, table } from "./common.js";
+import { chartBox, el, keepingFocus } from "../dom.js";
+import { bars, checkedTokens, EditedSequenceLab, item, postJson, table } from "./common.js";
 
-export class Lab extends SequenceLab {
+export class Lab extends EditedSequenceLab {
   constructor(section) {
     super(section, "tokens");
     this.emptySaid = "Add a token to start.";
-    for (const button of section.querySelectorAll("[data-token]")) {
-      button.addEventListener("click", () => this.edit([...this.tokens, Number(button.dataset.token)]));
-    }
-    section.querySelector("#seq-remove").addEventListener("click", () => this.edit(this.tokens.slice(0, -1)));
-    section.querySelector("#seq-clear").addEventListener("click", () => this.edit([]));
     this.start();
   }
 
   checked(tokens) {
     return checkedTokens(tokens, this.settings.sizes.steps, this.settings.sizes.vocab - 1);
-  }
-
-  showTokens() {
-    // The template offers a text box where every token's name is one character: the names then join as typed.
-    const shown = this.tokens.map((t) => this.name(t)).join(this.text ? "" : " ");
-    if (this.text) this.text.value = shown;
-    else this.section.querySelector("#seq-shown").textContent = shown || "(empty)";
-    const full = this.tokens.length >= this.settings.sizes.steps;
-    const remove = this.section.querySelector("#seq-remove");
-    for (const button of this.section.querySelectorAll("[data-token]")) setDisabled(button, full, remove);
-    setDisabled(remove, !this.tokens.length, this.section.querySelector("[data-token]"));
   }
 
   async run(problem = null) {

@@ -2,7 +2,7 @@
 at a time: what each step read, what it wrote and where it looked in the source (cross-attention), with the
 encoder's and the decoder's own attention."""
 
-from ..cases import vectors
+from ..cases import sequence_presets, vectors
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads, check_names
 
@@ -27,8 +27,7 @@ class Seq2Seq(LabKind):
 
     def presets(self, cases: list[dict], spec) -> list[dict]:
         """Each recorded case as the run request that replays it: its source."""
-        return [{"id": case["id"], "label": case["label"], "request": {"source": source}}
-                for case in cases if (source := vectors(case).get("source")) is not None]
+        return sequence_presets(cases, "source")
 
     def axes(self, case: dict, spec) -> dict[str, dict]:
         """Attention rows and columns are source tokens or the decoder's steps (named by the token each step

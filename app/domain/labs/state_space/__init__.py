@@ -1,0 +1,35 @@
+"""The state-space lab kind: type a sequence, and step through a selective state-space model's scan token by token:
+the step size Δ it chose for the token (how much of its state to let go and how much of the token to write), B (how
+the token is written into the state) and C (how the output reads it), and the mixing matrix, how much of each
+earlier token every output is made of; the answers at the positions the recipe asks for, with a baseline's beside
+them where the recipe trains one."""
+
+from ..cases import sequence_presets
+from ..fields import DeclarationError
+from ..kind import LabKind, Reads, check_names
+
+
+class StateSpace(LabKind):
+    name = "state-space"
+    requires = {"sizes": ("vocab", "steps", "layers"), "endpoints": ("runs",)}
+    # A run's case: the tokens, where the answers are asked for and the model's answers (and a baseline's, and the
+    # right ones, where the recipe has them), the probabilities there, and per layer (1, 2, ...) token by token Δ
+    # (token × channel), B and C (token × state) and the mixing matrix (token × token).
+    limits = {"runs": {"tokens": "The recipe says where in a sequence an answer is asked for (a marker, say): a "
+                                 "sequence that asks for none is refused, with the recipe's reason."}}
+    reads = {"runs": Reads(items=("tokens", "answered_at", "predicted", "probabilities", "delta_*", "B_*", "C_*",
+                                  "mixing_*", "mean_delta_*"))}
+
+    def check(self, spec) -> None:
+        """The runs endpoint takes the tokens, at most `steps`; token names, where given, name every token."""
+        tokens = spec.endpoints["runs"].fields.get("tokens")
+        if tokens is None or tokens.type != "ints":
+            raise DeclarationError(f"lab.endpoints.runs of a {self.name} lab needs a `tokens` field of ints")
+        check_names(spec, "vocab", "tokens")
+
+    def presets(self, cases: list[dict], spec) -> list[dict]:
+        """Each recorded case with tokens as the run request that replays it."""
+        return sequence_presets(cases, "tokens")
+
+
+KIND = StateSpace()

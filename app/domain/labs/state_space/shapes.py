@@ -1,0 +1,1 @@
+"""A state-space lab's runs answer a case (the manifest's case shape); it has no other endpoint."""
