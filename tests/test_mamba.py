@@ -187,3 +187,16 @@ def test_a_change_that_blows_the_scan_up_is_the_request_s_400_naming_the_node(mo
     assert answer.status_code == 400
     assert answer.get_json()["error"]["message"].startswith(
         "interventions: the changes to layers.0.mixer.softplus made the answer NaN or infinite")
+
+
+def test_what_if_changes_the_mamba_alone_and_not_the_lstm_beside_it(module_client):
+    """The LSTM is no part of the recorded graph: a change to `embed` or `head` (names both models use) reaches the
+    Mamba's module alone."""
+    answer = module_client.post("/api/models/mamba/interventions", json={
+        "case": "example", "interventions": [{"node": "embed", "action": "zero"}]})
+    assert answer.status_code == 200, answer.get_json()
+    items = answer.get_json()["items"]
+    assert items["baseline_predicted"]["after"] == items["baseline_predicted"]["before"] == [3, 7, 1, 5]
+    assert items["predicted"]["after"] != [3, 7, 1, 5]
+    assert set(answer.get_json()["effects"]) <= {layer["id"] for layer in module_client.get(
+        "/api/models/mamba").get_json()["layers"]}

@@ -70,13 +70,20 @@ def outermost(module: nn.Module) -> nn.Module | None:
     return None if found is module else found
 
 
+def built_in_run(module: nn.Module) -> bool:
+    """Whether `module` is an outermost model built while a run was hooked (its parts were registered in it)."""
+    return any((parent := PARENTS.get(child)) is not None and parent() is module for child in module.children())
+
+
 class Tracker:
     """Names every module call of a run by the graph's rule and lets hooks read or replace its tensors.
 
     A module of the recorded model's class (`root`) names its parts itself. A recipe may also call a model's
     parts one by one (a trace runs the embeddings, then each layer); a part not named yet is named in the
     outermost model holding it: walked up to where the model was built during the run, else searched for
-    among every model in the process (once per model: the names are kept)."""
+    among every model of the recorded class in the process (once per model: the names are kept). Another model
+    a run calls (a baseline beside the recorded one) is no part of the graph: its modules have no node, so that a
+    change to `embed` changes the recorded model's alone."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -93,18 +100,18 @@ class Tracker:
     def discover(self) -> None:
         modules = [o for o in gc.get_objects() if issubclass(type(o), nn.Module)]  # type(): no lazy proxy wakes
         inner = {id(child) for m in modules for child in m.children()}
-        for root in sorted((m for m in modules if id(m) not in inner), key=lambda m: sum(1 for _ in m.modules())):
+        recorded = (m for m in modules if id(m) not in inner and type(m).__name__ == self.root)
+        for root in sorted(recorded, key=lambda m: sum(1 for _ in m.modules())):
             self.name_from(root)  # the largest model names last
 
     def name(self, module: nn.Module) -> str | None:
         """The module's name in the graph: "" for the recorded model itself, None for no part of it."""
         if module not in NAMES:
-            if type(module).__name__ == self.root:
-                self.name_from(module)
-            elif (model := outermost(module)) is not None:
-                self.name_from(model)
-            else:
+            model = module if type(module).__name__ == self.root else outermost(module)
+            if model is None and not built_in_run(module):
                 self.discover()
+            elif model is not None and type(model).__name__ == self.root:
+                self.name_from(model)
         return NAMES.get(module)
 
     def node(self, module: nn.Module) -> str | None:
