@@ -25,9 +25,10 @@ TRAIN_SEED = 2020  # initial weights, batch order, timesteps and noise (Ho, Jain
 EPOCHS = 200
 BATCH = 64
 LEARNING_RATE = 2e-3
-# Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
-# identical bits; another build may round a few sums differently.
-RETRAIN_TOLERANCE = 1e-3
+# Retraining reproduces the stored weights to within this (max |difference|): the same torch build on the same
+# machine gives identical bits; on another CPU a few sums round differently, and over 200 epochs that drifted the
+# weights by up to 1.07e-3 (seen on an AMD EPYC with AVX2, the held-out loss the same 0.0644).
+RETRAIN_TOLERANCE = 5e-3
 
 
 def train(split: dict[str, Tensor]) -> training.Fitted:
