@@ -1,5 +1,6 @@
 """Start real servers on loopback for the benchmarks: gunicorn with the project's config, and Redis."""
 
+import contextlib
 import os
 import shutil
 import signal
@@ -41,7 +42,7 @@ def gunicorn(app: str, env: dict | None = None, ready_path: str = "/") -> Iterat
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--bind", f"127.0.0.1:{port}",
          "--access-logfile", "/dev/null", app],
-        cwd=ROOT, env=os.environ | (env or {}), stdout=log, stderr=log)
+        cwd=ROOT, env=os.environ | (env or {}), stdout=log, stderr=log, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(base + ready_path)
@@ -49,6 +50,8 @@ def gunicorn(app: str, env: dict | None = None, ready_path: str = "/") -> Iterat
     finally:
         process.terminate()
         process.wait(timeout=30)
+        with contextlib.suppress(ProcessLookupError):  # a worker that outlived its master, and its recipe processes
+            os.killpg(process.pid, signal.SIGKILL)
         log.close()
         Path(log.name).unlink(missing_ok=True)
 
