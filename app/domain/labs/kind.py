@@ -52,6 +52,15 @@ def check_names(spec, size: str, what: str) -> None:
         raise DeclarationError(f"lab.names lists {len(spec.names)} {what}; lab.sizes.{size} is {spec.sizes[size]}")
 
 
+def check_sequence_field(spec, kind: str, field: str) -> None:
+    """The runs endpoint takes a sequence of token ids under `field`; token names, where given, name every token of
+    the vocabulary (the recurrent, seq2seq and state-space kinds)."""
+    found = spec.endpoints["runs"].fields.get(field)
+    if found is None or found.type != "ints":
+        raise DeclarationError(f"lab.endpoints.runs of a {kind} lab needs a `{field}` field of ints")
+    check_names(spec, "vocab", "tokens")
+
+
 class LabKind:
     """A lab kind: the parts of a [lab] declaration it requires, what its page reads, and what depends on
     the kind (defaults between fields, presets from recorded cases, the axes of a case's matrices)."""

@@ -376,6 +376,10 @@ export class EditedSequenceLab extends SequenceLab {
     section.querySelector("#seq-clear").addEventListener("click", () => this.edit([]));
   }
 
+  checked(tokens) {
+    return checkedTokens(tokens, this.settings.sizes.steps, this.settings.sizes.vocab - 1);
+  }
+
   showTokens() {
     // The template offers a text box where every token's name is one character: the names then join as typed.
     const shown = this.tokens.map((t) => this.name(t)).join(this.text ? "" : " ");
@@ -386,6 +390,12 @@ export class EditedSequenceLab extends SequenceLab {
     for (const button of this.section.querySelectorAll("[data-token]")) setDisabled(button, full, remove);
     setDisabled(remove, !this.tokens.length, this.section.querySelector("[data-token]"));
   }
+}
+
+/** How long the recipe computed an answer, as a lab's status says it: "12 ms", "under 1 ms". */
+export function serverTime(answer) {
+  const ms = answer.compute_seconds * 1000;
+  return `${ms < 1 ? "under 1" : ms.toFixed(0)} ms`;
 }
 
 /** A case's item (matrix, vector, metric: whatever groups the server's schema has) by its stable key; labels

@@ -5,7 +5,7 @@
 
 import { sig, smallMap, valueHeatmap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
-import { bars, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, vector } from "./common.js";
+import { bars, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, serverTime, startFromLink, table, vector } from "./common.js";
 import { DrawingPad } from "./drawing.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
@@ -101,8 +101,7 @@ export class Lab extends LabPanel {
     this.ran("runs", answer);
     const c = answer.case;
     const read = item(c, "prediction").value;
-    const ms = answer.compute_seconds * 1000;
-    this.setStatus(`${problem ? `${problem} ` : ""}Read as ${this.name(read)} with probability ${sig(item(c, "confidence").value, 3)} (${ms < 1 ? "under 1" : ms.toFixed(0)} ms on the server).`);
+    this.setStatus(`${problem ? `${problem} ` : ""}Read as ${this.name(read)} with probability ${sig(item(c, "confidence").value, 3)} (${serverTime(answer)} on the server).`);
     this.render(answer);
     if (this.traceShown) this.trace();
   }

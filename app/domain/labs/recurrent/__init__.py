@@ -2,8 +2,7 @@
 every state it keeps at every step, and the class it reads after each token against the true one."""
 
 from ..cases import sequence_presets, vectors
-from ..fields import DeclarationError
-from ..kind import LabKind, Reads, check_names
+from ..kind import LabKind, Reads, check_sequence_field
 
 
 class Recurrent(LabKind):
@@ -15,10 +14,7 @@ class Recurrent(LabKind):
 
     def check(self, spec) -> None:
         """The runs endpoint takes the tokens; token names, where given, name every token of the vocabulary."""
-        tokens = spec.endpoints["runs"].fields.get("tokens")
-        if tokens is None or tokens.type != "ints":
-            raise DeclarationError(f"lab.endpoints.runs of a {self.name} lab needs a `tokens` field of ints")
-        check_names(spec, "vocab", "tokens")
+        check_sequence_field(spec, self.name, "tokens")
 
     def presets(self, cases: list[dict], spec) -> list[dict]:
         """Each recorded case as the run request that replays it: its tokens."""

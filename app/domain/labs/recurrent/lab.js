@@ -4,17 +4,13 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus } from "../dom.js";
-import { bars, checkedTokens, EditedSequenceLab, item, postJson, table } from "./common.js";
+import { bars, EditedSequenceLab, item, postJson, serverTime, table } from "./common.js";
 
 export class Lab extends EditedSequenceLab {
   constructor(section) {
     super(section, "tokens");
     this.emptySaid = "Add a token to start.";
     this.start();
-  }
-
-  checked(tokens) {
-    return checkedTokens(tokens, this.settings.sizes.steps, this.settings.sizes.vocab - 1);
   }
 
   async run(problem = null) {
@@ -25,9 +21,8 @@ export class Lab extends EditedSequenceLab {
     const predicted = item(c, "predicted").values;
     const expected = item(c, "expected")?.values;
     const right = expected ? predicted.filter((p, k) => p === expected[k]).length : null;
-    const ms = answer.compute_seconds * 1000;
     const judged = right === null ? "; the recipe knows no true answer for this sequence" : `, ${right} of them right`;
-    this.setStatus(`${problem ? `${problem} ` : ""}Read ${predicted.length} tokens${judged} (${ms < 1 ? "under 1" : ms.toFixed(0)} ms on the server).`);
+    this.setStatus(`${problem ? `${problem} ` : ""}Read ${predicted.length} tokens${judged} (${serverTime(answer)} on the server).`);
     this.answer = answer;
     this.render();
   }

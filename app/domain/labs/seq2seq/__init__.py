@@ -3,8 +3,7 @@ at a time: what each step read, what it wrote and where it looked in the source 
 encoder's and the decoder's own attention."""
 
 from ..cases import sequence_presets, vectors
-from ..fields import DeclarationError
-from ..kind import LabKind, Reads, check_names
+from ..kind import LabKind, Reads, check_sequence_field
 
 # The attention a matrix holds, by its key's first word: what its rows and its columns are.
 ATTENTION_AXES = {"encoder": ("source", "source"), "decoder": ("decoder_input", "decoder_input"),
@@ -20,10 +19,7 @@ class Seq2Seq(LabKind):
 
     def check(self, spec) -> None:
         """The runs endpoint takes the source; token names, where given, name every token of the vocabulary."""
-        source = spec.endpoints["runs"].fields.get("source")
-        if source is None or source.type != "ints":
-            raise DeclarationError(f"lab.endpoints.runs of a {self.name} lab needs a `source` field of ints")
-        check_names(spec, "vocab", "tokens")
+        check_sequence_field(spec, self.name, "source")
 
     def presets(self, cases: list[dict], spec) -> list[dict]:
         """Each recorded case as the run request that replays it: its source."""

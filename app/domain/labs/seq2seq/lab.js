@@ -5,7 +5,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus } from "../dom.js";
-import { bars, checkedTokens, item, postJson, SequenceLab, table } from "./common.js";
+import { bars, checkedTokens, item, postJson, SequenceLab, serverTime, table } from "./common.js";
 
 // Attention matrices by their key's first word, in the order a reader meets them on the page.
 const ATTENTION = [
@@ -46,11 +46,10 @@ export class Lab extends SequenceLab {
     const c = answer.case;
     const output = item(c, "output").values;
     const expected = item(c, "expected")?.values;
-    const ms = answer.compute_seconds * 1000;
     const judged = !expected ? "; the recipe knows no true answer for this source"
       : output.length === expected.length && output.every((t, k) => t === expected[k]) ? ", exactly the true answer"
       : `; the true answer is ${this.written(expected)}`;
-    this.setStatus(`${problem ? `${problem} ` : ""}Wrote ${this.written(output)} in ${output.length} steps${judged} (${ms < 1 ? "under 1" : ms.toFixed(0)} ms on the server).`);
+    this.setStatus(`${problem ? `${problem} ` : ""}Wrote ${this.written(output)} in ${output.length} steps${judged} (${serverTime(answer)} on the server).`);
     this.answer = answer;
     this.render();
   }

@@ -5,8 +5,7 @@ earlier token every output is made of; the answers at the positions the recipe a
 them where the recipe trains one."""
 
 from ..cases import sequence_presets
-from ..fields import DeclarationError
-from ..kind import LabKind, Reads, check_names
+from ..kind import LabKind, Reads, check_sequence_field
 
 
 class StateSpace(LabKind):
@@ -22,10 +21,7 @@ class StateSpace(LabKind):
 
     def check(self, spec) -> None:
         """The runs endpoint takes the tokens, at most `steps`; token names, where given, name every token."""
-        tokens = spec.endpoints["runs"].fields.get("tokens")
-        if tokens is None or tokens.type != "ints":
-            raise DeclarationError(f"lab.endpoints.runs of a {self.name} lab needs a `tokens` field of ints")
-        check_names(spec, "vocab", "tokens")
+        check_sequence_field(spec, self.name, "tokens")
 
     def presets(self, cases: list[dict], spec) -> list[dict]:
         """Each recorded case with tokens as the run request that replays it."""

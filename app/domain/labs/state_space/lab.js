@@ -5,7 +5,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus } from "../dom.js";
-import { bars, checkedTokens, EditedSequenceLab, item, postJson, table } from "./common.js";
+import { bars, EditedSequenceLab, item, postJson, serverTime, table } from "./common.js";
 
 export class Lab extends EditedSequenceLab {
   constructor(section) {
@@ -13,10 +13,6 @@ export class Lab extends EditedSequenceLab {
     this.emptySaid = "Add a token to start.";
     this.layers = Array.from({ length: this.settings.sizes.layers }, (_, k) => k + 1);
     this.start();
-  }
-
-  checked(tokens) {
-    return checkedTokens(tokens, this.settings.sizes.steps, this.settings.sizes.vocab - 1);
   }
 
   async run(problem = null) {
@@ -27,9 +23,8 @@ export class Lab extends EditedSequenceLab {
     const predicted = item(c, "predicted").values;
     const expected = item(c, "expected")?.values;
     const right = expected ? predicted.filter((p, k) => p === expected[k]).length : null;
-    const ms = answer.compute_seconds * 1000;
     const judged = right === null ? "; the recipe knows no right answer for this sequence" : `, ${right} of them right`;
-    this.setStatus(`${problem ? `${problem} ` : ""}Read ${this.tokens.length} tokens; ${predicted.length} answer${predicted.length === 1 ? "" : "s"} asked for${judged} (${ms < 1 ? "under 1" : ms.toFixed(0)} ms on the server).`);
+    this.setStatus(`${problem ? `${problem} ` : ""}Read ${this.tokens.length} tokens; ${predicted.length} answer${predicted.length === 1 ? "" : "s"} asked for${judged} (${serverTime(answer)} on the server).`);
     this.answer = answer;
     this.render();
   }
