@@ -14,8 +14,9 @@ recorded case of the model costs a recipe process once: the time and the memory.
 The second table goes through a recipe process as the server does (compute/pool.py: the pipe, the JSON reply,
 the worker's own seeding), each round on an input the process has not run (its key new): `lab` is the lab
 run, whose reply the process follows by running it again with hooks and keeping it; `later` is the first change
-to that input asked a moment after (`--pause`: the reader choosing a change); `first` is a change to an input
-never run (an API client's).
+to that input asked a moment after (`--pause`), when the process may still be keeping the lab run; `reader` is
+the same after `--reader-pause` (a reader who picks a node and an action takes longer than a second), when the
+lab run is kept; `first` is a change to an input never run (an API client's).
 """
 
 import argparse
@@ -45,6 +46,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--pause", type=float, default=0.2, help="seconds of idle before each timed call")
+    parser.add_argument("--reader-pause", type=float, default=1.0, help="seconds between a lab run and `reader`")
     options = parser.parse_args()
     repeat = options.repeat
 
@@ -95,22 +97,23 @@ def main() -> None:
               f"{warm_up * 1000:>6.1f} {memo.size / 2**20:>5.2f}")
         if model.has_lab and asked.endpoint is not None:  # the second table: a lab run, then changes to its input
             through_a_process.append((slug, model.recipe_dir, asked.entry, request, step, root))
-    print(f"\nthrough a recipe process (--pause {options.pause:g} s)")
-    print(f"{'model':<10} {'lab ms':>9} {'later ms':>9} {'ratio':>6} {'first ms':>9} {'ratio':>6}")
+    print(f"\nthrough a recipe process (--pause {options.pause:g} s, --reader-pause {options.reader_pause:g} s)")
+    print(f"{'model':<10} {'lab ms':>9} {'later ms':>9} {'ratio':>6} {'reader ms':>9} {'ratio':>6} {'first ms':>9} "
+          f"{'ratio':>6}")
     for row in through_a_process:
-        lab, later, first = pooled(*row[1:], repeat, options.pause)
-        print(f"{row[0]:<10} {lab * 1000:>9.2f} {later * 1000:>9.2f} {later / lab:>6.2f} {first * 1000:>9.2f} "
-              f"{first / lab:>6.2f}")
+        lab, later, reader, first = pooled(*row[1:], repeat, options.pause, options.reader_pause)
+        print(f"{row[0]:<10} {lab * 1000:>9.2f} {later * 1000:>9.2f} {later / lab:>6.2f} {reader * 1000:>9.2f} "
+              f"{reader / lab:>6.2f} {first * 1000:>9.2f} {first / lab:>6.2f}")
 
 
 def pooled(recipe_dir: Path, entry: str, request: dict, step: list, root: str, repeat: int,
-           pause: float) -> list[float]:
+           pause: float, reader_pause: float) -> list[float]:
     """The medians of a lab run and of the changes to its input (the module docstring's second table), each
     round timed from the call to the reply through one recipe process."""
     from app.compute.pool import RecipeCall, WorkerPool
 
     pool = WorkerPool(size=1, timeout=120, torch_threads=1, seed=0)
-    times: list[list[float]] = [[], [], []]
+    times: list[list[float]] = [[], [], [], []]
 
     def call(made: RecipeCall, kept: list[float]) -> None:
         started = time.perf_counter()
@@ -128,7 +131,11 @@ def pooled(recipe_dir: Path, entry: str, request: dict, step: list, root: str, r
             time.sleep(pause)
             call(RecipeCall.intervene(recipe_dir, entry, request, step, [], root, {}, f"later-{index}"), times[1])
             time.sleep(pause)
-            call(RecipeCall.intervene(recipe_dir, entry, request, step, [], root, {}, f"first-{index}"), times[2])
+            pool.run(RecipeCall.lab(recipe_dir, entry, request, {}, {"root": root, "key": f"reader-{index}"}))
+            time.sleep(reader_pause)
+            call(RecipeCall.intervene(recipe_dir, entry, request, step, [], root, {}, f"reader-{index}"), times[2])
+            time.sleep(pause)
+            call(RecipeCall.intervene(recipe_dir, entry, request, step, [], root, {}, f"first-{index}"), times[3])
     finally:
         pool.shutdown()
     return [statistics.median(kept) for kept in times]

@@ -409,6 +409,32 @@ def test_gpt_page_lab_generates_and_traces(watched):
     expect(page.locator('#graph-stage .g-cluster[data-id="h.1"]')).to_have_count(1)
 
 
+def test_a_large_heatmap_is_one_image_that_names_the_cell_under_the_pointer_and_its_table_joins_when_opened(watched):
+    """A map of more than 20 x 20 cells (the sampler's chain, 51 x 64 block means) is one image, not a rectangle
+    and a title per cell; the pointer's cell is named as a cell's title would name it, with the table's value;
+    its table, closed, is out of the page until it is opened."""
+    page = watched("/models/ddpm")
+    lab_ready(page)
+    figure = page.locator('#case-panel figure[data-chart="heatmap"]').first
+    image = figure.locator("svg image.raster-grid")
+    expect(image).to_have_count(1)
+    assert figure.locator("svg rect[data-row]").count() == 0
+    assert [image.get_attribute("data-rows"), image.get_attribute("data-cols")] == ["51", "64"]
+    expect(figure.locator(".value-table")).to_have_count(0)
+    image.scroll_into_view_if_needed()
+    box = image.bounding_box()
+    side = box["width"] / 64
+    page.mouse.move(box["x"] + 2.5 * side, box["y"] + 25.5 * side)  # the middle of a map taller than the screen
+    expect(image.locator("title")).to_have_text(re.compile(r"^row 25, column 2: -?[0-9.]+$"))
+    said = image.locator("title").text_content().split(": ")[1]
+    figure.locator(".value-details summary").click()
+    expect(figure.locator(".value-table tbody tr")).to_have_count(51)
+    expect(figure.locator(".value-table tbody tr").nth(25).locator("td").nth(2)).to_have_text(said)
+    figure.locator(".value-details summary").click()  # closed and opened again, the table is there once
+    figure.locator(".value-details summary").click()
+    expect(figure.locator(".value-table")).to_have_count(1)
+
+
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_heatmaps_are_labelled_with_tokens_and_a_phone_reads_every_column(watched, viewport):
     """Recorded and live heatmaps name their tokens on both axes (ids on hover); on a phone nothing is drawn

@@ -22,11 +22,15 @@ def changeable(manifest: dict) -> list[str]:
             if layer["kind"] in ("module", "layer") and "@" not in layer["id"]]
 
 
-def changes(manifest: dict) -> list[dict]:
-    """Each action with typical factors; a patch from the last recorded case where there is one."""
+FACTORS = (0.5, 3.0, -1.0)  # a shrink, a blow-up and a sign flip: each node is scaled by one, in turn
+
+
+def changes(manifest: dict, index: int) -> list[dict]:
+    """Every action on the `index`-th node, its scale by one of FACTORS in turn (every factor meets a third of the
+    nodes: a model of 100 calls a run paid 40 s for the other two); a patch from the last recorded case where
+    there is one."""
     cases = manifest["experiment"]["cases"]
-    steps = [{"action": "zero"}, {"action": "mean"}, {"action": "scale", "factor": 0.5},
-             {"action": "scale", "factor": 3.0}, {"action": "scale", "factor": -1.0}]
+    steps = [{"action": "zero"}, {"action": "mean"}, {"action": "scale", "factor": FACTORS[index % len(FACTORS)]}]
     return steps + ([{"action": "patch", "from_case": cases[-1]["id"]}] if cases else [])
 
 
@@ -44,12 +48,12 @@ def test_every_change_to_every_node_answers_200_or_a_400_in_words(checkpoint_app
     cases = manifest["experiment"]["cases"]
     subject = {"case": cases[0]["id"]} if cases else {"request": DATALAB}
     asked = 0
-    for node in changeable(manifest):
-        for step in changes(manifest):
+    for index, node in enumerate(changeable(manifest)):
+        for step in changes(manifest, index):
             answered_in_words(client.post(f"/api/models/{slug}/interventions",
                                           json=subject | {"interventions": [{"node": node} | step]}))
             asked += 1
-    assert asked >= 5 * len(changeable(manifest)) > 0
+    assert asked >= 3 * len(changeable(manifest)) > 0
 
 
 def bounds(field: Field) -> list:

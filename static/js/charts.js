@@ -50,6 +50,8 @@ export function deviationColour(ratio) {
 
 const LABEL_FONT = 12; // px: no chart text is drawn smaller, and charts are never scaled down (they scroll)
 const CHAR = 7; // px: the width of one character at LABEL_FONT, near enough to size margins
+// A grid of more cells than 20 x 20 is drawn as one image (rasterGrid), and its table is out of the page while closed.
+export const LARGE_GRID = 400;
 const LONGEST = 12; // characters of a token name shown on an axis; the full name is in the cell's title
 
 function shorten(name) {
@@ -93,17 +95,21 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
       ? svgEl("text", { x, y: top - 6, transform: `rotate(-50 ${x} ${top - 6})`, fill: "#4a5563" }, colText(j))
       : svgEl("text", { x, y: top - 8, "text-anchor": "middle", fill: "#4a5563" }, colText(j)));
   }
-  values.forEach((row, i) => {
+  const says = (i, j) => `${where("row", axes?.rows, i)}, ${where("column", axes?.columns, j)}: ${describe(values[i][j], i, j)}`;
+  values.forEach((_, i) => {
     if (indices) svg.append(svgEl("text", { x: left - 6, y: top + i * size + size / 2 + 4, "text-anchor": "end", fill: "#4a5563" }, rowText(i)));
-    row.forEach((v, j) => {
+  });
+  if (rows * cols > LARGE_GRID) svg.append(rasterGrid(values, { x: left, y: top, size, colour, says }));
+  else {
+    values.forEach((row, i) => row.forEach((v, j) => {
       const rect = svgEl("rect", {
         x: left + j * size, y: top + i * size, width: size - 1, height: size - 1, fill: colour(v),
         "data-row": i, "data-col": j,
       });
-      rect.append(svgEl("title", {}, `${where("row", axes?.rows, i)}, ${where("column", axes?.columns, j)}: ${describe(v, i, j)}`));
+      rect.append(svgEl("title", {}, says(i, j)));
       svg.append(rect);
-    });
-  });
+    }));
+  }
   let x = left;
   const y = top + rows * size + 10;
   for (const [text, fill] of legend) {
@@ -117,6 +123,39 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
     svg.setAttribute("viewBox", `0 0 ${x} ${height}`);
   }
   return svg;
+}
+
+/**
+ * A large grid as one image, drawn as its cells' rectangles would be, whose title names the cell under the
+ * pointer. A rectangle and a title per cell made a sampler's three 51 x 64 maps 20,000 elements, seconds of
+ * layout for the browser and for a screen reader's tree; every value is in the table beside the chart.
+ */
+function rasterGrid(values, { x, y, size, colour, says }) {
+  const rows = values.length;
+  const cols = values[0].length;
+  const canvas = document.createElement("canvas");
+  const density = Math.min(2, Math.ceil(globalThis.devicePixelRatio || 1)); // sharp on a dense screen too
+  canvas.width = cols * size * density;
+  canvas.height = rows * size * density;
+  const context = canvas.getContext("2d");
+  context.scale(density, density);
+  values.forEach((row, i) => row.forEach((v, j) => {
+    context.fillStyle = colour(v);
+    context.fillRect(j * size, i * size, size - 1, size - 1); // as a cell's rectangle is drawn, 1 px apart
+  }));
+  const image = svgEl("image", {
+    x, y, width: cols * size, height: rows * size, href: canvas.toDataURL("image/png"), class: "raster-grid",
+    "data-rows": rows, "data-cols": cols,
+  });
+  const title = svgEl("title", {}, says(0, 0));
+  image.append(title);
+  image.addEventListener("pointermove", (event) => {
+    const box = image.getBoundingClientRect();
+    const i = Math.min(rows - 1, Math.floor(((event.clientY - box.top) / box.height) * rows));
+    const j = Math.min(cols - 1, Math.floor(((event.clientX - box.left) / box.width) * cols));
+    title.textContent = says(Math.max(0, i), Math.max(0, j));
+  });
+  return image;
 }
 
 /** An image in greys, white at 0 and black at `max` (its largest value unless given), about `size` px wide. */

@@ -1,7 +1,7 @@
 // The model page: recorded cases without reloads, the tour on the interactive graph, re-verification.
 // Everything here enhances a page that is complete without JavaScript.
 
-import { barsSvg, curveSvg, downloadSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
+import { LARGE_GRID, barsSvg, curveSvg, downloadSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
 import { editQuery, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { Training } from "./training.js";
@@ -76,8 +76,21 @@ function enhanceCase(panel) {
       label: figure.dataset.label, ...curve, first: Number(figure.dataset.first),
     }));
   }
-  // The tables are open for a page without scripts, where they are all there is; with the charts drawn, a click away.
-  for (const details of panel.querySelectorAll(".value-details")) details.open = false;
+  // The tables are open for a page without scripts, where they are all there is; with the charts drawn, a click
+  // away. A large one is out of the page until it is opened: a sampler's three were 10,000 cells, most of the
+  // page's elements, laid out and walked by every accessibility tree while no one could see them.
+  for (const details of panel.querySelectorAll(".value-details")) {
+    details.open = false;
+    if (details.querySelectorAll("td").length <= LARGE_GRID) continue;
+    const tables = [...details.querySelectorAll(":scope > .table-wrap")];
+    for (const table of tables) table.remove();
+    const restore = () => { // also told of the closing above, which is queued
+      if (!details.open) return;
+      details.append(...tables);
+      details.removeEventListener("toggle", restore);
+    };
+    details.addEventListener("toggle", restore);
+  }
   for (const box of panel.querySelectorAll(".chart-canvas, .table-wrap")) watchOverflow(box);
   for (const button of panel.querySelectorAll("[data-export-svg]")) {
     button.addEventListener("click", () => {
