@@ -52,7 +52,7 @@ def test_every_api_route_is_described(client):
 
 
 @schema.parametrize()
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 def test_every_operation_conforms_and_never_fails_on_the_server(case):
     excluded = []
     intervened = isinstance(case.body, dict) and "interventions" in case.body

@@ -24,6 +24,7 @@ from .figures import Display
 from .folders import FolderError, check_links, read_inside, without_paths
 from .graphlayout import drawing_document
 from .interventions import Heads, declared_heads
+from .jsonbytes import finite
 from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
 from .recipes import kit_digest, kit_folder
@@ -325,7 +326,12 @@ def parse_manifest(raw: bytes) -> dict:
     refused (ManifestError), as the pages, the exports and the API's strict JSON cannot carry them; so is JSON
     nested too deeply to read."""
     try:
-        return json.loads(raw, parse_float=_finite, parse_int=_integer, parse_constant=_no_constant)
+        # Floats are read as floats and checked all at once after (a call per number was a sixth of loading the
+        # catalog); only a manifest that holds a number past a float's range is read again, to name it.
+        manifest = json.loads(raw, parse_int=_integer, parse_constant=_no_constant)
+        if not finite(manifest):
+            json.loads(raw, parse_float=_finite)
+        return manifest
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ManifestError(f"{MANIFEST_NAME} is not valid JSON: {exc}") from exc
     except RecursionError:

@@ -11,7 +11,7 @@ import ast
 import importlib.metadata
 import re
 import sys
-from functools import cache
+from functools import cache, lru_cache
 
 KIT = "recipekit"  # the recipe kit's package: part of this project, importable by every recipe
 REQUIREMENTS_FILE = "requirements.txt"
@@ -29,26 +29,38 @@ def _providers() -> dict[str, frozenset[str]]:
             for module, dists in importlib.metadata.packages_distributions().items()}
 
 
+@cache
+def _installed(distribution: str) -> str | None:
+    """The installed version of a distribution, None where it is not installed (read once per process, as
+    _providers is)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def imported(files: dict[str, bytes]) -> dict[str, set[str]]:
     """The top-level modules each Python file imports absolutely (`import torch`, `from sklearn import x`);
     ValueError names a file that does not parse."""
-    found: dict[str, set[str]] = {}
-    for name, content in files.items():
-        if not name.endswith(".py"):
-            continue
-        try:
-            tree = ast.parse(content, filename=name)
-        except (SyntaxError, ValueError) as exc:
-            raise ValueError(f"{name} does not parse as Python: {exc.msg if isinstance(exc, SyntaxError) else exc}") \
-                from None
-        modules = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                modules |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                modules.add(node.module.split(".")[0])
-        found[name] = modules
-    return found
+    return {name: set(_imports(name, content)) for name, content in files.items() if name.endswith(".py")}
+
+
+@lru_cache(maxsize=1024)
+def _imports(name: str, content: bytes) -> frozenset[str]:
+    """One file's absolute imports, kept by its content: parsing every recipe's files was half of loading the
+    catalog, which every app made in a process (a test's, a worker's reload) did again."""
+    try:
+        tree = ast.parse(content, filename=name)
+    except (SyntaxError, ValueError) as exc:
+        raise ValueError(f"{name} does not parse as Python: {exc.msg if isinstance(exc, SyntaxError) else exc}") \
+            from None
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module.split(".")[0])
+    return frozenset(modules)
 
 
 def uses_kit(files: dict[str, bytes]) -> bool:
@@ -79,9 +91,8 @@ def problems(files: dict[str, bytes]) -> list[str]:
         if requirement.marker is not None and not requirement.marker.evaluate():
             continue  # for another platform or Python
         named.add(_normal(requirement.name))
-        try:
-            installed = importlib.metadata.version(requirement.name)
-        except importlib.metadata.PackageNotFoundError:
+        installed = _installed(requirement.name)
+        if installed is None:
             found.append(f"{REQUIREMENTS_FILE} needs {requirement}, which is not installed here "
                          f"(pip install '{requirement}')")
             continue
