@@ -281,9 +281,9 @@ def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool],
 
 
 def end_to_end(tensors: list[Tensor]) -> Tensor:
-    """The tensors' values laid end to end in a new flat tensor (never a view of one of them: it is written into
-    in place), in one call into torch where it has one (a reshape per tensor from Python took half of measuring
-    the effects on a model of a hundred calls)."""
+    """The tensors' values laid end to end in a new flat tensor (never a view of one of them: a Baseline's copy
+    outlives the run that made them), in one call into torch where it has one (a reshape per tensor from Python
+    took half of measuring the effects on a model of a hundred calls)."""
     if len(tensors) < 2:  # torch's flattening hands one tensor back as a view of itself
         return tensors[0].reshape(-1).clone() if tensors else torch.zeros(0)
     flatten = getattr(torch._C._nn, "flatten_dense_tensors", None)
@@ -445,13 +445,9 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
         def on_output(module, node, output):
             if node in changed_outputs:
                 return apply(module, node, output, "output")
-            if isinstance(output, Tensor):  # the common case, without a call
-                keep(node, output)
-            elif (tensor := first_tensor(output)) is not None:
-                keep(node, tensor)
+            if (tensor := first_tensor(output)) is not None:
+                after.keep(node, tensor)
             return None
-
-        keep = after.keep
 
         with hooked(on_input if counted or any(on == "input" for _, on in targets) else None, on_output, root):
             return function(**args), applied

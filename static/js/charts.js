@@ -96,9 +96,9 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
       : svgEl("text", { x, y: top - 8, "text-anchor": "middle", fill: "#4a5563" }, colText(j)));
   }
   const says = (i, j) => `${where("row", axes?.rows, i)}, ${where("column", axes?.columns, j)}: ${describe(values[i][j], i, j)}`;
-  values.forEach((_, i) => {
-    if (indices) svg.append(svgEl("text", { x: left - 6, y: top + i * size + size / 2 + 4, "text-anchor": "end", fill: "#4a5563" }, rowText(i)));
-  });
+  for (let i = 0; indices && i < rows; i++) {
+    svg.append(svgEl("text", { x: left - 6, y: top + i * size + size / 2 + 4, "text-anchor": "end", fill: "#4a5563" }, rowText(i)));
+  }
   if (rows * cols > LARGE_GRID) svg.append(rasterGrid(values, { x: left, y: top, size, colour, says }));
   else {
     values.forEach((row, i) => row.forEach((v, j) => {
