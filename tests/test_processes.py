@@ -38,6 +38,23 @@ def replay(model=None):
 '''
 
 
+def held_replay(flag: Path, seconds: float) -> str:
+    """The BERT recipe's run.py, with a replay that first waits while `flag` exists, `seconds` at most."""
+    return (BERT_RECIPE / "run.py").read_text() + f'''
+
+_replay = replay
+
+
+def replay(model=None):
+    import pathlib
+    import time
+    waited = time.monotonic()
+    while pathlib.Path({str(flag)!r}).exists() and time.monotonic() - waited < {seconds}:
+        time.sleep(0.1)
+    return _replay(model)
+'''
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -218,9 +235,12 @@ def test_three_workers_without_redis_share_jobs_reports_and_the_budget(tree):
 
 
 def test_a_killed_web_workers_job_ends_as_an_error_and_its_recipe_worker_is_gone(tree):
-    # Long enough to be killed while running; short, because the new job at the end runs on while the server
-    # stops (a quick shutdown still lets a running verification end).
-    tree.add("bert", BERT_MANIFEST.read_bytes(), run_py=slow_replay(10))
+    # The replay is held far past the test's limits, so that only the recipe worker's watch on its web worker
+    # can end it in time; let go once that is seen, so that the new job at the end does not hold the server's
+    # stop (a quick shutdown still lets a running verification end).
+    flag = tree.manifests.parent / "hold-the-replay"
+    flag.touch()
+    tree.add("bert", BERT_MANIFEST.read_bytes(), run_py=held_replay(flag, 120))
     server = Gunicorn(tree, workers=2, JOB_STALE_SECONDS=3)
     try:
         status, headers, job = call(server.port, "POST", "/api/models/bert/verifications")
@@ -230,8 +250,12 @@ def test_a_killed_web_workers_job_ends_as_an_error_and_its_recipe_worker_is_gone
             time.sleep(0.2)
             job = call(server.port, "GET", headers["Location"])[2]
         owner = int(server_record(tree, f"verification-job:{job['id']}")["owner"].rsplit(":", 1)[1])
-        recipe_workers = descendants(owner)  # the server they fork from, and the recipe processes
-        assert len(recipe_workers) >= 2, "the web worker runs its recipes in processes of its own"
+        # The web worker's own processes: the resource tracker, the forkserver, and what it forked, the recipe
+        # workers (one of them running the held replay).
+        while not [pid for server in children(owner) for pid in children(server)] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        recipe_workers = descendants(owner)
+        assert len(recipe_workers) >= 3, "the web worker runs its recipes in processes of its own"
         os.kill(owner, signal.SIGKILL)
         killed = time.monotonic()
         while time.monotonic() - killed < 30:
@@ -246,6 +270,7 @@ def test_a_killed_web_workers_job_ends_as_an_error_and_its_recipe_worker_is_gone
         while any(alive(pid) for pid in recipe_workers) and time.monotonic() - killed < 15:
             time.sleep(0.2)
         assert not any(alive(pid) for pid in recipe_workers), "an orphaned recipe worker outlived its web worker"
+        flag.unlink()
         again = call(server.port, "POST", "/api/models/bert/verifications")
         assert again[0] == 202 and again[2]["id"] != job["id"]  # a dead job does not block a new one
     finally:

@@ -337,13 +337,16 @@ class Watchdog:
     children to init: nothing else would stop them), or when a task runs past its timeout and a grace
     period (the pool kills it then; this holds even if the pool's process cannot).
 
-    The process's parent is the server it was forked from, which ends with the web process: a new parent
-    says that the web process is gone; so does its pid naming no process, should it end before this starts."""
+    The web process is watched itself, not this process's parent: the parent is the forkserver, which lives
+    on while any process it forked holds its liveness pipe, as each recipe process does. A pid can be reused,
+    so the web process is known by its pid and its start time together."""
 
     GRACE = 5.0  # seconds past the timeout before the worker ends itself
+    TICK = 0.5  # seconds between looks
 
-    def __init__(self, web: int, timeout: float) -> None:
-        self.parent = os.getppid()
+    def __init__(self, web: int, timeout: float = 0.0) -> None:
+        self.web = web
+        self.born = started_at(web)
         if not alive(web):
             os._exit(70)
         self.timeout = timeout
@@ -352,31 +355,44 @@ class Watchdog:
 
     def _watch(self) -> None:
         while True:
-            if os.getppid() != self.parent:
+            if not alive(self.web) or started_at(self.web) != self.born:
                 os._exit(70)
             if self.deadline is not None and time.monotonic() > self.deadline:
                 os._exit(71)
-            time.sleep(0.5)
+            time.sleep(self.TICK)
 
     def task(self) -> None:
-        self.deadline = time.monotonic() + self.timeout + self.GRACE
+        if self.timeout:
+            self.deadline = time.monotonic() + self.timeout + self.GRACE
 
     def idle(self) -> None:
         self.deadline = None
 
 
+def started_at(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot, from /proc), or None where /proc cannot tell."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 def alive(pid: int) -> bool:
+    """Whether process `pid` runs: a killed one its parent has not reaped yet (a zombie) does not."""
     try:
         os.kill(pid, 0)
     except OSError:  # no such process, or another user's holds the pid now
         return False
-    return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc here: the signal's answer is all there is
 
 
 def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, web: int | None = None,
           timeout: float = 0.0) -> None:
     """Answer tasks from the pipe until it closes; `web` is the web process whose runs these are."""
-    watchdog = Watchdog(web if web is not None else os.getppid(), timeout) if timeout else None
+    watchdog = Watchdog(web if web is not None else os.getppid(), timeout)
     process = start(torch_threads, seed, memory_mb)
     conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
     waiting: list[dict] = []  # a task that came while a lab run was being kept
@@ -387,17 +403,14 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, w
         except EOFError:
             return
         rested = time.monotonic() - idle_since
-        if watchdog:
-            watchdog.task()
+        watchdog.task()
         reply = process.answer(task)
         conn.send(reply)
         if reply["ok"] and "keep_run" in task and rested >= KEEP_AFTER_IDLE_SECONDS:
-            if watchdog:
-                watchdog.task()  # the run kept after the reply has a timeout of its own
+            watchdog.task()  # the run kept after the reply has a timeout of its own
             keep_after(task, process.seed, process.memo,
                        every(PENDING_CHECK_SECONDS, partial(make_way, conn, task, waiting)))
-        if watchdog:
-            watchdog.idle()
+        watchdog.idle()
         idle_since = time.monotonic()
 
 
