@@ -51,12 +51,9 @@ lint: setup-test
 	$(BIN)/python scripts/check-layers
 	npx --no-install eslint static/js app
 
-# Three pytest workers (pytest-xdist) on two cores: a third of the suite's time is spent waiting (a browser settling, a
-# server starting, a run held on purpose), which a third worker fills (the suite in 560 s, against 640 s on two and 576 s
-# on four, on this 2-core machine the same day). Each takes on tests as it finishes its own (worksteal), so that none
-# waits idle at the end.
+# Two pytest workers (pytest-xdist), each taking on tests as it finishes its own (worksteal), so that neither waits idle at the end.
 test: setup-test lint
-	$(BIN)/pytest -n 3 --dist worksteal
+	$(BIN)/pytest -n 2 --dist worksteal
 
 bench: setup-test
 	$(BIN)/python bench/verify.py
