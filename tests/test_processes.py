@@ -24,35 +24,32 @@ from .conftest import BERT_MANIFEST, BERT_RECIPE, ModelTree
 pytestmark = pytest.mark.processes
 
 
-def slow_replay(seconds: float) -> str:
-    """The BERT recipe's run.py, with a replay that first sleeps (so that runs overlap requests)."""
+def replay_after(wait: str) -> str:
+    """The BERT recipe's run.py, with a replay that first runs `wait` (lines of Python, `os` and `time` imported)."""
+    body = "\n".join(f"    {line}" for line in wait.splitlines())
     return (BERT_RECIPE / "run.py").read_text() + f'''
 
 _replay = replay
 
 
 def replay(model=None):
+    import os
     import time
-    time.sleep({seconds})
+{body}
     return _replay(model)
 '''
+
+
+def slow_replay(seconds: float) -> str:
+    """A replay that first sleeps (so that runs overlap requests)."""
+    return replay_after(f"time.sleep({seconds})")
 
 
 def held_replay(flag: Path, seconds: float) -> str:
-    """The BERT recipe's run.py, with a replay that first waits while `flag` exists, `seconds` at most."""
-    return (BERT_RECIPE / "run.py").read_text() + f'''
-
-_replay = replay
-
-
-def replay(model=None):
-    import pathlib
-    import time
-    waited = time.monotonic()
-    while pathlib.Path({str(flag)!r}).exists() and time.monotonic() - waited < {seconds}:
-        time.sleep(0.1)
-    return _replay(model)
-'''
+    """A replay that first waits while `flag` exists, `seconds` at most."""
+    return replay_after(f"waited = time.monotonic()\n"
+                        f"while os.path.exists({str(flag)!r}) and time.monotonic() - waited < {seconds}:\n"
+                        f"    time.sleep(0.1)")
 
 
 def free_port() -> int:

@@ -344,18 +344,25 @@ class Watchdog:
     GRACE = 5.0  # seconds past the timeout before the worker ends itself
     TICK = 0.5  # seconds between looks
 
-    def __init__(self, web: int, timeout: float = 0.0) -> None:
+    def __init__(self, web: int, timeout: float) -> None:
         self.web = web
-        self.born = started_at(web)
-        if not alive(web):
+        fields = stat(web)
+        self.born = fields[19] if fields else None
+        if not self._web_runs():
             os._exit(70)
         self.timeout = timeout
         self.deadline: float | None = None
         threading.Thread(target=self._watch, name="recipe-watchdog", daemon=True).start()
 
+    def _web_runs(self) -> bool:
+        fields = stat(self.web)
+        if fields is None:  # gone, or no /proc to tell: the signal answers
+            return alive(self.web)
+        return fields[0] != "Z" and fields[19] == self.born
+
     def _watch(self) -> None:
         while True:
-            if not alive(self.web) or started_at(self.web) != self.born:
+            if not self._web_runs():
                 os._exit(70)
             if self.deadline is not None and time.monotonic() > self.deadline:
                 os._exit(71)
@@ -369,11 +376,12 @@ class Watchdog:
         self.deadline = None
 
 
-def started_at(pid: int) -> str | None:
-    """When process `pid` started (clock ticks since boot, from /proc), or None where /proc cannot tell."""
+def stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command's name (its state first, its start time 20th), or None
+    where it cannot be read."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
         return None
 
 
@@ -383,10 +391,8 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except OSError:  # no such process, or another user's holds the pid now
         return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True  # no /proc here: the signal's answer is all there is
+    fields = stat(pid)
+    return fields is None or fields[0] != "Z"
 
 
 def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, web: int | None = None,
