@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--pause", type=float, default=0.2, help="seconds of idle before each timed call")
     parser.add_argument("--reader-pause", type=float, default=1.0, help="seconds between a lab run and `reader`")
+    parser.add_argument("--models", help="the slugs to measure, separated by commas (default: every model)")
     options = parser.parse_args()
     repeat = options.repeat
 
@@ -63,7 +64,10 @@ def main() -> None:
     through_a_process = []
     print(f"{'model':<10} {'plain ms':>9} {'first ms':>9} {'ratio':>6} {'kept ms':>9} {'ratio':>6} "
           f"{'patch ms':>9} {'ratio':>6} {'warm-up: cases':>15} {'ms':>6} {'MiB':>5}")
+    chosen = set(options.models.split(",")) if options.models else set(catalog.models)
     for slug, model in sorted(catalog.models.items()):
+        if slug not in chosen:
+            continue
         cases = model.manifest["experiment"]["cases"]
         if not cases:
             print(f"{slug:<10} (no recorded case to run without its checkpoint)")

@@ -310,6 +310,45 @@ def test_a_change_is_measured_on_the_nodes_both_runs_share_alike():
         assert base.values[:2].tolist() == [3.0, 4.0]
 
 
+def test_a_change_measured_as_the_run_goes_reads_as_the_kept_outputs_measured_whole(monkeypatch):
+    """A changed run is measured as it goes, a chunk of outputs at a time (intervene.Moved): it reads what
+    effects() reads on the same outputs kept to the end, and both what float64 arithmetic reads, whatever the
+    chunk; an output written into before its chunk was measured, or a norm past float32's range, hands the
+    measurement back to effects() (None), which measures such norms in float64."""
+    from app.compute import intervene as iv
+
+    torch.manual_seed(0)
+    keys = [iv.occurrence(node, call) for call in range(7) for node in ("a", "b", "c")]  # a sampler's 7 calls
+    before = {key: torch.randn(3, 5) for key in keys}
+    after = {key: before[key] * (1 + 0.1 * i) - 0.01 * (i % 3) for i, key in enumerate(keys)}
+
+    def exact(after: dict) -> dict[str, float]:
+        def total(node: str, values) -> float:
+            return sum((values(key).double() ** 2).sum().item() for key in keys if iv.node_of(key) == node)
+        return {node: math.sqrt(total(node, lambda k: after[k].double() - before[k].double())
+                                / total(node, lambda k: before[k])) for node in "abc"}
+
+    def measured(outputs: dict) -> iv.Moved:
+        moved = iv.Moved(iv.Baseline.of(before))
+        for key in keys:
+            moved.keep(iv.node_of(key), outputs[key])
+        return moved
+
+    for chunk in (1, 16, 40, 1 << 17):
+        monkeypatch.setattr(iv, "CHUNK", chunk)
+        assert measured(after).effects() == pytest.approx(exact(after), rel=1e-6)
+        assert iv.effects(iv.Baseline.of(before), after) == pytest.approx(exact(after), rel=1e-6)
+    huge = {key: tensor * 1e30 for key, tensor in after.items()}  # squares past float32's largest number
+    assert measured(huge).effects() is None
+    assert iv.effects(iv.Baseline.of(before), huge) == pytest.approx(exact(huge), rel=1e-6)
+    written = {key: tensor.clone() for key, tensor in after.items()}
+    moved = measured(written)
+    written[keys[-1]].add_(1.0)  # after its module answered, before its chunk was measured
+    assert moved.effects() is None
+    zeroed = measured({key: before[key] * 0.0 for key in keys}).effects()
+    assert zeroed == dict.fromkeys("abc", 1.0)  # exactly: normed as the baseline was
+
+
 class Twice(torch.nn.Module):
     """A model a run calls twice (as a sampler calls its network at every step)."""
 

@@ -11,7 +11,7 @@ module's count) is refused here with status 400 and the field at fault.
 import gc
 import json
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +23,10 @@ from ..domain.lru import SizedLRU
 from .worker import manual_seed
 
 EPSILON = 1e-12  # below this norm an output counts as zero when its change is measured
+# Values a change is measured over at a time (outputs held, then subtracted and normed together, then let go): a
+# sampler's outputs held to the end (tens of MB) cost more in fresh pages than the arithmetic done in them, and a
+# chunk too small pays a call into torch for a few outputs; the DDPM's change costs least about here.
+CHUNK = 1 << 17
 # A run that calls its model more than once (a sampler's steps, a generation's tokens) meets each node again in
 # every call: the k-th time is kept as `<node>|<k>` (k ≥ 1) beside the first, and measured with it.
 AGAIN = "|"
@@ -305,24 +309,25 @@ def squared_norms(tensors: list[Tensor]) -> list[float]:
 
 @dataclass(frozen=True)
 class Baseline:
-    """A run's node outputs copied end to end in their own precision (`parts`: each node's, shaped, views of the
-    copy) and each node's squared norm: what the changes of every later run on the same input are measured
+    """A run's node outputs copied end to end in their own precision (`parts`: each output, shaped, views of the
+    copy) and each output's squared norm: what the changes of every later run on the same input are measured
     against, laid out once. A copy, not the run's own tensors: a run kept in a recipe process's memo outlives
     anything the recipe may later write into."""
 
-    nodes: list[str]
+    keys: list[str]  # each output's key: `node`, then `node|1`, ... for its later calls
     values: Tensor
     parts: list[Tensor]
     squares: list[float]
+    index: dict[str, int]  # each key's place in `keys`
 
     @classmethod
-    def of(cls, outputs: dict[str, Tensor], nodes: list[str] | None = None) -> "Baseline":
-        if nodes is None:
-            nodes = [node for node, tensor in outputs.items() if tensor.is_floating_point()]
-        values = end_to_end([outputs[node] for node in nodes])
-        parts = [part.view(outputs[node].shape)
-                 for node, part in zip(nodes, values.split([outputs[node].numel() for node in nodes]), strict=True)]
-        return cls(nodes, values, parts, squared_norms(parts))
+    def of(cls, outputs: dict[str, Tensor], keys: list[str] | None = None) -> "Baseline":
+        if keys is None:
+            keys = [key for key, tensor in outputs.items() if tensor.is_floating_point()]
+        values = end_to_end([outputs[key] for key in keys])
+        parts = [part.view(outputs[key].shape)
+                 for key, part in zip(keys, values.split([outputs[key].numel() for key in keys]), strict=True)]
+        return cls(keys, values, parts, squared_norms(parts), {key: i for i, key in enumerate(keys)})
 
     def bytes(self) -> int:
         return self.values.numel() * self.values.element_size()
@@ -330,34 +335,107 @@ class Baseline:
     def outputs(self, nodes: set[str]) -> dict[str, Tensor] | None:
         """These nodes' outputs as the run made them (views of the values), every occurrence of each, or None where
         one is not kept."""
-        if not nodes <= set(self.nodes):
+        if not nodes <= {node_of(key) for key in self.keys}:
             return None
-        return {key: part for key, part in zip(self.nodes, self.parts, strict=True) if node_of(key) in nodes}
+        return {key: part for key, part in zip(self.keys, self.parts, strict=True) if node_of(key) in nodes}
+
+    def relative(self, measured: list[int], moved: list[float]) -> dict[str, float]:
+        """Each node's ||after - before|| / ||before|| (0 where it did not move) over the outputs `measured` (places
+        in `keys`), `moved` their squared changes: a node met in several calls of the model (a sampler's steps) over
+        all of its outputs together."""
+        totals: dict[str, list[float]] = {}
+        for at, change in zip(measured, moved, strict=True):
+            total = totals.setdefault(node_of(self.keys[at]), [0.0, 0.0])
+            total[0] += change
+            total[1] += self.squares[at]
+        return {node: (m / s) ** 0.5 if s ** 0.5 > EPSILON else m ** 0.5 for node, (m, s) in totals.items()}
+
+
+def chunks(sizes: list[int], most: int) -> Iterator[tuple[int, int]]:
+    """Consecutive runs of the parts these sizes describe, each of at most `most` values (or one larger part
+    alone), as (first index, index past the last)."""
+    first, total = 0, 0
+    for index, size in enumerate(sizes):
+        if total and total + size > most:
+            yield first, index
+            first, total = index, 0
+        total += size
+    if first < len(sizes):
+        yield first, len(sizes)
 
 
 def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
-    """How much each node's output moved: ||after - before|| / ||before||, 0 where it did not move; a node met in
-    several calls of the model (a sampler's steps) over all of its outputs together."""
+    """How much each node's output moved from `before` to the outputs `after` holds, measured on the outputs both
+    runs share alike (a run that skipped a node or gave it another shape, a decoder that stopped elsewhere): each
+    subtracted in the outputs' own precision (exactly 0 where it did not move) and normed as the baseline was (so
+    that a zeroed node reads exactly 1). A chunk of outputs at a time, each chunk's differences let go before the
+    next (so that its memory is taken again): a sampler's thousands of differences made at once (tens of MB of
+    fresh pages) cost more in page faults than the arithmetic done in them."""
     base = before if isinstance(before, Baseline) else Baseline.of(before)
-    new = [after.get(node) for node in base.nodes]
-    if any(tensor is None or tensor.shape != part.shape for tensor, part in zip(new, base.parts, strict=True)):
-        # A run that skipped a node or gave it another shape (a decoder that stopped elsewhere): measured on the
-        # nodes both runs share alike.
-        nodes = [node for node, part in zip(base.nodes, base.parts, strict=True)
-                 if (tensor := after.get(node)) is not None and tensor.shape == part.shape]
-        base = Baseline.of(base.outputs(set(nodes)), nodes)
-        new = [after[node] for node in nodes]
-    if not base.nodes:
-        return {}
-    # Subtracted in the outputs' own precision (exactly 0 where a node did not move), and normed as the
-    # baseline was, so that a zeroed node reads exactly 1.
-    moved = squared_norms(torch._foreach_sub(new, base.parts))
-    totals: dict[str, list[float]] = {}
-    for key, squares, change in zip(base.nodes, base.squares, moved, strict=True):
-        total = totals.setdefault(node_of(key), [0.0, 0.0])
-        total[0] += change
-        total[1] += squares
-    return {node: (m / s) ** 0.5 if s ** 0.5 > EPSILON else m ** 0.5 for node, (m, s) in totals.items()}
+    measured = [at for at, (key, part) in enumerate(zip(base.keys, base.parts, strict=True))
+                if (tensor := after.get(key)) is not None and tensor.shape == part.shape]
+    moved: list[float] = []
+    for first, last in chunks([base.parts[at].numel() for at in measured], CHUNK):
+        moved += squared_norms(torch._foreach_sub([after[base.keys[at]] for at in measured[first:last]],
+                                                  [base.parts[at] for at in measured[first:last]]))
+    return base.relative(measured, moved)
+
+
+class Moved:
+    """How far each output of a changed run moved from the baseline's, measured as the run goes, as effects()
+    measures it (so that both read alike): outputs are held until a chunk's worth has come, then subtracted and
+    normed in one call into torch each, and let go, so that the next chunk's memory is theirs (a sampler's 3,900
+    outputs held to the end cost more in fresh pages than measuring them; one torch call per output, as much
+    again). An output the recipe wrote into in place before its chunk was measured spoils the measurement
+    (`intact` false): effects() then measures copies made during the run again."""
+
+    def __init__(self, base: Baseline) -> None:
+        self.base = base
+        self.seen: dict[str, int] = {}  # how many times each node was met: its next occurrence
+        self.measured: list[int] = []  # places in base.keys, in the order of `norms`
+        self.norms: list[Tensor] = []
+        self.held: list[Tensor] = []
+        self.parts: list[Tensor] = []
+        self.versions: list[int] = []
+        self.values = 0
+        self.intact = True
+
+    def keep(self, node: str, tensor: Tensor) -> None:
+        count = self.seen.get(node, 0)
+        self.seen[node] = count + 1
+        at = self.base.index.get(node if not count else f"{node}{AGAIN}{count}")
+        if at is None or (part := self.base.parts[at]).shape != tensor.shape:
+            return
+        if tensor.requires_grad:  # its graph is not kept alive with the value (a detached view shares its version)
+            tensor = tensor.detach()
+        self.measured.append(at)
+        if tensor.is_inference():  # no version to watch: measured at once
+            self.norms.append(torch.dist(tensor, part)[None])
+            return
+        self.held.append(tensor)
+        self.parts.append(part)
+        self.versions.append(tensor._version)
+        self.values += part.numel()
+        if self.values >= CHUNK:
+            self.measure()
+
+    def measure(self) -> None:
+        if not self.held:
+            return
+        self.intact = self.intact and all(t._version == v for t, v in zip(self.held, self.versions, strict=True))
+        self.norms.append(torch.stack(torch._foreach_norm(torch._foreach_sub(self.held, self.parts))))
+        self.held, self.parts, self.versions, self.values = [], [], [], 0
+
+    def effects(self) -> dict[str, float] | None:
+        """Each node's relative change; None where an output was written into in place before it was measured or
+        a norm overflowed float32's range (effects() measures again)."""
+        self.measure()
+        if not self.norms:
+            return {}
+        norms = torch.cat(self.norms)
+        if not self.intact or not bool(torch.isfinite(norms).all()):
+            return None
+        return self.base.relative(self.measured, norms.double().square_().tolist())
 
 
 def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedLRU | None,
@@ -414,7 +492,7 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
     counted = {item["node"] for item in interventions if item["on"] == "input"}  # modules whose heads a change counts
     changed_outputs = {target for target, on in targets if on == "output"}
 
-    def run(after: Kept) -> tuple[Any, list[int]]:
+    def run(after: Kept | Moved) -> tuple[Any, list[int]]:
         applied = [0] * len(interventions)
         called: dict[str, nn.Module] = {}  # node -> the module making that call
         met: dict[tuple[str, str], int] = {}  # how many times each target was met: in which call of the model
@@ -453,7 +531,13 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
             return function(**args), applied
 
     try:
-        (result, applied), after = until_intact(run, seed)
+        manual_seed(torch, seed)
+        moved = Moved(before)
+        result, applied = run(moved)
+        measured = moved.effects()
+        if measured is None:  # measured again on outputs kept intact (copied where need be), in float64 if need be
+            (result, applied), after = until_intact(run, seed)
+            measured = effects(before, after.tensors)
     except Refused:
         raise
     except Exception as exc:  # the run as asked succeeded: the change is what a later part cannot take
@@ -463,4 +547,4 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
     for index, count in enumerate(applied):
         if not count:
             raise Refused(f"interventions[{index}].node: {interventions[index]['node']} does not run for this input")
-    return {"before": plain, "after": result, "effects": effects(before, after.tensors), "plain_run_kept": kept}
+    return {"before": plain, "after": result, "effects": measured, "plain_run_kept": kept}

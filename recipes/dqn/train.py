@@ -28,7 +28,7 @@ BATCH = 32
 REPLAY = 5000  # transitions kept for replay
 WARMUP = 200  # transitions gathered before the first update
 TARGET_EVERY = 100  # moves between copies of the network into the target network
-LEARNING_RATE = 1e-3
+LEARNING_RATE, LEARNING_RATE_LAST = 1e-3, 1e-4  # Adam's step size, annealed linearly over the episodes
 EXPLORE_FIRST, EXPLORE_LAST, EXPLORE_MOVES = 1.0, 0.05, 4000  # ε, annealed linearly over the first moves
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
@@ -59,7 +59,11 @@ def train() -> tuple[QNetwork, list[float]]:
         draw = torch.Generator().manual_seed(TRAIN_SEED)
         memory: deque = deque(maxlen=REPLAY)
         returns, moves = [], 0
-        for _ in range(EPISODES):
+        for episode in range(EPISODES):
+            # A step size annealed towards the end, so that Q settles near Q* instead of wandering about it with
+            # each minibatch (at 1e-3 throughout, |Q - Q*| ends 0.021 or 0.0034 as the kernels' rounding goes).
+            for group in optimizer.param_groups:
+                group["lr"] = LEARNING_RATE + (LEARNING_RATE_LAST - LEARNING_RATE) * episode / (EPISODES - 1)
             cell, total = starts[int(torch.randint(len(starts), (1,), generator=draw))], 0.0
             for _ in range(MAX_STEPS):
                 if torch.rand(1, generator=draw).item() < exploring(moves):

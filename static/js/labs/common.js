@@ -303,6 +303,9 @@ export class SequenceLab extends LabPanel {
       ids = typedTokens(this.text.value, this.typeable);
       if (ids.length) this.checked(ids);
     } catch (error) {
+      // The run of the last good sequence, pending or under way, would answer over this message.
+      clearTimeout(this.timer);
+      this.latest.supersede();
       this.setStatus(`${error.message}.`, true);
       return;
     }
