@@ -135,9 +135,10 @@ export class Lab extends LabPanel {
     if (this.shown) {
       const centre = ([r, c]) => `${c * CELL + CELL / 2},${r * CELL + CELL / 2}`;
       const cells = this.shown.cells.slice(0, this.move + 1);
-      svg.append(svgEl("polyline", { points: cells.map(centre).join(" "), fill: "none", stroke: "#2459d6", "stroke-width": 4, "stroke-linecap": "round", "stroke-linejoin": "round", class: "rl-path" }));
+      // The path and the agent are drawn over the cells: a click on a cell under them still starts an episode there.
+      svg.append(svgEl("polyline", { points: cells.map(centre).join(" "), fill: "none", stroke: "#2459d6", "stroke-width": 4, "stroke-linecap": "round", "stroke-linejoin": "round", "pointer-events": "none", class: "rl-path" }));
       const [r, c] = cells[cells.length - 1];
-      svg.append(svgEl("circle", { cx: c * CELL + CELL / 2, cy: r * CELL + CELL / 2, r: CELL / 5, fill: "#2459d6", stroke: "#fff", "stroke-width": 3, class: "rl-agent" }));
+      svg.append(svgEl("circle", { cx: c * CELL + CELL / 2, cy: r * CELL + CELL / 2, r: CELL / 5, fill: "#2459d6", stroke: "#fff", "stroke-width": 3, "pointer-events": "none", class: "rl-agent" }));
     }
     this.$("rl-grid").replaceChildren(svg);
   }
