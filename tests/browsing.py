@@ -87,10 +87,13 @@ class Watched:
         return failure == "net::ERR_ABORTED" and (document < self.documents or committed < commits)
 
     def close(self) -> None:
+        # A request still under way when the test ends is aborted by the closing itself: that is no failure.
+        settled = len(self.failed)
         self.context.close()
-        self.problems += [f"failed: {r.url} {failure}" for r, failure, commits in self.failed
-                          if not self.left_behind(r, failure, commits)]
-        assert self.problems == []
+        self.problems += [f"failed: {r.url} {failure}" for k, (r, failure, commits) in enumerate(self.failed)
+                          if not self.left_behind(r, failure, commits)
+                          and not (k >= settled and failure == "net::ERR_ABORTED")]
+        assert self.problems == [], self.problems  # (this module is not rewritten by pytest: the message says what)
 
 
 @pytest.fixture
