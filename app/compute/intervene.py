@@ -397,13 +397,13 @@ class Moved:
         self.held: list[Tensor] = []
         self.parts: list[Tensor] = []
         self.versions: list[int] = []
-        self.values = 0
+        self.held_values = 0  # how many values `held` holds: measured once they reach CHUNK
         self.intact = True
 
     def keep(self, node: str, tensor: Tensor) -> None:
         count = self.seen.get(node, 0)
         self.seen[node] = count + 1
-        at = self.base.index.get(node if not count else f"{node}{AGAIN}{count}")
+        at = self.base.index.get(occurrence(node, count))
         if at is None or (part := self.base.parts[at]).shape != tensor.shape:
             return
         if tensor.requires_grad:  # its graph is not kept alive with the value (a detached view shares its version)
@@ -415,8 +415,8 @@ class Moved:
         self.held.append(tensor)
         self.parts.append(part)
         self.versions.append(tensor._version)
-        self.values += part.numel()
-        if self.values >= CHUNK:
+        self.held_values += part.numel()
+        if self.held_values >= CHUNK:
             self.measure()
 
     def measure(self) -> None:
@@ -424,7 +424,7 @@ class Moved:
             return
         self.intact = self.intact and all(t._version == v for t, v in zip(self.held, self.versions, strict=True))
         self.norms.append(torch.stack(torch._foreach_norm(torch._foreach_sub(self.held, self.parts))))
-        self.held, self.parts, self.versions, self.values = [], [], [], 0
+        self.held, self.parts, self.versions, self.held_values = [], [], [], 0
 
     def effects(self) -> dict[str, float] | None:
         """Each node's relative change; None where an output was written into in place before it was measured or
