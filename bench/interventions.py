@@ -4,19 +4,22 @@
 
 Both are timed inside this process as a recipe worker runs them (the lab entry called directly, and
 compute/intervene.py with one `zero` on the model's first module): the plain run's median, and the
-intervention's median and its ratio to the plain run twice over: `first`, on an input the process has not
+intervention's median and its ratio to the plain run (the median of each round's ratio) twice over: `first`, on an input the process has not
 run (the request runs as asked, then changed: about 2x is its floor), and `kept`, on an input it has kept the
 run of (only the changed run and its hooks are paid): every recorded case, which a recipe process runs and
 keeps at its warm-up, and any input changed a second time. `patch` is a `patch` of the same module from a
 recorded case, both runs kept (the source's outputs come from its kept run). `warm-up` is what keeping every
-recorded case of the model costs a recipe process once: the time and the memory.
+recorded case of the model costs a recipe process once: the time and the memory. `calls` counts the module
+calls of the plain run and of the changed one: a change may make more work (a blinded agent wanders longer).
 
 The second table goes through a recipe process as the server does (compute/pool.py: the pipe, the JSON reply,
 the worker's own seeding), each round on an input the process has not run (its key new): `lab` is the lab
 run, whose reply the process follows by running it again with hooks and keeping it; `later` is the first change
 to that input asked a moment after (`--pause`), when the process may still be keeping the lab run; `reader` is
 the same after `--reader-pause` (a reader who picks a node and an action takes longer than a second), when the
-lab run is kept; `first` is a change to an input never run (an API client's).
+lab run is kept; `first` is a change to an input never run (an API client's). Each ratio is the median of the
+rounds' ratios, each change set against a lab run of its round that followed as long an idle (`reader`'s
+against a lab run asked `--reader-pause` after the call before it).
 """
 
 import argparse
@@ -30,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def timed(functions: list, repeat: int) -> list[float]:
-    """Each function's median time; the functions take turns in every round, so that a drift in the
+def timed(functions: list, repeat: int) -> list[list[float]]:
+    """Each function's times, one a round; the functions take turns in every round, so that a drift in the
     machine's load falls on all of them alike."""
     times: list[list[float]] = [[] for _ in functions]
     for _ in range(repeat):
@@ -39,7 +42,31 @@ def timed(functions: list, repeat: int) -> list[float]:
             started = time.perf_counter()
             function()
             kept.append(time.perf_counter() - started)
-    return [statistics.median(kept) for kept in times]
+    return times
+
+
+def ratio(times: list[float], against: list[float]) -> float:
+    """The median of each round's ratio: a burst of load on the shared machine moves a round's two times
+    together, and its ratio less than either."""
+    return statistics.median(a / b for a, b in zip(times, against, strict=True))
+
+
+def module_calls(function) -> int:
+    """How many module calls `function()` makes."""
+    import torch
+
+    count = 0
+
+    def counted(module, args) -> None:
+        nonlocal count
+        count += 1
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(counted)
+    try:
+        function()
+    finally:
+        handle.remove()
+    return count
 
 
 def main() -> None:
@@ -63,7 +90,7 @@ def main() -> None:
     catalog = load_catalog(ROOT / "manifests", ROOT / "recipes")
     through_a_process = []
     print(f"{'model':<10} {'plain ms':>9} {'first ms':>9} {'ratio':>6} {'kept ms':>9} {'ratio':>6} "
-          f"{'patch ms':>9} {'ratio':>6} {'warm-up: cases':>15} {'ms':>6} {'MiB':>5}")
+          f"{'patch ms':>9} {'ratio':>6} {'warm-up: cases':>15} {'ms':>6} {'MiB':>5} {'calls':>11}")
     chosen = set(options.models.split(",")) if options.models else set(catalog.models)
     for slug, model in sorted(catalog.models.items()):
         if slug not in chosen:
@@ -89,35 +116,41 @@ def main() -> None:
         for index, each in enumerate(requests):  # as a recipe process's warm-up keeps them
             plain_run(entry, each, 0, root, memo, f"{slug}:{index}")
         warm_up = time.perf_counter() - started
-        plain, first, again, patched = timed([
+        rounds = timed([
             lambda entry=entry, request=request: entry(**request),
             lambda entry=entry, request=request, step=step, root=root: intervene(entry, request, step, [], 0, root),
             lambda entry=entry, request=request, step=step, root=root, memo=memo, slug=slug:
                 intervene(entry, request, step, [], 0, root, memo, f"{slug}:0"),
             lambda entry=entry, request=request, patch=patch, root=root, memo=memo, slug=slug:
                 intervene(entry, request, patch, [request], 0, root, memo, f"{slug}:0", [f"{slug}:0"])], repeat)
-        print(f"{slug:<10} {plain * 1000:>9.2f} {first * 1000:>9.2f} {first / plain:>6.2f} {again * 1000:>9.2f} "
-              f"{again / plain:>6.2f} {patched * 1000:>9.2f} {patched / plain:>6.2f} {len(requests):>15} "
-              f"{warm_up * 1000:>6.1f} {memo.size / 2**20:>5.2f}")
+        plain, first, again, patched = (statistics.median(each) for each in rounds)
+        first_ratio, again_ratio, patched_ratio = (ratio(each, rounds[0]) for each in rounds[1:])
+        calls = (module_calls(lambda entry=entry, request=request: entry(**request)),
+                 module_calls(lambda entry=entry, request=request, step=step, root=root, memo=memo, slug=slug:
+                              intervene(entry, request, step, [], 0, root, memo, f"{slug}:0")))
+        print(f"{slug:<10} {plain * 1000:>9.2f} {first * 1000:>9.2f} {first_ratio:>6.2f} {again * 1000:>9.2f} "
+              f"{again_ratio:>6.2f} {patched * 1000:>9.2f} {patched_ratio:>6.2f} {len(requests):>15} "
+              f"{warm_up * 1000:>6.1f} {memo.size / 2**20:>5.2f} {calls[0]:>5} {calls[1]:>5}")
         if model.has_lab and asked.endpoint is not None:  # the second table: a lab run, then changes to its input
             through_a_process.append((slug, model.recipe_dir, asked.entry, request, step, root))
     print(f"\nthrough a recipe process (--pause {options.pause:g} s, --reader-pause {options.reader_pause:g} s)")
     print(f"{'model':<10} {'lab ms':>9} {'later ms':>9} {'ratio':>6} {'reader ms':>9} {'ratio':>6} {'first ms':>9} "
           f"{'ratio':>6}")
     for row in through_a_process:
-        lab, later, reader, first = pooled(*row[1:], repeat, options.pause, options.reader_pause)
-        print(f"{row[0]:<10} {lab * 1000:>9.2f} {later * 1000:>9.2f} {later / lab:>6.2f} {reader * 1000:>9.2f} "
-              f"{reader / lab:>6.2f} {first * 1000:>9.2f} {first / lab:>6.2f}")
+        (lab, later, reader, first), ratios = pooled(*row[1:], repeat, options.pause, options.reader_pause)
+        print(f"{row[0]:<10} {lab * 1000:>9.2f} {later * 1000:>9.2f} {ratios[0]:>6.2f} {reader * 1000:>9.2f} "
+              f"{ratios[1]:>6.2f} {first * 1000:>9.2f} {ratios[2]:>6.2f}")
 
 
 def pooled(recipe_dir: Path, entry: str, request: dict, step: list, root: str, repeat: int,
-           pause: float, reader_pause: float) -> list[float]:
+           pause: float, reader_pause: float) -> tuple[list[float], list[float]]:
     """The medians of a lab run and of the changes to its input (the module docstring's second table), each
-    round timed from the call to the reply through one recipe process."""
+    round timed from the call to the reply through one recipe process; and the median ratios of the changes,
+    each to a lab run of its round that followed as long an idle."""
     from app.compute.pool import RecipeCall, WorkerPool
 
     pool = WorkerPool(size=1, timeout=120, torch_threads=1, seed=0)
-    times: list[list[float]] = [[], [], [], []]
+    times: list[list[float]] = [[], [], [], [], []]  # lab, later, lab (reader's), reader, first
 
     def call(made: RecipeCall, kept: list[float]) -> None:
         started = time.perf_counter()
@@ -127,22 +160,24 @@ def pooled(recipe_dir: Path, entry: str, request: dict, step: list, root: str, r
     try:
         pool.run(RecipeCall.lab(recipe_dir, entry, request))  # warm: the worker started, the recipe imported
         for index in range(repeat):
-            # Each timed call follows a pause (a lab run kept only after the process idled; and a process woken
-            # from idle answers slower: a kept change 4.7 ms after another call, 10.8 ms after 0.25 s idle), so
-            # that all pay the waking alike.
+            # Each timed call follows a pause (a lab run kept only after the process idled), and each change is
+            # set against a lab run that followed as long a pause: a process woken from idle answers slower (a
+            # kept change 4.7 ms after another call, 10.8 ms after 0.25 s idle).
             time.sleep(pause)
             call(RecipeCall.lab(recipe_dir, entry, request, {}, {"root": root, "key": f"later-{index}"}), times[0])
             time.sleep(pause)
             call(RecipeCall.intervene(recipe_dir, entry, request, step, [], root, {}, f"later-{index}"), times[1])
-            time.sleep(pause)
-            pool.run(RecipeCall.lab(recipe_dir, entry, request, {}, {"root": root, "key": f"reader-{index}"}))
             time.sleep(reader_pause)
-            call(RecipeCall.intervene(recipe_dir, entry, request, step, [], root, {}, f"reader-{index}"), times[2])
+            call(RecipeCall.lab(recipe_dir, entry, request, {}, {"root": root, "key": f"reader-{index}"}), times[2])
+            time.sleep(reader_pause)
+            call(RecipeCall.intervene(recipe_dir, entry, request, step, [], root, {}, f"reader-{index}"), times[3])
             time.sleep(pause)
-            call(RecipeCall.intervene(recipe_dir, entry, request, step, [], root, {}, f"first-{index}"), times[3])
+            call(RecipeCall.intervene(recipe_dir, entry, request, step, [], root, {}, f"first-{index}"), times[4])
     finally:
         pool.shutdown()
-    return [statistics.median(kept) for kept in times]
+    lab, later, lab_idle, reader, first = times
+    return ([statistics.median(kept) for kept in (lab, later, reader, first)],
+            [ratio(later, lab), ratio(reader, lab_idle), ratio(first, lab)])
 
 
 if __name__ == "__main__":

@@ -285,6 +285,50 @@ def test_an_output_the_recipe_writes_into_in_place_is_measured_as_its_module_mad
         assert torch.allclose(torch.tensor(answer["after"]), model.b(3 * made + 1), atol=1e-6)
 
 
+def test_a_recipes_own_hooks_see_the_changed_output_and_torch_is_left_as_it_was():
+    """A run's calls pass through a wrapper of torch's `Module._call_impl`, not global hooks: a recipe that
+    captures a module's output with a hook of its own (attention maps) captures the changed output, input
+    changes reach the module's own pre-hooks, a module given a hook mid-run is met, and after the run (or a
+    failed one) torch's call and the modules' hooks are as they were."""
+    from app.compute.intervene import Refused, intervene
+
+    class Two(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(self.a(x))
+
+    torch.manual_seed(0)
+    model, x = Two().eval(), torch.randn(2, 3)
+    call, hooks = torch.nn.Module._call_impl, dict(model.a._forward_hooks)
+
+    @torch.no_grad()
+    def entry() -> dict:
+        seen: dict[str, torch.Tensor] = {}
+        handles = [model.a.register_forward_hook(lambda _m, _a, out: seen.__setitem__("a", out)),
+                   model.b.register_forward_pre_hook(lambda _m, args: seen.__setitem__("b in", args[0]))]
+        try:
+            out = model(x)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return {"a": seen["a"].tolist(), "b in": seen["b in"].tolist(), "out": out.tolist()}
+
+    answer = intervene(entry, {}, [{"node": "a", "action": "zero", "target": "a", "on": "output"}], [], 0, "Two")
+    assert torch.count_nonzero(torch.tensor(answer["before"]["a"])) > 0
+    assert answer["after"]["a"] == answer["after"]["b in"] == torch.zeros(2, 3).tolist()
+    with torch.no_grad():
+        assert torch.allclose(torch.tensor(answer["after"]["out"]), model.b(torch.zeros(2, 3)), atol=1e-6)
+    assert answer["effects"]["a"] == 1.0 and answer["effects"]["b"] > 0
+    assert torch.nn.Module._call_impl is call and dict(model.a._forward_hooks) == hooks
+    with pytest.raises(Refused):
+        intervene(entry, {}, [{"node": "a", "action": "scale", "factor": float("nan"), "target": "a", "on": "output"},
+                              {"node": "c", "action": "zero", "target": "c", "on": "output"}], [], 0, "Two")
+    assert torch.nn.Module._call_impl is call and not model.a._forward_hooks
+
+
 def test_a_change_is_measured_on_the_nodes_both_runs_share_alike():
     """||after - before|| / ||before|| per node, from the outputs or from the plain run laid out once; a node
     the changed run skipped or shaped otherwise (a decoder that stopped elsewhere) is left out, as are
@@ -310,21 +354,24 @@ def test_a_change_is_measured_on_the_nodes_both_runs_share_alike():
         assert base.values[:2].tolist() == [3.0, 4.0]
 
 
-def test_a_change_measured_as_the_run_goes_reads_as_the_kept_outputs_measured_whole(monkeypatch):
-    """A changed run is measured as it goes, a chunk of outputs at a time (intervene.Moved): it reads what
-    effects() reads on the same outputs kept to the end, and both what float64 arithmetic reads, whatever the
-    chunk; an output written into before its chunk was measured, or a norm past float32's range, hands the
-    measurement back to effects() (None), which measures such norms in float64."""
+@pytest.mark.parametrize("shape", [(3, 5), (4, 16)])  # summed a value, or a block of 32, at a time
+def test_a_change_measured_as_the_run_goes_reads_as_the_kept_outputs_measured_whole(monkeypatch, shape):
+    """A changed run is measured as it goes, a chunk of outputs at a time (intervene.Moved), as effects()
+    measures outputs kept to the end: both read what float64 arithmetic reads, whatever the chunk, with outputs
+    skipped (a gap in the baseline's order) or of another precision, and squares past float32's range; an
+    output written into before its chunk was measured marks the measurement spoilt (`intact`)."""
     from app.compute import intervene as iv
 
     torch.manual_seed(0)
     keys = [iv.occurrence(node, call) for call in range(7) for node in ("a", "b", "c")]  # a sampler's 7 calls
-    before = {key: torch.randn(3, 5) for key in keys}
+    before = {key: torch.randn(shape) for key in keys}
     after = {key: before[key] * (1 + 0.1 * i) - 0.01 * (i % 3) for i, key in enumerate(keys)}
+    assert iv.Baseline.of(before).block == (1 if shape == (3, 5) else 32)
 
     def exact(after: dict) -> dict[str, float]:
         def total(node: str, values) -> float:
-            return sum((values(key).double() ** 2).sum().item() for key in keys if iv.node_of(key) == node)
+            return sum((values(key).double() ** 2).sum().item() for key in keys if iv.node_of(key) == node
+                       and key in after)
         return {node: math.sqrt(total(node, lambda k: after[k].double() - before[k].double())
                                 / total(node, lambda k: before[k])) for node in "abc"}
 
@@ -334,19 +381,23 @@ def test_a_change_measured_as_the_run_goes_reads_as_the_kept_outputs_measured_wh
             moved.keep(iv.node_of(key), outputs[key])
         return moved
 
+    gaps = {key: tensor for i, key in enumerate(keys) if i % 4 != 1 for tensor in [after[key]]}
+    mixed = {key: tensor.double() if i % 3 == 0 else tensor for i, (key, tensor) in enumerate(after.items())}
+    huge = {key: tensor * 1e30 for key, tensor in after.items()}  # squares past float32's largest number
     for chunk in (1, 16, 40, 1 << 17):
         monkeypatch.setattr(iv, "CHUNK", chunk)
-        assert measured(after).effects() == pytest.approx(exact(after), rel=1e-6)
-        assert iv.effects(iv.Baseline.of(before), after) == pytest.approx(exact(after), rel=1e-6)
-    huge = {key: tensor * 1e30 for key, tensor in after.items()}  # squares past float32's largest number
-    assert measured(huge).effects() is None
-    assert iv.effects(iv.Baseline.of(before), huge) == pytest.approx(exact(huge), rel=1e-6)
+        for outputs in (after, mixed, huge):
+            moved = measured(outputs)
+            assert moved.effects() == pytest.approx(exact(outputs), rel=1e-6) and moved.intact
+            assert iv.effects(iv.Baseline.of(before), outputs) == pytest.approx(exact(outputs), rel=1e-6)
+        assert iv.effects(iv.Baseline.of(before), gaps) == pytest.approx(exact(gaps), rel=1e-6)
+        zeroed = measured({key: before[key] * 0.0 for key in keys}).effects()
+        assert zeroed == dict.fromkeys("abc", 1.0)  # exactly: summed as the baseline was, a chunk or whole
     written = {key: tensor.clone() for key, tensor in after.items()}
     moved = measured(written)
     written[keys[-1]].add_(1.0)  # after its module answered, before its chunk was measured
-    assert moved.effects() is None
-    zeroed = measured({key: before[key] * 0.0 for key in keys}).effects()
-    assert zeroed == dict.fromkeys("abc", 1.0)  # exactly: normed as the baseline was
+    moved.effects()
+    assert not moved.intact
 
 
 class Twice(torch.nn.Module):

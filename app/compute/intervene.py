@@ -1,17 +1,19 @@
 """Interventions, inside a recipe process: a lab entry run as asked, then again with modules' outputs (or
 one attention head's context) zeroed, averaged, scaled or patched, and how much every module changed.
 
-The recipe is not told: forward hooks on every module (torch's global module hooks) name each call by the
-recorded graph's rule (`blocks.0.act`, its second call `blocks.0.act#2`, counted per forward of the model)
-and change the outputs the request names. The domain tier has checked the request against the graph; what
-only a run can tell (a node this input never reaches, a patch source of another shape, a head past the
-module's count) is refused here with status 400 and the field at fault.
+The recipe is not told: every module call passes through `hooked` (a wrapper of torch's module call), which
+names it by the recorded graph's rule (`blocks.0.act`, its second call `blocks.0.act#2`, counted per forward
+of the model) and changes the outputs the request names. The domain tier has checked the request against the
+graph; what only a run can tell (a node this input never reaches, a patch source of another shape, a head past
+the module's count) is refused here with status 400 and the field at fault.
 """
 
 import gc
+import itertools
 import json
+import math
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +32,8 @@ CHUNK = 1 << 17
 # A run that calls its model more than once (a sampler's steps, a generation's tokens) meets each node again in
 # every call: the k-th time is kept as `<node>|<k>` (k ≥ 1) beside the first, and measured with it.
 AGAIN = "|"
+# Our hook's key among a module's own forward hooks during a run (torch numbers its handles from 0).
+OURS = "tensorviz-run"
 
 
 def occurrence(node: str, index: int) -> str:
@@ -231,34 +235,52 @@ def changed(tensor: Tensor, item: dict, where: str, source: Tensor | None, modul
 
 @contextmanager
 def hooked(on_input: Callable | None, on_output: Callable, root: str):
-    """Global forward hooks for the duration of a run: every module's input (where `on_input` is given) and
-    output pass through. The hooks run on every module call (a sampler of 100 steps makes 3,900): each
-    Python call saved in them is a percent of such a run."""
+    """Every module call of a run passes through here for its duration: its input (where `on_input` is given)
+    and its output, each of which the callback may replace. This runs on every module call (a sampler of 100
+    steps makes 3,900): torch's global module hooks would take every call down its slow path (about 2 µs a call,
+    a tenth of a small model's run), so torch's `Module._call_impl` is wrapped instead (a class attribute, not a
+    slot: swapping it costs nothing), and a module without hooks of its own goes on down torch's fast path. One
+    with hooks of its own (a recipe's capture of attention maps) has ours first among them for the run, so that
+    its own see the changed output, as they would after a global hook."""
     tracker = Tracker(root)
-    current: list[str | None] = []
     name = tracker.node
-    push = current.append
+    call = nn.Module._call_impl  # torch's, or an enclosing run's
+    current: list[str] = []  # the nodes of the calls under way, for our hook on a module with hooks of its own
+    ours: list[nn.Module] = []  # such modules
 
-    def named(module: nn.Module, args: tuple) -> None:
-        push(name(module))
+    def first_hook(module: nn.Module, args: tuple, output: Any) -> Any:
+        return on_output(module, current[-1], output)
 
-    def before(module: nn.Module, args: tuple):
+    def called(module: nn.Module, *args, **kwargs):
         node = name(module)
-        push(node)
-        return on_input(module, node, args) if node else None
+        if not node:
+            return call(module, *args, **kwargs)
+        if on_input is not None and (replaced := on_input(module, node, args)) is not None:
+            args = replaced if isinstance(replaced, tuple) else (replaced,)
+        if module._forward_hooks or module._forward_pre_hooks:
+            hooks = module._forward_hooks
+            if OURS not in hooks:  # torch's register_forward_hook(prepend=True) took 4 µs, and as much to remove
+                hooks[OURS] = first_hook
+                hooks.move_to_end(OURS, last=False)
+                ours.append(module)
+            current.append(node)
+            try:
+                return call(module, *args, **kwargs)
+            finally:
+                current.pop()
+        output = call(module, *args, **kwargs)
+        replaced = on_output(module, node, output)
+        return output if replaced is None else replaced
 
-    def after(module: nn.Module, args: tuple, output: Any):
-        node = current.pop()
-        return on_output(module, node, output) if node else None
-
-    handles = [nn.modules.module.register_module_forward_pre_hook(named if on_input is None else before),
-               nn.modules.module.register_module_forward_hook(after),
-               nn.modules.module.register_module_module_registration_hook(registered)]
+    registration = nn.modules.module.register_module_module_registration_hook(registered)
+    nn.Module._call_impl = called
     try:
         yield
     finally:
-        for handle in handles:
-            handle.remove()
+        nn.Module._call_impl = call
+        registration.remove()
+        for module in ours:
+            module._forward_hooks.pop(OURS, None)
 
 
 def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool], inputs: set[str], root: str,
@@ -294,17 +316,23 @@ def end_to_end(tensors: list[Tensor]) -> Tensor:
     return flatten(tensors) if flatten is not None else torch.cat([tensor.reshape(-1) for tensor in tensors])
 
 
-def squared_norms(tensors: list[Tensor]) -> list[float]:
-    """Each tensor's squared 2-norm, all in one call into torch and in their own precision, again in float64 where
-    that overflows. A norm per tensor from Python took a fifth of an intervention on a model of a few hundred
-    calls; laying a sampler's 3,900 outputs end to end and summing them in float64 took a fifth of its change.
-    A float32 norm's relative error (about 1e-6) is far below any change a reader reads."""
-    if not tensors:
-        return []
-    norms = torch.stack(torch._foreach_norm(tensors))
-    if norms.dtype != torch.float64 and not bool(torch.isfinite(norms).all()):
-        norms = torch.stack(torch._foreach_norm([tensor.double() for tensor in tensors]))
-    return norms.double().square_().tolist()
+def squares_by_part(values: Tensor, lengths: Tensor, block: int) -> Tensor:
+    """The sum of squares of each part of a flat tensor (parts `lengths` long, one after another, each a whole
+    number of `block`s), squared in place (it is the caller's scratch), in its own precision: summed a block at a
+    time, then by part (torch's sum by part goes a value at a time: a sampler's 5.9 million values took 9 ms).
+    A part's sum depends on its values alone, not on where the tensor begins, so that a baseline summed whole
+    and a changed run summed a chunk at a time sum a node's unchanged output alike (a zeroed node reads exactly
+    1)."""
+    squares = values.square_()
+    if block > 1:
+        squares = squares.view(-1, block).sum(1)
+    return torch.segment_reduce(squares, "sum", lengths=lengths)
+
+
+def block_of(sizes: list[int]) -> int:
+    """The largest block of at most 32 values that every size is a whole number of."""
+    whole = math.gcd(*sizes) if sizes else 1
+    return next(block for block in (32, 16, 8, 4, 2, 1) if whole % block == 0)
 
 
 @dataclass(frozen=True)
@@ -318,16 +346,33 @@ class Baseline:
     values: Tensor
     parts: list[Tensor]
     squares: list[float]
-    index: dict[str, int]  # each key's place in `keys`
+    places: dict[str, list[int]]  # each node's outputs' places in `keys`, by call (-1: that call's is not kept)
+    offsets: list[int]  # where each output begins in `values`, and where the last ends
+    lengths: Tensor  # each output's number of blocks
+    block: int  # values a block: every output is a whole number of them
+    owners: list[str]  # each output's node
 
     @classmethod
     def of(cls, outputs: dict[str, Tensor], keys: list[str] | None = None) -> "Baseline":
         if keys is None:
             keys = [key for key, tensor in outputs.items() if tensor.is_floating_point()]
         values = end_to_end([outputs[key] for key in keys])
-        parts = [part.view(outputs[key].shape)
-                 for key, part in zip(keys, values.split([outputs[key].numel() for key in keys]), strict=True)]
-        return cls(keys, values, parts, squared_norms(parts), {key: i for i, key in enumerate(keys)})
+        sizes = [outputs[key].numel() for key in keys]
+        parts = [part.view(outputs[key].shape) for key, part in zip(keys, values.split(sizes), strict=True)]
+        block = block_of(sizes)
+        lengths = torch.tensor(sizes, dtype=torch.long) // block
+        squares = squares_by_part(values.clone(), lengths, block) if keys else torch.zeros(0)
+        if not bool(torch.isfinite(squares).all()):  # past its precision's range: in float64
+            squares = squares_by_part(values.double(), lengths, block)
+        places: dict[str, list[int]] = {}
+        for at, key in enumerate(keys):
+            node, _, call = key.partition(AGAIN)
+            found = places.setdefault(node, [])
+            found.extend([-1] * (int(call or 0) + 1 - len(found)))
+            found[int(call or 0)] = at
+        offsets = [0, *itertools.accumulate(sizes)]
+        owners = [node_of(key) for key in keys]
+        return cls(keys, values, parts, squares.double().tolist(), places, offsets, lengths, block, owners)
 
     def bytes(self) -> int:
         return self.values.numel() * self.values.element_size()
@@ -344,98 +389,112 @@ class Baseline:
         in `keys`), `moved` their squared changes: a node met in several calls of the model (a sampler's steps) over
         all of its outputs together."""
         totals: dict[str, list[float]] = {}
+        owners, squares = self.owners, self.squares
         for at, change in zip(measured, moved, strict=True):
-            total = totals.setdefault(node_of(self.keys[at]), [0.0, 0.0])
+            total = totals.get(owners[at])
+            if total is None:
+                total = totals[owners[at]] = [0.0, 0.0]
             total[0] += change
-            total[1] += self.squares[at]
+            total[1] += squares[at]
         return {node: (m / s) ** 0.5 if s ** 0.5 > EPSILON else m ** 0.5 for node, (m, s) in totals.items()}
-
-
-def chunks(sizes: list[int], most: int) -> Iterator[tuple[int, int]]:
-    """Consecutive runs of the parts these sizes describe, each of at most `most` values (or one larger part
-    alone), as (first index, index past the last)."""
-    first, total = 0, 0
-    for index, size in enumerate(sizes):
-        if total and total + size > most:
-            yield first, index
-            first, total = index, 0
-        total += size
-    if first < len(sizes):
-        yield first, len(sizes)
 
 
 def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
     """How much each node's output moved from `before` to the outputs `after` holds, measured on the outputs both
-    runs share alike (a run that skipped a node or gave it another shape, a decoder that stopped elsewhere): each
-    subtracted in the outputs' own precision (exactly 0 where it did not move) and normed as the baseline was (so
-    that a zeroed node reads exactly 1). A chunk of outputs at a time, each chunk's differences let go before the
-    next (so that its memory is taken again): a sampler's thousands of differences made at once (tens of MB of
-    fresh pages) cost more in page faults than the arithmetic done in them."""
+    runs share alike (a run that skipped a node or gave it another shape, a decoder that stopped elsewhere), as
+    a changed run is measured as it goes (Moved)."""
     base = before if isinstance(before, Baseline) else Baseline.of(before)
-    measured = [at for at, (key, part) in enumerate(zip(base.keys, base.parts, strict=True))
-                if (tensor := after.get(key)) is not None and tensor.shape == part.shape]
-    moved: list[float] = []
-    for first, last in chunks([base.parts[at].numel() for at in measured], CHUNK):
-        moved += squared_norms(torch._foreach_sub([after[base.keys[at]] for at in measured[first:last]],
-                                                  [base.parts[at] for at in measured[first:last]]))
-    return base.relative(measured, moved)
+    moved = Moved(base)
+    for at, (key, part) in enumerate(zip(base.keys, base.parts, strict=True)):
+        if (tensor := after.get(key)) is not None and tensor.shape == part.shape:
+            moved.hold(at, tensor)
+    return moved.effects()
 
 
 class Moved:
-    """How far each output of a changed run moved from the baseline's, measured as the run goes, as effects()
-    measures it (so that both read alike): outputs are held until a chunk's worth has come, then subtracted and
-    normed in one call into torch each, and let go, so that the next chunk's memory is theirs (a sampler's 3,900
-    outputs held to the end cost more in fresh pages than measuring them; one torch call per output, as much
-    again). An output the recipe wrote into in place before its chunk was measured spoils the measurement
-    (`intact` false): effects() then measures copies made during the run again."""
+    """How far each output of a run moved from the baseline's, measured as the run goes: each subtracted in the
+    outputs' own precision (exactly 0 where it did not move) and summed as the baseline was (so that a zeroed
+    node reads exactly 1), in float64 where that overflows. Outputs are held until a chunk's worth has come,
+    then laid end to end, subtracted from the baseline's stretch of values and summed by output (a few calls
+    into torch a chunk), and let go, so that the next chunk's memory is theirs: a sampler's 3,900 outputs held
+    to the end cost more in fresh pages than measuring them, and one torch call per output as much again. An
+    output the recipe wrote into in place before its chunk was measured spoils the measurement (`intact` false:
+    the run is made again, keeping copies)."""
 
     def __init__(self, base: Baseline) -> None:
         self.base = base
-        self.seen: dict[str, int] = {}  # how many times each node was met: its next occurrence
-        self.measured: list[int] = []  # places in base.keys, in the order of `norms`
-        self.norms: list[Tensor] = []
+        self.places, self.parts = base.places, base.parts  # read on every module call
+        self.seen: dict[str, int] = {}  # how many times each node was met: its next call
+        self.measured: list[int] = []  # places in base.keys, in the order of `squares`
+        self.squares: list[Tensor] = []
         self.held: list[Tensor] = []
-        self.parts: list[Tensor] = []
+        self.at: list[int] = []  # the held outputs' places
         self.versions: list[int] = []
         self.held_values = 0  # how many values `held` holds: measured once they reach CHUNK
         self.intact = True
 
     def keep(self, node: str, tensor: Tensor) -> None:
-        count = self.seen.get(node, 0)
-        self.seen[node] = count + 1
-        at = self.base.index.get(occurrence(node, count))
-        if at is None or (part := self.base.parts[at]).shape != tensor.shape:
+        """The node's next output in this run, measured against the baseline's output of the same call."""
+        places = self.places.get(node)
+        if places is None:
             return
+        call = self.seen.get(node, 0)
+        self.seen[node] = call + 1
+        at = places[call] if call < len(places) else -1
+        if at >= 0 and self.parts[at].shape == tensor.shape:
+            self.hold(at, tensor)
+
+    def hold(self, at: int, tensor: Tensor) -> None:
+        """An output measured against the baseline's `at`-th (of the same shape)."""
         if tensor.requires_grad:  # its graph is not kept alive with the value (a detached view shares its version)
             tensor = tensor.detach()
-        self.measured.append(at)
-        if tensor.is_inference():  # no version to watch: measured at once
-            self.norms.append(torch.dist(tensor, part)[None])
+        if tensor.is_inference():  # no version to watch: measured at once, after what is held (in order)
+            self.measure()
+            self.stretch([tensor], at)
             return
         self.held.append(tensor)
-        self.parts.append(part)
+        self.at.append(at)
         self.versions.append(tensor._version)
-        self.held_values += part.numel()
+        self.held_values += tensor.numel()
         if self.held_values >= CHUNK:
             self.measure()
 
     def measure(self) -> None:
         if not self.held:
             return
-        self.intact = self.intact and all(t._version == v for t, v in zip(self.held, self.versions, strict=True))
-        self.norms.append(torch.stack(torch._foreach_norm(torch._foreach_sub(self.held, self.parts))))
-        self.held, self.parts, self.versions, self.held_values = [], [], [], 0
+        held, at = self.held, self.at
+        self.intact = self.intact and all(t._version == v for t, v in zip(held, self.versions, strict=True))
+        # Each stretch of outputs that lie one after another in the baseline (as a run met them; a run that skipped
+        # some leaves a few gaps) is measured against one stretch of its values.
+        first = 0
+        for last in range(1, len(at) + 1):
+            if last == len(at) or at[last] != at[last - 1] + 1:
+                self.stretch(held[first:last], at[first])
+                first = last
+        self.held, self.at, self.versions, self.held_values = [], [], [], 0
 
-    def effects(self) -> dict[str, float] | None:
-        """Each node's relative change; None where an output was written into in place before it was measured or
-        a norm overflowed float32's range (effects() measures again)."""
+    def stretch(self, tensors: list[Tensor], first: int) -> None:
+        """Outputs measured against the baseline's, from its `first`-th on."""
+        base = self.base
+        lengths = base.lengths[first:first + len(tensors)]
+        values = base.values[base.offsets[first]:base.offsets[first + len(tensors)]]
+        if len(tensors) > 1 and all(t.dtype == values.dtype for t in tensors):
+            squares = squares_by_part(end_to_end(tensors).sub_(values), lengths, base.block)
+        else:
+            flat = tensors[0].reshape(-1) if len(tensors) == 1 else torch.cat([t.reshape(-1) for t in tensors])
+            squares = squares_by_part(flat - values, lengths, base.block)
+        if squares.dtype != torch.float64 and not bool(torch.isfinite(squares).all()):
+            squares = squares_by_part(torch.cat([t.reshape(-1).double() for t in tensors]) - values.double(),
+                                      lengths, base.block)
+        self.squares.append(squares)
+        self.measured += range(first, first + len(tensors))
+
+    def effects(self) -> dict[str, float]:
+        """Each node's relative change (see `intact` before trusting it)."""
         self.measure()
-        if not self.norms:
+        if not self.squares:
             return {}
-        norms = torch.cat(self.norms)
-        if not self.intact or not bool(torch.isfinite(norms).all()):
-            return None
-        return self.base.relative(self.measured, norms.double().square_().tolist())
+        return self.base.relative(self.measured, torch.cat([part.double() for part in self.squares]).tolist())
 
 
 def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedLRU | None,
@@ -535,7 +594,7 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
         moved = Moved(before)
         result, applied = run(moved)
         measured = moved.effects()
-        if measured is None:  # measured again on outputs kept intact (copied where need be), in float64 if need be
+        if not moved.intact:  # measured again on outputs kept intact (copied where need be)
             (result, applied), after = until_intact(run, seed)
             measured = effects(before, after.tensors)
     except Refused:
