@@ -4,13 +4,14 @@
 
 Both are timed inside this process as a recipe worker runs them (the lab entry called directly, and
 compute/intervene.py with one `zero` on the model's first module): the plain run's median, and the
-intervention's median and its ratio to the plain run (the median of each round's ratio) twice over: `first`, on an input the process has not
-run (the request runs as asked, then changed: about 2x is its floor), and `kept`, on an input it has kept the
-run of (only the changed run and its hooks are paid): every recorded case, which a recipe process runs and
-keeps at its warm-up, and any input changed a second time. `patch` is a `patch` of the same module from a
-recorded case, both runs kept (the source's outputs come from its kept run). `warm-up` is what keeping every
-recorded case of the model costs a recipe process once: the time and the memory. `calls` counts the module
-calls of the plain run and of the changed one: a change may make more work (a blinded agent wanders longer).
+intervention's median and its ratio to the plain run (the median of each round's ratio) twice over: `first`,
+on an input the process has not run (the request runs as asked, then changed: about 2x is its floor), and
+`kept`, on an input it has kept the run of (only the changed run and its hooks are paid): every recorded case,
+which a recipe process runs and keeps at its warm-up, and any input changed a second time. `patch` is a `patch`
+of the same module from a recorded case, both runs kept (the source's outputs come from its kept run).
+`warm-up` is what keeping every recorded case of the model costs a recipe process once: the time and the
+memory. `calls` counts the module calls of the plain run and of the changed one: a change may make more work
+(a blinded agent wanders longer).
 
 The second table goes through a recipe process as the server does (compute/pool.py: the pipe, the JSON reply,
 the worker's own seeding), each round on an input the process has not run (its key new): `lab` is the lab

@@ -2,6 +2,7 @@
 computations (the recipe's own weights with the head's columns cut, and transformers' BertForMaskedLM), every
 bad request a 400 naming its field, the budget and the cache."""
 
+import copy
 import json
 import math
 import re
@@ -288,8 +289,8 @@ def test_an_output_the_recipe_writes_into_in_place_is_measured_as_its_module_mad
 def test_a_recipes_own_hooks_see_the_changed_output_and_torch_is_left_as_it_was():
     """A run's calls pass through a wrapper of torch's `Module._call_impl`, not global hooks: a recipe that
     captures a module's output with a hook of its own (attention maps) captures the changed output, input
-    changes reach the module's own pre-hooks, a module given a hook mid-run is met, and after the run (or a
-    failed one) torch's call and the modules' hooks are as they were."""
+    changes reach the module's own pre-hooks, a copy of a hooked module made during the run is left as it is,
+    and after the run (or a failed one) torch's call and the modules' hooks are as they were."""
     from app.compute.intervene import Refused, intervene
 
     class Two(torch.nn.Module):
@@ -311,10 +312,13 @@ def test_a_recipes_own_hooks_see_the_changed_output_and_torch_is_left_as_it_was(
                    model.b.register_forward_pre_hook(lambda _m, args: seen.__setitem__("b in", args[0]))]
         try:
             out = model(x)
+            answer = {"a": seen["a"].tolist(), "b in": seen["b in"].tolist(), "out": out.tolist()}
+            copied = copy.deepcopy(model.a)  # with the recipe's hooks, and ours for the run
+            answer["copy"] = copied(x).tolist()  # no part of the graph: as it is
         finally:
             for handle in handles:
                 handle.remove()
-        return {"a": seen["a"].tolist(), "b in": seen["b in"].tolist(), "out": out.tolist()}
+        return answer
 
     answer = intervene(entry, {}, [{"node": "a", "action": "zero", "target": "a", "on": "output"}], [], 0, "Two")
     assert torch.count_nonzero(torch.tensor(answer["before"]["a"])) > 0
@@ -322,6 +326,8 @@ def test_a_recipes_own_hooks_see_the_changed_output_and_torch_is_left_as_it_was(
     with torch.no_grad():
         assert torch.allclose(torch.tensor(answer["after"]["out"]), model.b(torch.zeros(2, 3)), atol=1e-6)
     assert answer["effects"]["a"] == 1.0 and answer["effects"]["b"] > 0
+    with torch.no_grad():
+        assert answer["after"]["copy"] == model.a(x).tolist()
     assert torch.nn.Module._call_impl is call and dict(model.a._forward_hooks) == hooks
     with pytest.raises(Refused):
         intervene(entry, {}, [{"node": "a", "action": "scale", "factor": float("nan"), "target": "a", "on": "output"},

@@ -245,11 +245,15 @@ def hooked(on_input: Callable | None, on_output: Callable, root: str):
     tracker = Tracker(root)
     name = tracker.node
     call = nn.Module._call_impl  # torch's, or an enclosing run's
-    current: list[str] = []  # the nodes of the calls under way, for our hook on a module with hooks of its own
+    # Each module with hooks of its own whose call is under way, with its node (a module calling itself: each
+    # call's), read by our hook on it; a copy of it made during the run (copy.deepcopy) carries the hook, and
+    # finds nothing here.
+    under_way: dict[int, list[str]] = {}
     ours: list[nn.Module] = []  # such modules
 
     def first_hook(module: nn.Module, args: tuple, output: Any) -> Any:
-        return on_output(module, current[-1], output)
+        nodes = under_way.get(id(module))
+        return on_output(module, nodes[-1], output) if nodes else None
 
     def called(module: nn.Module, *args, **kwargs):
         node = name(module)
@@ -263,11 +267,12 @@ def hooked(on_input: Callable | None, on_output: Callable, root: str):
                 hooks[OURS] = first_hook
                 hooks.move_to_end(OURS, last=False)
                 ours.append(module)
-            current.append(node)
+            nodes = under_way.setdefault(id(module), [])
+            nodes.append(node)
             try:
                 return call(module, *args, **kwargs)
             finally:
-                current.pop()
+                nodes.pop()
         output = call(module, *args, **kwargs)
         replaced = on_output(module, node, output)
         return output if replaced is None else replaced
