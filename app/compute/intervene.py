@@ -248,11 +248,10 @@ def hooked(on_input: Callable | None, on_output: Callable, root: str):
     # Each module with hooks of its own whose call is under way, with its node (a module calling itself: each
     # call's), read by our hook on it; a copy of it made during the run (copy.deepcopy) carries the hook, and
     # finds nothing here.
-    under_way: dict[int, list[str]] = {}
-    ours: list[nn.Module] = []  # such modules
+    under_way: dict[nn.Module, list[str]] = {}  # (held, so that ours comes off each when the run ends)
 
     def first_hook(module: nn.Module, args: tuple, output: Any) -> Any:
-        nodes = under_way.get(id(module))
+        nodes = under_way.get(module)
         return on_output(module, nodes[-1], output) if nodes else None
 
     def called(module: nn.Module, *args, **kwargs):
@@ -262,12 +261,11 @@ def hooked(on_input: Callable | None, on_output: Callable, root: str):
         if on_input is not None and (replaced := on_input(module, node, args)) is not None:
             args = replaced if isinstance(replaced, tuple) else (replaced,)
         if module._forward_hooks or module._forward_pre_hooks:
-            hooks = module._forward_hooks
-            if OURS not in hooks:  # torch's register_forward_hook(prepend=True) took 4 µs, and as much to remove
-                hooks[OURS] = first_hook
-                hooks.move_to_end(OURS, last=False)
-                ours.append(module)
-            nodes = under_way.setdefault(id(module), [])
+            nodes = under_way.get(module)
+            if nodes is None:  # torch's register_forward_hook(prepend=True) took 4 µs, and as much to remove
+                nodes = under_way[module] = []
+                module._forward_hooks[OURS] = first_hook
+                module._forward_hooks.move_to_end(OURS, last=False)
             nodes.append(node)
             try:
                 return call(module, *args, **kwargs)
@@ -284,7 +282,7 @@ def hooked(on_input: Callable | None, on_output: Callable, root: str):
     finally:
         nn.Module._call_impl = call
         registration.remove()
-        for module in ours:
+        for module in under_way:
             module._forward_hooks.pop(OURS, None)
 
 
@@ -370,13 +368,14 @@ class Baseline:
         if not bool(torch.isfinite(squares).all()):  # past its precision's range: in float64
             squares = squares_by_part(values.double(), lengths, block)
         places: dict[str, list[int]] = {}
+        owners = []
         for at, key in enumerate(keys):
-            node, _, call = key.partition(AGAIN)
+            node, _, call = key.partition(AGAIN)  # occurrence()'s key
             found = places.setdefault(node, [])
             found.extend([-1] * (int(call or 0) + 1 - len(found)))
             found[int(call or 0)] = at
+            owners.append(node)
         offsets = [0, *itertools.accumulate(sizes)]
-        owners = [node_of(key) for key in keys]
         return cls(keys, values, parts, squares.double().tolist(), places, offsets, lengths, block, owners)
 
     def bytes(self) -> int:
@@ -402,6 +401,15 @@ class Baseline:
             total[0] += change
             total[1] += squares[at]
         return {node: (m / s) ** 0.5 if s ** 0.5 > EPSILON else m ** 0.5 for node, (m, s) in totals.items()}
+
+
+def change(tensors: list[Tensor], values: Tensor) -> Tensor:
+    """The tensors laid end to end less `values` (as long), in a new tensor: the tensors' own precision where they
+    share the values', else the wider of the two."""
+    if len(tensors) > 1 and all(t.dtype == values.dtype for t in tensors):
+        return end_to_end(tensors).sub_(values)
+    flat = tensors[0].reshape(-1) if len(tensors) == 1 else torch.cat([t.reshape(-1) for t in tensors])
+    return flat - values
 
 
 def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> dict[str, float]:
@@ -483,14 +491,9 @@ class Moved:
         base = self.base
         lengths = base.lengths[first:first + len(tensors)]
         values = base.values[base.offsets[first]:base.offsets[first + len(tensors)]]
-        if len(tensors) > 1 and all(t.dtype == values.dtype for t in tensors):
-            squares = squares_by_part(end_to_end(tensors).sub_(values), lengths, base.block)
-        else:
-            flat = tensors[0].reshape(-1) if len(tensors) == 1 else torch.cat([t.reshape(-1) for t in tensors])
-            squares = squares_by_part(flat - values, lengths, base.block)
+        squares = squares_by_part(change(tensors, values), lengths, base.block)
         if squares.dtype != torch.float64 and not bool(torch.isfinite(squares).all()):
-            squares = squares_by_part(torch.cat([t.reshape(-1).double() for t in tensors]) - values.double(),
-                                      lengths, base.block)
+            squares = squares_by_part(change([t.double() for t in tensors], values.double()), lengths, base.block)
         self.squares.append(squares)
         self.measured += range(first, first + len(tensors))
 
