@@ -11,7 +11,7 @@ which a recipe process runs and keeps at its warm-up, and any input changed a se
 of the same module from a recorded case, both runs kept (the source's outputs come from its kept run).
 `warm-up` is what keeping every recorded case of the model costs a recipe process once: the time and the
 memory. `calls` counts the module calls of the plain run and of the changed one: a change may make more work
-(a blinded agent wanders longer).
+(a blinded agent wanders longer), and `a call` sets `kept`'s cost of a module call against the plain run's.
 
 The second table goes through a recipe process as the server does (compute/pool.py: the pipe, the JSON reply,
 the worker's own seeding), each round on an input the process has not run (its key new): `lab` is the lab
@@ -91,7 +91,7 @@ def main() -> None:
     catalog = load_catalog(ROOT / "manifests", ROOT / "recipes")
     through_a_process = []
     print(f"{'model':<10} {'plain ms':>9} {'first ms':>9} {'ratio':>6} {'kept ms':>9} {'ratio':>6} "
-          f"{'patch ms':>9} {'ratio':>6} {'warm-up: cases':>15} {'ms':>6} {'MiB':>5} {'calls':>11}")
+          f"{'patch ms':>9} {'ratio':>6} {'warm-up: cases':>15} {'ms':>6} {'MiB':>5} {'calls':>11} {'a call':>6}")
     chosen = set(options.models.split(",")) if options.models else set(catalog.models)
     for slug, model in sorted(catalog.models.items()):
         if slug not in chosen:
@@ -131,7 +131,8 @@ def main() -> None:
                               intervene(entry, request, step, [], 0, root, memo, f"{slug}:0")))
         print(f"{slug:<10} {plain * 1000:>9.2f} {first * 1000:>9.2f} {first_ratio:>6.2f} {again * 1000:>9.2f} "
               f"{again_ratio:>6.2f} {patched * 1000:>9.2f} {patched_ratio:>6.2f} {len(requests):>15} "
-              f"{warm_up * 1000:>6.1f} {memo.size / 2**20:>5.2f} {calls[0]:>5} {calls[1]:>5}")
+              f"{warm_up * 1000:>6.1f} {memo.size / 2**20:>5.2f} {calls[0]:>5} {calls[1]:>5} "
+              f"{again_ratio * calls[0] / calls[1]:>6.2f}")
         if model.has_lab and asked.endpoint is not None:  # the second table: a lab run, then changes to its input
             through_a_process.append((slug, model.recipe_dir, asked.entry, request, step, root))
     print(f"\nthrough a recipe process (--pause {options.pause:g} s, --reader-pause {options.reader_pause:g} s)")

@@ -127,10 +127,9 @@ class Tracker:
         if found is None:
             found = self.known[id(module)] = (module, self.name(module))
         name = found[1]
-        if name == "":  # a forward of the whole model: its modules' calls are counted afresh
-            self.calls = {}
-            return None
-        if name is None:
+        if not name:
+            if name is not None:  # a forward of the whole model: its modules' calls are counted afresh
+                self.calls = {}
             return None
         count = self.calls[name] = self.calls.get(name, 0) + 1
         return name if count == 1 else f"{name}#{count}"
@@ -348,7 +347,8 @@ class Baseline:
     keys: list[str]  # each output's key: `node`, then `node|1`, ... for its later calls
     values: Tensor
     parts: list[Tensor]
-    squares: list[float]
+    shapes: list[torch.Size]  # each output's (read on every module call of a changed run)
+    squares: list[float]  # each output's squared norm
     places: dict[str, list[int]]  # each node's outputs' places in `keys`, by call (-1: that call's is not kept)
     offsets: list[int]  # where each output begins in `values`, and where the last ends
     lengths: Tensor  # each output's number of blocks
@@ -375,8 +375,8 @@ class Baseline:
             found.extend([-1] * (int(call or 0) + 1 - len(found)))
             found[int(call or 0)] = at
             owners.append(node)
-        offsets = [0, *itertools.accumulate(sizes)]
-        return cls(keys, values, parts, squares.double().tolist(), places, offsets, lengths, block, owners)
+        return cls(keys, values, parts, [part.shape for part in parts], squares.double().tolist(), places,
+                   [0, *itertools.accumulate(sizes)], lengths, block, owners)
 
     def bytes(self) -> int:
         return self.values.numel() * self.values.element_size()
@@ -384,7 +384,7 @@ class Baseline:
     def outputs(self, nodes: set[str]) -> dict[str, Tensor] | None:
         """These nodes' outputs as the run made them (views of the values), every occurrence of each, or None where
         one is not kept."""
-        if not nodes <= {node_of(key) for key in self.keys}:
+        if not nodes <= self.places.keys():
             return None
         return {key: part for key, part in zip(self.keys, self.parts, strict=True) if node_of(key) in nodes}
 
@@ -436,7 +436,7 @@ class Moved:
 
     def __init__(self, base: Baseline) -> None:
         self.base = base
-        self.places, self.parts = base.places, base.parts  # read on every module call
+        self.places, self.shapes = base.places, base.shapes  # read on every module call
         self.seen: dict[str, int] = {}  # how many times each node was met: its next call
         self.measured: list[int] = []  # places in base.keys, in the order of `squares`
         self.squares: list[Tensor] = []
@@ -453,8 +453,7 @@ class Moved:
             return
         call = self.seen.get(node, 0)
         self.seen[node] = call + 1
-        at = places[call] if call < len(places) else -1
-        if at >= 0 and self.parts[at].shape == tensor.shape:
+        if call < len(places) and (at := places[call]) >= 0 and self.shapes[at] == tensor.shape:
             self.hold(at, tensor)
 
     def hold(self, at: int, tensor: Tensor) -> None:
@@ -476,14 +475,15 @@ class Moved:
         if not self.held:
             return
         held, at = self.held, self.at
-        self.intact = self.intact and all(t._version == v for t, v in zip(held, self.versions, strict=True))
-        # Each stretch of outputs that lie one after another in the baseline (as a run met them; a run that skipped
-        # some leaves a few gaps) is measured against one stretch of its values.
-        first = 0
-        for last in range(1, len(at) + 1):
-            if last == len(at) or at[last] != at[last - 1] + 1:
-                self.stretch(held[first:last], at[first])
-                first = last
+        self.intact = self.intact and [tensor._version for tensor in held] == self.versions
+        if at == list(range(at[0], at[0] + len(at))):  # as the baseline met them (a run that changed no path)
+            self.stretch(held, at[0])
+        else:  # each stretch that lies one after another in the baseline (a run that skipped some leaves gaps)
+            first = 0
+            for last in range(1, len(at) + 1):
+                if last == len(at) or at[last] != at[last - 1] + 1:
+                    self.stretch(held[first:last], at[first])
+                    first = last
         self.held, self.at, self.versions, self.held_values = [], [], [], 0
 
     def stretch(self, tensors: list[Tensor], first: int) -> None:
@@ -502,7 +502,8 @@ class Moved:
         self.measure()
         if not self.squares:
             return {}
-        return self.base.relative(self.measured, torch.cat([part.double() for part in self.squares]).tolist())
+        moved = self.squares[0] if len(self.squares) == 1 else torch.cat(self.squares)
+        return self.base.relative(self.measured, moved.double().tolist())
 
 
 def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedLRU | None,
