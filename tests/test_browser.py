@@ -1639,6 +1639,7 @@ def test_what_if_a_module_is_zeroed_or_scaled_chosen_from_the_graph_by_keyboard(
     page.keyboard.press("Enter")
     expect(panel.locator("#whatif-node")).to_have_text("h.0.mlp")
     panel.locator("#whatif-action").select_option("zero")
+    expect(panel.locator("#whatif-add")).to_be_enabled()  # once the server said what h.0.mlp can do here
     panel.locator("#whatif-add").focus()
     page.keyboard.press("Enter")
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
@@ -1661,6 +1662,37 @@ def test_what_if_a_module_is_zeroed_or_scaled_chosen_from_the_graph_by_keyboard(
     panel.get_by_role("button", name="Remove: scale ln_f × 3").click()
     expect(panel.locator("#whatif-status")).to_contain_text("No change")
     assert effects(page) == {} and "whatif=" not in page.url
+
+
+def test_what_if_offers_only_the_changes_that_run_on_the_case_shown(watched):
+    """The panel asks the server what each node can do on the case shown: a node the run never calls offers
+    nothing and says why, an action a node cannot take is disabled with its reason, a patch comes from another case
+    that runs the node alike, an open module is selected by its box, and one button adds a change and runs."""
+    page = watched("/models/gpt")
+    graph_ready(page)
+    panel = page.locator("#whatif")
+    expect(panel.locator("#whatif-run")).to_have_count(0)
+    box = page.locator('#graph-stage .g-cluster[data-id="h"] > rect').bounding_box()  # h is open: a box
+    stage = page.locator("#graph-stage").bounding_box()
+    page.mouse.click(max(box["x"], stage["x"]) + 5, max(box["y"], stage["y"]) + 26)  # inside it, below its title
+    expect(panel.locator("#whatif-node")).to_have_text("h")
+    expect(panel.locator("#whatif-why")).to_contain_text("Nothing to change here: this input's run gets no output")
+    expect(panel.locator("#whatif-add")).to_be_disabled()
+    page.locator('#graph-stage .g-node[data-id="wpe"]').focus()
+    page.keyboard.press("Enter")
+    expect(panel.locator('#whatif-action option[value="mean"]')).to_be_disabled()
+    expect(panel.locator("#whatif-why")).to_contain_text("mean: mean averages over positions, and wpe's output has "
+                                                         "shape [8, 32]")
+    page.locator('#graph-stage .g-node[data-id="h.0.mlp"]').focus()
+    page.keyboard.press("Enter")
+    expect(panel.locator("#whatif-why")).to_be_hidden()
+    panel.locator("#whatif-action").select_option("patch")
+    expect(panel.locator("#whatif-source")).to_have_value("repeats")  # not the case shown
+    expect(panel.locator('#whatif-source option[value="pi"]')).to_be_disabled()
+    panel.locator("#whatif-add").click()
+    expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
+    expect(panel.locator("#whatif-list li")).to_have_text([re.compile("patch h.0.mlp from “repeats”")])
+    assert effects(page)["h.0.mlp"] > 0
 
 
 def test_a_what_if_link_shows_the_same_changes_on_a_phone(watched):

@@ -23,15 +23,19 @@ def changeable(manifest: dict) -> list[str]:
 
 
 FACTORS = (0.5, 3.0, -1.0)  # a shrink, a blow-up and a sign flip: each node is scaled by one, in turn
+# What a run answers when it was asked for a change it cannot make on this input: the node never ran, its output
+# has no positions to average over, a patch source that never ran it or ran it in another shape.
+UNRUNNABLE = re.compile(r"does not run for this input|mean needs positions|\.from_case:")
 
 
-def changes(manifest: dict, index: int) -> list[dict]:
+def changes(manifest: dict, index: int, offer: dict, shown: str | None) -> list[dict]:
     """Every action on the `index`-th node, its scale by one of FACTORS in turn (every factor meets a third of the
-    nodes: a model of 100 calls a run paid 40 s for the other two); a patch from the last recorded case where
-    there is one."""
-    cases = manifest["experiment"]["cases"]
+    nodes: a model of 100 calls a run paid 40 s for the other two); a patch from a case the options offer, else
+    from another recorded case where there is one."""
     steps = [{"action": "zero"}, {"action": "mean"}, {"action": "scale", "factor": FACTORS[index % len(FACTORS)]}]
-    return steps + ([{"action": "patch", "from_case": cases[-1]["id"]}] if cases else [])
+    others = [case["id"] for case in manifest["experiment"]["cases"] if case["id"] != shown]
+    source = (offer["from_cases"] or others[-1:] or [None])[0]
+    return steps + ([{"action": "patch", "from_case": source}] if source else [])
 
 
 def answered_in_words(response) -> None:
@@ -42,18 +46,34 @@ def answered_in_words(response) -> None:
 
 
 @pytest.mark.parametrize("slug", CATALOG_SLUGS)
-def test_every_change_to_every_node_answers_200_or_a_400_in_words(checkpoint_app, slug):
+def test_what_if_offers_every_change_that_runs_and_no_other(checkpoint_app, slug):
+    """Every change to every node, on the first recorded case: each answers 200 or a 400 that says, in words, which
+    field or node and why. One the options offer never meets a refusal for what the input's run cannot do (a later
+    part of the model may still not take its result, said as a 400); one they do not offer is refused, and the
+    options say why."""
     client = checkpoint_app.test_client()
     manifest = client.get(f"/api/models/{slug}").get_json()
     cases = manifest["experiment"]["cases"]
     subject = {"case": cases[0]["id"]} if cases else {"request": DATALAB}
-    asked = 0
+    options = client.post(f"/api/models/{slug}/interventions/options", json=subject)
+    assert options.status_code == 200, options.get_json()
+    nodes = options.get_json()["nodes"]
+    assert sorted(nodes) == sorted(changeable(manifest))
+    asked = offered = 0
     for index, node in enumerate(changeable(manifest)):
-        for step in changes(manifest, index):
-            answered_in_words(client.post(f"/api/models/{slug}/interventions",
-                                          json=subject | {"interventions": [{"node": node} | step]}))
+        offer = nodes[node]
+        for step in changes(manifest, index, offer, subject.get("case")):
+            response = client.post(f"/api/models/{slug}/interventions",
+                                   json=subject | {"interventions": [{"node": node} | step]})
+            answered_in_words(response)
+            message = response.get_json()["error"]["message"] if response.status_code == 400 else ""
+            if step["action"] in offer["actions"]:
+                assert not UNRUNNABLE.search(message), (node, step, message)
+                offered += 1
+            else:
+                assert response.status_code == 400 and offer["why_not"][step["action"]], (node, step)
             asked += 1
-    assert asked >= 3 * len(changeable(manifest)) > 0
+    assert asked >= 3 * len(changeable(manifest)) > 0 and offered > 0
 
 
 def bounds(field: Field) -> list:

@@ -523,6 +523,35 @@ def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedL
     return plain, base, False
 
 
+def outlines(function: Callable, requests: list[dict], seed: int, root: str, memo: SizedLRU | None = None,
+             keys: list[str | None] | None = None) -> list[dict[str, list] | None]:
+    """The outputs that an intervention can change (those of floating point) in the entry's run on each request,
+    node by node: the shape of each of the node's calls in turn, as [shape, calls in a row] pairs (a sampler's 100
+    steps of one shape are one pair). The first request is the run to be changed, the others the runs a patch may
+    take outputs from: where one of those fails, its outline is None. Each run is kept in `memo` under its key
+    (plain_run), so that a change asked next finds it."""
+    found: list[dict[str, list] | None] = []
+    for index, args in enumerate(requests):
+        try:
+            _, base, _ = plain_run(function, args, seed, root, memo, keys[index] if keys else None)
+        except Exception:
+            if not index:
+                raise
+            found.append(None)
+            continue
+        nodes: dict[str, list] = {}
+        for node, places in base.places.items():
+            shapes = nodes[node] = []
+            for at in places:
+                shape = list(base.shapes[at]) if at >= 0 else None
+                if shapes and shapes[-1][0] == shape:
+                    shapes[-1][1] += 1
+                else:
+                    shapes.append([shape, 1])
+        found.append(nodes)
+    return found
+
+
 def said(interventions: list[dict]) -> str:
     """The interventions in words: "scaling decoder by 3", "zeroing head 2 of h.0.attn and patching h.1"."""
     verbs = {"zero": "zeroing", "mean": "averaging", "scale": "scaling", "patch": "patching"}

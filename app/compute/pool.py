@@ -52,6 +52,15 @@ class RecipeCall:
                    context or {})
 
     @classmethod
+    def outline(cls, recipe_dir: Path, entry: str, requests: list[dict], root: str, context: dict | None = None,
+                key: str = "") -> "RecipeCall":
+        """The outputs a lab.py entry's runs on `requests` make, node by node (compute/intervene.py's outlines):
+        what an intervention on the first can change, and where the others (patch sources) match it. Each plain
+        run is kept (or found) under `key`, as an intervention's is."""
+        return cls(Path(recipe_dir), "outline", entry, {"requests": requests, "root": root, "key": key},
+                   context or {})
+
+    @classmethod
     def training(cls, recipe_dir: Path, entry: str, args: dict, root: str, context: dict | None = None) -> "RecipeCall":
         """A lab.py entry run on each stage of weights the recipe kept during training and on the trained
         ones (compute/training.py); `root` is the recorded model's class, whose weights are swapped."""

@@ -181,12 +181,14 @@ def plain_key(run_key: str, entry: str, asked: dict) -> str:
 
 def task_plain_key(task: dict) -> str | None:
     """Where the plain run a task makes or keeps is kept: a lab run's with `keep_run`, an intervention's (the
-    run as asked); None for any other task."""
+    run as asked), an outline's (the run to be changed); None for any other task."""
     spec, context = task.get("args", {}), task.get("context", {})
     if task.get("module") == "lab" and task.get("keep_run"):
         return plain_key(task["keep_run"]["key"], task["entry"], {**spec, **context})
     if task.get("module") == "intervene" and spec.get("key"):
         return plain_key(spec["key"], task["entry"], {**spec["args"], **context})
+    if task.get("module") == "outline" and spec.get("key"):
+        return plain_key(spec["key"], task["entry"], {**spec["requests"][0], **context})
     return None
 
 
@@ -214,6 +216,15 @@ def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = No
         keys = [plain_key(spec["key"], entry, each) if spec.get("key") else None for each in [asked, *sources]]
         function = partial(intervene.intervene, lab, asked, spec["interventions"], sources, seed, spec["root"], memo,
                            keys[0], keys[1:])
+        args = {}
+    elif module == "outline":
+        from . import intervene
+
+        spec = task["args"]
+        requests = [{**each, **task.get("context", {})} for each in spec["requests"]]
+        keys = [plain_key(spec["key"], entry, each) if spec.get("key") else None for each in requests]
+        function = partial(intervene.outlines, entry_function(Path(task["recipe_dir"]), entry), requests, seed,
+                           spec["root"], memo, keys)
         args = {}
     elif module == "training":
         from . import training
@@ -277,7 +288,8 @@ class RecipeProcess:
 def failure(exc: BaseException, task: dict) -> str:
     """What went wrong in a run, in words a reader of the answer can use, without the exception's own text (which
     the server logs): where it stopped and, for the failures every recipe can meet, why."""
-    module = {"intervene": "lab", "training": "lab"}.get(task.get("module", ""), task.get("module", "run"))
+    module = task.get("module", "run")
+    module = "lab" if module in ("intervene", "outline", "training") else module
     entry = task.get("entry", "replay")
     where = "the recipe's replay() in run.py" if entry == REPLAY else f"the recipe's {entry}() in {module}.py"
     if "warm" in task:

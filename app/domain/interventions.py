@@ -59,6 +59,40 @@ def declared_heads(declaration: dict, manifest: dict) -> dict[str, Heads]:
     return found
 
 
+def changeable(manifest: dict) -> list[str]:
+    """Every node an intervention may name: the graph's modules and layers (not its ops, nor its inputs)."""
+    return [layer["id"] for layer in manifest["layers"]
+            if layer["kind"] in ("module", "layer") and "@" not in layer["id"].split("#", 1)[0]]
+
+
+POSITIONS = (3, 4)  # the dimensions of an output that `mean` averages over positions of: (B, T, C), (B, C, H, W)
+
+
+def offered(manifest: dict, outline: dict[str, list], sources: dict[str, dict[str, list] | None]) -> dict[str, dict]:
+    """What an intervention can do to each changeable node of one run, and why not the rest, from the run's
+    outline (its outputs' shapes by node and call, compute/intervene.py's outlines) and those of the recorded
+    cases a patch may take outputs from (None where that case's run failed): {node: {"actions", "from_cases",
+    "why_not"}}. A change that a later part of the model cannot take is only found by running it (a 400)."""
+    found = {}
+    for node in changeable(manifest):
+        shapes = outline.get(node)
+        if shapes is None:
+            reason = f"this input's run gets no output of numbers from {node} to change (it is not called itself)"
+            found[node] = {"actions": [], "from_cases": [], "why_not": dict.fromkeys(ACTIONS, reason)}
+            continue
+        why_not = {}
+        flat = next((shape for shape, _ in shapes if shape is not None and len(shape) not in POSITIONS), None)
+        if flat is not None:
+            why_not["mean"] = f"mean averages over positions, and {node}'s output has shape {flat}, which has none"
+        from_cases = [case for case, other in sources.items() if other is not None and other.get(node) == shapes]
+        if not from_cases:
+            why_not["patch"] = (f"no other recorded case runs {node} with the same shapes as this input" if sources
+                                else "there is no other recorded case to patch from")
+        found[node] = {"actions": [action for action in ACTIONS if action not in why_not], "from_cases": from_cases,
+                       "why_not": why_not}
+    return found
+
+
 def plan(items, manifest: dict, heads: dict[str, Heads], cases: Collection[str]) -> list[dict]:
     """The interventions of a request, checked, as the recipe process runs them; FieldError (a 400) names
     the field at fault. `cases` are the recorded cases a patch may take its output from."""

@@ -555,6 +555,22 @@ class Intervened(Live):
     plain_run_kept: bool  # the run as asked came from those the recipe process keeps: the changed run alone ran
 
 
+class NodeOptions(TypedDict):
+    """What an intervention can do to one node of the run, and why not the rest."""
+
+    actions: list[Literal["zero", "mean", "scale", "patch"]]  # those that run (a result a later part refuses: a 400)
+    from_cases: list[str]  # the other recorded cases a patch may take this node's output from
+    why_not: dict[str, str]  # each action not offered, and why, in words
+
+
+class InterventionOptions(TypedDict):
+    """What What if? can change on a recorded case or a lab request, by every module node of the graph."""
+
+    endpoint: str | None  # the lab endpoint that runs it; None where run.py replays the case
+    case: str | None
+    nodes: dict[str, NodeOptions]
+
+
 class ItemName(TypedDict):
     kind: Literal["matrix", "vector", "metric"]
     label: str

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..compute.pool import RecipeCall, RecipeRefused, decoded
 from ..domain.catalog import Model
-from ..domain.interventions import plan
+from ..domain.interventions import offered, plan
 from ..domain.labs import Endpoint
 from ..domain.schema import ITEMS
 from . import runs
@@ -29,6 +29,7 @@ from .subjects import checked, preset_requests, subject
 NOTE = ("Computed live on the server by the model's recipe, once as asked and once with the interventions; "
         "not a recorded value.")
 BODY = {"case", "request", "endpoint", "interventions"}
+SUBJECT = {"case", "request", "endpoint"}
 
 
 def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -> tuple[dict, bool, list[dict]]:
@@ -50,6 +51,24 @@ def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -
                                "JSON cannot carry; a smaller factor, or another action, may keep it finite")
     reply, cached = runs.submit(call, key, blame)
     return decoded(reply), cached, steps
+
+
+def options(model: Model, body) -> dict:
+    """`POST .../interventions/options`: what What if? can change on this run (a case or a lab request), node by
+    node, and why not the rest; from one run of the recipe over it and every other recorded case a patch may
+    take outputs from (each kept, as a change asked next looks for it)."""
+    checked(body, SUBJECT)
+    asked = subject(model, body)
+    sources = {case: args for case, args in asked.sources.items() if case != body.get("case")}
+    run_key = runs.run_key(model)
+    requests = [asked.args, *sources.values()]
+    call = RecipeCall.outline(model.recipe_dir, asked.entry, requests, model.manifest.get("className", ""),
+                              context(model.checkpoint), run_key)
+    asked_for = hashlib.sha256(json.dumps(requests, sort_keys=True).encode()).hexdigest()
+    reply, _ = runs.submit(call, f"outline:{asked.entry}:{run_key}:{asked_for}")
+    shown, *others = decoded(reply)["result"]
+    return {"endpoint": asked.name, "case": body.get("case"),
+            "nodes": offered(model.manifest, shown, dict(zip(sources, others, strict=True)))}
 
 
 def cases_to_keep(model: Model) -> dict | None:

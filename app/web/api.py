@@ -231,6 +231,13 @@ def interventions_of(slug: str):
     return jsonify(interventions.answer(get_model(slug), _json_body()))
 
 
+@bp.post("/models/<slug>/interventions/options")
+@spends_compute
+def intervention_options(slug: str):
+    """What What if? can change on a recorded case or a lab request, node by node, and why not the rest."""
+    return jsonify(interventions.options(get_model(slug), _json_body()))
+
+
 @bp.post("/models/<slug>/training")
 @spends_compute
 def training_of(slug: str):

@@ -41,7 +41,8 @@ HEADERS = {
 }
 # The answers named in the document; each TypedDict these name is described too, under its own name.
 ANSWERS = (shapes.Catalog, shapes.Manifest, shapes.Files, shapes.Report, shapes.Job, shapes.Intervened,
-           shapes.Stages, shapes.Error, shapes.LabAnswer, shapes.CaseAnswer, shapes.Intervention)
+           shapes.InterventionOptions, shapes.Stages, shapes.Error, shapes.LabAnswer, shapes.CaseAnswer,
+           shapes.Intervention)
 TAGS = [
     {"name": "catalog", "description": "The served models, their stored manifests and files."},
     {"name": "verification", "description": "The recipe re-executed on the server and compared with its recording."},
@@ -189,6 +190,14 @@ def _paths(slugs: list[str], trained: dict[str, list[str]]) -> dict:
             "requestBody": {"required": True, "content": {"application/json": {"schema": intervened}}},
             "responses": {"200": _json(_ref("Intervened"), "Before, after, their difference and each module's "
                                                            "movement."), **_errors(*POST_ERRORS)}}},
+        "/api/models/{slug}/interventions/options": {"post": {
+            "operationId": "interventionOptions", "tags": ["interventions"],
+            "summary": "What an intervention can change on a recorded case or a lab request, node by node",
+            "parameters": [slug],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _subject(None, required=[])}}},
+            "responses": {"200": _json(_ref("InterventionOptions"), "Each module node's actions and the cases a "
+                                                                    "patch may take it from, and why not the rest."),
+                          **_errors(*POST_ERRORS)}}},
         "/api/models/{slug}/training": {"post": {
             "operationId": "trainingStages", "tags": ["training"],
             "summary": "A recorded case or a lab request run on every stage of weights kept while the model trained",

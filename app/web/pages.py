@@ -14,7 +14,7 @@ from markupsafe import escape
 
 from ..domain.catalog import GRAPH_FILE, Model, file_listing
 from ..domain.graphlayout import default_focus, open_path
-from ..domain.interventions import ACTIONS
+from ..domain.interventions import ACTIONS, changeable
 from ..domain.lru import SizedLRU
 from ..services import checkpoints
 from ..services.cache import cache
@@ -238,14 +238,16 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
 
 
 def whatif_settings(model: Model) -> dict | None:
-    """What the What if? panel needs: the API's URL, the actions, the heads each attention module has (a
-    number, or null where the recipe reads it from the module), and the recorded cases it runs and patches
-    from (without any, it runs the lab's input and has nothing to patch from). A model without a lab runs its
-    recorded cases; one without a lab nor a case has nothing to run."""
+    """What the What if? panel needs: the API's URLs (the changes, and what each node can do on a run), the nodes
+    it may change, the actions, the heads each attention module has (a number, or null where the recipe reads it
+    from the module), and the recorded cases it runs and patches from (without any, it runs the lab's input and
+    has nothing to patch from). A model without a lab runs its recorded cases; one without a lab nor a case has
+    nothing to run."""
     cases = model.manifest["experiment"]["cases"]
     if not model.has_lab and not cases:
         return None
     return {"url": url_for("api.interventions_of", slug=model.slug),
+            "options": url_for("api.intervention_options", slug=model.slug), "nodes": changeable(model.manifest),
             "actions": [a for a in ACTIONS if cases or a != "patch"],
             "heads": {node: h.count if isinstance(h.count, int) else None for node, h in model.heads.items()},
             "cases": [{"id": c["id"], "label": c["label"]} for c in cases], "lab": model.has_lab}

@@ -393,7 +393,9 @@ function drawing(view, scene, near) {
     if (!near(c)) continue;
     const depth = Math.min(c.depth, 2);
     const g = svgEl("g", { class: `g-cluster depth-${depth}`, "data-id": c.id });
-    g.append(svgEl("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8, fill: palette.cluster.fills[depth], stroke: palette.cluster.stroke }));
+    const box = svgEl("rect", { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8, fill: palette.cluster.fills[depth], stroke: palette.cluster.stroke });
+    box.addEventListener("click", () => view.select(c.id)); // an open module is selected by its box, as a closed one is
+    g.append(box);
     const label = svgEl("text", { x: c.x + 8, y: c.y + 15, "font-size": 11, "font-weight": 600, fill: palette.cluster.text, class: "g-cluster-title" }, `${c.id}  ▾`);
     label.append(svgEl("title", {}, `Close ${c.id}`));
     label.addEventListener("click", (e) => {

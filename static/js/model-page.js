@@ -125,7 +125,7 @@ async function showCase(caseId, push) {
     else link.removeAttribute("aria-current");
   }
   state.case = caseId;
-  whatif?.run(); // the changes, if any, on the case now shown
+  whatif?.subjectChanged(); // what each node can do on the case now shown, and the changes, if any, run on it
   training?.refresh();
   announce(`Showing the recorded case “${document.getElementById("case-panel").dataset.caseLabel}”.`);
   if (push !== undefined) writeUrl(push);

@@ -2,8 +2,10 @@
 // averaged, scaled or patched from another case, changes stacked and removed one by one, run on the recorded
 // case the page shows or on the input last run in the lab. The graph is shaded by how much each module moved;
 // every item shows before and after (a lab kind may draw its own view of a whole answer: its `beforeAfter`).
-// The server checks every change (POST /api/models/<slug>/interventions); the list lives in the URL (?whatif=,
-// and ?whatif_on=lab when it runs on the lab's input, which the lab keeps in the URL itself).
+// The server says what each node can do on the run changed (POST .../interventions/options: the actions that run
+// on that input, the cases a patch may take it from, and why not the rest), and the page offers only those; it
+// checks every change again (POST .../interventions). The list lives in the URL (?whatif=, and ?whatif_on=lab
+// when it runs on the lab's input, which the lab keeps in the URL itself).
 
 import { barsSvg, sig } from "./charts.js";
 import { chartBox, editQuery, el, keepingFocus, readJson, requireData, reveal, showStatus } from "./dom.js";
@@ -24,7 +26,8 @@ export class WhatIf {
     this.action = this.find("whatif-action");
     this.action.addEventListener("change", () => this.showFields());
     this.find("whatif-add").addEventListener("click", () => this.add());
-    this.find("whatif-run").addEventListener("click", () => this.run());
+    this.options = null; // { subject, nodes }: what each node can do on the run the changes are made to
+    this.asked = null; // the subject whose options were last asked for
     this.status = this.find("whatif-status");
     this.lab = null; // { endpoint, request }: what the lab last ran
     this.view = null; // the lab kind's beforeAfter(before, after), where it draws one
@@ -35,16 +38,45 @@ export class WhatIf {
       input.addEventListener("change", () => {
         this.subject = input.value;
         this.link();
-        this.run();
+        this.subjectChanged();
       });
     }
     document.addEventListener("lab-request", (event) => {
       this.lab = event.detail;
       const note = this.find("whatif-lab-note");
       if (note) note.textContent = "";
-      if (this.subject === "lab" && !this.pending) this.run();
+      if (this.subject === "lab") this.subjectChanged(!this.pending);
     });
     this.fromLink();
+    this.subjectChanged(false);
+  }
+
+  /** The run the changes are made to is another (the case shown, the subject, the lab's input): ask what each
+   * node can do on it, and run the changes on it where `run`. */
+  subjectChanged(run = true) {
+    this.loadOptions();
+    if (run) this.run();
+  }
+
+  async loadOptions() {
+    const subject = this.subjectBody();
+    const key = JSON.stringify(subject);
+    if (!subject || key === this.asked) return;
+    this.asked = key;
+    this.options = null;
+    this.showFields();
+    try {
+      const response = await fetch(this.settings.options, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: key,
+      });
+      const answer = requireData(response, await readJson(response));
+      if (key !== this.asked) return; // another subject was asked for meanwhile
+      this.options = answer;
+    } catch (error) {
+      if (key === this.asked) this.asked = null; // asked again with the next selection
+      showStatus(this.status, `Could not learn what this run can change: ${error.message}`, true);
+    }
+    this.showFields();
   }
 
   /** The lab kind's module is loaded: use its own view of an answer, where it has one. */
@@ -52,16 +84,32 @@ export class WhatIf {
     this.view = module.beforeAfter ?? null;
   }
 
-  /** The graph selected a node: a module can be changed, an op or an input cannot. */
+  /** The graph selected a node: a module can be changed (the server names them), an op or an input cannot. */
   select(layer) {
-    const changeable = ["layer", "module"].includes(layer.kind) && !layer.id.includes("@");
+    const changeable = this.settings.nodes.includes(layer.id);
     this.node = changeable ? layer.id : null;
     this.find("whatif-node").textContent = changeable ? layer.id : `${layer.id} is ${layer.kind === "layer" ? "an op" : `an ${layer.kind}`}: select a module`;
-    this.find("whatif-add").disabled = !changeable;
     this.showFields();
   }
 
+  /** The form for the node selected: only the actions that run on this input, a patch from the cases that can
+   * give it, and why not the others; nothing to add until the options are known. */
   showFields() {
+    const offer = this.node !== null ? this.options?.nodes[this.node] : null;
+    const why = [];
+    for (const option of this.action.options) {
+      const reason = offer?.why_not[option.value];
+      option.disabled = Boolean(reason);
+      if (reason) why.push(`${option.value}: ${reason}`);
+    }
+    if (offer && this.action.selectedOptions[0]?.disabled && offer.actions.length) this.action.value = offer.actions[0];
+    const note = this.find("whatif-why");
+    note.textContent = why.length && offer.actions.length ? `Not offered here: ${why.join("; ")}.` : why.length ? `Nothing to change here: ${Object.values(offer.why_not)[0]}.` : "";
+    note.hidden = !why.length;
+    const source = this.find("whatif-source");
+    for (const option of source.options) option.disabled = Boolean(offer) && !offer.from_cases.includes(option.value);
+    if (offer && source.selectedOptions[0]?.disabled && offer.from_cases.length) source.value = offer.from_cases[0];
+    this.find("whatif-add").disabled = !offer?.actions.length;
     const action = this.action.value;
     const heads = this.node !== null && this.node in this.settings.heads;
     this.find("whatif-head-label").hidden = !heads;
@@ -83,7 +131,7 @@ export class WhatIf {
   }
 
   add() {
-    if (this.node === null) return;
+    if (!this.options?.nodes[this.node]?.actions.includes(this.action.value)) return;
     this.changes.push(this.described());
     this.showList();
     this.run();
@@ -104,7 +152,6 @@ export class WhatIf {
       remove.addEventListener("click", () => this.remove(i));
       return el("li", {}, text, " ", remove);
     })));
-    this.find("whatif-run").disabled = !this.changes.length;
     this.link();
   }
 
