@@ -1148,7 +1148,7 @@ def gpt_interactions(page):
     expect(page.locator("#trace-title")).to_contain_text("position 1", timeout=60_000)
     open_node_source(page, "wte")
     page.locator("#whatif-add").click()  # zero the selected node's output
-    expect(page.locator("#whatif-results table")).to_be_visible(timeout=60_000)
+    expect(page.locator("#whatif-results table").first).to_be_visible(timeout=60_000)
 
 
 def lenet_interactions(page):
@@ -1646,6 +1646,8 @@ def test_what_if_a_module_is_zeroed_or_scaled_chosen_from_the_graph_by_keyboard(
     shades = effects(page)
     assert shades["h.0.mlp"] == 1 and shades["lm_head"] > 0 and shades["wte"] == 0
     expect(panel.locator('#whatif-results tr[data-item="next_token_probs"]')).to_be_visible()
+    expect(panel.locator(".whatif-bars figcaption").filter(has_text="Token IDs")).to_have_count(0)  # an input
+    expect(panel.locator(".whatif-bars figcaption").filter(has_text="Next-token loss")).to_have_count(1)
     assert "whatif=" in page.url and "h.0.mlp" in unquote(page.url)
     page.locator('#graph-stage .g-node[data-id="ln_f"]').focus()
     page.keyboard.press("Enter")
@@ -1685,6 +1687,12 @@ def test_what_if_offers_only_the_changes_that_run_on_the_case_shown(watched):
                                                          "shape [8, 32]")
     page.locator('#graph-stage .g-node[data-id="h.0.mlp"]').focus()
     page.keyboard.press("Enter")
+    page.get_by_role("button", name="Select h.0, the module around h.0.mlp").focus()  # by keyboard, from inside
+    page.keyboard.press("Enter")
+    expect(panel.locator("#whatif-node")).to_have_text("h.0")
+    expect(page.locator('#graph-stage .g-cluster[data-id="h.0"]')).to_have_class(re.compile("is-selected"))
+    page.locator('#graph-stage .g-node[data-id="h.0.mlp"]').focus()
+    page.keyboard.press("Enter")
     expect(panel.locator("#whatif-why")).to_be_hidden()
     panel.locator("#whatif-action").select_option("patch")
     expect(panel.locator("#whatif-source")).to_have_value("repeats")  # not the case shown
@@ -1693,6 +1701,32 @@ def test_what_if_offers_only_the_changes_that_run_on_the_case_shown(watched):
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
     expect(panel.locator("#whatif-list li")).to_have_text([re.compile("patch h.0.mlp from “repeats”")])
     assert effects(page)["h.0.mlp"] > 0
+
+
+def test_what_if_tells_the_outcome_first_and_folds_what_did_not_move(watched):
+    """The answer opens with the recorded numbers that changed, in words; the items that moved follow, most first;
+    the unchanged ones (the input image among them) are folded away, and no vector that did not move is drawn."""
+    changes = '[{"node":"blocks.1","action":"zero"}]'
+    page = watched(f"/models/vit?whatif={quote(changes)}")
+    graph_ready(page)
+    results = page.locator("#whatif-results")
+    expect(page.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
+    expect(results.locator(".whatif-outcome")).to_have_text(re.compile(
+        r"^With these changes, Read as goes from 0 to 8; Probability of the digit read goes from 0\.9992 to 0\.1181; "
+        r"Cross entropy against the true digit goes from 0\.0007571 to 2\.507\.$"))
+    moved = results.locator("table").first.locator("tbody tr")
+    changes_read = [float(text) for text in moved.locator("td:nth-child(4)").all_inner_texts()]
+    assert changes_read and all(change > 0 for change in changes_read)
+    unchanged = results.locator("details.whatif-unchanged")
+    expect(unchanged.locator("summary")).to_contain_text("unchanged (the inputs among them)")
+    expect(unchanged.locator('tr[data-item="image"]')).to_be_hidden()  # folded
+    unchanged.locator("summary").click()
+    expect(unchanged.locator('tr[data-item="image"]')).to_be_visible()
+    expect(unchanged.locator('tr[data-item="label"]')).to_be_visible()
+    # Block 1's own attention is computed before its output is zeroed: that vector did not move, and is not drawn.
+    expect(unchanged.locator('tr[data-item="cls_to_itself"]')).to_be_visible()
+    expect(results.locator(".whatif-bars figcaption")).to_have_text(
+        ["Logits (digits 0-9): before and after", "Class probabilities (digits 0-9): before and after"])
 
 
 def test_a_what_if_link_shows_the_same_changes_on_a_phone(watched):
@@ -1704,7 +1738,7 @@ def test_a_what_if_link_shows_the_same_changes_on_a_phone(watched):
     expect(panel.locator("#whatif-list li")).to_have_text([re.compile("zero h.1.attn head 1"),
                                                             re.compile("patch h.0.mlp from “pi”")])
     assert effects(page)["h.1"] > 0  # h.1 is closed: its box stands for h.1.attn and shades by its output
-    expect(panel.locator("#whatif-results caption")).to_contain_text("“repeats” before and after")
+    expect(panel.locator("#whatif-results caption").first).to_contain_text("“repeats”: what the changes moved")
     assert small_text(page) == []
 
 
@@ -1759,7 +1793,7 @@ def test_what_if_runs_on_the_drawing_in_the_lab_and_a_link_keeps_it(watched):
     panel.locator("#whatif-action").select_option("zero")
     panel.locator("#whatif-add").click()
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
-    expect(panel.locator("#whatif-results caption")).to_contain_text("Your lab input before and after")
+    expect(panel.locator("#whatif-results caption").first).to_contain_text("Your lab input: what the changes moved")
     expect(panel.locator('#whatif-results tr[data-item="confidence"]')).to_be_visible()
     expect(panel.locator(".whatif-bars figcaption").filter(has_text="probabilit")).to_have_count(1)
     shades = effects(page)
@@ -1769,7 +1803,7 @@ def test_what_if_runs_on_the_drawing_in_the_lab_and_a_link_keeps_it(watched):
     graph_ready(page)
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
     expect(panel.get_by_label("your input in the lab")).to_be_checked()
-    expect(panel.locator("#whatif-results caption")).to_contain_text("Your lab input before and after")
+    expect(panel.locator("#whatif-results caption").first).to_contain_text("Your lab input: what the changes moved")
     assert effects(page)["fc1"] == 1
 
 
@@ -1782,6 +1816,7 @@ def test_what_if_on_a_datalab_trace_shows_the_logit_lens_before_and_after(datala
     traced(page, "the capital of france is [MASK] .")
     page.locator('#graph-stage .g-node[data-id="embeddings"]').focus()
     page.keyboard.press("Enter")
+    expect(panel.locator("#whatif-add")).to_be_enabled()  # once the server said what it can do on the sentence
     panel.locator("#whatif-add").focus()
     page.keyboard.press("Enter")
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)

@@ -240,9 +240,10 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
 def whatif_settings(model: Model) -> dict | None:
     """What the What if? panel needs: the API's URLs (the changes, and what each node can do on a run), the nodes
     it may change, the actions, the heads each attention module has (a number, or null where the recipe reads it
-    from the module), and the recorded cases it runs and patches from (without any, it runs the lab's input and
-    has nothing to patch from). A model without a lab runs its recorded cases; one without a lab nor a case has
-    nothing to run."""
+    from the module), the recorded cases it runs and patches from (without any, it runs the lab's input and has
+    nothing to patch from) and their numbers' keys in the order the recording gives them (an answer's outcome is
+    told in that order: a prediction, its probability, a loss). A model without a lab runs its recorded cases;
+    one without a lab nor a case has nothing to run."""
     cases = model.manifest["experiment"]["cases"]
     if not model.has_lab and not cases:
         return None
@@ -250,7 +251,8 @@ def whatif_settings(model: Model) -> dict | None:
             "options": url_for("api.intervention_options", slug=model.slug), "nodes": changeable(model.manifest),
             "actions": [a for a in ACTIONS if cases or a != "patch"],
             "heads": {node: h.count if isinstance(h.count, int) else None for node, h in model.heads.items()},
-            "cases": [{"id": c["id"], "label": c["label"]} for c in cases], "lab": model.has_lab}
+            "cases": [{"id": c["id"], "label": c["label"]} for c in cases], "lab": model.has_lab,
+            "numbers": list(dict.fromkeys(m["key"] for c in cases for m in c.get("metrics", [])))}
 
 
 def training_settings(model: Model) -> dict | None:

@@ -201,7 +201,13 @@ async function showDetails(layer) {
   fact(dl, "kind", layer.kind);
   const params = Object.entries(layer.params || {}).map(([k, v]) => `${k}=${v}`).join(", ");
   fact(dl, "params", params || "—");
-  fact(dl, "parent", layer.parent || "— (top level)");
+  if (layer.parent && graph) {
+    // The module around this node, selected from here by keyboard too (an open module's frame takes a click).
+    const up = Object.assign(document.createElement("button"), { type: "button", className: "link-button", textContent: layer.parent });
+    up.setAttribute("aria-label", `Select ${layer.parent}, the module around ${layer.id}`);
+    up.addEventListener("click", () => graph.select(layer.parent));
+    fact(dl, "parent", up);
+  } else fact(dl, "parent", layer.parent || "— (top level)");
   if (layer.module) fact(dl, "calls", `call ${layer.call} of ${layer.calls} of the one module ${layer.module} (same parameters)`);
   for (const [param, others] of Object.entries(layer.sharedParams || {})) fact(dl, `shared ${param}`, `the same tensor as ${others.join(", ")}`);
   if (layer.kind === "input" && recordedInputs.length) {

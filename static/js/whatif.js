@@ -48,23 +48,25 @@ export class WhatIf {
       if (this.subject === "lab") this.subjectChanged(!this.pending);
     });
     this.fromLink();
-    this.subjectChanged(false);
   }
 
-  /** The run the changes are made to is another (the case shown, the subject, the lab's input): ask what each
-   * node can do on it, and run the changes on it where `run`. */
+  /** The run the changes are made to is another (the case shown, the subject, the lab's input): what each node
+   * can do on it is asked for once a module is selected (a page read without What if? starts no run), and the
+   * changes run on it where `run`. */
   subjectChanged(run = true) {
-    this.loadOptions();
+    if (this.node !== null) this.loadOptions();
+    else this.asked = this.options = null;
     if (run) this.run();
   }
 
   async loadOptions() {
     const subject = this.subjectBody();
-    const key = JSON.stringify(subject);
-    if (!subject || key === this.asked) return;
+    const key = subject ? JSON.stringify(subject) : null;
+    if (key !== null && key === this.asked) return;
     this.asked = key;
     this.options = null;
     this.showFields();
+    if (key === null) return; // nothing to run yet (the lab has not run): nothing to ask about
     try {
       const response = await fetch(this.settings.options, {
         method: "POST", headers: { "Content-Type": "application/json" }, body: key,
@@ -89,6 +91,7 @@ export class WhatIf {
     const changeable = this.settings.nodes.includes(layer.id);
     this.node = changeable ? layer.id : null;
     this.find("whatif-node").textContent = changeable ? layer.id : `${layer.id} is ${layer.kind === "layer" ? "an op" : `an ${layer.kind}`}: select a module`;
+    if (changeable) this.loadOptions(); // once for each input the changes are made to
     this.showFields();
   }
 
@@ -104,8 +107,12 @@ export class WhatIf {
     }
     if (offer && this.action.selectedOptions[0]?.disabled && offer.actions.length) this.action.value = offer.actions[0];
     const note = this.find("whatif-why");
-    note.textContent = why.length && offer.actions.length ? `Not offered here: ${why.join("; ")}.` : why.length ? `Nothing to change here: ${Object.values(offer.why_not)[0]}.` : "";
-    note.hidden = !why.length;
+    if (this.node !== null && !offer) {
+      note.textContent = !this.subjectBody() ? "Run your input in the lab first: then this panel says what each module can do on it."
+        : this.asked ? `Asking the server what ${this.node} can do on this input…` : "What this input's run can change is not known: select the module again to ask again.";
+    } else if (why.length) note.textContent = offer.actions.length ? `Not offered here: ${why.join("; ")}.` : `Nothing to change here: ${Object.values(offer.why_not)[0]}.`;
+    else note.textContent = "";
+    note.hidden = !note.textContent;
     const source = this.find("whatif-source");
     for (const option of source.options) option.disabled = Boolean(offer) && !offer.from_cases.includes(option.value);
     if (offer && source.selectedOptions[0]?.disabled && offer.from_cases.length) source.value = offer.from_cases[0];
@@ -229,7 +236,9 @@ export class WhatIf {
     }
   }
 
-  /** Every item before and after, a vector's bars side by side; or the kind's own view of a whole answer. */
+  /** The outcome first (the recorded numbers that changed, in words), then every item that moved, most first,
+   * the unchanged ones (the inputs among them) folded away, and the vectors that moved drawn before and after;
+   * or the kind's own view of a whole answer. */
   show(answer) {
     const results = this.find("whatif-results");
     if (!answer.items) {
@@ -238,26 +247,52 @@ export class WhatIf {
       reveal(results);
       return;
     }
-    const rows = Object.entries(answer.items).map(([key, item]) => {
-      const change = largest(item.delta);
-      const value = (v) => (typeof v === "number" ? sig(v) : item.kind === "vector" ? `largest at ${top(v)}` : "—");
-      return el("tr", { "data-item": key }, el("th", { scope: "row" }, item.label),
-        el("td", {}, value(item.before)), el("td", {}, value(item.after)), el("td", {}, sig(change)));
-    });
-    const table = el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "Every item before and after the changes" },
-      el("table", {}, el("caption", {}, `${answer.case ? `“${answer.case}”` : "Your lab input"} before and after the changes`),
+    const items = Object.entries(answer.items).map(([key, item]) => ({ key, item, change: largest(item.delta), moved: moved(item) }));
+    const changed = items.filter((i) => i.change > 0).sort((a, b) => b.moved - a.moved);
+    const unchanged = items.filter((i) => !(i.change > 0));
+    const subject = answer.case ? `“${answer.case}”` : "Your lab input";
+    const table = (rows, caption, label) => el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": label },
+      el("table", {}, el("caption", {}, caption),
         el("thead", {}, el("tr", {}, ...["item", "before", "after", "largest change"].map((h) => el("th", { scope: "col" }, h)))),
-        el("tbody", {}, ...rows)));
-    const figures = Object.values(answer.items).filter((item) => item.kind === "vector" && typeof item.before[0] === "number")
-      .slice(0, 3).map((item) => {
+        el("tbody", {}, ...rows.map(({ key, item, change }) => {
+          const value = (v) => (typeof v === "number" ? sig(v) : item.kind === "vector" ? `largest at ${top(v)}` : "—");
+          return el("tr", { "data-item": key }, el("th", { scope: "row" }, item.label),
+            el("td", { class: "number" }, value(item.before)), el("td", { class: "number" }, value(item.after)), el("td", { class: "number" }, sig(change)));
+        }))));
+    const parts = [el("p", { class: "whatif-outcome" }, outcome(items, this.settings.numbers))];
+    if (changed.length) parts.push(table(changed, `${subject}: what the changes moved, most for its size first`, "The items the changes moved"));
+    if (unchanged.length) {
+      parts.push(el("details", { class: "whatif-unchanged" },
+        el("summary", {}, `${unchanged.length} item${unchanged.length > 1 ? "s" : ""} unchanged (the inputs among them)`),
+        table(unchanged, `${subject}: unchanged by the changes`, "The items the changes left as they were")));
+    }
+    const figures = changed.filter(({ item }) => item.kind === "vector" && typeof item.before[0] === "number").slice(0, 3).map(({ item }) => {
       const max = Math.max(...item.before.map(Math.abs), ...item.after.map(Math.abs));
       return el("figure", { class: "chart whatif-bars" }, el("figcaption", {}, `${item.label}: before and after`),
         el("div", { class: "lab-columns is-compare" }, ...["before", "after"].map((when) =>
           chartBox(`${item.label}, ${when}`, barsSvg(item[when], max, `${item.label}, ${when}`)))));
     });
-    results.replaceChildren(table, ...figures);
+    results.replaceChildren(...parts, ...figures);
     reveal(results);
   }
+}
+
+/** The outcome in words: each recorded number that changed, in the order the recording gives them (`order`, by
+ * key: a prediction, its probability, a loss), else the item that moved most. */
+function outcome(items, order) {
+  const at = (key) => (order.includes(key) ? order.indexOf(key) : order.length);
+  const numbers = items.filter(({ item, change }) => item.kind === "metric" && change > 0)
+    .sort((a, b) => at(a.key) - at(b.key)).slice(0, 4);
+  if (numbers.length) return `With these changes, ${numbers.map(({ item }) => `${item.label} goes from ${sig(item.before)} to ${sig(item.after)}`).join("; ")}.`;
+  const most = items.filter((i) => i.change > 0).sort((a, b) => b.moved - a.moved)[0];
+  if (most) return `With these changes, no recorded number changes; ${most.item.label} moves most (by up to ${sig(most.change)}).`;
+  return "With these changes, nothing recorded for this case changes.";
+}
+
+/** How far an item moved for its size: its largest change against its largest value. */
+function moved(item) {
+  const change = largest(item.delta);
+  return change > 0 ? change / Math.max(largest(item.before), Number.MIN_VALUE) : 0;
 }
 
 /** A whole answer's largest change, where the kind draws no view of its own. */
