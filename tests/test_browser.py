@@ -1757,6 +1757,13 @@ def test_what_training_changed_steps_through_the_stages_and_a_link_keeps_the_vie
                                      data=json.dumps({"case": case}).encode(),
                                      headers={"Content-Type": "application/json"})
     stages = json.load(urllib.request.urlopen(request))["stages"]
+    # The outcome first: the case's numbers that training changed, initialisation against the trained weights;
+    # nothing the same at every stage (an input's token ids) drawn as bars.
+    expect(panel.locator(".training-outcome")).to_have_text(re.compile(
+        rf"^What training changed, {re.escape(stages[0]['label'].lower())} → as trained: .+ → .+\.$"))
+    for bars in panel.locator(".training-bars").all():
+        key = bars.get_attribute("data-item")
+        assert len({json.dumps(stage["values"][key]) for stage in stages}) > 1, key
     shades = effects(page)
     assert shades and all(shades[node] == pytest.approx(stages[-1]["weights"][node], rel=1e-2) for node in shades)
     start = stages[0]["id"]

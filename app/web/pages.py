@@ -252,14 +252,22 @@ def whatif_settings(model: Model) -> dict | None:
             "actions": [a for a in ACTIONS if cases or a != "patch"],
             "heads": {node: h.count if isinstance(h.count, int) else None for node, h in model.heads.items()},
             "cases": [{"id": c["id"], "label": c["label"]} for c in cases], "lab": model.has_lab,
-            "numbers": list(dict.fromkeys(m["key"] for c in cases for m in c.get("metrics", [])))}
+            "numbers": recorded_numbers(model)}
+
+
+def recorded_numbers(model: Model) -> list[str]:
+    """The keys of the recorded cases' numbers (metrics) in the order the recording gives them: a panel's outcome is
+    told in that order (a prediction, its probability, a loss), not in the answer's alphabetical one."""
+    return list(dict.fromkeys(m["key"] for c in model.manifest["experiment"]["cases"] for m in c.get("metrics", [])))
 
 
 def training_settings(model: Model) -> dict | None:
-    """What the training panel needs: the API's URL and the stages of weights the recipe kept, in order."""
+    """What the training panel needs: the API's URL, the stages of weights the recipe kept, in order, and the
+    recorded numbers' order."""
     if model.training is None or not model.manifest["experiment"]["cases"]:  # it runs the case shown
         return None
-    return {"url": url_for("api.training_of", slug=model.slug), "stages": list(model.training.stages)}
+    return {"url": url_for("api.training_of", slug=model.slug), "stages": list(model.training.stages),
+            "numbers": recorded_numbers(model)}
 
 
 @bp.get("/models/<slug>/graph.json")

@@ -106,3 +106,9 @@ export function reveal(node, block = "nearest") {
   const reduced = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
   node.scrollIntoView({ behavior: reduced ? "auto" : "smooth", block });
 }
+
+/** A comparison of keys by their place in `order` (the recording's order of a case's numbers), unknown keys last. */
+export function inOrder(order) {
+  const at = (key) => (order.includes(key) ? order.indexOf(key) : order.length);
+  return (a, b) => at(a) - at(b);
+}

@@ -5,7 +5,7 @@
 // the URL (?training=<stage>&moved=weights|activations).
 
 import { barsSvg, sig } from "./charts.js";
-import { chartBox, editQuery, el, readJson, requireData, reveal, showStatus } from "./dom.js";
+import { chartBox, editQuery, el, inOrder, readJson, requireData, reveal, showStatus } from "./dom.js";
 
 const WHAT = { weights: "weights moved from initialisation", activations: "output on this case moved from initialisation" };
 
@@ -85,12 +85,35 @@ export class Training {
     // One scale for every stage (the largest movement anywhere), so that stepping through them shows growth.
     const scale = Math.max(...answer.stages.flatMap((s) => Object.values(s[this.moved])), 1e-12);
     this.graph?.shade(moved, { scale, what: WHAT[this.moved] });
-    this.results.replaceChildren(this.stagesTable(answer, stage), this.modulesTable(answer, stage), ...this.bars(answer, stage));
+    this.results.replaceChildren(el("p", { class: "training-outcome" }, this.outcome(answer, stage)),
+      this.stagesTable(answer, stage), this.modulesTable(answer, stage), ...this.bars(answer, stage));
   }
 
-  /** One row per stage: a radio to pick it, and every metric of the case at that stage. */
+  /** The outcome in words: how the case's recorded numbers that training changed read at the chosen stage against
+   * the trained weights (from initialisation, where the trained stage is chosen), in the recording's order. */
+  outcome(answer, stage) {
+    const trained = answer.stages.at(-1);
+    const from = stage.id === trained.id ? answer.stages[0] : stage;
+    const numbers = this.numbers(answer).filter((key) => from.values[key] !== trained.values[key]).slice(0, 4);
+    if (!numbers.length) return `${from.label} and the trained weights read this case alike.`;
+    const said = numbers.map((key) => `${answer.items[key].label} ${format(from.values[key])} → ${format(trained.values[key])}`);
+    return `What training changed, ${from.label.toLowerCase()} → as trained: ${said.join("; ")}.`;
+  }
+
+  /** The case's numbers that differ between stages, in the recording's order (one the same at every stage, as a
+   * true label, is said once under the table instead). */
+  numbers(answer) {
+    return this.keysOf(answer, "metric").filter((key) => varies(answer, key));
+  }
+
+  keysOf(answer, kind) {
+    return Object.keys(answer.items).filter((key) => answer.items[key].kind === kind).sort(inOrder(this.settings.numbers));
+  }
+
+  /** One row per stage: a radio to pick it, and every number of the case that training changed at that stage. */
   stagesTable(answer, chosen) {
-    const metrics = Object.entries(answer.items).filter(([, item]) => item.kind === "metric");
+    const metrics = this.numbers(answer).map((key) => [key, answer.items[key]]);
+    const same = this.keysOf(answer, "metric").filter((key) => !varies(answer, key));
     const rows = answer.stages.map((stage) => {
       const radio = el("input", { type: "radio", name: "training-stage", value: stage.id });
       radio.checked = stage.id === chosen.id;
@@ -103,11 +126,14 @@ export class Training {
         el("th", { scope: "row" }, el("label", {}, radio, " ", stage.label)),
         ...metrics.map(([key]) => el("td", { "data-item": key }, format(stage.values[key]))));
     });
-    return el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "The case at every stage of training" },
+    const table = el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": "The case at every stage of training" },
       el("table", {}, el("caption", {}, `“${answer.case}” at every stage of training: pick a stage to shade the graph`),
         el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "stage"),
           ...metrics.map(([, item]) => el("th", { scope: "col" }, item.label)))),
         el("tbody", {}, ...rows)));
+    if (!same.length) return table;
+    const said = same.map((key) => `${answer.items[key].label} ${format(answer.stages[0].values[key])}`).join("; ");
+    return el("div", {}, table, el("p", { class: "fine training-same" }, `The same at every stage: ${said}.`));
   }
 
   /** Every module of the chosen stage: how far its weights and its output had moved, largest first. */
@@ -123,11 +149,12 @@ export class Training {
           el("td", {}, percent(stage.weights[node])), el("td", {}, percent(stage.activations[node])))))));
   }
 
-  /** The case's vectors of numbers (logits, probabilities) at the chosen stage beside the trained weights'. */
+  /** The case's vectors of numbers that training changed (logits, probabilities; never an input, the same at
+   * every stage) at the chosen stage beside the trained weights'. */
   bars(answer, stage) {
     const trained = answer.stages.at(-1);
     const shown = stage.id === trained.id ? [trained] : [stage, trained];
-    return Object.entries(answer.items).filter(([key, item]) => item.kind === "vector" && typeof stage.values[key]?.[0] === "number")
+    return Object.entries(answer.items).filter(([key, item]) => item.kind === "vector" && typeof stage.values[key]?.[0] === "number" && varies(answer, key))
       .map(([key, item]) => {
         const max = Math.max(...shown.flatMap((s) => s.values[key].map(Math.abs)));
         return el("figure", { class: "chart training-bars", "data-item": key }, el("figcaption", {}, `${item.label}: ${shown.map((s) => s.label).join(" and ")}`),
@@ -139,4 +166,10 @@ export class Training {
 
 function format(value) {
   return typeof value === "number" ? sig(value) : value === undefined || value === null ? "—" : String(value);
+}
+
+/** Whether an item of the case reads differently at some stage. */
+function varies(answer, key) {
+  const first = JSON.stringify(answer.stages[0].values[key]);
+  return answer.stages.some((stage) => JSON.stringify(stage.values[key]) !== first);
 }

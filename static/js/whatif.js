@@ -8,7 +8,7 @@
 // when it runs on the lab's input, which the lab keeps in the URL itself).
 
 import { barsSvg, sig } from "./charts.js";
-import { chartBox, editQuery, el, keepingFocus, readJson, requireData, reveal, showStatus } from "./dom.js";
+import { chartBox, editQuery, el, inOrder, keepingFocus, readJson, requireData, reveal, showStatus } from "./dom.js";
 
 const PARAM = "whatif";
 const ON = "whatif_on";
@@ -280,9 +280,9 @@ export class WhatIf {
 /** The outcome in words: each recorded number that changed, in the order the recording gives them (`order`, by
  * key: a prediction, its probability, a loss), else the item that moved most. */
 function outcome(items, order) {
-  const at = (key) => (order.includes(key) ? order.indexOf(key) : order.length);
+  const byRecording = inOrder(order);
   const numbers = items.filter(({ item, change }) => item.kind === "metric" && change > 0)
-    .sort((a, b) => at(a.key) - at(b.key)).slice(0, 4);
+    .sort((a, b) => byRecording(a.key, b.key)).slice(0, 4);
   if (numbers.length) return `With these changes, ${numbers.map(({ item }) => `${item.label} goes from ${sig(item.before)} to ${sig(item.after)}`).join("; ")}.`;
   const most = items.filter((i) => i.change > 0).sort((a, b) => b.moved - a.moved)[0];
   if (most) return `With these changes, no recorded number changes; ${most.item.label} moves most (by up to ${sig(most.change)}).`;
