@@ -1010,9 +1010,10 @@ def test_the_datalab_traces_the_mask_chosen_and_honours_reduced_motion(datalab_p
 
 
 def shown(value: float, digits: int = 4) -> str:
-    """A number as the page's sig() writes it: `digits` significant digits, no trailing zeros."""
-    rounded = float(f"{value:.{digits}g}")
-    return str(int(rounded)) if rounded.is_integer() else repr(rounded)
+    """A number as the page's sig() writes it (the server's filter, which a test holds equal to it)."""
+    from app.web.pages import significant
+
+    return significant(value, digits)
 
 
 def test_the_datalab_explains_each_stage_with_the_numbers_of_its_trace(datalab_page, datalab_server):
@@ -1601,12 +1602,12 @@ def test_live_bars_are_drawn_from_the_same_markup_as_recorded_ones(watched):
 
 
 SIG_VALUES = [1.2345e-7, -1.2345e-7, 5.6257e-5, 0.2461, 1234567.0, 1.5e22, 3.0, 0.1, 1e-6, 9.99999e-7, -0.000012345,
-              123.456, 7.0e-12, 0.00005626, -42.0, 0.999995]
+              123.456, 7.0e-12, 0.00005626, -42.0, 0.999995, 1.227e-14, 1e-4, 9.99996e-5, 0.00012345, 1.5e-300]
 
 
 def test_the_browser_rounds_numbers_as_the_server_does(watched):
-    """One rule for significant figures: the page's sig() writes what the server's filter writes, positional
-    at any size (the browser used to write 1.235e-7 where the server's table says 0.0000001235)."""
+    """One rule for significant figures: the page's sig() writes what the server's filter writes, positional down
+    to 1e-4 and scientific below it (1.2e-14, never 0.000000000000012)."""
     from app.web.pages import significant
 
     page = watched("/models/bert")

@@ -20,10 +20,12 @@ def text(response) -> str:
 
 
 @pytest.mark.parametrize("value, shown", [
-    (5.625725974555662e-05, "0.00005626"), (0.24600964304811473, "0.246"), (2.801952562219697, "2.802"),
+    (5.625725974555662e-05, "5.626e-5"), (0.24600964304811473, "0.246"), (2.801952562219697, "2.802"),
     (0.7524517450851487, "0.7525"), (0.17444152428483226, "0.1744"), (1, "1"), (-0.0123456, "-0.01235"),
+    (1.227e-14, "1.227e-14"), (1.2e-14, "1.2e-14"), (-3.0e-7, "-3e-7"), (0.00012346, "0.0001235"),
+    (9.99996e-5, "0.0001"), (1e-4, "0.0001"),
 ])
-def test_four_significant_digits_like_the_seed_page(value, shown):
+def test_four_significant_digits_positional_down_to_one_ten_thousandth(value, shown):
     assert significant(value) == shown
 
 

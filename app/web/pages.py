@@ -24,12 +24,19 @@ from .downloads import content_disposition
 from .response_cache import cacheable
 
 bp = Blueprint("pages", __name__)
+SCIENTIFIC_BELOW = 1e-4  # a number smaller than this (once rounded) is written as 1.2e-14
 LAYER_TABLE_ROWS = 400  # the page's table of layers stops here; layers.csv and the graph file hold them all
 
 
 @bp.app_template_filter("sig")
 def significant(value: float, digits: int = 4) -> str:
-    """A number to `digits` significant digits, positional (0.00005626, not 5.626e-05)."""
+    """A number to `digits` significant digits, positional (0.2461, 1234000) down to 1e-4 and scientific below it
+    (5.626e-5, 1.2e-14: a long run of zeros cannot be counted at a glance), trailing zeros dropped. charts.js's
+    sig() writes the same (a browser test holds the two equal)."""
+    rounded = float(f"{value:.{digits - 1}e}")
+    if rounded != 0 and abs(rounded) < SCIENTIFIC_BELOW:
+        mantissa, exponent = f"{rounded:.{digits - 1}e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
     return np.format_float_positional(value, precision=digits, unique=True, fractional=False, trim="-")
 
 

@@ -16,14 +16,18 @@ export function svgEl(name, attrs = {}, text) {
 }
 
 /**
- * Four significant digits, always positional, as the server's `sig` filter writes them (numpy's
- * format_float_positional): 0.00005626, 0.0000001235 (never 1.235e-7), 0.246, 1234000. A test holds the two
- * equal over a table of values.
+ * Four significant digits, as the server's `sig` filter writes them: positional down to 1e-4 (0.246, 1234000,
+ * 0.0001235) and scientific below it (5.626e-5, 1.2e-14), trailing zeros dropped. A test holds the two equal over
+ * a table of values.
  */
 export function sig(value, digits = 4) {
   if (!Number.isFinite(value)) return String(value);
   if (value === 0) return "0";
   const rounded = Number(value.toPrecision(digits));
+  if (Math.abs(rounded) < 1e-4) {
+    const [mantissa, exponent] = rounded.toExponential(digits - 1).split("e");
+    return `${mantissa.replace(/\.?0+$/, "")}e${Number(exponent)}`;
+  }
   const text = String(rounded);
   if (!text.includes("e")) return text;
   const magnitude = Math.floor(Math.log10(Math.abs(rounded)));
