@@ -106,8 +106,8 @@ export class VerifyPanel {
         el("th", { scope: "row" }, v.label),
         el("td", {}, v.kind),
         el("td", { class: `status-${v.status}` }, v.status === "passed" ? "✓ matched" : "✗ off"),
-        el("td", { class: "num" }, v.max_abs_diff == null ? "—" : v.max_abs_diff.toExponential(2)),
-        el("td", { class: "num" }, v.max_rel_diff == null ? "—" : v.max_rel_diff.toExponential(2)),
+        el("td", { class: "num" }, v.max_abs_diff == null ? "—" : sig(v.max_abs_diff)),
+        el("td", { class: "num" }, v.max_rel_diff == null ? "—" : sig(v.max_rel_diff)),
         el("td", { class: "num" }, v.worst_index?.length ? `[${v.worst_index.join(", ")}]` : "—"),
         el("td", {}, deviation(v) || v.message || ""));
     });
@@ -125,7 +125,7 @@ export class VerifyPanel {
 function headline(report) {
   if (report.status === "error") return `Error — ${report.message}`;
   const s = report.summary;
-  const tol = `rtol ${report.tolerance.rtol.toExponential()}, atol ${report.tolerance.atol.toExponential()}`;
+  const tol = `rtol ${sig(report.tolerance.rtol)}, atol ${sig(report.tolerance.atol)}`;
   if (report.status === "passed" && !s.values) { // nothing recorded to compare: not a match of numbers
     return `Passed — ${s.checks} of ${s.checks} checks pass on the live run; the recording holds no recorded numbers to compare (${s.cases} cases).`;
   }
@@ -146,7 +146,7 @@ function deviation(value) {
   const svg = heatmapSvg(ratios, {
     label: `Deviation of ${value.label}: worst element at ${sig(value.worst_ratio, 2)} of its tolerance`,
     colour: deviationColour, cell: value.kind === "matrix" ? 12 : 10, indices: false,
-    describe: (r, i, j) => `|Δ| ${diffs[i][j].toExponential(2)}, ${sig(r, 2)} of the allowance`,
+    describe: (r, i, j) => `|Δ| ${sig(diffs[i][j])}, ${sig(r, 2)} of the allowance`,
   });
   const wrap = el("span", { class: `deviation${value.kind === "matrix" ? "" : " deviation-strip"}` });
   wrap.append(svg, el("span", { class: "fine" }, ` worst ${sig(value.worst_ratio, 2)}×`));
