@@ -1101,7 +1101,17 @@ def test_the_datalab_without_a_checkpoint_says_how_to_provide_one(watched):
     # Verifying needs the checkpoint: not offered as an action that can only fail; the page says what is needed.
     expect(page.locator("#reverify")).to_have_count(0)
     expect(page.locator("#verify-needs-checkpoint")).to_contain_text("needs this model's checkpoint")
-    expect(page.locator("#verify-needs-checkpoint")).to_contain_text("TENSORVIZ_BERT_CHECKPOINT")
+    # The instructions once, rendered (the command as code, no backticks), where the lab is; the rest links there.
+    expect(page.locator("#checkpoint-status code")).to_have_text(re.compile("^hf download google-bert"))
+    assert page.locator("main").inner_text().count("TENSORVIZ_BERT_CHECKPOINT") == 1
+    assert "`" not in page.locator("main").inner_text()
+    expect(page.locator("#verify-needs-checkpoint a")).to_have_attribute("href", "#checkpoint-status")
+    expect(page.locator("#example a", has_text="How to provide one")).to_have_attribute("href", "#checkpoint-status")
+    # No check mark under checks that cannot run here.
+    expect(page.locator("#verification-title")).to_have_text("What the local recipe checks")
+    assert page.locator("#verification .checks li").first.evaluate(
+        "li => getComputedStyle(li, '::marker').content") == '"–  "'
+
 
 
 @pytest.mark.parametrize("path", ["/", *(f"/models/{f.name}" for f in sorted((PROJECT_ROOT / "manifests").iterdir()))])

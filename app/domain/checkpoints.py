@@ -66,7 +66,12 @@ class Checkpoint:
 
 
 class CheckpointUnavailable(Exception):
-    """No usable checkpoint (a request answers 503); the message says how to provide one."""
+    """No usable checkpoint (a request answers 503): what is wrong (`problem`) and how to provide one (`how`, where
+    known), which the message says together and a page shows apart (the instructions once)."""
+
+    def __init__(self, problem: str, how: str = "") -> None:
+        super().__init__(f"{problem} {how}".strip())
+        self.problem, self.how = problem, how
 
     @property
     def description(self) -> str:
@@ -118,8 +123,8 @@ def _hashes(spec: CheckpointSpec, folder: Path, source: str) -> Checkpoint:
     weights = next((name for name in spec.weights if (folder / name).is_file()), None)
     if missing or weights is None:
         absent = missing[0] if missing else " or ".join(spec.weights)
-        raise CheckpointUnavailable(f"The {spec.description} checkpoint ({source}) lacks {absent}. "
-                                    + instructions(spec))
+        raise CheckpointUnavailable(f"The {spec.description} checkpoint ({source}) lacks {absent}.",
+                                    instructions(spec))
     names = [*spec.files, weights, *(n for n in spec.optional if (folder / n).is_file())]
     hashes = {}
     for name in names:
@@ -145,12 +150,12 @@ def find(spec: CheckpointSpec, configured: str | None) -> Checkpoint:
     provide it. `configured` is the setting's value, if any."""
     located = locate(spec, configured)
     if located is None:
-        raise CheckpointUnavailable(f"No {spec.description} checkpoint is on this server. " + instructions(spec))
+        raise CheckpointUnavailable(f"No {spec.description} checkpoint is on this server.", instructions(spec))
     folder, source = located
     try:  # is_dir() too raises for a setting that cannot be checked: a name too long, a denied or failing mount
         if not folder.is_dir():
-            raise CheckpointUnavailable(f"{source[0].upper()}{source[1:]} is not a folder. " + instructions(spec))
+            raise CheckpointUnavailable(f"{source[0].upper()}{source[1:]} is not a folder.", instructions(spec))
         return _hashes(spec, folder, source)
     except OSError as exc:
         raise CheckpointUnavailable(f"The {spec.description} checkpoint ({source}) cannot be read: "
-                                    f"{exc.strerror or type(exc).__name__}. " + instructions(spec)) from exc
+                                    f"{exc.strerror or type(exc).__name__}.", instructions(spec)) from exc

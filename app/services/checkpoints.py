@@ -21,8 +21,8 @@ def status(spec: CheckpointSpec) -> dict:
     try:
         found = find(spec)
     except CheckpointUnavailable as exc:
-        return {"available": False, "message": exc.description, "setting": f"TENSORVIZ_{spec.setting}",
-                "download": spec.download}
+        return {"available": False, "message": exc.description, "problem": exc.problem, "how": exc.how,
+                "setting": f"TENSORVIZ_{spec.setting}", "download": spec.download}
     return {"available": True, "source": found.source, "files": found.sha256}
 
 

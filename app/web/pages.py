@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request, url_for
-from markupsafe import escape
+from markupsafe import Markup, escape
 
 from ..domain.catalog import GRAPH_FILE, Model, file_listing
 from ..domain.graphlayout import default_focus, open_path
@@ -38,6 +38,16 @@ def significant(value: float, digits: int = 4) -> str:
         mantissa, exponent = f"{rounded:.{digits - 1}e}".split("e")
         return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
     return np.format_float_positional(value, precision=digits, unique=True, fractional=False, trim="-")
+
+
+@bp.app_template_filter("inline_code")
+def inline_code(text: str) -> Markup:
+    """Text whose `backticked` spans are code (a command to run), escaped and drawn as code rather than shown with
+    their backticks; text with an unpaired backtick stays as it is."""
+    parts = str(escape(text)).split("`")
+    if len(parts) % 2 == 0:
+        return escape(text)
+    return Markup("".join(f"<code>{part}</code>" if index % 2 else part for index, part in enumerate(parts)))
 
 
 @bp.app_template_filter("abs_max")
