@@ -331,3 +331,10 @@ def test_a_matrix_that_names_only_its_columns_or_only_its_rows_is_drawn_with_tho
     assert page.status_code == 200
     html = page.get_data(as_text=True)
     assert "col-0" in html and f"row-{rows - 1}" in html
+
+
+@pytest.mark.parametrize("slug", CATALOG_SLUGS)
+def test_a_lab_is_titled_by_what_it_does_and_not_as_the_what_if_panel(client, slug):
+    """The What if? panel changes a module; a lab runs the reader's own input: one title cannot name both."""
+    title = re.search(r'<h2 id="lab-title">(.*?)</h2>', text(client.get(f"/models/{slug}")), re.S)
+    assert title is None or "What if" not in title[1], title[1]
