@@ -403,6 +403,14 @@ def test_gpt_page_lab_generates_and_traces(watched):
     page.locator('[data-trace="1"]').click()
     expect(page.locator("#trace-title")).to_contain_text("position 1")
     expect(page.locator("#trace .trace-table").first).to_contain_text("masked")
+    # The link holds the generation and the trace: a reload shows both again; a new prompt drops them.
+    assert "gen_steps=4" in page.url and "trace=1" in page.url
+    page.goto(page.url)
+    expect(page.locator("#generation-text")).to_contain_text("3 1 4 1 = 1 1 3 4", timeout=120_000)
+    expect(page.locator(".generation-step")).to_have_count(4)
+    expect(page.locator("#trace-title")).to_contain_text("position 1")
+    page.locator("#add-token").click()
+    assert "gen_steps" not in page.url and "trace=" not in page.url
     page.locator('[data-module="h.1"]').click()  # open the second block: the first one stays open
     expect(page.locator('#graph-stage .g-node[data-id="h.1.attn"]')).to_have_count(1)
     expect(page.locator('#graph-stage .g-cluster[data-id="h.0"]')).to_have_count(1)
@@ -776,6 +784,10 @@ def test_the_recurrent_lab_is_typed_and_stepped_with_the_keyboard(watched):
     expect(page.locator("#seq-step-read")).to_contain_text("the network reads 2 with probability")
     assert page.evaluate("document.activeElement.id") == "seq-step"  # the step view changed, the slider stayed
     expect(page.locator('#seq-step-view [data-key="cell"] .bar-row')).to_have_count(8)
+    assert "seq_step=2" in page.url  # a link (or a reload) shows the same step again
+    page.goto(page.url)
+    expect(page.locator("#seq-step-said")).to_have_text("2 of 4: “(”", timeout=60_000)
+    expect(page.locator("#seq-step")).to_have_value("2")
     text.focus()
     page.keyboard.press("End")
     page.keyboard.type("x")
@@ -784,6 +796,7 @@ def test_the_recurrent_lab_is_typed_and_stepped_with_the_keyboard(watched):
     page.get_by_role("button", name="Add )").click()
     expect(page.locator("#lab-status")).to_contain_text("Read 5 tokens, 5 of them right")
     expect(text).to_have_value("(()()")
+    assert "seq_step=" not in page.url  # another sequence: its last step, as any new run opens
     text.fill("())")  # it closes a bracket it never opened: read all the same, with no true answer to hold it to
     expect(page.locator("#lab-status")).to_contain_text("Read 3 tokens; the recipe knows no true answer")
     expect(page.locator("#lab-results .trace-table thead th")).to_have_count(4)  # no column of true answers

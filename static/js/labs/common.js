@@ -198,6 +198,7 @@ export function startingPreset(presets) {
 // ---- The lab's input in the page's URL: a reload or a shared link shows the same input.
 
 const LINKED_PRESET = "lab"; // ?lab=<preset id>: the reader's last choice was a recorded case, unedited
+const STEP = "seq_step"; // ?seq_step=<k>: the step a sequence lab shows (1-based), where it is not the last
 
 /**
  * Where a lab starts from its link: `{input}` when the query carries an input (`parse(params)` reads it, null
@@ -285,11 +286,20 @@ export class SequenceLab extends LabPanel {
     this.text?.addEventListener("input", () => this.typedEdit());
   }
 
-  /** The link's sequence, else its recorded case (or the first one). */
+  /** The link's sequence, else its recorded case (or the first one), at the link's step (?seq_step=, 1-based; the
+   * tour's is ?step=). */
   start() {
+    const step = Number(new URLSearchParams(window.location.search).get(STEP));
     const start = startFromLink(this.settings.presets, (params) => (params.has(this.field) ? this.checked(linkedInts(params, this.field)) : null));
     if (start.input) this.edit(start.input);
     else this.load(start.preset, start.problem);
+    if (Number.isInteger(step) && step >= 1) this.showAtStep(step);
+  }
+
+  /** Show step `step` (1-based; null follows the last), and say so in the link. */
+  showAtStep(step) {
+    this.step = step;
+    editQuery((params) => (step === null ? params.delete(STEP) : params.set(STEP, step)));
   }
 
   name(id) {
@@ -319,7 +329,7 @@ export class SequenceLab extends LabPanel {
     markPreset(this.section, preset.id);
     this.tokens = [...preset.request[this.field]];
     this.step = null;
-    linkInput({ [this.field]: null }, this.preset);
+    linkInput({ [this.field]: null, [STEP]: null }, this.preset);
     this.showTokens();
     this.run(problem);
   }
@@ -329,7 +339,7 @@ export class SequenceLab extends LabPanel {
     markPreset(this.section, null);
     this.tokens = tokens;
     this.step = null;
-    linkInput({ [this.field]: tokens.length ? tokens.join(",") : null });
+    linkInput({ [this.field]: tokens.length ? tokens.join(",") : null, [STEP]: null });
     if (!typed) this.showTokens();
     clearTimeout(this.timer);
     if (!tokens.length) {
@@ -346,9 +356,10 @@ export class SequenceLab extends LabPanel {
    */
   stepHead(count) {
     const { answer } = this;
+    if (this.step !== null && this.step > count) this.showAtStep(count); // a link's step past this run's last
     const slider = el("input", { type: "range", id: "seq-step", min: 1, max: count, value: this.step ?? count, "aria-describedby": "seq-step-said" });
     slider.addEventListener("input", () => {
-      this.step = Number(slider.value);
+      this.showAtStep(Number(slider.value));
       this.showStep();
     });
     return [...(this.preset && answer.record_check ? [recordCheck(answer.record_check, this.presetLabel)] : []),

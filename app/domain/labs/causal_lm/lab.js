@@ -2,10 +2,15 @@
 // generate one token at a time, and trace one position through every block.
 
 import { sig, valueHeatmap } from "../charts.js";
-import { chartBox, el, keepingFocus, reveal, setDisabled } from "../dom.js";
+import { chartBox, editQuery, el, keepingFocus, reveal, setDisabled } from "../dom.js";
 import { bars, getJson, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, vector, vectors } from "./common.js";
 
 const TOP = 5;
+// The generation's settings and the traced position in the link (?gen_steps=…&trace=2), so that a link or a
+// reload shows them again; a new prompt drops them (they were the old prompt's).
+const GENERATION = { gen_steps: "#gen-steps", gen_seed: "#gen-seed", gen_temperature: "#gen-temperature", gen_top_k: "#gen-top-k" };
+const LINKED = [...Object.keys(GENERATION), "gen_strategy", "trace"];
+const unlinked = Object.fromEntries(LINKED.map((name) => [name, null]));
 
 export class Lab extends LabPanel {
   constructor(section) {
@@ -27,6 +32,8 @@ export class Lab extends LabPanel {
     section.querySelector("#generate").addEventListener("click", () => this.generate());
     const steps = section.querySelector("#gen-steps");
     steps.addEventListener("input", () => { if (steps.value !== "") this.wantedSteps = Number(steps.value); });
+    const params = new URLSearchParams(window.location.search);
+    this.restore = LINKED.some((name) => params.has(name)) ? Object.fromEntries(LINKED.map((name) => [name, params.get(name)])) : null;
     const start = startFromLink(this.settings.presets, (params) => {
       if (!params.has("prompt")) return null;
       const ids = linkedInts(params, "prompt");
@@ -47,7 +54,7 @@ export class Lab extends LabPanel {
     markPreset(this.section, this.preset);
     this.presetLabel = preset?.label;
     this.ids = [...preset.request.input_ids];
-    linkInput({ prompt: null }, this.preset);
+    linkInput({ prompt: null, ...unlinked }, this.preset);
     this.renderStrip();
     this.run(problem);
   }
@@ -56,7 +63,7 @@ export class Lab extends LabPanel {
     this.preset = null;
     markPreset(this.section, null);
     this.ids = ids;
-    linkInput({ prompt: ids.join(",") });
+    linkInput({ prompt: ids.join(","), ...unlinked });
     this.renderStrip();
     this.run();
   }
@@ -93,6 +100,23 @@ export class Lab extends LabPanel {
     this.ran("runs", answer);
     this.setStatus(`${problem ? `${problem} ` : ""}Live run done: ${(answer.compute_seconds * 1000).toFixed(1)} ms of compute on the server${answer.cached ? " (an identical request was answered before)" : ""}.`);
     this.render(answer);
+    this.restoreLinked();
+  }
+
+  /** After the first run, the generation and the trace the link carries, made again. */
+  restoreLinked() {
+    const linked = this.restore;
+    this.restore = null;
+    if (!linked) return;
+    if (linked.gen_steps !== null) {
+      for (const [name, selector] of Object.entries(GENERATION)) {
+        if (linked[name] !== null) this.section.querySelector(selector).value = linked[name];
+      }
+      const strategy = this.section.querySelector(`input[name="strategy"][value="${CSS.escape(linked.gen_strategy ?? "")}"]`);
+      if (strategy) strategy.checked = true;
+      this.generate();
+    }
+    if (linked.trace !== null && Number.isInteger(Number(linked.trace))) this.trace(Number(linked.trace));
   }
 
   render(answer) {
@@ -154,6 +178,11 @@ export class Lab extends LabPanel {
     const steps = answer.steps.map((step, k) => el("figure", { class: "chart generation-step", "data-step": k },
       el("figcaption", {}, el("span", { class: "chart-title" }, `Step ${k + 1}: after “${step.context.map((t) => this.name(t)).join(" ")}” → picked “${step.word}” (model p ${sig(step.pick_probability, 3)})`)),
       bars(step.drawn_top.map((t) => t.probability), step.drawn_top.map((t) => `${t.token === step.pick ? "▶ " : ""}${t.word}`), 1)));
+    editQuery((params) => {
+      for (const name of Object.keys(GENERATION)) params.set(name, body[name.slice(4)] ?? "");
+      params.set("gen_strategy", body.strategy);
+      if (body.top_k === undefined) params.delete("gen_top_k");
+    });
     const use = el("button", { type: "button", id: "use-generation" }, "Use this text as the prompt");
     use.addEventListener("click", () => this.edit(answer.output_ids.slice(0, this.settings.sizes.context)));
     this.generation.replaceChildren(
@@ -172,6 +201,7 @@ export class Lab extends LabPanel {
       this.traceBox.replaceChildren(el("p", { class: "notice" }, `The trace failed: ${error.message}`));
       return;
     }
+    editQuery((params) => params.set("trace", position));
     const get = (id) => data.stages.find((s) => s.id === id);
     const tokens = get("tokens");
     const emb = get("embeddings");
