@@ -745,6 +745,17 @@ def test_the_autoencoder_lab_encodes_a_drawing_moves_its_code_and_walks_between_
         page.locator("#walk").click()
     expect(page.locator("#walk-said")).to_contain_text("From your drawing")
     expect(page.locator("#walk-said")).to_contain_text("to Test digit 14: a 3")
+    # The link holds the drawing, the code moved by hand and the walk's ends: a reload shows them again.
+    code = page.locator("#latent-0-value").inner_text(), page.locator("#latent-1-value").inner_text()
+    assert "code=" in page.url and "walk_a=&walk_b=three" in page.url
+    page.goto(page.url)
+    expect(page.locator("#decoded figcaption")).to_contain_text(f"Decoded at z = ({code[0]}, {code[1]})",
+                                                                 timeout=60_000)
+    expect(page.locator("#walk-said")).to_contain_text("From your drawing")
+    expect(page.locator("#walk-said")).to_contain_text("to Test digit 14: a 3")
+    with page.expect_response(lambda r: r.url.endswith("/vae/runs")):
+        page.locator("#clear-drawing").click()  # a new drawing: its own code, the hand-moved one dropped
+    page.wait_for_function("!location.search.includes('code=')")
 
 
 def test_the_autoencoder_lab_at_375px_draws_and_moves_the_code_by_touch(watched):

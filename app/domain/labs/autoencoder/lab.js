@@ -4,7 +4,7 @@
 // straight line between two drawings' codes walked, each code decoded by the server.
 
 import { greyPixels, greySvg, sig, svgEl } from "../charts.js";
-import { el } from "../dom.js";
+import { editQuery, el } from "../dom.js";
 import { getJson, item, LabPanel, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table } from "./common.js";
 import { DrawingPad } from "./drawing.js";
 
@@ -38,13 +38,25 @@ export class Lab extends LabPanel {
     for (const slider of this.sliders) {
       slider.addEventListener("input", () => {
         clearTimeout(this.slideTimer);
-        this.slideTimer = setTimeout(() => this.decode(this.sliders.map((s) => Number(s.value))), SLIDE_MS);
+        this.slideTimer = setTimeout(() => this.moveCode(this.sliders.map((s) => Number(s.value))), SLIDE_MS);
       });
     }
+    // A code moved by hand (?code=z1,z2) and a walk's two ends (?walk_a=&walk_b=) live in the link; a new drawing's
+    // code follows the drawing, so it drops the linked one.
+    const params = new URLSearchParams(window.location.search);
+    const code = (params.get("code") ?? "").split(",").map(Number);
+    this.linkedCode = code.length === this.sliders.length && code.every(Number.isFinite) ? code : null;
     this.ends = ["a", "b"].map((end) => section.querySelector(`#walk-${end}`));
     const presets = this.settings.presets;
     if (presets.length) [this.ends[0].value, this.ends[1].value] = [presets[0].id, presets[presets.length - 1].id];
-    section.querySelector("#walk").addEventListener("click", () => this.walk());
+    this.ends.forEach((end, k) => {
+      const linked = params.get(`walk_${"ab"[k]}`);
+      if ([...end.options].some((option) => option.value === linked)) end.value = linked;
+    });
+    section.querySelector("#walk").addEventListener("click", () => {
+      editQuery((query) => this.ends.forEach((end, k) => query.set(`walk_${"ab"[k]}`, end.value)));
+      this.walk();
+    });
     this.drawMap();
     this.walk();
     const start = startFromLink(presets, (params) => (params.has("drawing") && this.pad.linkable ? { image: this.pad.parse(params.get("drawing")) } : null));
@@ -97,8 +109,23 @@ export class Lab extends LabPanel {
       el("dl", { class: "metrics", id: "code-terms" }, ...["reconstruction_term", "kl", "loss"].map((key) => metric(item(c, key).label, item(c, key).value))));
     this.answerBox.replaceChildren(...parts);
     this.own = mean;
+    const linked = this.linkedCode;
+    this.linkedCode = null;
+    if (linked) { // the first run of a link that moved the code by hand
+      this.moveCode(linked);
+      return;
+    }
+    editQuery((query) => query.delete("code"));
     mean.forEach((m, d) => { this.sliders[d].value = String(Math.max(-3, Math.min(3, m))); });
     this.decode(this.sliders.map((s) => Number(s.value)));
+  }
+
+  /** A code the reader chose (a slider, a click on the map), as the sliders take it: decoded, and kept in the link. */
+  moveCode(code) {
+    code.forEach((z, d) => { this.sliders[d].value = String(z); });
+    const shown = this.sliders.map((slider) => Number(slider.value));
+    editQuery((query) => query.set("code", shown.join(",")));
+    this.decode(shown);
   }
 
   // ---- moving the code
@@ -147,8 +174,7 @@ export class Lab extends LabPanel {
       const box = svg.getBoundingClientRect();
       const [lo, hi] = this.span;
       const code = [lo + ((e.clientX - box.left) / box.width) * (hi - lo), hi - ((e.clientY - box.top) / box.height) * (hi - lo)];
-      code.forEach((z, d) => { this.sliders[d].value = String(z); });
-      this.decode(this.sliders.map((s) => Number(s.value)));
+      this.moveCode(code);
     });
     this.plane = svg;
     this.mapBox.replaceChildren(svg);
