@@ -330,6 +330,10 @@ def test_trace_view_follows_the_token_through_every_stage(watched):
     lab_ready(page)
     page.get_by_role("button", name="Trace position 2").click()
     expect(page.locator("#trace-title")).to_have_text("Trace of position 2 (MASK (3)), bidirectional attention")
+    assert "trace=2" in page.url and "trace_attention=bidirectional" in page.url
+    page.goto(page.url)  # a link (or a reload) traces the same position again
+    expect(page.locator("#trace-title")).to_have_text("Trace of position 2 (MASK (3)), bidirectional attention",
+                                                      timeout=60_000)
     expect(page.locator(".trace-stage")).to_have_count(11)
     expect(page.locator('[data-stage="attention"] svg')).to_have_count(2)
     softmax = page.locator('[data-stage="softmax"]')

@@ -2,7 +2,7 @@
 // sample BERT's corruption, and trace one token through every stage.
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
-import { chartBox, el, keepingFocus, reveal } from "../dom.js";
+import { chartBox, editQuery, el, keepingFocus, reveal } from "../dom.js";
 import { bars, chip, getJson, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, vector, vectors } from "./common.js";
 
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
@@ -27,6 +27,10 @@ export class Lab extends LabPanel {
     this.previous = {}; // mode -> {ids, rows}: the last run, to show which predictions a change moved
     this.traced = null; // {position, attention} of the trace shown, refreshed after every run
     this.traces = 0;
+    // The trace a link shows (?trace=<position>&trace_attention=<mode>), made once the first run is in.
+    const params = new URLSearchParams(window.location.search);
+    const position = Number(params.get("trace") ?? NaN);
+    this.linkedTrace = Number.isInteger(position) && position >= 0 ? { position, attention: params.get("trace_attention") } : null;
     this.bind();
     const start = startFromLink(this.settings.presets, (params) => this.fromLink(params));
     if (start.input) {
@@ -187,6 +191,7 @@ export class Lab extends LabPanel {
       this.results.replaceChildren();
       this.traceBox.replaceChildren();
       this.traced = null;
+      editQuery((query) => { query.delete("trace"); query.delete("trace_attention"); });
       this.setStatus("Choose at least one position to score: press “mask” under a token.", true);
       return false;
     }
@@ -209,7 +214,10 @@ export class Lab extends LabPanel {
     const repeated = answers.every((a) => a.cached) ? " (the same request ran before; its answer was kept)" : "";
     this.setStatus(`Done: ${guesses.join(", ")}. ${ms.toFixed(1)} ms on the server${repeated}.`);
     this.render(modes, answers, s);
+    const linked = this.linkedTrace;
+    this.linkedTrace = null;
     if (this.traced) this.trace(this.traced.position, s.compare ? this.traced.attention : s.attention);
+    else if (linked && linked.position < s.ids.length) this.trace(linked.position, modes.includes(linked.attention) ? linked.attention : modes[0]);
     return true;
   }
 
@@ -289,6 +297,7 @@ export class Lab extends LabPanel {
     const url = `${this.urls.trace}?${new URLSearchParams({ ...params, input_ids: ids.join(","), segment_ids: seg.join(",") })}`;
     const again = this.traced?.position === position; // a refresh after an edit keeps the reader's place
     this.traced = { position, attention };
+    editQuery((query) => { query.set("trace", position); query.set("trace_attention", attention); });
     const request = ++this.traces;
     if (!again) this.traceBox.replaceChildren(el("p", { class: "fine" }, `Tracing position ${position}…`));
     try {
