@@ -1,6 +1,7 @@
 """The explorer in a real browser: Debian's Chromium driven by Playwright against a live server."""
 
 import json
+import math
 import re
 import threading
 import time
@@ -1216,6 +1217,19 @@ def small_text(page) -> list[str]:
     return page.evaluate(SMALL_TEXT)
 
 
+def smallest_graph_label(page) -> float:
+    """The smallest size, in px on the screen, of a graph label in the stage's view (Infinity for none)."""
+    return page.evaluate("""() => {
+        const stage = document.getElementById("graph-stage").getBoundingClientRect();
+        const seen = [...document.querySelectorAll("#graph-stage .g-node text")].filter((text) => {
+            const box = text.getBoundingClientRect();
+            return box.width && box.right > stage.left && box.left < stage.right && box.bottom > stage.top
+                && box.top < stage.bottom;
+        });
+        return Math.min(...seen.map((text) => parseFloat(getComputedStyle(text).fontSize) * text.getScreenCTM().a));
+    }""")
+
+
 def sequence_interactions(page):
     """A lab read step by step (recurrent, seq2seq): its first step, then its last recorded case."""
     page.locator("#seq-step").focus()
@@ -1260,6 +1274,8 @@ def test_the_page_holds_still_as_it_loads_and_axe_finds_no_serious_or_critical_v
         expect(page.locator("#module-toggles button").first).to_be_visible()
     page.wait_for_load_state("networkidle")
     assert page.evaluate("window.layoutShift") < 0.1
+    if viewport is PHONE:  # the graph's first view is readable: its labels at 11 px or more
+        assert 11 <= smallest_graph_label(page) < math.inf
     found = {}
     if interact:
         lab_ready(page)

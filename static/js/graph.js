@@ -8,6 +8,10 @@ import { GraphScene } from "./graph-scene.js";
 const MIN_ZOOM = 0.15;
 const MAX_ZOOM = 4;
 const READABLE_ZOOM = 0.85; // Fit never shrinks the 10 px labels below about 8.5 px: a larger graph scrolls
+// On a phone's stage the opening view keeps the 10 px labels at 11 px or more: the graph opens at its top,
+// readable, and pans (a desktop shows a graph whole from 8.5 px labels).
+const PHONE_STAGE = 600;
+const PHONE_READABLE_ZOOM = 1.1;
 
 const DRAW_ALL = 500; // above this many boxes and edges, only those near the view are in the page
 const DRAG_SLOP = 4; // px a pointer moves before a press on a node becomes a pan instead of a click
@@ -238,17 +242,21 @@ export class GraphView {
     this.setView({ k, x: (width - w * k) / 2, y: (height - h * k) / 2 }, true);
   }
 
-  /** The opening view: the whole graph where it is readable so, else its full width from the top. */
+  /** The opening view: the whole graph where it is readable so, else its full width from the top where that is
+   * readable, else its top at a readable size, around the first node in reading order. */
   firstView() {
     const { width, height } = this.stage.getBoundingClientRect();
     const { width: w, height: h } = this.scene;
+    const readable = width < PHONE_STAGE ? PHONE_READABLE_ZOOM : READABLE_ZOOM;
     const whole = Math.min((width - 16) / Math.max(w, 1), (height - 16) / Math.max(h, 1));
-    if (whole >= READABLE_ZOOM) {
+    if (whole >= readable) {
       const k = Math.min(1.2, whole);
       this.setView({ k, x: (width - w * k) / 2, y: (height - h * k) / 2 }, false);
     } else {
-      const k = Math.min(1.2, (width - 16) / Math.max(w, 1));
-      this.setView({ k, x: (width - w * k) / 2, y: 8 }, false);
+      const k = Math.max(Math.min(1.2, (width - 16) / Math.max(w, 1)), width < PHONE_STAGE ? readable : 0);
+      const first = this.boxOf(this.order[0]);
+      const x = w * k <= width || !first ? (width - w * k) / 2 : Math.min(8, Math.max(width - 8 - w * k, width / 2 - (first.x + first.w / 2) * k));
+      this.setView({ k, x, y: 8 }, false);
     }
     this.moved = false;
   }
