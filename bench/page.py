@@ -1,11 +1,13 @@
 """Weight and speed of the model page in headless Chromium, against a minimal page of the same site.
 
-    python bench/page.py [--repeat N]
+    python bench/page.py [--repeat N] [--heights]
 
 Each load uses a fresh browser context (cold cache) against a server on loopback. It prints, as medians,
 the bytes transferred (HTML, CSS, JS, data), the request count, the time to first contentful paint and
 the time until the interactive graph is drawn; the baseline is the site's 404 page (one small HTML file
-and the stylesheet) measured in the same run.
+and the stylesheet) measured in the same run. `--heights` prints instead every model page's height as loaded
+(the graph drawn, the lab ready, the network idle) at 1280 px and at 375 px, and where the lab starts,
+against the 404 page's height at each width.
 """
 
 import argparse
@@ -61,13 +63,51 @@ def load(browser, url: str, ready: str | None) -> dict:
     return figures
 
 
+WIDTHS = {"1280 px": {"width": 1280, "height": 900}, "375 px": {"width": 375, "height": 740}}
+
+
+def height(browser, url: str, viewport: dict) -> tuple[int, int | None]:
+    """The page's height and the lab's top (None without a lab), in px, as loaded."""
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    page.goto(url, wait_until="load")
+    if page.locator("#graph-stage").count():
+        page.wait_for_selector("#graph-stage svg .g-node")
+    if page.locator("#lab").count():
+        page.wait_for_selector("#lab[data-ready]")
+    page.wait_for_load_state("networkidle")
+    found = page.evaluate("""() => [document.documentElement.scrollHeight,
+        document.getElementById("lab") ? Math.round(document.getElementById("lab").getBoundingClientRect().top
+        + window.scrollY) : null]""")
+    context.close()
+    return found[0], found[1]
+
+
+def heights(browser, base: str) -> None:
+    models = sorted(p.name for p in (Path(__file__).resolve().parent.parent / "manifests").iterdir()
+                    if (p / "manifest.json").is_file())
+    print("page height as loaded, and where the lab starts (px)")
+    print(f"{'page':16}" + "".join(f"{width + ' height':>16}{'lab at':>10}" for width in WIDTHS))
+    for name, url in [*((slug, f"{base}/models/{slug}") for slug in models), ("404 page", f"{base}/models/nope")]:
+        row = [height(browser, url, viewport) for viewport in WIDTHS.values()]
+        print(f"{name:16}" + "".join(f"{tall:>16,}{'—' if lab is None else f'{lab:,}':>10}" for tall, lab in row))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--heights", action="store_true", help="every model page's height at both widths instead")
     args = parser.parse_args()
     server = make_server("127.0.0.1", 0, create_app({"TESTING": False}), threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}"
+    if args.heights:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            heights(browser, base)
+            browser.close()
+        server.shutdown()
+        return
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         load(browser, f"{base}/models/bert", "#graph-stage svg .g-node")  # warm the server, not the browser
