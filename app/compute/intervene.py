@@ -476,14 +476,13 @@ class Moved:
             return
         held, at = self.held, self.at
         self.intact = self.intact and [tensor._version for tensor in held] == self.versions
-        if at == list(range(at[0], at[0] + len(at))):  # as the baseline met them (a run that changed no path)
-            self.stretch(held, at[0])
-        else:  # each stretch that lies one after another in the baseline (a run that skipped some leaves gaps)
-            first = 0
-            for last in range(1, len(at) + 1):
-                if last == len(at) or at[last] != at[last - 1] + 1:
-                    self.stretch(held[first:last], at[first])
-                    first = last
+        # Each stretch of outputs that lie one after another in the baseline (as a run met them; a run that skipped
+        # some leaves a few gaps) is measured against one stretch of its values.
+        first = 0
+        for last in range(1, len(at) + 1):
+            if last == len(at) or at[last] != at[last - 1] + 1:
+                self.stretch(held[first:last], at[first])
+                first = last
         self.held, self.at, self.versions, self.held_values = [], [], [], 0
 
     def stretch(self, tensors: list[Tensor], first: int) -> None:
@@ -502,8 +501,7 @@ class Moved:
         self.measure()
         if not self.squares:
             return {}
-        moved = self.squares[0] if len(self.squares) == 1 else torch.cat(self.squares)
-        return self.base.relative(self.measured, moved.double().tolist())
+        return self.base.relative(self.measured, torch.cat(self.squares).double().tolist())
 
 
 def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedLRU | None,

@@ -17,12 +17,12 @@ def find(spec: CheckpointSpec) -> Checkpoint:
 
 
 def status(spec: CheckpointSpec) -> dict:
-    """What a page shows: whether a checkpoint was found, where from, its files, or how to provide one."""
+    """What a page shows: whether a checkpoint was found, where from, its files, or what is wrong (`problem`) and how
+    to provide one (`how`)."""
     try:
         found = find(spec)
     except CheckpointUnavailable as exc:
-        return {"available": False, "message": exc.description, "problem": exc.problem, "how": exc.how,
-                "setting": f"TENSORVIZ_{spec.setting}", "download": spec.download}
+        return {"available": False, "problem": exc.problem, "how": exc.how}
     return {"available": True, "source": found.source, "files": found.sha256}
 
 

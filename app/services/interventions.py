@@ -24,12 +24,11 @@ from ..domain.schema import ITEMS
 from . import runs
 from .checkpoints import context
 from .live import answered, plain_run_names
-from .subjects import checked, preset_requests, subject
+from .subjects import SUBJECT, checked, preset_requests, subject
 
 NOTE = ("Computed live on the server by the model's recipe, once as asked and once with the interventions; "
         "not a recorded value.")
-BODY = {"case", "request", "endpoint", "interventions"}
-SUBJECT = {"case", "request", "endpoint"}
+BODY = SUBJECT | {"interventions"}
 
 
 def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -> tuple[dict, bool, list[dict]]:

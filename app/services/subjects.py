@@ -18,6 +18,9 @@ from ..domain.labs.fields import FieldError, validate
 REPLAY = "run.replay"
 
 
+SUBJECT = {"case", "request", "endpoint"}  # the fields of a body that names what to run
+
+
 @dataclass(frozen=True)
 class Subject:
     """A run's entry and arguments: a lab endpoint's (`endpoint`) or a recorded case replayed (`endpoint` None);

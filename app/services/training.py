@@ -20,18 +20,17 @@ from ..domain.schema import ITEMS
 from . import runs
 from .checkpoints import context
 from .live import answered
-from .subjects import checked, subject
+from .subjects import SUBJECT, checked, subject
 
 NOTE = ("Computed live on the server by the model's recipe, once on each stage of the weights kept while it "
         "trained; not a recorded value.")
-BODY = {"case", "request", "endpoint"}
 
 
 def answer(model: Model, body) -> dict:
     """`POST .../training`: the run on every stage of training, with each module's movement."""
     if model.training is None:
         raise FieldError(f"model: {model.slug} keeps no weights from its training (no [training] in its recipe)")
-    checked(body, BODY)
+    checked(body, SUBJECT)
     asked = subject(model, body)
     args = asked.args
     call = RecipeCall.training(model.recipe_dir, asked.entry, args, model.manifest.get("className", ""),

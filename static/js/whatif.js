@@ -247,7 +247,10 @@ export class WhatIf {
       reveal(results);
       return;
     }
-    const items = Object.entries(answer.items).map(([key, item]) => ({ key, item, change: largest(item.delta), moved: moved(item) }));
+    const items = Object.entries(answer.items).map(([key, item]) => {
+      const change = largest(item.delta);
+      return { key, item, change, moved: change > 0 ? change / Math.max(largest(item.before), Number.MIN_VALUE) : 0 };
+    });
     const changed = items.filter((i) => i.change > 0).sort((a, b) => b.moved - a.moved);
     const unchanged = items.filter((i) => !(i.change > 0));
     const subject = answer.case ? `“${answer.case}”` : "Your lab input";
@@ -259,7 +262,7 @@ export class WhatIf {
           return el("tr", { "data-item": key }, el("th", { scope: "row" }, item.label),
             el("td", { class: "number" }, value(item.before)), el("td", { class: "number" }, value(item.after)), el("td", { class: "number" }, sig(change)));
         }))));
-    const parts = [el("p", { class: "whatif-outcome" }, outcome(items, this.settings.numbers))];
+    const parts = [el("p", { class: "whatif-outcome" }, outcome(changed, this.settings.numbers))];
     if (changed.length) parts.push(table(changed, `${subject}: what the changes moved, most for its size first`, "The items the changes moved"));
     if (unchanged.length) {
       parts.push(el("details", { class: "whatif-unchanged" },
@@ -277,22 +280,15 @@ export class WhatIf {
   }
 }
 
-/** The outcome in words: each recorded number that changed, in the order the recording gives them (`order`, by
- * key: a prediction, its probability, a loss), else the item that moved most. */
-function outcome(items, order) {
+/** The outcome in words, from the items that moved (most for its size first): each recorded number among them, in
+ * the order the recording gives them (`order`, by key: a prediction, its probability, a loss), else the item that
+ * moved most. */
+function outcome(changed, order) {
   const byRecording = inOrder(order);
-  const numbers = items.filter(({ item, change }) => item.kind === "metric" && change > 0)
-    .sort((a, b) => byRecording(a.key, b.key)).slice(0, 4);
+  const numbers = changed.filter(({ item }) => item.kind === "metric").sort((a, b) => byRecording(a.key, b.key)).slice(0, 4);
   if (numbers.length) return `With these changes, ${numbers.map(({ item }) => `${item.label} goes from ${sig(item.before)} to ${sig(item.after)}`).join("; ")}.`;
-  const most = items.filter((i) => i.change > 0).sort((a, b) => b.moved - a.moved)[0];
-  if (most) return `With these changes, no recorded number changes; ${most.item.label} moves most (by up to ${sig(most.change)}).`;
+  if (changed.length) return `With these changes, no recorded number changes; ${changed[0].item.label} moves most (by up to ${sig(changed[0].change)}).`;
   return "With these changes, nothing recorded for this case changes.";
-}
-
-/** How far an item moved for its size: its largest change against its largest value. */
-function moved(item) {
-  const change = largest(item.delta);
-  return change > 0 ? change / Math.max(largest(item.before), Number.MIN_VALUE) : 0;
 }
 
 /** A whole answer's largest change, where the kind draws no view of its own. */
