@@ -70,7 +70,7 @@ def in_process(folder: Path, repeat: int) -> dict:
     start = time.perf_counter()
     loaded = lab.load(str(folder))
     load_s = time.perf_counter() - start
-    _, ids, _ = lab.tokenize(loaded.vocabulary, SENTENCE, 512)
+    _, ids = lab.tokenize(loaded.vocabulary, SENTENCE, 512)
     assert len(ids) == 12, ids
     input_ids = torch.tensor([ids])
     with torch.no_grad():
@@ -143,23 +143,30 @@ def what_if(client, repeat: int, pause: float = 0.3) -> dict:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def on_a_checkpoint(description: str, name: str, make, local, api) -> tuple[dict, dict, int]:
+    """A benchmark's run: --repeat and --keep read, the random checkpoint `name` built with `make(folder)` (or the
+    kept one reused), then `local(folder, repeat)` in the recipe process and `api(folder, repeat)` through the app;
+    their figures and the repeat."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--keep", type=Path,
                         help="Build the checkpoint here (or reuse it) instead of a temporary folder.")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="tensorviz-bert-base-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="tensorviz-bench-") as scratch:
         folder = args.keep or Path(scratch) / "checkpoint"
         if not (folder / "model.safetensors").is_file():
             start = time.perf_counter()
-            make_checkpoint(folder)
-            print(f"built a random BERT-base checkpoint in {time.perf_counter() - start:.1f} s "
+            make(folder)
+            print(f"built a random {name} checkpoint in {time.perf_counter() - start:.1f} s "
                   f"({(folder / 'model.safetensors').stat().st_size / 2**20:.0f} MiB of safetensors)")
-        local = in_process(folder, args.repeat)
-        api = through_the_api(folder, args.repeat)
+        return local(folder, args.repeat), api(folder, args.repeat), args.repeat
+
+
+def main() -> None:
+    local, api, repeat = on_a_checkpoint(__doc__.splitlines()[0], "BERT-base", make_checkpoint, in_process,
+                                         through_the_api)
     ratio = local["datalab_ms"] / local["raw_ms"]
-    print(f"12-token sentence, one torch thread, medians of {args.repeat}")
+    print(f"12-token sentence, one torch thread, medians of {repeat}")
     print(f"  load (config, weights, vocabulary)    {local['load_s']:8.2f} s")
     print(f"  raw forward, this recipe              {local['raw_ms']:8.1f} ms   1.00x")
     print(f"  raw forward, transformers             {local['transformers_ms']:8.1f} ms   "

@@ -28,11 +28,16 @@ CATALOG_SLUGS = sorted(p.name for p in (PROJECT_ROOT / "manifests").iterdir() if
 
 
 def _lab_replays_a_case(slug: str) -> bool:
+    from app.domain.labs import KINDS
+
     manifest = json.loads((PROJECT_ROOT / "manifests" / slug / "manifest.json").read_text())
-    return "lab" in read_metadata(PROJECT_ROOT / "recipes" / slug) and bool(manifest["experiment"]["cases"])
+    lab = read_metadata(PROJECT_ROOT / "recipes" / slug).get("lab")
+    # A kind whose every endpoint answers a result of its own (the DataLab's trace), not a case, replays none.
+    answers_cases = lab is not None and set(lab.get("endpoints", {})) - set(KINDS[lab["kind"]].results)
+    return bool(answers_cases) and bool(manifest["experiment"]["cases"])
 
 
-# The models whose lab starts by replaying a recorded case (the others need a checkpoint or have no lab).
+# The models whose lab starts by replaying a recorded case (the others trace a result of their own or have no lab).
 RECORDED_LAB_SLUGS = [slug for slug in CATALOG_SLUGS if _lab_replays_a_case(slug)]
 
 
@@ -152,9 +157,58 @@ def bert_checkpoint(tmp_path_factory) -> Path:
     return make_checkpoint(tmp_path_factory.mktemp("bert-checkpoint"))
 
 
+MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # all-MiniLM-L6-v2's weights
+
+
+@pytest.fixture(scope="session")
+def packaged_checkpoint() -> Path:
+    """The real all-MiniLM-L6-v2 that the test set-up unpacks (`make checkpoints`, run by `make setup-test`), where
+    every test app finds it (CHECKPOINTS_DIR) unless a test sets another checkpoint or none."""
+    from app.domain.checkpoints import file_sha256
+    from app.services.config import Config
+
+    folder = Path(Config.CHECKPOINTS_DIR) / "all-MiniLM-L6-v2"
+    if not (folder / "model.safetensors").is_file():
+        pytest.fail(f"{folder} is missing: run `make checkpoints` (make setup-test does)")
+    assert file_sha256(folder / "model.safetensors") == MINILM_SHA256
+    return folder
+
+
+@pytest.fixture(scope="session")
+def gpt2_checkpoint(tmp_path_factory) -> Path:
+    """A small random GPT2LMHeadModel with its byte-level BPE tokenizer, saved by transformers."""
+    from .gpt2_checkpoints import make_checkpoint
+
+    return make_checkpoint(tmp_path_factory.mktemp("gpt2-checkpoint"))
+
+
 @pytest.fixture
-def checkpoint_app(bert_checkpoint):
-    """The app with BERT_CHECKPOINT set to the small random checkpoint."""
+def packaged_app(packaged_checkpoint, gpt2_checkpoint):
+    """The app where every model that reads a checkpoint has one: the packaged checkpoint bert-base's recording was
+    made from, and for gpt2 (recorded without one: no case) the small random one."""
+    app = create_app(TestConfig)
+    assert app.config["CHECKPOINTS_DIR"] == str(packaged_checkpoint.parent)
+    app.config["GPT2_CHECKPOINT"] = str(gpt2_checkpoint)
+    yield app
+    parts(app).pool.shutdown()
+
+
+def lab_subject(model) -> dict:
+    """What to run a model's What if? on: its first recorded case, else (a recording made without its checkpoint)
+    its lab kind's example request for the first endpoint that makes one."""
+    cases = model.manifest["experiment"]["cases"]
+    if cases:
+        return {"case": cases[0]["id"]}
+    for name in model.lab.endpoints:
+        request = model.lab.kind.example(name, [], model.lab)
+        if request is not None:
+            return {"request": request, "endpoint": name}
+    raise AssertionError(f"{model.slug}: no recorded case and no example request")
+
+
+@pytest.fixture
+def masked_lm_app(bert_checkpoint):
+    """The app with BERT_CHECKPOINT set to the small random checkpoint with the MLM head."""
     app = create_app(TestConfig)
     app.config["BERT_CHECKPOINT"] = str(bert_checkpoint)
     yield app

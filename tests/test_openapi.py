@@ -12,18 +12,21 @@ from jsonschema import Draft202012Validator, FormatChecker
 from openapi_spec_validator import validate
 
 from app import create_app
-from app.services.config import TestConfig
+from app.services.config import Config, TestConfig
 from app.services.parts import parts
 
 from .bert_checkpoints import make_checkpoint
 from .conftest import CATALOG_SLUGS
+from .gpt2_checkpoints import make_checkpoint as make_gpt2_checkpoint
 
 # Schemathesis starts verifications of every model that run on in the background; the answers checked after
 # it wait for a recipe worker rather than being refused as a busy server's 429.
 app = create_app(type("Contract", (TestConfig,), {"RECIPE_QUEUE": 64}))
-# The checkpoint model answers with a (small, random) checkpoint, so that its DataLab runs; without one its
-# operations answer the documented 503.
-app.config["BERT_CHECKPOINT"] = str(make_checkpoint(Path(tempfile.mkdtemp(prefix="tensorviz-openapi-"))))
+# The checkpoint model answers with the packaged checkpoint its cases were recorded from (the test set-up unpacks
+# it), so that its DataLab runs; without one its operations answer the documented 503.
+app.config["CHECKPOINTS_DIR"] = Config.CHECKPOINTS_DIR
+# gpt2's recording was made without a checkpoint: a small random one answers its DataLab.
+app.config["GPT2_CHECKPOINT"] = str(make_gpt2_checkpoint(Path(tempfile.mkdtemp(prefix="tensorviz-openapi-"))))
 schema = schemathesis.openapi.from_wsgi("/api/openapi.json", app)
 
 
@@ -85,6 +88,17 @@ def answer_schema(path: str, method: str, status: int = 200) -> dict:
     if "$ref" in response:
         response = document["components"]["responses"][response["$ref"].rsplit("/", 1)[1]]
     return response["content"]["application/json"]["schema"]
+
+
+def test_a_masked_lm_checkpoints_datalab_answer_conforms_too(tmp_path):
+    """The module's app reads the packaged encoder; a checkpoint with the MLM head answers the other stages."""
+    masked = create_app(TestConfig)
+    masked.config["BERT_CHECKPOINT"] = str(make_checkpoint(tmp_path / "masked"))
+    answer = masked.test_client().post("/api/models/bert-base/datalab",
+                                       json={"text": "the [MASK] sat .", "other": "a dog ran ."})
+    assert {"top", "softmax", "prediction", "similarity"} <= set(answer.get_json())
+    conforms(answer, answer_schema("/api/models/bert-base/datalab", "post"))
+    parts(masked).pool.shutdown()
 
 
 @pytest.mark.parametrize("slug", CATALOG_SLUGS)

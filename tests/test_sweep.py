@@ -10,9 +10,8 @@ from app.domain.catalog import Model
 from app.domain.labs.fields import Field
 from app.services.extensions import models
 
-from .conftest import CATALOG_SLUGS
+from .conftest import CATALOG_SLUGS, lab_subject
 
-DATALAB = {"text": "the capital of france is [MASK] .", "top_k": 100}  # bert-base's subject: no recorded case
 RAW = re.compile(r"\b\w+(Error|Exception):|Traceback|File \"")  # how an exception's own text reads
 
 
@@ -46,15 +45,15 @@ def answered_in_words(response) -> None:
 
 
 @pytest.mark.parametrize("slug", CATALOG_SLUGS)
-def test_what_if_offers_every_change_that_runs_and_no_other(checkpoint_app, slug):
+def test_what_if_offers_every_change_that_runs_and_no_other(packaged_app, slug):
     """Every change to every node, on the first recorded case: each answers 200 or a 400 that says, in words, which
     field or node and why. One the options offer never meets a refusal for what the input's run cannot do (a later
     part of the model may still not take its result, said as a 400); one they do not offer is refused, and the
     options say why."""
-    client = checkpoint_app.test_client()
+    client = packaged_app.test_client()
     manifest = client.get(f"/api/models/{slug}").get_json()
-    cases = manifest["experiment"]["cases"]
-    subject = {"case": cases[0]["id"]} if cases else {"request": DATALAB}
+    with packaged_app.app_context():
+        subject = lab_subject(models.get(slug))
     options = client.post(f"/api/models/{slug}/interventions/options", json=subject)
     assert options.status_code == 200, options.get_json()
     nodes = options.get_json()["nodes"]
@@ -104,17 +103,17 @@ def bounds(field: Field) -> list:
 
 
 def base_request(model: Model, endpoint) -> dict:
-    """A request the endpoint takes: the first recorded case's, where the lab makes one, else DataLab's text."""
+    """A request the endpoint takes: the first recorded case's, where the lab makes one, else the kind's example."""
     presets = model.lab.kind.presets(model.manifest["experiment"]["cases"], model.lab)
     if presets:
         return {k: v for k, v in presets[0]["request"].items() if k in endpoint.fields}
-    return {k: v for k, v in DATALAB.items() if k in endpoint.fields}
+    return model.lab.kind.example(endpoint.name, [], model.lab)
 
 
 @pytest.mark.parametrize("slug", CATALOG_SLUGS)
-def test_every_lab_field_at_its_bounds_answers_200_or_a_400_in_words(checkpoint_app, slug):
-    client = checkpoint_app.test_client()
-    with checkpoint_app.app_context():
+def test_every_lab_field_at_its_bounds_answers_200_or_a_400_in_words(packaged_app, slug):
+    client = packaged_app.test_client()
+    with packaged_app.app_context():
         model = models.get(slug)
     if model.lab is None:
         assert client.post(f"/api/models/{slug}/runs", json={}).status_code == 404

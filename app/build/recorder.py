@@ -174,13 +174,13 @@ def _provenance(meta: dict, graph: dict, replay: dict, environment: dict, model_
 
 def _checkpoint(meta: dict, settings: Mapping) -> Checkpoint | None:
     """The recipe's checkpoint where it declares one and this machine has it (in the folder its setting
-    names, else the local Hugging Face cache); None records the graph alone."""
+    names, else the local Hugging Face cache, else the packaged one unpacked); None records the graph alone."""
     if "checkpoint" not in meta:
         return None
     try:
         spec = checkpoint_spec(meta["checkpoint"])
-        configured = settings.get(spec.setting)
-        return find(spec, configured) if locate(spec, configured) else None
+        configured, unpacked = settings.get(spec.setting), settings.get("CHECKPOINTS_DIR")
+        return find(spec, configured, unpacked) if locate(spec, configured, unpacked) else None
     except CheckpointDeclarationError as exc:
         raise RecordingError(f"recipe.toml: {exc}") from exc
     except CheckpointUnavailable as exc:

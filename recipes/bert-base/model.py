@@ -2,33 +2,28 @@
 
 The same post-LN encoder as the tiny recipe: token + position + segment embeddings and LayerNorm, then
 layers of self-attention and a 4x feed-forward network, each followed by residual + LayerNorm, exact (erf)
-GELU, and the MLM head (linear, GELU, LayerNorm, then the word-embedding matrix itself as the decoder,
-plus a bias). A checkpoint folder holds `config.json`, `vocab.txt` and `model.safetensors` or
-`pytorch_model.bin` of a BertForMaskedLM or BertForPreTraining model; its tensors are mapped onto these
-modules by name (MAPPING). Without a checkpoint, build_model() gives the bert-base-uncased architecture
-with random weights: enough to record the graph, never to record numbers.
+GELU. Its head is the MLM head (linear, GELU, LayerNorm, then the word-embedding matrix itself as the decoder,
+plus a bias) where the checkpoint has one, else sentence-transformers' mean pooling and normalisation: an
+encoder-only checkpoint (a BertModel, as sentence-transformers models are) turns a sentence into one vector
+and cannot predict a [MASK]. A checkpoint folder holds `config.json`, `tokenizer.json` or `vocab.txt`, and
+`model.safetensors` or `pytorch_model.bin`; its tensors are mapped onto these modules by name (MAPPING).
+Without a checkpoint, build_model() gives the bert-base-uncased architecture with random weights: enough to
+record the graph, never to record numbers.
 """
 
 import json
 import math
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # looked for in this order
-ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining")
+from recipekit.checkpoints import CheckpointError, assign, check_size, read_config, read_weights, whole_numbers
 
-
-class CheckpointError(RuntimeError):
-    """The checkpoint folder cannot be used; the message names the file and the problem."""
-
-    status = 503  # the server's checkpoint, not the request, is at fault
-
-    def __init__(self, problem: str) -> None:
-        super().__init__(f"the checkpoint cannot be used: {problem}")
+ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining", "BertModel")  # the last one without the MLM head
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")  # the fast tokenizer's own file first, as transformers reads it
 
 
 @dataclass(frozen=True)
@@ -41,35 +36,22 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
     layer_norm_eps: float = 1e-12
+    mlm: bool = True  # whether the checkpoint's weights hold the MLM head (not a config.json key)
 
     @classmethod
     def from_checkpoint(cls, folder: Path) -> "BertConfig":
         """The architecture config.json describes; CheckpointError for anything this recipe does not compute."""
-        try:
-            data = json.loads((folder / "config.json").read_text())
-        except FileNotFoundError as exc:
-            raise CheckpointError("config.json is missing from the checkpoint folder") from exc
-        except (OSError, ValueError) as exc:
-            raise CheckpointError(f"config.json cannot be read as JSON: {exc}") from exc
-        if not isinstance(data, dict) or data.get("model_type") != "bert":
-            kind = data.get("model_type") if isinstance(data, dict) else None
-            raise CheckpointError(f"config.json describes a {kind!r} model, not a BERT model (model_type 'bert')")
+        data = read_config(folder, "bert", "BERT")
         named = data.get("architectures") or []
         if named and not set(named) & set(ARCHITECTURES):
-            raise CheckpointError(f"config.json names {', '.join(named)}; this recipe needs the masked-LM head of "
-                                  f"{' or '.join(ARCHITECTURES)}")
+            raise CheckpointError(f"config.json names {', '.join(named)}; this recipe reads "
+                                  f"{', '.join(ARCHITECTURES)}")
         unsupported = {"hidden_act": "gelu", "position_embedding_type": "absolute"}
         for key, needed in unsupported.items():
             if data.get(key, needed) != needed:
                 raise CheckpointError(f"config.json: {key} {data[key]!r} is not supported; this recipe computes "
                                       f"{key} {needed!r}")
-        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-        for name, value in values.items():
-            if name == "layer_norm_eps":
-                if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
-                    raise CheckpointError(f"config.json: layer_norm_eps {value!r} is not a number between 0 and 1")
-            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise CheckpointError(f"config.json: {name} {value!r} is not a whole number of at least 1")
+        values = whole_numbers(data, [f.name for f in fields(cls) if f.name != "mlm"], "layer_norm_eps")
         config = cls(**values)
         if config.hidden_size % config.num_attention_heads:
             raise CheckpointError("config.json: hidden_size is not a multiple of num_attention_heads")
@@ -81,24 +63,12 @@ class BertConfig:
         h, i = self.hidden_size, self.intermediate_size
         embeddings = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size + 2) * h
         layer = 4 * (h * h + h) + 2 * h * i + i + h + 4 * h  # attention, feed-forward, two LayerNorms
-        return embeddings + self.num_hidden_layers * layer + h * h + 3 * h + self.vocab_size
+        head = h * h + 3 * h + self.vocab_size if self.mlm else 0
+        return embeddings + self.num_hidden_layers * layer + head
 
     def check_size(self) -> None:
-        """CheckpointError before building a model larger than this process may hold (its address-space cap, the
-        server's RECIPE_MEMORY_MB, where one is set), rather than failing or swapping midway."""
-        import resource
-
-        cap = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if cap == resource.RLIM_INFINITY:
-            return
-        needed = 4 * self.parameters()  # float32
-        with open("/proc/self/statm") as statm:  # the address space in use, in pages
-            used = int(statm.read().split()[0]) * resource.getpagesize()
-        if used + needed > cap:
-            raise CheckpointError(
-                f"config.json describes {self.parameters():,} parameters ({needed / 2**20:,.0f} MiB in float32: "
-                f"{self.num_hidden_layers} layers of width {self.hidden_size}); this recipe process may add "
-                f"{max(cap - used, 0) / 2**20:,.0f} MiB (RECIPE_MEMORY_MB)")
+        """CheckpointError before building a model larger than the recipe process may hold."""
+        check_size(self.parameters(), f"{self.num_hidden_layers} layers of width {self.hidden_size}")
 
 
 class Embeddings(nn.Module):
@@ -167,13 +137,26 @@ class MaskedLMHead(nn.Module):
         return self.decode(self.transformed(h), word_embeddings)  # (B, T, vocab)
 
 
-class BertForMaskedLM(nn.Module):
+class SentencePooling(nn.Module):
+    """sentence-transformers' reading of an encoder: the mean of every token's final state ([CLS] and [SEP]
+    included), scaled to length one, so that two sentences' cosine similarity is their dot product."""
+
+    def mean(self, h: Tensor) -> Tensor:
+        return h.mean(dim=-2)  # (B, C): one sentence, no padding to leave out
+
+    def forward(self, h: Tensor) -> Tensor:
+        return nn.functional.normalize(self.mean(h), dim=-1)  # (B, C)
+
+
+class Bert(nn.Module):
+    """The encoder and its head: the MLM head (`config.mlm`), else sentence pooling."""
+
     def __init__(self, c: BertConfig) -> None:
         super().__init__()
         self.config = c
         self.embeddings = Embeddings(c)
         self.layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.num_hidden_layers))
-        self.mlm = MaskedLMHead(c)
+        self.head = MaskedLMHead(c) if c.mlm else SentencePooling()
 
     def encode(self, input_ids: Tensor, segment_ids: Tensor) -> Tensor:
         x = self.embeddings(input_ids, segment_ids)  # (B, T, C)
@@ -184,7 +167,10 @@ class BertForMaskedLM(nn.Module):
     def forward(self, input_ids: Tensor, segment_ids: Tensor | None = None) -> Tensor:
         if segment_ids is None:
             segment_ids = torch.zeros_like(input_ids)
-        return self.mlm(self.encode(input_ids, segment_ids), self.embeddings.word.weight)  # (B, T, vocab)
+        h = self.encode(input_ids, segment_ids)  # (B, T, C)
+        if self.config.mlm:
+            return self.head(h, self.embeddings.word.weight)  # (B, T, vocab)
+        return self.head(h)  # (B, C): the sentence's embedding
 
 
 # Checkpoint tensor names (after the legacy gamma/beta renaming) -> this recipe's parameter names.
@@ -199,9 +185,9 @@ MAPPING = [
     (r"bert\.encoder\.layer\.(\d+)\.intermediate\.dense\.", r"layers.\1.up."),
     (r"bert\.encoder\.layer\.(\d+)\.output\.dense\.", r"layers.\1.down."),
     (r"bert\.encoder\.layer\.(\d+)\.output\.LayerNorm\.", r"layers.\1.output_norm."),
-    (r"cls\.predictions\.transform\.dense\.", "mlm.transform."),
-    (r"cls\.predictions\.transform\.LayerNorm\.", "mlm.norm."),
-    (r"cls\.predictions\.bias$", "mlm.bias"),
+    (r"cls\.predictions\.transform\.dense\.", "head.transform."),
+    (r"cls\.predictions\.transform\.LayerNorm\.", "head.norm."),
+    (r"cls\.predictions\.bias$", "head.bias"),
 ]
 # Present in some checkpoints, not computed here: the NSP pooler and head, the position-id buffer, and the
 # decoder's copies of the tied embedding matrix and of the bias.
@@ -219,58 +205,27 @@ def recipe_name(name: str) -> str | None:
     for pattern, replacement in MAPPING:
         if re.match(pattern, name):
             return re.sub(pattern, replacement, name)
-    raise CheckpointError(f"the weights hold {name!r}, which is not part of a BERT masked-LM model")
+    raise CheckpointError(f"the weights hold {name!r}, which is not part of a BERT model")
 
 
-def read_weights(folder: Path) -> tuple[str, dict[str, Tensor]]:
-    """The checkpoint's tensors by name, and the file they came from."""
-    path = next((folder / n for n in WEIGHT_FILES if (folder / n).is_file()), None)
-    if path is None:
-        raise CheckpointError(f"the checkpoint folder has neither {' nor '.join(WEIGHT_FILES)}")
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            return path.name, load_file(path)
-        return path.name, torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # a truncated or foreign file: each format raises its own error types
-        raise CheckpointError(f"{path.name} cannot be read as {path.suffix[1:]} weights: "
-                              f"{type(exc).__name__}: {str(exc)[:200]}") from exc
-
-
-def load_checkpoint(folder: str | Path) -> BertForMaskedLM:
-    """The checkpoint's model in eval mode; CheckpointError names a missing, misshapen or extra tensor."""
+def load_checkpoint(folder: str | Path) -> Bert:
+    """The checkpoint's model in eval mode, with the MLM head where its weights hold one; CheckpointError names
+    a missing, misshapen or extra tensor."""
     folder = Path(folder)
     config = BertConfig.from_checkpoint(folder)
     source, tensors = read_weights(folder)
-    with torch.device("meta"):  # no memory and no random initialisation for weights about to be replaced
-        model = BertForMaskedLM(config)
-    expected = {name: p.shape for name, p in model.named_parameters()}
-    state = {}
-    for name, tensor in tensors.items():
-        target = recipe_name(name)
-        if target is None:
-            continue
-        if target not in expected:
-            raise CheckpointError(f"{source}: {name} has no place in a {config.num_hidden_layers}-layer model")
-        if tensor.shape != expected[target]:
-            raise CheckpointError(f"{source}: {name} has shape {list(tensor.shape)}, config.json implies "
-                                  f"{list(expected[target])}")
-        state[target] = tensor.float()
-    missing = sorted(set(expected) - set(state))
-    if missing:
-        raise CheckpointError(f"{source} lacks {len(missing)} tensor{'s' * (len(missing) > 1)} of a BERT "
-                              f"masked-LM model, such as the one for {missing[0]}")
-    model.load_state_dict(state, assign=True)
-    return model.eval()
+    config = replace(config, mlm=any(recipe_name(name) == "head.bias" for name in tensors))
+    what = "a BERT masked-LM model" if config.mlm else "a BERT encoder"
+    return assign(lambda: Bert(config), tensors, recipe_name, source, f"a {config.num_hidden_layers}-layer model",
+                  what)
 
 
-def build_model(checkpoint: str | None = None) -> BertForMaskedLM:
+def build_model(checkpoint: str | None = None) -> Bert:
     """The checkpoint's model, or bert-base-uncased's architecture with seeded random weights without one."""
     if checkpoint:
         return load_checkpoint(checkpoint)
     torch.manual_seed(0)
-    return BertForMaskedLM(BertConfig()).eval()
+    return Bert(BertConfig()).eval()
 
 
 @dataclass(frozen=True)
@@ -293,15 +248,45 @@ class Vocabulary:
 
 
 def load_vocabulary(folder: str | Path, vocab_size: int) -> Vocabulary:
-    """vocab.txt through the `tokenizers` library; tokenizer_config.json's do_lower_case (True when absent,
-    as for BertTokenizer), strip_accents and tokenize_chinese_chars."""
+    """The checkpoint's tokenizer: tokenizer.json as saved (its normaliser decides the lower-casing), else
+    vocab.txt with tokenizer_config.json's do_lower_case (True when absent, as for BertTokenizer),
+    strip_accents and tokenize_chinese_chars."""
+    folder = Path(folder)
+    if (folder / "tokenizer.json").is_file():
+        tokenizer, lowercase = _saved_tokenizer(folder / "tokenizer.json")
+    elif (folder / "vocab.txt").is_file():
+        tokenizer, lowercase = _wordpiece_tokenizer(folder)
+    else:
+        raise CheckpointError(f"the checkpoint folder has neither {' nor '.join(TOKENIZER_FILES)}")
+    size = tokenizer.get_vocab_size()
+    if size > vocab_size:
+        raise CheckpointError(f"the tokenizer holds {size} tokens; config.json's vocab_size is {vocab_size}")
+    missing = [t for t in ("[CLS]", "[SEP]", "[MASK]", "[UNK]") if tokenizer.token_to_id(t) is None]
+    if missing:
+        raise CheckpointError(f"the tokenizer lacks the special token {missing[0]}")
+    return Vocabulary(tokenizer, lowercase)
+
+
+def _saved_tokenizer(path: Path) -> tuple[object, bool]:
+    """tokenizer.json with its padding and truncation turned off: a text is traced at its own length, and one
+    too long is refused, never cut."""
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+        settings = json.loads(path.read_text()).get("normalizer") or {}
+    except Exception as exc:
+        raise CheckpointError(f"tokenizer.json cannot be read: {str(exc)[:200]}") from exc
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer, bool(isinstance(settings, dict) and settings.get("lowercase"))
+
+
+def _wordpiece_tokenizer(folder: Path) -> tuple[object, bool]:
+    """vocab.txt through the `tokenizers` library, with tokenizer_config.json's settings."""
     from tokenizers import BertWordPieceTokenizer
     from tokenizers.models import WordPiece
 
-    folder = Path(folder)
-    path = folder / "vocab.txt"
-    if not path.is_file():
-        raise CheckpointError("vocab.txt is missing from the checkpoint folder")
     try:
         settings = json.loads((folder / "tokenizer_config.json").read_text())
     except FileNotFoundError:
@@ -309,14 +294,9 @@ def load_vocabulary(folder: str | Path, vocab_size: int) -> Vocabulary:
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"tokenizer_config.json cannot be read as JSON: {exc}") from exc
     try:
-        vocab = WordPiece.read_file(str(path))
+        vocab = WordPiece.read_file(str(folder / "vocab.txt"))
     except Exception as exc:
         raise CheckpointError(f"vocab.txt cannot be read: {exc}") from exc
-    if len(vocab) > vocab_size:
-        raise CheckpointError(f"vocab.txt holds {len(vocab)} tokens; config.json's vocab_size is {vocab_size}")
-    missing = [t for t in ("[CLS]", "[SEP]", "[MASK]", "[UNK]") if t not in vocab]
-    if missing:
-        raise CheckpointError(f"vocab.txt lacks the special token {missing[0]}")
     if not isinstance(settings, dict):
         raise CheckpointError("tokenizer_config.json does not hold an object")
     for name, allowed in (("do_lower_case", (bool,)), ("tokenize_chinese_chars", (bool,)),
@@ -327,4 +307,4 @@ def load_vocabulary(folder: str | Path, vocab_size: int) -> Vocabulary:
     lowercase = settings.get("do_lower_case", True)
     tokenizer = BertWordPieceTokenizer(vocab, lowercase=lowercase, strip_accents=settings.get("strip_accents"),
                                        handle_chinese_chars=settings.get("tokenize_chinese_chars", True))
-    return Vocabulary(tokenizer, lowercase)
+    return tokenizer, lowercase

@@ -11,28 +11,54 @@ import sys
 import torch
 
 try:
-    from .lab import datalab, load, trace
-    from .model import BertForMaskedLM, build_model
+    from .lab import datalab, load, similarity, trace
+    from .model import Bert, build_model
 except ImportError:  # run as a script: python run.py
-    from lab import datalab, load, trace
-    from model import BertForMaskedLM, build_model
+    from lab import datalab, load, similarity, trace
+    from model import Bert, build_model
 
-# Each recorded case: a sentence and the lab request that traces it.
+
+class Case:
+    """A recorded case: a sentence for the MLM head (with [MASK]s), the same sentence whole for an encoder, and a
+    second sentence to compare it with."""
+
+    def __init__(self, masked: str, whole: str, other: str) -> None:
+        self.masked, self.whole, self.other = masked, whole, other
+
+    def request(self, mlm: bool) -> dict:
+        return {"text": self.masked if mlm else self.whole, "top_k": TOP, "other": self.other}
+
+
 CASES = {
-    "capital": "The capital of France is [MASK].",
-    "river": "She sat on the bank of the [MASK] and watched the boats.",
-    "two-masks": "The [MASK] chased the cat up the [MASK].",
+    "capital": Case("The capital of France is [MASK].", "The capital of France is Paris.",
+                    "Paris is the largest city of France."),
+    # One word, two meanings: the river's bank beside the bank that keeps money.
+    "river": Case("She sat on the bank of the [MASK] and watched the boats.",
+                  "She sat on the bank of the river and watched the boats.",
+                  "He paid the money into his account at the bank."),
+    "two-masks": Case("The [MASK] chased the cat up the [MASK].", "The dog chased the cat up the tree.",
+                      "A puppy ran after a kitten."),
 }
 TOP = 10  # predictions recorded per case
 CHECK_IDS = [101, 1996, 3007, 1997, 2605, 2003, 103, 1012, 102]  # a 9-token sequence for the weight-free checks
+CHECK_OTHER = [101, 3000, 2003, 1037, 2103, 1012, 102]
 
 
 def case(answer: dict) -> dict:
     """A DataLab answer as recorded vectors, matrices and metrics."""
     layers = answer["layers"]
-    return {
-        "vectors": [
-            {"key": "input_ids", "label": "Token ids", "values": [t["id"] for t in answer["tokens"]]},
+    vectors = [
+        {"key": "input_ids", "label": "Token ids", "values": [t["id"] for t in answer["tokens"]]},
+        {"key": "embedding", "label": "Embedding of the traced token after LayerNorm",
+         "values": answer["embedding"]["norm"]},
+        {"key": "final_state", "label": "Final state of the traced token", "values": layers[-1]["state"]},
+        {"key": "text_shares", "label": "Each token's share of the similarity to the second sentence",
+         "values": answer["similarity"]["text_shares"]},
+    ]
+    metrics = [{"key": "similarity", "label": "Cosine similarity to the second sentence",
+                "value": answer["similarity"]["cosine"]}]
+    if "prediction" in answer:  # the MLM head's stages
+        vectors += [
             {"key": "top_ids", "label": f"Top {TOP} predicted token ids", "values": [t["id"] for t in answer["top"]]},
             {"key": "top_probabilities", "label": f"Top {TOP} probabilities",
              "values": [t["probability"] for t in answer["top"]]},
@@ -41,88 +67,117 @@ def case(answer: dict) -> dict:
              "values": [layer["lens"]["probability"] for layer in layers]},
             {"key": "lens_cosine", "label": "Cosine of each layer's state to the final state",
              "values": [layer["lens"]["cosine"] for layer in layers]},
-            {"key": "embedding", "label": "Embedding of the traced token after LayerNorm",
-             "values": answer["embedding"]["norm"]},
-            {"key": "final_state", "label": "Final state of the traced token", "values": layers[-1]["state"]},
-        ],
-        "matrices": [
-            {"key": "attention_last", "label": "Last layer: every head's attention from the traced token",
-             "values": layers[-1]["attention"]["heads"]},
-            {"key": "ffn_last", "label": "Last layer: the FFN's units before and after GELU",
-             "values": [layers[-1]["ffn"]["before"], layers[-1]["ffn"]["after"]]},
-        ],
-        "metrics": [
+        ]
+        metrics += [
             {"key": "prediction_id", "label": "Predicted token id", "value": answer["prediction"]["id"]},
             {"key": "confidence", "label": "Probability of the prediction",
              "value": answer["prediction"]["probability"]},
             {"key": "denominator", "label": "Softmax denominator (after the max shift)",
              "value": answer["softmax"]["denominator"]},
+        ]
+    else:
+        vectors.append({"key": "sentence_embedding", "label": "The sentence's embedding (mean pooling, length one)",
+                        "values": answer["sentence"]["embedding"]})
+    return {
+        "vectors": vectors,
+        "matrices": [
+            {"key": "attention_last", "label": "Last layer: every head's attention from the traced token",
+             "values": layers[-1]["attention"]["heads"],
+             "rows": [f"head {h + 1}" for h in range(len(layers[-1]["attention"]["heads"]))],
+             "cols": [f"{t['index']}:{t['token']}" for t in answer["tokens"]]},
+            {"key": "ffn_last", "label": "Last layer: the FFN's units before and after GELU",
+             "values": [layers[-1]["ffn"]["before"], layers[-1]["ffn"]["after"]],
+             "rows": ["before GELU", "after GELU"]},
         ],
+        "metrics": metrics,
     }
 
 
 @torch.no_grad()
-def forward_difference(model: BertForMaskedLM, answer: dict) -> float:
-    """How far the trace's logits are from the model's own forward over the whole sequence."""
-    ids = torch.tensor([[t["id"] for t in answer["tokens"]]]) if "tokens" in answer else torch.tensor([CHECK_IDS])
-    logits = model(ids)[0, answer["position"]]  # (vocab,)
-    return max(abs(logits[t["id"]].item() - t["logit"]) for t in answer["top"])
+def forward_difference(model: Bert, ids: list[int], answer: dict) -> float:
+    """How far the trace's logits, or its sentence embedding, are from the model's own forward."""
+    out = model(torch.tensor([ids]))
+    if "top" in answer:
+        logits = out[0, answer["position"]]  # (vocab,)
+        return max(abs(logits[t["id"]].item() - t["logit"]) for t in answer["top"])
+    return (out[0] - torch.tensor(answer["sentence"]["embedding"])).abs().max().item()
 
 
-def checks(answers: list[dict], model: BertForMaskedLM) -> list[dict]:
-    """What holds for any weights: the trace is the model's forward, the decoder is tied, the softmaxes."""
-    forward = max(forward_difference(model, a) for a in answers)
-    decoder = max(abs(t["dot"] + t["bias"] - t["logit"]) for a in answers for t in a["top"])
-    attention = max(abs(sum(row) - 1) for a in answers for layer in a["layers"][1:]
+def checks(answers: list[tuple[list[int], dict]], model: Bert) -> list[dict]:
+    """What holds for any weights, under the same four names with or without the MLM head (a recording made with one
+    checkpoint is replayed with another): the trace is the model's forward, attention sums to one, the tokens'
+    shares of a similarity sum to it, and the head reads out by its rule."""
+    def check(name: str, worst: dict[str, float], tolerance: dict[str, float]) -> dict:
+        return {"name": name, "passed": all(worst[k] < tolerance[k] for k in worst),
+                "detail": {f"worst_{k}": v for k, v in worst.items()}
+                | {f"tolerance_{k}": v for k, v in tolerance.items()}}
+
+    found = [a for _, a in answers]
+    forward = max(forward_difference(model, ids, a) for ids, a in answers)
+    attention = max(abs(sum(row) - 1) for a in found for layer in a["layers"][1:]
                     for row in layer["attention"]["heads"])
-    softmax = max(abs(t["exp"] / a["softmax"]["denominator"] - t["probability"]) for a in answers for t in a["top"])
+    shares = max(abs(sum(a["similarity"][k]) - a["similarity"]["cosine"]) for a in found
+                 for k in ("text_shares", "other_shares"))
+    if model.config.mlm:  # each logit is the head's state · the word's embedding + its bias; the softmax's ratios
+        rule = {"decoder": max(abs(t["dot"] + t["bias"] - t["logit"]) for a in found for t in a["top"]),
+                "softmax": max(abs(t["exp"] / a["softmax"]["denominator"] - t["probability"])
+                               for a in found for t in a["top"])}
+        limits = {"decoder": 1e-4, "softmax": 1e-6}
+    else:  # the sentence embedding is scaled to length one
+        rule = {"length": max(abs(sum(v * v for v in a["sentence"]["embedding"]) ** 0.5 - 1) for a in found)}
+        limits = {"length": 1e-5}
     return [
-        {"name": "The trace's logits are the model's own forward over the whole sequence", "passed": forward < 1e-4,
-         "detail": {"worst_difference": forward, "tolerance": 1e-4}},
-        {"name": "Each logit is the MLM state's dot product with the token's word embedding plus its bias "
-                 "(the decoder is tied to the embeddings)", "passed": decoder < 1e-4,
-         "detail": {"worst_difference": decoder, "tolerance": 1e-4}},
-        {"name": "Every head's attention from the traced token sums to one", "passed": attention < 1e-5,
-         "detail": {"worst_difference": attention, "tolerance": 1e-5}},
-        {"name": "Each probability is exp(logit - max logit) over the stated denominator", "passed": softmax < 1e-6,
-         "detail": {"worst_difference": softmax, "tolerance": 1e-6}},
+        check("The trace's read-out (the MLM head's logits, or the sentence embedding) is the model's own forward "
+              "over the whole sequence", {"difference": forward}, {"difference": 1e-4}),
+        check("Every head's attention from the traced token sums to one", {"difference": attention},
+              {"difference": 1e-5}),
+        check("Each sentence's token shares sum to the cosine similarity", {"difference": shares},
+              {"difference": 1e-5}),
+        check("The head reads out by its rule: each logit is the MLM state's dot product with the word's embedding "
+              "plus its bias (the decoder is tied) and each probability is exp(logit - max logit) over the "
+              "denominator; without the MLM head, the sentence embedding has length one", rule, limits),
     ]
 
 
 def replay(checkpoint: str | None = None, case: str | None = None) -> dict:
     """The recorded cases on the checkpoint and the checks, or the case named alone; the checks alone without a
-    checkpoint."""
+    checkpoint (on random weights, with and without the MLM head)."""
     if checkpoint is None:
         if case is not None:
             raise KeyError(f"no recorded case {case!r}: without a checkpoint there is none")
         model = build_model()
         answer = trace(model, CHECK_IDS, CHECK_IDS.index(103), TOP, str)
-        return {"cases": {}, "checks": checks([answer], model)}
+        answer["similarity"] = similarity(model, CHECK_IDS, CHECK_OTHER)
+        return {"cases": {}, "checks": checks([(CHECK_IDS, answer)], model)}
     if case is not None:
         if case not in CASES:
             raise KeyError(f"no recorded case {case!r}; the cases are {', '.join(CASES)}")
         return {"cases": {case: recorded(checkpoint, case)}, "checks": []}
     model = load(checkpoint).model
-    answers = {case_id: datalab(checkpoint, text, TOP) for case_id, text in CASES.items()}
-    cases = {case_id: shown(answer, case_id) for case_id, answer in answers.items()}
-    return {"cases": cases, "checks": checks(list(answers.values()), model)}
+    answers = {case_id: datalab(checkpoint, **CASES[case_id].request(model.config.mlm)) for case_id in CASES}
+    cases = {case_id: shown(answer, case_id, model.config.mlm) for case_id, answer in answers.items()}
+    ids = [[t["id"] for t in a["tokens"]] for a in answers.values()]
+    return {"cases": cases, "checks": checks(list(zip(ids, answers.values(), strict=True)), model)}
 
 
-def shown(answer: dict, case_id: str) -> dict:
+def shown(answer: dict, case_id: str, mlm: bool) -> dict:
     """A DataLab answer as the recorded case, with the lab request that reproduces it."""
-    return case(answer) | {"request": {"text": CASES[case_id], "top_k": TOP}}
+    return case(answer) | {"request": CASES[case_id].request(mlm)}
 
 
 def recorded(checkpoint: str, case_id: str) -> dict:
     """One recorded case on the checkpoint."""
-    return shown(datalab(checkpoint, CASES[case_id], TOP), case_id)
+    mlm = load(checkpoint).model.config.mlm
+    return shown(datalab(checkpoint, **CASES[case_id].request(mlm)), case_id, mlm)
 
 
 if __name__ == "__main__":
     torch.manual_seed(0)
     result = replay(sys.argv[1] if len(sys.argv) > 1 else None)
-    for case_id, recorded in result["cases"].items():
-        metrics = {m["key"]: m["value"] for m in recorded["metrics"]}
-        print(f"{case_id}: {CASES[case_id]!r} -> id {metrics['prediction_id']} (p {metrics['confidence']:.3f})")
+    for case_id, found in result["cases"].items():
+        metrics = {m["key"]: m["value"] for m in found["metrics"]}
+        print(f"{case_id}: {found['request']['text']!r} -> similarity {metrics['similarity']:.3f} to "
+              f"{found['request']['other']!r}" + (f", id {metrics['prediction_id']} (p {metrics['confidence']:.3f})"
+                                                  if "prediction_id" in metrics else ""))
     for check in result["checks"]:
         print(("PASS " if check["passed"] else "FAIL ") + check["name"], check["detail"])

@@ -89,8 +89,10 @@ export class VerifyPanel {
       ["recorded source", `${(recipe.recorded_source_sha256 || "—").slice(0, 16)}… (${recipe.matches_recorded_source ? "the same file" : "another file"})`],
     ];
     // Why the two hashes may differ, in the server's words, where they are shown.
+    // Likewise for the checkpoint, where the model reads one: the recording is only reproduced from the same files.
+    const checkpoint = report.checkpoint ? [el("p", { class: "fine report-checkpoint-note" }, report.checkpoint.note)] : [];
     return el("div", {}, el("dl", { class: "report-env" }, ...facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, String(v))))),
-      el("p", { class: "fine report-source-note" }, recipe.note));
+      el("p", { class: "fine report-source-note" }, recipe.note), ...checkpoint);
   }
 
   caseBlock(c) {

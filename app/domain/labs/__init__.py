@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import (
     autoencoder,
+    causal_datalab,
     causal_lm,
     datalab,
     diffusion,
@@ -30,7 +31,7 @@ from .kind import LabKind
 KINDS: dict[str, LabKind] = {kind.name: kind for kind in (masked_lm.KIND, causal_lm.KIND, image_classifier.KIND,
                                                           datalab.KIND, recurrent.KIND, seq2seq.KIND, autoencoder.KIND,
                                                           diffusion.KIND, graph.KIND, reinforcement.KIND,
-                                                          state_space.KIND)}
+                                                          state_space.KIND, causal_datalab.KIND)}
 METHODS = ("GET", "POST")
 
 

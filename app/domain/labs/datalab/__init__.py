@@ -1,32 +1,30 @@
-"""The DataLab kind: one [MASK] of a sentence traced through a pretrained masked-LM checkpoint, stage by
-stage (WordPiece tokens, embeddings, every layer's attention, FFN and logit lens, the MLM head's softmax)."""
+"""The DataLab kind: one token of a sentence traced through a pretrained BERT-layout checkpoint, stage by stage
+(WordPiece tokens, embeddings, every layer's attention and FFN), ending in the MLM head's logit lens, softmax and
+prediction of a [MASK], or, for an encoder-only checkpoint, in the sentence's pooled embedding; and the
+similarity of two sentences with each token's share of it."""
 
-from ..fields import DeclarationError, fail
+from ..fields import DeclarationError
 from ..kind import LabKind, Reads
 from .shapes import DataLabTrace
-
-MASK = "[MASK]"  # the WordPiece vocabularies' mask token, written as such in the text
 
 
 class DataLab(LabKind):
     name = "datalab"
     requires = {"endpoints": ("datalab",)}
-    reads = {"datalab": Reads(keys=("checkpoint", "tokens", "mask_positions", "position", "embedding", "layers",
-                                    "head_state", "softmax", "top", "prediction"))}
+    # What every checkpoint's answer holds; the MLM head's stages (top, softmax, prediction) or the encoder's
+    # sentence embedding follow from `checkpoint.head`, which only the checkpoint found decides.
+    reads = {"datalab": Reads(keys=("checkpoint", "tokens", "mask_positions", "position", "embedding", "layers"))}
     results = {"datalab": DataLabTrace}
-    limits = {"datalab": {"text": "Must hold [MASK]; at most the checkpoint's positions in WordPiece tokens."}}
+    limits = {"datalab": {"text": "With the MLM head, must hold [MASK]; at most the checkpoint's positions in "
+                                  "WordPiece tokens."}}
 
     def check(self, spec) -> None:
-        """The endpoint takes the sentence as a `text` field."""
-        text = spec.endpoints["datalab"].fields.get("text")
-        if text is None or text.type != "text":
-            raise DeclarationError(f"lab.endpoints.datalab of a {self.name} lab needs a `text` field of type text")
-
-    def prepare(self, endpoint: str, args: dict, spec) -> dict:
-        """A text without a [MASK] is refused here, before any run; its length in tokens is the recipe's."""
-        if MASK not in args["text"]:
-            fail("text", f"holds no {MASK} to trace; write {MASK} where a word should be predicted")
-        return args
+        """The endpoint takes the sentence as a `text` field, and a second one to compare it with as `other`."""
+        fields = spec.endpoints["datalab"].fields
+        for name in ("text", "other"):
+            if fields.get(name) is None or fields[name].type != "text":
+                raise DeclarationError(f"lab.endpoints.datalab of a {self.name} lab needs a `{name}` field of "
+                                       "type text")
 
     def presets(self, cases: list[dict], spec) -> list[dict]:
         """Each recorded case with the DataLab request that traced it."""

@@ -1,6 +1,7 @@
-// The DataLab: a sentence with [MASK] is traced on the server through the checkpoint; the answer is shown as
-// stages (tokens, embedding, each layer, the convergence across layers, the MLM head's softmax, the
-// prediction) revealed one at a time or all at once. Every table can be downloaded as CSV or JSON.
+// The DataLab: a sentence is traced on the server through the checkpoint; the answer is shown as stages (tokens,
+// embedding, each layer, then the convergence across layers, the MLM head's softmax and the prediction of a
+// [MASK], or, for an encoder-only checkpoint, the sentence's pooled embedding; and the similarity to a second
+// sentence where one is given) revealed one at a time or all at once. Every table can be downloaded as CSV or JSON.
 
 import { diverging, sig, svgEl } from "../charts.js";
 import { chartBox, el, reveal, saveFile, scrollBox, setDisabled } from "../dom.js";
@@ -138,11 +139,33 @@ function tokenChips(answer) {
   }, el("span", { class: "datalab-token-text" }, t.token), el("span", { class: "datalab-token-id" }, `${t.index} · ${t.id}`))));
 }
 
+/** Whether the answer is the MLM head's (a [MASK] predicted) rather than an encoder's sentence embedding. */
+function predicts(answer) {
+  return answer.checkpoint.head === "mlm";
+}
+
+/** The positions the menu offers: the [MASK]s with the MLM head, every token without it. */
+function traceable(answer) {
+  return predicts(answer) ? answer.mask_positions : answer.tokens.map((t) => t.index);
+}
+
+/** One sentence's tokens with their shares of the similarity, as bars (largest |share| first in the summary). */
+function sharesFigure(tokens, shares, label) {
+  return el("figure", { class: "chart" }, el("figcaption", {}, el("span", { class: "chart-title" }, label)),
+    bars(shares, tokens.map((t) => `${t.index}:${t.token}`)));
+}
+
+function strongestShares(tokens, shares, count = 3) {
+  return [...shares.keys()].sort((a, b) => shares[b] - shares[a]).slice(0, count)
+    .map((i) => `“${tokens[i].token}” (${sig(shares[i], 3)})`).join(", ");
+}
+
 export class Lab extends LabPanel {
   constructor(section) {
     super(section);
     this.form = section.querySelector("#datalab-form");
     this.text = section.querySelector("#datalab-text");
+    this.other = section.querySelector("#datalab-other");
     this.topK = section.querySelector("#datalab-top-k");
     this.position = section.querySelector("#datalab-position");
     this.steps = section.querySelector("#datalab-steps");
@@ -154,12 +177,12 @@ export class Lab extends LabPanel {
       this.trace(false);
     });
     this.text.addEventListener("input", () => {
-      markPreset(this.section, null);
-      this.presetId = null;
+      this.ownInput();
       if (!this.answer) return;
       this.setStatus("The sentence changed: press Trace to trace it.");
       this.markStale(this.text.value === this.tracedText ? null : "press Trace to trace the sentence above.");
     });
+    this.other.addEventListener("input", () => this.ownInput());
     this.position.addEventListener("change", () => this.trace(true));
     section.querySelector("#datalab-next").addEventListener("click", () => this.reveal(this.shown + 1, true));
     section.querySelector("#datalab-all").addEventListener("click", () => this.reveal(this.stages.children.length, false));
@@ -172,10 +195,11 @@ export class Lab extends LabPanel {
     const start = startFromLink(this.settings.presets, (params) => {
       if (!params.has("text")) return null;
       const [topK] = params.has("top_k") ? linkedInts(params, "top_k") : [];
-      return { text: params.get("text"), top_k: topK };
+      return { text: params.get("text"), top_k: topK, other: params.get("other") ?? "" };
     });
     if (start.input) {
       this.text.value = start.input.text;
+      this.other.value = start.input.other;
       if (start.input.top_k) this.topK.value = start.input.top_k;
       if (!submit.disabled) this.trace(false); // a shared trace is shown, not just its sentence
     } else if (start.preset) {
@@ -184,8 +208,15 @@ export class Lab extends LabPanel {
     }
   }
 
+  /** The sentences are the reader's own now, not a recorded case's: a link names them, not the case. */
+  ownInput() {
+    markPreset(this.section, null);
+    this.presetId = null;
+  }
+
   usePreset(preset, run = true) {
     this.text.value = preset.request.text;
+    this.other.value = preset.request.other ?? "";
     if (preset.request.top_k) this.topK.value = preset.request.top_k;
     markPreset(this.section, preset.id);
     this.presetId = preset.id;
@@ -194,6 +225,7 @@ export class Lab extends LabPanel {
 
   request(keepPosition) {
     const body = { text: this.text.value, top_k: Number(this.topK.value) || 10 };
+    if (this.other.value.trim()) body.other = this.other.value;
     if (keepPosition && this.position.value !== "") body.position = Number(this.position.value);
     return body;
   }
@@ -209,12 +241,17 @@ export class Lab extends LabPanel {
     this.answer = answer;
     this.ran("datalab", answer);
     this.tracedText = body.text;
-    linkInput({ text: body.text, top_k: body.top_k }, this.presetId); // the sentence traced, for a reload or a link
+    // the sentences traced, for a reload or a link
+    linkInput({ text: body.text, top_k: body.top_k, ...(body.other ? { other: body.other } : {}) }, this.presetId);
     this.markStale(null);
     this.choosePositions(answer);
     this.render(answer);
+    const layers = answer.layers.length - 1;
     const p = answer.prediction;
-    this.setStatus(`[MASK] at position ${answer.position} resolved to “${p.token}” (p ${sig(p.probability, 3)}) in ${answer.layers.length - 1} layers; ${Math.round(answer.compute_seconds * 1000)} ms on the server.`);
+    const read = predicts(answer) ? `[MASK] at position ${answer.position} resolved to “${p.token}” (p ${sig(p.probability, 3)}) in ${layers} layers`
+      : `“${answer.tokens[answer.position].token}” traced through ${layers} layers to the sentence's embedding (${answer.sentence.embedding.length} values)`;
+    const compared = answer.similarity ? `; similarity to the second sentence ${sig(answer.similarity.cosine, 3)}` : "";
+    this.setStatus(`${read}${compared}; ${Math.round(answer.compute_seconds * 1000)} ms on the server.`);
   }
 
   /** The stages on screen are of another sentence than the one in the box: say so, dim them, and hide the
@@ -224,13 +261,14 @@ export class Lab extends LabPanel {
     this.staleNote.hidden = !why;
     this.staleNote.textContent = why ? `These stages are of “${this.tracedText}”, not of the sentence in the box: ${why}` : "";
     this.stages.classList.toggle("is-stale", Boolean(why));
-    this.section.querySelector("#datalab-position-label").hidden = Boolean(why) || this.answer.mask_positions.length < 2;
+    this.section.querySelector("#datalab-position-label").hidden = Boolean(why) || traceable(this.answer).length < 2;
   }
 
   choosePositions(answer) {
     const label = this.section.querySelector("#datalab-position-label");
-    label.hidden = answer.mask_positions.length < 2;
-    this.position.replaceChildren(...answer.mask_positions.map((i) => el("option", { value: i }, `position ${i}`)));
+    label.hidden = traceable(answer).length < 2;
+    const name = (i) => (predicts(answer) ? `the [MASK] at position ${i}` : `“${answer.tokens[i].token}” at position ${i}`);
+    this.position.replaceChildren(...traceable(answer).map((i) => el("option", { value: i }, name(i))));
     this.position.value = String(answer.position);
   }
 
@@ -245,8 +283,9 @@ export class Lab extends LabPanel {
     const size = answer.checkpoint; // the checkpoint in use: hidden, intermediate, heads, layers, vocab
     const e = answer.embedding;
     const embeddingRows = e.word.map((_, i) => [i, e.word[i], e.position_vector[i], e.segment_vector[i], e.sum[i], e.norm[i]]);
+    const readOut = predicts(answer) ? [this.convergenceStage(answer), this.headStage(answer), this.softmaxStage(answer)] : [this.sentenceStage(answer)];
     const stages = [
-      this.stage("tokens", "1. WordPiece tokens", `${answer.tokens.length} tokens with [CLS] and [SEP]; the traced [MASK] is at position ${answer.position} (id ${traced.id}).`,
+      this.stage("tokens", "1. WordPiece tokens", `${answer.tokens.length} tokens with [CLS] and [SEP]; the traced ${predicts(answer) ? "[MASK]" : "token"} is at position ${answer.position} (id ${traced.id}).`,
         tokenChips(answer),
         flow("From text to vectors", [
           [`${answer.tokens.length} tokens`, `“${traced.token}” at position ${answer.position}`],
@@ -264,9 +303,8 @@ export class Lab extends LabPanel {
           embeddingRows.slice(0, 8)),
         downloads(name("embedding-all"), ["dimension", "word", "position", "segment", "sum", "layernorm"], embeddingRows)),
       ...answer.layers.slice(1).map((layer) => this.layerStage(answer, layer)),
-      this.convergenceStage(answer),
-      this.headStage(answer),
-      this.softmaxStage(answer),
+      ...readOut,
+      ...(answer.similarity ? [this.similarityStage(answer, readOut.length)] : []),
     ];
     this.stages.replaceChildren(...stages);
     this.steps.hidden = false;
@@ -299,8 +337,9 @@ export class Lab extends LabPanel {
         el("tr", {}, el("th", { scope: "row" }, "after GELU"), ...order.map((u) => el("td", { class: ffn.before[u] > 0 ? "is-passed" : "is-squeezed" }, sig(ffn.after[u], 3)))))));
     const lens = layer.lens;
     const hot = hotSpots(layer.post_attention);
+    const lensText = lens ? ` Logit lens: “${answer.prediction.token}” ranks ${lens.rank} here (p ${sig(lens.probability, 3)}); cosine to the final state ${sig(lens.cosine, 3)}.` : "";
     return this.stage(`layer-${layer.index}`, `${layer.index + 2}. ${layer.name[0].toUpperCase()}${layer.name.slice(1)}`,
-      `Attention, then the feed-forward network: ${ffn.passed} of ${ffn.before.length} units passed GELU, ${ffn.squeezed} were squeezed. Logit lens: “${answer.prediction.token}” ranks ${lens.rank} here (p ${sig(lens.probability, 3)}); cosine to the final state ${sig(lens.cosine, 3)}.`,
+      `Attention, then the feed-forward network: ${ffn.passed} of ${ffn.before.length} units passed GELU, ${ffn.squeezed} were squeezed.${lensText}`,
       el("p", { class: "fine" }, `Each of the ${size.heads} heads scores “${answer.tokens[answer.position].token}” against every token, and the weights it gives them (summing to 1) mix their vectors into the traced one. The arcs show one head's weights; the two strongest are drawn bold.`),
       el("div", { class: "lab-options" }, el("label", {}, "Attention of ", select)), figure,
       dataTable(`datalab-layer${layer.index}-attention`, `${layer.name}: every head's attention from the traced token`, ["head", ...answer.tokens.map((t) => `${t.index}:${t.token}`)], rows),
@@ -373,6 +412,37 @@ export class Lab extends LabPanel {
       el("p", {}, `Prediction: “${p.token}” (id ${p.id}) with probability ${sig(p.probability, 4)} (${percent(p.probability)}), after ${answer.layers.length - 1} layers of width ${answer.checkpoint.hidden}.`));
   }
 
+  /** An encoder-only checkpoint's reading: why it predicts no [MASK], and the sentence's pooled embedding. */
+  sentenceStage(answer) {
+    const s = answer.sentence;
+    const { hidden } = answer.checkpoint;
+    const rows = s.embedding.map((v, i) => [i, s.mean[i], v]);
+    return this.stage("sentence", `${answer.layers.length + 2}. The sentence's embedding`,
+      `The mean of all ${s.tokens} tokens' final states ([CLS] and [SEP] included), scaled to length one: ${hidden} numbers that stand for the whole sentence.`,
+      el("p", { class: "notice", id: "datalab-no-mlm" }, el("strong", {}, "This checkpoint cannot predict a [MASK]. "),
+        "Its weights hold the encoder alone, without the MLM head (the dense layer, LayerNorm and word-embedding decoder that score every word of the vocabulary for a masked position): it was trained, as sentence-transformers models are, to place sentences of similar meaning near each other, not to fill in words. What it gives is below: one vector per sentence."),
+      flow("From token states to a sentence", [[`${s.tokens} × ${hidden}`, "final states"], ["mean over tokens", `length ${sig(s.length, 3)}`], [`÷ ${sig(s.length, 3)}`, "scale to length one"], [`${hidden}`, "the embedding"]]),
+      strip(s.mean, "Mean of the final states"), strip(s.embedding, "The sentence's embedding (length one)"),
+      dataTable("datalab-sentence", "The sentence's embedding, dimension by dimension", ["dimension", "mean", "embedding"], rows.slice(0, 8)),
+      downloads("datalab-sentence-all", ["dimension", "mean", "embedding"], rows),
+      el("p", { class: "fine" }, "Give a second sentence above (Compare with) to see how near the checkpoint places the two."));
+  }
+
+  /** The two sentences' cosine similarity, and each token's exact share of it (the shares of a sentence sum to it). */
+  similarityStage(answer, readStages) {
+    const sim = answer.similarity;
+    const number = answer.layers.length + 2 + readStages;
+    const pooled = predicts(answer) ? "the mean of its final states, scaled to length one (this checkpoint's MLM head plays no part)" : "its embedding";
+    return this.stage("similarity", `${number}. Similarity to the second sentence`,
+      `Cosine similarity ${sig(sim.cosine, 3)}: 1 is the same direction, 0 unrelated. Each sentence is read as ${pooled}; the cosine is the two vectors' dot product.`,
+      el("p", {}, `Which tokens make it: a token's share is its final state's dot product with the other sentence's unit vector, divided by the number of tokens and the length of the mean, so the shares of either sentence add up to the cosine exactly. Most in the first sentence: ${strongestShares(answer.tokens, sim.text_shares)}; in the second: ${strongestShares(sim.other_tokens, sim.other_shares)}.`),
+      el("div", { class: "lab-columns" },
+        sharesFigure(answer.tokens, sim.text_shares, "First sentence: each token's share"),
+        sharesFigure(sim.other_tokens, sim.other_shares, "Second sentence: each token's share")),
+      dataTable("datalab-similarity", "Each token's share of the cosine similarity", ["sentence", "position", "token", "share"],
+        [...answer.tokens.map((t, i) => ["first", t.index, t.token, sim.text_shares[i]]), ...sim.other_tokens.map((t, i) => ["second", t.index, t.token, sim.other_shares[i]])]));
+  }
+
   /** Show the first `count` stages. Stepping scrolls the newest into view and names it in the progress line
    * (a live region), while focus stays on the button pressed, so that pressing it again steps on. */
   reveal(count, step) {
@@ -393,6 +463,7 @@ export class Lab extends LabPanel {
  * side. `before` and `after` are the DataLab's answers for the same sentence.
  */
 export function beforeAfter(before, after) {
+  if (!predicts(before)) return sentenceBeforeAfter(before, after);
   const name = (p) => p.token ?? `id ${p.id}`; // an id past the checkpoint's vocab.txt has no token
   const word = (p) => `${name(p)} (${sig(p.probability, 3)})`;
   const prediction = el("p", { class: "whatif-prediction" }, "Prediction: ", el("strong", {}, word(before.prediction)), " → ",
@@ -407,4 +478,20 @@ export function beforeAfter(before, after) {
     el("figure", { class: "chart" }, el("figcaption", {}, `Top words ${when} the changes`),
       bars(answer.top.map((t) => t.probability), answer.top.map(name), max))));
   return [prediction, lens, tops];
+}
+
+/** What if? on an encoder-only checkpoint: how far the sentence's embedding moved, and the similarity to the second
+ * sentence before and after the changes. */
+function sentenceBeforeAfter(before, after) {
+  const a = before.sentence.embedding;
+  const b = after.sentence.embedding;
+  const cosine = a.reduce((sum, v, i) => sum + v * b[i], 0); // both have length one
+  const parts = [el("p", { class: "whatif-prediction" }, "The sentence's embedding after the changes: cosine ", el("strong", {}, sig(cosine, 4)),
+    " to the one before", cosine > 0.999999 ? " (unchanged)" : "")];
+  if (before.similarity && after.similarity) {
+    parts.push(el("p", {}, "Similarity to the second sentence: ", el("strong", {}, sig(before.similarity.cosine, 3)), " → ",
+      el("strong", {}, sig(after.similarity.cosine, 3)), "."));
+  }
+  parts.push(el("div", { class: "lab-columns is-compare" }, strip(a, "Embedding before the changes"), strip(b, "Embedding after the changes")));
+  return parts;
 }

@@ -1,6 +1,7 @@
-"""The result of the DataLab endpoint: one [MASK] traced through a checkpoint, stage by stage."""
+"""The result of the DataLab endpoint: one token traced through a checkpoint, stage by stage, to the MLM head's
+prediction (`checkpoint.head` "mlm") or the sentence's embedding ("sentence")."""
 
-from typing import NotRequired
+from typing import Literal, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -22,6 +23,7 @@ class DataLabCheckpoint(TypedDict):
     lowercase: bool
     weights: str
     parameters: int
+    head: Literal["mlm", "sentence"]
 
 
 class DataLabEmbedding(TypedDict):
@@ -79,7 +81,7 @@ class DataLabLayer(TypedDict):
     post_attention: NotRequired[list[float]]
     ffn: NotRequired[FFN]
     state: list[float]
-    lens: Lens
+    lens: NotRequired[Lens]  # the MLM head's reading of the state, where the checkpoint has the head
 
 
 class DataLabScored(TypedDict):
@@ -100,6 +102,22 @@ class DataLabSoftmax(TypedDict):
     rule: str
 
 
+class Sentence(TypedDict):
+    tokens: int
+    mean: list[float]
+    length: float
+    embedding: list[float]
+    rule: str
+
+
+class Similarity(TypedDict):
+    cosine: float
+    text_shares: list[float]
+    other_shares: list[float]
+    other_tokens: list[WordPiece]
+    rule: str
+
+
 class DataLabTrace(TypedDict):
     tokens: list[WordPiece]
     mask_positions: list[int]
@@ -108,7 +126,12 @@ class DataLabTrace(TypedDict):
     segment_ids: list[int]
     embedding: DataLabEmbedding
     layers: list[DataLabLayer]
-    head_state: list[float]
-    top: list[DataLabScored]
-    softmax: DataLabSoftmax
-    prediction: LensWord
+    # The MLM head's stages, where the checkpoint has the head:
+    head_state: NotRequired[list[float]]
+    top: NotRequired[list[DataLabScored]]
+    softmax: NotRequired[DataLabSoftmax]
+    prediction: NotRequired[LensWord]
+    # The encoder's reading, where it has none:
+    sentence: NotRequired[Sentence]
+    # With a second sentence (`other`):
+    similarity: NotRequired[Similarity]

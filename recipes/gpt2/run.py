@@ -1,0 +1,132 @@
+"""Replay: the recorded DataLab cases on the server's checkpoint, and checks of how GPT-2 computes.
+
+    python run.py /path/to/checkpoint     # the cases and checks on that checkpoint
+    python run.py                         # the checks alone, on random weights of gpt2 small's shape
+
+Without a checkpoint there is nothing trained to record: the checks still hold for any weights.
+"""
+
+import sys
+
+import torch
+
+try:
+    from .lab import Loaded, load, patched, patching, trace, traced
+    from .model import GPT2, GPT2Config, Vocabulary
+except ImportError:  # run as a script: python run.py
+    from lab import Loaded, load, patched, patching, trace, traced
+    from model import GPT2, GPT2Config, Vocabulary
+
+# Each recorded case: a prompt, and the prompt it is patched from (as many tokens, one name or place changed).
+CASES = {
+    "names": ("When Mary and John went to the store, John gave a drink to",
+              "When Mary and John went to the store, Mary gave a drink to"),
+    "paris": ("The Eiffel Tower is in the city of", "The Colosseum is in the city of"),
+    "counting": ("one two three four five six", "six five four three two one"),
+}
+TOP = 10  # next tokens recorded per case
+CHECK_IDS = [464, 3139, 286, 4881, 318, 6342, 13, 383]  # an 8-token sequence for the weight-free checks
+
+
+def case(answer: dict) -> dict:
+    """A trace as recorded vectors, matrices and metrics."""
+    last = answer["attention"][-1]  # (heads, T, T): the last block's
+    names = [f"{t['index']}:{t['text']}" for t in answer["tokens"]]
+    return {
+        "vectors": [
+            {"key": "input_ids", "label": "Token ids", "values": [t["id"] for t in answer["tokens"]]},
+            {"key": "top_ids", "label": f"Top {TOP} next token ids", "values": [t["id"] for t in answer["top"]]},
+            {"key": "top_probabilities", "label": f"Top {TOP} probabilities",
+             "values": [t["probability"] for t in answer["top"]]},
+            {"key": "top_logits", "label": f"Top {TOP} logits", "values": [t["logit"] for t in answer["top"]]},
+            {"key": "lens_probability", "label": "Probability of the prediction after each block (logit lens)",
+             "values": [lens["probability"] for lens in answer["lens"]]},
+            {"key": "residual_last", "label": "The residual stream at the last token after the last block",
+             "values": answer["residual"][-1]["last"]},
+        ],
+        "matrices": [
+            {"key": "residual_norms", "label": "Norm of the residual stream, by block and token",
+             "values": [r["norms"] for r in answer["residual"]], "rows": [r["name"] for r in answer["residual"]],
+             "cols": names},
+            {"key": "attention_last_head0", "label": "Last block, head 1: attention (query rows, key columns)",
+             "values": last[0], "rows": names, "cols": names},
+        ],
+        "metrics": [
+            {"key": "prediction_id", "label": "Predicted next token id", "value": answer["prediction"]["id"]},
+            {"key": "confidence", "label": "Probability of the prediction",
+             "value": answer["prediction"]["probability"]},
+        ],
+    }
+
+
+@torch.no_grad()
+def checks(model: GPT2, answers: list[tuple[list[int], dict]], patches: list[dict]) -> list[dict]:
+    """What holds for any weights: the trace is the model's forward, the logit lens's last row is the prediction,
+    attention is causal and sums to one, and patching a prompt from itself moves nothing."""
+    def check(name: str, worst: float, tolerance: float) -> dict:
+        return {"name": name, "passed": worst < tolerance,
+                "detail": {"worst_difference": worst, "tolerance": tolerance}}
+
+    # Relative to the logit's size: random weights of gpt2 small's shape give logits in the hundreds, whose last
+    # float32 digits differ between an unembedding of one position and of all of them.
+    forward = max(abs(model(torch.tensor([ids]))[0, -1, t["id"]].item() - t["logit"]) / max(1.0, abs(t["logit"]))
+                  for ids, a in answers for t in a["top"])
+    lens = max(abs(a["lens"][-1]["probability"] - a["prediction"]["probability"]) for _, a in answers)
+    rows = max(abs(sum(row) - 1) for _, a in answers for block in a["attention"] for head in block for row in head)
+    future = max(abs(w) for _, a in answers for block in a["attention"] for head in block
+                 for i, row in enumerate(head) for w in row[i + 1:])
+    itself = max(abs(v - p["clean"]) for p in patches for row in p["patched"] for v in row)
+    return [
+        check("The trace's logits are the model's own forward over the whole prompt (relative difference)", forward,
+              1e-5),
+        check("The logit lens after the last block is the prediction itself", lens, 1e-6),
+        check("Every head's attention from every token sums to one", rows, 1e-5),
+        check("No token attends to a token after it (the mask is causal)", future, 1e-12),
+        check("Patching every head of a prompt from the prompt itself moves nothing", itself, 1e-5),
+    ]
+
+
+def replay(checkpoint: str | None = None, case: str | None = None) -> dict:
+    """The recorded cases on the checkpoint and the checks, or the case named alone; the checks alone without a
+    checkpoint (on random weights of gpt2 small's shape)."""
+    if checkpoint is None:
+        if case is not None:
+            raise KeyError(f"no recorded case {case!r}: without a checkpoint there is none")
+        return {"cases": {}, "checks": _random_checks()}
+    if case is not None:
+        if case not in CASES:
+            raise KeyError(f"no recorded case {case!r}; the cases are {', '.join(CASES)}")
+        return {"cases": {case: shown(trace(checkpoint, CASES[case][0], TOP), case)}, "checks": []}
+    answers = {case_id: trace(checkpoint, prompt, TOP) for case_id, (prompt, _) in CASES.items()}
+    patches = [patching(checkpoint, prompt, prompt) for prompt, _ in CASES.values()]
+    ids = [[t["id"] for t in a["tokens"]] for a in answers.values()]
+    return {"cases": {case_id: shown(answer, case_id) for case_id, answer in answers.items()},
+            "checks": checks(load(checkpoint).model, list(zip(ids, answers.values(), strict=True)), patches)}
+
+
+def _random_checks() -> list[dict]:
+    """The checks on gpt2 small's shape (two blocks) with seeded random weights, the tokens named by their ids."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    torch.manual_seed(0)
+    model = GPT2(GPT2Config(n_layer=2)).eval()
+    names = Tokenizer(WordLevel({str(i): i for i in range(model.config.vocab_size)}, unk_token="0"))
+    loaded = Loaded(model, Vocabulary(names), "random weights")
+    answer = traced(loaded, CHECK_IDS, TOP)
+    return checks(model, [(CHECK_IDS, answer)], [patched(loaded, CHECK_IDS, CHECK_IDS)])
+
+
+def shown(answer: dict, case_id: str) -> dict:
+    """A trace as the recorded case, with the lab request that reproduces it."""
+    return case(answer) | {"request": {"prompt": CASES[case_id][0], "top_k": TOP}}
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    result = replay(sys.argv[1] if len(sys.argv) > 1 else None)
+    for case_id, found in result["cases"].items():
+        metrics = {m["key"]: m["value"] for m in found["metrics"]}
+        print(f"{case_id}: {CASES[case_id][0]!r} -> id {metrics['prediction_id']} (p {metrics['confidence']:.3f})")
+    for check in result["checks"]:
+        print(("PASS " if check["passed"] else "FAIL ") + check["name"], check["detail"])
