@@ -9,7 +9,7 @@ in one run, with one torch thread as the server's recipe workers run:
   - the trace in the recipe process (every head's attention, the residual stream, the logit lens, the top tokens);
   - the trace through the API (a recipe worker behind the app, JSON in and out, not cached), against the bare
     forward (goal: at most 1.5x);
-  - patching every head from a second prompt through the API (one batch per block).
+  - patching every head, and the residual stream at every block and token, from a second prompt through the API.
 """
 
 import statistics
@@ -96,7 +96,8 @@ def main() -> None:
     print(f"  trace, warm                           {api['warm_ms']:8.1f} ms   {ratio:.2f}x   "
           f"(goal: at most 1.5x: {'met' if ratio <= 1.5 else 'NOT met'}); "
           f"{api['answer_bytes'] / 1024:,.0f} KiB of JSON")
-    print(f"  patching every head (one batch a block) {api['patching_ms']:6.1f} ms   {api['patching_ms'] / bare:.1f}x")
+    print(f"  patching: every head, the stream at every block and token  {api['patching_ms']:8.1f} ms   "
+          f"{api['patching_ms'] / bare:.1f}x")
 
 
 if __name__ == "__main__":

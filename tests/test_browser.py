@@ -1424,8 +1424,9 @@ def test_the_gpt2_datalab_traces_generates_and_patches_with_the_keyboard(browser
     page.get_by_role("button", name="Patch every head").focus()
     page.keyboard.press("Enter")
     expect(page.locator("#causal-patching .causal-strongest")).to_contain_text("Strongest: block", timeout=60_000)
-    grid = page.locator("#causal-patching svg")
-    expect(grid).to_have_attribute("aria-label", re.compile(r"^Effect of patching each head"))
+    grids = page.locator("#causal-patching svg")
+    expect(grids.first).to_have_attribute("aria-label", re.compile(r"^Effect of patching each head"))
+    expect(grids.nth(1)).to_have_attribute("aria-label", re.compile(r"^Effect of patching the residual stream"))
     assert "corrupted=" in page.url and "prompt=" in page.url  # a link gives the same patching again
     assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
     assert axe_violations(page) + (small_text(page) if viewport is PHONE else []) == []

@@ -453,7 +453,7 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(t
     assert set(files) == {"config.json", "tokenizer.json", "model.safetensors", "tokenizer_config.json"}
     result = app.test_cli_runner().invoke(args=["verify", "bert-base", "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)  # the catalog's reload may log to stderr meanwhile
     assert report["status"] == "passed" and report["checkpoint"]["matches_recording"] is True, report["checkpoint"]
     assert len(report["cases"]) == 3
     page = app.test_client().get("/models/bert-base?case=river").get_data(as_text=True)
@@ -463,7 +463,7 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(t
     app.config["BERT_CHECKPOINT"] = str(other)
     result = app.test_cli_runner().invoke(args=["verify", "bert-base", "--json"])
     assert result.exit_code == 1
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)  # the catalog's reload may log to stderr meanwhile
     assert report["status"] == "failed" and report["checkpoint"]["matches_recording"] is False
     assert "other checkpoint files than the recording was made from" in report["checkpoint"]["note"]
     parts(app).pool.shutdown()

@@ -162,9 +162,47 @@ def test_patching_each_head_equals_transformers_with_that_head_replaced(gpt2_che
         assert abs(answer["patched"][layer][head] - (logits[a] - logits[f]).item()) < 1e-5, (layer, head)
         expected = ((logits[a] - logits[f]).item() - answer["clean"]) / (answer["corrupted"] - answer["clean"])
         assert abs(answer["effect"][layer][head] - expected) < 1e-4
+    # The stream entering block 1 at token 7 (where "John" and "Mary" differ), patched by a hook on transformers' block.
+    corrupted_hidden = reference(gpt2_checkpoint, CORRUPTED)["hidden"]
+
+    def stream(_m, args, kwargs):
+        x = args[0].clone()
+        x[:, 7] = corrupted_hidden[1][0, 7]
+        return (x, *args[1:]), kwargs
+
+    handle = model.transformer.h[1].register_forward_pre_hook(stream, with_kwargs=True)
+    with torch.no_grad():
+        logits = model(clean_ids).logits[0, -1]
+    handle.remove()
+    assert abs(answer["stream_patched"][1][7] - (logits[a] - logits[f]).item()) < 1e-5
     itself = lab.patching(str(gpt2_checkpoint), PROMPT, PROMPT)
     assert max(abs(v - itself["clean"]) for row in itself["patched"] for v in row) < 1e-5
+    assert max(abs(v - itself["clean"]) for row in itself["stream_patched"] for v in row) < 1e-5
     assert max(abs(v) for row in itself["effect"] for v in row) < 1e-3
+
+
+def test_patching_the_whole_stream_from_the_corrupted_prompt_gives_the_corrupted_logits(gpt2_checkpoint):
+    """The stream entering any block, taken from the corrupted prompt at every token, is the corrupted run from there
+    on: its logits are the corrupted prompt's. (Every head alone is not: the embeddings and the MLPs still read the
+    clean prompt.)"""
+    import torch
+
+    lab = recipe_module(RECIPE, "lab")
+    loaded = lab.load(str(gpt2_checkpoint))
+    model = loaded.model
+    clean_ids, corrupted_ids = lab.tokenize(loaded, PROMPT), lab.tokenize(loaded, CORRUPTED)
+    runs = {}
+    for name, ids in (("clean", clean_ids), ("corrupted", corrupted_ids)):
+        recorder = lab.Recorder(model)
+        with torch.no_grad():
+            runs[name] = (model(torch.tensor([ids]))[0, -1], recorder.inputs)
+        recorder.remove()
+    every = [list(range(len(clean_ids)))]
+    for layer in range(model.config.n_layer):
+        with torch.no_grad():
+            logits = lab.patch_streams(model, runs["clean"][1][layer][0], runs["corrupted"][1][layer][0], layer, every)
+        assert (logits[0] - runs["corrupted"][0]).abs().max().item() < 1e-5, layer
+        assert (logits[0] - runs["clean"][0]).abs().max().item() > 1e-3  # the prompts do differ
 
 
 def model_head_dim(model) -> int:
@@ -235,7 +273,7 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it(tmp_path, gpt2_checkp
     assert [c["id"] for c in manifest["experiment"]["cases"]] == ["names", "paris", "counting"]
     result = app.test_cli_runner().invoke(args=["verify", "gpt2", "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)  # the catalog's reload may log to stderr meanwhile
     assert report["status"] == "passed" and report["checkpoint"]["matches_recording"] is True
     assert len(report["checks"]) == 5 and all(c["status"] == "passed" for c in report["checks"])
     parts(app).pool.shutdown()

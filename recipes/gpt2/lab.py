@@ -220,9 +220,9 @@ def _run(model: GPT2, ids: list[int], rows: int = 1, hooks: HeadOutputs | None =
 @torch.no_grad()
 def patching(checkpoint: str, prompt: str, corrupted: str) -> dict:
     """Activation patching: the prompt (clean) run with one head's output taken from the corrupted prompt's run,
-    for every head of every block. The measure is the logit difference between the clean run's prediction and
-    the corrupted run's; each head's effect is how much of the way from clean to corrupted its patch moves it
-    (0: none, 1: all of it)."""
+    for every head of every block; and with the residual stream entering each block taken from it at one token
+    (causal tracing). The measure is the logit difference between the clean run's prediction and the corrupted
+    run's; each patch's effect is how much of the way from clean to corrupted it moves it (0: none, 1: all)."""
     loaded = load(checkpoint)
     return patched(loaded, tokenize(loaded, prompt), tokenize(loaded, corrupted, "corrupted"))
 
@@ -238,7 +238,11 @@ def patched(loaded: Loaded, clean_ids: list[int], corrupted_ids: list[int]) -> d
     # Every run in a batch as wide as the patched runs: the same kernels, so that a head patched from an equal
     # prompt reads exactly the clean value.
     kept = HeadOutputs(model).keep()
-    corrupted_logits = _run(model, corrupted_ids, heads, hooks=kept)[0]
+    corrupted_recorder = Recorder(model)  # the corrupted stream entering each block: what a stream patch writes
+    try:
+        corrupted_logits = _run(model, corrupted_ids, heads, hooks=kept)[0]
+    finally:
+        corrupted_recorder.remove()
     recorder = Recorder(model)  # the clean stream entering each block: a patched run starts there
     try:
         clean_logits = _run(model, clean_ids, heads)[0]
@@ -264,7 +268,14 @@ def patched(loaded: Loaded, clean_ids: list[int], corrupted_ids: list[int]) -> d
         finally:
             hooks.remove()
     measured = torch.stack(grid)  # (blocks, heads)
+    streams = torch.stack([measure(patch_streams(model, entering[layer][0], corrupted_recorder.inputs[layer][0], layer,
+                                                 [[p] for p in range(len(clean_ids))]))
+                           for layer in range(model.config.n_layer)])  # (blocks, tokens)
     span = dirty - clean
+
+    def effect(patched: Tensor) -> list:
+        return values((patched - clean) / span) if span else values(torch.zeros_like(patched))
+
     return {
         "checkpoint": describe(loaded),
         "tokens": token_list(vocabulary, clean_ids),
@@ -273,10 +284,24 @@ def patched(loaded: Loaded, clean_ids: list[int], corrupted_ids: list[int]) -> d
         "foil": word(vocabulary, foil),
         "clean": clean, "corrupted": dirty,
         "patched": values(measured),
-        "effect": values((measured - clean) / span) if span else values(torch.zeros_like(measured)),
+        "effect": effect(measured),
+        "stream_patched": values(streams),
+        "stream_effect": effect(streams),
         "measure": "logit(answer) - logit(foil) at the last position; effect = (patched - clean) / "
                    "(corrupted - clean)",
     }
+
+
+def patch_streams(model: GPT2, clean: Tensor, corrupted: Tensor, layer: int, positions: list[list[int]]) -> Tensor:
+    """The last position's logits with the residual stream entering block `layer` taken from the corrupted run at
+    the positions each row lists (one row per list), the blocks from there on run again: (rows, vocab). `clean`
+    and `corrupted` are the two runs' streams entering that block, (T, C)."""
+    x = clean.repeat(len(positions), 1, 1)  # (rows, T, C)
+    for row, patched in enumerate(positions):
+        x[row, patched] = corrupted[patched]
+    for block in model.h[layer:]:
+        x = block(x)
+    return model.unembed(x)[:, -1]
 
 
 def main(argv: list[str]) -> int:

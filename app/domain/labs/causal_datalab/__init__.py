@@ -17,7 +17,7 @@ class CausalDataLab(LabKind):
         "trace": Reads(keys=("checkpoint", "tokens", "attention", "residual", "lens", "top", "prediction")),
         "generations": Reads(keys=("prompt", "steps", "text", "strategy", "seed", "temperature")),
         "patching": Reads(keys=("tokens", "corrupted_tokens", "answer", "foil", "clean", "corrupted", "patched",
-                                "effect")),
+                                "effect", "stream_effect")),
     }
     results = {"trace": PromptTrace, "generations": PromptGeneration, "patching": PromptPatching}
     # The prompt's length in tokens is the checkpoint's tokenizer's to count, in the recipe process.

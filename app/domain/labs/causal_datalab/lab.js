@@ -165,9 +165,23 @@ export class Lab extends LabPanel {
       chartBox(label, heatmapSvg(grid, { label, axes: { rows: grid.map((_, b) => ({ name: `block ${b + 1}` })), columns: grid[0].map((_, h) => ({ name: `head ${h + 1}` })) },
         colour: (v) => diverging(v, limit), legend: [[`−${sig(limit, 2)}`, diverging(-limit, limit)], ["0", diverging(0, limit)], [`+${sig(limit, 2)}`, diverging(limit, limit)]],
         describe: (v, b, h) => `effect ${sig(v, 3)} (logit difference ${sig(answer.patched[b][h], 4)})` })),
-      el("p", { class: "causal-strongest" }, `Strongest: ${heads.map(({ e, b, h }) => `block ${b + 1} head ${h + 1} (${sig(e, 3)})`).join(", ")}.`));
+      el("p", { class: "causal-strongest" }, `Strongest: ${heads.map(({ e, b, h }) => `block ${b + 1} head ${h + 1} (${sig(e, 3)})`).join(", ")}.`),
+      streamGrid(answer));
     this.setStatus(`Patched ${grid.length * grid[0].length} heads in ${Math.round(answer.compute_seconds * 1000)} ms on the server.`);
   }
+}
+
+/** Causal tracing: the residual stream entering each block taken from the corrupted prompt at one token at a time
+ * (block rows, token columns): where, and from which depth, the information that decides the answer sits. */
+function streamGrid(answer) {
+  const grid = answer.stream_effect;
+  const limit = Math.max(1e-9, ...grid.flat().map(Math.abs));
+  const label = "Effect of patching the residual stream entering each block (rows) at one token (columns) from the corrupted prompt";
+  return el("div", { class: "causal-stream" },
+    el("p", {}, "The same measure, patching instead the whole residual stream entering a block at one token: a token where the two prompts differ carries the answer up to the block where the grid fades, and a later token takes it from there."),
+    chartBox(label, heatmapSvg(grid, { label, axes: { rows: grid.map((_, b) => ({ name: `block ${b + 1}` })), columns: axis(answer.tokens) },
+      colour: (v) => diverging(v, limit), legend: [[`−${sig(limit, 2)}`, diverging(-limit, limit)], ["0", diverging(0, limit)], [`+${sig(limit, 2)}`, diverging(limit, limit)]],
+      describe: (v, b, t) => `effect ${sig(v, 3)} (logit difference ${sig(answer.stream_patched[b][t], 4)})` })));
 }
 
 /** What if? on a trace: the next token and the logit lens before and after the changes. */

@@ -93,4 +93,6 @@ class PromptPatching(TypedDict):
     corrupted: float
     patched: list[list[float]]  # (blocks, heads)
     effect: list[list[float]]
+    stream_patched: list[list[float]]  # (blocks, tokens): the stream entering each block, patched at one token
+    stream_effect: list[list[float]]
     measure: str
