@@ -8,17 +8,17 @@ import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
-from ..services.checkpoints import status as checkpoint_status
-from ..services.extensions import models, workers
-from ..services.warmup import warm_up
-from .recorder import RecordingError, build_recording, made_by_recorder, stale_parts, write_recording
 from ..compute.pool import RecipeError
 from ..domain.checkpoints import CheckpointDeclarationError, checkpoint_spec
-from ..domain.recipes import RecipeMetadataError, read_metadata
-from .packaged import FetchError, fetch
 from ..domain.declaration import key_table
+from ..domain.recipes import RecipeMetadataError, read_metadata
 from ..domain.schema import SLUG
+from ..services.checkpoints import status as checkpoint_status
+from ..services.extensions import models, workers
 from ..services.verification import verify
+from ..services.warmup import warm_up
+from .packaged import FetchError, fetch
+from .recorder import RecordingError, build_recording, made_by_recorder, stale_parts, write_recording
 
 
 def _format(report: dict) -> list[str]:

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 
+from ..compute.pool import RecipeCall, WorkerPool, decoded
+from ..domain import requirements
 from ..domain.catalog import (
     GRAPH_FILE,
     MANIFEST_NAME,
@@ -32,14 +34,12 @@ from ..domain.checkpoints import (
     find,
     locate,
 )
-from ..domain import requirements
 from ..domain.compare import compare_case, tolerance_for
-from ..domain.graphlayout import build_preview
 from ..domain.declaration import read_declaration
 from ..domain.folders import FolderError, check_links
+from ..domain.graphlayout import build_preview
 from ..domain.labs import LabSpec
 from ..domain.labs.fields import DeclarationError, FieldError, validate
-from ..compute.pool import RecipeCall, WorkerPool, decoded
 from ..domain.schema import ITEMS, ManifestError, validate_manifest
 
 RECORDER_VERSION = 1  # provenance.recorder: which recordings this recorder made (and may overwrite)
