@@ -195,7 +195,7 @@ def test_patching_the_whole_stream_from_the_corrupted_prompt_gives_the_corrupted
     for name, ids in (("clean", clean_ids), ("corrupted", corrupted_ids)):
         recorder = lab.Recorder(model)
         with torch.no_grad():
-            runs[name] = (model(torch.tensor([ids]))[0, -1], recorder.inputs)
+            runs[name] = (model(torch.tensor([ids]))[0, -1], recorder.streams)
         recorder.remove()
     every = [list(range(len(clean_ids)))]
     for layer in range(model.config.n_layer):

@@ -156,10 +156,10 @@ def _file_sha256(path: str, stamp: tuple[int, ...]) -> str:
 
 
 def _hashes(spec: CheckpointSpec, folder: Path, source: str, name: str) -> Checkpoint:
-    missing = [name for name in spec.files if not (folder / name).is_file()]
+    missing = [file for file in spec.files if not (folder / file).is_file()]
     chosen = []  # the first file present of each group that needs one
     for group in (spec.tokenizer, spec.weights):
-        found = next((name for name in group if (folder / name).is_file()), None)
+        found = next((file for file in group if (folder / file).is_file()), None)
         if group and found is None:
             missing.append(" or ".join(group))
         chosen += [found] if found else []

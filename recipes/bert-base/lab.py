@@ -150,18 +150,18 @@ def datalab(checkpoint: str, text: str, top_k: int = 10, position: int | None = 
     tokens, ids = tokenize(loaded.vocabulary, text, limit)
     masks = [i for i, token in enumerate(tokens) if token == MASK]
     position = traced_position(tokens, masks, position, loaded.model.config.mlm)
-    answer = trace(loaded.model, ids, position, top_k, loaded.vocabulary.token)
-    answer = {"tokens": token_list(tokens, ids), "mask_positions": masks, "checkpoint": describe(checkpoint)} | answer
-    if other is not None:
-        other_tokens, other_ids = tokenize(loaded.vocabulary, other, limit, "other")
-        answer["similarity"] = similarity(loaded.model, ids, other_ids) | {
-            "other_tokens": token_list(other_tokens, other_ids)}
-    return answer
+    other_tokens, other_ids = tokenize(loaded.vocabulary, other, limit, "other") if other is not None else ([], None)
+    answer = trace(loaded.model, ids, position, top_k, loaded.vocabulary.token, other_ids)
+    if other_ids is not None:
+        answer["similarity"]["other_tokens"] = token_list(other_tokens, other_ids)
+    return {"tokens": token_list(tokens, ids), "mask_positions": masks, "checkpoint": describe(checkpoint)} | answer
 
 
 @torch.no_grad()
-def trace(model: Bert, ids: list[int], position: int, top_k: int, name: Callable[[int], str]) -> dict:
-    """One token of a sequence through every stage; `name` gives a vocabulary entry's token."""
+def trace(model: Bert, ids: list[int], position: int, top_k: int, name: Callable[[int], str],
+          other_ids: list[int] | None = None) -> dict:
+    """One token of a sequence through every stage; `name` gives a vocabulary entry's token. With `other_ids`, the
+    sequence's similarity to that one too."""
     input_ids = torch.tensor([ids])  # (1, T)
     segment_ids = torch.zeros_like(input_ids)  # one sentence: segment A throughout
     recorder = Recorder(model)
@@ -195,6 +195,8 @@ def trace(model: Bert, ids: list[int], position: int, top_k: int, name: Callable
         "layers": layers,
     }
     final = seen[f"{len(model.layers) - 1}.out"] if len(model.layers) else seen["embedding_out"]  # (T, C)
+    if other_ids is not None:
+        answer["similarity"] = similarity(model, final, other_ids)
     if not model.config.mlm:
         return answer | {"sentence": _sentence(model, final)}
     return answer | _masked_word(model, states, top_k, name, layers)
@@ -241,11 +243,12 @@ def _masked_word(model: Bert, states: Tensor, top_k: int, name: Callable[[int], 
 
 
 @torch.no_grad()
-def similarity(model: Bert, ids: list[int], other_ids: list[int]) -> dict:
+def similarity(model: Bert, final: Tensor, other_ids: list[int]) -> dict:
     """The cosine of two sentences' pooled embeddings, and each token's exact share of it: with e = mean of the
     n final states h_i, cos = sum over i of h_i · ê_other / (n |e|), so the shares of either sentence sum to the
-    cosine."""
-    finals = [model.encode(torch.tensor([t]), torch.zeros(1, len(t), dtype=torch.long))[0] for t in (ids, other_ids)]
+    cosine. `final` is the first sentence's final states, (T, C), as its trace computed them."""
+    other = torch.tensor([other_ids])  # (1, T_other)
+    finals = [final, model.encode(other, torch.zeros_like(other))[0]]  # (T, C), (T_other, C)
     means = [f.mean(dim=0) for f in finals]  # (C,) each
     units = [m / m.norm() for m in means]
     shares = [finals[k] @ units[1 - k] / (finals[k].size(0) * means[k].norm()) for k in (0, 1)]  # (T_k,) each

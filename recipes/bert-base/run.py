@@ -11,10 +11,10 @@ import sys
 import torch
 
 try:
-    from .lab import datalab, load, similarity, trace
+    from .lab import datalab, load, trace
     from .model import Bert, build_model
 except ImportError:  # run as a script: python run.py
-    from lab import datalab, load, similarity, trace
+    from lab import datalab, load, trace
     from model import Bert, build_model
 
 
@@ -146,8 +146,7 @@ def replay(checkpoint: str | None = None, case: str | None = None) -> dict:
         if case is not None:
             raise KeyError(f"no recorded case {case!r}: without a checkpoint there is none")
         model = build_model()
-        answer = trace(model, CHECK_IDS, CHECK_IDS.index(103), TOP, str)
-        answer["similarity"] = similarity(model, CHECK_IDS, CHECK_OTHER)
+        answer = trace(model, CHECK_IDS, CHECK_IDS.index(103), TOP, str, CHECK_OTHER)
         return {"cases": {}, "checks": checks([(CHECK_IDS, answer)], model)}
     if case is not None:
         if case not in CASES:

@@ -68,19 +68,17 @@ def warm(checkpoint: str) -> None:
 
 
 class Recorder:
-    """Forward hooks that keep every block's attention weights and the residual stream after it (of the first
-    sequence of the batch), and the whole batch's stream entering each block."""
+    """Forward hooks that keep the residual stream entering every block and after the last one (the whole batch:
+    (B, T, C) each), and every block's attention weights (of the first sequence of the batch)."""
 
     def __init__(self, model: GPT2) -> None:
         self.attention: list[Tensor] = []
-        self.residual: list[Tensor] = []
-        self.inputs: list[Tensor] = []
-        self.handles = [model.h[0].register_forward_pre_hook(lambda _m, args: self.residual.append(args[0][0]))]
+        self.streams: list[Tensor] = []
+        self.handles = [model.h[-1].register_forward_hook(lambda _m, _a, out: self.streams.append(out))]
         for block in model.h:
-            self.handles.append(block.register_forward_pre_hook(lambda _m, args: self.inputs.append(args[0])))
+            self.handles.append(block.register_forward_pre_hook(lambda _m, args: self.streams.append(args[0])))
             self.handles.append(block.attn.softmax.register_forward_hook(
                 lambda _m, _a, out: self.attention.append(out[0])))  # (heads, T, T)
-            self.handles.append(block.register_forward_hook(lambda _m, _a, out: self.residual.append(out[0])))
 
     def remove(self) -> None:
         for handle in self.handles:
@@ -105,7 +103,7 @@ def traced(loaded: Loaded, ids: list[int], top_k: int) -> dict:
         model.stream(torch.tensor([ids]))
     finally:
         recorder.remove()
-    streams = torch.stack(recorder.residual)  # (blocks + 1, T, C): the embeddings, then after each block
+    streams = torch.stack([s[0] for s in recorder.streams])  # (blocks + 1, T, C): into each block, after the last
     # The unembedding read at the last token only, after every block: the logit lens, and in its last row the
     # model's own next-token logits (as model(...)[0, -1] would give them, without the other positions').
     lens_logits = model.unembed(streams[:, -1])  # (blocks + 1, vocab)
@@ -248,7 +246,7 @@ def patched(loaded: Loaded, clean_ids: list[int], corrupted_ids: list[int]) -> d
         clean_logits = _run(model, clean_ids, heads)[0]
     finally:
         recorder.remove()
-    entering = recorder.inputs
+    entering = recorder.streams  # [layer]: (heads, T, C), the clean stream entering that block
     answer, foil = int(clean_logits.argmax()), int(corrupted_logits.argmax())
     if foil == answer:  # both prompts predict the same token: measure against the clean run's second choice
         foil = int(clean_logits.topk(2).indices[1])
@@ -260,15 +258,12 @@ def patched(loaded: Loaded, clean_ids: list[int], corrupted_ids: list[int]) -> d
     grid = []
     for layer in range(model.config.n_layer):  # one batch per block, from that block on: row h patches head h
         hooks = kept.write({(layer, h): [h] for h in range(heads)})
-        try:
-            x = entering[layer]  # (heads, T, C): the blocks before are the clean run's
-            for block in model.h[layer:]:
-                x = block(x)
-            grid.append(measure(model.unembed(x)[:, -1]))
+        try:  # the blocks before are the clean run's
+            grid.append(measure(model.unembed(model.blocks_from(layer, entering[layer]))[:, -1]))
         finally:
             hooks.remove()
     measured = torch.stack(grid)  # (blocks, heads)
-    streams = torch.stack([measure(patch_streams(model, entering[layer][0], corrupted_recorder.inputs[layer][0], layer,
+    streams = torch.stack([measure(patch_streams(model, entering[layer][0], corrupted_recorder.streams[layer][0], layer,
                                                  [[p] for p in range(len(clean_ids))]))
                            for layer in range(model.config.n_layer)])  # (blocks, tokens)
     span = dirty - clean
@@ -299,9 +294,7 @@ def patch_streams(model: GPT2, clean: Tensor, corrupted: Tensor, layer: int, pos
     x = clean.repeat(len(positions), 1, 1)  # (rows, T, C)
     for row, patched in enumerate(positions):
         x[row, patched] = corrupted[patched]
-    for block in model.h[layer:]:
-        x = block(x)
-    return model.unembed(x)[:, -1]
+    return model.unembed(model.blocks_from(layer, x))[:, -1]
 
 
 def main(argv: list[str]) -> int:

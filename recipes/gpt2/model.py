@@ -119,13 +119,16 @@ class GPT2(nn.Module):
         """The final LayerNorm and the tied unembedding: what the model reads off a residual stream."""
         return nn.functional.linear(self.ln_f(x), self.wte.weight)  # (..., vocab)
 
+    def blocks_from(self, first: int, x: Tensor) -> Tensor:
+        """The residual stream `x` entering block `first`, through that block and every one after it."""
+        for block in self.h[first:]:
+            x = block(x)
+        return x  # (B, T, C)
+
     def stream(self, input_ids: Tensor) -> Tensor:
         """The residual stream after the last block, before the final LayerNorm."""
         positions = torch.arange(input_ids.size(1), device=input_ids.device)  # (T,)
-        x = self.wte(input_ids) + self.wpe(positions)  # (B, T, C)
-        for block in self.h:
-            x = block(x)
-        return x  # (B, T, C)
+        return self.blocks_from(0, self.wte(input_ids) + self.wpe(positions))  # (B, T, C)
 
     def forward(self, input_ids: Tensor) -> Tensor:
         return self.unembed(self.stream(input_ids))  # (B, T, vocab)

@@ -42,7 +42,6 @@ class CausalDataLab(LabKind):
         return [{"id": case["id"], "label": case["label"], "request": case["request"], "endpoint": "trace"}
                 for case in cases if isinstance(case.get("request"), dict) and "prompt" in case["request"]]
 
-
     def example(self, endpoint: str, presets: list[dict], spec) -> dict | None:
         """The first recorded prompt (else the trace's default prompt), for every endpoint: traced, continued by two
         tokens, and patched from itself."""
