@@ -1415,7 +1415,7 @@ def test_the_gpt2_datalab_traces_generates_and_patches_with_the_keyboard(browser
     results.get_by_label("Head", exact=True).select_option("2")
     expect(attention).to_have_attribute("aria-label", re.compile(r"^Block 2, head 3: attention"))
     expect(results.locator("table").first).to_contain_text("block 2")
-    page.locator("#causal-steps").fill("3")
+    page.locator("#gen-steps").fill("3")
     page.get_by_role("button", name="Generate").focus()
     page.keyboard.press("Enter")
     expect(page.locator("#causal-generation tbody tr")).to_have_count(3, timeout=60_000)

@@ -47,12 +47,12 @@ export class Lab extends LabPanel {
       markPreset(this.section, null);
       this.presetId = null;
     });
-    this.$("causal-generate").addEventListener("click", () => this.generate());
+    this.$("generate").addEventListener("click", () => this.generate());
     this.$("causal-patch").addEventListener("click", () => this.patch());
     for (const button of section.querySelectorAll("[data-preset]")) {
       button.addEventListener("click", () => this.usePreset(this.settings.presets.find((p) => p.id === button.dataset.preset)));
     }
-    const found = this.$("causal-generate").dataset.checkpoint !== "missing";
+    const found = this.$("generate").dataset.checkpoint !== "missing";
     for (const button of section.querySelectorAll("[data-checkpoint]")) button.disabled = !found;
     const start = startFromLink(this.settings.presets, (params) => (params.has("prompt") ? { prompt: params.get("prompt"), corrupted: params.get("corrupted") } : null));
     if (start.input) {
@@ -137,9 +137,9 @@ export class Lab extends LabPanel {
 
   async generate() {
     const field = (id) => this.$(id).value;
-    const body = { prompt: this.prompt.value, steps: Number(field("causal-steps")), temperature: Number(field("causal-temperature")),
-      seed: Number(field("causal-seed")), strategy: this.section.querySelector("[name=causal-strategy]:checked").value };
-    if (field("causal-top-k")) body.top_k = Number(field("causal-top-k"));
+    const body = { prompt: this.prompt.value, steps: Number(field("gen-steps")), temperature: Number(field("gen-temperature")),
+      seed: Number(field("gen-seed")), strategy: this.section.querySelector("[name=strategy]:checked").value };
+    if (field("gen-top-k")) body.top_k = Number(field("gen-top-k"));
     const answer = await this.latest.run((busy) => postJson(this.urls.generations, body, busy), "Generating on the server…");
     if (!answer) return;
     const rows = answer.steps.map((s, i) => [i + 1, shown(s), sig(s.probability, 3), s.top.slice(0, 5).map((t) => `${shown(t)} (${sig(t.probability, 3)})`).join(", ")]);
