@@ -74,6 +74,7 @@ bench: setup-test
 	$(BIN)/python bench/interventions.py
 	$(BIN)/python bench/executors.py --proxy --split-cores --rounds 3
 	$(BIN)/python bench/store.py
+	$(BIN)/python bench/retraining.py
 
 layouts: setup-test
 	$(BIN)/python scripts/build-layouts

@@ -2,10 +2,11 @@
 one seeded train/test split for every recipe that reads them, and the held-out split stored with the kit, so that
 replaying a recipe needs no scikit-learn."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from . import weights
 
@@ -53,6 +54,12 @@ def accuracy(predicted: Tensor, labels: Tensor) -> float:
     """The share of right answers, counted exactly and divided in double precision: the one measure of accuracy
     every recipe stores and replays."""
     return (predicted == labels).double().mean().item()
+
+
+def tested(classifier_accuracy: Callable[[nn.Module, Tensor, Tensor], float],
+           made: dict[str, Tensor]) -> Callable[[nn.Module], dict[str, float]]:
+    """fit()'s `evaluate` for a digits classifier: its accuracy on the split's held-out digits after each epoch."""
+    return lambda model: {"test_accuracy": classifier_accuracy(model, made["test_images"], made["test_labels"])}
 
 
 def main() -> None:

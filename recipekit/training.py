@@ -1,5 +1,6 @@
 """Training, deterministic on one CPU thread: the loop every trained recipe runs, its per-epoch metrics, and
-train.py's main, which writes the recipe's files or, with --check, retrains in memory and compares.
+train.py's main, which writes the recipe's files or, with --check, retrains in memory and compares (with --report,
+as JSON lines: each epoch as it ends, then the comparison tensor by tensor, which the server's retraining reads).
 
     with one_thread(TRAIN_SEED):          # seeded, one thread, KERNELS (run()): every machine sums alike
         model = MyModel(Config())
@@ -7,10 +8,12 @@ train.py's main, which writes the recipe's files or, with --check, retrains in m
 """
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,14 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from . import weights
-
-# The kernels the numeric libraries train with, each library reading its setting at its first use (so set before
-# the process computes anything: run() starts train.py again with them). Left to choose by the processor, ATen,
-# MKL and oneDNN take AVX-512 kernels where it has them, and their sums round otherwise: on an AMD EPYC with
-# AVX-512, the LSTM, the GPT and the ViT retrained 0.19, 0.14 and 0.05 away from their stored weights, and with
-# these settings bit for bit, as on a machine with AVX2 alone. (MKL_CBWR=AVX2 is no such setting: on an AMD
-# processor MKL takes it as AUTO.) Every x86-64 processor since 2013 has AVX2.
-KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+from .kernels import KERNELS
 
 
 @contextmanager
@@ -38,6 +34,42 @@ def one_thread(seed: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+class Listener:
+    """Hears a training as it goes: each fit it begins (a recipe may train several models: Mamba and its LSTM) and
+    each epoch as it ends, written as one JSON object per event."""
+
+    def __init__(self, write: Callable[[dict], None]) -> None:
+        self.write = write
+        self.runs = 0
+
+    def began(self) -> None:
+        self.runs += 1
+
+    def ended(self, epoch: int, epochs: int, loss: float | None, metrics: dict[str, float], unit: str) -> None:
+        self.write({"event": "epoch", "run": max(self.runs, 1), "epoch": epoch, "epochs": epochs, "unit": unit,
+                    "loss": loss if loss is None or math.isfinite(loss) else None, "metrics": metrics})
+
+
+# Who hears the training this process runs: set by train_main --report, else no one (a plain train.py run).
+LISTENER: ContextVar[Listener | None] = ContextVar("listener", default=None)
+
+
+def began() -> None:
+    """A training loop of the recipe's own (not fit) begins: the listener, if any, counts it."""
+    listener = LISTENER.get()
+    if listener is not None:
+        listener.began()
+
+
+def epoch_ended(epoch: int, epochs: int, loss: float | None, metrics: dict[str, float] | None = None,
+                unit: str = "epoch") -> None:
+    """An epoch (or another `unit` of the recipe's: an episode) of `epochs` ended with this mean training loss and
+    held-out metrics: the listener, if any, hears of it. fit() says so itself; a loop of the recipe's own calls this."""
+    listener = LISTENER.get()
+    if listener is not None:
+        listener.ended(epoch, epochs, loss, metrics or {}, unit)
 
 
 @dataclass
@@ -53,14 +85,14 @@ class Fitted:
 
 def fit(model: nn.Module, optimizer: torch.optim.Optimizer, epochs: int, batches: Callable[[], Iterable],
         loss_of: Callable[[object], Tensor], *, after_step: Callable[[], None] | None = None,
-        keep: tuple[int, ...] = (), evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
-        progress: Callable[[int, int, float, dict[str, float]], None] | None = None) -> Fitted:
+        keep: tuple[int, ...] = (), evaluate: Callable[[nn.Module], dict[str, float]] | None = None) -> Fitted:
     """Train `model` for `epochs`: each epoch, every batch `batches()` yields (in the order the recipe's seeded
     generator draws) gives `loss_of(batch)`, a gradient step and `after_step()` (a learning-rate schedule).
     The weights are kept before each epoch in `keep` (0: at initialisation); `evaluate(model)`, in eval mode and
-    without gradients, measures a held-out metric after each epoch; `progress(epoch, epochs, loss, metrics)` hears
-    of each epoch as it ends. Nothing here draws a random number: the recipe's generators decide."""
+    without gradients, measures a held-out metric after each epoch; the listener (LISTENER) hears of each epoch as it
+    ends. Nothing here draws a random number: the recipe's generators decide."""
     fitted = Fitted(model, [])
+    began()
     model.train()
     for epoch in range(epochs):
         if epoch in keep:
@@ -82,8 +114,7 @@ def fit(model: nn.Module, optimizer: torch.optim.Optimizer, epochs: int, batches
                 measured = evaluate(model)
             model.train()
             fitted.metrics.append(measured)
-        if progress is not None:
-            progress(epoch + 1, epochs, fitted.losses[-1], measured)
+        epoch_ended(epoch + 1, epochs, fitted.losses[-1], measured)
     model.eval()
     return fitted
 
@@ -102,20 +133,99 @@ def train_main(argv: list[str], trained: Callable[[], Trained], tolerance: float
     """train.py's main: train and write the recipe's files, or with --check retrain in memory and compare every
     tensor of every file with the stored one: exit status 1 when one differs by more than `tolerance` (the same
     torch build gives identical bits; another may round a few sums differently), holds other tensors, or a fact
-    of `same` does not hold."""
+    of `same` does not hold. --report is --check told as JSON lines on stdout: each epoch as it ends, then the
+    comparison (compared())."""
     torch.use_deterministic_algorithms(True)
+    if "--report" in argv:
+        def write(event: dict) -> None:
+            sys.stdout.write(json.dumps(event) + "\n")
+            sys.stdout.flush()
+
+        LISTENER.set(Listener(write))
+        report = compared(trained(), tolerance)
+        write({"event": "report", "report": report})
+        return 0 if report["passed"] else 1
     made = trained()
     if "--check" in argv:
-        retrained = {f"{path.name}:{k}": v for path, (tensors, _) in made.files.items() for k, v in tensors.items()}
-        stored = {f"{path.name}:{k}": v for path in made.files for k, v in weights.read(path)[0].items()}
-        worst = weights.largest_difference(retrained, stored)
-        facts = "".join(f"; {name}: {held}" for name, held in made.same.items())
-        print(f"retrained: {made.summary}; largest weight difference {worst:.2e} (tolerance {tolerance:g}){facts}")
-        return 0 if worst <= tolerance and all(made.same.values()) else 1
+        report = compared(made, tolerance)
+        worst = report["largest_difference"]
+        facts = "".join(f"; {fact['name']}: {fact['held']}" for fact in report["facts"])
+        print(f"retrained: {made.summary}; largest weight difference "
+              f"{'missing or reshaped tensors' if worst is None else f'{worst:.2e}'} (tolerance {tolerance:g}){facts}")
+        return 0 if report["passed"] else 1
     for path, (tensors, metadata) in made.files.items():
         weights.write(path, tensors, metadata)
     print(f"{made.summary}; wrote {', '.join(path.name for path in made.files)}")
     return 0
+
+
+def compared(made: Trained, tolerance: float) -> dict:
+    """A retraining against the stored files: every tensor (its largest |difference| from the stored one, and whether
+    the bits are the same), every figure of the files' metadata (the held-out metric the training measured, stored
+    beside the weights, measured again), the facts a retraining must reproduce, and whether it passed: every tensor
+    within `tolerance` and every fact held. JSON-ready (no infinity: a tensor missing from either side, or reshaped,
+    has no difference and a `problem`)."""
+    tensors, figures = [], []
+    for path, (retrained, retrained_meta) in made.files.items():
+        try:
+            stored, stored_meta = weights.read(path)
+        except Exception as exc:  # noqa: BLE001 - any unreadable stored file is a failed comparison, said by name
+            tensors.append({"file": path.name, "name": None, "shape": None, "largest_difference": None,
+                            "identical": False, "problem": f"the stored file cannot be read ({type(exc).__name__})"})
+            continue
+        for name in sorted(set(retrained) | set(stored)):
+            difference = _tensor_difference(stored.get(name), retrained.get(name))
+            tensors.append({"file": path.name, "name": name} | difference)
+        figures += [{"file": path.name, "name": key} | _figure(stored_meta.get(key), retrained_meta.get(key))
+                    for key in sorted((set(stored_meta) | set(retrained_meta)) - {"torch"})]
+    differences = [t["largest_difference"] for t in tensors]
+    worst = None if None in differences else max(differences, default=0.0)
+    facts = [{"name": name, "held": bool(held)} for name, held in made.same.items()]
+    return {"summary": made.summary, "tolerance": tolerance, "passed": worst is not None and worst <= tolerance
+            and all(f["held"] for f in facts), "largest_difference": worst,
+            "identical": sum(t["identical"] for t in tensors), "tensors": tensors, "figures": figures, "facts": facts}
+
+
+def _tensor_difference(stored: Tensor | None, retrained: Tensor | None) -> dict:
+    """One tensor of a comparison: its shape, largest |difference| in double precision, whether the bits are equal."""
+    if stored is None or retrained is None:
+        shape = list((retrained if stored is None else stored).shape)
+        return {"shape": shape, "largest_difference": None, "identical": False,
+                "problem": "not in the stored file" if stored is None else "the retraining made no such tensor"}
+    if stored.shape != retrained.shape:
+        return {"shape": list(retrained.shape), "largest_difference": None, "identical": False,
+                "problem": f"stored with shape {list(stored.shape)}"}
+    worst = (retrained.double() - stored.double()).abs().max().item() if stored.numel() else 0.0
+    return {"shape": list(stored.shape), "largest_difference": worst if math.isfinite(worst) else None,
+            "identical": torch.equal(stored, retrained), "problem": None if math.isfinite(worst) else "not finite"}
+
+
+def _figure(stored: str | None, retrained: str | None) -> dict:
+    """One metadata entry of a comparison: the same text or not and, where both are numbers (or lists of them), how
+    many and their largest difference; a single number is given on both sides."""
+    found = [_numbers(text) for text in (stored, retrained)]
+    figure = {"same": stored == retrained, "values": None, "largest_difference": None, "stored": None,
+              "retrained": None}
+    if found[0] is not None and found[1] is not None and len(found[0]) == len(found[1]):
+        differences = [abs(a - b) for a, b in zip(*found, strict=True)]
+        figure |= {"values": len(found[0]), "largest_difference": max(differences, default=0.0)}
+        if len(found[0]) == 1:
+            figure |= {"stored": found[0][0], "retrained": found[1][0]}
+    return figure
+
+
+def _numbers(text: str | None) -> list[float] | None:
+    """The finite numbers a metadata text holds (a number, or a JSON list of numbers), else None."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    values = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+        return None
+    return [float(v) for v in values]
 
 
 def metadata(**values) -> dict[str, str]:

@@ -2040,3 +2040,45 @@ def test_the_open_modules_and_the_selected_node_live_in_the_url(watched):
     page.locator('#module-toggles [data-module="h.1"]').click()  # closed again: the link says so
     expect(page.locator('#module-toggles [data-module="h.1"]')).to_have_attribute("aria-pressed", "false")
     assert "h.1" not in dict(p.split("=", 1) for p in unquote(page.url.split("?", 1)[1]).split("&"))["open"].split(",")
+
+
+def curve_points(page) -> int:
+    """How many epochs the first live loss curve holds now."""
+    return page.locator("#retrain-curves svg polyline").first.evaluate(
+        "line => line.getAttribute('points').trim().split(' ').filter(Boolean).length")
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_retraining_draws_the_curves_as_the_model_learns(watched, viewport):
+    """At 1280 px, LeNet retrained to its end: the loss and test accuracy drawn as they grow, then the verdict and
+    every tensor; at 375 px, the ResNet's curve seen growing, nothing wider than the screen, then cancelled."""
+    desktop = viewport is DESKTOP
+    page = watched(f"/models/{'lenet' if desktop else 'resnet'}", viewport, bypass_csp=True)  # axe
+    graph_ready(page)
+    page.get_by_role("button", name="Retrain on the server").press("Enter")
+    status = page.locator("#retrain-status")
+    expect(status).to_contain_text(re.compile(r"Training… epoch \d+ of (50|30)"), timeout=60_000)
+    expect(page.locator("#retrain-curves svg")).to_have_count(2)  # the loss, and the test accuracy
+    first = curve_points(page)
+    for _ in range(100):
+        if curve_points(page) > first or page.locator("#retrain-headline").count():
+            break
+        page.wait_for_timeout(100)
+    assert curve_points(page) > first, "the curve did not grow"
+    expect(page.locator("#retrain-curves svg").first).to_have_attribute("aria-label",
+                                                                     re.compile(r"^Training loss, epoch by epoch"))
+    if desktop:
+        headline = page.locator("#retrain-headline")
+        expect(headline).to_contain_text("The weights came out the same", timeout=120_000)
+        expect(headline).to_contain_text("test accuracy 0.9806 on 360 held-out digits")
+        expect(page.locator("#retrain-tensors tbody tr")).to_have_count(40)  # 8 trained, 32 kept on the way
+        expect(page.locator("#retrain-figures")).to_contain_text("test accuracy")
+        expect(page.locator("#retraining .report-env")).to_contain_text("AVX2")
+        assert curve_points(page) == 50
+        assert axe_violations(page) == []
+    else:
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        page.get_by_role("button", name="Cancel").click()
+        expect(page.locator("#retrain-headline")).to_have_text(re.compile(r"^Cancelled"), timeout=30_000)
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        assert small_text(page) == []

@@ -275,7 +275,7 @@ def test_a_compute_worker_without_the_recipe_says_so(worker, broker, tmp_path):
 def test_celery_reads_the_visibility_timeout_as_set_and_a_queue_admits_no_more_than_it_holds(own_broker):
     """The broker gives back a task whose worker died after the visibility timeout Celery itself reads (not the
     default hour); runs admitted together by many requests never pass RECIPE_QUEUE (no worker takes them here)."""
-    from app.compute.pool import PoolBusy
+    from app.compute.errors import PoolBusy
     from app.compute.tasks import make_celery, visibility_timeout
     from app.services.celery_executor import CeleryExecutor
 
@@ -323,4 +323,31 @@ def test_a_run_no_worker_takes_says_so_and_a_job_poll_in_an_outage_is_a_503(own_
         assert started.status_code == 503 and "Retry-After" in started.headers, started.get_json()
     finally:
         own_broker.start()
+        parts(app).pool.shutdown()
+
+
+def test_a_retraining_on_a_compute_worker_is_heard_as_it_learns_and_can_be_cancelled(worker, broker):
+    """The compute tier retrains as the local executor does: progress read from the task's state, the report
+    compared tensor by tensor; a cancel reaches the worker through the broker and stops its training."""
+    from .test_retraining import poll
+
+    app = celery_app(broker.url)
+    client = app.test_client()
+    try:
+        started = client.post("/api/models/gcn/retrainings")
+        assert started.status_code == 202
+        seen = poll(client, started.headers["Location"])
+        heard = [job["progress"] for job in seen if job["progress"] is not None]
+        assert heard and heard[-1]["epoch"] == heard[-1]["epochs"] == 200
+        report = seen[-1]["report"]
+        assert report["status"] == "passed" and report["environment"]["mode"] == "train"
+        assert len(report["curves"][0]["loss"]) == 200 and report["tensors"]
+
+        location = client.post("/api/models/lenet/retrainings").headers["Location"]
+        running = poll(client, location, until=lambda job: job["progress"] is not None)[-1]
+        assert running["state"] == "running" and running["progress"]["epochs"] == 50
+        assert client.delete(location).status_code == 202
+        report = poll(client, location, seconds=60)[-1]["report"]
+        assert report["status"] == "cancelled" and 0 < len(report["curves"][0]["loss"]) < 50
+    finally:
         parts(app).pool.shutdown()

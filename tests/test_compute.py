@@ -2,16 +2,8 @@
 
 import pytest
 
-from app.compute.pool import (
-    ComputeUnavailable,
-    PoolBusy,
-    RecipeCall,
-    RecipeCrashed,
-    RecipeError,
-    RecipeRefused,
-    RecipeTimeout,
-    WorkerPool,
-)
+from app.compute.errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
+from app.compute.pool import RecipeCall, WorkerPool
 from app.domain.checkpoints import CheckpointUnavailable
 from app.domain.labs.fields import FieldError
 from app.services import runs

@@ -8,7 +8,7 @@ import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
-from ..compute.pool import RecipeError
+from ..compute.errors import RecipeError
 from ..domain.checkpoints import CheckpointDeclarationError, checkpoint_spec
 from ..domain.declaration import key_table
 from ..domain.recipes import RecipeMetadataError, read_metadata

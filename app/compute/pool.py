@@ -1,4 +1,6 @@
-"""A pool of recipe worker processes: bounded concurrency, hard timeouts, crashed workers replaced."""
+"""A pool of recipe worker processes: bounded concurrency, hard timeouts, crashed workers replaced.
+
+The errors a run ends with (errors.py) are named here too, where the services take them from."""
 
 import logging
 import multiprocessing
@@ -11,6 +13,8 @@ from pathlib import Path
 from ..domain.folders import without_paths
 from ..domain.jsonbytes import loads
 from . import worker
+from .errors import PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
+from .retraining import RetrainCall, retrain_watched
 
 log = logging.getLogger(__name__)
 
@@ -76,34 +80,6 @@ class RecipeCall:
         task = {"recipe_dir": str(self.recipe_dir), "module": self.module, "entry": self.entry,
                 "args": self.args, "context": self.context}
         return task | {"keep_run": self.keep_run} if self.keep_run else task
-
-
-class RecipeError(Exception):
-    """A recipe run ended without a result; the message is fit for a report."""
-
-
-class RecipeTimeout(RecipeError):
-    pass
-
-
-class PoolBusy(RecipeError):
-    """Every worker is busy and the queue is full: come back later."""
-
-
-class RecipeCrashed(RecipeError):
-    pass
-
-
-class ComputeUnavailable(RecipeError):
-    """The compute tier cannot take the run now (its queue cannot be reached): nothing was started."""
-
-
-class RecipeRefused(RecipeError):
-    """The recipe refused the request (400, the message names the field) or cannot serve it (503)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 # The shape of a recipe process's reply (its result as JSON text since 2): part of every kept answer's key,
@@ -321,6 +297,12 @@ class WorkerPool:
                 w.hold(key)
             self._release(w, keeping=bool(call.keep_run) and reply["ok"])
         return outcome(reply, call)
+
+    def retrain(self, call: RetrainCall, progressed: Callable[[dict], None], cancelled: Callable[[], bool]) -> dict:
+        """A retraining (compute/retraining.py) in a process of its own, started from this thread: not one of the
+        pool's recipe processes, whose kernels and threads are the server's, not the training's. RecipeTimeout,
+        Cancelled or a RecipeError when it ends without a report."""
+        return retrain_watched(call, progressed, cancelled)
 
     def _ready(self, w: _Worker, folder: str) -> _Worker:
         """Make this recipe's own warm-up in the worker first (its start, its cases kept), never another's. A start

@@ -12,13 +12,23 @@ hash them). The web tier sends tasks by name and never imports this module, or t
 
 from pathlib import Path
 
+import redis
 from celery import Celery, signals
 from celery.exceptions import SoftTimeLimitExceeded
 
 from . import worker
+from .errors import RecipeError, RecipeTimeout
+from .retraining import Cancelled, RetrainCall, retrain_watched
 
 TASK = "tensorviz.run_recipe"
+RETRAIN = "tensorviz.retrain"
 GRACE = 5.0  # seconds between the soft time limit (the recipe's timeout) and the hard one
+PROGRESS = "PROGRESS"  # a retraining task's state while it trains: its meta is the Curve's progress
+
+
+def cancel_key(task_id: str) -> str:
+    """The broker key that asks the retraining task `task_id` to stop (set by the web tier, read by the task)."""
+    return f"tensorviz:retraining:cancel:{task_id}"
 
 
 def options(broker: str, backend: str | None, timeout: float, memory_mb: int) -> dict:
@@ -57,7 +67,7 @@ def make_celery(settings: dict) -> Celery:
     app.conf.update(options(broker, settings.get("CELERY_RESULT_BACKEND"), float(settings["RECIPE_TIMEOUT"]),
                             int(settings["RECIPE_MEMORY_MB"])))
     recipes = Path(settings["RECIPES_DIR"])
-    held: dict[str, worker.RecipeProcess] = {}  # this child's recipe process, made when the child starts
+    held: dict = {}  # this child's recipe process, made when the child starts, and its broker client
 
     def recipe_process() -> worker.RecipeProcess:
         # No address-space cap here: Celery's own children hold more than a pipe worker, and
@@ -77,5 +87,36 @@ def make_celery(settings: dict) -> Celery:
             missing = f"this compute worker has no recipe folder {folder.name}"
             return {"ok": False, "error": missing, "words": missing}
         return process.answer(task | {"recipe_dir": str(folder)}, timeouts=(SoftTimeLimitExceeded,))
+
+    # Acknowledged when taken, unlike a recipe run: a retraining runs for minutes, past the broker's visibility
+    # timeout, and must never be handed to a second worker while the first trains; one whose worker died is lost,
+    # and the web tier's job says so. Its time limits come with each task (the retraining's own).
+    @app.task(name=RETRAIN, bind=True, acks_late=False)
+    def retrain_recipe(self, task: dict) -> dict:
+        """One retraining (compute/retraining.py) in this machine's folder of the same name: its progress written as
+        the task's state, a stop asked through the broker (cancel_key) heard while it trains."""
+        folder = recipes / Path(task["recipe_dir"]).name
+        if not folder.is_dir():
+            missing = f"this compute worker has no recipe folder {folder.name}"
+            return {"ok": False, "error": missing, "words": missing}
+        if "broker" not in held:
+            held["broker"] = redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
+
+        def cancelled() -> bool:
+            try:
+                return bool(held["broker"].exists(cancel_key(self.request.id)))
+            except redis.RedisError:
+                return False  # the broker out of reach for a moment: train on, the time limit still holds
+
+        try:
+            reply = retrain_watched(RetrainCall.of_task(task, folder),
+                                    lambda progress: self.update_state(state=PROGRESS, meta=progress), cancelled)
+        except Cancelled as exc:
+            return {"ok": False, "cancelled": True, "error": str(exc), "words": str(exc)}
+        except (RecipeTimeout, SoftTimeLimitExceeded) as exc:
+            return {"ok": False, "timed_out": True, "error": str(exc), "words": str(exc)}
+        except RecipeError as exc:
+            return {"ok": False, "error": str(exc), "words": str(exc)}
+        return {"ok": True, **reply}
 
     return app

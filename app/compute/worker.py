@@ -87,18 +87,46 @@ def entry_function(recipe_dir: Path, entry: str) -> Callable:
     return getattr(load_module(recipe_dir, "lab"), entry)
 
 
-def environment(torch: ModuleType, seed: int) -> dict:
-    """What the run depended on, as the report states it."""
+# The processor's vector extensions a report names: those that decide which kernels torch may choose and so how
+# its sums round (recipekit.kernels holds a training to AVX2 on every x86-64 machine).
+VECTOR_EXTENSIONS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                     "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2")
+
+
+def processor() -> tuple[str, list[str]]:
+    """The CPU's model name and the vector extensions it has (from /proc/cpuinfo where there is one)."""
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return name, []
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "Model", "cpu model") and value.strip():
+            name = value.strip()
+        elif key in ("flags", "Features") and not flags:
+            flags = set(value.split())
+    return name, [flag for flag in VECTOR_EXTENSIONS if flag in flags]
+
+
+def environment(torch: ModuleType, seed: int, mode: str = "eval") -> dict:
+    """What the run depended on, as the report states it: the software, the processor and what torch ran on it."""
     import numpy
 
+    cpu, extensions = processor()
     return {
         "python": platform.python_version(),
         "torch": str(torch.__version__),
         "numpy": numpy.__version__,
         "platform": platform.platform(),
+        "os": f"{platform.system()} {platform.release()}",
+        "cpu": cpu,
+        "vector_extensions": extensions,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the kernels ATen chose: AVX2, AVX512, ...
         "torch_threads": torch.get_num_threads(),
         "seed": seed,
-        "mode": "eval",
+        "mode": mode,
         "deterministic": torch.are_deterministic_algorithms_enabled(),
         "device": "cpu",
     }

@@ -243,6 +243,7 @@ class Links(TypedDict):
     verifications: str
     latest_verification: str
     page: str
+    retrainings: NotRequired[str]  # where the recipe trains the model: POST to retrain it on the server
 
 
 class CatalogEntry(TypedDict):
@@ -358,9 +359,13 @@ class Environment(TypedDict):
     torch: str
     numpy: str
     platform: str
+    os: str
+    cpu: str  # the processor's model name
+    vector_extensions: list[str]  # those of worker.VECTOR_EXTENSIONS the processor has
+    cpu_capability: str  # the kernels torch chose on it (AVX2, AVX512, ...)
     torch_threads: int
     seed: int
-    mode: str
+    mode: Literal["eval", "train"]
     deterministic: bool
     device: str
 
@@ -401,8 +406,8 @@ class Report(TypedDict):
     cached: bool
 
 
-class Job(TypedDict):
-    """A verification job as a client polls it."""
+class JobState(TypedDict):
+    """What every job tells a poller (services/jobs.py), whatever its kind."""
 
     id: str
     model: str
@@ -413,7 +418,92 @@ class Job(TypedDict):
     finished_at: Time | None
     heartbeat_at: Time  # the last sign of life from the process that runs it
     elapsed_seconds: float
+
+
+class Job(JobState):
+    """A verification job as a client polls it."""
+
     report: Report | None
+
+
+class TrainingCurve(TypedDict):
+    """One model's training as heard so far (a recipe may train several: Mamba and its LSTM), epoch by epoch."""
+
+    run: int  # which model of the recipe's training, from 1
+    epochs: int  # the epochs (or episodes: the recipe's unit) it trains for
+    unit: str  # "epoch", "episode"
+    loss: list[float | None]  # the mean training loss of each epoch ended (None: no step in it, or not finite)
+    metrics: dict[str, list[float]]  # held-out metrics measured after each epoch, by name, where the recipe measures
+
+
+class RetrainingProgress(TypedDict):
+    """Where a retraining is, and every curve so far."""
+
+    run: int
+    runs: int  # the models begun so far
+    epoch: int
+    epochs: int
+    unit: str
+    loss: float | None
+    metrics: dict[str, float]
+    curves: list[TrainingCurve]
+
+
+class TensorComparison(TypedDict):
+    """One retrained tensor against the stored one."""
+
+    file: str
+    name: str | None  # None: the stored file could not be read at all
+    shape: list[int] | None
+    largest_difference: float | None  # max |retrained - stored|; None where they cannot be compared (problem)
+    identical: bool  # the same bits
+    problem: str | None  # missing from either side, reshaped, unreadable, not finite
+
+
+class FigureComparison(TypedDict):
+    """One figure of a weights file's metadata (the held-out metric the training measured) measured again."""
+
+    file: str
+    name: str
+    same: bool  # the same text, as stored
+    values: int | None  # how many numbers it holds, where both sides are numbers
+    largest_difference: float | None
+    stored: float | None  # a single number's value on either side
+    retrained: float | None
+
+
+class Fact(TypedDict):
+    name: str
+    held: bool
+
+
+class RetrainingReport(TypedDict):
+    """A retraining: the recipe's train.py run again on the server and its files compared with the stored ones."""
+
+    model: str
+    status: Literal["passed", "failed", "error", "cancelled"]
+    started_at: NotRequired[Time]
+    message: NotRequired[str]  # why it did not compare (status "error" or "cancelled")
+    files: NotRequired[dict[str, str]]  # the sha256 of train.py and the weight files compared, by name
+    summary: NotRequired[str]  # what the training measured, in its own words
+    tolerance: NotRequired[float]  # the most any tensor may differ (the recipe's RETRAIN_TOLERANCE)
+    largest_difference: NotRequired[float | None]  # over every tensor; None where one could not be compared
+    identical: NotRequired[int]  # tensors with the same bits
+    tensors: NotRequired[list[TensorComparison]]
+    figures: NotRequired[list[FigureComparison]]
+    facts: NotRequired[list[Fact]]  # what a retraining must reproduce besides the weights (the same test split)
+    curves: list[TrainingCurve]
+    environment: NotRequired[Environment]
+    compute_seconds: NotRequired[float]
+    duration_seconds: NotRequired[float]
+    cached: bool
+
+
+class RetrainingJob(JobState):
+    """A retraining job as a client polls it: the curves so far while it trains, its report once done."""
+
+    progress: RetrainingProgress | None
+    report: RetrainingReport | None
 
 
 # --- live answers -------------------------------------------------------------------------------------------

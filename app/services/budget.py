@@ -26,12 +26,17 @@ def parse(text: str) -> tuple[int, int, str]:
     return count, many * PERIODS[period], f"{many} {period}{'s' * (many != 1)}"
 
 
-def spend() -> None:
-    """Count this run against its client's budget, over any span of its period (a sliding window, in the shared
-    store); 429 with Retry-After, the seconds until the oldest run counted leaves the window, once it is spent."""
+def spend(units: int = 1) -> None:
+    """Count this run (`units` runs: a retraining costs RETRAINING_COST) against its client's budget, over any span
+    of its period (a sliding window, in the shared store); 429 with Retry-After, the seconds until enough runs
+    counted leave the window, once it is spent."""
     limit, window, said = parse(current_app.config["COMPUTE_BUDGET"])
-    wait = state.store.admit(f"budget:{request.remote_addr}", limit, window)
+    if units > limit:
+        raise TooManyRequests(f"this costs {units} runs of a compute budget of {limit} per {said}: it can never "
+                              "start on this server")
+    wait = state.store.admit(f"budget:{request.remote_addr}", limit, window, units)
     if wait > 0:
         seconds = max(1, math.ceil(wait))
-        raise TooManyRequests(f"compute budget of {limit} requests per {said} exceeded; the next may start in "
+        cost = f" (this costs {units})" if units > 1 else ""
+        raise TooManyRequests(f"compute budget of {limit} requests per {said} exceeded{cost}; the next may start in "
                               f"{seconds} s", retry_after=seconds)

@@ -12,6 +12,7 @@ web process sends tasks by name over the broker and waits for their reply; it ne
 """
 
 import time
+from collections.abc import Callable
 
 import redis
 from celery import Celery
@@ -19,8 +20,10 @@ from celery.exceptions import TimeLimitExceeded, WorkerLostError
 from celery.exceptions import TimeoutError as WaitedTooLong
 from kombu.exceptions import OperationalError
 
-from ..compute.pool import ComputeUnavailable, PoolBusy, RecipeCall, RecipeCrashed, RecipeTimeout, outcome
-from ..compute.tasks import GRACE, TASK, options
+from ..compute.errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeTimeout
+from ..compute.pool import RecipeCall, outcome
+from ..compute.retraining import PROGRESS_SECONDS, Cancelled, RetrainCall
+from ..compute.tasks import GRACE, PROGRESS, RETRAIN, TASK, cancel_key, options
 
 QUEUE = "celery"  # Celery's default queue: a Redis list of the tasks no worker has taken yet
 SENDING = "tensorviz:celery:sending"  # runs admitted and not yet in the queue, counted with it at admission
@@ -47,6 +50,25 @@ def _unreachable(exc: Exception) -> Exception:
     if isinstance(exc, RuntimeError) and BACKEND_GAVE_UP not in str(exc):
         return exc
     return ComputeUnavailable("the compute tier's queue or results cannot be reached; try again shortly")
+
+
+def _poll(result, timeout: float, every: float = POLL_SECONDS) -> tuple[dict | None, str | None, object]:
+    """A task's reply if it came within `every` seconds, else its state and the meta it wrote; the RecipeError that
+    says why no reply will come (its time limit, `timeout`, passed; its worker lost; the results out of reach)."""
+    try:
+        return result.get(timeout=every, propagate=True), None, None
+    except WaitedTooLong:
+        pass
+    except TimeLimitExceeded:
+        raise RecipeTimeout(f"the recipe ran past its {timeout:g} s timeout and was stopped") from None
+    except WorkerLostError as exc:
+        raise RecipeCrashed(f"the compute worker running the recipe was lost ({exc})") from None
+    except (*UNREACHABLE, RuntimeError) as exc:
+        raise _unreachable(exc) from None
+    try:
+        return None, result.state, result.info
+    except (*UNREACHABLE, RuntimeError) as exc:
+        raise _unreachable(exc) from None
 
 
 class CeleryExecutor:
@@ -105,20 +127,9 @@ class CeleryExecutor:
         queued_for = self.timeout * self.capacity + GRACE
         waiting_since, started = time.monotonic(), None
         while True:
-            try:
-                return result.get(timeout=POLL_SECONDS, propagate=True)
-            except WaitedTooLong:
-                pass
-            except TimeLimitExceeded:
-                raise RecipeTimeout(f"the recipe ran past its {self.timeout:g} s timeout and was stopped") from None
-            except WorkerLostError as exc:
-                raise RecipeCrashed(f"the compute worker running the recipe was lost ({exc})") from None
-            except (*UNREACHABLE, RuntimeError) as exc:
-                raise _unreachable(exc) from None
-            try:
-                state = result.state
-            except (*UNREACHABLE, RuntimeError) as exc:
-                raise _unreachable(exc) from None
+            reply, state, _ = _poll(result, self.timeout)
+            if reply is not None:
+                return reply
             now = time.monotonic()
             if state == "PENDING":  # in the queue: not yet taken, or given back when its worker's child died
                 if started is not None:
@@ -133,6 +144,50 @@ class CeleryExecutor:
                 # task back to the queue after the visibility timeout; this request does not wait for that.
                 raise RecipeCrashed("the compute worker that took this run stopped answering; the run goes back to "
                                     "the queue for another worker")
+
+    def retrain(self, call: RetrainCall, progressed: Callable[[dict], None], cancelled: Callable[[], bool]) -> dict:
+        """A retraining on a compute worker (compute/tasks.py's RETRAIN), its progress read from the task's state
+        as it trains; `cancelled()` asked meanwhile, and a stop sent through the broker when it says so. The reply,
+        or RecipeTimeout, Cancelled, RecipeCrashed (its worker lost) or a RecipeError that says why not."""
+        try:
+            result = self.celery.send_task(RETRAIN, args=[call.task()], soft_time_limit=call.timeout + GRACE,
+                                           time_limit=call.timeout + 2 * GRACE)
+        except (*UNREACHABLE, RuntimeError) as exc:
+            raise _unreachable(exc) from None
+        asked, started = False, None
+        deadline = time.monotonic() + call.timeout * (1 + self.capacity) + GRACE  # queued behind others, then run
+        try:
+            while True:
+                reply, state, info = _poll(result, call.timeout, PROGRESS_SECONDS)
+                if reply is not None:
+                    break
+                if state == PROGRESS and isinstance(info, dict):
+                    progressed(info)
+                if state != "PENDING" and started is None:
+                    started = time.monotonic()
+                if not asked and cancelled():
+                    try:
+                        self.broker.set(cancel_key(result.id), 1, ex=int(call.timeout + 60))
+                        asked = True
+                    except redis.RedisError:
+                        pass  # asked again at the next poll
+                now = time.monotonic()
+                if started is None and now > deadline:
+                    raise ComputeUnavailable("no compute worker took the retraining; try again shortly")
+                if started is not None and now - started > call.timeout + 2 * GRACE + LOST_MARGIN:
+                    raise RecipeCrashed("the compute worker retraining the recipe stopped answering")
+        finally:
+            try:
+                result.forget()
+            except (*UNREACHABLE, RuntimeError):
+                pass
+        if reply.get("cancelled"):
+            raise Cancelled(reply["words"])
+        if reply.get("timed_out"):
+            raise RecipeTimeout(reply["words"])
+        if not reply["ok"]:
+            raise RecipeError(reply["words"])
+        return reply
 
     def prestart(self, warmups: list[dict] | None = None) -> None:
         """Nothing to start here: the compute workers load torch when their children start."""

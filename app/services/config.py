@@ -81,6 +81,13 @@ class Config:
 
     # How long POST /verifications waits for a fresh run before answering 202 with a Location.
     VERIFY_WAIT = 0.5
+    # Retraining (POST .../retrainings): train.py run again in a process of its own (on this machine, or a compute
+    # worker's), stopped past RETRAINING_TIMEOUT seconds (the longest recipe trains in about 100 s on one core);
+    # each that starts spends RETRAINING_COST runs of its client's COMPUTE_BUDGET. Each web process runs
+    # RETRAINING_JOBS at once (each takes a core); more wait their turn as queued jobs.
+    RETRAINING_TIMEOUT = 900.0
+    RETRAINING_COST = 20
+    RETRAINING_JOBS = 1
 
 
 class TestConfig(Config):
@@ -105,7 +112,8 @@ BOUNDS = {
     "MAX_CONTENT_LENGTH": (0, False), "CATALOG_RELOAD_SECONDS": (0, True), "PROXY_FIX": (0, True),
     "STATE_MAX_BYTES": (0, False), "STATE_MAX_ENTRY_BYTES": (0, False), "RESPONSE_CACHE_BYTES": (0, True),
     "COMPRESS_CACHE_BYTES": (0, True), "PROXY_CACHE_SECONDS": (0, True), "KEEPALIVE_SECONDS": (1, True),
-    "MANIFEST_MAX_BYTES": (0, False), "WARMUP_TIMEOUT": (0, False),
+    "MANIFEST_MAX_BYTES": (0, False), "WARMUP_TIMEOUT": (0, False), "RETRAINING_TIMEOUT": (0, False),
+    "RETRAINING_COST": (1, True), "RETRAINING_JOBS": (1, True),
 }
 EXECUTORS = ("local", "celery")
 

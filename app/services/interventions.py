@@ -16,7 +16,8 @@ import json
 
 import numpy as np
 
-from ..compute.pool import RecipeCall, RecipeRefused, decoded
+from ..compute.errors import RecipeRefused
+from ..compute.pool import RecipeCall, decoded
 from ..domain.catalog import Model
 from ..domain.interventions import offered, plan
 from ..domain.labs import Endpoint

@@ -14,8 +14,8 @@ from flask import Flask, current_app
 if TYPE_CHECKING:  # annotations only: the parts import this module to register themselves
     from ..compute.pool import WorkerPool
     from ..domain.catalog import LiveCatalog
+    from .jobs import LocalJobs
     from .state import Store
-    from .verification import LocalJobs
 
 KEY = "tensorviz"
 
@@ -27,7 +27,7 @@ class Parts:
     catalog: LiveCatalog | None = None  # the models, reloaded when their files change
     pool: WorkerPool | None = None  # the recipe worker processes
     store: Store | None = None  # the state every process shares: jobs, cached answers, budgets
-    jobs: LocalJobs | None = None  # the verification jobs this process runs
+    jobs: LocalJobs | None = None  # the jobs this process runs (verifications, retrainings)
     assets: str = ""  # the static files' version, in their URLs
     pages: str = ""  # the version of what renders a page (templates and code), in shared page keys
     compressed: Any = None  # the web tier's compressed bodies (web.compression.CompressedBodies)

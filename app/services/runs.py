@@ -20,17 +20,8 @@ from importlib import metadata
 
 from flask import current_app
 
-from ..compute.pool import (
-    REPLY_FORMAT,
-    ComputeUnavailable,
-    PoolBusy,
-    RecipeCall,
-    RecipeCrashed,
-    RecipeError,
-    RecipeRefused,
-    RecipeTimeout,
-    WorkerPool,
-)
+from ..compute.errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
+from ..compute.pool import REPLY_FORMAT, RecipeCall, WorkerPool
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.labs.fields import FieldError
 from . import budget, checkpoints

@@ -143,17 +143,20 @@ class Store:
         self._held.discard(key)
         self._guard("delete", lambda: self._delete(key), None)
 
-    def admit(self, key: str, limit: int, window: float) -> float:
-        """Record one hit unless `limit` were recorded in the last `window` seconds: a sliding window, so that no
-        span of that length ever holds more. 0 when admitted, else the seconds until one will be."""
-        return self._guard("admit", lambda: self._admit(key, limit, window), 0.0)
+    def admit(self, key: str, limit: int, window: float, units: int = 1) -> float:
+        """Record `units` hits unless that would make more than `limit` in the last `window` seconds: a sliding
+        window, so that no span of that length ever holds more. 0 when admitted, else the seconds until they will
+        be (infinite when `units` is over `limit`: never)."""
+        if units > limit:
+            return float("inf")
+        return self._guard("admit", lambda: self._admit(key, limit, window, units), 0.0)
 
     # Backends implement these; values are JSON bytes, `expires` an epoch time.
     def _get(self, key: str) -> bytes | None: ...
     def _set(self, key: str, raw: bytes, ttl: float, cached: bool) -> None: ...
     def _add(self, key: str, raw: bytes, ttl: float) -> bool: ...
     def _delete(self, key: str) -> None: ...
-    def _admit(self, key: str, limit: int, window: float) -> float: ...
+    def _admit(self, key: str, limit: int, window: float, units: int) -> float: ...
 
     def close(self) -> None:
         """Release connections (the SQLite file stays)."""
@@ -314,20 +317,25 @@ class SQLiteStore(Store):
     def _delete(self, key: str) -> None:
         self._run(lambda db: db.execute("DELETE FROM entries WHERE key = ?", (key,)))
 
-    def _admit(self, key: str, limit: int, window: float) -> float:
+    def _admit(self, key: str, limit: int, window: float, units: int) -> float:
         def admit(db: sqlite3.Connection) -> float:
             now = time.time()
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute("DELETE FROM hits WHERE key = ? AND at <= ?", (key, now - window))
-                count, oldest = db.execute("SELECT COUNT(*), MIN(at) FROM hits WHERE key = ?", (key,)).fetchone()
-                if count < limit:
-                    db.execute("INSERT INTO hits VALUES (?, ?, ?)", (key, now, now + window))
+                count = db.execute("SELECT COUNT(*) FROM hits WHERE key = ?", (key,)).fetchone()[0]
+                room = count + units <= limit
+                if room:
+                    db.executemany("INSERT INTO hits VALUES (?, ?, ?)", [(key, now, now + window)] * units)
+                # The hit whose leaving makes room: the (count + units - limit)-th oldest.
+                freeing = None if room else db.execute(
+                    "SELECT at FROM hits WHERE key = ? ORDER BY at LIMIT 1 OFFSET ?",
+                    (key, count + units - limit - 1)).fetchone()[0]
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-            return 0.0 if count < limit else oldest + window - now
+            return 0.0 if room else freeing + window - now
 
         return self._run(admit)
 
@@ -364,12 +372,15 @@ class RedisStore(Store):
         self._admit_script = self.client.register_script("""
             local t = redis.call('TIME')
             local now, window, limit = t[1] + t[2] / 1e6, tonumber(ARGV[1]), tonumber(ARGV[2])
+            local units = tonumber(ARGV[4])
             redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-            if redis.call('ZCARD', KEYS[1]) >= limit then
-                local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
-                return tostring(tonumber(oldest) + window - now)
+            local count = redis.call('ZCARD', KEYS[1])
+            if count + units > limit then
+                local i = count + units - limit - 1  -- the hit whose leaving makes room
+                local freeing = redis.call('ZRANGE', KEYS[1], i, i, 'WITHSCORES')[2]
+                return tostring(tonumber(freeing) + window - now)
             end
-            redis.call('ZADD', KEYS[1], now, ARGV[3])
+            for n = 1, units do redis.call('ZADD', KEYS[1], now, ARGV[3] .. ':' .. n) end
             redis.call('PEXPIRE', KEYS[1], math.ceil(window * 1000))
             return '0'""")
         self.index = prefix + "cached:by-expiry"
@@ -422,8 +433,8 @@ class RedisStore(Store):
     def _delete(self, key: str) -> None:
         self.client.delete(self.prefix + key)
 
-    def _admit(self, key: str, limit: int, window: float) -> float:
-        wait = self._admit_script(keys=[self.prefix + "hits:" + key], args=[window, limit, uuid.uuid4().hex])
+    def _admit(self, key: str, limit: int, window: float, units: int) -> float:
+        wait = self._admit_script(keys=[self.prefix + "hits:" + key], args=[window, limit, uuid.uuid4().hex, units])
         return float(wait)
 
     def cached_bytes(self) -> int:

@@ -11,10 +11,11 @@ from ..domain.compare import compare_case, tolerance_for
 from ..domain.labs import TAKEN
 from ..domain.labs.fields import parse_query, validate
 from ..domain.shapes import Links
-from ..services import interventions, live, training
+from ..services import interventions, live, retraining, training
 from ..services.extensions import models
+from ..services.retraining import retrainings
 from ..services.state import encode
-from ..services.verification import public, verifications
+from ..services.verification import verifications
 from .openapi import openapi_document
 from .response_cache import cacheable
 
@@ -82,7 +83,7 @@ def model_links(model: Model) -> Links:
         "verifications": url_for("api.verify", slug=slug),
         "latest_verification": url_for("api.latest_verification", slug=slug),
         "page": f"/models/{slug}",
-    }
+    } | ({"retrainings": url_for("api.retrain", slug=slug)} if retraining.trained_here(model) else {})
 
 
 @bp.after_request
@@ -161,12 +162,7 @@ def verify(slug: str):
     if not recorded:
         raise ServiceUnavailable("the shared state cannot be reached, so this verification could not be kept for "
                                  "polling and did not finish in time; try again shortly", retry_after=5)
-    location = url_for("api.verification_job", slug=slug, job_id=job["id"])
-    response = jsonify(public(job))
-    response.status_code = 202
-    response.headers["Location"] = location
-    response.headers["Retry-After"] = "1"
-    return response
+    return _job_answer(verifications.public(job), 202)
 
 
 @bp.get("/models/<slug>/verifications/latest")
@@ -178,6 +174,70 @@ def latest_verification(slug: str):
     return jsonify(report)
 
 
+def retrained_model(slug: str) -> Model:
+    """The model with this slug, which its recipe trains; 404 for one that it does not."""
+    found = get_model(slug)
+    if not retraining.trained_here(found):
+        abort(404, f"model {slug!r} is not trained by its recipe (no train.py): it cannot be retrained")
+    return found
+
+
+@bp.post("/models/<slug>/retrainings")
+@spends_compute
+def retrain(slug: str):
+    """Train the recipe again on the server and compare its weights: 200 with a kept report, else 202 with the job."""
+    found = retrained_model(slug)
+    cached = retrainings.cached(found)
+    if cached is not None:  # a kept report of exactly these recipe files starts nothing, so it spends no budget
+        return jsonify(cached)
+    job = retrainings.start(found)
+    if not job.get("recorded", True):
+        report = retrainings.wait(job["id"], float(current_app.config["RETRAINING_TIMEOUT"]) + 5)
+        if report is not None:  # the shared store is down: no poll could find the job, so this request waited
+            return jsonify(report)
+        raise ServiceUnavailable("the shared state cannot be reached, so this retraining could not be kept for "
+                                 "polling and did not finish in time; try again shortly", retry_after=5)
+    return _job_answer(retrainings.public(job), 202)
+
+
+@bp.get("/models/<slug>/retrainings/<job_id>")
+def retraining_job(slug: str, job_id: str):
+    """A retraining job: its curves so far while it trains, then its report."""
+    job = _retraining(slug, job_id)
+    response = jsonify(retrainings.public(job))
+    if job["state"] != "done":
+        response.headers["Retry-After"] = "1"
+    return response
+
+
+@bp.delete("/models/<slug>/retrainings/<job_id>")
+@spends_compute
+def cancel_retraining(slug: str, job_id: str):
+    """Cancel a retraining: 202 while it stops (poll the Location), 409 once it has ended."""
+    job = _retraining(slug, job_id)
+    if job["state"] == "done":
+        abort(409, f"retraining job {job_id!r} has ended already ({job['report']['status']}); nothing to cancel")
+    retrainings.cancel(job_id)
+    return _job_answer(retrainings.public(job), 202)
+
+
+def _retraining(slug: str, job_id: str) -> dict:
+    retrained_model(slug)
+    job = retrainings.job(job_id)
+    if job is None or job["model"] != slug:
+        abort(404, f"no retraining job {job_id!r} for model {slug!r}")
+    return job
+
+
+def _job_answer(job: dict, status: int) -> Response:
+    """A job answered with its Location to poll and when to ask again."""
+    response = jsonify(job)
+    response.status_code = status
+    response.headers["Location"] = job["location"]
+    response.headers["Retry-After"] = "1"
+    return response
+
+
 @bp.get("/models/<slug>/verifications/<job_id>")
 def verification_job(slug: str, job_id: str):
     """A verification job: its state and elapsed time, and the report once it is done."""
@@ -185,7 +245,7 @@ def verification_job(slug: str, job_id: str):
     job = verifications.job(job_id)
     if job is None or job["model"] != slug:
         abort(404, f"no verification job {job_id!r} for model {slug!r}")
-    response = jsonify(public(job))
+    response = jsonify(verifications.public(job))
     if job["state"] != "done":
         response.headers["Retry-After"] = "1"
     return response

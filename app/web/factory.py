@@ -13,6 +13,7 @@ from ..domain.labs import kind_files
 from ..services import cache as answer_cache
 from ..services.config import Config, check
 from ..services.extensions import models, state, workers
+from ..services.retraining import retrainings
 from ..services.verification import verifications
 from . import api, assets, compression, conditional, downloads, errors, pages, proxy, response_cache, security
 
@@ -70,6 +71,7 @@ def create_app(config: type | dict | None = None) -> Flask:
     models.init_app(app)
     workers.init_app(app)
     verifications.init_app(app)
+    retrainings.init_app(app)
 
     app.register_blueprint(api.bp)
     app.register_blueprint(downloads.bp)

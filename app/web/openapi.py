@@ -16,11 +16,13 @@ from ..domain import shapes
 from ..domain.catalog import Catalog, Model
 from ..domain.labs import KINDS, Endpoint
 from ..services.extensions import models
+from ..services.retraining import trained_here
 
 ERRORS = {
     400: "Bad input; the message starts with the field or parameter at fault.",
     403: "Asked by another site's page (Sec-Fetch-Site): nothing that runs a recipe is started cross-site.",
     404: "No such model, job or route.",
+    409: "The job has ended already: there is nothing left to cancel.",
     412: "If-Match names no current representation (the message gives the ETag).",
     413: "Request body too large.",
     415: "A body that is not declared JSON (Content-Type: application/json).",
@@ -42,13 +44,13 @@ HEADERS = {
 # The answers named in the document; each TypedDict these name is described too, under its own name.
 ANSWERS = (shapes.Catalog, shapes.Manifest, shapes.Files, shapes.Report, shapes.Job, shapes.Intervened,
            shapes.InterventionOptions, shapes.Stages, shapes.Error, shapes.LabAnswer, shapes.CaseAnswer,
-           shapes.Intervention)
+           shapes.Intervention, shapes.RetrainingReport, shapes.RetrainingJob)
 TAGS = [
     {"name": "catalog", "description": "The served models, their stored manifests and files."},
     {"name": "verification", "description": "The recipe re-executed on the server and compared with its recording."},
     {"name": "lab", "description": "Each model's live lab: what-if runs, generation, traces, computed live."},
     {"name": "interventions", "description": "Runs with modules or attention heads changed."},
-    {"name": "training", "description": "Runs on the weights kept while a model trained."},
+    {"name": "training", "description": "Runs on the weights kept while a model trained, and the training run again."},
 ]
 MAX_INTERVENTIONS = 16
 
@@ -147,8 +149,9 @@ def _subject(cases: list[str] | None, *, required: list[str]) -> dict:
                                                       "case."}}}
 
 
-def _paths(slugs: list[str], trained: dict[str, list[str]]) -> dict:
-    """The fixed routes; `trained` holds the recorded cases of each model that keeps its training."""
+def _paths(slugs: list[str], trained: dict[str, list[str]], retrained: list[str]) -> dict:
+    """The fixed routes; `trained` holds the recorded cases of each model that keeps its training, `retrained` the
+    models whose recipe trains them."""
     slug = _slug(slugs)
     job_id = {"name": "job_id", "in": "path", "required": True,
               "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
@@ -205,6 +208,23 @@ def _paths(slugs: list[str], trained: dict[str, list[str]]) -> dict:
             "requestBody": {"required": True, "content": {"application/json": {"schema": stages}}},
             "responses": {"200": _json(_ref("Stages"), "Each stage's answer and each module's movement from "
                                                        "initialisation."), **_errors(*POST_ERRORS)}}},
+        "/api/models/{slug}/retrainings": {"post": {
+            "operationId": "startRetraining", "tags": ["training"],
+            "summary": "Train the recipe again on the server and compare its weights with the stored ones",
+            "parameters": [_slug(retrained)],
+            "responses": {"200": _json(_ref("RetrainingReport"), "A kept report of exactly these recipe files."),
+                          "202": _json(_ref("RetrainingJob"), "Training: poll the Location.", "Location",
+                                       "Retry-After"),
+                          **_errors(403, 404, 413, 415, 429, 503)}}},
+        "/api/models/{slug}/retrainings/{job_id}": {
+            "get": {"operationId": "getRetrainingJob", "tags": ["training"], "summary": "A retraining job",
+                    "parameters": [_slug(retrained), job_id],
+                    "responses": _get(_ref("RetrainingJob"), "The job: its curves so far, and once done its report "
+                                                             "(until then with Retry-After).", "Retry-After")},
+            "delete": {"operationId": "cancelRetraining", "tags": ["training"], "summary": "Cancel a retraining",
+                       "parameters": [_slug(retrained), job_id],
+                       "responses": {"202": _json(_ref("RetrainingJob"), "Stopping: poll the Location for its end.",
+                                                  "Location", "Retry-After"), **_errors(403, 404, 409)}}},
         "/api/openapi.json": {"get": {"operationId": "getOpenapi", "tags": ["catalog"], "summary": "This document",
                                       "responses": _get({"type": "object"}, "OpenAPI 3.1")}},
     }
@@ -276,7 +296,7 @@ def build_spec(catalog: Catalog) -> dict:
         spec.components.response(f"E{code}", _json(_ref("Error"), description, *(("Retry-After",) if code in RETRY
                                                                                      else ())))
     trained = {m.slug: [c["id"] for c in m.manifest["experiment"]["cases"]] for m in served if m.training is not None}
-    paths = _paths([m.slug for m in served], trained)
+    paths = _paths([m.slug for m in served], trained, [m.slug for m in served if trained_here(m)])
     for model in served:
         if model.has_lab:
             paths |= _lab_paths(model, schemas)

@@ -20,6 +20,7 @@ from ..services import checkpoints
 from ..services.cache import cache
 from ..services.extensions import models
 from ..services.parts import parts
+from ..services.retraining import trained_here
 from .downloads import content_disposition
 from .response_cache import cacheable
 
@@ -259,6 +260,7 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
         graph_open=open_path(m, model.graph_focus or default_focus(m)), table_rows=LAYER_TABLE_ROWS,
         lab=lab_settings(model) if model.has_lab else None, checkpoint=checkpoint,
         files=file_listing(model), whatif=whatif_settings(model), training=training_settings(model),
+        retraining={"url": url_for("api.retrain", slug=model.slug)} if trained_here(model) else None,
     )
 
 

@@ -59,12 +59,13 @@ def train() -> tuple[QNetwork, list[float]]:
         draw = torch.Generator().manual_seed(TRAIN_SEED)
         memory: deque = deque(maxlen=REPLAY)
         returns, moves = [], 0
+        training.began()
         for episode in range(EPISODES):
             # A step size annealed towards the end, so that Q settles near Q* instead of wandering about it with
             # each minibatch (at 1e-3 throughout, |Q - Q*| ends 0.021 or 0.0034 as the kernels' rounding goes).
             for group in optimizer.param_groups:
                 group["lr"] = LEARNING_RATE + (LEARNING_RATE_LAST - LEARNING_RATE) * episode / (EPISODES - 1)
-            cell, total = starts[int(torch.randint(len(starts), (1,), generator=draw))], 0.0
+            cell, total, losses = starts[int(torch.randint(len(starts), (1,), generator=draw))], 0.0, []
             for _ in range(MAX_STEPS):
                 if torch.rand(1, generator=draw).item() < exploring(moves):
                     action = int(torch.randint(4, (1,), generator=draw))
@@ -85,12 +86,15 @@ def train() -> tuple[QNetwork, list[float]]:
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
+                    losses.append(loss.item())
                 if moves % TARGET_EVERY == 0:
                     target.load_state_dict(online.state_dict())
                 cell = moved.cell
                 if moved.done:
                     break
             returns.append(total)
+            training.epoch_ended(episode + 1, EPISODES, sum(losses) / len(losses) if losses else None,
+                                 {"return": total}, unit="episode")
     return online.eval(), returns
 
 

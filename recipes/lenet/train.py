@@ -40,14 +40,15 @@ def accuracy(model: LeNet, images: Tensor, labels: Tensor) -> float:
 
 def train(split: dict[str, Tensor]) -> training.Fitted:
     """Adam on mini-batches in a seeded order, on one thread so that every machine sums alike: the model, its
-    loss per epoch and its weights before each of SNAPSHOT_EPOCHS."""
+    loss per epoch, its test accuracy after each and its weights before each of SNAPSHOT_EPOCHS."""
     with training.one_thread(TRAIN_SEED):
         model = LeNet(LeNetConfig())
         optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
         order = torch.Generator().manual_seed(TRAIN_SEED)
         x, y = pixels(split["train_images"]), split["train_labels"]
         return training.fit(model, optimizer, EPOCHS, lambda: torch.randperm(len(y), generator=order).split(BATCH),
-                            lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]), keep=SNAPSHOT_EPOCHS)
+                            lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]), keep=SNAPSHOT_EPOCHS,
+                            evaluate=digits.tested(accuracy, split))
 
 
 def trained() -> training.Trained:

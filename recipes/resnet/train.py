@@ -35,14 +35,16 @@ def accuracy(model: ResNet, images: Tensor, labels: Tensor) -> float:
 
 def train(split: dict[str, Tensor]) -> training.Fitted:
     """Adam on mini-batches in a seeded order (BatchNorm learning its running statistics as it goes), on one
-    thread so that every machine sums alike: the model and the mean training loss of every epoch."""
+    thread so that every machine sums alike: the model, the mean training loss of every epoch and the test accuracy
+    after each."""
     with training.one_thread(TRAIN_SEED):
         model = ResNet(ResNetConfig())
         optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
         order = torch.Generator().manual_seed(TRAIN_SEED)
         x, y = pixels(split["train_images"]), split["train_labels"]
         return training.fit(model, optimizer, EPOCHS, lambda: torch.randperm(len(y), generator=order).split(BATCH),
-                            lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]))
+                            lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]),
+                            evaluate=digits.tested(accuracy, split))
 
 
 def trained() -> training.Trained:

@@ -37,7 +37,8 @@ def accuracy(model: ViT, images: Tensor, labels: Tensor) -> float:
 
 def train(split: dict[str, Tensor]) -> training.Fitted:
     """AdamW on mini-batches in a seeded order with the paper's linear warm-up and cosine decay, on one thread
-    so that every machine sums alike: the model and the mean training loss of every epoch."""
+    so that every machine sums alike: the model, the mean training loss of every epoch and the test accuracy after
+    each."""
     with training.one_thread(TRAIN_SEED):
         model = ViT(ViTConfig())
         optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.05)
@@ -49,7 +50,7 @@ def train(split: dict[str, Tensor]) -> training.Fitted:
             (step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * step / steps))))
         return training.fit(model, optimizer, EPOCHS, lambda: torch.randperm(len(y), generator=order).split(BATCH),
                             lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]),
-                            after_step=schedule.step)
+                            after_step=schedule.step, evaluate=digits.tested(accuracy, split))
 
 
 def trained() -> training.Trained:

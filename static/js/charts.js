@@ -259,9 +259,10 @@ function ticks(lo, hi, count = 5) {
 /**
  * A line chart of a vector declared a curve: its values against their numbers from `first` (epochs, timesteps),
  * axes titled `x` and `y`, the y axis logarithmic where `log` (values at or below 0 are then left out).
- * `series` adds lines drawn on the same axes ([{ values, label, dashed }]), as a What if? draws before and after.
+ * `series` adds lines drawn on the same axes ([{ values, label, dashed }]), as a What if? draws before and after;
+ * `extent` holds the x axis to that many values, so that a curve still growing (a training heard live) fills it.
  */
-export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, first = 0, series = [] }) {
+export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, first = 0, series = [], extent = 0 }) {
   const lines = [{ values, label: yTitle, dashed: false }, ...series];
   const width = 560;
   const height = 260;
@@ -271,11 +272,12 @@ export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, fir
   const bottom = 52;
   const shown = (v) => Number.isFinite(v) && (!log || v > 0);
   const all = lines.flatMap((line) => line.values.filter(shown));
+  if (!all.length) all.push(log ? 1 : 0); // nothing heard yet: empty axes
   const scale = (v) => (log ? Math.log10(v) : v);
   let lo = Math.min(...all.map(scale));
   let hi = Math.max(...all.map(scale));
   if (!(hi > lo)) { lo -= 1; hi += 1; }
-  const count = Math.max(...lines.map((line) => line.values.length));
+  const count = Math.max(extent, ...lines.map((line) => line.values.length));
   const px = (i) => left + (count > 1 ? (i / (count - 1)) * (width - left - right) : (width - left - right) / 2);
   const py = (v) => top + (1 - (scale(v) - lo) / (hi - lo)) * (height - top - bottom);
   const svg = svgEl("svg", {

@@ -38,6 +38,14 @@ export function chartBox(label, chart) {
   return watchOverflow(el("div", { class: "chart-box", tabindex: 0, role: "region", "aria-label": label }, chart));
 }
 
+/** A promise that settles after `ms` milliseconds. */
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A duration as people read it: "30 ms" under a second, "1.4 s" above. */
+export function duration(ms) {
+  return ms < 1000 ? `${Math.max(1, Math.round(ms))} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
 /** The response's JSON body, or null when it has none. */
 export async function readJson(response) {
   try {

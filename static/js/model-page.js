@@ -4,6 +4,7 @@
 import { LARGE_GRID, barsSvg, curveSvg, downloadSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
 import { editQuery, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { GraphView } from "./graph.js";
+import { RetrainPanel } from "./retrain.js";
 import { Training } from "./training.js";
 import { VerifyPanel } from "./verify.js";
 import { WhatIf } from "./whatif.js";
@@ -335,6 +336,8 @@ async function main() {
       openCase: () => state.case,
     });
   }
+  const retraining = document.getElementById("retraining");
+  if (retraining) new RetrainPanel(retraining);
   const whatifSection = document.getElementById("whatif");
   if (whatifSection) whatif = new WhatIf(whatifSection, { caseId: () => state.case });
   const labSection = document.getElementById("lab");

@@ -1,17 +1,10 @@
 // "Re-verify on the server": start a verification, show its progress, then the live report.
 
 import { deviationColour, heatmapSvg, sig } from "./charts.js";
-import { el, readJson, requireData, scrollBox, showStatus } from "./dom.js";
+import { duration, el, readJson, requireData, scrollBox, showStatus, sleep } from "./dom.js";
 
 const POLL_MS = 500;
 const GIVE_UP_MS = 240000;
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A duration as people read it: "30 ms" under a second, "1.4 s" above. */
-function duration(ms) {
-  return ms < 1000 ? `${Math.max(1, Math.round(ms))} ms` : `${(ms / 1000).toFixed(1)} s`;
-}
 
 export class VerifyPanel {
   constructor({ button, status, output, url, openCase = () => null }) {
@@ -81,8 +74,7 @@ export class VerifyPanel {
     const env = report.environment;
     const recipe = report.recipe;
     const facts = [
-      ["python", env.python], ["torch", env.torch], ["numpy", env.numpy], ["platform", env.platform],
-      ["torch threads", env.torch_threads], ["seed", env.seed], ["mode", env.mode],
+      ...environmentFacts(env), ["seed", env.seed], ["mode", env.mode],
       ["deterministic", String(env.deterministic)], ["compute", `${(report.compute_seconds * 1000).toFixed(1)} ms`],
       ["total", `${report.duration_seconds.toFixed(2)} s`], ["started", report.started_at],
       ["model.py sha256", recipe.model_py_sha256.slice(0, 16) + "…"],
@@ -122,6 +114,15 @@ export class VerifyPanel {
     details.append(scrollBox(caption, table));
     return details;
   }
+}
+
+/** Where a recipe ran, as label and value pairs: the software, the processor and the kernels torch chose on it. */
+export function environmentFacts(env) {
+  return [
+    ["python", env.python], ["torch", env.torch], ["numpy", env.numpy], ["os", env.os], ["processor", env.cpu],
+    ["vector extensions", env.vector_extensions.join(" ") || "—"], ["torch kernels", env.cpu_capability],
+    ["torch threads", env.torch_threads],
+  ];
 }
 
 function headline(report) {

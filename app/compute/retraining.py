@@ -1,0 +1,164 @@
+"""A recipe's training run again on the server (compute/trainer.py, train.py --report in a process of its own),
+heard epoch by epoch, stopped at its time limit or when it is cancelled.
+
+    reply = retrain(RetrainCall(recipe_dir, timeout, memory_mb), heard, cancelled)
+
+The same call runs in a web process's own thread (EXECUTOR = "local") or in a Celery worker (compute/tasks.py); in
+either it is the process that trains which is started fresh, with the kernels train.py run alone would take, so
+that the retraining is the recipe's own, not a replay of it inside a server process.
+"""
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipekit.kernels import KERNELS
+
+from ..domain.folders import without_paths
+from .errors import RecipeError, RecipeTimeout
+
+PROGRESS_SECONDS = 0.5  # how often a retraining's progress is passed on (every epoch of 2,000 would be too often)
+LOOK_SECONDS = 0.25  # how often a training that says nothing is asked whether it was cancelled or ran out of time
+STDERR_LINES = 20  # what is kept of a failed training's error output, for the log and the message
+
+
+class Cancelled(RecipeError):
+    """The retraining was cancelled before it ended."""
+
+
+@dataclass(frozen=True)
+class RetrainCall:
+    """What a retraining runs: the recipe folder's train.py, within `timeout` seconds and `memory_mb` of headroom
+    over what its process maps once torch is loaded (0: no cap)."""
+
+    recipe_dir: Path
+    timeout: float
+    memory_mb: int = 0
+
+    def task(self) -> dict:
+        """The call as a Celery task carries it (plain data)."""
+        return {"recipe_dir": str(self.recipe_dir), "timeout": self.timeout, "memory_mb": self.memory_mb}
+
+    @classmethod
+    def of_task(cls, task: dict, recipe_dir: Path | None = None) -> "RetrainCall":
+        return cls(recipe_dir or Path(task["recipe_dir"]), float(task["timeout"]), int(task["memory_mb"]))
+
+
+def retrain(call: RetrainCall, heard: Callable[[dict], None], cancelled: Callable[[], bool]) -> dict:
+    """Train the recipe again and compare with its stored files: {"report", "environment", "compute_seconds"}, where
+    the report is train.py's comparison (recipekit.training.compared). `heard(event)` is told each epoch as it ends
+    ({"run", "epoch", "epochs", "unit", "loss", "metrics"}); `cancelled()` is asked while it trains. RecipeTimeout
+    past the call's timeout, Cancelled, or a RecipeError saying why the training stopped without a report."""
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.compute.trainer", str(call.recipe_dir), str(call.memory_mb)],
+        cwd=call.recipe_dir, env=os.environ | KERNELS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)  # its own process group: a stop ends whatever it started too
+    lines: queue.Queue = queue.Queue()
+    errors: deque[str] = deque(maxlen=STDERR_LINES)
+    readers = [threading.Thread(target=_read, args=(process.stdout, lines.put), daemon=True),
+               threading.Thread(target=_read, args=(process.stderr, errors.append), daemon=True)]
+    for reader in readers:
+        reader.start()
+    found: dict = {}
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=LOOK_SECONDS)
+            except queue.Empty:
+                line = ""
+            if line is None:  # stdout closed: the training ended
+                break
+            event = _event(line)
+            if event.get("event") == "epoch":
+                heard({k: event[k] for k in ("run", "epoch", "epochs", "unit", "loss", "metrics")})
+            elif event.get("event") in ("environment", "report"):
+                found[event["event"]] = event[event["event"]]
+            if time.perf_counter() - started > call.timeout:
+                raise RecipeTimeout(f"the retraining ran past its {call.timeout:g} s limit and was stopped")
+            if cancelled():
+                raise Cancelled("the retraining was cancelled")
+        process.wait()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+    if "report" not in found:
+        said = without_paths(errors[-1] if errors else "", (str(call.recipe_dir.parent),))
+        raise RecipeError(f"train.py stopped (exit status {process.returncode}) without a report"
+                          + (f": {said}" if said else ""))
+    return {"report": found["report"], "environment": found.get("environment"),
+            "compute_seconds": time.perf_counter() - started}
+
+
+class Curve:
+    """A retraining's progress as a poller sees it, built from its epochs as they are heard: where it is (the fit, of
+    how many begun, its epoch of how many, the last loss and held-out metrics) and every curve so far, one per fit
+    (a recipe may train several models: Mamba and its LSTM)."""
+
+    def __init__(self) -> None:
+        self.curves: list[dict] = []
+        self.last: dict = {}
+
+    def heard(self, event: dict) -> None:
+        if not self.curves or self.curves[-1]["run"] != event["run"]:
+            self.curves.append({"run": event["run"], "epochs": event["epochs"], "unit": event["unit"], "loss": [],
+                                "metrics": {}})
+        curve = self.curves[-1]
+        curve["loss"].append(event["loss"])
+        for name, value in event["metrics"].items():
+            curve["metrics"].setdefault(name, []).append(value)
+        self.last = event
+
+    def progress(self) -> dict | None:
+        """{"run", "runs", "epoch", "epochs", "unit", "loss", "metrics", "curves"}, or None before the first epoch
+        ends."""
+        if not self.last:
+            return None
+        return {**self.last, "runs": len(self.curves), "curves": [
+            {**curve, "loss": list(curve["loss"]), "metrics": {k: list(v) for k, v in curve["metrics"].items()}}
+            for curve in self.curves]}
+
+
+def retrain_watched(call: RetrainCall, progressed: Callable[[dict], None], cancelled: Callable[[], bool]) -> dict:
+    """retrain() with its progress passed on whole (Curve.progress()) at most every PROGRESS_SECONDS and at its end:
+    the executors' one way to retrain. The reply carries the last progress too."""
+    curve, passed = Curve(), [0.0]
+
+    def heard(event: dict) -> None:
+        curve.heard(event)
+        if time.monotonic() - passed[0] >= PROGRESS_SECONDS:
+            progressed(curve.progress())
+            passed[0] = time.monotonic()
+
+    reply = retrain(call, heard, cancelled)
+    if curve.progress() is not None:
+        progressed(curve.progress())
+    return reply | {"progress": curve.progress()}
+
+
+def _read(stream, put: Callable) -> None:
+    """Pass each line of a stream on, then None (its end)."""
+    for line in stream:
+        put(line.rstrip("\n"))
+    put(None)
+
+
+def _event(line: str) -> dict:
+    """One line of the training's output as an event; a line that is not one (the recipe printed) is no event."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return {}
+    return event if isinstance(event, dict) else {}

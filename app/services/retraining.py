@@ -1,0 +1,109 @@
+"""Retraining: a model's recipe trained again on the server, watched as it learns, and its weights compared with
+the stored ones tensor by tensor.
+
+    POST   /api/models/<slug>/retrainings             the kept report (200), or the job that makes it (202)
+    GET    /api/models/<slug>/retrainings/<job id>    the job: the curves so far, then its report
+    DELETE /api/models/<slug>/retrainings/<job id>    cancel it
+
+train.py runs in a process of its own (compute/retraining.py) with the kernels it takes when run alone, through
+the app's executor: in a thread of the web process that took the request (local), or on a compute worker
+(celery). One job runs a model's retraining of given recipe files at a time: a second request joins it, from any
+process. A report is kept under the recipe's content (every recipe file, the recipe kit, torch), like every answer.
+"""
+
+import time
+
+from flask import current_app
+
+from ..compute.errors import RecipeError, RecipeTimeout
+from ..compute.retraining import Cancelled, RetrainCall
+from ..domain.catalog import Model
+from ..domain.shapes import RetrainingReport
+from . import budget, runs
+from .cache import cache
+from .extensions import state, workers
+from .jobs import KEEP_JOB_SECONDS, Jobs, rfc3339
+
+TRAINING_SCRIPT = "train.py"
+
+
+def trained_here(model: Model) -> bool:
+    """Whether the model's recipe trains it (its folder has train.py), so that it can be retrained."""
+    return TRAINING_SCRIPT in model.files
+
+
+def cache_key(model: Model) -> str:
+    """A retraining's report holds for exactly the recipe files (its weights, train.py, the kit) and torch."""
+    return f"retraining:{runs.run_key(model)}"
+
+
+def _cancel_key(job_id: str) -> str:
+    return f"retraining-cancel:{job_id}"
+
+
+def retrain(model: Model, record: dict) -> RetrainingReport:
+    """Train the recipe again, telling the job's pollers each curve as it grows, and compare; always a report."""
+    clock = time.perf_counter()
+    report: dict = {"model": model.slug, "started_at": rfc3339(time.time())}
+    call = RetrainCall(model.recipe_dir, float(current_app.config["RETRAINING_TIMEOUT"]),
+                       int(current_app.config["RECIPE_MEMORY_MB"]))
+    try:
+        reply = workers.pool.retrain(call, lambda progress: retrainings.made_known(record, progress=progress),
+                                     lambda: state.store.get(_cancel_key(record["id"])) is not None)
+    except Cancelled as exc:
+        report |= {"status": "cancelled", "message": str(exc)}
+    except (RecipeTimeout, RecipeError) as exc:
+        report |= {"status": "error", "message": str(exc)}
+    else:
+        retrainings.made_known(record, progress=reply["progress"])  # the last epochs too, however fast they came
+        compared = reply["report"]
+        report |= {"status": "passed" if compared["passed"] else "failed",
+                   **{k: compared[k] for k in ("summary", "tolerance", "largest_difference", "identical", "tensors",
+                                               "figures", "facts")},
+                   "curves": (reply["progress"] or {}).get("curves", []), "environment": reply["environment"],
+                   "compute_seconds": reply["compute_seconds"]}
+    compared_files = {TRAINING_SCRIPT, *(t["file"] for t in report.get("tensors", []))}
+    report["files"] = {name: model.files[name].sha256 for name in sorted(compared_files) if name in model.files}
+    if "curves" not in report:
+        report["curves"] = (record.get("progress") or {}).get("curves", [])  # as far as it got
+    report["duration_seconds"] = time.perf_counter() - clock
+    return report
+
+
+class Retrainings(Jobs):
+    """Flask extension: retraining jobs, joined, cancelled and polled from any process, with cached reports."""
+
+    known = ("progress",)
+
+    def __init__(self) -> None:
+        super().__init__("retraining", "api.retraining_job", threads=1)
+
+    def init_app(self, app) -> None:
+        self.threads = int(app.config["RETRAINING_JOBS"])
+        super().init_app(app)
+
+    def cached(self, model: Model) -> dict | None:
+        return cache.get(cache_key(model))
+
+    def start(self, model: Model) -> dict:
+        """The job already retraining this model's recipe files (in any process), or a new one, which spends
+        RETRAINING_COST of its client's budget."""
+        key = cache_key(model)
+
+        def admit():
+            budget.spend(int(current_app.config["RETRAINING_COST"]))
+            return lambda: None
+
+        def finished(report: dict) -> None:
+            if report["status"] in ("passed", "failed"):  # an error or a cancel may end otherwise next time
+                cache.set(key, report | {"cached": True}, timeout=int(current_app.config["CACHE_SECONDS"]))
+
+        return super().start(model, key, lambda record: retrain(model, record), admit=admit,
+                             limit=float(current_app.config["RETRAINING_TIMEOUT"]), finished=finished)
+
+    def cancel(self, job_id: str) -> None:
+        """Ask the job to stop, whichever process runs it: it ends as cancelled at its next look (within a second)."""
+        state.store.set(_cancel_key(job_id), True, KEEP_JOB_SECONDS)
+
+
+retrainings = Retrainings()

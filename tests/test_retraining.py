@@ -1,0 +1,217 @@
+"""Retraining on the server: a recipe's train.py run again in a process of its own, heard epoch by epoch, joined,
+cancelled, stopped at its time limit, paid for from the client's budget, and its weights compared tensor by tensor
+with the stored ones (a changed weight file fails by the tensor's name)."""
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from app import create_app
+from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.parts import parts
+from recipekit import training, weights
+
+from .conftest import ModelTree
+
+GCN = "gcn"  # 200 epochs in about a second, beside two of a process's start: the quickest recipe to retrain
+MLP = "mlp"  # 2,000 epochs in a second or two
+LENET = "lenet"  # 50 epochs over several seconds: one to catch while it trains
+
+
+def poll(client, location: str, until=lambda job: job["state"] == "done", seconds: float = 180) -> list[dict]:
+    """Every answer to polls of a job (every 0.1 s) until `until` holds of one, which is last."""
+    seen = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        answer = client.get(location)
+        assert answer.status_code == 200, answer.get_json()
+        seen.append(answer.get_json())
+        if until(seen[-1]):
+            return seen
+        time.sleep(0.1)
+    raise AssertionError(f"the job did not get there in {seconds} s: {seen[-1]}")
+
+
+def trainers() -> list[str]:
+    """The command lines of the training processes running now."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "app.compute.trainer" in line:
+            found.append(line)
+    return found
+
+
+def copied(tree: ModelTree, slug: str) -> Path:
+    """The catalog's model `slug` as it stands, in the tree: its recipe folder there."""
+    shutil.copytree(PROJECT_ROOT / "manifests" / slug, tree.manifests / slug)
+    shutil.copytree(PROJECT_ROOT / "recipes" / slug, tree.recipes / slug, ignore=shutil.ignore_patterns("__pycache__"))
+    return tree.recipes / slug
+
+
+@pytest.fixture
+def tree_app(tree):
+    made = []
+
+    def make(**settings):
+        app = create_app(type("Retraining", (TestConfig,), tree.config(**settings)))
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        parts(app).pool.shutdown()
+
+
+# ---- the comparison train.py reports
+
+
+def test_the_comparison_names_every_tensor_and_the_one_that_differs(tmp_path):
+    stored = {"a.weight": torch.arange(6.0).reshape(2, 3), "a.bias": torch.zeros(2), "b": torch.ones(1)}
+    path = tmp_path / "weights.safetensors"
+    weights.write(path, stored, training.metadata(test_accuracy=0.75, loss_per_epoch=[1.0, 0.5]))
+    same = training.Trained({path: (dict(stored), training.metadata(test_accuracy=0.75, loss_per_epoch=[1.0, 0.5]))},
+                            "test accuracy 0.75", {"same split": True})
+    report = training.compared(same, 1e-3)
+    assert report["passed"] and report["identical"] == 3 and report["largest_difference"] == 0.0
+    assert [t["name"] for t in report["tensors"]] == ["a.bias", "a.weight", "b"]
+    figure = {f["name"]: f for f in report["figures"]}
+    assert figure["test_accuracy"] | {} == {"file": "weights.safetensors", "name": "test_accuracy", "same": True,
+                                            "values": 1, "largest_difference": 0.0, "stored": 0.75, "retrained": 0.75}
+    assert figure["loss_per_epoch"]["values"] == 2 and "torch" not in figure
+
+    moved = dict(stored) | {"a.weight": stored["a.weight"] + torch.tensor([[0, 0, 0.5], [0, 0, 0]])}
+    del moved["b"]
+    changed = training.Trained({path: (moved, training.metadata(test_accuracy=0.5, loss_per_epoch=[1.0, 0.5]))},
+                               "test accuracy 0.5", {"same split": False})
+    report = training.compared(changed, 1e-3)
+    tensors = {t["name"]: t for t in report["tensors"]}
+    assert not report["passed"] and report["largest_difference"] is None  # a tensor missing: no one number says it
+    assert tensors["a.weight"]["largest_difference"] == 0.5 and not tensors["a.weight"]["identical"]
+    assert tensors["b"]["problem"] == "the retraining made no such tensor"
+    assert tensors["a.bias"]["identical"] and tensors["a.bias"]["problem"] is None
+    assert {f["name"]: (f["stored"], f["retrained"], f["same"]) for f in report["figures"]}["test_accuracy"] == \
+        (0.75, 0.5, False)
+    assert report["facts"] == [{"name": "same split", "held": False}]
+
+
+# ---- the job, through the local executor
+
+
+def test_a_retraining_is_heard_as_it_learns_joined_and_then_kept(tree, tree_app):
+    copied(tree, GCN)
+    client = tree_app().test_client()
+    started = client.post(f"/api/models/{GCN}/retrainings")
+    assert started.status_code == 202 and started.headers["Retry-After"] == "1"
+    job = started.get_json()
+    assert job["location"] == started.headers["Location"] == f"/api/models/{GCN}/retrainings/{job['id']}"
+    joined = client.post(f"/api/models/{GCN}/retrainings")  # the same recipe files: the same job
+    assert joined.status_code == 202 and joined.get_json()["id"] == job["id"]
+    seen = poll(client, job["location"])
+    heard = [j["progress"] for j in seen if j["progress"] is not None]
+    assert heard, "no progress was heard"
+    epochs = [p["epoch"] for p in heard]
+    assert epochs == sorted(epochs) and heard[-1]["epoch"] == heard[-1]["epochs"] == 200
+    curve = heard[-1]["curves"][0]
+    assert (curve["run"], curve["epochs"], curve["unit"], len(curve["loss"])) == (1, 200, "epoch", 200)
+    assert curve["loss"][-1] < curve["loss"][0] / 10  # it learnt
+
+    report = seen[-1]["report"]
+    assert report["status"] == "passed" and report["cached"] is False
+    stored, metadata = weights.read(PROJECT_ROOT / "recipes" / GCN / "weights.safetensors")
+    assert {t["name"] for t in report["tensors"]} == set(stored)
+    assert all(t["largest_difference"] <= report["tolerance"] for t in report["tensors"])
+    figures = {f["name"]: f for f in report["figures"]}
+    assert figures["accuracy"]["stored"] == figures["accuracy"]["retrained"] == float(metadata["accuracy"])
+    assert report["curves"][0]["loss"] == curve["loss"]
+    env = report["environment"]
+    assert env["mode"] == "train" and env["cpu_capability"] == "AVX2" and env["torch_threads"] == 1
+    assert "avx2" in env["vector_extensions"] and env["cpu"] and env["deterministic"] is True
+    assert set(report["files"]) == {"train.py", "weights.safetensors"}
+
+    kept = client.post(f"/api/models/{GCN}/retrainings")  # the same files again: the kept report, at once
+    assert kept.status_code == 200
+    assert kept.get_json() | {"cached": False} == report and kept.get_json()["cached"] is True
+
+
+def test_a_changed_weight_file_fails_by_the_tensors_name(tree, tree_app):
+    folder = copied(tree, GCN)
+    stored, metadata = weights.read(folder / "weights.safetensors")
+    weights.write(folder / "weights.safetensors", stored | {"conv2.linear.weight": stored["conv2.linear.weight"] + 0.5},
+                  metadata)
+    client = tree_app().test_client()
+    report = poll(client, client.post(f"/api/models/{GCN}/retrainings").headers["Location"])[-1]["report"]
+    assert report["status"] == "failed"
+    off = [t["name"] for t in report["tensors"] if t["largest_difference"] > report["tolerance"]]
+    assert off == ["conv2.linear.weight"]
+    assert report["largest_difference"] == pytest.approx(0.5, abs=1e-5)
+
+
+def test_a_retraining_can_be_cancelled_and_is_then_not_kept(tree, tree_app):
+    copied(tree, LENET)
+    client = tree_app().test_client()
+    location = client.post(f"/api/models/{LENET}/retrainings").headers["Location"]
+    running = poll(client, location, until=lambda job: job["progress"] is not None)[-1]
+    assert running["state"] == "running" and running["progress"]["curves"][0]["metrics"]["test_accuracy"]
+    cancelled = client.delete(location)
+    assert cancelled.status_code == 202 and cancelled.headers["Location"] == location
+    report = poll(client, location, seconds=30)[-1]["report"]
+    assert report["status"] == "cancelled" and report["message"] == "the retraining was cancelled"
+    assert 0 < len(report["curves"][0]["loss"]) < 50  # as far as it got
+    again = client.delete(location)
+    assert again.status_code == 409 and "ended already (cancelled)" in again.get_json()["error"]["message"]
+    assert not [line for line in trainers() if str(tree.recipes) in line]
+    fresh = client.post(f"/api/models/{LENET}/retrainings")  # a cancelled retraining is no answer to keep
+    assert fresh.status_code == 202 and fresh.get_json()["id"] != running["id"]
+    client.delete(fresh.headers["Location"])
+    poll(client, fresh.headers["Location"], seconds=30)
+
+
+def test_a_retraining_past_its_time_limit_is_stopped(tree, tree_app):
+    copied(tree, GCN)
+    client = tree_app(RETRAINING_TIMEOUT=1.5).test_client()
+    report = poll(client, client.post(f"/api/models/{GCN}/retrainings").headers["Location"], seconds=60)[-1]["report"]
+    assert report["status"] == "error"
+    assert report["message"] == "the retraining ran past its 1.5 s limit and was stopped"
+    assert not [line for line in trainers() if str(tree.recipes) in line]
+    assert client.post(f"/api/models/{GCN}/retrainings").status_code == 202  # an error is not kept
+
+
+def test_a_retraining_spends_its_declared_cost_of_the_budget(tree, tree_app):
+    copied(tree, GCN)
+    copied(tree, MLP)
+    client = tree_app(COMPUTE_BUDGET="30 per minute", RETRAINING_COST=20).test_client()
+    started = client.post(f"/api/models/{MLP}/retrainings")
+    assert started.status_code == 202
+    assert client.post(f"/api/models/{MLP}/retrainings").status_code == 202  # joining it spends nothing
+    refused = client.post(f"/api/models/{GCN}/retrainings")  # 20 of 30 spent: another 20 would pass the budget
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) > 0
+    assert "(this costs 20)" in refused.get_json()["error"]["message"]
+    # The refusal spent nothing: what is left serves runs of one.
+    assert client.post(f"/api/models/{GCN}/verifications").status_code in (200, 202)
+    client.delete(started.headers["Location"])
+    poll(client, started.headers["Location"], seconds=30)
+
+    never = tree_app(COMPUTE_BUDGET="10 per minute", RETRAINING_COST=20).test_client()
+    answer = never.post(f"/api/models/{GCN}/retrainings")
+    assert answer.status_code == 429 and "can never start on this server" in answer.get_json()["error"]["message"]
+
+
+def test_only_a_model_its_recipe_trains_can_be_retrained(client):
+    refused = client.post("/api/models/bert/retrainings")
+    assert refused.status_code == 404 and "no train.py" in refused.get_json()["error"]["message"]
+    assert client.get(f"/api/models/bert/retrainings/{'0' * 32}").status_code == 404
+    assert client.get(f"/api/models/{GCN}/retrainings/{'0' * 32}").status_code == 404
+    assert client.delete(f"/api/models/{GCN}/retrainings/{'0' * 32}").status_code == 404
+    links = {m["slug"]: m["links"] for m in client.get("/api/models").get_json()["models"]}
+    assert "retrainings" not in links["bert"] and links[GCN]["retrainings"] == f"/api/models/{GCN}/retrainings"
+    assert {slug for slug, link in links.items() if "retrainings" in link} == \
+        {folder.parent.name for folder in (PROJECT_ROOT / "recipes").glob("*/train.py")}
+    crossed = client.post(f"/api/models/{GCN}/retrainings", headers={"Sec-Fetch-Site": "cross-site"})
+    assert crossed.status_code == 403
