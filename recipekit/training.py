@@ -148,10 +148,8 @@ def train_main(argv: list[str], trained: Callable[[], Trained], tolerance: float
     made = trained()
     if "--check" in argv:
         report = compared(made, tolerance)
-        worst = report["largest_difference"]
         facts = "".join(f"; {fact['name']}: {fact['held']}" for fact in report["facts"])
-        print(f"retrained: {made.summary}; largest weight difference "
-              f"{'missing or reshaped tensors' if worst is None else f'{worst:.2e}'} (tolerance {tolerance:g}){facts}")
+        print(f"retrained: {made.summary}; largest weight difference {_worst(report)} (tolerance {tolerance:g}){facts}")
         return 0 if report["passed"] else 1
     for path, (tensors, metadata) in made.files.items():
         weights.write(path, tensors, metadata)
@@ -184,6 +182,16 @@ def compared(made: Trained, tolerance: float) -> dict:
     return {"summary": made.summary, "tolerance": tolerance, "passed": worst is not None and worst <= tolerance
             and all(f["held"] for f in facts), "largest_difference": worst,
             "identical": sum(t["identical"] for t in tensors), "tensors": tensors, "figures": figures, "facts": facts}
+
+
+def _worst(report: dict) -> str:
+    """The comparison's worst tensor in words: its difference (or its problem) and its name."""
+    worst = max(report["tensors"], default=None,
+                key=lambda t: float("inf") if t["largest_difference"] is None else t["largest_difference"])
+    if worst is None:
+        return "0 (no tensors)"
+    said = worst["problem"] if worst["largest_difference"] is None else f"{worst['largest_difference']:.2e}"
+    return f"{said} ({worst['file']}: {worst['name']})"
 
 
 def _tensor_difference(stored: Tensor | None, retrained: Tensor | None) -> dict:

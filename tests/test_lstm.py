@@ -132,11 +132,12 @@ def test_train_check_exits_1_naming_a_stored_stage_that_differs(tmp_path, monkey
     save_file(state, str(tmp_path / "snapshots.safetensors"), metadata=metadata)
     monkeypatch.setattr(train, "SNAPSHOTS", tmp_path / "snapshots.safetensors")
     assert train_check(train, retrained) == 1
-    assert "largest weight difference 1.00e-02" in capsys.readouterr().out
-    del state["epoch-3/head.bias"]  # another set of tensors is infinitely far
+    assert "largest weight difference 1.00e-02 (snapshots.safetensors: epoch-3/head.bias)" in capsys.readouterr().out
+    del state["epoch-3/head.bias"]  # another set of tensors: the missing one is named
     save_file(state, str(tmp_path / "snapshots.safetensors"), metadata=metadata)
     assert train_check(train, retrained) == 1
-    assert "largest weight difference inf" in capsys.readouterr().out
+    assert "largest weight difference not in the stored file (snapshots.safetensors: epoch-3/head.bias)" in \
+        capsys.readouterr().out
 
 
 # ---- the lab (verification: tests/test_recordings.py)

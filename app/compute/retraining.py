@@ -105,7 +105,7 @@ def retrain(call: RetrainCall, heard: Callable[[dict], None], cancelled: Callabl
 class Curve:
     """A retraining's progress as a poller sees it, built from its epochs as they are heard: where it is (the fit, of
     how many begun, its epoch of how many, the last loss and held-out metrics) and every curve so far, one per fit
-    (a recipe may train several models: Mamba and its LSTM)."""
+    (a recipe may train several models, each a run of its own)."""
 
     def __init__(self) -> None:
         self.curves: list[dict] = []

@@ -427,7 +427,7 @@ class Job(JobState):
 
 
 class TrainingCurve(TypedDict):
-    """One model's training as heard so far (a recipe may train several: Mamba and its LSTM), epoch by epoch."""
+    """One model's training as heard so far (a recipe may train several, each a run), epoch by epoch."""
 
     run: int  # which model of the recipe's training, from 1
     epochs: int  # the epochs (or episodes: the recipe's unit) it trains for
