@@ -7,6 +7,7 @@ as JSON lines: each epoch as it ends, then the comparison tensor by tensor, whic
         fitted = fit(model, optimizer, EPOCHS, batches, loss_of, keep=(0, 1, 3, 10))
 """
 
+import hashlib
 import json
 import math
 import os
@@ -179,7 +180,14 @@ def compared(made: Trained, tolerance: float) -> dict:
     differences = [t["largest_difference"] for t in tensors]
     worst = None if None in differences else max(differences, default=0.0)
     facts = [{"name": name, "held": bool(held)} for name, held in made.same.items()]
-    return {"summary": made.summary, "tolerance": tolerance, "passed": worst is not None and worst <= tolerance
+    digest = hashlib.sha256()
+    for path, (retrained, _) in made.files.items():
+        for name in sorted(retrained):
+            tensor = retrained[name].contiguous()
+            digest.update(f"{path.name}:{name}:{tensor.dtype}:{list(tensor.shape)}:".encode())
+            digest.update(tensor.flatten().view(torch.uint8).numpy().tobytes())  # the bits, whatever the dtype
+    return {"summary": made.summary, "weights_sha256": digest.hexdigest(), "tolerance": tolerance,
+            "passed": worst is not None and worst <= tolerance
             and all(f["held"] for f in facts), "largest_difference": worst,
             "identical": sum(t["identical"] for t in tensors), "tensors": tensors, "figures": figures, "facts": facts}
 

@@ -3,6 +3,7 @@
     tensorviz verify http://127.0.0.1:8000/models/lenet            # a model page, or /api/models/lenet
     tensorviz verify http://127.0.0.1:8000/models/lenet --json     # the report as JSON
     tensorviz verify http://127.0.0.1:8000/models/gcn --retrain    # train it again too, and compare the weights
+    tensorviz verify http://127.0.0.1:8000/models/lenet --share     # and post the summary to the server's history
 
 It fetches the model's manifest and every file the manifest records through the server's API, refuses any file
 whose sha256 is not the manifest's (naming it), replays the recipe in a fresh process with the recorded seed and
@@ -31,6 +32,7 @@ from pathlib import Path
 from app.compute.errors import RecipeError
 from app.compute.retraining import RetrainCall, retrain
 from app.domain.compare import compare_replay
+from app.domain.history import retraining_entry, verification_entry
 
 FETCH_SECONDS = 60.0
 REPLAY_SECONDS = 600.0
@@ -139,13 +141,14 @@ def verified(url: str, checkpoint: str | None, retraining: bool, folder: Path) -
     seed = int(manifest.get("provenance", {}).get("execution", {}).get("seed", 0))
     reply = replayed(recipe, seed, checkpoint)
     report |= compare_replay(manifest, reply["result"])
-    report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"]}
+    report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"],
+               "replay_sha256": hashlib.sha256(reply["result_json"].encode()).hexdigest()}
     if retraining:
         if not (recipe / "train.py").exists():
             raise Refused(f"{slug} is not trained by its recipe (its manifest records no train.py)")
         try:
-            report["retraining"] = retrain(RetrainCall(recipe, RETRAIN_SECONDS), lambda event: None,
-                                           lambda: False)["report"]
+            trained = retrain(RetrainCall(recipe, RETRAIN_SECONDS), lambda event: None, lambda: False)
+            report["retraining"] = trained["report"] | {"environment": trained["environment"]}
         except RecipeError as exc:
             raise Refused(f"the retraining failed: {exc}") from None
         if not report["retraining"]["passed"]:
@@ -176,6 +179,10 @@ def told(report: dict) -> str:
         lines.append(f"  retrained: {trained['summary']}; {trained['identical']} of {len(trained['tensors'])} "
                      f"tensors bit for bit, largest difference {trained['largest_difference']} (at most "
                      f"{trained['tolerance']:g}): {'passed' if trained['passed'] else 'FAILED'}")
+    if "shared" in report:
+        shared = report["shared"]
+        lines.append(f"  shared: {shared['posted']} entr{'ies' if shared['posted'] > 1 else 'y'} posted to "
+                     f"{shared['to']}" if "posted" in shared else f"  not shared: {shared['error']}")
     verdict = "PASSED" if report["status"] == "passed" else "FAILED"
     lines.append(f"{verdict}: {summary['values'] - summary['values_failed']} of {summary['values']} recorded values "
                  f"and {summary['checks'] - summary['checks_failed']} of {summary['checks']} checks hold (rtol "
@@ -191,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.add_argument("--retrain", action="store_true", help="also run its train.py and compare the weights")
     verify.add_argument("--checkpoint", help="the folder of the checkpoint a model that reads one was recorded with")
+    verify.add_argument("--share", action="store_true",
+                        help="post the report's summary to the server's history of this model (marked as a reader's)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="tensorviz-verify-") as folder:
         try:
@@ -201,8 +210,33 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"REFUSED: {exc}", file=sys.stderr)
             return 2
+    if args.share:
+        report["shared"] = share(report)
     print(json.dumps(report, indent=2) if args.json else told(report))
     return 0 if report["status"] == "passed" else 1
+
+
+def share(report: dict) -> dict:
+    """Post the report's history entries (the replay's, and the retraining's where there was one) to the server:
+    {"posted": n} or {"error": why} (a report shared or not is the same report)."""
+    entries = [verification_entry(report, "client")]
+    if "retraining" in report:
+        trained = report["retraining"]
+        entries.append(retraining_entry(trained | {"status": "passed" if trained["passed"] else "failed"},
+                                        report["revision"], "client"))
+    url = report["source"] + "/verifications/history"
+    try:
+        for entry in entries:
+            body = {k: v for k, v in entry.items() if k not in ("reported_by", "environment_id")}
+            request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
+                "Content-Type": "application/json", "Accept": "application/json", "User-Agent": "tensorviz-verify"})
+            with urllib.request.urlopen(request, timeout=FETCH_SECONDS):
+                pass
+    except urllib.error.HTTPError as exc:
+        return {"error": f"{url} answered {exc.code}"}
+    except (urllib.error.URLError, OSError) as exc:
+        return {"error": f"{url} cannot be reached: {getattr(exc, 'reason', exc)}"}
+    return {"posted": len(entries), "to": url}
 
 
 if __name__ == "__main__":

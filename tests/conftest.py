@@ -1,6 +1,7 @@
 import json
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -89,6 +90,28 @@ def check_sliding_budget(store) -> None:
     assert store.admit("other", 5, 1.0) == 0
 
 
+def check_units_and_lists(store) -> None:
+    """A charge of several units is admitted whole or not at all (and says when it will be); a list keeps its last
+    `limit` values, oldest first, every push from several threads at once kept (stores made with 10_000 / 4_000)."""
+    assert store.admit("client", 10, 60.0, units=6) == 0
+    wait = store.admit("client", 10, 60.0, units=6)  # 12 would pass 10: refused, nothing counted
+    assert 59 < wait <= 60.0
+    assert store.admit("client", 10, 60.0, units=4) == 0 and store.admit("client", 10, 60.0) > 0
+    assert store.admit("client", 10, 60.0, units=11) == float("inf")  # more than the whole budget: never
+    threads = [threading.Thread(target=lambda n=n: [store.push("history", {"n": n, "i": i}, 25, 60) for i in range(5)])
+               for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    kept = store.items("history")
+    assert len(kept) == 20 and sorted((k["n"], k["i"]) for k in kept) == [(n, i) for n in range(4) for i in range(5)]
+    for i in range(30):
+        store.push("history", {"n": 9, "i": i}, 25, 60)
+    assert [k["i"] for k in store.items("history")] == list(range(5, 30))  # the last 25, oldest first
+    assert store.items("none") == []
+
+
 def kept_stages(path: Path) -> dict:
     """The weights a recipe's train.py kept on the way (stages named epoch-<n>), by epoch, as the server reads them."""
     from app.compute.training import read_snapshots
@@ -132,6 +155,13 @@ class ModelTree:
             (self.recipes / slug / "run.py").write_text(run_py)
         if lab_py is not None:
             (self.recipes / slug / "lab.py").write_text(lab_py)
+
+    def copy(self, slug: str) -> tuple[Path, Path]:
+        """The catalog's model `slug` as it stands, copied in: its manifest file and recipe folder here."""
+        shutil.copytree(PROJECT_ROOT / "manifests" / slug, self.manifests / slug)
+        shutil.copytree(PROJECT_ROOT / "recipes" / slug, self.recipes / slug,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        return self.manifests / slug / "manifest.json", self.recipes / slug
 
     def config(self, **extra) -> dict:
         return {"MANIFESTS_DIR": str(self.manifests), "RECIPES_DIR": str(self.recipes)} | extra
@@ -234,6 +264,21 @@ def train_check(monkeypatch, request):
 @pytest.fixture
 def tree(tmp_path: Path) -> ModelTree:
     return ModelTree(tmp_path)
+
+
+@pytest.fixture
+def tree_app(tree):
+    """Apps (TestConfig with the given settings) serving the tree's models, shut down after the test."""
+    made = []
+
+    def make(**settings):
+        app = create_app(type("Tree", (TestConfig,), tree.config(**settings)))
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        parts(app).pool.shutdown()
 
 
 @pytest.fixture(scope="module")

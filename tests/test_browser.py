@@ -2082,3 +2082,14 @@ def test_retraining_draws_the_curves_as_the_model_learns(watched, viewport):
         expect(page.locator("#retrain-headline")).to_have_text(re.compile(r"^Cancelled"), timeout=30_000)
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
         assert small_text(page) == []
+
+
+def test_the_verification_history_lists_the_environment_after_a_reverification(watched):
+    page = watched("/models/mlp", PHONE)
+    expect(page.locator("#verify-history-table")).to_contain_text(re.compile(r"Not verified yet|this server"))
+    page.get_by_role("button", name="Re-verify on the server").press("Enter")
+    expect(page.locator("#report-headline")).to_contain_text("Passed", timeout=60_000)
+    row = page.locator("#history-environments tbody tr").first
+    expect(row).to_contain_text("this server")
+    expect(row.locator("th")).to_contain_text("torch 2.")
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]

@@ -208,3 +208,17 @@ def test_a_retraining_from_202_to_its_report_and_its_kept_copy_conform():
     assert kept.status_code == 200 and kept.get_json()["status"] == "passed"
     conforms(kept, answer_schema(path, "post", 200))
 
+
+def test_the_verification_history_and_a_shared_report_conform():
+    client = app.test_client()
+    path = "/api/models/{slug}/verifications/history"
+    history = client.get("/api/models/mlp/verifications/history")
+    conforms(history, answer_schema(path, "get"))
+    entry = {"kind": "verification", "status": "failed", "revision": "abc", "values": 3, "values_failed": 1,
+             "largest_deviation": 0.5, "digest": "0" * 64,
+             "environment": {"python": "3.12.1", "torch": "2.5.0", "numpy": "2.1.0", "os": "Linux 6.1", "cpu": "x",
+                             "vector_extensions": [], "cpu_capability": "AVX2", "torch_threads": 1, "device": "cpu"}}
+    shared = client.post("/api/models/mlp/verifications/history", json=entry)
+    conforms(shared, answer_schema(path, "post", 201))
+    conforms(client.get("/api/models/mlp/verifications/history"), answer_schema(path, "get"))
+

@@ -3,11 +3,9 @@ server changed is refused by name before anything runs; a recorded number change
 `--retrain` trains the recipe here and compares the weights; an address that is no model page is refused."""
 
 import json
-import shutil
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 from werkzeug.serving import make_server
@@ -50,13 +48,6 @@ def serve():
         parts(app).pool.shutdown()
 
 
-def tree_of(tree, slug: str) -> tuple[Path, Path]:
-    """The catalog's model `slug` copied into the tree: its manifest file and recipe folder there."""
-    shutil.copytree(PROJECT_ROOT / "manifests" / slug, tree.manifests / slug)
-    shutil.copytree(PROJECT_ROOT / "recipes" / slug, tree.recipes / slug, ignore=shutil.ignore_patterns("__pycache__"))
-    return tree.manifests / slug / "manifest.json", tree.recipes / slug
-
-
 def test_a_model_the_server_serves_passes_here(serve):
     base = serve()
     done = reader(f"{base}/models/lenet?case=zero", "--json")
@@ -72,7 +63,7 @@ def test_a_model_the_server_serves_passes_here(serve):
 
 
 def test_a_file_the_server_changed_is_refused_by_name(tree, serve):
-    _, recipe = tree_of(tree, "lenet")
+    _, recipe = tree.copy("lenet")
     with (recipe / "run.py").open("a") as run_py:
         run_py.write("\n# changed on the server\n")
     done = reader(f"{serve(**tree.config())}/models/lenet")
@@ -82,7 +73,7 @@ def test_a_file_the_server_changed_is_refused_by_name(tree, serve):
 
 
 def test_a_recorded_number_changed_fails_naming_its_case_and_item(tree, serve):
-    manifest_file, _ = tree_of(tree, "lenet")
+    manifest_file, _ = tree.copy("lenet")
     manifest = json.loads(manifest_file.read_text())
     case = manifest["experiment"]["cases"][1]
     metric = case["metrics"][-1]

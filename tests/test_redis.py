@@ -13,7 +13,7 @@ from app import create_app
 from app.services.config import TestConfig
 from app.services.parts import parts
 
-from .conftest import check_bounded_cache, check_sliding_budget
+from .conftest import check_bounded_cache, check_sliding_budget, check_units_and_lists
 
 pytestmark = pytest.mark.redis
 
@@ -186,6 +186,12 @@ def test_the_redis_cache_is_bounded_and_jobs_are_never_evicted(redis_url):
     check_bounded_cache(store)
     used = sum(len(store.client.get(k) or b"") for k in store.client.keys("bounded-test:report-*"))
     assert used == store.cached_bytes()  # the byte count is what the values take
+
+
+def test_redis_charges_units_whole_and_keeps_bounded_lists(redis_url):
+    from app.services.state import RedisStore
+
+    check_units_and_lists(RedisStore(redis_url, max_bytes=10_000, max_entry=4_000, prefix="units-test:"))
 
 
 def test_the_redis_budget_holds_over_any_window_of_its_length(redis_url):

@@ -2,19 +2,14 @@
 cancelled, stopped at its time limit, paid for from the client's budget, and its weights compared tensor by tensor
 with the stored ones (a changed weight file fails by the tensor's name)."""
 
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from app import create_app
-from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
+from app.services.config import PROJECT_ROOT
 from recipekit import training, weights
-
-from .conftest import ModelTree
 
 GCN = "gcn"  # 200 epochs in about a second, beside two of a process's start: the quickest recipe to retrain
 MLP = "mlp"  # 2,000 epochs in a second or two
@@ -46,27 +41,6 @@ def trainers() -> list[str]:
         if "app.compute.trainer" in line:
             found.append(line)
     return found
-
-
-def copied(tree: ModelTree, slug: str) -> Path:
-    """The catalog's model `slug` as it stands, in the tree: its recipe folder there."""
-    shutil.copytree(PROJECT_ROOT / "manifests" / slug, tree.manifests / slug)
-    shutil.copytree(PROJECT_ROOT / "recipes" / slug, tree.recipes / slug, ignore=shutil.ignore_patterns("__pycache__"))
-    return tree.recipes / slug
-
-
-@pytest.fixture
-def tree_app(tree):
-    made = []
-
-    def make(**settings):
-        app = create_app(type("Retraining", (TestConfig,), tree.config(**settings)))
-        made.append(app)
-        return app
-
-    yield make
-    for app in made:
-        parts(app).pool.shutdown()
 
 
 # ---- the comparison train.py reports
@@ -105,7 +79,7 @@ def test_the_comparison_names_every_tensor_and_the_one_that_differs(tmp_path):
 
 
 def test_a_retraining_is_heard_as_it_learns_joined_and_then_kept(tree, tree_app):
-    copied(tree, GCN)
+    tree.copy(GCN)
     client = tree_app().test_client()
     started = client.post(f"/api/models/{GCN}/retrainings")
     assert started.status_code == 202 and started.headers["Retry-After"] == "1"
@@ -141,7 +115,7 @@ def test_a_retraining_is_heard_as_it_learns_joined_and_then_kept(tree, tree_app)
 
 
 def test_a_changed_weight_file_fails_by_the_tensors_name(tree, tree_app):
-    folder = copied(tree, GCN)
+    _, folder = tree.copy(GCN)
     stored, metadata = weights.read(folder / "weights.safetensors")
     weights.write(folder / "weights.safetensors", stored | {"conv2.linear.weight": stored["conv2.linear.weight"] + 0.5},
                   metadata)
@@ -154,7 +128,7 @@ def test_a_changed_weight_file_fails_by_the_tensors_name(tree, tree_app):
 
 
 def test_a_retraining_can_be_cancelled_and_is_then_not_kept(tree, tree_app):
-    copied(tree, LENET)
+    tree.copy(LENET)
     client = tree_app().test_client()
     location = client.post(f"/api/models/{LENET}/retrainings").headers["Location"]
     running = poll(client, location, until=lambda job: job["progress"] is not None)[-1]
@@ -174,7 +148,7 @@ def test_a_retraining_can_be_cancelled_and_is_then_not_kept(tree, tree_app):
 
 
 def test_a_retraining_past_its_time_limit_is_stopped(tree, tree_app):
-    copied(tree, GCN)
+    tree.copy(GCN)
     client = tree_app(RETRAINING_TIMEOUT=1.5).test_client()
     report = poll(client, client.post(f"/api/models/{GCN}/retrainings").headers["Location"], seconds=60)[-1]["report"]
     assert report["status"] == "error"
@@ -184,8 +158,8 @@ def test_a_retraining_past_its_time_limit_is_stopped(tree, tree_app):
 
 
 def test_a_retraining_spends_its_declared_cost_of_the_budget(tree, tree_app):
-    copied(tree, GCN)
-    copied(tree, MLP)
+    tree.copy(GCN)
+    tree.copy(MLP)
     client = tree_app(COMPUTE_BUDGET="30 per minute", RETRAINING_COST=20).test_client()
     started = client.post(f"/api/models/{MLP}/retrainings")
     assert started.status_code == 202

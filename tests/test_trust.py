@@ -15,7 +15,14 @@ from app.services.config import TestConfig
 from app.services.parts import parts
 from app.services.state import SQLiteStore
 
-from .conftest import BERT_MANIFEST, ModelTree, bert_manifest, check_bounded_cache, check_sliding_budget
+from .conftest import (
+    BERT_MANIFEST,
+    ModelTree,
+    bert_manifest,
+    check_bounded_cache,
+    check_sliding_budget,
+    check_units_and_lists,
+)
 
 RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
 
@@ -294,6 +301,10 @@ def test_the_cached_total_follows_every_write_and_is_counted_once_for_a_file_mad
     assert store.cached_bytes() == counted() and store.get("after") is None  # everything went, the total is true
     store.set("again", {"v": "x" * 10}, ttl=120, cached=True)
     assert store.get("again") == {"v": "x" * 10} and store.cached_bytes() == counted()
+
+
+def test_sqlite_charges_units_whole_and_keeps_bounded_lists(tmp_path):
+    check_units_and_lists(SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000))
 
 
 def test_the_budget_holds_over_any_window_of_its_length(tmp_path):

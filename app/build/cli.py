@@ -13,6 +13,7 @@ from ..domain.checkpoints import CheckpointDeclarationError, checkpoint_spec
 from ..domain.declaration import key_table
 from ..domain.recipes import RecipeMetadataError, read_metadata
 from ..domain.schema import SLUG
+from ..services import history
 from ..services.checkpoints import status as checkpoint_status
 from ..services.extensions import models, workers
 from ..services.verification import verify
@@ -42,17 +43,45 @@ def _format(report: dict) -> list[str]:
 
 @click.command("verify")
 @with_appcontext
-@click.argument("slug")
-@click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
-def verify_command(slug: str, as_json: bool) -> None:
-    """Re-execute SLUG's recipe and compare it with its recording; exit 1 unless it passes."""
-    model = models.get(slug)
-    if model is None:
+@click.argument("slug", required=False)
+@click.option("--all", "every", is_flag=True, help="Verify every model of the catalog (a deployment's CI).")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole report (with --all, every report) as JSON.")
+def verify_command(slug: str | None, every: bool, as_json: bool) -> None:
+    """Re-execute SLUG's recipe (or, with --all, every model's) and compare it with its recording; each report
+    joins the model's history; exit 1 unless every one passes (a model the catalog cannot load fails --all too)."""
+    if every == bool(slug):
+        raise click.UsageError("give one SLUG, or --all")
+    catalog = models.catalog
+    if slug is not None and slug not in catalog.models:
         raise click.ClickException(models.why_missing(slug))
-    report = verify(model)
-    click.echo(json.dumps(report, indent=2) if as_json else "\n".join(_format(report)))
-    if report["status"] != "passed":
+    chosen = sorted(catalog.models) if every else [slug]
+    reports = {}
+    for name in chosen:
+        model = catalog.models[name]
+        reports[name] = report = verify(model)
+        history.verified(model, report)
+        if not as_json:
+            click.echo("\n".join(_format(report)) if not every else
+                       f"{name}: {report['status']}" + (f" ({report['message']})" if report["status"] == "error" else
+                                                       f", {_counts(report)}"))
+    for name, gone in sorted(catalog.unavailable.items()) if every else ():
+        reports[name] = {"model": name, "status": "error", "message": f"unavailable: {gone.reason}"}
+        if not as_json:
+            click.echo(f"{name}: error (unavailable: {gone.reason})")
+    if as_json:
+        click.echo(json.dumps(reports if every else reports[slug], indent=2))
+    failed = [name for name, report in reports.items() if report["status"] != "passed"]
+    if every and not as_json:
+        click.echo(f"{len(reports) - len(failed)} of {len(reports)} models passed" +
+                   (f"; not: {', '.join(failed)}" if failed else ""))
+    if failed:
         raise SystemExit(1)
+
+
+def _counts(report: dict) -> str:
+    summary = report["summary"]
+    return (f"{summary['values'] - summary['values_failed']} of {summary['values']} values and "
+            f"{summary['checks'] - summary['checks_failed']} of {summary['checks']} checks hold")
 
 
 @click.command("record")

@@ -8,6 +8,7 @@ camelCase because the seed's are.
 
 from typing import Annotated, Literal, NotRequired
 
+from annotated_types import Ge
 from pydantic import ConfigDict
 from typing_extensions import TypedDict  # pydantic reads a TypedDict from here before Python 3.12
 
@@ -242,6 +243,7 @@ class Links(TypedDict):
     files: str
     verifications: str
     latest_verification: str
+    verification_history: str
     page: str
     retrainings: NotRequired[str]  # where the recipe trains the model: POST to retrain it on the server
 
@@ -401,6 +403,7 @@ class Report(TypedDict):
     checks: NotRequired[list[CheckReport]]
     environment: NotRequired[Environment]
     compute_seconds: NotRequired[float]
+    replay_sha256: NotRequired[str]  # the digest of the replayed values' JSON: the same bytes, the same digest
     checkpoint: NotRequired[CheckpointSummary]
     duration_seconds: NotRequired[float]
     cached: bool
@@ -489,6 +492,7 @@ class RetrainingReport(TypedDict):
     tolerance: NotRequired[float]  # the most any tensor may differ (the recipe's RETRAIN_TOLERANCE)
     largest_difference: NotRequired[float | None]  # over every tensor; None where one could not be compared
     identical: NotRequired[int]  # tensors with the same bits
+    weights_sha256: NotRequired[str]  # the digest of every retrained tensor: the same bits, the same digest
     tensors: NotRequired[list[TensorComparison]]
     figures: NotRequired[list[FigureComparison]]
     facts: NotRequired[list[Fact]]  # what a retraining must reproduce besides the weights (the same test split)
@@ -504,6 +508,87 @@ class RetrainingJob(JobState):
 
     progress: RetrainingProgress | None
     report: RetrainingReport | None
+
+
+class NamedEnvironment(TypedDict):
+    """What names an environment in a history (history.ENVIRONMENT_KEYS): what decides how its sums round."""
+
+    __pydantic_config__ = EXACT
+    python: str
+    torch: str
+    numpy: str
+    os: str
+    cpu: str
+    vector_extensions: list[str]
+    cpu_capability: str
+    torch_threads: int
+    device: str
+
+
+class SharedEntry(TypedDict):
+    """A report a reader's verifier made (`tensorviz verify --share`), as it posts it: history.verification_entry's
+    or retraining_entry's fields but those the server sets itself."""
+
+    __pydantic_config__ = EXACT
+    kind: Literal["verification", "retraining"]
+    status: Literal["passed", "failed"]
+    revision: str
+    environment: NamedEnvironment
+    largest_deviation: float | None  # the largest |replayed - recorded| (or weight difference) of any value
+    values: Annotated[int, Ge(0)]
+    values_failed: Annotated[int, Ge(0)]
+    digest: str | None  # the sha256 of the replayed values' JSON (or of the retrained weights)
+
+
+class HistoryEntry(TypedDict):
+    """One report in a model's history."""
+
+    kind: Literal["verification", "retraining"]
+    reported_by: Literal["server", "client"]  # the server's own, or posted by a reader's verifier
+    at: Time  # when the server kept it
+    status: Literal["passed", "failed"]
+    revision: str | None
+    environment: NamedEnvironment
+    environment_id: str
+    largest_deviation: float | None
+    values: int
+    values_failed: int
+    digest: str | None
+
+
+class HistoryEnvironment(TypedDict):
+    """One environment a model was verified or retrained in, by whom, and how far from the recording."""
+
+    id: str
+    reported_by: Literal["server", "client"]
+    environment: NamedEnvironment
+    reports: int
+    failed: int
+    last_at: Time
+    largest_deviation: dict[str, float]  # by kind, on the current revision
+
+
+class Drift(TypedDict):
+    """How far two environments' latest replays (or retrained weights) of the current revision are apart."""
+
+    kind: Literal["verification", "retraining"]
+    a: str
+    a_reported_by: Literal["server", "client"]
+    b: str
+    b_reported_by: Literal["server", "client"]
+    identical: bool  # the same bytes
+    at_most: float | None  # 0 when identical, else the sum of their deviations from the recording
+
+
+class History(TypedDict):
+    """A model's verification history: its environments, the drift between them, its entries (newest first)."""
+
+    model: str
+    revision: str
+    limit: int  # the most entries kept
+    environments: list[HistoryEnvironment]
+    drift: list[Drift]
+    entries: list[HistoryEntry]
 
 
 # --- live answers -------------------------------------------------------------------------------------------

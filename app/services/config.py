@@ -88,6 +88,10 @@ class Config:
     RETRAINING_TIMEOUT = 900.0
     RETRAINING_COST = 20
     RETRAINING_JOBS = 1
+    # Each model's verification history (GET .../verifications/history): its last HISTORY_LIMIT reports, the server's
+    # and those readers' verifiers post, kept HISTORY_SECONDS after the last.
+    HISTORY_LIMIT = 50
+    HISTORY_SECONDS = 90 * 86400
 
 
 class TestConfig(Config):
@@ -113,7 +117,8 @@ BOUNDS = {
     "STATE_MAX_BYTES": (0, False), "STATE_MAX_ENTRY_BYTES": (0, False), "RESPONSE_CACHE_BYTES": (0, True),
     "COMPRESS_CACHE_BYTES": (0, True), "PROXY_CACHE_SECONDS": (0, True), "KEEPALIVE_SECONDS": (1, True),
     "MANIFEST_MAX_BYTES": (0, False), "WARMUP_TIMEOUT": (0, False), "RETRAINING_TIMEOUT": (0, False),
-    "RETRAINING_COST": (1, True), "RETRAINING_JOBS": (1, True),
+    "RETRAINING_COST": (1, True), "RETRAINING_JOBS": (1, True), "HISTORY_LIMIT": (1, True),
+    "HISTORY_SECONDS": (0, False),
 }
 EXECUTORS = ("local", "celery")
 

@@ -19,7 +19,7 @@ from ..compute.errors import RecipeError, RecipeTimeout
 from ..compute.retraining import Cancelled, RetrainCall
 from ..domain.catalog import Model
 from ..domain.shapes import RetrainingReport
-from . import budget, runs
+from . import budget, history, runs
 from .cache import cache
 from .extensions import state, workers
 from .jobs import KEEP_JOB_SECONDS, Jobs, rfc3339
@@ -58,8 +58,8 @@ def retrain(model: Model, record: dict) -> RetrainingReport:
         retrainings.made_known(record, progress=reply["progress"])  # the last epochs too, however fast they came
         compared = reply["report"]
         report |= {"status": "passed" if compared["passed"] else "failed",
-                   **{k: compared[k] for k in ("summary", "tolerance", "largest_difference", "identical", "tensors",
-                                               "figures", "facts")},
+                   **{k: compared[k] for k in ("summary", "tolerance", "largest_difference", "identical",
+                                               "weights_sha256", "tensors", "figures", "facts")},
                    "curves": (reply["progress"] or {}).get("curves", []), "environment": reply["environment"],
                    "compute_seconds": reply["compute_seconds"]}
     compared_files = {TRAINING_SCRIPT, *(t["file"] for t in report.get("tensors", []))}
@@ -97,6 +97,7 @@ class Retrainings(Jobs):
         def finished(report: dict) -> None:
             if report["status"] in ("passed", "failed"):  # an error or a cancel may end otherwise next time
                 cache.set(key, report | {"cached": True}, timeout=int(current_app.config["CACHE_SECONDS"]))
+            history.retrained(model, report)
 
         return super().start(model, key, lambda record: retrain(model, record), admit=admit,
                              limit=float(current_app.config["RETRAINING_TIMEOUT"]), finished=finished)

@@ -151,12 +151,27 @@ class Store:
             return float("inf")
         return self._guard("admit", lambda: self._admit(key, limit, window, units), 0.0)
 
+    def push(self, key: str, value: Any, limit: int, ttl: float) -> bool:
+        """Append `value` to the list under `key`, keeping its last `limit` values for `ttl` seconds from this push,
+        in one step (pushes from any number of processes are all kept); whether it was written."""
+        try:
+            raw = encode(value)
+        except ValueError:
+            return False
+        return self._guard("push", lambda: self._push(key, raw, limit, ttl) or True, False)
+
+    def items(self, key: str) -> list:
+        """The list under `key`, oldest first; empty when there is none or the store cannot be read."""
+        return [loads(raw) for raw in self._guard("items", lambda: self._items(key), [])]
+
     # Backends implement these; values are JSON bytes, `expires` an epoch time.
     def _get(self, key: str) -> bytes | None: ...
     def _set(self, key: str, raw: bytes, ttl: float, cached: bool) -> None: ...
     def _add(self, key: str, raw: bytes, ttl: float) -> bool: ...
     def _delete(self, key: str) -> None: ...
     def _admit(self, key: str, limit: int, window: float, units: int) -> float: ...
+    def _push(self, key: str, raw: bytes, limit: int, ttl: float) -> None: ...
+    def _items(self, key: str) -> list[bytes]: ...
 
     def close(self) -> None:
         """Release connections (the SQLite file stays)."""
@@ -178,6 +193,8 @@ CREATE TABLE IF NOT EXISTS hits (key TEXT NOT NULL, at REAL NOT NULL, expires RE
 CREATE INDEX IF NOT EXISTS hits_by_key ON hits (key, at);
 CREATE INDEX IF NOT EXISTS hits_by_expiry ON hits (expires);
 CREATE TABLE IF NOT EXISTS totals (name TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS lists (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, value BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS lists_by_key ON lists (key, seq);
 INSERT OR IGNORE INTO totals SELECT 'cached', ({COUNTED});
 CREATE TRIGGER IF NOT EXISTS cached_added AFTER INSERT ON entries WHEN new.cached = 1
     BEGIN UPDATE totals SET bytes = bytes + new.size WHERE name = 'cached'; END;
@@ -277,6 +294,8 @@ class SQLiteStore(Store):
         """Drop what expired, then the cached values nearest their expiry while they are over the cap, or while the
         file on disk (keys and indexes included) is; the pages freed go back to the disk."""
         now = time.time()
+        db.execute("DELETE FROM lists WHERE key IN (SELECT substr(key, 6) FROM entries WHERE key LIKE 'list:%' "
+                   "AND expires <= ?)", (now,))
         db.execute("DELETE FROM entries WHERE expires <= ?", (now,))
         db.execute("DELETE FROM hits WHERE expires <= ?", (now,))
         db.execute("PRAGMA incremental_vacuum")
@@ -338,6 +357,32 @@ class SQLiteStore(Store):
             return 0.0 if room else freeing + window - now
 
         return self._run(admit)
+
+    def _push(self, key: str, raw: bytes, limit: int, ttl: float) -> None:
+        def push(db: sqlite3.Connection) -> None:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("INSERT INTO lists (key, value) VALUES (?, ?)", (key, raw))
+                db.execute("DELETE FROM lists WHERE key = ? AND seq NOT IN (SELECT seq FROM lists WHERE key = ? "
+                           "ORDER BY seq DESC LIMIT ?)", (key, key, limit))
+                # The list lives as long as its last push: its expiry is an entry's, which eviction leaves alone.
+                db.execute("INSERT INTO entries VALUES (?, x'', ?, 0, 0) ON CONFLICT (key) DO UPDATE SET "
+                           "expires = excluded.expires", (f"list:{key}", time.time() + ttl))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+        self._run(push)
+
+    def _items(self, key: str) -> list[bytes]:
+        def items(db: sqlite3.Connection) -> list[bytes]:
+            alive = db.execute("SELECT expires FROM entries WHERE key = ?", (f"list:{key}",)).fetchone()
+            if alive is None or alive[0] <= time.time():
+                return []
+            return [row[0] for row in db.execute("SELECT value FROM lists WHERE key = ? ORDER BY seq", (key,))]
+
+        return self._run(items)
 
     def cached_bytes(self) -> int:
         """What the cached values take now (for tests and the README's figures)."""
@@ -432,6 +477,17 @@ class RedisStore(Store):
 
     def _delete(self, key: str) -> None:
         self.client.delete(self.prefix + key)
+
+    def _push(self, key: str, raw: bytes, limit: int, ttl: float) -> None:
+        name = self.prefix + "list:" + key
+        with self.client.pipeline() as pipe:  # MULTI/EXEC: one step, whoever else pushes
+            pipe.rpush(name, raw)
+            pipe.ltrim(name, -limit, -1)
+            pipe.pexpire(name, int(ttl * 1000))
+            pipe.execute()
+
+    def _items(self, key: str) -> list[bytes]:
+        return self.client.lrange(self.prefix + "list:" + key, 0, -1)
 
     def _admit(self, key: str, limit: int, window: float, units: int) -> float:
         wait = self._admit_script(keys=[self.prefix + "hits:" + key], args=[window, limit, uuid.uuid4().hex, units])

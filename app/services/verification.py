@@ -4,6 +4,7 @@ Reports and the latest report are kept through the app's cache (services/cache.p
 in the shared state (services/jobs.py), so that any process of the app can answer a poll.
 """
 
+import hashlib
 import time
 
 from flask import current_app
@@ -14,7 +15,7 @@ from ..domain.catalog import Model
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.compare import compare_replay, tolerance_for
 from ..domain.shapes import Report
-from . import budget, runs
+from . import budget, history, runs
 from .cache import cache, raw
 from .checkpoints import context, find
 from .jobs import Jobs, rfc3339
@@ -79,7 +80,8 @@ def verify(model: Model) -> Report:
         report |= {"status": "error", "message": str(exc)}
     else:
         report |= compare_replay(model.manifest, reply["result"])
-        report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"]}
+        report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"],
+                   "replay_sha256": hashlib.sha256(reply["result_json"].encode()).hexdigest()}
     if model.checkpoint is not None and report["status"] != "error":
         report["checkpoint"] = _checkpoint_summary(model)
     report["duration_seconds"] = time.perf_counter() - clock
@@ -122,6 +124,7 @@ class Verifications(Jobs):
             seconds = int(current_app.config["CACHE_SECONDS"])
             if report["status"] != "error":  # a timeout or crash may pass on a retry; never cache it
                 cache.set(key, report | {"cached": True}, timeout=seconds)
+            history.verified(model, report)
             cache.set(_latest_key(model), report, timeout=seconds)
 
         return super().start(model, key, lambda record: verify(model), admit=admit,

@@ -11,7 +11,7 @@ from ..domain.compare import compare_case, tolerance_for
 from ..domain.labs import TAKEN
 from ..domain.labs.fields import parse_query, validate
 from ..domain.shapes import Links
-from ..services import interventions, live, retraining, training
+from ..services import budget, history, interventions, live, retraining, training
 from ..services.extensions import models
 from ..services.retraining import retrainings
 from ..services.state import encode
@@ -82,6 +82,7 @@ def model_links(model: Model) -> Links:
         "files": url_for("api.files", slug=slug),
         "verifications": url_for("api.verify", slug=slug),
         "latest_verification": url_for("api.latest_verification", slug=slug),
+        "verification_history": url_for("api.verification_history", slug=slug),
         "page": f"/models/{slug}",
     } | ({"retrainings": url_for("api.retrain", slug=slug)} if retraining.trained_here(model) else {})
 
@@ -235,6 +236,23 @@ def _job_answer(job: dict, status: int) -> Response:
     response.status_code = status
     response.headers["Location"] = job["location"]
     response.headers["Retry-After"] = "1"
+    return response
+
+
+@bp.get("/models/<slug>/verifications/history")
+def verification_history(slug: str):
+    """Where this model was verified and retrained: each environment, its largest deviation, the drift between."""
+    return jsonify(history.answer(get_model(slug)))
+
+
+@bp.post("/models/<slug>/verifications/history")
+@spends_compute
+def share_verification(slug: str):
+    """A report a reader's verifier made, kept in the history as a client's (never as the server's): 201."""
+    found = get_model(slug)
+    budget.spend()  # a write any client can make: counted like a run
+    response = jsonify(history.shared(found, _json_body()))
+    response.status_code = 201
     return response
 
 

@@ -44,7 +44,7 @@ HEADERS = {
 # The answers named in the document; each TypedDict these name is described too, under its own name.
 ANSWERS = (shapes.Catalog, shapes.Manifest, shapes.Files, shapes.Report, shapes.Job, shapes.Intervened,
            shapes.InterventionOptions, shapes.Stages, shapes.Error, shapes.LabAnswer, shapes.CaseAnswer,
-           shapes.Intervention, shapes.RetrainingReport, shapes.RetrainingJob)
+           shapes.Intervention, shapes.RetrainingReport, shapes.RetrainingJob, shapes.History, shapes.SharedEntry)
 TAGS = [
     {"name": "catalog", "description": "The served models, their stored manifests and files."},
     {"name": "verification", "description": "The recipe re-executed on the server and compared with its recording."},
@@ -181,6 +181,17 @@ def _paths(slugs: list[str], trained: dict[str, list[str]], retrained: list[str]
             "operationId": "getLatestVerification", "tags": ["verification"],
             "summary": "The latest verification report", "parameters": [slug],
             "responses": _get(_ref("Report"), "The report.") | _errors(503)}},
+        "/api/models/{slug}/verifications/history": {
+            "get": {"operationId": "getVerificationHistory", "tags": ["verification"],
+                    "summary": "Where the model was verified and retrained, and the drift between environments",
+                    "parameters": [slug], "responses": _get(_ref("History"), "The history (newest entries first).")},
+            "post": {"operationId": "shareVerification", "tags": ["verification"],
+                     "summary": "Keep a report a reader's verifier made, as a client's", "parameters": [slug],
+                     "x-checked-beyond-schema": ["values_failed"],  # at most `values`: a 400 that says so
+                     "requestBody": {"required": True,
+                                     "content": {"application/json": {"schema": _ref("SharedEntry")}}},
+                     "responses": {"201": _json(_ref("HistoryEntry"), "The entry as kept."),
+                                   **_errors(400, 403, 404, 413, 415, 429)}}},
         "/api/models/{slug}/verifications/{job_id}": {"get": {
             "operationId": "getVerificationJob", "tags": ["verification"], "summary": "A verification job",
             "parameters": [slug, job_id],

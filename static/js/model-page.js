@@ -6,7 +6,7 @@ import { editQuery, keepingFocus, readJson, requireData, reveal, setDisabled, wa
 import { GraphView } from "./graph.js";
 import { RetrainPanel } from "./retrain.js";
 import { Training } from "./training.js";
-import { VerifyPanel } from "./verify.js";
+import { VerifyHistory, VerifyPanel } from "./verify.js";
 import { WhatIf } from "./whatif.js";
 
 const page = document.getElementById("model-page");
@@ -327,6 +327,9 @@ async function main() {
     document.getElementById("graph-stage").textContent = `The model's graph could not load: ${error.message}`;
     return;
   }
+  const historySection = document.getElementById("verify-history");
+  const verifyHistory = historySection ? new VerifyHistory(historySection) : null;
+  verifyHistory?.load();
   if (document.getElementById("reverify")) { // none where the checkpoint it needs is missing
     new VerifyPanel({
       button: document.getElementById("reverify"),
@@ -334,10 +337,11 @@ async function main() {
       output: document.getElementById("verify-report"),
       url: page.dataset.verifyUrl,
       openCase: () => state.case,
+      history: verifyHistory,
     });
   }
   const retraining = document.getElementById("retraining");
-  if (retraining) new RetrainPanel(retraining);
+  if (retraining) new RetrainPanel(retraining, verifyHistory);
   const whatifSection = document.getElementById("whatif");
   if (whatifSection) whatif = new WhatIf(whatifSection, { caseId: () => state.case });
   const labSection = document.getElementById("lab");

@@ -11,8 +11,9 @@ const POLL_MS = 500;
 const words = (name) => name.replaceAll("_", " ");
 
 export class RetrainPanel {
-  constructor(section) {
+  constructor(section, history = null) {
     this.section = section;
+    this.history = history;
     this.url = section.dataset.url;
     this.button = section.querySelector("#retrain");
     this.cancelButton = section.querySelector("#retrain-cancel");
@@ -36,6 +37,7 @@ export class RetrainPanel {
       const body = requireData(response, await readJson(response));
       const report = response.status === 202 ? await this.follow(response.headers.get("Location"), body) : body;
       this.finish(report);
+      this.history?.load();
     } catch (error) {
       showStatus(this.status, `The retraining could not finish: ${error.message}`, true);
     } finally {

@@ -7,8 +7,8 @@ const POLL_MS = 500;
 const GIVE_UP_MS = 240000;
 
 export class VerifyPanel {
-  constructor({ button, status, output, url, openCase = () => null }) {
-    Object.assign(this, { button, status, output, url, openCase });
+  constructor({ button, status, output, url, openCase = () => null, history = null }) {
+    Object.assign(this, { button, status, output, url, openCase, history });
     button.addEventListener("click", () => this.run());
   }
 
@@ -38,6 +38,7 @@ export class VerifyPanel {
       this.setStatus(report.cached ? `Done in ${took} (the report of an identical earlier run, kept by the server).` : `Done in ${took}.`,
         report.status === "error");
       this.render(report);
+      this.history?.load();
     } catch (error) {
       clearInterval(timer);
       this.setStatus(`Verification could not finish: ${error.message}`, true);
@@ -164,3 +165,46 @@ function checksBlock(checks) {
       c.message ? el("div", { class: "detail" }, c.message) : null,
       el("div", { class: "detail" }, Object.entries(c.detail || {}).map(([k, v]) => `${k}: ${typeof v === "number" ? sig(v) : JSON.stringify(v)}`).join(" · "))))));
 }
+
+/** The model's verification history: each environment it was checked in, by whom, how far from the recording. */
+export class VerifyHistory {
+  constructor(section) {
+    this.url = section.dataset.url;
+    this.box = section.querySelector("#verify-history-table");
+  }
+
+  async load() {
+    try {
+      const response = await fetch(this.url, { headers: { Accept: "application/json" } });
+      this.render(requireData(response, await readJson(response)));
+    } catch (error) {
+      this.box.replaceChildren(el("p", { class: "fine" }, `The history could not load: ${error.message}`));
+    }
+  }
+
+  render(history) {
+    if (!history.environments.length) {
+      this.box.replaceChildren(el("p", { class: "fine" }, "Not verified yet on this revision: re-verify above, or run tensorviz verify --share."));
+      return;
+    }
+    const name = (env) => `${env.environment.cpu} (${env.environment.cpu_capability}), torch ${env.environment.torch}, Python ${env.environment.python}`;
+    const deviation = (env, kind) => (kind in env.largest_deviation ? sig(env.largest_deviation[kind], 3) : "—");
+    const caption = `The environments this model was checked in (${history.entries.length} reports kept, at most ${history.limit})`;
+    const rows = history.environments.map((env) => el("tr", {},
+      el("th", { scope: "row" }, name(env)),
+      el("td", {}, env.reported_by === "server" ? "this server" : "a reader"),
+      el("td", { class: "num" }, `${env.reports - env.failed} of ${env.reports}`),
+      el("td", { class: "num" }, deviation(env, "verification")),
+      el("td", { class: "num" }, deviation(env, "retraining")),
+      el("td", {}, env.last_at.slice(0, 16).replace("T", " "))));
+    const table = el("table", { class: "report-values", id: "history-environments" }, el("caption", {}, caption),
+      el("thead", {}, el("tr", {}, ...["Environment", "Checked by", "Passed", "Largest deviation", "Largest weight difference", "Last"]
+        .map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, ...rows));
+    const label = Object.fromEntries(history.environments.map((env) => [`${env.reported_by}:${env.id}`, `${name(env)} (${env.reported_by === "server" ? "this server" : "a reader"})`]));
+    const drift = history.drift.map((d) => el("li", {}, `${d.kind === "retraining" ? "Retrained weights" : "Replays"} of ${label[`${d.a_reported_by}:${d.a}`]} and ${label[`${d.b_reported_by}:${d.b}`]}: `,
+      d.identical ? "the same bytes" : d.at_most == null ? "differ" : `differ by at most ${sig(d.at_most, 3)}`));
+    this.box.replaceChildren(scrollBox(caption, table), ...(drift.length ? [el("ul", { class: "history-drift" }, ...drift)] : []));
+  }
+}
+

@@ -1,0 +1,59 @@
+"""Each model's verification history, kept in the shared state so that every process and machine adds to one:
+the server's own verifications and retrainings, and the reports readers' verifiers post (kept apart as a
+client's). Bounded: the last HISTORY_LIMIT entries of a model, for HISTORY_SECONDS after its last one."""
+
+import time
+
+from flask import current_app
+from pydantic import TypeAdapter, ValidationError
+
+from ..domain.catalog import Model
+from ..domain.history import environment_id, retraining_entry, summarized, verification_entry
+from ..domain.labs.fields import FieldError
+from ..domain.shapes import History, SharedEntry
+from .extensions import state
+from .jobs import rfc3339
+
+
+def _key(model: Model) -> str:
+    return f"history:{model.slug}"
+
+
+def record(model: Model, entry: dict) -> None:
+    """Keep one entry (history.verification_entry's or retraining_entry's) in the model's history."""
+    config = current_app.config
+    state.store.push(_key(model), entry | {"at": rfc3339(time.time())}, int(config["HISTORY_LIMIT"]),
+                     float(config["HISTORY_SECONDS"]))
+
+
+def verified(model: Model, report: dict) -> None:
+    """The server's verification report, kept where it compared (an error compared nothing)."""
+    if report["status"] in ("passed", "failed"):
+        record(model, verification_entry(report, "server"))
+
+
+def retrained(model: Model, report: dict) -> None:
+    """The server's retraining report, kept where it compared."""
+    if report["status"] in ("passed", "failed"):
+        record(model, retraining_entry(report, model.revision, "server"))
+
+
+def shared(model: Model, body) -> dict:
+    """A report a reader's verifier posts, checked (FieldError names what is wrong) and kept as a client's."""
+    try:
+        entry = TypeAdapter(SharedEntry).validate_python(body)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "body"
+        raise FieldError(f"{where}: {problem['msg']}") from None
+    if entry["values_failed"] > entry["values"]:
+        raise FieldError("values_failed: more than values")
+    kept = entry | {"reported_by": "client", "environment_id": environment_id(entry["environment"])}
+    record(model, kept)
+    return kept | {"at": rfc3339(time.time())}
+
+
+def answer(model: Model) -> History:
+    """The model's history: its environments, the drift between them on its current revision, its entries."""
+    return {"model": model.slug, "limit": int(current_app.config["HISTORY_LIMIT"]),
+            **summarized(state.store.items(_key(model)), model.revision)}

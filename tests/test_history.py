@@ -1,0 +1,101 @@
+"""Each model's verification history: the server's reports and those a reader's verifier shares, kept apart,
+bounded, named by their environment, with the drift between environments; and `flask verify --all`, a
+deployment's check of the whole catalog."""
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from app.domain.history import ENVIRONMENT_KEYS, summarized
+
+from .test_reader_verify import reader, serve  # noqa: F401 - serve is a fixture
+
+
+def test_the_servers_verifications_are_kept_bounded_and_name_their_environment(tree, tree_app):
+    tree.copy("mlp")
+    app = tree_app(HISTORY_LIMIT=3)
+    for _ in range(4):
+        assert app.test_cli_runner().invoke(args=["verify", "mlp"]).exit_code == 0
+    history = app.test_client().get("/api/models/mlp/verifications/history").get_json()
+    assert history["limit"] == 3 and len(history["entries"]) == 3
+    entry = history["entries"][0]
+    assert (entry["kind"], entry["reported_by"], entry["status"]) == ("verification", "server", "passed")
+    assert set(entry["environment"]) == set(ENVIRONMENT_KEYS) and entry["environment"]["cpu"]
+    assert entry["revision"] == json.loads((tree.manifests / "mlp" / "manifest.json").read_text())["revision"]
+    assert len(history["environments"]) == 1  # four replays on one machine: one environment
+    env = history["environments"][0]
+    assert (env["reports"], env["failed"], env["reported_by"]) == (3, 0, "server")
+    assert env["largest_deviation"]["verification"] == max(e["largest_deviation"] for e in history["entries"])
+    assert history["drift"] == []  # one environment: nothing to drift from
+
+
+def test_a_readers_shared_report_is_kept_apart_and_its_replay_matches_the_servers_bytes(serve):  # noqa: F811
+    base = serve()
+    assert reader(f"{base}/models/mlp", "--share").returncode == 0  # the reader's, first
+    start = urllib.request.Request(f"{base}/api/models/mlp/verifications", method="POST")
+    with urllib.request.urlopen(start) as started:  # then the server's
+        assert started.status in (200, 202)
+    for _ in range(200):
+        with urllib.request.urlopen(f"{base}/api/models/mlp/verifications/history") as answer:
+            history = json.loads(answer.read())
+        if {e["reported_by"] for e in history["entries"]} == {"client", "server"}:
+            break
+        time.sleep(0.1)
+    by = {env["reported_by"]: env for env in history["environments"]}
+    assert set(by) == {"client", "server"}  # the same machine, kept apart by who reported
+    assert by["client"]["id"] == by["server"]["id"]
+    [drift] = history["drift"]
+    assert drift["kind"] == "verification" and drift["identical"] and drift["at_most"] == 0.0
+
+
+def test_a_shared_report_is_checked_before_it_is_kept(client):
+    good = {"kind": "verification", "status": "passed", "revision": "abc", "values": 3, "values_failed": 0,
+            "largest_deviation": 0.0, "digest": None,
+            "environment": {"python": "3.12.1", "torch": "2.5.0", "numpy": "2.1.0", "os": "Darwin 24.1",
+                            "cpu": "Apple M3", "vector_extensions": ["asimd"], "cpu_capability": "DEFAULT",
+                            "torch_threads": 8, "device": "cpu"}}
+    kept = client.post("/api/models/mlp/verifications/history", json=good)
+    assert kept.status_code == 201 and kept.get_json()["reported_by"] == "client"
+    for bad, field in (({**good, "reported_by": "server"}, "reported_by"), ({**good, "values": -1}, "values"),
+                       ({**good, "values_failed": 4}, "values_failed"), ({**good, "status": "error"}, "status"),
+                       ({**good, "environment": {**good["environment"], "cpu": 3}}, "environment.cpu")):
+        refused = client.post("/api/models/mlp/verifications/history", json=bad)
+        assert refused.status_code == 400 and refused.get_json()["error"]["message"].startswith(f"{field}:"), bad
+    history = client.get("/api/models/mlp/verifications/history").get_json()
+    assert [e["environment"]["cpu"] for e in history["entries"]] == ["Apple M3"]
+    assert client.post("/api/models/mlp/verifications/history", json=good,
+                       headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+    assert client.post("/api/models/nope/verifications/history", json=good).status_code == 404
+
+
+def test_drift_is_none_for_the_same_bytes_and_bounded_by_both_deviations_otherwise():
+    def entry(reported_by, env_id, digest, deviation, revision="r"):
+        return {"kind": "verification", "reported_by": reported_by, "environment_id": env_id, "digest": digest,
+                "largest_deviation": deviation, "status": "passed", "revision": revision, "at": "t",
+                "environment": {}}
+
+    found = summarized([entry("server", "a", "x", 1e-7), entry("client", "b", "x", 1e-7),
+                        entry("client", "c", "y", 3e-6), entry("client", "d", "z", 1.0, revision="old")], "r")
+    drift = {(d["a"], d["b"]): (d["identical"], d["at_most"]) for d in found["drift"]}
+    assert drift == {("a", "b"): (True, 0.0), ("a", "c"): (False, pytest.approx(3.1e-6)),
+                     ("b", "c"): (False, pytest.approx(3.1e-6))}  # another revision's entry drifts from nothing
+    assert {e["id"]: e["largest_deviation"] for e in found["environments"]}["d"] == {}
+
+
+def test_verify_all_checks_the_whole_catalog_and_fails_naming_the_model_that_does_not_hold(tree, tree_app):
+    tree.copy("mlp")
+    tree.copy("gcn")
+    passed = tree_app().test_cli_runner().invoke(args=["verify", "--all"])
+    assert passed.exit_code == 0, passed.output
+    assert passed.output.splitlines()[-1] == "2 of 2 models passed"
+    manifest_file = tree.manifests / "gcn" / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest["experiment"]["cases"][0]["metrics"][0]["value"] += 1
+    manifest_file.write_text(json.dumps(manifest))
+    failed = tree_app().test_cli_runner().invoke(args=["verify", "--all"])
+    assert failed.exit_code == 1
+    assert "gcn: failed" in failed.output and failed.output.splitlines()[-1] == "1 of 2 models passed; not: gcn"
+    usage = tree_app().test_cli_runner().invoke(args=["verify"])
+    assert usage.exit_code == 2 and "give one SLUG, or --all" in usage.output
