@@ -328,7 +328,8 @@ def test_a_run_no_worker_takes_says_so_and_a_job_poll_in_an_outage_is_a_503(own_
 
 def test_a_retraining_on_a_compute_worker_is_heard_as_it_learns_and_can_be_cancelled(worker, broker):
     """The compute tier retrains as the local executor does: progress read from the task's state, the report
-    compared tensor by tensor; a cancel reaches the worker through the broker and stops its training."""
+    compared tensor by tensor; a cancel reaches the worker through the broker and stops its training; a training
+    past its time limit is stopped by the worker."""
     from .test_retraining import poll
 
     app = celery_app(broker.url)
@@ -351,3 +352,11 @@ def test_a_retraining_on_a_compute_worker_is_heard_as_it_learns_and_can_be_cance
         assert report["status"] == "cancelled" and 0 < len(report["curves"][0]["loss"]) < 50
     finally:
         parts(app).pool.shutdown()
+    limited = celery_app(broker.url, RETRAINING_TIMEOUT=1.5)  # the worker's own limit stops it
+    try:
+        client = limited.test_client()
+        report = poll(client, client.post("/api/models/mlp/retrainings").headers["Location"], seconds=60)[-1]["report"]
+        assert report["status"] == "error"
+        assert report["message"] == "the retraining ran past its 1.5 s limit and was stopped"
+    finally:
+        parts(limited).pool.shutdown()
