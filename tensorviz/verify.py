@@ -127,6 +127,8 @@ def verified(url: str, checkpoint: str | None, retraining: bool, folder: Path) -
     made)."""
     base, slug = target(url)
     manifest = json.loads(fetch(f"{base}/api/models/{slug}"))
+    if retraining and "train.py" not in manifest.get("files", {}):
+        raise Refused(f"{slug} is not trained by its recipe (its manifest records no train.py)")
     recorded_checkpoint = manifest.get("provenance", {}).get("checkpoint")
     if recorded_checkpoint and not checkpoint:
         raise Refused(f"{slug} reads a pretrained checkpoint the server does not serve: give its folder with "
@@ -144,8 +146,6 @@ def verified(url: str, checkpoint: str | None, retraining: bool, folder: Path) -
     report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"],
                "replay_sha256": hashlib.sha256(reply["result_json"].encode()).hexdigest()}
     if retraining:
-        if not (recipe / "train.py").exists():
-            raise Refused(f"{slug} is not trained by its recipe (its manifest records no train.py)")
         try:
             trained = retrain(RetrainCall(recipe, RETRAIN_SECONDS), lambda event: None, lambda: False)
             report["retraining"] = trained["report"] | {"environment": trained["environment"]}

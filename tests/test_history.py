@@ -65,6 +65,14 @@ def test_a_shared_report_is_checked_before_it_is_kept(client):
         assert refused.status_code == 400 and refused.get_json()["error"]["message"].startswith(f"{field}:"), bad
     history = client.get("/api/models/mlp/verifications/history").get_json()
     assert [e["environment"]["cpu"] for e in history["entries"]] == ["Apple M3"]
+    client.application.config["HISTORY_LIMIT"] = 2
+    for _ in range(3):  # readers' posts fill their own list: the server's entries stay
+        client.post("/api/models/mlp/verifications/history", json=good)
+    assert client.application.test_cli_runner().invoke(args=["verify", "mlp"]).exit_code == 0
+    for _ in range(3):
+        client.post("/api/models/mlp/verifications/history", json=good)
+    kept = [e["reported_by"] for e in client.get("/api/models/mlp/verifications/history").get_json()["entries"]]
+    assert kept == ["client", "client", "server"]  # newest first
     assert client.post("/api/models/mlp/verifications/history", json=good,
                        headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
     assert client.post("/api/models/nope/verifications/history", json=good).status_code == 404

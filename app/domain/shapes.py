@@ -585,7 +585,7 @@ class History(TypedDict):
 
     model: str
     revision: str
-    limit: int  # the most entries kept
+    limit: int  # the most entries kept of the server's, and of readers'
     environments: list[HistoryEnvironment]
     drift: list[Drift]
     entries: list[HistoryEntry]

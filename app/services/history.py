@@ -1,6 +1,7 @@
 """Each model's verification history, kept in the shared state so that every process and machine adds to one:
 the server's own verifications and retrainings, and the reports readers' verifiers post (kept apart as a
-client's). Bounded: the last HISTORY_LIMIT entries of a model, for HISTORY_SECONDS after its last one."""
+client's, in a list of their own, so that no number of posts pushes the server's out). Bounded: the last
+HISTORY_LIMIT entries of each list, for HISTORY_SECONDS after its last one."""
 
 import time
 
@@ -14,16 +15,18 @@ from ..domain.shapes import History, SharedEntry
 from .extensions import state
 from .jobs import rfc3339
 
+REPORTERS = ("server", "client")
 
-def _key(model: Model) -> str:
-    return f"history:{model.slug}"
+
+def _key(model: Model, reported_by: str) -> str:
+    return f"history:{model.slug}:{reported_by}"
 
 
 def record(model: Model, entry: dict) -> None:
-    """Keep one entry (history.verification_entry's or retraining_entry's) in the model's history."""
+    """Keep one entry (history.verification_entry's or retraining_entry's) in its reporter's list."""
     config = current_app.config
-    state.store.push(_key(model), entry | {"at": rfc3339(time.time())}, int(config["HISTORY_LIMIT"]),
-                     float(config["HISTORY_SECONDS"]))
+    state.store.push(_key(model, entry["reported_by"]), entry | {"at": rfc3339(time.time())},
+                     int(config["HISTORY_LIMIT"]), float(config["HISTORY_SECONDS"]))
 
 
 def verified(model: Model, report: dict) -> None:
@@ -55,5 +58,6 @@ def shared(model: Model, body) -> dict:
 
 def answer(model: Model) -> History:
     """The model's history: its environments, the drift between them on its current revision, its entries."""
+    entries = sorted((e for by in REPORTERS for e in state.store.items(_key(model, by))), key=lambda e: e["at"])
     return {"model": model.slug, "limit": int(current_app.config["HISTORY_LIMIT"]),
-            **summarized(state.store.items(_key(model)), model.revision)}
+            **summarized(entries, model.revision)}
