@@ -360,3 +360,35 @@ def test_a_retraining_on_a_compute_worker_is_heard_as_it_learns_and_can_be_cance
         assert report["message"] == "the retraining ran past its 1.5 s limit and was stopped"
     finally:
         parts(limited).pool.shutdown()
+
+
+def test_a_retraining_on_a_compute_worker_is_joined_paid_for_and_fails_by_the_changed_tensors_name(own_broker,
+                                                                                                   tmp_path):
+    """On the compute worker's own copy of the recipe, whose weight file has one tensor changed: a second request
+    joins the job, a third model's would pass the budget, and the report fails naming that tensor alone."""
+    from recipekit import weights
+
+    from .test_retraining import poll
+
+    tree = ModelTree(tmp_path)
+    _, folder = tree.copy("gcn")
+    tree.copy("mlp")
+    stored, metadata = weights.read(folder / "weights.safetensors")
+    changed = stored | {"conv1.linear.weight": stored["conv1.linear.weight"] - 0.25}
+    weights.write(folder / "weights.safetensors", changed, metadata)
+    settings = {"RECIPES_DIR": tree.recipes, "MANIFESTS_DIR": tree.manifests}
+    w = CeleryWorker(own_broker.url, "retrainer", **settings)
+    app = celery_app(own_broker.url, **{k: str(v) for k, v in settings.items()}, COMPUTE_BUDGET="30 per minute")
+    try:
+        client = app.test_client()
+        started = client.post("/api/models/gcn/retrainings")
+        assert started.status_code == 202
+        assert client.post("/api/models/gcn/retrainings").get_json()["id"] == started.get_json()["id"]
+        assert client.post("/api/models/mlp/retrainings").status_code == 429
+        report = poll(client, started.headers["Location"])[-1]["report"]
+        assert report["status"] == "failed"
+        assert [t["name"] for t in report["tensors"] if t["largest_difference"] > report["tolerance"]] == \
+            ["conv1.linear.weight"]
+    finally:
+        parts(app).pool.shutdown()
+        w.stop()
