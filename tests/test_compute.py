@@ -79,3 +79,19 @@ def test_a_result_is_written_once_and_read_back_as_it_was():
     assert encoded([1, 2])["keys"] is None
     with pytest.raises(TypeError):
         encoded({"t": object()})
+
+
+def test_both_executors_answer_the_one_declared_interface_with_its_signatures():
+    import inspect
+
+    from app.compute.executor import Executor
+    from app.services.celery_executor import CeleryExecutor
+
+    declared = {name: inspect.signature(member) for name, member in vars(Executor).items()
+                if callable(member) and not name.startswith("_")}
+    assert set(declared) == {"admit", "release", "run", "retrain", "prestart", "pids", "shutdown"}
+    for executor in (WorkerPool, CeleryExecutor):
+        assert issubclass(executor, Executor)
+        for name, signature in declared.items():
+            assert list(inspect.signature(getattr(executor, name)).parameters) == list(signature.parameters), \
+                (executor.__name__, name)

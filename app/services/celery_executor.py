@@ -1,7 +1,7 @@
 """Recipe runs sent to Celery workers (compute/tasks.py) instead of the recipe processes of this web process.
 
-The same interface as compute/pool.py's WorkerPool, so that runs.py (admit, run, release) and everything
-above it is the same whichever executor the app is configured with (EXECUTOR = "local" | "celery"). The
+An Executor (compute/executor.py), as compute/pool.py's WorkerPool is, so that runs.py (admit, run, release) and
+everything above it is the same whichever executor the app is configured with (EXECUTOR = "local" | "celery"). The
 web process sends tasks by name over the broker and waits for their reply; it never imports torch.
 
     admit()   PoolBusy (429) when RECIPE_QUEUE tasks already wait in the queue (counted on the broker in one

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from flask import Flask, abort, current_app
 
+from ..compute.executor import Executor
 from ..compute.pool import WorkerPool
 from ..domain.catalog import Catalog, LiveCatalog, Model
 from . import aside
@@ -43,7 +44,7 @@ class Models:
 class Workers:
     """Where the app it is bound to runs recipes (EXECUTOR): `local`, a pool of recipe processes inside each
     web process, or `celery`, the compute tier's Celery workers over a broker (services/celery_executor.py).
-    Both answer admit, release, run, prestart and shutdown alike."""
+    Both are an Executor (compute/executor.py)."""
 
     def init_app(self, app: Flask) -> None:
         config = app.config
@@ -71,7 +72,7 @@ class Workers:
             raise ValueError(f"EXECUTOR must be 'local' or 'celery', not {config['EXECUTOR']!r}")
 
     @property
-    def pool(self) -> WorkerPool:
+    def pool(self) -> Executor:
         return parts().pool
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask, current_app
 
 if TYPE_CHECKING:  # annotations only: the parts import this module to register themselves
-    from ..compute.pool import WorkerPool
+    from ..compute.executor import Executor
     from ..domain.catalog import LiveCatalog
     from .jobs import LocalJobs
     from .state import Store
@@ -25,7 +25,7 @@ class Parts:
     """The app's parts: its catalog, recipe workers, shared store, local jobs and the web tier's caches."""
 
     catalog: LiveCatalog | None = None  # the models, reloaded when their files change
-    pool: WorkerPool | None = None  # the recipe worker processes
+    pool: Executor | None = None  # where recipe runs go: the local recipe processes, or the Celery workers
     store: Store | None = None  # the state every process shares: jobs, cached answers, budgets
     jobs: LocalJobs | None = None  # the jobs this process runs (verifications, retrainings)
     assets: str = ""  # the static files' version, in their URLs

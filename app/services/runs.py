@@ -21,7 +21,8 @@ from importlib import metadata
 from flask import current_app
 
 from ..compute.errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
-from ..compute.pool import REPLY_FORMAT, RecipeCall, WorkerPool
+from ..compute.executor import Executor
+from ..compute.pool import REPLY_FORMAT, RecipeCall
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.labs.fields import FieldError
 from . import budget, checkpoints
@@ -70,7 +71,7 @@ def status_of(error: Exception) -> int:
 class Ticket:
     """A place in the pool for one run, released exactly once whichever thread ends the run."""
 
-    def __init__(self, pool: WorkerPool) -> None:
+    def __init__(self, pool: Executor) -> None:
         self._pool = pool
         self._held = True
         self._lock = threading.Lock()

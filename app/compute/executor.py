@@ -1,0 +1,36 @@
+"""The one interface recipe runs are sent through, whichever executor the app is configured with: the local pool of
+recipe processes (pool.py's WorkerPool) or the compute tier's Celery workers (services/celery_executor.py)."""
+
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from .pool import RecipeCall
+from .retraining import RetrainCall
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Where recipe runs go. A run is admitted first (PoolBusy, ComputeUnavailable) and its place released once
+    (services/runs.py's Ticket); run and retrain answer the reply or raise the RecipeError that says why not."""
+
+    def admit(self) -> None:
+        """Claim a place for one run, running or queued."""
+
+    def release(self) -> None:
+        """Give back a place admit() claimed."""
+
+    def run(self, call: RecipeCall) -> dict:
+        """Run the call (a replay, a lab entry, an intervention, a capture): the recipe process's reply."""
+
+    def retrain(self, call: RetrainCall, progressed: Callable[[dict], None], cancelled: Callable[[], bool]) -> dict:
+        """Train the recipe again (compute/retraining.py), telling `progressed` its curves as they grow and asking
+        `cancelled` meanwhile: the trainer's reply."""
+
+    def prestart(self, warmups: list[dict] | None = None) -> None:
+        """Start what runs recipes ahead of the first run, where this executor starts anything."""
+
+    def pids(self) -> list[int]:
+        """The recipe processes this executor holds in this process (none for a remote one)."""
+
+    def shutdown(self) -> None:
+        """Stop what this executor started."""
