@@ -54,10 +54,13 @@ def target(url: str) -> tuple[str, str]:
     return f"{parts.scheme}://{parts.netloc}{found['prefix']}", found["slug"]
 
 
-def fetch(url: str) -> bytes:
-    """The body at `url`; Refused with the server's own message where it answers an error."""
-    request = urllib.request.Request(url, headers={"Accept": "application/json, */*",
-                                                   "User-Agent": "tensorviz-verify"})
+def fetch(url: str, body: dict | None = None) -> bytes:
+    """The body at `url` (POSTing `body` as JSON where given); Refused with the server's own message where it
+    answers an error."""
+    headers = {"Accept": "application/json, */*", "User-Agent": "tensorviz-verify"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(), headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=FETCH_SECONDS) as answer:
             return answer.read()
@@ -227,15 +230,9 @@ def share(report: dict) -> dict:
     url = report["source"] + "/verifications/history"
     try:
         for entry in entries:
-            body = {k: v for k, v in entry.items() if k not in ("reported_by", "environment_id")}
-            request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
-                "Content-Type": "application/json", "Accept": "application/json", "User-Agent": "tensorviz-verify"})
-            with urllib.request.urlopen(request, timeout=FETCH_SECONDS):
-                pass
-    except urllib.error.HTTPError as exc:
-        return {"error": f"{url} answered {exc.code}"}
-    except (urllib.error.URLError, OSError) as exc:
-        return {"error": f"{url} cannot be reached: {getattr(exc, 'reason', exc)}"}
+            fetch(url, {k: v for k, v in entry.items() if k not in ("reported_by", "environment_id")})
+    except Refused as exc:
+        return {"error": str(exc)}
     return {"posted": len(entries), "to": url}
 
 

@@ -17,14 +17,13 @@ ENVIRONMENT_KEYS = ("python", "torch", "numpy", "os", "cpu", "vector_extensions"
                     "device")
 
 
-def environment_id(environment: dict) -> str:
-    """A short, stable name for an environment: the digest of what names it."""
-    named = {key: environment.get(key) for key in ENVIRONMENT_KEYS}
-    return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:12]
-
-
 def _named(environment: dict) -> dict:
     return {key: environment.get(key) for key in ENVIRONMENT_KEYS}
+
+
+def environment_id(environment: dict) -> str:
+    """A short, stable name for an environment: the digest of what names it."""
+    return hashlib.sha256(json.dumps(_named(environment), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def verification_entry(report: dict, reported_by: str) -> dict:

@@ -31,10 +31,10 @@ def spend(units: int = 1) -> None:
     of its period (a sliding window, in the shared store); 429 with Retry-After, the seconds until enough runs
     counted leave the window, once it is spent."""
     limit, window, said = parse(current_app.config["COMPUTE_BUDGET"])
-    if units > limit:
+    wait = state.store.admit(f"budget:{request.remote_addr}", limit, window, units)
+    if wait == math.inf:  # the store's answer for a cost over the whole budget
         raise TooManyRequests(f"this costs {units} runs of a compute budget of {limit} per {said}: it can never "
                               "start on this server")
-    wait = state.store.admit(f"budget:{request.remote_addr}", limit, window, units)
     if wait > 0:
         seconds = max(1, math.ceil(wait))
         cost = f" (this costs {units})" if units > 1 else ""

@@ -22,11 +22,14 @@ def _key(model: Model, reported_by: str) -> str:
     return f"history:{model.slug}:{reported_by}"
 
 
-def record(model: Model, entry: dict) -> None:
-    """Keep one entry (history.verification_entry's or retraining_entry's) in its reporter's list."""
+def record(model: Model, entry: dict) -> dict:
+    """Keep one entry (history.verification_entry's or retraining_entry's) in its reporter's list: the entry as
+    kept, with its time."""
     config = current_app.config
-    state.store.push(_key(model, entry["reported_by"]), entry | {"at": rfc3339(time.time())},
-                     int(config["HISTORY_LIMIT"]), float(config["HISTORY_SECONDS"]))
+    kept = entry | {"at": rfc3339(time.time())}
+    state.store.push(_key(model, entry["reported_by"]), kept, int(config["HISTORY_LIMIT"]),
+                     float(config["HISTORY_SECONDS"]))
+    return kept
 
 
 def verified(model: Model, report: dict) -> None:
@@ -51,9 +54,7 @@ def shared(model: Model, body) -> dict:
         raise FieldError(f"{where}: {problem['msg']}") from None
     if entry["values_failed"] > entry["values"]:
         raise FieldError("values_failed: more than values")
-    kept = entry | {"reported_by": "client", "environment_id": environment_id(entry["environment"])}
-    record(model, kept)
-    return kept | {"at": rfc3339(time.time())}
+    return record(model, entry | {"reported_by": "client", "environment_id": environment_id(entry["environment"])})
 
 
 def answer(model: Model) -> History:
