@@ -72,8 +72,11 @@ def test_bars_share_one_scale(watched):
 def test_tour_moves_the_highlight_and_centres_it(watched):
     page = watched("/models/bert")
     graph_ready(page)
+    expect(page.locator("#tour-position")).to_have_text("Step 1 of 5")  # the overview: nothing highlighted
+    expect(page.locator(".g-node.is-target")).to_have_count(0)
+    page.locator("[data-step-link]").click()  # the overview's link to the heart of the tour
     expect(page.locator(".g-node.is-target")).to_have_attribute("data-id", "encoder.attention.softmax")
-    expect(page.locator("#tour-position")).to_have_text("Step 2 of 4")
+    expect(page.locator("#tour-position")).to_have_text("Step 3 of 5")
     page.get_by_role("button", name="Next step").click()
     target = page.locator(".g-node.is-target")
     expect(target).to_have_attribute("data-id", "mlm_decoder")
@@ -87,7 +90,37 @@ def test_tour_moves_the_highlight_and_centres_it(watched):
     page.get_by_role("button", name="Previous step").click()
     page.get_by_role("button", name="Previous step").click()
     expect(page.locator(".g-node.is-target")).to_have_attribute("data-id", "word_embeddings")
+    page.get_by_role("button", name="Previous step").click()  # back to the overview: every module closed again
+    expect(page.locator(".g-node.is-target")).to_have_count(0)
+    expect(page.locator('#graph-stage .g-node[data-id="encoder"]')).to_have_count(1)
     expect(page.get_by_role("button", name="Previous step")).to_be_disabled()
+    assert "step=overview" in page.url
+
+
+def test_every_page_opens_on_the_overview_with_modules_closed_and_labels_readable(watched):
+    """The first view of a page: the tour's overview, no module open, every graph label at 11 px or more on a
+    phone and 8.5 px or more on a desktop."""
+    for slug, viewport, readable in (("bert", PHONE, 11), ("transformer", PHONE, 11), ("resnet", DESKTOP, 8.5)):
+        page = watched(f"/models/{slug}", viewport)
+        graph_ready(page)
+        expect(page.locator("#tour-position")).to_have_text(re.compile(r"^Step 1 of "))
+        expect(page.locator("#graph-stage .g-cluster")).to_have_count(0)  # no open module's frame
+        smallest = page.evaluate("""() => Math.min(...[...document.querySelectorAll('#graph-stage .g-node text')]
+            .filter((t) => { const r = t.getBoundingClientRect(); return r.height > 0 && r.bottom > 0; })
+            .map((t) => t.getBoundingClientRect().height))""")
+        assert smallest >= readable, (slug, smallest)
+
+
+def test_the_section_navigation_stays_in_reach_and_marks_the_section_read(watched):
+    page = watched("/models/lenet")
+    graph_ready(page)
+    nav = page.locator("#section-nav")
+    page.locator('#section-nav a[href="#lab"]').click()
+    expect(page.locator('#section-nav a[href="#lab"]')).to_have_attribute("aria-current", "true")
+    box = nav.bounding_box()
+    assert box["y"] == pytest.approx(0, abs=1)  # stuck to the top of the window, far down the page
+    heading = page.locator("#lab-title").bounding_box()
+    assert heading["y"] >= box["y"] + box["height"]  # the section's heading lands below it, not under it
 
 
 def test_shared_url_opens_the_same_view(watched):
@@ -116,7 +149,7 @@ def test_node_click_shows_op_params_and_source_lines(watched):
 
 
 def test_modules_collapse_and_expand(watched):
-    page = watched("/models/bert")
+    page = watched("/models/bert?step=bidirectional")
     graph_ready(page)
     page.locator('[data-module="encoder"]').click()
     expect(page.locator('.g-node[data-id="encoder"]')).to_have_count(1)
@@ -175,7 +208,7 @@ def test_reverification_shows_progress_then_a_passing_report(watched):
 
 
 def test_charts_download_as_svg_and_numbers_as_csv(watched, tmp_path):
-    page = watched("/models/bert?case=mask-b")
+    page = watched("/models/bert?case=mask-b&step=bidirectional")
     graph_ready(page)
     with page.expect_download() as info:
         page.locator(".heatmap-figure [data-export-svg]").click()
@@ -212,7 +245,7 @@ def test_readable_without_javascript(watched):
     # No blank column where the script would draw the heatmap: the value table starts at the figure's left edge.
     figure = page.locator("#case-panel .heatmap-figure").first
     assert figure.locator("table").bounding_box()["x"] - figure.bounding_box()["x"] < 2
-    expect(page.locator(".tour-step")).to_have_count(4)
+    expect(page.locator(".tour-step")).to_have_count(5)  # the overview and the recipe's 4
     for step in page.locator(".tour-step").all():
         expect(step).to_be_visible()
     expect(page.locator(".snapshot img")).to_be_visible()
@@ -391,7 +424,7 @@ def test_the_lab_waits_and_retries_when_the_server_is_busy(browser):
 
 
 def test_gpt_page_lab_generates_and_traces(watched):
-    page = watched("/models/gpt")
+    page = watched("/models/gpt?step=causal")
     graph_ready(page)
     expect(page.locator("#record-check")).to_contain_text("reproduces the recorded case", timeout=120_000)
     expect(page.locator("#live-loss")).to_have_text("10.32")
@@ -462,6 +495,7 @@ def test_heatmaps_are_labelled_with_tokens_and_a_phone_reads_every_column(watche
     expect(cell).to_have_text(re.compile(r"^row 4 \(=, id 10\), column 0 \(3, id 3\): "))
     live = page.locator(".lab-heatmap svg").first
     expect(live.locator("text").filter(has_text=re.compile("^=$"))).to_have_count(2)
+    page.locator("#case-panel .more-figures > summary").click()  # the figures past the first two, folded
     vocabulary = heatmaps.last
     if viewport is PHONE:
         assert small_text(page) == []
@@ -685,6 +719,10 @@ CHART_TEXT = """() => {
 def test_feature_maps_are_small_multiples_their_values_a_click_away_and_no_chart_text_is_cut(watched):
     page = watched("/models/lenet?case=three")
     lab_ready(page)
+    # The first two figures shown (the drawing, stage 1's maps), the rest folded.
+    expect(page.locator("#case-panel .multiples-figure").nth(0)).to_be_visible()
+    expect(page.locator("#case-panel .multiples-figure").nth(1)).to_be_hidden()
+    page.locator("#case-panel .more-figures > summary").click()
     stage = page.locator("#case-panel .multiples-figure").nth(3)
     expect(stage.locator(".feature-map svg")).to_have_count(16)
     # The page was 25,000 px tall on a desktop and 41,000 px on a phone, its lab 21,000 px down.
@@ -901,7 +939,7 @@ def test_the_lab_starts_from_the_case_the_page_names(watched, path, label):
 
 
 def test_a_real_mouse_click_on_a_group_title_collapses_it(watched):
-    page = watched("/models/gpt")
+    page = watched("/models/gpt?step=causal")
     graph_ready(page)
     expect(page.locator('.g-cluster[data-id="h.0"]')).to_have_count(1)
     page.get_by_role("button", name="Fit").click()  # the tour's first step is lower down: bring the title in
@@ -1236,6 +1274,7 @@ def axe_violations(page) -> list[str]:
 
 
 def open_node_source(page, node: str) -> None:
+    page.locator('[data-open-all="true"]').click()  # the page opens at block level; the node may be inside a module
     page.locator(f'#graph-stage .g-node[data-id="{node}"]').focus()  # wherever the view is: by keyboard
     page.keyboard.press("Enter")
     expect(page.locator("#node-details pre.source").first).to_be_visible()
@@ -1437,7 +1476,7 @@ def test_the_gpt2_datalab_traces_generates_and_patches_with_the_keyboard(browser
 
 
 def test_focus_stays_on_the_control_after_each_action(watched):
-    page = watched("/models/bert")
+    page = watched("/models/bert?step=bidirectional")
     graph_ready(page)
     lab_ready(page)
     toggle = page.locator('#module-toggles button[data-module="encoder"]')
@@ -1475,7 +1514,7 @@ def test_focus_stays_on_the_control_after_each_action(watched):
 
 
 def test_a_node_tapped_at_375px_shows_its_details_in_view(watched):
-    page = watched("/models/bert", PHONE, has_touch=True, is_mobile=True, reduced_motion="reduce")
+    page = watched("/models/bert?step=bidirectional", PHONE, has_touch=True, is_mobile=True, reduced_motion="reduce")
     graph_ready(page)
     page.locator('#graph-stage .g-node[data-id="encoder.attention.softmax"]').tap()
     details = page.locator("#node-details")
@@ -1508,7 +1547,7 @@ def test_the_trace_follows_an_edit_and_unscoring_everything_clears_the_results(w
 
 
 def test_the_graph_is_one_tab_stop_and_arrow_keys_walk_it_in_view(watched):
-    page = watched("/models/gpt")
+    page = watched("/models/gpt?step=causal")
     graph_ready(page)
     expect(page.locator('#graph-stage .g-node[tabindex="0"]')).to_have_count(1)
     page.locator("[data-export-graph]").focus()
@@ -1577,7 +1616,8 @@ def test_fit_shows_every_node(watched, path, viewport):
     page = watched(path, viewport)
     graph_ready(page)
     if path.endswith("bert-base"):
-        page.locator('#module-toggles button[data-module="layers.0"]').click()  # a tall graph: one layer open
+        page.locator('#module-toggles button[data-module="layers"]').click()  # a tall graph: one layer open
+        page.locator('#module-toggles button[data-module="layers.0"]').click()
     page.get_by_role("button", name="Fit").click()
     settled(page)
     count, outside = in_stage(page)
@@ -1641,7 +1681,7 @@ def test_every_module_can_be_open_at_once_each_holding_its_contents_with_no_two_
 
 
 def test_module_toggles_are_pressed_when_open(watched):
-    page = watched("/models/gpt")
+    page = watched("/models/gpt?step=causal")
     graph_ready(page)
     expect(page.locator('#graph-stage .g-node[data-id="h.1"]')).to_contain_text("Block")  # closed: its class
     toggle = page.locator('#module-toggles button[data-module="h.1"]')
@@ -1686,10 +1726,13 @@ def test_a_large_open_graph_draws_what_is_near_the_view_and_the_keyboard_walks_a
 def test_a_tour_step_opens_what_it_talks_about(watched):
     page = watched("/models/bert-base")
     graph_ready(page)
-    expect(page.locator('#graph-stage .g-node[data-id="layers.0"]')).to_have_count(1)  # closed at the start
+    expect(page.locator('#graph-stage .g-node[data-id="layers"]')).to_have_count(1)  # closed at the start
+    page.locator('[data-tour="next"]').click()  # "embed": embeddings
     page.locator('[data-tour="next"]').click()  # "attend": layers.0.attention, inside the closed layers.0
     expect(page.locator("#graph-stage .g-node.is-target")).to_have_attribute("data-id", "layers.0.attention")
-    expect(page.locator('#module-toggles button[data-module="layers.0"]')).to_have_attribute("aria-pressed", "true")
+    for module in ("layers", "layers.0"):
+        toggle = page.locator(f'#module-toggles button[data-module="{module}"]')
+        expect(toggle).to_have_attribute("aria-pressed", "true")
     page.locator('[data-tour="next"]').click()  # "ffn": layers.0.up
     expect(page.locator("#graph-stage .g-node.is-target")).to_have_attribute("data-id", "layers.0.up")
 
@@ -1705,7 +1748,7 @@ def test_an_input_node_says_what_the_recording_ran_with(watched):
 
 
 def test_a_drag_from_a_node_pans_and_a_click_still_selects(watched):
-    page = watched("/models/bert")
+    page = watched("/models/bert?step=bidirectional")
     graph_ready(page)
     settled(page)
     viewport = page.locator("#graph-stage .viewport")
@@ -1751,7 +1794,7 @@ def test_a_swipe_over_the_graph_pans_it_and_the_page_still_scrolls_past_it(brows
 
 
 def test_graph_nodes_name_the_op_that_ran(watched):
-    page = watched("/models/bert")
+    page = watched("/models/bert?step=bidirectional")
     graph_ready(page)
     expect(page.locator("#graph-stage")).not_to_contain_text("Python")
     node = page.locator('#graph-stage .g-node[data-id="python@encoder.attention#0"]')
@@ -1806,7 +1849,7 @@ def effects(page) -> dict[str, float]:
 def test_what_if_a_module_is_zeroed_or_scaled_chosen_from_the_graph_by_keyboard(watched):
     """Select a node, choose a change, run: the graph shades what moved, the items show before and after, the
     changes stack and come off one by one, and the URL holds them."""
-    page = watched("/models/gpt")
+    page = watched("/models/gpt?step=causal")
     graph_ready(page)
     panel = page.locator("#whatif")
     page.locator('#graph-stage .g-node[data-id="add@GPT#0"]').focus()
@@ -1823,9 +1866,10 @@ def test_what_if_a_module_is_zeroed_or_scaled_chosen_from_the_graph_by_keyboard(
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
     shades = effects(page)
     assert shades["h.0.mlp"] == 1 and shades["lm_head"] > 0 and shades["wte"] == 0
-    expect(panel.locator('#whatif-results tr[data-item="next_token_probs"]')).to_be_visible()
-    expect(panel.locator(".whatif-bars figcaption").filter(has_text="Token IDs")).to_have_count(0)  # an input
-    expect(panel.locator(".whatif-bars figcaption").filter(has_text="Next-token loss")).to_have_count(1)
+    expect(page.locator('#whatif-results tr[data-item="next_token_probs"]')).to_be_visible()
+    bars = page.locator("#whatif-results .whatif-bars figcaption")
+    expect(bars.filter(has_text="Token IDs")).to_have_count(0)  # an input
+    expect(bars.filter(has_text="Next-token loss")).to_have_count(1)
     assert "whatif=" in page.url and "h.0.mlp" in unquote(page.url)
     page.locator('#graph-stage .g-node[data-id="ln_f"]').focus()
     page.keyboard.press("Enter")
@@ -1848,7 +1892,7 @@ def test_what_if_offers_only_the_changes_that_run_on_the_case_shown(watched):
     """The panel asks the server what each node can do on the case shown: a node the run never calls offers
     nothing and says why, an action a node cannot take is disabled with its reason, a patch comes from another case
     that runs the node alike, an open module is selected by its box, and one button adds a change and runs."""
-    page = watched("/models/gpt")
+    page = watched("/models/gpt?step=causal")
     graph_ready(page)
     panel = page.locator("#whatif")
     expect(panel.locator("#whatif-run")).to_have_count(0)
@@ -1905,18 +1949,24 @@ def test_what_if_tells_the_outcome_first_and_folds_what_did_not_move(watched):
     expect(unchanged.locator('tr[data-item="cls_to_itself"]')).to_be_visible()
     expect(results.locator(".whatif-bars figcaption")).to_have_text(
         ["Logits (digits 0-9): before and after", "Class probabilities (digits 0-9): before and after"])
+    # The answer has the page's width below the graph, not the side column's, and no table in it is clipped.
+    side, wide = (page.locator(s).bounding_box()["width"] for s in ("#whatif", "#whatif-results"))
+    assert wide > 2 * side
+    clipped = results.locator(".table-wrap").evaluate_all(
+        "boxes => boxes.filter((b) => b.scrollWidth > b.clientWidth + 1).length")
+    assert clipped == 0
 
 
 def test_a_what_if_link_shows_the_same_changes_on_a_phone(watched):
     changes = '[{"node":"h.1.attn","action":"zero","head":1},{"node":"h.0.mlp","action":"patch","from_case":"pi"}]'
-    page = watched(f"/models/gpt?case=repeats&whatif={quote(changes)}", PHONE)
+    page = watched(f"/models/gpt?case=repeats&step=causal&whatif={quote(changes)}", PHONE)
     graph_ready(page)
     panel = page.locator("#whatif")
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
     expect(panel.locator("#whatif-list li")).to_have_text([re.compile("zero h.1.attn head 1"),
                                                             re.compile("patch h.0.mlp from “pi”")])
     assert effects(page)["h.1"] > 0  # h.1 is closed: its box stands for h.1.attn and shades by its output
-    expect(panel.locator("#whatif-results caption").first).to_contain_text("“repeats”: what the changes moved")
+    expect(page.locator("#whatif-results caption").first).to_contain_text("“repeats”: what the changes moved")
     assert small_text(page) == []
 
 
@@ -1937,7 +1987,7 @@ def test_what_training_changed_steps_through_the_stages_and_a_link_keeps_the_vie
     stages = json.load(urllib.request.urlopen(request))["stages"]
     # The outcome first: the case's numbers that training changed, initialisation against the trained weights;
     # nothing the same at every stage (an input's token ids) drawn as bars.
-    expect(panel.locator(".training-outcome")).to_have_text(re.compile(
+    expect(page.locator("#training-results .training-outcome")).to_have_text(re.compile(
         rf"^What training changed, {re.escape(stages[0]['label'].lower())} → as trained: .+ → .+\.$"))
     for bars in panel.locator(".training-bars").all():
         key = bars.get_attribute("data-item")
@@ -1945,14 +1995,14 @@ def test_what_training_changed_steps_through_the_stages_and_a_link_keeps_the_vie
     shades = effects(page)
     assert shades and all(shades[node] == pytest.approx(stages[-1]["weights"][node], rel=1e-2) for node in shades)
     start = stages[0]["id"]
-    first = panel.locator(f'input[name="training-stage"][value="{start}"]')
+    first = page.locator(f'#training-results input[name="training-stage"][value="{start}"]')
     first.focus()
     page.keyboard.press("Space")
     expect(first).to_be_checked()
-    expect(panel.locator("#training-results caption").nth(1)).to_contain_text(stages[0]["label"])
+    expect(page.locator("#training-results caption").nth(1)).to_contain_text(stages[0]["label"])
     assert set(effects(page).values()) == {0.0}
     panel.get_by_label("output on this case moved").check()
-    expect(panel.locator("#training-results tbody tr").first).to_have_attribute("data-stage", start)
+    expect(page.locator("#training-results tbody tr").first).to_have_attribute("data-stage", start)
     assert f"training={start}" in page.url and "moved=activations" in page.url
     phone = watched(page.url.removeprefix(live_server), PHONE)
     graph_ready(phone)
@@ -1965,7 +2015,7 @@ def test_what_training_changed_steps_through_the_stages_and_a_link_keeps_the_vie
 def test_what_if_runs_on_the_drawing_in_the_lab_and_a_link_keeps_it(watched):
     """The image lab: the changes run on the lab's input (the drawing the lab last read), the digit's
     probabilities before and after side by side; the choice and the drawing live in the URL."""
-    page = watched("/models/lenet")
+    page = watched("/models/lenet?step=convolve")
     graph_ready(page)
     lab_ready(page)
     grid_cell(page, 3, 3).focus()
@@ -1978,17 +2028,17 @@ def test_what_if_runs_on_the_drawing_in_the_lab_and_a_link_keeps_it(watched):
     panel.locator("#whatif-action").select_option("zero")
     panel.locator("#whatif-add").click()
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
-    expect(panel.locator("#whatif-results caption").first).to_contain_text("Your lab input: what the changes moved")
-    expect(panel.locator('#whatif-results tr[data-item="confidence"]')).to_be_visible()
-    expect(panel.locator(".whatif-bars figcaption").filter(has_text="probabilit")).to_have_count(1)
+    expect(page.locator("#whatif-results caption").first).to_contain_text("Your lab input: what the changes moved")
+    expect(page.locator('#whatif-results tr[data-item="confidence"]')).to_be_visible()
+    expect(page.locator("#whatif-results .whatif-bars figcaption").filter(has_text="probabilit")).to_have_count(1)
     shades = effects(page)
-    assert shades["fc1"] == 1 and shades["fc2"] > 0 and shades["stage1.conv"] == 0  # stage1 opens with the page
+    assert shades["fc1"] == 1 and shades["fc2"] > 0 and shades["stage1.conv"] == 0  # stage1 opens with the step
     assert "whatif_on=lab" in page.url and "drawing=" in page.url
     page.goto(page.url)
     graph_ready(page)
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
     expect(panel.get_by_label("your input in the lab")).to_be_checked()
-    expect(panel.locator("#whatif-results caption").first).to_contain_text("Your lab input: what the changes moved")
+    expect(page.locator("#whatif-results caption").first).to_contain_text("Your lab input: what the changes moved")
     assert effects(page)["fc1"] == 1
 
 
@@ -2007,22 +2057,22 @@ def test_what_if_on_a_datalab_trace_shows_the_logit_lens_before_and_after(datala
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
     layers = page.evaluate("document.querySelectorAll('.datalab-stage').length")  # the trace's stages
     assert layers > 0
-    lens = panel.locator("#whatif-results .trace-table tbody tr")
+    lens = page.locator("#whatif-results .trace-table tbody tr")
     expect(lens.first.locator("th")).to_have_text("embeddings")
-    expect(panel.locator(".whatif-prediction")).to_contain_text("Prediction:")
-    expect(panel.locator("#whatif-results figcaption")).to_have_text(["Top words before the changes",
+    expect(page.locator("#whatif-results .whatif-prediction")).to_contain_text("Prediction:")
+    expect(page.locator("#whatif-results figcaption")).to_have_text(["Top words before the changes",
                                                                       "Top words after the changes"])
     assert effects(page)["embeddings"] == 1
     assert "whatif=" in page.url and "text=" in page.url
     page.goto(page.url)  # the lab traces the linked sentence again, and the changes run on it
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=120_000)
-    expect(panel.locator(".whatif-prediction")).to_contain_text("Prediction:")
+    expect(page.locator("#whatif-results .whatif-prediction")).to_contain_text("Prediction:")
 
 
 def test_the_open_modules_and_the_selected_node_live_in_the_url(watched):
     """A link reproduces the graph's view: the modules open and the node whose details (and What if? module)
     are shown."""
-    page = watched("/models/gpt")
+    page = watched("/models/gpt?step=causal")
     graph_ready(page)
     page.locator('#module-toggles [data-module="h.1"]').click()
     expect(page.locator('#module-toggles [data-module="h.1"]')).to_have_attribute("aria-pressed", "true")

@@ -413,7 +413,7 @@ def test_the_stored_recording_is_the_packaged_checkpoints_and_is_current(package
     layers = {layer["id"]: layer for layer in manifest["layers"]}
     assert [f"layers.{i}" for i in range(6)] == [i for i, layer in layers.items() if layer["parent"] == "layers"]
     assert "head" in layers and "head.transform" not in layers  # sentence pooling: no MLM head
-    page = packaged_app.test_client().get("/models/bert-base").get_data(as_text=True)
+    page = packaged_app.test_client().get("/models/bert-base?step=embed").get_data(as_text=True)  # a step: the focus
     assert 'data-graph-open="[&#34;layers&#34;]"' in page
     preview = (PROJECT_ROOT / "manifests" / "bert-base" / "preview.svg").read_text()
     titles = re.findall(r"<title>([^<]*)</title>", preview)

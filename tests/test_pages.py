@@ -53,11 +53,26 @@ def test_catalog_is_a_timeline_whose_cards_say_whether_the_weights_learned_anyth
         section = page.split(f">{category}</h2>")[1].split("</section>")[0]
         years = [int(y) for y in re.findall(r'class="card-eyebrow">[^<]* · (\d{4})</span>', section)]
         assert years == sorted(years) and len(years) == sum(m.manifest["category"] == category for m in listed)
-    cards = {slug: page.split(f'href="/models/{slug}"')[1].split("</li>")[0] for slug in ("lenet", "bert", "bert-base")}
+    cards = {slug: page.split(f'class="card-link" href="/models/{slug}"')[1].split("</li>")[0]
+             for slug in ("lenet", "bert", "bert-base")}
     assert 'data-weights="trained"' in cards["lenet"] and "scikit-learn&#39;s 8x8 handwritten digits" in cards["lenet"]
     assert 'data-weights="random"' in cards["bert"] and "Random weights" in cards["bert"]
     assert 'data-weights="pretrained"' in cards["bert-base"] and "trained" not in cards["bert-base"].lower().replace(
         "pretrained", "")
+
+
+def test_catalog_opens_with_a_path_through_the_milestones_and_the_tags_folded(client):
+    page = text(client.get("/"))
+    path = re.search(r'<ol class="path-steps">(.*?)</ol>', page, re.S).group(1)
+    slugs = re.findall(r'href="/models/([a-z0-9-]+)"', path)
+    assert sorted(slugs) == sorted(CATALOG_SLUGS)  # every model once
+    years = [int(y) for y in re.findall(r'class="path-year">(\d+)<', path)]
+    assert years == sorted(years)  # in the order the milestones came
+    order = [page.index(part) for part in ('class="milestone-path"', '<details class="tag-filter">', 'class="cards"')]
+    assert order == sorted(order)
+    assert re.search(r'<summary>Filter by tag \(\d+ tags\)</summary>', page)
+    chosen = text(client.get("/?tag=NSP"))
+    assert '<details class="tag-filter" open>' in chosen and "<summary>Filter by tag: NSP</summary>" in chosen
 
 
 def test_catalog_filters_by_tag(client):
@@ -77,19 +92,48 @@ def test_catalog_shows_unavailable_models_with_why(tree):
 def test_model_page_header_and_snapshot(client):
     page = text(client.get("/models/bert"))
     assert "Language milestones" in page and "<h1>Learn from both sides of a masked token</h1>" in page
-    assert "Curated by TensorViz · BERT pretraining · 4-step tour" in page
+    assert "Curated by TensorViz · BERT pretraining · 5-step tour" in page  # the overview and the recipe's 4
     assert "Architecture snapshot · No Python required" in page
     assert 'href="/models/bert/0c48027dcf5a807d/graph.tensorviz.json" download>Download graph ↓' in page
     assert 'data-graph-url="/models/bert/graph.json"' in page
-    # Modules nested in one chain: all open, the deepest first (graphlayout.open_path, the one rule).
-    assert 'data-graph-open="[&#34;encoder.attention&#34;, &#34;encoder&#34;]"' in page
+    assert 'data-graph-open="[]"' in page  # the overview: the model at block level, every module closed
+    # A step's link opens the modules nested in one chain: all, the deepest first (graphlayout.open_path).
+    stepped = text(client.get("/models/bert?step=masked"))
+    assert 'data-graph-open="[&#34;encoder.attention&#34;, &#34;encoder&#34;]"' in stepped
 
 
-def test_tour_opens_at_the_opening_step_and_follows_the_url(client):
+def test_every_page_opens_with_what_it_holds_and_a_section_navigation(client):
+    """Two lines say what the page shows and what a reader can try; the navigation names only the sections the
+    page has, each a link to its anchor."""
+    for slug, expected in (("lenet", ["architecture", "example", "lab", "whatif", "verification", "retraining",
+                                      "about"]),
+                           ("bert", ["architecture", "example", "lab", "whatif", "verification", "about"])):
+        page = text(client.get(f"/models/{slug}"))
+        nav = re.search(r'<nav class="section-nav".*?</nav>', page, re.S).group(0)
+        anchors = re.findall(r'href="#([a-z-]+)"', nav)
+        assert anchors == expected
+        assert all(f'id="{a}"' in page for a in anchors)
+        assert "What you will see:" in page and "What you can try:" in page
+    lenet = text(client.get("/models/lenet"))
+    assert "5 recorded cases with every number they hold" in lenet
+    assert '<a href="#retraining">retraining</a>' in lenet
+
+
+def test_the_tour_opens_on_an_overview_of_the_top_level_parts(client):
+    page = text(client.get("/models/lenet"))
+    assert re.search(r'class="tour-step is-current" id="step-overview"', page)
+    assert "The whole LeNet at a glance" in page
+    assert "the numbers pass through stage1, stage2, fc1, act, fc2." in page  # flatten@LeNet#0 has no name
+    assert "The 2 boxes marked ▸ are modules drawn closed" in page
+    assert 'data-step-link="convolve"' in page  # the recipe's openingStep, the heart of the tour
+
+
+def test_tour_opens_on_the_overview_and_follows_the_url(client):
     page = text(client.get("/models/bert"))
-    assert re.search(r'class="tour-step is-current" id="step-bidirectional"', page)
-    assert page.count('data-step-id="') == 4
+    assert re.search(r'class="tour-step is-current" id="step-overview"', page)
+    assert page.count('data-step-id="') == 5
     assert "model.py line 19" in page  # the softmax the opening step targets
+    assert ">step 3, " in page and 'data-step-link="bidirectional"' in page
     page = text(client.get("/models/bert?step=masked"))
     assert re.search(r'class="tour-step is-current" id="step-masked"', page)
 
@@ -210,7 +254,7 @@ def test_prerender_fills_the_page_memo_that_requests_then_use(app):
     assert {key[0] for key in memo["pages"]} == set(CATALOG_SLUGS)
     before = dict(memo["pages"])
     app.test_client().get("/models/gpt")
-    key = ("gpt", "pi", "causal", "None")  # slug, the case and the step shown, the checkpoint's state (none)
+    key = ("gpt", "pi", "overview", "None")  # slug, the case and the step shown, the checkpoint's state (none)
     assert memo["pages"][key] is before[key]  # served, not rendered again
 
 

@@ -22,6 +22,7 @@ from .labs.fields import TYPES as FIELD_TYPES
 from .labs.fields import DeclarationError
 from .recipes import METADATA_FILE, RecipeMetadataError, read_metadata
 from .schema import CASE_ID, FILE_NAME, plain
+from .tour import OVERVIEW
 
 
 def whole(pattern: re.Pattern) -> str:
@@ -274,7 +275,7 @@ class Declaration(Declared):
     attribution: Text = Field(description="Whose work it builds on")
     license: Text = Field(description="The terms of its code, weights and data")
     limitations: Text = Field(description="What the recipe leaves out")
-    openingStep: Id | None = Field(None, description="The tour's first step (else the first)")
+    openingStep: Id | None = Field(None, description="The tour's heart, which its overview points to")
     weights: Weights = Field(description="What the recorded weights are: state, on")
     milestone: Milestone = Field(description="name, year, kind, fidelity, papers")
     steps: Annotated[list[Step], Field(min_length=1, max_length=100)] = Field(
@@ -294,6 +295,8 @@ class Declaration(Declared):
         repeated = sorted({s for s in steps if steps.count(s) > 1})
         if repeated:
             raise ValueError(f"steps: the id {repeated[0]!r} is declared twice")
+        if OVERVIEW in steps:
+            raise ValueError(f"steps: the id {OVERVIEW!r} is the page's own first step, the overview")
         if self.openingStep is not None and self.openingStep not in steps:
             raise ValueError(f"openingStep: {self.openingStep!r} is not the id of a step")
         return self

@@ -12,6 +12,7 @@ import numpy as np
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request, url_for
 from markupsafe import Markup, escape
 
+from ..domain import tour
 from ..domain.catalog import GRAPH_FILE, Model, file_listing
 from ..domain.graphlayout import default_focus, open_path
 from ..domain.interventions import ACTIONS, changeable
@@ -114,7 +115,9 @@ def index():
     by_category = groupby(shown, key=lambda m: m.manifest["category"])
     groups = [(category, list(items)) for category, items in by_category]
     found = {m.slug: checkpoints.status(m.checkpoint) for m in shown if m.checkpoint}
-    return render_template("index.html", groups=groups, tags=all_tags, tag=tag, checkpoints=found,
+    # A path through the milestones in the order they came: each answers a question an earlier one left open.
+    path = sorted(listed, key=lambda m: (m.manifest["milestone"]["year"], m.manifest["milestone"]["name"]))
+    return render_template("index.html", groups=groups, tags=all_tags, tag=tag, checkpoints=found, path=path,
                            unknown_tag=bool(tag) and tag not in all_tags,
                            unavailable=list(models.catalog.unavailable.values()))
 
@@ -184,11 +187,11 @@ def with_notices(page: Response, notices: list[str]) -> Response:
 def shown(model: Model, case_id: str | None, step_id: str | None) -> tuple[dict | None, dict, list[str]]:
     """The case and the tour step a page shows for what was asked, and a notice for each that it could not."""
     m = model.manifest
-    cases, steps = m["experiment"]["cases"], m["steps"]
+    cases = m["experiment"]["cases"]
     case = model.case(case_id) if case_id is not None else None
     case = case or (cases[0] if cases else None)  # a recording made without its checkpoint has no case
-    opening = next((s for s in steps if s["id"] == m.get("openingStep")), steps[0])
-    step = next((s for s in steps if s["id"] == step_id), opening)
+    steps = tour.steps(m)
+    step = next((s for s in steps if s["id"] == step_id), steps[0])  # a page opens on the overview
     notices = []
     if case_id is not None and (case is None or case["id"] != case_id):
         instead = f"showing “{case['label']}”" if case else "this recording holds none"
@@ -215,6 +218,20 @@ def prerender(app) -> None:
 MAX_SIDE = 64  # rows and columns a heatmap and its table show; a larger matrix is drawn as block means
 
 
+SHOWN_CHARTS = 2  # a case's vectors drawn as charts before the rest are folded; rows of chips (token ids) always show
+
+
+def split_vectors(vectors: list[dict]) -> tuple[list[dict], list[dict]]:
+    """A case's vectors as its page shows them at first, and those folded under "more figures": every row of chips,
+    and the first SHOWN_CHARTS charts (bars, curves); the order kept."""
+    shown, folded, charts = [], [], 0
+    for vector in vectors:
+        chart = not all_integers(vector["values"])
+        (folded if chart and charts >= SHOWN_CHARTS else shown).append(vector)
+        charts += chart
+    return shown, folded
+
+
 def drawn(case: dict | None) -> dict | None:
     """The case as its page draws it: a matrix with more than MAX_SIDE rows or columns as the means of equal
     blocks, with its true size, range and the blocks' index ranges (`summary`), so that a recording of any
@@ -237,7 +254,8 @@ def drawn(case: dict | None) -> dict | None:
         matrices.append(matrix | {"values": means.tolist(), "summary": {
             "rows": rows, "cols": cols, "block": block, "min": float(values.min()), "max": float(values.max()),
             "row_spans": spans[0], "col_spans": spans[1]}})
-    return case | {"matrices": matrices}
+    shown, folded = split_vectors(case.get("vectors", []))
+    return case | {"matrices": matrices, "shown_vectors": shown, "folded_vectors": folded}
 
 
 def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: dict | None = None) -> str:
@@ -256,8 +274,10 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
                                     "server reads; `flask --app wsgi record %s` records them with these", model.slug,
                                     model.slug)
     return render_template(
-        "model.html", model=model, m=m, case=drawn(case), step=step, layers=layers, graph_file=GRAPH_FILE,
-        graph_open=open_path(m, model.graph_focus or default_focus(m)), table_rows=LAYER_TABLE_ROWS,
+        "model.html", model=model, m=m, case=drawn(case), step=step, steps=tour.steps(m), key_step=tour.key_step(m),
+        layers=layers, graph_file=GRAPH_FILE, table_rows=LAYER_TABLE_ROWS,
+        # The overview shows the model at block level; a step's link opens the graph around the recipe's focus.
+        graph_open=[] if step["id"] == tour.OVERVIEW else open_path(m, model.graph_focus or default_focus(m)),
         lab=lab_settings(model) if model.has_lab else None, checkpoint=checkpoint,
         files=file_listing(model), whatif=whatif_settings(model), training=training_settings(model),
         retraining={"url": url_for("api.retrain", slug=model.slug)} if trained_here(model) else None,
@@ -327,7 +347,7 @@ def layers_csv(slug: str):
 def case_fragment(slug: str, case_id: str):
     """One recorded case as an HTML fragment, for switching cases without reloading the page."""
     model = page_model(slug)
-    return render_template("_case.html", model=model, m=model.manifest, case=find_case(model, case_id))
+    return render_template("_case.html", model=model, m=model.manifest, case=drawn(find_case(model, case_id)))
 
 
 @bp.get("/models/<slug>/cases/<case_id>.json")

@@ -15,13 +15,17 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-// A box whose content is wider than it is marked `is-scrollable` (site.css then says that it scrolls).
+// A box whose content is wider than it is marked `is-scrollable` (site.css then says that it scrolls), one taller
+// than it `is-tall`.
 let overflow = null;
 
 /** Keep `box` marked `is-scrollable` while its content is wider than it, as the window changes. */
 export function watchOverflow(box) {
   overflow ??= new ResizeObserver((entries) => {
-    for (const { target } of entries) target.classList.toggle("is-scrollable", target.scrollWidth > target.clientWidth + 1);
+    for (const { target } of entries) {
+      target.classList.toggle("is-scrollable", target.scrollWidth > target.clientWidth + 1);
+      target.classList.toggle("is-tall", target.scrollHeight > target.clientHeight + 1);
+    }
   });
   overflow.observe(box);
   return box;

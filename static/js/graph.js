@@ -209,6 +209,14 @@ export class GraphView {
     this.mark();
   }
 
+  /** The tour's overview: every module closed, the opening view, nothing highlighted. */
+  overview() {
+    this.target = null;
+    if (this.open.size) this.setAll(false);
+    this.firstView();
+    this.mark();
+  }
+
   boxOf(id) {
     return this.boxes.get(id);
   }

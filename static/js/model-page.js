@@ -30,7 +30,8 @@ function writeUrl(push) {
 window.addEventListener("popstate", () => {
   const params = new URL(window.location.href).searchParams;
   if (params.get("case") && params.get("case") !== state.case) showCase(params.get("case"), false);
-  if (params.get("step") && params.get("step") !== state.step) showStep(params.get("step"), false);
+  const step = params.get("step") ?? steps[0].dataset.stepId; // no step named: the overview, where a page opens
+  if (step !== state.step) showStep(step, false);
 });
 
 // ---- The graph's view in the URL: ?open=a,b (the open modules) and ?node=<id> (the selected node), so that a
@@ -157,7 +158,9 @@ function showStep(stepId, push) {
   const next = document.querySelector('[data-tour="next"]');
   setDisabled(prev, index === 0, next);
   setDisabled(next, index === steps.length - 1, prev);
-  graph?.highlight(steps[index].dataset.target);
+  const target = steps[index].dataset.target;
+  if (target) graph?.highlight(target);
+  else if (push !== undefined) graph?.overview(); // back to the overview: the model at block level again
   if (push !== undefined) writeUrl(push);
 }
 
@@ -169,6 +172,12 @@ document.querySelector('[data-tour="next"]').addEventListener("click", () => {
   const i = steps.findIndex((s) => s.dataset.stepId === state.step);
   showStep(steps[Math.min(steps.length - 1, i + 1)].dataset.stepId, true);
 });
+for (const link of document.querySelectorAll("[data-step-link]")) {
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    showStep(link.dataset.stepLink, true);
+  });
+}
 showStep(state.step);
 
 // ---- Graph and node details
@@ -364,6 +373,40 @@ async function main() {
     training?.attach(graph);
   }
 }
+
+// ---- The section navigation marks the section being read: the last one whose top has passed under it.
+
+const SECTION_SLACK = 24; // px below the navigation where a section taken to by its link lands (scroll-margin-top)
+
+function markSection(current = null) {
+  const links = [...document.querySelectorAll("#section-nav a")];
+  const below = document.getElementById("section-nav").getBoundingClientRect().bottom + SECTION_SLACK;
+  for (const link of current ? [] : links) {
+    const section = document.getElementById(link.hash.slice(1));
+    if (section && section.getBoundingClientRect().top <= below) current = link;
+  }
+  for (const link of links) {
+    if (link === current) link.setAttribute("aria-current", "true");
+    else link.removeAttribute("aria-current");
+  }
+}
+// A section near the page's end may never reach the top: the link followed names the section read, also through
+// the scroll that following it makes.
+let followed = null;
+for (const link of document.querySelectorAll("#section-nav a")) {
+  link.addEventListener("click", () => {
+    followed = link;
+    markSection(link);
+  });
+}
+let marking = null;
+window.addEventListener("scroll", () => {
+  marking ??= requestAnimationFrame(() => {
+    marking = null;
+    markSection(followed);
+    followed = null;
+  });
+}, { passive: true });
 
 writeUrl(false);
 main();

@@ -18,7 +18,7 @@ export class Training {
     this.answer = null;
     this.requests = 0;
     this.status = section.querySelector("#training-status");
-    this.results = section.querySelector("#training-results");
+    this.results = document.getElementById("training-results"); // below the graph, at the page's width
     const params = new URL(window.location.href).searchParams;
     this.stage = this.settings.stages.some((s) => s.id === params.get("training")) ? params.get("training") : null;
     this.moved = params.get("moved") in WHAT ? params.get("moved") : "weights";
@@ -85,7 +85,7 @@ export class Training {
     // One scale for every stage (the largest movement anywhere), so that stepping through them shows growth.
     const scale = Math.max(...answer.stages.flatMap((s) => Object.values(s[this.moved])), 1e-12);
     this.graph?.shade(moved, { scale, what: WHAT[this.moved] });
-    this.results.replaceChildren(el("p", { class: "training-outcome" }, this.outcome(answer, stage)),
+    this.results.replaceChildren(el("h3", {}, "What training changed"), el("p", { class: "training-outcome" }, this.outcome(answer, stage)),
       this.stagesTable(answer, stage), this.modulesTable(answer, stage), ...this.bars(answer, stage));
   }
 

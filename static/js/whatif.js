@@ -29,6 +29,7 @@ export class WhatIf {
     this.options = null; // { subject, nodes }: what each node can do on the run the changes are made to
     this.asked = null; // the subject whose options were last asked for
     this.status = this.find("whatif-status");
+    this.results = document.getElementById("whatif-results"); // below the graph, where a table has the page's width
     this.lab = null; // { endpoint, request }: what the lab last ran
     this.view = null; // the lab kind's beforeAfter(before, after), where it draws one
     const on = new URL(window.location.href).searchParams.get(ON);
@@ -165,7 +166,7 @@ export class WhatIf {
   /** Nothing is changed: the graph and the results as recorded. */
   clear() {
     this.graph?.shade(null);
-    this.find("whatif-results").replaceChildren();
+    this.results.replaceChildren();
     showStatus(this.status, "No change: the graph shows the model as recorded.");
   }
 
@@ -240,10 +241,11 @@ export class WhatIf {
    * the unchanged ones (the inputs among them) folded away, and the vectors that moved drawn before and after;
    * or the kind's own view of a whole answer. */
   show(answer) {
-    const results = this.find("whatif-results");
+    const results = this.results;
+    const heading = el("h3", {}, "What if? The answer with your changes");
     if (!answer.items) {
       const caption = el("p", { class: "fine" }, `Your lab input (${answer.endpoint}) before and after the changes.`);
-      results.replaceChildren(caption, ...(this.view ? this.view(answer.before, answer.after) : [rawChange(answer)]));
+      results.replaceChildren(heading, caption, ...(this.view ? this.view(answer.before, answer.after) : [rawChange(answer)]));
       reveal(results);
       return;
     }
@@ -275,7 +277,7 @@ export class WhatIf {
         el("div", { class: "lab-columns is-compare" }, ...["before", "after"].map((when) =>
           chartBox(`${item.label}, ${when}`, barsSvg(item[when], max, `${item.label}, ${when}`)))));
     });
-    results.replaceChildren(...parts, ...figures);
+    results.replaceChildren(heading, ...parts, ...figures);
     reveal(results);
   }
 }

@@ -184,6 +184,20 @@ export function table(headers, rows, caption, { reflow = false } = {}) {
     el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", { "data-label": headers[i] }, v))))))));
 }
 
+const unfolded = new Set(); // the folded parts a reader opened: a new answer draws them open again
+
+/**
+ * A part of an answer that a reader opens when wanted (every step's heatmaps, every stage's maps), folded under a
+ * summary that says what it holds, so that a page as loaded stays short. `key` names it across answers: once
+ * opened, it stays open as the input changes.
+ */
+export function folded(key, summary, ...children) {
+  const details = el("details", { class: "lab-more", "data-fold": key }, el("summary", {}, summary), ...children);
+  details.open = unfolded.has(key);
+  details.addEventListener("toggle", () => (details.open ? unfolded.add(key) : unfolded.delete(key)));
+  return details;
+}
+
 /** Show which recorded case the lab is on (pressed), or none once the user's edits have left it. */
 export function markPreset(section, presetId) {
   for (const b of section.querySelectorAll("[data-preset]")) b.setAttribute("aria-pressed", String(b.dataset.preset === presetId));

@@ -5,7 +5,7 @@
 
 import { curveSvg, diverging, sig, svgEl, valueHeatmap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
-import { item, LabPanel, linkInput, markPreset, postJson, recordCheck, startFromLink, table } from "./common.js";
+import { folded, item, LabPanel, linkInput, markPreset, postJson, recordCheck, startFromLink, table } from "./common.js";
 
 const MARGIN = 0.08; // around the layout's extent, in its units: room for the nodes at its edge
 const NODE = 0.055; // a node's radius, in the layout's units
@@ -188,10 +188,10 @@ export class Lab extends LabPanel {
     this.$("graph-results").replaceChildren(
       ...(preset && answer.record_check ? [recordCheck(answer.record_check, preset.label)] : []),
       table([thing, "given", "joined", ...groups.map((g) => `P(${g})`), "placed", "right"], rows, `Every ${thing}: the ${group} it joined and where the model places it`, { reflow: true }),
-      el("h3", {}, `Each ${thing}'s embedding after the first layer`),
-      chartBox(hidden.label, valueHeatmap(hidden.values, hidden.label, { rows: named(hidden.rows), columns: named(hidden.columns) })),
-      el("h3", {}, "The normalised adjacency the layers mix through"),
-      chartBox(normalised.label, valueHeatmap(normalised.values, normalised.label, { rows: named(normalised.rows), columns: named(normalised.columns) })),
+      folded("embedding", `Each ${thing}'s embedding after the first layer (heatmap)`,
+        chartBox(hidden.label, valueHeatmap(hidden.values, hidden.label, { rows: named(hidden.rows), columns: named(hidden.columns) }))),
+      folded("adjacency", "The normalised adjacency the layers mix through (heatmap)",
+        chartBox(normalised.label, valueHeatmap(normalised.values, normalised.label, { rows: named(normalised.rows), columns: named(normalised.columns) }))),
       ...(loss ? [el("h3", {}, "Training"), chartBox(loss.label, curveSvg(loss.values, { label: loss.label, x: "Epoch", y: "Cross entropy", log: true, first: 1 }))] : []));
   }
 

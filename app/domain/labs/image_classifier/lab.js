@@ -5,7 +5,7 @@
 
 import { sig, smallMap, valueHeatmap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
-import { bars, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, serverTime, startFromLink, table, vector } from "./common.js";
+import { bars, folded, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, serverTime, startFromLink, table, vector } from "./common.js";
 import { DrawingPad } from "./drawing.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
@@ -126,9 +126,9 @@ export class Lab extends LabPanel {
       el("figcaption", {}, el("span", { class: "chart-title" }, saliency.label)), chartBox(`${saliency.label}: heatmap`, valueHeatmap(saliency.values, saliency.label)),
       el("p", { class: "fine" }, "Mint: ink here raises the score; rust: it lowers it. Blank paper contributes nothing.")));
     this.answerBox.replaceChildren(...parts);
-    this.results.replaceChildren(el("h3", {}, "Inside the network, stage by stage"),
+    this.results.replaceChildren(folded("stages", `Inside the network, stage by stage: ${answer.groups.map((g) => g.title).join(" · ")}`,
       el("p", { class: "fine" }, "Each stage's small maps share one colour scale (mint positive, rust negative); a map drawn over the drawing lets its strokes show through."),
-      ...this.stages(answer.groups, c.matrices));
+      ...this.stages(answer.groups, c.matrices)));
   }
 
   /** The stages the server grouped the case's matrices in (the recipe's display.groups), in order, each drawn over the

@@ -4,7 +4,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus } from "../dom.js";
-import { bars, EditedSequenceLab, item, postJson, serverTime, table } from "./common.js";
+import { bars, EditedSequenceLab, folded, item, postJson, serverTime, table } from "./common.js";
 
 export class Lab extends EditedSequenceLab {
   constructor(section) {
@@ -46,9 +46,10 @@ export class Lab extends EditedSequenceLab {
       el("h3", {}, "Every step at once"),
       table(["step", "token", `${predicted.label.toLowerCase()}`, "its probability", ...(expected ? [expected.label.toLowerCase()] : [])], rows,
         "What is read after each token", { reflow: true }),
-      el("p", { class: "fine" }, "Rows are steps, named by their tokens; columns are units. Hover a cell for its value."),
-      el("div", { class: "lab-heads" }, ...this.states().map((m) => el("figure", { class: "chart lab-heatmap", "data-key": m.key },
-        el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key])))))];
+      folded("every-state", `Every state at every step: ${this.states().length} heatmaps`,
+        el("p", { class: "fine" }, "Rows are steps, named by their tokens; columns are units. Hover a cell for its value."),
+        el("div", { class: "lab-heads" }, ...this.states().map((m) => el("figure", { class: "chart lab-heatmap", "data-key": m.key },
+          el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key]))))))];
     keepingFocus(this.results, () => this.results.replaceChildren(...parts));
     this.showStep();
   }

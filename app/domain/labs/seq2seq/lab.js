@@ -5,7 +5,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus } from "../dom.js";
-import { bars, checkedTokens, item, postJson, SequenceLab, serverTime, table } from "./common.js";
+import { bars, checkedTokens, folded, item, postJson, SequenceLab, serverTime, table } from "./common.js";
 
 // Attention matrices by their key's first word, in the order a reader meets them on the page.
 const ATTENTION = [
@@ -71,9 +71,9 @@ export class Lab extends SequenceLab {
       ...this.stepHead(output.length),
       el("h3", {}, "Every step at once"),
       table(["step", "read", "wrote", "its probability", ...(expected ? ["true token"] : [])], rows, "What each step read and wrote", { reflow: true }),
-      ...ATTENTION.flatMap(([kind, title]) => [el("h3", {}, title),
+      ...ATTENTION.map(([kind, title]) => folded(`attention-${kind}`, `${title}: ${this.attention(kind).length} heatmaps`,
         el("div", { class: "lab-heads" }, ...this.attention(kind).map((m) => el("figure", { class: "chart lab-heatmap", "data-key": m.key },
-          el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key])))))])];
+          el("figcaption", {}, el("span", { class: "chart-title" }, m.label)), chartBox(`${m.label}: heatmap`, valueHeatmap(m.values, m.label, answer.axes[m.key])))))))];
     keepingFocus(this.results, () => this.results.replaceChildren(...parts));
     this.showStep();
   }

@@ -5,7 +5,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus } from "../dom.js";
-import { bars, EditedSequenceLab, item, postJson, serverTime, table } from "./common.js";
+import { bars, EditedSequenceLab, folded, item, postJson, serverTime, table } from "./common.js";
 
 export class Lab extends EditedSequenceLab {
   constructor(section) {
@@ -54,10 +54,10 @@ export class Lab extends EditedSequenceLab {
       el("h3", {}, "The answers"),
       table(["at token", predicted.label, "its probability", ...(baseline ? [baseline.label] : []), ...(expected ? [expected.label] : [])], rows,
         "The answer at each position the recipe asks for one", { reflow: true }),
-      el("h3", {}, "Every token at once"),
-      el("p", { class: "fine" }, "Rows are tokens, in order; in a mixing matrix the columns are the earlier tokens each output draws on. Hover a cell for its value."),
-      ...this.layers.map((layer) => el("div", { class: "lab-heads", "data-layer": layer },
-        ...["mixing", "delta", "B", "C"].map((key) => this.heatmap(this.layerMatrix(key, layer)))))];
+      folded("every-token", `Every token at once: the mixing, step sizes, B and C of ${this.layers.length} layers as heatmaps`,
+        el("p", { class: "fine" }, "Rows are tokens, in order; in a mixing matrix the columns are the earlier tokens each output draws on. Hover a cell for its value."),
+        ...this.layers.map((layer) => el("div", { class: "lab-heads", "data-layer": layer },
+          ...["mixing", "delta", "B", "C"].map((key) => this.heatmap(this.layerMatrix(key, layer))))))];
     keepingFocus(this.results, () => this.results.replaceChildren(...parts));
     this.showStep();
   }
