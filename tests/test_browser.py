@@ -97,32 +97,6 @@ def test_tour_moves_the_highlight_and_centres_it(watched):
     assert "step=overview" in page.url
 
 
-def test_every_page_opens_on_the_overview_with_modules_closed_and_labels_readable(watched):
-    """The first view of a page: the tour's overview, no module open, every graph label at 11 px or more on a
-    phone and 8.5 px or more on a desktop."""
-    for slug, viewport, readable in (("bert", PHONE, 11), ("transformer", PHONE, 11), ("resnet", DESKTOP, 8.5)):
-        page = watched(f"/models/{slug}", viewport)
-        graph_ready(page)
-        expect(page.locator("#tour-position")).to_have_text(re.compile(r"^Step 1 of "))
-        expect(page.locator("#graph-stage .g-cluster")).to_have_count(0)  # no open module's frame
-        smallest = page.evaluate("""() => Math.min(...[...document.querySelectorAll('#graph-stage .g-node text')]
-            .filter((t) => { const r = t.getBoundingClientRect(); return r.height > 0 && r.bottom > 0; })
-            .map((t) => t.getBoundingClientRect().height))""")
-        assert smallest >= readable, (slug, smallest)
-
-
-def test_the_section_navigation_stays_in_reach_and_marks_the_section_read(watched):
-    page = watched("/models/lenet")
-    graph_ready(page)
-    nav = page.locator("#section-nav")
-    page.locator('#section-nav a[href="#lab"]').click()
-    expect(page.locator('#section-nav a[href="#lab"]')).to_have_attribute("aria-current", "true")
-    box = nav.bounding_box()
-    assert box["y"] == pytest.approx(0, abs=1)  # stuck to the top of the window, far down the page
-    heading = page.locator("#lab-title").bounding_box()
-    assert heading["y"] >= box["y"] + box["height"]  # the section's heading lands below it, not under it
-
-
 def test_shared_url_opens_the_same_view(watched):
     page = watched("/models/bert?case=both&step=pair")
     graph_ready(page)

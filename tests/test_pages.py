@@ -382,3 +382,19 @@ def test_a_lab_is_titled_by_what_it_does_and_not_as_the_what_if_panel(client, sl
     """The What if? panel changes a module; a lab runs the reader's own input: one title cannot name both."""
     title = re.search(r'<h2 id="lab-title">(.*?)</h2>', text(client.get(f"/models/{slug}")), re.S)
     assert title is None or "What if" not in title[1], title[1]
+
+
+def test_the_page_carries_the_glossary_it_explains_terms_with(client):
+    from app.domain.glossary import GLOSSARY
+
+    page = text(client.get("/models/vae"))
+    found = re.search(r'<script type="application/json" id="glossary">(.*?)</script>', page, re.S)
+    assert json.loads(found.group(1)) == GLOSSARY
+    assert all(definition.endswith(".") and len(definition) < 300 for definition in GLOSSARY.values())
+    assert {"ELBO", "KL", "nats", "rtol", "atol", "logit lens", "residual stream", "attribution"} <= set(GLOSSARY)
+
+
+def test_attention_tables_name_their_queries_and_keys_and_long_vectors_scroll(client):
+    assert "<th scope=\"col\">query / key</th>" in text(client.get("/models/bert?case=mask-b"))
+    page = text(client.get("/models/bert-base"))
+    assert page.count('class="bars-scroll" tabindex="0" role="region"') >= 1

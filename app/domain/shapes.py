@@ -619,11 +619,17 @@ class Token(TypedDict):
     name: str
 
 
+class AxisTitles(TypedDict):
+    rows: str
+    columns: str
+
+
 class Axes(TypedDict):
     """What a matrix's rows and columns are; an axis left out keeps its numbers."""
 
     rows: NotRequired[list[Token]]
     columns: NotRequired[list[Token]]
+    titles: NotRequired[AxisTitles]  # what the rows and the columns are (an attention map's queries and keys)
 
 
 class Matrix(TypedDict):

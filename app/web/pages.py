@@ -14,6 +14,7 @@ from markupsafe import Markup, escape
 
 from ..domain import tour
 from ..domain.catalog import GRAPH_FILE, Model, file_listing
+from ..domain.glossary import GLOSSARY
 from ..domain.graphlayout import default_focus, open_path
 from ..domain.interventions import ACTIONS, changeable
 from ..domain.lru import SizedLRU
@@ -281,6 +282,7 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
         lab=lab_settings(model) if model.has_lab else None, checkpoint=checkpoint,
         files=file_listing(model), whatif=whatif_settings(model), training=training_settings(model),
         retraining={"url": url_for("api.retrain", slug=model.slug)} if trained_here(model) else None,
+        glossary=GLOSSARY,
     )
 
 

@@ -81,8 +81,11 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
   const colText = (j) => (axes?.columns ? shorten(axes.columns[j].name) : String(j));
   const widest = (count, text) => Math.max(...Array.from({ length: count }, (_, k) => text(k).length)) * CHAR;
   const tilted = indices && widest(cols, colText) > size - 4; // column names that do not fit upright are tilted
-  const left = indices ? widest(rows, rowText) + 12 : 0;
-  const top = !indices ? 0 : tilted ? Math.ceil(widest(cols, colText) * 0.8) + 14 : 22;
+  // Titled axes (an attention map's queries and keys) say so: the columns' title above their names, the rows' beside.
+  const titles = indices ? axes?.titles : null;
+  const band = titles ? 18 : 0;
+  const left = indices ? widest(rows, rowText) + 12 + band : 0;
+  const top = (!indices ? 0 : tilted ? Math.ceil(widest(cols, colText) * 0.8) + 14 : 22) + band;
   const right = tilted ? Math.ceil(colText(cols - 1).length * CHAR * 0.6) : 4; // the last tilted name leans right
   const width = left + cols * size + right;
   const height = top + rows * size + (legend.length ? 34 : 6);
@@ -91,6 +94,12 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
     "font-family": FONT, "font-size": LABEL_FONT,
   });
   svg.append(svgEl("title", {}, label));
+  if (titles) {
+    svg.append(svgEl("text", { x: left, y: 13, fill: "#1d2530", "font-weight": 600, class: "axis-title" }, titles.columns));
+    const middle = top + (rows * size) / 2;
+    svg.append(svgEl("text", { x: 13, y: middle, transform: `rotate(-90 13 ${middle})`, "text-anchor": "middle", fill: "#1d2530",
+      "font-weight": 600, class: "axis-title" }, titles.rows));
+  }
   const named = (entry) => (entry.id === undefined ? entry.name : `${entry.name}, id ${entry.id}`);
   const where = (axis, list, k) => (list ? `${axis} ${k} (${named(list[k])})` : `${axis} ${k}`);
   for (let j = 0; indices && j < cols; j++) {

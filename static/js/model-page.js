@@ -3,6 +3,7 @@
 
 import { LARGE_GRID, barsSvg, curveSvg, downloadSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
 import { editQuery, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
+import { glossPage } from "./glossary.js";
 import { GraphView } from "./graph.js";
 import { RetrainPanel } from "./retrain.js";
 import { Training } from "./training.js";
@@ -381,9 +382,10 @@ const SECTION_SLACK = 24; // px below the navigation where a section taken to by
 function markSection(current = null) {
   const links = [...document.querySelectorAll("#section-nav a")];
   const below = document.getElementById("section-nav").getBoundingClientRect().bottom + SECTION_SLACK;
+  let nearest = -Infinity; // of the sections whose top has passed, the one that passed last (What if? is inside the graph's)
   for (const link of current ? [] : links) {
-    const section = document.getElementById(link.hash.slice(1));
-    if (section && section.getBoundingClientRect().top <= below) current = link;
+    const top = document.getElementById(link.hash.slice(1))?.getBoundingClientRect().top;
+    if (top <= below && top > nearest) [current, nearest] = [link, top];
   }
   for (const link of links) {
     if (link === current) link.setAttribute("aria-current", "true");
@@ -409,4 +411,5 @@ window.addEventListener("scroll", () => {
 }, { passive: true });
 
 writeUrl(false);
+glossPage();
 main();

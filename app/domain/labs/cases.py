@@ -21,3 +21,12 @@ def input_tokens(case: dict, spec) -> list[dict] | None:
     """The case's input tokens (its `input_ids` vector) as an axis of ids and names, or None without one."""
     ids = vectors(case).get("input_ids")
     return None if ids is None else spec.tokens(ids)
+
+
+# What an attention map's rows and columns are, said on both axes of every one the page draws.
+ATTENTION_TITLES = {"rows": "query", "columns": "key"}  # words the glossary explains
+
+
+def attention_axes(rows: list[dict], columns: list[dict]) -> dict:
+    """The axes of an attention map: queries down, keys across, each named by its token and titled."""
+    return {"rows": rows, "columns": columns, "titles": ATTENTION_TITLES}

@@ -1,7 +1,7 @@
 """The causal-LM lab kind (a decoder that predicts the next token): what-if runs, step-by-step
 generation, and a stage-by-stage trace of one position through the blocks."""
 
-from ..cases import input_tokens, vectors
+from ..cases import attention_axes, input_tokens, vectors
 from ..fields import fail
 from ..kind import LabKind, Reads, check_names
 from .shapes import CausalTrace, Generation
@@ -60,7 +60,7 @@ class CausalLM(LabKind):
             if len(matrix["values"]) != len(tokens):
                 continue
             if matrix["key"].startswith("attention"):
-                found[matrix["key"]] = {"rows": tokens, "columns": tokens}
+                found[matrix["key"]] = attention_axes(tokens, tokens)
             elif matrix["key"] == "next_token_probs":
                 found[matrix["key"]] = {"rows": tokens, "columns": vocabulary}
         return found

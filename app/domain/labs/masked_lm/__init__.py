@@ -3,7 +3,7 @@ what-if runs, the pretraining corruption sampler, and a stage-by-stage trace of 
 
 import math
 
-from ..cases import input_tokens, metrics, vectors
+from ..cases import attention_axes, input_tokens, metrics, vectors
 from ..fields import fail
 from ..kind import LabKind, Reads
 from .shapes import Corruption, MaskedTrace
@@ -68,7 +68,7 @@ class MaskedLM(LabKind):
         tokens = input_tokens(case, spec)
         if tokens is None:
             return {}
-        return {m["key"]: {"rows": tokens, "columns": tokens} for m in case.get("matrices", [])
+        return {m["key"]: attention_axes(tokens, tokens) for m in case.get("matrices", [])
                 if m["key"].startswith("attention") and len(m["values"]) == len(tokens)}
 
     def example(self, endpoint: str, presets: list[dict], spec) -> dict | None:

@@ -2,7 +2,7 @@
 at a time: what each step read, what it wrote and where it looked in the source (cross-attention), with the
 encoder's and the decoder's own attention."""
 
-from ..cases import sequence_presets, vectors
+from ..cases import attention_axes, sequence_presets, vectors
 from ..kind import LabKind, Reads, check_sequence_field
 
 # The attention a matrix holds, by its key's first word: what its rows and its columns are.
@@ -37,6 +37,9 @@ class Seq2Seq(LabKind):
             kind, _, rest = matrix["key"].partition("_")
             if rest.startswith("attention") and kind in ATTENTION_AXES:
                 rows, columns = (named[k] for k in ATTENTION_AXES[kind])
+                if len(matrix["values"]) == len(rows) and all(len(row) == len(columns) for row in matrix["values"]):
+                    axes[matrix["key"]] = attention_axes(rows, columns)
+                continue
             elif matrix["key"] == "probabilities":
                 rows, columns = named["decoder_input"], spec.tokens(list(range(spec.sizes["vocab"])))
             else:

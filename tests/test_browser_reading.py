@@ -1,0 +1,110 @@
+"""The page a learner reads from the top, in a real browser: the overview the tour opens on, the section navigation,
+answers at the page's width, folded figures, attention maps titled, and the glossary on hover and focus; axe
+after the interactions."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from .browsing import DESKTOP, PHONE
+from .test_browser import axe_violations, graph_ready, lab_ready, small_text
+
+pytestmark = pytest.mark.browser
+
+
+def test_every_page_opens_on_the_overview_with_modules_closed_and_labels_readable(watched):
+    """The first view of a page: the tour's overview, no module open, every graph label at 11 px or more on a
+    phone and 8.5 px or more on a desktop."""
+    for slug, viewport, readable in (("bert", PHONE, 11), ("transformer", PHONE, 11), ("resnet", DESKTOP, 8.5)):
+        page = watched(f"/models/{slug}", viewport)
+        graph_ready(page)
+        expect(page.locator("#tour-position")).to_have_text(re.compile(r"^Step 1 of "))
+        expect(page.locator("#graph-stage .g-cluster")).to_have_count(0)  # no open module's frame
+        smallest = page.evaluate("""() => Math.min(...[...document.querySelectorAll('#graph-stage .g-node text')]
+            .filter((t) => { const r = t.getBoundingClientRect(); return r.height > 0 && r.bottom > 0; })
+            .map((t) => t.getBoundingClientRect().height))""")
+        assert smallest >= readable, (slug, smallest)
+
+
+def test_the_section_navigation_stays_in_reach_and_marks_the_section_read(watched):
+    page = watched("/models/lenet")
+    graph_ready(page)
+    nav = page.locator("#section-nav")
+    page.locator('#section-nav a[href="#lab"]').click()
+    expect(page.locator('#section-nav a[href="#lab"]')).to_have_attribute("aria-current", "true")
+    box = nav.bounding_box()
+    assert box["y"] == pytest.approx(0, abs=1)  # stuck to the top of the window, far down the page
+    heading = page.locator("#lab-title").bounding_box()
+    assert heading["y"] >= box["y"] + box["height"]  # the section's heading lands below it, not under it
+
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_term_shows_its_definition_on_hover_and_on_focus_inside_the_window(watched, viewport):
+    """The VAE's case says "negative ELBO" and "nats": each is marked once per section, its definition shown on
+    hover and on keyboard focus, inside the window even near its right edge; marked terms are added to answers
+    drawn later (the verification report's rtol and atol)."""
+    page = watched("/models/vae", viewport, bypass_csp=True)
+    lab_ready(page)
+    example = page.locator("#example")
+    terms = example.locator("dfn.term")
+    expect(terms.filter(has_text="ELBO").first).to_be_visible()
+    expect(example.locator('.case > .case-note dfn.term[data-term="nats"]')).to_have_count(1)
+    term = example.locator('dfn.term[data-term="ELBO"]').first
+    tip = page.locator(f'#{term.get_attribute("aria-describedby")}')
+    expect(tip).to_be_hidden()
+    term.focus()
+    expect(tip).to_be_visible()
+    page.evaluate("new Promise((done) => requestAnimationFrame(() => done()))")  # placed within a frame
+    expect(tip).to_have_text(re.compile(r"^Evidence lower bound: .+ in nats\.$"))
+    box, width = tip.bounding_box(), page.viewport_size["width"]
+    assert box["x"] >= 0 and box["x"] + box["width"] <= width
+    page.keyboard.press("Tab")  # focus moves on: the definition goes
+    expect(tip).to_be_hidden()
+    nats = example.locator('dfn.term[data-term="nats"]').first
+    nats.scroll_into_view_if_needed()
+    nats.hover()
+    nats_tip = page.locator(f'#{nats.get_attribute("aria-describedby")}')
+    expect(nats_tip).to_have_text(re.compile("^A unit of information"))
+    page.locator("#reverify").click()
+    report = page.locator("#verify-report")
+    expect(report.locator("details").first).to_be_visible(timeout=120_000)
+    expect(report.locator('dfn.term[data-term="rtol"]')).to_have_count(1)  # drawn after the page loaded
+    assert axe_violations(page) + (small_text(page) if viewport is PHONE else []) == []
+
+
+def test_attention_maps_title_their_queries_and_keys(watched):
+    page = watched("/models/bert?case=mask-b")
+    graph_ready(page)
+    figure = page.locator("#case-panel .heatmap-figure").first
+    expect(figure.locator("svg text.axis-title")).to_have_text(["key", "query"])
+    expect(figure.locator("thead th").first).to_have_text("query / key")
+    lab_ready(page)
+    expect(page.locator("#lab svg text.axis-title").first).to_have_text("key")  # live maps too
+
+
+def test_a_case_shows_its_outcome_and_first_figures_and_folds_the_rest_under_their_names(watched):
+    page = watched("/models/lenet?case=three", PHONE, bypass_csp=True)
+    graph_ready(page)
+    case = page.locator("#case-panel")
+    expect(case.locator(".case-outcome")).to_contain_text("Read as")  # the outcome before any figure
+    more = case.locator("details.more-figures")
+    summary = more.locator(":scope > summary")
+    expect(summary).to_have_text(re.compile(r"^4 more figures: Stage 1 pooled; Stage 2 conv \+ tanh; "))
+    expect(more.locator("figure").first).to_be_hidden()
+    summary.click()
+    expect(more.locator(".multiples-figure").first.locator(".feature-map svg")).to_have_count(6)  # drawn, as the rest
+    assert axe_violations(page) + small_text(page) == []
+
+
+def test_a_long_vector_scrolls_in_its_box(watched):
+    """A 384-wide embedding was 7,700 px of bars on a phone: its bars scroll in a focusable box."""
+    page = watched("/models/bert-base", PHONE)
+    graph_ready(page)
+    box = page.locator("#case-panel .bars-scroll").first
+    expect(box).to_have_attribute("tabindex", "0")
+    assert box.bounding_box()["height"] < 420 and box.locator(".bar-row").count() == 384
+    box.focus()
+    page.keyboard.press("End")
+    expect(box.locator(".bar-row").last).to_be_in_viewport()
