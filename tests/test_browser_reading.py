@@ -52,11 +52,11 @@ def test_a_term_shows_its_definition_on_hover_and_on_focus_inside_the_window(wat
     expect(terms.filter(has_text="ELBO").first).to_be_visible()
     expect(example.locator('.case > .case-note dfn.term[data-term="nats"]')).to_have_count(1)
     term = example.locator('dfn.term[data-term="ELBO"]').first
-    tip = page.locator(f'#{term.get_attribute("aria-describedby")}')
+    tip = page.locator("#term-tip")  # the page's one tip, outside the text it explains
+    expect(term).to_have_attribute("aria-describedby", "term-tip")
     expect(tip).to_be_hidden()
     term.focus()
     expect(tip).to_be_visible()
-    page.evaluate("new Promise((done) => requestAnimationFrame(() => done()))")  # placed within a frame
     expect(tip).to_have_text(re.compile(r"^Evidence lower bound: .+ in nats\.$"))
     box, width = tip.bounding_box(), page.viewport_size["width"]
     assert box["x"] >= 0 and box["x"] + box["width"] <= width
@@ -65,8 +65,8 @@ def test_a_term_shows_its_definition_on_hover_and_on_focus_inside_the_window(wat
     nats = example.locator('dfn.term[data-term="nats"]').first
     nats.scroll_into_view_if_needed()
     nats.hover()
-    nats_tip = page.locator(f'#{nats.get_attribute("aria-describedby")}')
-    expect(nats_tip).to_have_text(re.compile("^A unit of information"))
+    expect(tip).to_have_text(re.compile("^A unit of information"))
+    expect(example.locator(".case-note")).not_to_contain_text("A unit of information")  # not in the text itself
     page.locator("#reverify").click()
     report = page.locator("#verify-report")
     expect(report.locator("details").first).to_be_visible(timeout=120_000)
@@ -108,3 +108,17 @@ def test_a_long_vector_scrolls_in_its_box(watched):
     box.focus()
     page.keyboard.press("End")
     expect(box.locator(".bar-row").last).to_be_in_viewport()
+
+
+def test_the_language_lab_leads_with_whether_the_answer_is_right_and_what_each_loss_counts(watched):
+    page = watched("/models/gpt")
+    lab_ready(page)
+    results = page.locator("#lab-results")
+    verdict = results.locator("#lab-verdict")
+    expect(verdict).to_have_text(
+        "Right. The model's answer: “1 1 3 4”. The right answer: the problem's digits in order: “1 1 3 4”.")
+    first = results.locator("#lab-verdict + dl.metrics .metric")
+    expect(first.nth(0)).to_contain_text("of the true answer's digits (the positions the training scored)")
+    expect(first.nth(1)).to_contain_text("over every position, the problem's random digits included")
+    page.locator("#remove-token").click()  # no longer a whole problem: no verdict to give
+    expect(results.locator("#lab-verdict")).to_have_count(0, timeout=60_000)

@@ -70,6 +70,7 @@ def run_case(model: GPT, ids: list[int]) -> dict:
     result = {"label": "Live run · " + " ".join(WORDS[t] for t in ids), "matrices": matrices,
               "vectors": [{"key": "input_ids", "label": "Token IDs", "values": list(ids)}], "metrics": []}
     if is_problem(ids):
+        result["vectors"] += answer_vectors(model, ids)
         result["metrics"].append(answer_metric(model, ids))
     if len(ids) > 1:
         targets = torch.tensor(ids[1:])
@@ -77,8 +78,19 @@ def run_case(model: GPT, ids: list[int]) -> dict:
         result["vectors"].append({"key": "position_loss", "label": "Next-token loss at each position",
                                   "values": per_position.tolist()})
         loss = next_token_loss(logits[None], torch.tensor([ids]))
-        result["metrics"].append({"key": "loss", "label": "Mean next-token cross entropy", "value": loss.item()})
+        # Every position counts here, the problem's own digits too: they are random, and no model predicts them.
+        result["metrics"].append({"key": "loss", "label": "Mean next-token cross entropy over every position, the "
+                                  "problem's random digits included", "value": loss.item()})
     return result
+
+
+def answer_vectors(model: GPT, ids: list[int]) -> list[dict]:
+    """The answer the model writes for the problem after "=" (each digit its likeliest after the digits before),
+    and the right one: the problem's digits in order."""
+    problem = torch.tensor([ids[:DIGITS]])
+    return [{"key": "answer", "label": "The model's answer", "values": greedy(model, problem)[0].tolist()},
+            {"key": "expected", "label": "The right answer: the problem's digits in order",
+             "values": problem.sort(1).values[0].tolist()}]
 
 
 def is_problem(ids: list[int]) -> bool:
@@ -90,7 +102,8 @@ def answer_metric(model: GPT, ids: list[int]) -> dict:
     """The loss of the problem's true answer, each digit read after the true digits before it."""
     sequence = solved(torch.tensor([ids[:DIGITS]]))
     loss = answer_loss(model(sequence[:, :-1]), sequence).item()
-    return {"key": "answer_loss", "label": "Cross entropy of the true answer's digits", "value": loss}
+    return {"key": "answer_loss", "label": "Cross entropy of the true answer's digits (the positions the training "
+            "scored)", "value": loss}
 
 
 @torch.no_grad()

@@ -2,12 +2,12 @@
 // a section, it is marked, and its definition shows on hover and on keyboard focus. Text drawn later (a lab's
 // answer, a What if? outcome, a verification report) is marked as it arrives.
 
-const SKIP = "code, pre, script, style, svg, button, select, option, textarea, input, a, summary, .term, .term-tip, [data-raw]";
+const SKIP = "code, pre, script, style, svg, button, select, option, textarea, input, a, summary, .term, [data-raw]";
+const TIP = "term-tip"; // one tip for the page, outside its text: a definition is never part of what a section says
 const SCOPE = ".tour-step, section, figure, details, .case, .lab-results, .wide-results, .verify-report";
 
 let terms = null; // [{ term, definition, pattern }]
 let any = null; // one pattern for every term: most text (numbers, names) holds none
-let count = 0;
 
 function escapeRe(text) {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
@@ -24,16 +24,11 @@ function load() {
   }));
 }
 
-function mark(text, { term, definition }) {
-  const id = `term-tip-${++count}`;
+function mark(text, { term }) {
   const dfn = Object.assign(document.createElement("dfn"), { className: "term", tabIndex: 0, textContent: text });
   dfn.dataset.term = term;
-  dfn.setAttribute("aria-describedby", id);
-  const tip = Object.assign(document.createElement("span"), { className: "term-tip", id, textContent: definition });
-  tip.setAttribute("role", "tooltip");
-  const wrap = Object.assign(document.createElement("span"), { className: "term-wrap" });
-  wrap.append(dfn, tip);
-  return wrap;
+  dfn.setAttribute("aria-describedby", TIP); // the one tip, which says this term's definition while it is shown
+  return dfn;
 }
 
 /** Mark, under `root`, the first appearance of each term in each section that has not marked it yet. */
@@ -61,26 +56,35 @@ export function gloss(root) {
   }
 }
 
-/** A definition moved left as far as it must to stay inside the window (a term near the right edge). */
-function place(term) {
-  const tip = term.nextElementSibling;
+/** Show a term's definition just below it, inside the window. */
+function show(tip, term) {
+  tip.textContent = terms.find((t) => t.term === term.dataset.term)?.definition ?? "";
+  tip.hidden = false;
+  const at = term.getBoundingClientRect();
+  const width = document.documentElement.clientWidth;
   tip.style.left = "0px";
-  const box = tip.getBoundingClientRect();
-  const over = box.right - (document.documentElement.clientWidth - 8);
-  if (over > 0) tip.style.left = `${-Math.min(over, box.left - 8)}px`;
+  const left = Math.max(8, Math.min(at.left, width - 8 - tip.getBoundingClientRect().width));
+  tip.style.left = `${left + window.scrollX}px`;
+  tip.style.top = `${at.bottom + 6 + window.scrollY}px`;
 }
 
 /** Mark the page as it is, and whatever is drawn into it later. */
 export function glossPage(root = document.querySelector("main")) {
   if (!root) return;
-  for (const type of ["pointerover", "focusin"]) {
-    root.addEventListener(type, (event) => {
-      const term = event.target.closest?.(".term");
-      if (!term) return;
-      place(term); // shown by focus already; by hover, from the next frame
-      requestAnimationFrame(() => place(term));
-    });
-  }
+  const tip = Object.assign(document.createElement("div"), { id: TIP, className: "term-tip", hidden: true });
+  tip.setAttribute("role", "tooltip");
+  document.body.append(tip);
+  const hide = () => { tip.hidden = true; };
+  root.addEventListener("pointerover", (event) => {
+    const term = event.target.closest?.(".term");
+    if (term) show(tip, term);
+  });
+  root.addEventListener("pointerout", (event) => {
+    if (event.target.closest?.(".term") && document.activeElement !== event.target) hide();
+  });
+  root.addEventListener("focusin", (event) => (event.target.matches(".term") ? show(tip, event.target) : hide()));
+  root.addEventListener("focusout", hide);
+  document.addEventListener("keydown", (event) => { if (event.key === "Escape") hide(); });
   gloss(root);
   let pending = null;
   // Marking adds nodes too: the pass it causes finds every term marked and changes nothing.

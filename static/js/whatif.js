@@ -271,7 +271,9 @@ export class WhatIf {
         el("summary", {}, `${unchanged.length} item${unchanged.length > 1 ? "s" : ""} unchanged (the inputs among them)`),
         table(unchanged, `${subject}: unchanged by the changes`, "The items the changes left as they were")));
     }
-    const figures = changed.filter(({ item }) => item.kind === "vector" && typeof item.before[0] === "number").slice(0, 3).map(({ item }) => {
+    // Token ids (an answer the model wrote) are words, not amounts: the table says them, no bar draws them.
+    const amounts = (values) => typeof values[0] === "number" && !values.every(Number.isInteger);
+    const figures = changed.filter(({ item }) => item.kind === "vector" && amounts(item.before)).slice(0, 3).map(({ item }) => {
       const max = Math.max(...item.before.map(Math.abs), ...item.after.map(Math.abs));
       return el("figure", { class: "chart whatif-bars" }, el("figcaption", {}, `${item.label}: before and after`),
         el("div", { class: "lab-columns is-compare" }, ...["before", "after"].map((when) =>

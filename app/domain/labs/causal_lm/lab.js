@@ -12,6 +12,17 @@ const GENERATION = { gen_steps: "#gen-steps", gen_seed: "#gen-seed", gen_tempera
 const LINKED = [...Object.keys(GENERATION), "gen_strategy", "trace"];
 const unlinked = Object.fromEntries(LINKED.map((name) => [name, null]));
 
+/** Whether the model's answer is the right one, in words, where the run reports both (items `answer` and
+ * `expected`, as token ids); null where it does not. */
+function verdict(c, name) {
+  const [answer, expected] = [item(c, "answer"), item(c, "expected")];
+  if (!answer || !expected) return null;
+  const right = answer.values.length === expected.values.length && answer.values.every((t, i) => t === expected.values[i]);
+  const words = (v) => `“${v.values.map(name).join(" ")}”`;
+  return el("p", { class: `lab-verdict ${right ? "is-right" : "is-wrong"}`, id: "lab-verdict" },
+    el("strong", {}, right ? "Right. " : "Wrong. "), `${answer.label}: ${words(answer)}. ${expected.label}: ${words(expected)}.`);
+}
+
 export class Lab extends LabPanel {
   constructor(section) {
     super(section);
@@ -136,8 +147,10 @@ export class Lab extends LabPanel {
     const order = last.map((p, v) => [p, v]).sort((a, b) => b[0] - a[0]).slice(0, TOP);
     const parts = [];
     if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
-    parts.push(
-      el("dl", { class: "metrics" }, metric(loss.label, loss.value, { id: "live-loss" })),
+    // The outcome first: whether the answer is right (where the recipe says what the right one is), then every
+    // number the run measured, in the recipe's order, each labelled with what it counts.
+    parts.push(...[verdict(c, (id) => this.name(id))].filter(Boolean),
+      el("dl", { class: "metrics" }, ...c.metrics.map((m) => metric(m.label, m.value, m.key === loss.key ? { id: "live-loss" } : { "data-key": m.key }))),
       el("h3", {}, "Attention of every block and head"),
       el("p", { class: "fine" }, "Rows are queries, columns keys. Above the diagonal every weight is zero: a position never reads a later one."),
       el("div", { class: "lab-heads" }, ...heads),
