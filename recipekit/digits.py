@@ -3,6 +3,7 @@ one seeded train/test split for every recipe that reads them, and the held-out s
 replaying a recipe needs no scikit-learn."""
 
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -60,6 +61,27 @@ def tested(classifier_accuracy: Callable[[nn.Module, Tensor, Tensor], float],
            made: dict[str, Tensor]) -> Callable[[nn.Module], dict[str, float]]:
     """fit()'s `evaluate` for a digits classifier: its accuracy on the split's held-out digits after each epoch."""
     return lambda model: {"test_accuracy": classifier_accuracy(model, made["test_images"], made["test_labels"])}
+
+
+@cache
+def _neighbour_distances() -> Tensor:
+    """Each held-out digit's distance to its nearest other held-out digit, in grey levels: how far apart digits of
+    the kind the model learned from lie."""
+    images = held_out()[0].reshape(TEST_SIZE, -1).double()  # (360, 64)
+    apart = torch.cdist(images, images)  # (360, 360)
+    apart.fill_diagonal_(float("inf"))
+    return apart.min(1).values
+
+
+def unusual(image: list[list[int]] | Tensor) -> dict:
+    """How unlike the digits a drawing is, as a case's metric: the share of held-out digits that lie nearer to another
+    held-out digit than the drawing lies to any of them. 0 for one of them, near 1 for a blank page or a scribble;
+    a classifier reads either as one of its classes all the same."""
+    drawn = torch.as_tensor(image, dtype=torch.float64).reshape(1, -1)
+    nearest = torch.cdist(drawn, held_out()[0].reshape(TEST_SIZE, -1).double()).min().item()
+    share = (_neighbour_distances() < nearest).double().mean().item()
+    return {"key": "unusual", "label": "Held-out digits nearer to one another than this drawing is to any of them",
+            "value": share}
 
 
 def main() -> None:

@@ -122,3 +122,34 @@ def test_the_language_lab_leads_with_whether_the_answer_is_right_and_what_each_l
     expect(first.nth(1)).to_contain_text("over every position, the problem's random digits included")
     page.locator("#remove-token").click()  # no longer a whole problem: no verdict to give
     expect(results.locator("#lab-verdict")).to_have_count(0, timeout=60_000)
+
+
+def test_an_image_lab_says_when_a_drawing_is_unlike_anything_the_model_learned_from(watched):
+    page = watched("/models/lenet", PHONE, bypass_csp=True)
+    lab_ready(page)
+    expect(page.locator("#draw-prediction")).to_be_visible()
+    expect(page.locator("#draw-unusual")).to_have_count(0)  # a held-out digit: one of those it learned from
+    expect(page.locator("#draw-unusual-share")).to_have_text("0")  # its share of nearer held-out digits: none
+    page.locator("#clear-drawing").click()
+    note = page.locator("#draw-unusual")
+    expect(note).to_contain_text("A blank page is unlike any digit the model learned from", timeout=60_000)
+    expect(note).to_contain_text(re.compile(r"it must pick one of its 10 classes, so it reads \d with probability"))
+    expect(page.locator("#draw-unusual-share")).to_have_text("1")
+    assert axe_violations(page) + small_text(page) == []
+
+
+def test_the_vae_draws_its_code_plane_with_z_axes_and_each_digits_codes_as_a_point(watched):
+    page = watched("/models/vae?case=test-split", bypass_csp=True)
+    graph_ready(page)
+    case = page.locator("#case-panel")
+    scatter = case.locator('figure[data-chart="scatter"] svg')
+    expect(scatter.locator(".scatter-point")).to_have_count(10)
+    expect(scatter.locator(".scatter-point text")).to_have_text([str(d) for d in range(10)])
+    expect(scatter.locator("text.axis-title")).to_have_text(["z₁", "z₂"])
+    expect(scatter.locator(".scatter-point title").first).to_have_text(re.compile(r"^0: z₁ -?[0-9.]+, z₂ -?[0-9.]+$"))
+    plane = case.locator('figure[data-chart="heatmap"]').first.locator("svg")
+    titles = ["z₁ from -2.4 (left) to 2.4 (right)", "z₂ from 2.4 (top) to -2.4"]
+    expect(plane.locator("text.axis-title")).to_have_text(titles)
+    assert plane.locator("text").count() == 2 + 2  # the titles and the legend: no row or column numbers 0-55
+    assert plane.bounding_box()["width"] < 600  # a picture of the plane, not cells to read numbers by
+    assert axe_violations(page) == []

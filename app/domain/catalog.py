@@ -140,6 +140,9 @@ class Model:
         graph's members), else as the lab kind knows them (tokens, positions); unnamed axes keep their numbers."""
         found = self.lab.axes(case) if self.lab else {}
         for matrix in case.get("matrices", []):
+            if plane := self.display.plane_axes(matrix):
+                found[matrix["key"]] = plane
+                continue
             named = {axis: [{"name": str(name)} for name in matrix[axis]] for axis in ("rows", "columns")
                      if isinstance(matrix.get(axis), list)}
             if named:
@@ -342,8 +345,11 @@ def resolve(declaration: Declaration, manifest: dict, recipe_dir: Path) -> dict:
     """What the declaration adds to the recording, each part resolved against it (a Model's fields):
     DeclarationError says what does not fit. The recorder runs it on a new recording, so that what it writes
     loads."""
-    display = Display(tuple(g.model_dump(exclude_none=True) for g in declaration.display.groups),
-                      {key: curve.model_dump() for key, curve in declaration.display.curves.items()})
+    shown = declaration.display
+    display = Display(tuple(g.model_dump(exclude_none=True) for g in shown.groups),
+                      {key: curve.model_dump() for key, curve in shown.curves.items()},
+                      {key: scatter.model_dump() for key, scatter in shown.scatters.items()},
+                      {key: plane.model_dump() for key, plane in shown.planes.items()})
     focus = declaration.graph.focus
     if focus is not None and next((layer["kind"] for layer in manifest["layers"] if layer["id"] == focus),
                                   None) != "module":

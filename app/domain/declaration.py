@@ -256,10 +256,25 @@ class Curve(Declared):
     log: bool = Field(False, description="A logarithmic y axis (every value above 0)")
 
 
+class Scatter(Declared):
+    x: Text = Field(description="The x axis's title (the matrix's first column)")
+    y: Text = Field(description="The y axis's title (its second column)")
+
+
+class Plane(Declared):
+    x: Text = Field(description="What the columns run over, left to right (\"z₁ from -2.4 to 2.4\")")
+    y: Text = Field(description="What the rows run over, top to bottom")
+
+
 class Display(Declared):
     groups: Annotated[list[Group], Field(max_length=100)] = Field(
         [], description="Matrices drawn together as small multiples, each { key, title, each, over, scale }")
     curves: dict[Id, Curve] = Field({}, description="Vectors drawn as line charts, by key: { x, y, log }")
+    scatters: dict[Id, Scatter] = Field(
+        {}, description="Matrices of two columns drawn as points, one per row (named by the row), by key: { x, y }")
+    planes: dict[Id, Plane] = Field(
+        {}, description="Matrices that are a picture over two coordinates, by key: { x, y }, drawn with those "
+                        "titles instead of row and column numbers")
 
 
 class Declaration(Declared):

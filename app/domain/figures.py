@@ -1,16 +1,19 @@
 """How a case's items are drawn, as a recipe's `[display]` declares it, with or without a lab: matrices drawn
-together as small multiples (`groups`), and vectors drawn as line charts (`curves`)."""
+together as small multiples (`groups`), vectors drawn as line charts (`curves`), matrices of two columns drawn as
+points (`scatters`) and matrices that picture a plane of two coordinates (`planes`)."""
 
 from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Display:
-    """A recipe's [display]: its groups in order (each {key, title} and optionally each, over, scale) and its
-    curves by vector key (each {x, y, log})."""
+    """A recipe's [display]: its groups in order (each {key, title} and optionally each, over, scale), its
+    curves by vector key (each {x, y, log}), its scatters and its planes by matrix key (each {x, y})."""
 
     groups: tuple[dict, ...] = ()
     curves: dict[str, dict] = field(default_factory=dict)
+    scatters: dict[str, dict] = field(default_factory=dict)
+    planes: dict[str, dict] = field(default_factory=dict)
 
     def sections(self, matrices: list[dict]) -> list[dict]:
         """A case's matrices as a page draws them, in order: the maps of each declared group (keyed `<key>_c<n>`)
@@ -35,3 +38,13 @@ class Display:
     def curve(self, vector: dict) -> dict | None:
         """The line chart a vector is drawn as, where it is declared one: {x, y, log}."""
         return self.curves.get(vector["key"])
+
+    def scatter(self, matrix: dict) -> dict | None:
+        """The scatter a matrix of two columns is drawn as, where it is declared one: {x, y}."""
+        found = self.scatters.get(matrix["key"])
+        return found if found and all(len(row) == 2 for row in matrix["values"]) else None
+
+    def plane_axes(self, matrix: dict) -> dict | None:
+        """A declared plane's axes as a heatmap draws them: titled, without row and column numbers."""
+        found = self.planes.get(matrix["key"])
+        return {"titles": {"rows": found["y"], "columns": found["x"]}, "numbered": False} if found else None

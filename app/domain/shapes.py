@@ -630,6 +630,7 @@ class Axes(TypedDict):
     rows: NotRequired[list[Token]]
     columns: NotRequired[list[Token]]
     titles: NotRequired[AxisTitles]  # what the rows and the columns are (an attention map's queries and keys)
+    numbered: NotRequired[bool]  # false: the rows and columns are a plane's picture, drawn without their numbers
 
 
 class Matrix(TypedDict):

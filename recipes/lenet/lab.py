@@ -12,6 +12,8 @@ import sys
 import torch
 from torch import Tensor
 
+from recipekit import digits
+
 try:
     from .model import build_model
     from .run import forward, run_case, test_split
@@ -30,8 +32,11 @@ TRACE_STAGES = (
 
 
 def live_run(image: list[list[int]], label: int | None = None) -> dict:
-    """A what-if case on the trained weights, in the manifest's case shape."""
-    return run_case(build_model(), image, label)
+    """A what-if case on the trained weights, in the manifest's case shape, with how unlike the digits the
+    drawing is (a classifier answers anyway)."""
+    case = run_case(build_model(), image, label)
+    case["metrics"].append(digits.unusual(image))
+    return case
 
 
 def _stage(stage_id: str, title: str, activation: Tensor, grad: Tensor) -> dict:

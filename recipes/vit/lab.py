@@ -12,6 +12,7 @@ import sys
 import torch
 from torch import Tensor
 
+from recipekit import digits
 from recipekit.digits import pixels
 
 try:
@@ -23,8 +24,11 @@ except ImportError:  # run as a script: python lab.py
 
 
 def live_run(image: list[list[int]], label: int | None = None) -> dict:
-    """A what-if case on the trained weights, in the manifest's case shape."""
-    return run_case(build_model(), image, label)
+    """A what-if case on the trained weights, in the manifest's case shape, with how unlike the digits the
+    drawing is (a classifier answers anyway)."""
+    case = run_case(build_model(), image, label)
+    case["metrics"].append(digits.unusual(image))
+    return case
 
 
 def _stage(stage_id: str, title: str, activation: Tensor, grad: Tensor) -> dict:

@@ -73,18 +73,22 @@ function cellSize(cols) {
  * `colour(value)` picks a cell's fill; `legend` is [[label, colour], ...] drawn under the grid; `indices:
  * false` draws no axes at all.
  */
-export function heatmapSvg(values, { label, colour, legend = [], cell, describe = (v) => sig(v), indices = true, axes = null }) {
+const PLANE = 480; // px across a declared plane's picture
+
+export function heatmapSvg(values, { label, colour, legend = [], cell, describe = (v) => sig(v), indices: shown = true, axes = null }) {
+  const indices = shown && axes?.numbered !== false; // a picture of a plane has titles, no row and column numbers
   const rows = values.length;
   const cols = values[0].length;
-  const size = cell ?? cellSize(cols);
+  // A plane's picture is drawn at a picture's size (about 480 px), not at a size to read each cell's numbers by.
+  const size = cell ?? (axes?.numbered === false ? Math.max(4, Math.floor(PLANE / Math.max(rows, cols))) : cellSize(cols));
   const rowText = (i) => (axes?.rows ? shorten(axes.rows[i].name) : String(i));
   const colText = (j) => (axes?.columns ? shorten(axes.columns[j].name) : String(j));
   const widest = (count, text) => Math.max(...Array.from({ length: count }, (_, k) => text(k).length)) * CHAR;
   const tilted = indices && widest(cols, colText) > size - 4; // column names that do not fit upright are tilted
   // Titled axes (an attention map's queries and keys) say so: the columns' title above their names, the rows' beside.
-  const titles = indices ? axes?.titles : null;
+  const titles = shown ? axes?.titles : null;
   const band = titles ? 18 : 0;
-  const left = indices ? widest(rows, rowText) + 12 + band : 0;
+  const left = (indices ? widest(rows, rowText) + 12 : 0) + band;
   const top = (!indices ? 0 : tilted ? Math.ceil(widest(cols, colText) * 0.8) + 14 : 22) + band;
   const right = tilted ? Math.ceil(colText(cols - 1).length * CHAR * 0.6) : 4; // the last tilted name leans right
   const width = left + cols * size + right;
@@ -325,6 +329,53 @@ export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, fir
         svg.append(dot);
       }
     }
+  });
+  return svg;
+}
+
+// Ten hues told apart by most readers, for points that belong to different classes (a digit's codes).
+const CATEGORIES = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"];
+
+/** Points, one per row of `points` ([x, y]), each coloured by its row and named by `names` (else its number), on
+ * titled axes with round ticks; every point's title gives its values. */
+export function scatterSvg(points, { label, x: xTitle, y: yTitle, names = null }) {
+  const width = 420;
+  const height = 360;
+  const [left, right, top, bottom] = [64, 20, 14, 48];
+  const span = (values) => {
+    let [lo, hi] = [Math.min(...values), Math.max(...values)];
+    if (!(hi > lo)) [lo, hi] = [lo - 1, hi + 1];
+    const pad = (hi - lo) * 0.08;
+    return [lo - pad, hi + pad];
+  };
+  const [xlo, xhi] = span(points.map((p) => p[0]));
+  const [ylo, yhi] = span(points.map((p) => p[1]));
+  const px = (v) => left + ((v - xlo) / (xhi - xlo)) * (width - left - right);
+  const py = (v) => top + (1 - (v - ylo) / (yhi - ylo)) * (height - top - bottom);
+  const svg = svgEl("svg", {
+    xmlns: SVG_NS, viewBox: `0 0 ${width} ${height}`, width, height, role: "img", "aria-label": label,
+    "font-family": FONT, "font-size": LABEL_FONT,
+  });
+  svg.append(svgEl("title", {}, label));
+  for (const t of ticks(xlo, xhi, 5)) {
+    svg.append(svgEl("line", { x1: px(t), y1: top, x2: px(t), y2: height - bottom, stroke: "#e3e8ec" }));
+    svg.append(svgEl("text", { x: px(t), y: height - bottom + 16, "text-anchor": "middle", fill: "#4a5563" }, sig(t, 3)));
+  }
+  for (const t of ticks(ylo, yhi, 5)) {
+    svg.append(svgEl("line", { x1: left, y1: py(t), x2: width - right, y2: py(t), stroke: "#e3e8ec" }));
+    svg.append(svgEl("text", { x: left - 6, y: py(t) + 4, "text-anchor": "end", fill: "#4a5563" }, sig(t, 3)));
+  }
+  svg.append(svgEl("text", { x: (left + width - right) / 2, y: height - 10, "text-anchor": "middle", fill: "#1d2530", class: "axis-title" }, xTitle));
+  const middle = (top + height - bottom) / 2;
+  svg.append(svgEl("text", { x: 14, y: middle, "text-anchor": "middle", fill: "#1d2530", transform: `rotate(-90 14 ${middle})`, class: "axis-title" }, yTitle));
+  points.forEach(([x, y], i) => {
+    const name = names ? names[i] : String(i);
+    const colour = CATEGORIES[i % CATEGORIES.length];
+    const point = svgEl("g", { class: "scatter-point", "data-row": i });
+    point.append(svgEl("circle", { cx: px(x), cy: py(y), r: 9, fill: colour, "fill-opacity": 0.85 }),
+      svgEl("text", { x: px(x), y: py(y) + 4, "text-anchor": "middle", fill: "#fff", "font-weight": 700 }, name),
+      svgEl("title", {}, `${name}: ${xTitle} ${sig(x)}, ${yTitle} ${sig(y)}`));
+    svg.append(point);
   });
   return svg;
 }

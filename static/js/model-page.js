@@ -1,7 +1,7 @@
 // The model page: recorded cases without reloads, the tour on the interactive graph, re-verification.
 // Everything here enhances a page that is complete without JavaScript.
 
-import { LARGE_GRID, barsSvg, curveSvg, downloadSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
+import { LARGE_GRID, barsSvg, curveSvg, downloadSvg, scatterSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
 import { editQuery, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { glossPage } from "./glossary.js";
 import { GraphView } from "./graph.js";
@@ -73,6 +73,11 @@ function enhanceCase(panel) {
       map.querySelector(".map-canvas").replaceChildren(smallMap(values, { label: map.dataset.label, limit, under }));
     }
   }
+  for (const figure of panel.querySelectorAll('[data-chart="scatter"]')) {
+    const { x, y } = JSON.parse(figure.dataset.scatter);
+    const names = figure.dataset.names ? JSON.parse(figure.dataset.names) : null;
+    figure.querySelector(".chart-canvas").replaceChildren(scatterSvg(JSON.parse(figure.dataset.values), { label: figure.dataset.label, x, y, names }));
+  }
   for (const figure of panel.querySelectorAll('[data-chart="curve"]')) {
     const curve = JSON.parse(figure.dataset.curve);
     figure.querySelector(".chart-canvas").replaceChildren(curveSvg(JSON.parse(figure.dataset.values), {
@@ -99,7 +104,7 @@ function enhanceCase(panel) {
     button.addEventListener("click", () => {
       const figure = button.closest("figure");
       const label = figure.dataset.label;
-      const svg = figure.dataset.chart === "heatmap" || figure.dataset.chart === "curve"
+      const svg = ["heatmap", "curve", "scatter"].includes(figure.dataset.chart)
         ? figure.querySelector(".chart-canvas svg")
         : barsSvg(JSON.parse(figure.dataset.values), Number(figure.dataset.max), label, Number(figure.dataset.first));
       downloadSvg(svg, `${slug}-${panel.dataset.case}-${slugify(label)}.svg`);

@@ -106,6 +106,14 @@ export class Lab extends LabPanel {
     if (this.traceShown) this.trace();
   }
 
+  /** A drawing unlike every image the model learned from (blank, or a scribble), and what its answer is worth. */
+  unlike(read, confidence) {
+    const { thing } = this.settings.words;
+    const blank = this.pad.image.every((row) => row.every((v) => v === 0));
+    const what = blank ? "A blank page is unlike any " + thing + " the model learned from" : `This drawing lies farther from every held-out ${thing} than any of them lies from its nearest neighbour: unlike anything the model learned from`;
+    return el("p", { class: "notice draw-unusual", id: "draw-unusual" }, `${what}. A classifier has no answer for “none of these”: it must pick one of its ${this.settings.sizes.classes} classes, so it reads ${this.name(read)} with probability ${sig(confidence, 3)} all the same. That number says how it splits its vote, not that it sees a ${this.name(read)}.`);
+  }
+
   render(answer) {
     const c = answer.case;
     const probs = item(c, "probabilities").values;
@@ -119,8 +127,11 @@ export class Lab extends LabPanel {
       el("figure", { class: "chart", id: "draw-probabilities" }, el("figcaption", {}, el("span", { class: "chart-title" }, item(c, "probabilities").label)),
         bars(probs, probs.map((_, k) => `${k === read ? "▶ " : ""}${this.name(k)}`), 1)),
     );
-    if (loss) {
-      parts.push(el("dl", { class: "metrics" }, metric(loss.label, loss.value, { id: "draw-loss" })));
+    const unusual = item(c, "unusual"); // where the recipe measures it: how unlike its training images the drawing is
+    if (unusual && unusual.value >= 1) parts.splice(parts.length - 1, 0, this.unlike(read, item(c, "confidence").value));
+    if (loss || unusual) {
+      parts.push(el("dl", { class: "metrics" }, ...(loss ? [metric(loss.label, loss.value, { id: "draw-loss" })] : []),
+        ...(unusual ? [metric(unusual.label, unusual.value, { id: "draw-unusual-share" })] : [])));
     }
     parts.push(el("figure", { class: "chart lab-heatmap draw-saliency", id: "draw-saliency" },
       el("figcaption", {}, el("span", { class: "chart-title" }, saliency.label)), chartBox(`${saliency.label}: heatmap`, valueHeatmap(saliency.values, saliency.label)),
