@@ -78,10 +78,10 @@ def test_attention_maps_title_their_queries_and_keys(watched):
     page = watched("/models/bert?case=mask-b")
     graph_ready(page)
     figure = page.locator("#case-panel .heatmap-figure").first
-    expect(figure.locator("svg text.axis-title")).to_have_text(["key", "query"])
+    expect(figure.locator("svg text.axis-title")).to_have_text(["rows: query", "columns: key"])
     expect(figure.locator("thead th").first).to_have_text("query / key")
     lab_ready(page)
-    expect(page.locator("#lab svg text.axis-title").first).to_have_text("key")  # live maps too
+    expect(page.locator("#lab svg text.axis-title").first).to_have_text("rows: query")  # live maps too
 
 
 def test_a_case_shows_its_outcome_and_first_figures_and_folds_the_rest_under_their_names(watched):
@@ -116,7 +116,8 @@ def test_the_language_lab_leads_with_whether_the_answer_is_right_and_what_each_l
     results = page.locator("#lab-results")
     verdict = results.locator("#lab-verdict")
     expect(verdict).to_have_text(
-        "Right. The model's answer: “1 1 3 4”. The right answer: the problem's digits in order: “1 1 3 4”.")
+        "Right. The model's answer (its likeliest token after “=” and after each digit): “1 1 3 4”. "
+        "The right answer: the problem's digits in order: “1 1 3 4”.")
     first = results.locator("#lab-verdict + dl.metrics .metric")
     expect(first.nth(0)).to_contain_text("of the true answer's digits (the positions the training scored)")
     expect(first.nth(1)).to_contain_text("over every position, the problem's random digits included")
@@ -148,7 +149,7 @@ def test_the_vae_draws_its_code_plane_with_z_axes_and_each_digits_codes_as_a_poi
     expect(scatter.locator("text.axis-title")).to_have_text(["z₁", "z₂"])
     expect(scatter.locator(".scatter-point title").first).to_have_text(re.compile(r"^0: z₁ -?[0-9.]+, z₂ -?[0-9.]+$"))
     plane = case.locator('figure[data-chart="heatmap"]').first.locator("svg")
-    titles = ["z₁ from -2.4 (left) to 2.4 (right)", "z₂ from 2.4 (top) to -2.4"]
+    titles = ["rows: z₂ from 2.4 (top) to -2.4", "columns: z₁ from -2.4 (left) to 2.4 (right)"]
     expect(plane.locator("text.axis-title")).to_have_text(titles)
     assert plane.locator("text").count() == 2 + 2  # the titles and the legend: no row or column numbers 0-55
     assert plane.bounding_box()["width"] < 600  # a picture of the plane, not cells to read numbers by

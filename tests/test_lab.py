@@ -363,14 +363,15 @@ def test_a_live_run_names_the_tokens_on_its_matrices_axes(lab_client):
     assert heads and set(axes) == set(heads)
     expected = [{"id": 1, "name": "CLS"}, {"id": 4, "name": "4"}, {"id": 3, "name": "MASK"},
                 {"id": 2, "name": "SEP"}, {"id": 6, "name": "6"}, {"id": 2, "name": "SEP"}]
-    assert all(axes[key] == {"rows": expected, "columns": expected} for key in heads)
+    titled = {"rows": "query", "columns": "key"}  # an attention map says which axis reads
+    assert all(axes[key] == {"rows": expected, "columns": expected, "titles": titled} for key in heads)
 
 
 def test_the_causal_lab_names_prompt_tokens_and_the_vocabulary_on_its_axes(lab_client):
     answer = lab_client.post("/api/models/gpt/runs", json={"input_ids": [1, 3, 6]}).get_json()
     axes = answer["axes"]
     prompt = [{"id": 1, "name": "1"}, {"id": 3, "name": "3"}, {"id": 6, "name": "6"}]
-    assert axes["attention_b0_h0"] == {"rows": prompt, "columns": prompt}
+    assert axes["attention_b0_h0"] == {"rows": prompt, "columns": prompt, "titles": {"rows": "query", "columns": "key"}}
     assert axes["next_token_probs"]["rows"] == prompt
     assert [t["name"] for t in axes["next_token_probs"]["columns"]][-3:] == ["8", "9", "="]
 

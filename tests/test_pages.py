@@ -1,6 +1,7 @@
 """Server-rendered pages: every section and template branch, readable without JavaScript."""
 
 import csv
+import html
 import io
 import json
 import re
@@ -387,9 +388,9 @@ def test_a_lab_is_titled_by_what_it_does_and_not_as_the_what_if_panel(client, sl
 def test_the_page_carries_the_glossary_it_explains_terms_with(client):
     from app.domain.glossary import GLOSSARY
 
-    page = text(client.get("/models/vae"))
-    found = re.search(r'<script type="application/json" id="glossary">(.*?)</script>', page, re.S)
-    assert json.loads(found.group(1)) == GLOSSARY
+    page = client.get("/models/vae").get_data(as_text=True)
+    found = re.search(r'data-glossary="([^"]*)"', page)
+    assert json.loads(html.unescape(found.group(1))) == GLOSSARY
     assert all(definition.endswith(".") and len(definition) < 300 for definition in GLOSSARY.values())
     assert {"ELBO", "KL", "nats", "rtol", "atol", "logit lens", "residual stream", "attribution"} <= set(GLOSSARY)
 

@@ -85,25 +85,19 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
   const colText = (j) => (axes?.columns ? shorten(axes.columns[j].name) : String(j));
   const widest = (count, text) => Math.max(...Array.from({ length: count }, (_, k) => text(k).length)) * CHAR;
   const tilted = indices && widest(cols, colText) > size - 4; // column names that do not fit upright are tilted
-  // Titled axes (an attention map's queries and keys) say so: the columns' title above their names, the rows' beside.
-  const titles = shown ? axes?.titles : null;
-  const band = titles ? 18 : 0;
-  const left = (indices ? widest(rows, rowText) + 12 : 0) + band;
-  const top = (!indices ? 0 : tilted ? Math.ceil(widest(cols, colText) * 0.8) + 14 : 22) + band;
+  // Titled axes (an attention map's queries and keys) say what they are on a line each under the legend: below the
+  // grid, they make a figure taller and never wider (two maps side by side stay so).
+  const titles = shown && axes?.titles ? [`rows: ${axes.titles.rows}`, `columns: ${axes.titles.columns}`] : [];
+  const left = indices ? widest(rows, rowText) + 12 : 0;
+  const top = !indices ? 0 : tilted ? Math.ceil(widest(cols, colText) * 0.8) + 14 : 22;
   const right = tilted ? Math.ceil(colText(cols - 1).length * CHAR * 0.6) : 4; // the last tilted name leans right
-  const width = left + cols * size + right;
-  const height = top + rows * size + (legend.length ? 34 : 6);
+  let width = left + cols * size + right;
+  const height = top + rows * size + (legend.length ? 34 : 6) + titles.length * 16;
   const svg = svgEl("svg", {
     xmlns: SVG_NS, viewBox: `0 0 ${width} ${height}`, width, height, role: "img", "aria-label": label,
     "font-family": FONT, "font-size": LABEL_FONT,
   });
   svg.append(svgEl("title", {}, label));
-  if (titles) {
-    svg.append(svgEl("text", { x: left, y: 13, fill: "#1d2530", "font-weight": 600, class: "axis-title" }, titles.columns));
-    const middle = top + (rows * size) / 2;
-    svg.append(svgEl("text", { x: 13, y: middle, transform: `rotate(-90 13 ${middle})`, "text-anchor": "middle", fill: "#1d2530",
-      "font-weight": 600, class: "axis-title" }, titles.rows));
-  }
   const named = (entry) => (entry.id === undefined ? entry.name : `${entry.name}, id ${entry.id}`);
   const where = (axis, list, k) => (list ? `${axis} ${k} (${named(list[k])})` : `${axis} ${k}`);
   for (let j = 0; indices && j < cols; j++) {
@@ -134,11 +128,13 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
     svg.append(svgEl("text", { x: x + 18, y: y + 11, fill: "#1d2530" }, text));
     x += 18 + text.length * CHAR + 12;
   }
-  // The legend may be wider than a small grid.
-  if (x > width) {
-    svg.setAttribute("width", x);
-    svg.setAttribute("viewBox", `0 0 ${x} ${height}`);
-  }
+  width = Math.max(width, x); // the legend may be wider than a small grid
+  titles.forEach((text, k) => {
+    svg.append(svgEl("text", { x: left, y: y + (legend.length ? 24 : 0) + 14 + k * 16, fill: "#1d2530", class: "axis-title" }, text));
+    width = Math.max(width, left + text.length * CHAR + 4);
+  });
+  svg.setAttribute("width", width);
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   return svg;
 }
 

@@ -15,9 +15,9 @@ function escapeRe(text) {
 
 /** The page's glossary, longest terms first (so "logit lens" is found before "logit"). */
 function load() {
-  const source = document.getElementById("glossary");
+  const source = document.querySelector("[data-glossary]");
   if (!source) return [];
-  return Object.entries(JSON.parse(source.textContent)).sort((a, b) => b[0].length - a[0].length).map(([term, definition]) => ({
+  return Object.entries(JSON.parse(source.dataset.glossary)).sort((a, b) => b[0].length - a[0].length).map(([term, definition]) => ({
     term, definition,
     // A term with capitals (ELBO, KL) is matched as written, others in any case; a plural s is allowed.
     pattern: new RegExp(`(?<![\\p{L}\\p{N}])${escapeRe(term)}s?(?![\\p{L}\\p{N}])`, `u${term === term.toLowerCase() ? "i" : ""}`),
