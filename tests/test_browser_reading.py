@@ -154,3 +154,21 @@ def test_the_vae_draws_its_code_plane_with_z_axes_and_each_digits_codes_as_a_poi
     assert plane.locator("text").count() == 2 + 2  # the titles and the legend: no row or column numbers 0-55
     assert plane.bounding_box()["width"] < 600  # a picture of the plane, not cells to read numbers by
     assert axe_violations(page) == []
+
+
+def test_every_layer_and_head_of_attention_at_once_follows_one_query_through_all(watched):
+    page = watched("/models/gpt", bypass_csp=True)
+    graph_ready(page)
+    overview = page.locator("#case-panel .attention-overview")
+    expect(overview.locator(".chart-title")).to_have_text("Attention: every block and head at once")
+    maps = overview.locator(".overview-map svg")
+    expect(maps).to_have_count(4)  # 2 blocks x 2 heads
+    expect(overview.locator(".overview-layer")).to_have_text(["block 0", "block 1"])
+    overview.locator("[data-follow]").select_option("4")  # "=": where the answer starts
+    for k in range(4):
+        expect(maps.nth(k).locator("rect.is-followed")).to_have_count(8)  # row 4 of an 8 x 8 map, in every head
+        expect(maps.nth(k).locator('rect.is-followed[data-row="4"]')).to_have_count(8)
+    maps.nth(3).locator('rect[data-row="6"][data-col="0"]').hover()
+    expect(overview.locator("[data-follow]")).to_have_value("6")
+    expect(maps.nth(0).locator('rect.is-followed[data-row="6"]')).to_have_count(8)
+    assert axe_violations(page) == []

@@ -399,3 +399,20 @@ def test_attention_tables_name_their_queries_and_keys_and_long_vectors_scroll(cl
     assert "<th scope=\"col\">query / key</th>" in text(client.get("/models/bert?case=mask-b"))
     page = text(client.get("/models/bert-base"))
     assert page.count('class="bars-scroll" tabindex="0" role="region"') >= 1
+
+
+def test_attention_of_several_layers_and_heads_is_gathered_into_one_overview_per_kind():
+    from app.domain.attention import overviews
+
+    keys = ("attention_b0_h0", "attention_b0_h1", "attention_b1_h1", "cross_attention_l0_h0", "image", "attention_last")
+    maps = [{"key": key, "values": [[1.0]]} for key in keys]
+    found = overviews(maps)
+    assert [(o["title"], o["unit"], o["layers"], o["heads"]) for o in found] == [("Attention", "block", [0, 1], [0, 1])]
+    # A layer without a head has None there; a kind with one map alone (cross attention) has no overview.
+    assert found[0]["grid"] == [["attention_b0_h0", "attention_b0_h1"], [None, "attention_b1_h1"]]
+
+
+def test_the_transformers_case_opens_with_an_overview_of_each_attention(client):
+    page = text(client.get("/models/transformer"))
+    titles = re.findall(r'<span class="chart-title">(\w+ attention): every layer and head at once</span>', page)
+    assert titles == ["Encoder attention", "Decoder attention", "Cross attention"]

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from . import requirements
+from . import attention, requirements
 from .checkpoints import CheckpointDeclarationError, CheckpointSpec, checkpoint_spec
 from .declaration import Declaration, read_declaration
 from .figures import Display
@@ -153,6 +153,20 @@ class Model:
         """A case's matrices in the groups the recipe's [display] declares (Display.sections), with or without a
         lab; every other matrix alone."""
         return self.display.sections(case.get("matrices", []))
+
+    def attention_overviews(self, case: dict) -> list[dict]:
+        """Every layer and head of each kind of attention the case records (attention.overviews), with each map's
+        values and the names of the rows (the queries) where they are known."""
+        matrices = {m["key"]: m for m in case.get("matrices", [])}
+        axes = self.axes(case)
+        found = []
+        for overview in attention.overviews(case.get("matrices", [])):
+            first = next(key for row in overview["grid"] for key in row if key)
+            rows = axes.get(first, {}).get("rows")
+            found.append(overview | {"maps": [[matrices[key]["values"] if key else None for key in row]
+                                              for row in overview["grid"]],
+                                     "rows": [row["name"] for row in rows] if rows else None})
+        return found
 
     def groups(self, case: dict) -> list[dict]:
         """The groups a case's matrices are drawn in, by key (for a live answer, whose page draws them)."""

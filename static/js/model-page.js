@@ -2,7 +2,7 @@
 // Everything here enhances a page that is complete without JavaScript.
 
 import { LARGE_GRID, barsSvg, curveSvg, downloadSvg, scatterSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
-import { editQuery, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
+import { editQuery, el, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { glossPage } from "./glossary.js";
 import { GraphView } from "./graph.js";
 import { RetrainPanel } from "./retrain.js";
@@ -73,6 +73,7 @@ function enhanceCase(panel) {
       map.querySelector(".map-canvas").replaceChildren(smallMap(values, { label: map.dataset.label, limit, under }));
     }
   }
+  for (const figure of panel.querySelectorAll('[data-chart="overview"]')) drawOverview(figure);
   for (const figure of panel.querySelectorAll('[data-chart="scatter"]')) {
     const { x, y } = JSON.parse(figure.dataset.scatter);
     const names = figure.dataset.names ? JSON.parse(figure.dataset.names) : null;
@@ -110,6 +111,35 @@ function enhanceCase(panel) {
       downloadSvg(svg, `${slug}-${panel.dataset.case}-${slugify(label)}.svg`);
     });
   }
+}
+
+/** Every layer's heads at once, each map on its own scale, and one query row followed through all of them: chosen
+ * in the list, or by pointing at a row of any map. */
+function drawOverview(figure) {
+  const { unit, layers, heads, maps, rows } = JSON.parse(figure.dataset.overview);
+  const grid = figure.querySelector(".overview-grid");
+  grid.style.setProperty("--heads", heads.length);
+  const cell = (values, layer, head) => {
+    if (!values) return el("span");
+    const label = `${unit} ${layer}, head ${head}`;
+    const limit = Math.max(...values.flat().map(Math.abs));
+    return el("div", { class: "overview-map" }, smallMap(values, { label, limit, size: 120 })); // the grid's headings name it
+  };
+  grid.replaceChildren(el("span"), ...heads.map((head) => el("span", { class: "overview-head" }, `head ${head}`)),
+    ...layers.flatMap((layer, i) => [el("span", { class: "overview-layer" }, `${unit} ${layer}`),
+      ...maps[i].map((values, j) => cell(values, layer, heads[j]))]));
+  const select = figure.querySelector("[data-follow]");
+  const follow = (row) => {
+    grid.classList.toggle("is-following", row !== null);
+    for (const rect of grid.querySelectorAll("rect[data-row]")) rect.classList.toggle("is-followed", rect.dataset.row === String(row));
+    select.value = row === null ? "" : String(row);
+    figure.dataset.following = row === null ? "" : rows ? rows[row] : String(row);
+  };
+  select.addEventListener("change", () => follow(select.value === "" ? null : Number(select.value)));
+  grid.addEventListener("pointerover", (event) => {
+    const rect = event.target.closest("rect[data-row]");
+    if (rect) follow(Number(rect.dataset.row));
+  });
 }
 
 async function showCase(caseId, push) {
