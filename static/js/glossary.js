@@ -86,12 +86,19 @@ export function glossPage(root = document.querySelector("main")) {
   root.addEventListener("focusout", hide);
   document.addEventListener("keydown", (event) => { if (event.key === "Escape") hide(); });
   gloss(root);
+  // Only what was added is walked again, once a frame: a lab that redraws at every edit costs a walk of its answer,
+  // not of the page. Marking adds nodes too: the pass it causes finds their terms marked and changes nothing.
+  const added = new Set();
   let pending = null;
-  // Marking adds nodes too: the pass it causes finds every term marked and changes nothing.
-  new MutationObserver(() => {
+  new MutationObserver((changes) => {
+    for (const change of changes) {
+      for (const node of change.addedNodes) added.add(node.nodeType === Node.ELEMENT_NODE ? node : node.parentElement);
+    }
     pending ??= requestAnimationFrame(() => {
       pending = null;
-      gloss(root);
+      const nodes = [...added].filter((node) => node?.isConnected && !node.closest(".term"));
+      added.clear();
+      for (const node of nodes) gloss(node);
     });
   }).observe(root, { childList: true, subtree: true });
 }
