@@ -170,6 +170,13 @@ def test_reverification_shows_progress_then_a_passing_report(watched):
     expect(opened.locator("tbody tr .status-passed")).to_have_count(9)
     expect(opened.locator(".deviation svg").first).to_be_visible()
     expect(page.locator(".report-checks li")).to_have_count(4)
+    # What a check measured in words; the recipe's own keys a click away.
+    first = page.locator(".report-checks li").first
+    expect(first.locator("div.detail").last).to_contain_text("bidirectional max shift: ")
+    raw = first.locator("details.raw-keys")
+    expect(raw.locator("code")).to_be_hidden()
+    raw.locator("summary").click()
+    expect(raw.locator("code")).to_contain_text('"bidirectional_max_shift":')
     expect(page.locator(".report-env")).to_contain_text("deterministic")
     # The original capture's model.py is not the one served: said where the two hashes are shown.
     expect(page.locator(".report-env")).to_contain_text("(another file)")

@@ -172,3 +172,16 @@ def test_every_layer_and_head_of_attention_at_once_follows_one_query_through_all
     expect(overview.locator("[data-follow]")).to_have_value("6")
     expect(maps.nth(0).locator('rect.is-followed[data-row="6"]')).to_have_count(8)
     assert axe_violations(page) == []
+
+
+def test_an_ops_recorded_name_is_read_out_in_its_details(watched):
+    page = watched("/models/gpt?step=causal")
+    graph_ready(page)
+    page.locator('#graph-stage .g-node[data-id="add@GPT#0"]').focus()
+    page.keyboard.press("Enter")
+    details = page.locator("#node-details")
+    expect(details.locator("h3")).to_have_text("add@GPT#0")  # the raw name stays, above its reading
+    expect(details.locator(".node-said")).to_have_text("In words: the 1st Tensor.add in the model's own forward.")
+    page.locator('#graph-stage .g-node[data-id="h.0.mlp"]').focus()
+    page.keyboard.press("Enter")
+    expect(details.locator(".node-said")).to_have_count(0)  # a module's name needs no reading

@@ -69,6 +69,9 @@ def test_catalog_opens_with_a_path_through_the_milestones_and_the_tags_folded(cl
     assert sorted(slugs) == sorted(CATALOG_SLUGS)  # every model once
     years = [int(y) for y in re.findall(r'class="path-year">(\d+)<', path)]
     assert years == sorted(years)  # in the order the milestones came
+    # Two models of one milestone are told apart by their weights: GPT's tiny sorter and the GPT-2 DataLab.
+    gpts = re.findall(r'class="path-name">GPT-2</span><span class="path-weights"> · ([a-z ]+)</span>', path)
+    assert sorted(gpts) == ["a real checkpoint", "trained here"]
     order = [page.index(part) for part in ('class="milestone-path"', '<details class="tag-filter">', 'class="cards"')]
     assert order == sorted(order)
     assert re.search(r'<summary>Filter by tag \(\d+ tags\)</summary>', page)
@@ -416,3 +419,13 @@ def test_the_transformers_case_opens_with_an_overview_of_each_attention(client):
     page = text(client.get("/models/transformer"))
     titles = re.findall(r'<span class="chart-title">(\w+ attention): every layer and head at once</span>', page)
     assert titles == ["Encoder attention", "Decoder attention", "Cross attention"]
+
+
+def test_an_ops_recorded_name_reads_as_words():
+    from app.domain.graphlayout import said
+
+    assert said({"id": "add@encoder#1", "op": "torch.add"}, "Bert") == "the 2nd torch.add in encoder's forward"
+    assert said({"id": "cat@Bert#0", "op": "torch.cat"}, "Bert") == "the 1st torch.cat in the model's own forward"
+    assert said({"id": "python@encoder.attention#11", "op": "Python"}, "Bert") == \
+        "the 12th Python in encoder.attention's forward"
+    assert said({"id": "encoder.attention", "op": "Module"}, "Bert") is None

@@ -7,6 +7,7 @@ in the browser (static/js/graph-scene.js), a module's contents as it opens, so n
 """
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -51,11 +52,30 @@ def op_label(layer: dict) -> str:
     return f"{op} · shared" if layer.get("sharedParams") else op
 
 
+OP_CALL = re.compile(r"^(?P<short>[^@]+)@(?P<where>.+)#(?P<index>\d+)$")  # the recorder's name of an op: add@encoder#0
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def said(layer: dict, model: str) -> str | None:
+    """An op's recorded name in plain words (`add@encoder#0`: "the 1st torch.add in encoder's forward"), where
+    `model` is the model's class, whose own forward is named by it; None for a node whose name needs no reading."""
+    found = OP_CALL.match(layer["id"])
+    if not found:
+        return None
+    where = "the model's own forward" if found["where"] == model else f"{found['where']}'s forward"
+    return f"the {ordinal(int(found['index']) + 1)} {layer['op']} in {where}"
+
+
 def drawing_document(manifest: dict) -> bytes:
     """The graph as the interactive graph draws it: the recorded layers, each with the text its node shows
-    (`shown`: label and op, by the rule the snapshot uses), and the connections. Compact: it grows with
-    the graph, about 300 bytes a node."""
-    layers = [layer | {"shown": {"label": short_label(layer), "op": op_label(layer)}} for layer in manifest["layers"]]
+    (`shown`: label and op, by the rule the snapshot uses, and an op's name in plain words), and the
+    connections. Compact: it grows with the graph, about 300 bytes a node."""
+    model = manifest.get("className", "")
+    layers = [layer | {"shown": {"label": short_label(layer), "op": op_label(layer), "said": said(layer, model)}}
+              for layer in manifest["layers"]]
     document = {"layers": layers, "connections": [{"source": c["source"], "target": c["target"]}
                                                   for c in manifest["connections"]], "palette": PALETTE}
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()

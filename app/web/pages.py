@@ -118,7 +118,10 @@ def index():
     found = {m.slug: checkpoints.status(m.checkpoint) for m in shown if m.checkpoint}
     # A path through the milestones in the order they came: each answers a question an earlier one left open.
     path = sorted(listed, key=lambda m: (m.manifest["milestone"]["year"], m.manifest["milestone"]["name"]))
+    names = [m.manifest["milestone"]["name"] for m in path]
+    repeated = {name for name in names if names.count(name) > 1}  # told apart on the path by their weights
     return render_template("index.html", groups=groups, tags=all_tags, tag=tag, checkpoints=found, path=path,
+                           repeated=repeated,
                            unknown_tag=bool(tag) and tag not in all_tags,
                            unavailable=list(models.catalog.unavailable.values()))
 

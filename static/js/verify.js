@@ -163,7 +163,18 @@ function checksBlock(checks) {
     el("ul", { class: "report-checks" }, ...checks.map((c) => el("li", {},
       el("span", { class: `status-${c.status}` }, c.status === "passed" ? "✓ " : "✗ "), c.name,
       c.message ? el("div", { class: "detail" }, c.message) : null,
-      el("div", { class: "detail" }, Object.entries(c.detail || {}).map(([k, v]) => `${k}: ${typeof v === "number" ? sig(v) : JSON.stringify(v)}`).join(" · "))))));
+      ...detail(c.detail || {})))));
+}
+
+/** What a check measured, in words ("bidirectional max shift: 0.8342"), and the recipe's own keys and values a
+ * click away. */
+function detail(measured) {
+  const entries = Object.entries(measured);
+  if (!entries.length) return [];
+  const value = (v) => (typeof v === "number" ? sig(v) : JSON.stringify(v));
+  return [el("div", { class: "detail" }, entries.map(([k, v]) => `${k.replaceAll("_", " ")}: ${value(v)}`).join(" · ")),
+    el("details", { class: "detail raw-keys", "data-raw": "" }, el("summary", {}, "As the recipe reports it"),
+      el("code", {}, JSON.stringify(measured)))];
 }
 
 /** The model's verification history: each environment it was checked in, by whom, how far from the recording. */
