@@ -330,6 +330,7 @@ def test_the_graph_as_drawn_gives_each_node_its_text(client):
     assert layers["input:idx"]["shown"] == {"label": "idx", "op": "Input 1,8"}
     index = next(layer for layer in drawn["layers"] if layer["id"].startswith("index@h.0.attn"))
     assert index["shown"]["op"] == "indexing [:, :, :8, :8]"
+    assert layers["add@GPT#0"]["shown"]["said"] == "the 1st Tensor.add in the model's own forward"
     assert len(drawn["connections"]) == len(client.get("/api/models/gpt").get_json()["connections"])
     seed = {layer["id"]: layer for layer in client.get("/models/bert/graph.json").get_json()["layers"]}
     assert seed["python@encoder.attention#0"]["shown"]["label"] == "unflatten"  # named by [graph.ops]

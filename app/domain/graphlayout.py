@@ -69,13 +69,18 @@ def said(layer: dict, model: str) -> str | None:
     return f"the {ordinal(int(found['index']) + 1)} {layer['op']} in {where}"
 
 
+def shown(layer: dict, model: str) -> dict:
+    """What a node says: its label and op, and, for an op, its recorded name in words."""
+    words = said(layer, model)
+    return {"label": short_label(layer), "op": op_label(layer)} | ({"said": words} if words else {})
+
+
 def drawing_document(manifest: dict) -> bytes:
     """The graph as the interactive graph draws it: the recorded layers, each with the text its node shows
     (`shown`: label and op, by the rule the snapshot uses, and an op's name in plain words), and the
     connections. Compact: it grows with the graph, about 300 bytes a node."""
     model = manifest.get("className", "")
-    layers = [layer | {"shown": {"label": short_label(layer), "op": op_label(layer), "said": said(layer, model)}}
-              for layer in manifest["layers"]]
+    layers = [layer | {"shown": shown(layer, model)} for layer in manifest["layers"]]
     document = {"layers": layers, "connections": [{"source": c["source"], "target": c["target"]}
                                                   for c in manifest["connections"]], "palette": PALETTE}
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()

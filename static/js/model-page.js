@@ -264,7 +264,9 @@ async function showDetails(layer) {
   const lines = (span) => `model.py ${span.endLine !== span.line ? `lines ${span.line}–${span.endLine}` : `line ${span.line}`}`;
   fact(dl, layer.callSource ? "declared" : "source", src ? lines(src) : "—");
   if (layer.callSource) fact(dl, "runs at", lines(layer.callSource));
-  const children = [title, dl];
+  // An op's recorded name read out (add@encoder#0: "the 1st torch.add in encoder's forward"); the name stays above.
+  const said = layer.shown?.said ? el("p", { class: "node-said" }, `In words: ${layer.shown.said}.`) : null;
+  const children = [title, said, dl].filter(Boolean);
   if (layer.kind === "module" && graph) {
     const button = document.createElement("button");
     button.type = "button";
