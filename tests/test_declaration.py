@@ -56,6 +56,8 @@ def test_every_declaration_of_the_project_fits_the_schema(path):
     (lambda d: d["display"].update(curves={"loss_per_epoch": {"x": "Step"}}), "display.curves.loss_per_epoch.y: is "
                                                                               "required"),
     (lambda d: d["steps"].append(dict(d["steps"][0])), "steps: the id 'hidden' is declared twice"),
+    (lambda d: d["steps"][0].update(id="overview"), "steps: the id 'overview' is the page's own first step"),
+    (lambda d: d["display"].update(scatters={"codes": {"x": "z₁"}}), "display.scatters.codes.y: is required"),
     (lambda d: d["weights"].update(state="learned"), "weights.state: must be 'trained', 'pretrained' or 'random'"),
 ])
 def test_a_key_missing_mistyped_or_unknown_is_refused_with_its_path(change, message):
