@@ -44,11 +44,17 @@ def test_a_sampled_chain_is_stepped_through_with_the_keyboard_and_played(watched
     expect(page.locator("#chain-where")).to_contain_text("Step 50 of 100: t = 50.")
     expect(page.locator('.chain-frame[data-step="50"]')).to_have_attribute("aria-pressed", "true")
     no_violations(page)
+    assert "chain_step=50" in page.url  # the step shown is in the link: a reload shows it again
+    page.reload()
+    lab_ready(page)
+    expect(page.locator("#chain-where")).to_contain_text("Step 50 of 100: t = 50.")
+    expect(page.locator("#chain-step")).to_have_value("50")
     play = page.locator("#chain-play")
     play.click()
     expect(play).to_have_attribute("aria-pressed", "true")
     expect(page.locator("#chain-where")).to_have_text("Step 100 of 100: x₀, the end of the chain.", timeout=20_000)
     expect(play).to_have_attribute("aria-pressed", "false")  # it stops at the end
+    assert "chain_step" not in page.url  # the end, where a chain opens, is left out of the link
     # Another seed: the request carries it, the link names it, and the chain is another.
     first = page.locator("#chain-strip .chain-frame").last.inner_html()
     with page.expect_request(lambda r: r.url.endswith(SAMPLE) and sent(r) == {"seed": 8}):

@@ -85,17 +85,33 @@ def test_attention_maps_title_their_queries_and_keys(watched):
 
 
 def test_a_case_shows_its_outcome_and_first_figures_and_folds_the_rest_under_their_names(watched):
+    """On a phone the case shows its top above a button for the rest; then its first figure, and the rest folded
+    under their names."""
     page = watched("/models/lenet?case=three", PHONE, bypass_csp=True)
     graph_ready(page)
     case = page.locator("#case-panel")
     expect(case.locator(".case-outcome")).to_contain_text("Read as")  # the outcome before any figure
+    container = page.locator("#case-container")
+    expect(container).to_have_class(re.compile(r"\bis-cut\b"))
+    assert container.bounding_box()["height"] == pytest.approx(320, abs=1)  # 20 rem
+    show = page.get_by_role("button", name="Show the whole case")
+    show.click()
+    expect(show).to_be_hidden()
+    expect(container).to_be_focused()  # the reader's place kept where the button was
+    assert page.evaluate("(box) => box.scrollHeight <= box.clientHeight + 1", container.element_handle())
+    first = case.locator(":scope > figure.heatmap-figure")
+    expect(first).to_have_attribute("data-label", "Input image (grey levels 0-16)")
     more = case.locator("details.more-figures")
     summary = more.locator(":scope > summary")
-    expect(summary).to_have_text(re.compile(r"^4 more figures: Stage 1 pooled; Stage 2 conv \+ tanh; "))
+    expect(summary).to_have_text(re.compile(r"^6 more figures: Stage 1 conv \+ tanh; Stage 1 pooled; "))
     expect(more.locator("figure").first).to_be_hidden()
     summary.click()
     expect(more.locator(".multiples-figure").first.locator(".feature-map svg")).to_have_count(6)  # drawn, as the rest
     assert axe_violations(page) + small_text(page) == []
+    desktop = watched("/models/lenet?case=three")  # a desktop has the room: nothing cut
+    graph_ready(desktop)
+    expect(desktop.locator("#case-container")).not_to_have_class(re.compile(r"\bis-clamped\b"))
+    expect(desktop.get_by_role("button", name="Show the whole case")).to_be_hidden()
 
 
 def test_a_long_vector_scrolls_in_its_box(watched):
@@ -105,7 +121,8 @@ def test_a_long_vector_scrolls_in_its_box(watched):
     box = page.locator("#case-panel .bars-scroll").first
     expect(box).to_have_attribute("tabindex", "0")
     assert box.bounding_box()["height"] < 420 and box.locator(".bar-row").count() == 384
-    box.focus()
+    box.focus()  # below the case's cut on a phone: focus opens the case, so that nothing focused is hidden
+    expect(page.locator("#case-container")).not_to_have_class(re.compile(r"\bis-cut\b"))
     page.keyboard.press("End")
     expect(box.locator(".bar-row").last).to_be_in_viewport()
 

@@ -38,6 +38,11 @@ def test_an_episode_is_stepped_through_with_the_keyboard_and_another_started_on_
     expect(page.locator("#rl-q .bar-row")).to_have_count(4)
     assert page.evaluate("document.activeElement.id") == "rl-step"
     no_violations(page)
+    assert "move=7" in page.url  # the move shown is in the link: a reload shows it again
+    page.reload()
+    lab_ready(page)
+    expect(page.locator("#rl-where")).to_contain_text("Move 8 of 8, at row 0, column 3: the best move, right")
+    expect(page.locator("#rl-step")).to_have_value("7")
     with page.expect_request(lambda r: r.url.endswith(EPISODE) and sent(r)["start"] == [2, 2]):
         page.locator('.rl-cell[data-cell="2,2"]').click()
     expect(page.locator("#lab-status")).to_contain_text("From row 2, column 2: 4 moves")

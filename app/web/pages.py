@@ -17,6 +17,7 @@ from ..domain.catalog import GRAPH_FILE, Model, file_listing
 from ..domain.glossary import GLOSSARY
 from ..domain.graphlayout import default_focus, open_path
 from ..domain.interventions import ACTIONS, changeable
+from ..domain.labs.cases import ATTENTION_TITLES
 from ..domain.lru import SizedLRU
 from ..services import checkpoints
 from ..services.cache import cache
@@ -72,7 +73,7 @@ def all_integers(values: list) -> bool:
 
 def lab_settings(model: Model) -> dict:
     """What the lab panel needs, from the recipe's declaration: sizes, token names, the recorded cases as
-    run requests, and each endpoint's URL and fields."""
+    run requests, each endpoint's URL and fields, and the titles of an attention map's axes."""
     spec = model.lab
     return {
         "kind": spec.kind.name,
@@ -80,6 +81,7 @@ def lab_settings(model: Model) -> dict:
         "special": {str(v): k for k, v in spec.special.items()},
         "names": spec.token_names(),
         "words": spec.words,
+        "attention_titles": ATTENTION_TITLES,  # the axes of a map a lab draws from its own answer
         "presets": spec.kind.presets(model.manifest["experiment"]["cases"], spec),
         "endpoints": {name: {"url": url_for("api.lab_endpoint", slug=model.slug, action=name),
                              "method": e.method,
@@ -222,16 +224,18 @@ def prerender(app) -> None:
 MAX_SIDE = 64  # rows and columns a heatmap and its table show; a larger matrix is drawn as block means
 
 
-SHOWN_CHARTS = 2  # a case's vectors drawn as charts before the rest are folded; rows of chips (token ids) always show
+# A case's figures drawn open before the rest are folded: this many matrix figures and this many charts (bars,
+# curves); rows of chips (token ids) always show. With two of each, pages were 10-15k px tall on a phone.
+SHOWN_FIGURES = 1
 
 
 def split_vectors(vectors: list[dict]) -> tuple[list[dict], list[dict]]:
     """A case's vectors as its page shows them at first, and those folded under "more figures": every row of chips,
-    and the first SHOWN_CHARTS charts (bars, curves); the order kept."""
+    and the first SHOWN_FIGURES charts (bars, curves); the order kept."""
     shown, folded, charts = [], [], 0
     for vector in vectors:
         chart = not all_integers(vector["values"])
-        (folded if chart and charts >= SHOWN_CHARTS else shown).append(vector)
+        (folded if chart and charts >= SHOWN_FIGURES else shown).append(vector)
         charts += chart
     return shown, folded
 
@@ -259,7 +263,8 @@ def drawn(case: dict | None) -> dict | None:
             "rows": rows, "cols": cols, "block": block, "min": float(values.min()), "max": float(values.max()),
             "row_spans": spans[0], "col_spans": spans[1]}})
     shown, folded = split_vectors(case.get("vectors", []))
-    return case | {"matrices": matrices, "shown_vectors": shown, "folded_vectors": folded}
+    return case | {"matrices": matrices, "shown_vectors": shown, "folded_vectors": folded,
+                   "shown_figures": SHOWN_FIGURES}
 
 
 def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: dict | None = None) -> str:

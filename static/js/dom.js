@@ -1,6 +1,5 @@
 // Small helpers shared by the page's modules: building HTML elements and reading JSON answers.
 
-/** An HTML element with attributes and children; null, undefined and false children are skipped. */
 /** Rewrite this page's query where it stands (no new history entry): `edit(params)` changes it. */
 export function editQuery(edit) {
   const url = new URL(window.location.href);
@@ -8,6 +7,7 @@ export function editQuery(edit) {
   if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url);
 }
 
+/** An HTML element with attributes and children; null, undefined and false children are skipped. */
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
@@ -29,6 +29,43 @@ export function watchOverflow(box) {
   });
   overflow.observe(box);
   return box;
+}
+
+// On a phone a tall part of the page (the recorded case, a lab's answer, the about text) shows its top and a
+// button that shows the rest: drawn whole, they made a page 10-15k px tall before anything was touched. site.css
+// holds the height (`is-clamped`); a box is faded and its button shown only while its content is taller.
+const PHONE = window.matchMedia("(max-width: 600px)");
+
+/** Clamp `box` on a phone until its button (which names `box.dataset.clamp`) or a focus inside it opens it. */
+export function clampOnPhone(box) {
+  const button = el("button", { type: "button", class: "clamp-open", hidden: "" }, `Show ${box.dataset.clamp}`);
+  box.after(button);
+  let opened = false;
+  const check = () => {
+    box.classList.toggle("is-clamped", PHONE.matches && !opened);
+    const cut = box.classList.contains("is-clamped") && box.scrollHeight > box.clientHeight + 1;
+    box.classList.toggle("is-cut", cut);
+    button.hidden = !cut;
+  };
+  const open = () => {
+    opened = true;
+    check();
+  };
+  button.addEventListener("click", () => {
+    open(); // the button hides: focus goes to what it showed, not to the page's start
+    box.setAttribute("tabindex", "-1");
+    box.focus({ preventScroll: true });
+  });
+  // A keyboard that tabs to a control below the fold opens the box, so that nothing focused is hidden.
+  box.addEventListener("focusin", (event) => {
+    if (!box.classList.contains("is-cut") || event.target.getBoundingClientRect().bottom <= box.getBoundingClientRect().bottom) return;
+    open();
+    event.target.scrollIntoView({ block: "nearest" }); // where it is once the box is whole
+  });
+  new ResizeObserver(check).observe(box);
+  new MutationObserver(check).observe(box, { childList: true, subtree: true, characterData: true });
+  PHONE.addEventListener("change", check);
+  check();
 }
 
 /** A table (or anything wider than a phone) in a box that scrolls sideways; focusable and named, so that a

@@ -2,7 +2,7 @@
 // Everything here enhances a page that is complete without JavaScript.
 
 import { LARGE_GRID, barsSvg, curveSvg, downloadSvg, scatterSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
-import { editQuery, el, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
+import { clampOnPhone, editQuery, el, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { glossPage } from "./glossary.js";
 import { GraphView } from "./graph.js";
 import { RetrainPanel } from "./retrain.js";
@@ -449,4 +449,5 @@ window.addEventListener("scroll", () => {
 
 writeUrl(false);
 glossPage();
+for (const box of document.querySelectorAll("[data-clamp]")) clampOnPhone(box);
 main();

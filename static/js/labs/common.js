@@ -247,6 +247,31 @@ export function linkInput(values, preset = null) {
   });
 }
 
+/**
+ * A lab's step through an answer (a slider over a chain's steps or an episode's moves) in the link, as
+ * ?<name>=<k>: a reload shows the same step of the same answer. Only the first answer drawn opens on the link's
+ * step; the step an answer opens on (`standard`) is left out of the link.
+ */
+export class LinkedStep {
+  constructor(name) {
+    this.name = name;
+    const text = new URLSearchParams(window.location.search).get(name);
+    this.pending = text !== null && /^\d+$/.test(text) ? Number(text) : null;
+  }
+
+  /** The step a new answer of `last` + 1 steps opens on: the link's (once, within the answer), else `standard`. */
+  opening(standard, last) {
+    const linked = this.pending;
+    this.pending = null;
+    return linked === null ? standard : Math.min(linked, last);
+  }
+
+  /** Say in the link that step `k` is shown. */
+  write(k, standard) {
+    editQuery((params) => (k === standard ? params.delete(this.name) : params.set(this.name, k)));
+  }
+}
+
 /** A comma-separated list of whole numbers from a link; an Error names the parameter when it is not one. */
 export function linkedInts(params, name) {
   const text = params.get(name);

@@ -220,7 +220,7 @@ export class Lab extends LabPanel {
     const last = path.images.length - 1;
     this.walkBox.replaceChildren(
       el("p", { class: "fine", id: "walk-said" }, `From ${names[0]} (z = ${path.ends[0].map((z) => sig(z, 3)).join(", ")}) to ${names[1]} (z = ${path.ends[1].map((z) => sig(z, 3)).join(", ")}) in ${path.images.length} codes:`),
-      el("div", { class: "code-path" }, ...path.images.map((image, k) => this.image(image,
+      el("div", { class: "code-path", tabindex: 0, role: "region", "aria-label": "The walk's codes, decoded" }, ...path.images.map((image, k) => this.image(image,
         `Step ${k} of ${last}: decoded at ${codeText(path.codes[k])}`, `t = ${(k / last).toFixed(2)}`, 64))));
   }
 }

@@ -20,10 +20,10 @@ function axis(tokens) {
   return tokens.map((t) => ({ id: t.id, name: `${t.index}:${shown(t)}` }));
 }
 
-/** Attention weights from light (0) to full mint (the largest weight in the map). */
-function attentionMap(weights, tokens, label) {
+/** Attention weights from light (0) to full mint (the largest weight in the map), its axes titled (query, key). */
+function attentionMap(weights, tokens, label, titles) {
   const limit = Math.max(...weights.flat());
-  return heatmapSvg(weights, { label, axes: { rows: axis(tokens), columns: axis(tokens) }, colour: (v) => diverging(v, limit),
+  return heatmapSvg(weights, { label, axes: { rows: axis(tokens), columns: axis(tokens), titles }, colour: (v) => diverging(v, limit),
     legend: [["0", diverging(0, limit)], [sig(limit, 3), diverging(limit, limit)]],
     describe: (v) => `attention ${sig(v, 3)}` });
 }
@@ -100,7 +100,7 @@ export class Lab extends LabPanel {
       const b = Number(block.value);
       const h = Number(head.value);
       const label = `Block ${b + 1}, head ${h + 1}: attention from each token (rows) to the tokens up to it (columns)`;
-      map.replaceChildren(chartBox(label, attentionMap(answer.attention[b][h], tokens, label)));
+      map.replaceChildren(chartBox(label, attentionMap(answer.attention[b][h], tokens, label, this.settings.attention_titles)));
     };
     block.addEventListener("change", draw);
     head.addEventListener("change", draw);

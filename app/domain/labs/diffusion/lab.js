@@ -4,7 +4,7 @@
 
 import { curveSvg, greySvg, sig, smallMap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
-import { item, LabPanel, linkInput, markPreset, postJson, recordCheck, startFromLink } from "./common.js";
+import { item, LabPanel, LinkedStep, linkInput, markPreset, postJson, recordCheck, startFromLink } from "./common.js";
 import { DrawingPad } from "./drawing.js";
 
 const BIG = 120; // px: the three images of the step shown
@@ -31,6 +31,7 @@ export class Lab extends LabPanel {
     this.sizes = this.settings.sizes;
     this.thing = this.settings.words.thing;
     this.$ = (id) => section.querySelector(`#${id}`);
+    this.linkedStep = new LinkedStep("chain_step"); // a chain opens on its last step, x₀
     this.pad = new DrawingPad(section, this.sizes, () => this.edited());
     this.$("clear-drawing").addEventListener("click", () => this.pad.replace(this.pad.blank(), true));
     this.$("sample-run").addEventListener("click", () => this.sample());
@@ -168,7 +169,7 @@ export class Lab extends LabPanel {
     this.drawStrip();
     const label = item(c, "step_loss").label;
     this.$("chain-curve").replaceChildren(chartBox(label, curveSvg(this.chain.terms, { label, x: "Timestep t", y: "‖ε − ε̂‖²", log: true, first: 1 })));
-    this.showStep(last);
+    this.showStep(this.linkedStep.opening(last, last));
   }
 
   /** The timestep of the chain's k-th image (the first is the noisiest). */
@@ -181,6 +182,7 @@ export class Lab extends LabPanel {
     const last = images.length - 1;
     this.step = Math.max(0, Math.min(last, k));
     this.$("chain-step").value = String(this.step);
+    this.linkedStep.write(this.step, last);
     const t = this.timestep(this.step);
     const figure = (svg, caption) => el("figure", { class: "code-image" }, svg, el("figcaption", {}, caption));
     const parts = [figure(greySvg(images[this.step], { label: `The image at step t = ${t}`, max: this.sizes.levels, size: BIG }), t ? `x${sub(t)}, the image at step ${t}` : `x₀, the ${this.thing} at the end`)];

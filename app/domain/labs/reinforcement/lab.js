@@ -5,7 +5,7 @@
 
 import { diverging, sig, svgEl } from "../charts.js";
 import { el } from "../dom.js";
-import { bars, item, LabPanel, linkInput, markPreset, postJson, recordCheck, startFromLink, table } from "./common.js";
+import { bars, item, LabPanel, LinkedStep, linkInput, markPreset, postJson, recordCheck, startFromLink, table } from "./common.js";
 
 const CELL = 60; // px: one cell of the grid
 const ARROWS = ["↑", "→", "↓", "←"]; // each move, as the grid draws it
@@ -18,6 +18,7 @@ export class Lab extends LabPanel {
     super(section);
     this.moves = this.settings.names;
     this.$ = (id) => section.querySelector(`#${id}`);
+    this.linkedMove = new LinkedStep("move"); // an episode opens on its start, move 0
     this.$("rl-epsilon").addEventListener("input", () => { this.$("rl-epsilon-value").value = this.$("rl-epsilon").value; });
     this.$("rl-run").addEventListener("click", () => this.episode());
     this.$("rl-step").addEventListener("input", () => this.showMove(Number(this.$("rl-step").value)));
@@ -175,13 +176,14 @@ export class Lab extends LabPanel {
     const slider = this.$("rl-step");
     slider.max = String(actions.length);
     this.$("rl-steps").hidden = false;
-    this.showMove(0);
+    this.showMove(this.linkedMove.opening(0, actions.length));
   }
 
   showMove(k) {
     const { cells, actions, q, explored, rewards } = this.shown;
     this.move = Math.max(0, Math.min(actions.length, k));
     this.$("rl-step").value = String(this.move);
+    this.linkedMove.write(this.move, 0);
     this.drawGrid();
     const [r, c] = cells[this.move];
     if (this.move < actions.length) {
