@@ -3,35 +3,25 @@
     python run.py          # a readable table; exit status 1 when a check fails
     python run.py --json   # the same replay as JSON
 
-Needs only torch and model.py beside this file.
+Needs torch, the recipe kit (recipekit: the case, the replay) and model.py beside this file.
 """
 
 import json
 import sys
-from dataclasses import dataclass
 from functools import partial
 
 import torch
-from torch import Tensor
 
 from recipekit import replay as kit
+from recipekit.masked_lm import CaseInputs, forward, run_case
 
 try:
-    from .model import MASK, TinyBertPretraining, build_model, mlm_loss, nsp_loss, unpack
+    from .model import MASK, TinyBertPretraining, build_model, mlm_loss, unpack
 except ImportError:  # run as a script: python run.py
-    from model import MASK, TinyBertPretraining, build_model, mlm_loss, nsp_loss, unpack
+    from model import MASK, TinyBertPretraining, build_model, mlm_loss, unpack
 
 SEGMENT_IDS = [0, 0, 0, 0, 1, 1]  # segments A,A,A,A,B,B
 ORIGINAL_IDS = [1, 4, 5, 2, 6, 2]  # CLS 4 5 SEP 6 SEP
-
-
-@dataclass(frozen=True)
-class CaseInputs:
-    input_ids: list[int]  # what the model reads: the corrupted sequence
-    original_ids: list[int]  # what the selected positions are scored against
-    segment_ids: list[int]
-    selected: list[int]  # positions scored by the MLM loss
-    nsp_label: int  # 0 IsNext, 1 NotNext
 
 
 def masked(original_ids: list[int], selected: list[int], nsp_label: int) -> CaseInputs:
@@ -46,92 +36,6 @@ CASES = {
     "both": masked(ORIGINAL_IDS, [2, 4], 0),
     "not-next": masked(ORIGINAL_IDS, [2], 1),
 }
-
-
-@dataclass
-class Forward:
-    """One forward pass with everything a case reports."""
-
-    mlm_logits: Tensor  # (T, VOCAB)
-    nsp_logits: Tensor  # (2,)
-    attention: Tensor  # (heads, T, T)
-    mlm_loss: Tensor
-    nsp_loss: Tensor
-
-
-def forward(
-    model: TinyBertPretraining,
-    input_ids: list[int],
-    segment_ids: list[int],
-    original_ids: list[int],
-    selected: list[int],
-    nsp_label: int,
-    causal: bool = False,
-) -> Forward:
-    """Run the model once and score it; the attention weights are read by a hook on the softmax."""
-    captured: list[Tensor] = []
-    hook = model.encoder.attention.softmax.register_forward_hook(
-        lambda _module, _args, out: captured.append(out)
-    )
-    try:
-        output = model(torch.tensor([input_ids]), torch.tensor([segment_ids]), causal=causal)
-    finally:
-        hook.remove()
-    mlm_logits, nsp_logits = unpack(output)  # (1, T, VOCAB), (1, 2)
-    mask = torch.zeros(len(input_ids), dtype=torch.bool)
-    mask[selected] = True
-    return Forward(
-        mlm_logits=mlm_logits[0],
-        nsp_logits=nsp_logits[0],
-        attention=captured[0][0],
-        mlm_loss=mlm_loss(mlm_logits[0], torch.tensor(original_ids), mask),
-        nsp_loss=nsp_loss(nsp_logits, torch.tensor([nsp_label])),
-    )
-
-
-@torch.no_grad()
-def run_case(model: TinyBertPretraining, case: CaseInputs, causal: bool = False) -> dict:
-    """A case in the manifest's shape (matrices, vectors, metrics; each with a stable key and a display
-    label) with more: attention for every head, probabilities at every position and at each selected one."""
-    f = forward(model, case.input_ids, case.segment_ids, case.original_ids, case.selected, case.nsp_label,
-                causal=causal)
-    probs = f.mlm_logits.softmax(-1)  # (T, VOCAB)
-    mode = "Causal" if causal else "Bidirectional"
-    heads = [{"key": f"attention_head_{h}", "label": f"{mode} attention · head {h}",
-              "values": f.attention[h].tolist()} for h in range(f.attention.size(0))]
-    per_position = [{"key": f"probabilities_at_{p}", "values": probs[p].tolist(),
-                     "label": f"Prediction at position {p} · {probs.size(1)} token probabilities"}
-                    for p in sorted(case.selected)]
-    return {
-        "label": f"Live run · {mode.lower()} attention",
-        "matrices": [*heads, {"key": "probabilities", "label": "Token probabilities at every position",
-                              "values": probs.tolist()}],
-        "vectors": [
-            {"key": "original_ids", "label": "Original token IDs", "values": list(case.original_ids)},
-            {"key": "input_ids", "label": "Corrupted token IDs", "values": list(case.input_ids)},
-            {
-                "key": "mlm_positions",
-                "label": "MLM loss positions · 1 means selected",
-                "values": [int(i in case.selected) for i in range(len(case.input_ids))],
-            },
-            {
-                "key": "first_mask_probabilities",
-                "label": "Prediction at first masked position · 16 token probabilities",
-                "values": probs[min(case.selected)].tolist(),
-            },
-            *per_position,
-            {
-                "key": "nsp_probabilities",
-                "label": "Sentence pair · IsNext / NotNext probabilities",
-                "values": f.nsp_logits.softmax(-1).tolist(),
-            },
-        ],
-        "metrics": [
-            {"key": "mlm_loss", "label": "Masked-token cross entropy", "value": f.mlm_loss.item()},
-            {"key": "nsp_loss", "label": "Sentence-pair cross entropy", "value": f.nsp_loss.item()},
-            {"key": "total_loss", "label": "Combined pretraining objective", "value": (f.mlm_loss + f.nsp_loss).item()},
-        ],
-    }
 
 
 # The four checks. Each measures something that a broken recipe would get wrong, and says what it saw.
