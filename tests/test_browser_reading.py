@@ -170,6 +170,11 @@ def test_the_vae_draws_its_code_plane_with_z_axes_and_each_digits_codes_as_a_poi
     expect(plane.locator("text.axis-title")).to_have_text(titles)
     assert plane.locator("text").count() == 2 + 2  # the titles and the legend: no row or column numbers 0-55
     assert plane.bounding_box()["width"] < 600  # a picture of the plane, not cells to read numbers by
+    lab_ready(page)  # the lab's clickable map of the plane has its axes too, in the page's text beside it
+    frame = page.locator("#latent-map .plane-frame")
+    expect(frame.locator(".plane-x span")).to_have_text(["-2.8", "0", "2.8"])
+    expect(frame.locator(".plane-y span")).to_have_text(["2.8", "0", "-2.8"])
+    expect(frame.locator(".plane-titles")).to_have_text("Across: z₁, left to right; up: z₂, bottom to top.")
     assert axe_violations(page) == []
 
 

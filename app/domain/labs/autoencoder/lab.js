@@ -177,7 +177,14 @@ export class Lab extends LabPanel {
       this.moveCode(code);
     });
     this.plane = svg;
-    this.mapBox.replaceChildren(svg);
+    // The axes in the page's text beside the map, which narrows on a phone: drawn in it, they would shrink too.
+    const [lo, hi] = this.span;
+    const ticks = (values) => values.map((v) => el("span", {}, sig(v, 2)));
+    this.mapBox.replaceChildren(el("div", { class: "plane-frame" },
+      el("div", { class: "plane-y", "aria-hidden": "true" }, ...ticks([hi, 0, lo])),
+      svg,
+      el("div", { class: "plane-x", "aria-hidden": "true" }, ...ticks([lo, 0, hi])),
+      el("p", { class: "plane-titles fine" }, "Across: z₁, left to right; up: z₂, bottom to top.")));
     this.placeMarks();
   }
 
