@@ -158,6 +158,20 @@ def test_case_picker_and_recorded_values(client):
     assert case.count('class="bar-row"') == 18
 
 
+def test_token_ids_are_shown_as_the_tokens_they_are(client):
+    """The vectors a lab kind says hold token ids are chips of the tokens' names, each id on hover; others stay
+    numbers."""
+    case = text(client.get("/models/bert-mlm")).split('id="case-panel"')[1].split('class="exports"')[0]
+    sentence = ["[CLS]", "[MASK]", "old", "dogs", "bark", "[SEP]", "they", "bark", "loudly", "[SEP]"]
+    corrupted = case.split("Corrupted token IDs")[1].split("</ol>")[0]
+    assert re.findall(r'class="chip chip-token" title="token \d+ at position \d+">([^<]+)<', corrupted) == sentence
+    assert 'title="token 2 at position 1">[MASK]<' in corrupted
+    selected = case.split("MLM loss positions")[1].split("</ol>")[0]  # flags, not tokens
+    assert re.findall(r'title="position \d+">(\d)<', selected) == ["0", "1"] + ["0"] * 8
+    seed = text(client.get("/models/bert")).split('id="case-panel"')[1]  # no names: specials by name, ids else
+    assert 'title="token 1 at position 0">CLS<' in seed and 'title="token 4 at position 1">4<' in seed
+
+
 def test_a_vector_that_counts_from_1_is_numbered_from_1(client):
     """Epochs and lengths count from 1: a recorded vector that says so (`first`) is drawn with those numbers."""
     page = text(client.get("/models/transformer?case=test-split"))

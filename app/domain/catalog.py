@@ -149,6 +149,13 @@ class Model:
                 found[matrix["key"]] = found.get(matrix["key"], {}) | named
         return found
 
+    def token_words(self, case: dict) -> dict[str, list[str]]:
+        """The names of the tokens in each of a case's vectors that the lab kind says hold token ids, by key."""
+        if not self.lab:
+            return {}
+        return {v["key"]: [t["name"] for t in self.lab.tokens(v["values"])] for v in case.get("vectors", [])
+                if v.get("key") in self.lab.kind.token_vectors}
+
     def sections(self, case: dict) -> list[dict]:
         """A case's matrices in the groups the recipe's [display] declares (Display.sections), with or without a
         lab; every other matrix alone."""

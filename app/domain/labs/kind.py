@@ -71,6 +71,8 @@ class LabKind:
     results: ClassVar[dict[str, type]] = {}  # by endpoint that answers a result, not a case: its TypedDict
     # By endpoint and field: a limit that depends on another field (prepare checks it), for the API's document.
     limits: ClassVar[dict[str, dict[str, str]]] = {}
+    # The keys of a recorded case's vectors that hold token ids: its page shows each token by its name.
+    token_vectors: ClassVar[tuple[str, ...]] = ()
 
     @property
     def folder(self) -> Path:

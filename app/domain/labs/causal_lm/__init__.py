@@ -9,6 +9,7 @@ from .shapes import CausalTrace, Generation
 
 class CausalLM(LabKind):
     name = "causal-lm"
+    token_vectors = ("input_ids",)
     requires = {"sizes": ("context", "vocab"), "endpoints": ("runs", "generations", "trace")}
     reads = {
         "runs": Reads(items=("next_token_probs", "loss", "position_loss", "attention_b*")),

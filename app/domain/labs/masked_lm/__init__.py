@@ -18,6 +18,7 @@ def default_segments(input_ids: list[int], spec) -> list[int]:
 
 class MaskedLM(LabKind):
     name = "masked-lm"
+    token_vectors = ("input_ids", "original_ids")
     requires = {"sizes": ("length", "vocab", "segments"), "special": ("CLS", "SEP", "MASK"),
                 "endpoints": ("runs", "corruptions", "trace")}
     reads = {

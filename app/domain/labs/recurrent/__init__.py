@@ -7,6 +7,7 @@ from ..kind import LabKind, Reads, check_sequence_field
 
 class Recurrent(LabKind):
     name = "recurrent"
+    token_vectors = ("tokens",)
     requires = {"sizes": ("vocab", "steps", "classes"), "endpoints": ("runs",)}
     # A run's case: the tokens, the class read after each (and the true one, where the recipe knows it), the
     # probability of every class at every step, and each state as a matrix with one row per step.

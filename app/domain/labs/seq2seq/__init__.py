@@ -12,6 +12,7 @@ ATTENTION_AXES = {"encoder": ("source", "source"), "decoder": ("decoder_input", 
 
 class Seq2Seq(LabKind):
     name = "seq2seq"
+    token_vectors = ("source", "decoder_input", "output", "expected")
     requires = {"sizes": ("vocab", "source"), "endpoints": ("runs",)}
     # A run's case: the source, the decoder's input and output at every step, the probability of every token
     # at every step, and attention matrices keyed <encoder|decoder|cross>_attention_l<layer>_h<head>.

@@ -10,6 +10,7 @@ from ..kind import LabKind, Reads, check_sequence_field
 
 class StateSpace(LabKind):
     name = "state-space"
+    token_vectors = ("tokens",)
     requires = {"sizes": ("vocab", "steps", "layers"), "endpoints": ("runs",)}
     # A run's case: the tokens, where the answers are asked for and the model's answers (and a baseline's, and the
     # right ones, where the recipe has them), the probabilities there, and per layer (1, 2, ...) token by token Δ
