@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from . import attention, requirements
+from . import attention, requirements, tour
 from .checkpoints import CheckpointDeclarationError, CheckpointSpec, checkpoint_spec
 from .declaration import Declaration, read_declaration
 from .figures import Display
@@ -118,6 +118,11 @@ class Model:
         return self.lab is not None
 
     @cached_property
+    def tour_steps(self) -> list[dict]:
+        """Every step of the page's tour, the generated overview first: worked out once per recording."""
+        return tour.steps(self.manifest)
+
+    @cached_property
     def preview_size(self) -> tuple[int, int]:
         """The snapshot's shown width and height in CSS pixels (about half its natural size), so that the
         page reserves its space."""
@@ -161,11 +166,10 @@ class Model:
         lab; every other matrix alone."""
         return self.display.sections(case.get("matrices", []))
 
-    def attention_overviews(self, case: dict) -> list[dict]:
+    def attention_overviews(self, case: dict, axes: dict[str, dict]) -> list[dict]:
         """Every layer and head of each kind of attention the case records (attention.overviews), with each map's
-        values and the names of the rows (the queries) where they are known."""
+        values and the names of the rows (the queries) where they are known (`axes`, the case's: Model.axes)."""
         matrices = {m["key"]: m for m in case.get("matrices", [])}
-        axes = self.axes(case)
         found = []
         for overview in attention.overviews(case.get("matrices", [])):
             first = next(key for row in overview["grid"] for key in row if key)

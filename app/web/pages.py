@@ -196,7 +196,7 @@ def shown(model: Model, case_id: str | None, step_id: str | None) -> tuple[dict 
     cases = m["experiment"]["cases"]
     case = model.case(case_id) if case_id is not None else None
     case = case or (cases[0] if cases else None)  # a recording made without its checkpoint has no case
-    steps = tour.steps(m)
+    steps = model.tour_steps
     step = next((s for s in steps if s["id"] == step_id), steps[0])  # a page opens on the overview
     notices = []
     if case_id is not None and (case is None or case["id"] != case_id):
@@ -283,7 +283,7 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
                                     "server reads; `flask --app wsgi record %s` records them with these", model.slug,
                                     model.slug)
     return render_template(
-        "model.html", model=model, m=m, case=drawn(case), step=step, steps=tour.steps(m), key_step=tour.key_step(m),
+        "model.html", model=model, m=m, case=drawn(case), step=step, steps=model.tour_steps, key_step=tour.key_step(m),
         layers=layers, graph_file=GRAPH_FILE, table_rows=LAYER_TABLE_ROWS,
         # The overview shows the model at block level; a step's link opens the graph around the recipe's focus.
         graph_open=[] if step["id"] == tour.OVERVIEW else open_path(m, model.graph_focus or default_focus(m)),
