@@ -1,11 +1,12 @@
 // Charts drawn as standalone SVG (colours as attributes), so that each one can be downloaded as is.
 
 import { saveFile } from "./dom.js";
+import { COLOUR, rgb } from "./palette.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
-const ZERO = [247, 247, 245]; // lightest colour, at zero
-const MINT = [31, 138, 107]; // positive
-const RUST = [180, 83, 42]; // negative
+const ZERO = rgb(COLOUR.zero); // lightest colour, at zero
+const MINT = rgb(COLOUR.mint); // positive
+const RUST = rgb(COLOUR.rust); // negative
 const FONT = "system-ui, 'DejaVu Sans', sans-serif";
 
 export function svgEl(name, attrs = {}, text) {
@@ -103,12 +104,12 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
   for (let j = 0; indices && j < cols; j++) {
     const x = left + j * size + size / 2;
     svg.append(tilted
-      ? svgEl("text", { x, y: top - 6, transform: `rotate(-50 ${x} ${top - 6})`, fill: "#4a5563" }, colText(j))
-      : svgEl("text", { x, y: top - 8, "text-anchor": "middle", fill: "#4a5563" }, colText(j)));
+      ? svgEl("text", { x, y: top - 6, transform: `rotate(-50 ${x} ${top - 6})`, fill: COLOUR.inkSoft }, colText(j))
+      : svgEl("text", { x, y: top - 8, "text-anchor": "middle", fill: COLOUR.inkSoft }, colText(j)));
   }
   const says = (i, j) => `${where("row", axes?.rows, i)}, ${where("column", axes?.columns, j)}: ${describe(values[i][j], i, j)}`;
   for (let i = 0; indices && i < rows; i++) {
-    svg.append(svgEl("text", { x: left - 6, y: top + i * size + size / 2 + 4, "text-anchor": "end", fill: "#4a5563" }, rowText(i)));
+    svg.append(svgEl("text", { x: left - 6, y: top + i * size + size / 2 + 4, "text-anchor": "end", fill: COLOUR.inkSoft }, rowText(i)));
   }
   if (rows * cols > LARGE_GRID) svg.append(rasterGrid(values, { x: left, y: top, size, colour, says }));
   else {
@@ -124,13 +125,13 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
   let x = left;
   const y = top + rows * size + 10;
   for (const [text, fill] of legend) {
-    svg.append(svgEl("rect", { x, y, width: 14, height: 14, fill, stroke: "#c8cfd6" }));
-    svg.append(svgEl("text", { x: x + 18, y: y + 11, fill: "#1d2530" }, text));
+    svg.append(svgEl("rect", { x, y, width: 14, height: 14, fill, stroke: COLOUR.cell }));
+    svg.append(svgEl("text", { x: x + 18, y: y + 11, fill: COLOUR.ink }, text));
     x += 18 + text.length * CHAR + 12;
   }
   width = Math.max(width, x); // the legend may be wider than a small grid
   titles.forEach((text, k) => {
-    svg.append(svgEl("text", { x: left, y: y + (legend.length ? 24 : 0) + 14 + k * 16, fill: "#1d2530", class: "axis-title" }, text));
+    svg.append(svgEl("text", { x: left, y: y + (legend.length ? 24 : 0) + 14 + k * 16, fill: COLOUR.ink, class: "axis-title" }, text));
     width = Math.max(width, left + text.length * CHAR + 4);
   });
   svg.setAttribute("width", width);
@@ -203,7 +204,7 @@ export function overlaySvg(image, values, { label, limit, size = 72 }) {
     const rect = svgEl("rect", {
       x: j * blockCols * pixel, y: i * blockRows * pixel, width: blockCols * pixel, height: blockRows * pixel,
       fill: diverging(v, limit), "fill-opacity": limit > 0 ? (0.75 * Math.min(1, Math.abs(v) / limit)).toFixed(3) : 0,
-      stroke: "#c8cfd6", "stroke-width": 0.5, "data-row": i, "data-col": j,
+      stroke: COLOUR.cell, "stroke-width": 0.5, "data-row": i, "data-col": j,
     });
     rect.append(svgEl("title", {}, `row ${i}, column ${j}: ${sig(v)}`));
     svg.append(rect);
@@ -241,15 +242,15 @@ export function barsSvg(values, max, label, first = 0) {
     "font-family": FONT, "font-size": LABEL_FONT,
   });
   svg.append(svgEl("title", {}, label));
-  svg.append(svgEl("text", { x: 0, y: 14, "font-weight": 600, fill: "#1d2530" }, label));
+  svg.append(svgEl("text", { x: 0, y: 14, "font-weight": 600, fill: COLOUR.ink }, label));
   values.forEach((v, i) => {
     const y = 24 + i * row;
-    svg.append(svgEl("text", { x: barX - 6, y: y + 11, "text-anchor": "end", fill: "#4a5563" }, first + i));
-    svg.append(svgEl("rect", { x: barX, y, width: barW, height: row - 5, fill: "#eef1f3" }));
+    svg.append(svgEl("text", { x: barX - 6, y: y + 11, "text-anchor": "end", fill: COLOUR.inkSoft }, first + i));
+    svg.append(svgEl("rect", { x: barX, y, width: barW, height: row - 5, fill: COLOUR.track }));
     svg.append(svgEl("rect", {
-      x: barX, y, width: max > 0 ? (barW * Math.abs(v)) / max : 0, height: row - 5, fill: v < 0 ? "rgb(180, 83, 42)" : "rgb(31, 138, 107)",
+      x: barX, y, width: max > 0 ? (barW * Math.abs(v)) / max : 0, height: row - 5, fill: v < 0 ? COLOUR.rust : COLOUR.mint,
     }));
-    svg.append(svgEl("text", { x: barX + barW + 6, y: y + 11, fill: "#1d2530" }, sig(v)));
+    svg.append(svgEl("text", { x: barX + barW + 6, y: y + 11, fill: COLOUR.ink }, sig(v)));
   });
   return svg;
 }
@@ -294,22 +295,22 @@ export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, fir
     "font-family": FONT, "font-size": LABEL_FONT,
   });
   svg.append(svgEl("title", {}, label));
-  svg.append(svgEl("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, stroke: "#8a96a3" }));
-  svg.append(svgEl("line", { x1: left, y1: top, x2: left, y2: height - bottom, stroke: "#8a96a3" }));
+  svg.append(svgEl("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, stroke: COLOUR.axis }));
+  svg.append(svgEl("line", { x1: left, y1: top, x2: left, y2: height - bottom, stroke: COLOUR.axis }));
   for (const t of ticks(lo, hi, 4)) {
     const y = top + (1 - (t - lo) / (hi - lo)) * (height - top - bottom);
-    svg.append(svgEl("line", { x1: left - 4, y1: y, x2: width - right, y2: y, stroke: "#e3e8ec" }));
-    svg.append(svgEl("text", { x: left - 6, y: y + 4, "text-anchor": "end", fill: "#4a5563" }, sig(log ? 10 ** t : t, 3)));
+    svg.append(svgEl("line", { x1: left - 4, y1: y, x2: width - right, y2: y, stroke: COLOUR.grid }));
+    svg.append(svgEl("text", { x: left - 6, y: y + 4, "text-anchor": "end", fill: COLOUR.inkSoft }, sig(log ? 10 ** t : t, 3)));
   }
   for (const t of ticks(0, count - 1, 6).filter((i) => Number.isInteger(i))) {
-    svg.append(svgEl("text", { x: px(t), y: height - bottom + 16, "text-anchor": "middle", fill: "#4a5563" }, first + t));
+    svg.append(svgEl("text", { x: px(t), y: height - bottom + 16, "text-anchor": "middle", fill: COLOUR.inkSoft }, first + t));
   }
-  svg.append(svgEl("text", { x: (left + width - right) / 2, y: height - 10, "text-anchor": "middle", fill: "#1d2530" }, xTitle));
+  svg.append(svgEl("text", { x: (left + width - right) / 2, y: height - 10, "text-anchor": "middle", fill: COLOUR.ink }, xTitle));
   svg.append(svgEl("text", {
-    x: 14, y: (top + height - bottom) / 2, "text-anchor": "middle", fill: "#1d2530",
+    x: 14, y: (top + height - bottom) / 2, "text-anchor": "middle", fill: COLOUR.ink,
     transform: `rotate(-90 14 ${(top + height - bottom) / 2})`,
   }, log ? `${yTitle} (log scale)` : yTitle));
-  const colours = ["rgb(31, 138, 107)", "rgb(180, 83, 42)", "#2459d6"];
+  const colours = [COLOUR.mint, COLOUR.rust, COLOUR.accent];
   lines.forEach((line, k) => {
     const points = line.values.map((v, i) => [i, v]).filter(([, v]) => shown(v));
     const path = svgEl("polyline", {
@@ -329,8 +330,7 @@ export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, fir
   return svg;
 }
 
-// Ten hues told apart by most readers, for points that belong to different classes (a digit's codes).
-const CATEGORIES = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"];
+const CATEGORIES = COLOUR.categories;
 
 /** Points, one per row of `points` ([x, y]), each coloured by its row and named by `names` (else its number), on
  * titled axes with round ticks; every point's title gives its values. */
@@ -354,22 +354,22 @@ export function scatterSvg(points, { label, x: xTitle, y: yTitle, names = null }
   });
   svg.append(svgEl("title", {}, label));
   for (const t of ticks(xlo, xhi, 5)) {
-    svg.append(svgEl("line", { x1: px(t), y1: top, x2: px(t), y2: height - bottom, stroke: "#e3e8ec" }));
-    svg.append(svgEl("text", { x: px(t), y: height - bottom + 16, "text-anchor": "middle", fill: "#4a5563" }, sig(t, 3)));
+    svg.append(svgEl("line", { x1: px(t), y1: top, x2: px(t), y2: height - bottom, stroke: COLOUR.grid }));
+    svg.append(svgEl("text", { x: px(t), y: height - bottom + 16, "text-anchor": "middle", fill: COLOUR.inkSoft }, sig(t, 3)));
   }
   for (const t of ticks(ylo, yhi, 5)) {
-    svg.append(svgEl("line", { x1: left, y1: py(t), x2: width - right, y2: py(t), stroke: "#e3e8ec" }));
-    svg.append(svgEl("text", { x: left - 6, y: py(t) + 4, "text-anchor": "end", fill: "#4a5563" }, sig(t, 3)));
+    svg.append(svgEl("line", { x1: left, y1: py(t), x2: width - right, y2: py(t), stroke: COLOUR.grid }));
+    svg.append(svgEl("text", { x: left - 6, y: py(t) + 4, "text-anchor": "end", fill: COLOUR.inkSoft }, sig(t, 3)));
   }
-  svg.append(svgEl("text", { x: (left + width - right) / 2, y: height - 10, "text-anchor": "middle", fill: "#1d2530", class: "axis-title" }, xTitle));
+  svg.append(svgEl("text", { x: (left + width - right) / 2, y: height - 10, "text-anchor": "middle", fill: COLOUR.ink, class: "axis-title" }, xTitle));
   const middle = (top + height - bottom) / 2;
-  svg.append(svgEl("text", { x: 14, y: middle, "text-anchor": "middle", fill: "#1d2530", transform: `rotate(-90 14 ${middle})`, class: "axis-title" }, yTitle));
+  svg.append(svgEl("text", { x: 14, y: middle, "text-anchor": "middle", fill: COLOUR.ink, transform: `rotate(-90 14 ${middle})`, class: "axis-title" }, yTitle));
   points.forEach(([x, y], i) => {
     const name = names ? names[i] : String(i);
     const colour = CATEGORIES[i % CATEGORIES.length];
     const point = svgEl("g", { class: "scatter-point", "data-row": i });
     point.append(svgEl("circle", { cx: px(x), cy: py(y), r: 9, fill: colour, "fill-opacity": 0.85 }),
-      svgEl("text", { x: px(x), y: py(y) + 4, "text-anchor": "middle", fill: "#fff", "font-weight": 700 }, name),
+      svgEl("text", { x: px(x), y: py(y) + 4, "text-anchor": "middle", fill: COLOUR.paper, "font-weight": 700 }, name),
       svgEl("title", {}, `${name}: ${xTitle} ${sig(x)}, ${yTitle} ${sig(y)}`));
     svg.append(point);
   });

@@ -4,6 +4,7 @@
 // straight line between two drawings' codes walked, each code decoded by the server.
 
 import { greyPixels, greySvg, sig, svgEl } from "../charts.js";
+import { COLOUR } from "../palette.js";
 import { editQuery, el } from "../dom.js";
 import { getJson, item, LabPanel, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table } from "./common.js";
 import { DrawingPad } from "./drawing.js";
@@ -165,10 +166,10 @@ export class Lab extends LabPanel {
     svg.append(svgEl("title", {}, svg.getAttribute("aria-label")));
     images.forEach((row, i) => row.forEach((image, j) => {
       svg.append(...greyPixels(image, { max: this.sizes.levels, pixel: TILE_PIXEL, x: j * side, y: i * side }),
-        svgEl("rect", { x: j * side, y: i * side, width: side, height: side, fill: "none", stroke: "#c8cfd6", "stroke-width": 0.5 }));
+        svgEl("rect", { x: j * side, y: i * side, width: side, height: side, fill: "none", stroke: COLOUR.cell, "stroke-width": 0.5 }));
     }));
-    this.ownMark = svgEl("circle", { r: 7, fill: "none", stroke: "#b4532a", "stroke-width": 2.5, class: "own-code" });
-    this.codeMark = svgEl("circle", { r: 4, fill: "#1f8a6b", stroke: "#fff", "stroke-width": 1.5, class: "decoded-code" });
+    this.ownMark = svgEl("circle", { r: 7, fill: "none", stroke: COLOUR.rust, "stroke-width": 2.5, class: "own-code" });
+    this.codeMark = svgEl("circle", { r: 4, fill: COLOUR.mint, stroke: COLOUR.paper, "stroke-width": 1.5, class: "decoded-code" });
     svg.append(this.ownMark, this.codeMark);
     svg.addEventListener("click", (e) => {
       const box = svg.getBoundingClientRect();

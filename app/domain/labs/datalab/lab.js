@@ -4,6 +4,7 @@
 // sentence where one is given) revealed one at a time or all at once. Every table can be downloaded as CSV or JSON.
 
 import { diverging, sig, svgEl } from "../charts.js";
+import { COLOUR } from "../palette.js";
 import { chartBox, el, reveal, saveFile, scrollBox, setDisabled } from "../dom.js";
 import { bars, LabPanel, linkedInts, linkInput, markPreset, postJson, startFromLink, table } from "./common.js";
 
@@ -64,7 +65,7 @@ function arcs(tokens, position, weights, strongest, label) {
     const mid = (x(j) + x(position)) / 2;
     const path = svgEl("path", {
       d: `M ${x(position)} ${base} Q ${mid} ${base - 2 * height} ${x(j)} ${base}`, fill: "none",
-      stroke: strong ? "rgb(31, 138, 107)" : "#8b96a3", "stroke-width": Math.max(0.5, (6 * w) / (max || 1)),
+      stroke: strong ? COLOUR.mint : COLOUR.axis, "stroke-width": Math.max(0.5, (6 * w) / (max || 1)),
       "stroke-opacity": strong ? 1 : 0.45,
     });
     path.append(svgEl("title", {}, `${tokens[j].token}: ${sig(w)}`));
@@ -72,7 +73,7 @@ function arcs(tokens, position, weights, strongest, label) {
   });
   tokens.forEach((t, i) => {
     svg.append(svgEl("text", { x: x(i), y: base + 18, "text-anchor": "middle", "font-size": 12,
-      "font-weight": i === position ? 700 : 400, fill: i === position ? "#8a2d0b" : "#1d2530" }, t.token));
+      "font-weight": i === position ? 700 : 400, fill: i === position ? COLOUR.rustDeep : COLOUR.ink }, t.token));
   });
   return svg;
 }
@@ -97,19 +98,19 @@ function convergenceChart(layers, predicted) {
     "font-size": 12, "font-family": "system-ui, sans-serif",
     "aria-label": `Probability of “${predicted}” after each layer: ${layers.map((l) => sig(l.lens.probability, 2)).join(", ")}; it stays the most likely word from ${locked.name} on` });
   for (const p of [0, 0.5, 1]) {
-    svg.append(svgEl("line", { x1: left, x2: w - 10, y1: y(p), y2: y(p), stroke: "#dde2e7" }));
-    svg.append(svgEl("text", { x: left - 6, y: y(p) + 4, "text-anchor": "end", fill: "#4a5563" }, p));
+    svg.append(svgEl("line", { x1: left, x2: w - 10, y1: y(p), y2: y(p), stroke: COLOUR.grid }));
+    svg.append(svgEl("text", { x: left - 6, y: y(p) + 4, "text-anchor": "end", fill: COLOUR.inkSoft }, p));
   }
   const lx = x(locked.index);
-  svg.append(svgEl("line", { x1: lx, x2: lx, y1: 8, y2: h - bottom, stroke: "#8a2d0b", "stroke-dasharray": "4 3" }));
-  svg.append(svgEl("text", { x: Math.min(lx + 4, w - 70), y: 18, fill: "#8a2d0b" }, "locks in"));
+  svg.append(svgEl("line", { x1: lx, x2: lx, y1: 8, y2: h - bottom, stroke: COLOUR.rustDeep, "stroke-dasharray": "4 3" }));
+  svg.append(svgEl("text", { x: Math.min(lx + 4, w - 70), y: 18, fill: COLOUR.rustDeep }, "locks in"));
   svg.append(svgEl("polyline", { points: layers.map((l, i) => `${x(i)},${y(l.lens.probability)}`).join(" "), fill: "none",
-    stroke: "rgb(31, 138, 107)", "stroke-width": 2 }));
+    stroke: COLOUR.mint, "stroke-width": 2 }));
   layers.forEach((l, i) => {
-    const dot = svgEl("circle", { cx: x(i), cy: y(l.lens.probability), r: 3, fill: "rgb(31, 138, 107)" });
+    const dot = svgEl("circle", { cx: x(i), cy: y(l.lens.probability), r: 3, fill: COLOUR.mint });
     dot.append(svgEl("title", {}, `${l.name}: p ${sig(l.lens.probability)}, rank ${l.lens.rank}`));
     svg.append(dot);
-    svg.append(svgEl("text", { x: x(i), y: h - 8, "text-anchor": "middle", fill: "#4a5563" }, i === 0 ? "emb" : i));
+    svg.append(svgEl("text", { x: x(i), y: h - 8, "text-anchor": "middle", fill: COLOUR.inkSoft }, i === 0 ? "emb" : i));
   });
   return svg;
 }

@@ -4,6 +4,7 @@
 // its embedding after the first layer, the normalised adjacency and the training curve.
 
 import { curveSvg, diverging, sig, svgEl, valueHeatmap } from "../charts.js";
+import { COLOUR } from "../palette.js";
 import { chartBox, el } from "../dom.js";
 import { folded, item, LabPanel, linkInput, markPreset, postJson, recordCheck, startFromLink, table } from "./common.js";
 
@@ -171,7 +172,7 @@ export class Lab extends LabPanel {
     this.$("graph-canvas").querySelector(".graph-figure")?.remove();
     const swatch = (lean) => {
       const box = svgEl("svg", { width: 14, height: 14, class: "graph-swatch", "aria-hidden": "true" });
-      box.append(svgEl("rect", { width: 14, height: 14, fill: diverging(lean, 1), stroke: "#4a5563" }));
+      box.append(svgEl("rect", { width: 14, height: 14, fill: diverging(lean, 1), stroke: COLOUR.inkSoft }));
       return box;
     };
     this.$("graph-canvas").prepend(el("figure", { class: "graph-figure" },

@@ -2,6 +2,7 @@
 // sample BERT's corruption, and trace one token through every stage.
 
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
+import { COLOUR } from "../palette.js";
 import { chartBox, editQuery, el, keepingFocus, reveal } from "../dom.js";
 import { bars, chip, getJson, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, vector, vectors } from "./common.js";
 
@@ -333,12 +334,12 @@ function arcs(tokens, position, head, name) {
   const x = (i) => i * step + step / 2;
   head.top_context.forEach((c, k) => {
     const lift = 30 + 25 * Math.abs(c.position - position) / tokens.length + k * 8;
-    svg.append(svgEl("path", { d: `M${x(position)},70 Q${(x(position) + x(c.position)) / 2},${70 - lift * 1.6} ${x(c.position)},70`, fill: "none", stroke: "#1f8a6b", "stroke-width": 1 + 10 * c.weight, "stroke-opacity": 0.75 }));
-    svg.append(svgEl("text", { x: (x(position) + x(c.position)) / 2, y: 70 - lift * 0.8 - 4, "text-anchor": "middle", fill: "#11573f" }, sig(c.weight, 3)));
+    svg.append(svgEl("path", { d: `M${x(position)},70 Q${(x(position) + x(c.position)) / 2},${70 - lift * 1.6} ${x(c.position)},70`, fill: "none", stroke: COLOUR.mint, "stroke-width": 1 + 10 * c.weight, "stroke-opacity": 0.75 }));
+    svg.append(svgEl("text", { x: (x(position) + x(c.position)) / 2, y: 70 - lift * 0.8 - 4, "text-anchor": "middle", fill: COLOUR.mintDeep }, sig(c.weight, 3)));
   });
   tokens.forEach((t, i) => {
-    svg.append(svgEl("rect", { x: i * step + 6, y: 74, width: step - 12, height: 24, rx: 5, fill: i === position ? "#f7e2d8" : "#ffffff", stroke: i === position ? "#b4532a" : "#aeb8c2" }));
-    svg.append(svgEl("text", { x: x(i), y: 90, "text-anchor": "middle", fill: "#1d2530" }, name(t)));
+    svg.append(svgEl("rect", { x: i * step + 6, y: 74, width: step - 12, height: 24, rx: 5, fill: i === position ? COLOUR.rustSoft : COLOUR.paper, stroke: i === position ? COLOUR.rust : COLOUR.cell }));
+    svg.append(svgEl("text", { x: x(i), y: 90, "text-anchor": "middle", fill: COLOUR.ink }, name(t)));
   });
   return svg;
 }

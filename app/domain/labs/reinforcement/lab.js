@@ -4,6 +4,7 @@
 // each state.
 
 import { diverging, sig, svgEl } from "../charts.js";
+import { COLOUR } from "../palette.js";
 import { el } from "../dom.js";
 import { bars, item, LabPanel, LinkedStep, linkInput, markPreset, postJson, recordCheck, startFromLink, table } from "./common.js";
 
@@ -117,15 +118,15 @@ export class Lab extends LabPanel {
       const y = r * CELL;
       const g = svgEl("g", { class: "rl-cell", "data-cell": `${r},${c}` });
       const kind = code === CODES.wall ? "wall" : code === CODES.goal ? "goal" : code === CODES.pit ? "pit" : "open";
-      const fill = kind === "wall" ? "#4a5563" : kind === "goal" ? "#1f8a6b" : kind === "pit" ? "#b4532a" : diverging(this.values[r][c], limit);
-      g.append(svgEl("rect", { x, y, width: CELL, height: CELL, fill, stroke: "#c8cfd6" }));
+      const fill = kind === "wall" ? COLOUR.inkSoft : kind === "goal" ? COLOUR.mint : kind === "pit" ? COLOUR.rust : diverging(this.values[r][c], limit);
+      g.append(svgEl("rect", { x, y, width: CELL, height: CELL, fill, stroke: COLOUR.cell }));
       if (kind === "goal" || kind === "pit") {
-        g.append(svgEl("text", { x: x + CELL / 2, y: y + CELL / 2 + 7, "text-anchor": "middle", "font-size": 20, fill: "#fff", "font-weight": 700 }, kind === "goal" ? "goal" : "pit"));
+        g.append(svgEl("text", { x: x + CELL / 2, y: y + CELL / 2 + 7, "text-anchor": "middle", "font-size": 20, fill: COLOUR.paper, "font-weight": 700 }, kind === "goal" ? "goal" : "pit"));
       } else if (kind === "open") {
         const move = this.best[r][c];
         g.append(svgEl("title", {}, `Row ${r}, column ${c}: expects ${sig(this.values[r][c], 3)}, would move ${this.moves[move]}`));
-        g.append(svgEl("text", { x: x + CELL / 2, y: y + CELL / 2 + 9, "text-anchor": "middle", "font-size": 26, fill: "#1d2530" }, ARROWS[move] ?? ""));
-        if (code === CODES.start) g.append(svgEl("rect", { x: x + 3, y: y + 3, width: CELL - 6, height: CELL - 6, fill: "none", stroke: "#2459d6", "stroke-width": 3 }));
+        g.append(svgEl("text", { x: x + CELL / 2, y: y + CELL / 2 + 9, "text-anchor": "middle", "font-size": 26, fill: COLOUR.ink }, ARROWS[move] ?? ""));
+        if (code === CODES.start) g.append(svgEl("rect", { x: x + 3, y: y + 3, width: CELL - 6, height: CELL - 6, fill: "none", stroke: COLOUR.accent, "stroke-width": 3 }));
         g.addEventListener("click", () => {
           this.$("rl-start").value = `${r},${c}`;
           this.episode();
@@ -137,9 +138,9 @@ export class Lab extends LabPanel {
       const centre = ([r, c]) => `${c * CELL + CELL / 2},${r * CELL + CELL / 2}`;
       const cells = this.shown.cells.slice(0, this.move + 1);
       // The path and the agent are drawn over the cells: a click on a cell under them still starts an episode there.
-      svg.append(svgEl("polyline", { points: cells.map(centre).join(" "), fill: "none", stroke: "#2459d6", "stroke-width": 4, "stroke-linecap": "round", "stroke-linejoin": "round", "pointer-events": "none", class: "rl-path" }));
+      svg.append(svgEl("polyline", { points: cells.map(centre).join(" "), fill: "none", stroke: COLOUR.accent, "stroke-width": 4, "stroke-linecap": "round", "stroke-linejoin": "round", "pointer-events": "none", class: "rl-path" }));
       const [r, c] = cells[cells.length - 1];
-      svg.append(svgEl("circle", { cx: c * CELL + CELL / 2, cy: r * CELL + CELL / 2, r: CELL / 5, fill: "#2459d6", stroke: "#fff", "stroke-width": 3, "pointer-events": "none", class: "rl-agent" }));
+      svg.append(svgEl("circle", { cx: c * CELL + CELL / 2, cy: r * CELL + CELL / 2, r: CELL / 5, fill: COLOUR.accent, stroke: COLOUR.paper, "stroke-width": 3, "pointer-events": "none", class: "rl-agent" }));
     }
     this.$("rl-grid").replaceChildren(svg);
   }
