@@ -1,5 +1,6 @@
 """The tiers of app/ hold their direction (scripts/check-layers, also run by `make lint`)."""
 
+import re
 import runpy
 import shutil
 from types import SimpleNamespace
@@ -40,3 +41,34 @@ def test_imports_for_annotations_alone_are_not_held_against_a_tier(tmp_path):
     module.parent.mkdir(parents=True)
     module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..web.api import bp\n")
     assert layers.violations(tmp_path / "app") == []
+
+
+TIERS = ("web", "build", "services", "compute", "domain")
+
+
+def tier_map() -> str:
+    """The README's map of app/ by tier: the code block after "`app/` by tier"."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    after = readme[readme.index("`app/` by tier"):]
+    return after[after.index("```") + 3:after.index("```", after.index("```") + 3)]
+
+
+def test_the_readme_tier_map_names_every_module_and_lab_kind_and_nothing_else():
+    """The map is read to find a module: each module of each tier (the lab kinds' shared ones too) is on it, under
+    its tier, and each lab kind's folder; a name on it that the code lacks is a map gone stale."""
+    block = tier_map()
+    starts = [block.index(f"app/{tier}/") for tier in TIERS]
+    ends = [*starts[1:], len(block)]
+    sections = {tier: block[start:end] for tier, start, end in zip(TIERS, starts, ends, strict=True)}
+    named = {tier: set(re.findall(r"\b\w+\.py\b", text)) for tier, text in sections.items()}
+    labs = PROJECT_ROOT / "app" / "domain" / "labs"
+    for tier in TIERS:
+        modules = {p.name for p in (PROJECT_ROOT / "app" / tier).glob("*.py") if p.name != "__init__.py"}
+        if tier == "domain":  # and the modules every lab kind shares
+            modules |= {p.name for p in labs.glob("*.py") if p.name != "__init__.py"}
+        assert modules <= named[tier], (tier, modules - named[tier])
+    kinds = {p.name for p in labs.iterdir() if (p / "__init__.py").is_file()}
+    folders = set(re.findall(r"\b(\w+)/", sections["domain"]))
+    assert kinds <= folders, kinds - folders
+    existing = {p.name for p in (PROJECT_ROOT / "app").rglob("*.py")} | {"train.py"}  # the recipe file it runs
+    assert set().union(*named.values()) <= existing, set().union(*named.values()) - existing
