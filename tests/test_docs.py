@@ -1,0 +1,26 @@
+"""The docs that list code are held to it: the settings table of docs/operations.md names every setting."""
+
+import re
+import tomllib
+
+from app.services.config import PROJECT_ROOT, Config
+
+
+def documented_settings() -> set[str]:
+    """The settings the table of docs/operations.md names in its first column."""
+    text = (PROJECT_ROOT / "docs" / "operations.md").read_text()
+    table = text[text.index("| setting | default | meaning |"):]
+    rows = table[:table.index("\n\n")].splitlines()[2:]
+    return {name for row in rows for name in re.findall(r"`([A-Z0-9_]+)`", row.split("|")[1])}
+
+
+def test_the_settings_table_names_every_setting_and_no_other():
+    """Every setting of Config, and every checkpoint setting a recipe declares, has its row; a row names nothing
+    else."""
+    settings = {name for name in vars(Config) if name.isupper()}
+    for declaration in PROJECT_ROOT.glob("recipes/*/recipe.toml"):
+        checkpoint = tomllib.loads(declaration.read_text()).get("checkpoint", {})
+        settings |= {checkpoint["setting"]} if "setting" in checkpoint else set()
+    documented = documented_settings()
+    assert settings <= documented, settings - documented
+    assert documented <= settings, documented - settings
