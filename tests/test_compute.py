@@ -8,6 +8,7 @@ from app.domain.checkpoints import CheckpointUnavailable
 from app.domain.labs.fields import FieldError
 from app.services import runs
 from app.services.parts import parts
+from app.services.refusals import BudgetSpent, ModelMissing, NoLiveLab
 
 from .conftest import BERT_RECIPE
 
@@ -16,7 +17,8 @@ from .conftest import BERT_RECIPE
     (PoolBusy("full"), 429), (RecipeTimeout("slow"), 504), (RecipeCrashed("died"), 503),
     (RecipeError("raised"), 503), (RecipeRefused(400, "input_ids: bad"), 400), (RecipeRefused(503, "no"), 503),
     (CheckpointUnavailable("no checkpoint"), 503), (FieldError("input_ids: must be a list"), 400),
-    (ComputeUnavailable("no queue"), 503)])
+    (ComputeUnavailable("no queue"), 503), (ModelMissing("no model 'x'"), 404), (NoLiveLab("no lab"), 404),
+    (BudgetSpent("spent", retry_after=3), 429)])
 def test_one_table_maps_every_refusal_and_failed_run_to_its_status(error, status):
     assert runs.status_of(error) == status
 

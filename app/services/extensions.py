@@ -2,13 +2,14 @@
 
 from pathlib import Path
 
-from flask import Flask, abort, current_app
+from flask import Flask, current_app
 
 from ..compute.executor import Executor
 from ..compute.pool import WorkerPool
 from ..domain.catalog import Catalog, LiveCatalog, Model
 from . import aside
 from .parts import parts
+from .refusals import ModelMissing
 from .state import SharedState
 
 
@@ -29,10 +30,11 @@ class Models:
         return self.catalog.models.get(slug)
 
     def get_or_404(self, slug: str) -> Model:
-        """The model with this slug, or a 404 that says why it is missing (unknown, or unavailable and why)."""
+        """The model with this slug, else ModelMissing (a 404) saying why it is missing (unknown, or unavailable
+        and why)."""
         model = self.get(slug)
         if model is None:
-            abort(404, self.why_missing(slug))
+            raise ModelMissing(self.why_missing(slug))
         return model
 
     def why_missing(self, slug: str) -> str:

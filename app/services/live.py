@@ -3,12 +3,13 @@
 import hashlib
 import json
 
-from flask import abort, current_app
+from flask import current_app
 
 from ..compute.pool import RecipeCall
 from ..domain.catalog import Model
 from . import runs
 from .checkpoints import context
+from .refusals import NoLiveLab
 
 LIVE_NOTE = "Computed live on the server by the model's recipe for this request; not a recorded value."
 
@@ -24,7 +25,7 @@ def lab_answer(model: Model, entry: str, args: dict) -> dict:
     result is the JSON text the recipe process wrote (`result_json`, with its top-level `keys`), to be
     answered as it is."""
     if not model.has_lab:
-        abort(404, f"model {model.slug!r} has no live lab")
+        raise NoLiveLab(f"model {model.slug!r} has no live lab")
     run_key = runs.run_key(model)
     # The recipe process keeps the run for a reader's first change to this input (What if?), in time it
     # would idle.

@@ -28,6 +28,7 @@ from ..domain.labs.fields import FieldError
 from . import budget, checkpoints
 from .cache import cache
 from .extensions import workers
+from .refusals import BudgetSpent, ModelMissing, NoLiveLab
 from .state import StateUnavailable
 
 
@@ -51,11 +52,13 @@ def run_key(model) -> str:
     return key if model.checkpoint is None else f"{key}:checkpoint-{checkpoints.find(model.checkpoint).digest}"
 
 
-# From a refused request or a failed run to the status it answers (a recipe's refusal carries its own).
+# From a refused request or a failed run to the status it answers (a recipe's refusal carries its own); the
+# services raise these, never an HTTP exception.
 # A failed run is the server's (503: the recipe, its process or the compute tier; 504: its time ran out), never the
 # client's: a request the recipe refuses carries its own 400 (RecipeRefused).
-STATUS = ((FieldError, 400), (CheckpointUnavailable, 503), (PoolBusy, 429), (RecipeTimeout, 504),
-          (RecipeCrashed, 503), (ComputeUnavailable, 503), (StateUnavailable, 503), (RecipeError, 503))
+STATUS = ((FieldError, 400), (ModelMissing, 404), (NoLiveLab, 404), (BudgetSpent, 429), (CheckpointUnavailable, 503),
+          (PoolBusy, 429), (RecipeTimeout, 504), (RecipeCrashed, 503), (ComputeUnavailable, 503),
+          (StateUnavailable, 503), (RecipeError, 503))
 # Nothing was answered, and a moment later may be: the answer says when to ask again.
 RETRY = (PoolBusy, RecipeCrashed, ComputeUnavailable, StateUnavailable)
 REFUSALS = tuple(error for error, _ in STATUS)  # what the error handler answers with status_of

@@ -34,11 +34,13 @@ def handle_http_error(error: HTTPException):
 def handle_refusal(error: Exception):
     """A request refused, or a recipe run that failed: the status from runs.status_of, with the reason;
     Retry-After too where a moment later may succeed (the workers and their queue full, 429; a worker that
-    crashed or a compute queue that cannot be reached, 503)."""
+    crashed or a compute queue that cannot be reached, 503; a spent budget, when it frees)."""
     status = status_of(error)
     if isinstance(error, RETRY):
         return handle_http_error(default_exceptions[status](f"{error}; retry in {BUSY_RETRY_AFTER} s",
                                                             retry_after=BUSY_RETRY_AFTER))
+    if getattr(error, "retry_after", None):  # a refusal that says itself when to ask again (a spent budget)
+        return handle_http_error(default_exceptions[status](str(error), retry_after=error.retry_after))
     return handle_http_error(default_exceptions[status](str(error)))
 
 

@@ -1,0 +1,19 @@
+"""What a service refuses a request with, in its own words and without HTTP: the web tier answers each with the
+status runs.status_of gives it (the one table)."""
+
+
+class ModelMissing(LookupError):
+    """No model answers to the slug asked for: unknown, or unavailable (the message says which, and why)."""
+
+
+class NoLiveLab(LookupError):
+    """The model has no live lab to run a lab request on."""
+
+
+class BudgetSpent(Exception):
+    """The client's compute budget is spent: `retry_after` seconds until a run may start, None where none ever
+    can (a cost over the whole budget)."""
+
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
