@@ -275,9 +275,9 @@ def test_a_compute_worker_without_the_recipe_says_so(worker, broker, tmp_path):
 def test_celery_reads_the_visibility_timeout_as_set_and_a_queue_admits_no_more_than_it_holds(own_broker):
     """The broker gives back a task whose worker died after the visibility timeout Celery itself reads (not the
     default hour); runs admitted together by many requests never pass RECIPE_QUEUE (no worker takes them here)."""
+    from app.compute.celery_executor import CeleryExecutor
     from app.compute.errors import PoolBusy
     from app.compute.tasks import make_celery, visibility_timeout
-    from app.services.celery_executor import CeleryExecutor
 
     compute = make_celery({"REDIS_URL": own_broker.url, "RECIPES_DIR": str(PROJECT_ROOT / "recipes"),
                            "RECIPE_TIMEOUT": 120, "RECIPE_MEMORY_MB": 0, "RECIPE_TORCH_THREADS": 1, "RECIPE_SEED": 0})

@@ -86,8 +86,8 @@ def test_a_result_is_written_once_and_read_back_as_it_was():
 def test_both_executors_answer_the_one_declared_interface_with_its_signatures():
     import inspect
 
+    from app.compute.celery_executor import CeleryExecutor
     from app.compute.executor import Executor
-    from app.services.celery_executor import CeleryExecutor
 
     declared = {name: inspect.signature(member) for name, member in vars(Executor).items()
                 if callable(member) and not name.startswith("_")}

@@ -1,5 +1,5 @@
 """The one interface recipe runs are sent through, whichever executor the app is configured with: the local pool of
-recipe processes (pool.py's WorkerPool) or the compute tier's Celery workers (services/celery_executor.py)."""
+recipe processes (pool.py's WorkerPool) or the compute tier's Celery workers (celery_executor.py)."""
 
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable

@@ -45,7 +45,7 @@ class Models:
 
 class Workers:
     """Where the app it is bound to runs recipes (EXECUTOR): `local`, a pool of recipe processes inside each
-    web process, or `celery`, the compute tier's Celery workers over a broker (services/celery_executor.py).
+    web process, or `celery`, the compute tier's Celery workers over a broker (compute/celery_executor.py).
     Both are an Executor (compute/executor.py)."""
 
     def init_app(self, app: Flask) -> None:
@@ -63,7 +63,7 @@ class Workers:
                 on_failing=lambda folder, reason: aside.set_aside(app, folder, reason),
             )
         elif config["EXECUTOR"] == "celery":
-            from .celery_executor import CeleryExecutor  # Celery is loaded only where it is used
+            from ..compute.celery_executor import CeleryExecutor  # Celery is loaded only where it is used
 
             broker = config["CELERY_BROKER_URL"] or config["REDIS_URL"]
             if not broker:

@@ -1,6 +1,6 @@
 """Recipe runs sent to Celery workers (compute/tasks.py) instead of the recipe processes of this web process.
 
-An Executor (compute/executor.py), as compute/pool.py's WorkerPool is, so that runs.py (admit, run, release) and
+An Executor (executor.py), beside pool.py's WorkerPool in this tier, so that services/runs.py (admit, run, release) and
 everything above it is the same whichever executor the app is configured with (EXECUTOR = "local" | "celery"). The
 web process sends tasks by name over the broker and waits for their reply; it never imports torch.
 
@@ -20,10 +20,10 @@ from celery.exceptions import TimeLimitExceeded, WorkerLostError
 from celery.exceptions import TimeoutError as WaitedTooLong
 from kombu.exceptions import OperationalError
 
-from ..compute.errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeTimeout
-from ..compute.pool import RecipeCall, outcome
-from ..compute.retraining import PROGRESS_SECONDS, Cancelled, RetrainCall
-from ..compute.tasks import GRACE, PROGRESS, RETRAIN, TASK, cancel_key, options
+from .errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeTimeout
+from .pool import RecipeCall, outcome
+from .retraining import PROGRESS_SECONDS, Cancelled, RetrainCall
+from .tasks import GRACE, PROGRESS, RETRAIN, TASK, cancel_key, options
 
 QUEUE = "celery"  # Celery's default queue: a Redis list of the tasks no worker has taken yet
 SENDING = "tensorviz:celery:sending"  # runs admitted and not yet in the queue, counted with it at admission
