@@ -51,7 +51,9 @@ def cacheable(unless: Callable[..., bool] | None = None) -> Callable:
 
 
 @dataclass(frozen=True)
-class Kept:
+class KeptResponse:
+    """A whole answer as it was sent, and the catalog it was made from (kept while that catalog is current)."""
+
     catalog: object  # the catalog the answer was made from
     status: str
     headers: list[tuple[str, str]]
@@ -104,7 +106,7 @@ class ResponseCache:
                 body.close()
         # Tagged with the catalog current before the view ran: if the view already saw a newer one, the
         # entry is merely dropped on its next use.
-        self.kept.put(key, Kept(catalog, answered["status"], answered["headers"], data), len(data))
+        self.kept.put(key, KeptResponse(catalog, answered["status"], answered["headers"], data), len(data))
         return [data]
 
 
