@@ -74,6 +74,17 @@ def test_a_term_shows_its_definition_on_hover_and_on_focus_inside_the_window(wat
     assert axe_violations(page) + (small_text(page) if viewport is PHONE else []) == []
 
 
+def test_a_term_inside_a_name_is_not_marked(watched):
+    """The overview names word_embeddings and position_embeddings: "embeddings" in them is part of a name."""
+    page = watched("/models/bert-mlm")
+    graph_ready(page)
+    expect(page.locator("#tour")).to_contain_text("word_embeddings, position_embeddings")
+    touching = page.evaluate("""() => [...document.querySelectorAll('dfn.term')].filter((d) =>
+        /[\\w]$/.test(d.previousSibling?.textContent ?? '') || /^[\\w]/.test(d.nextSibling?.textContent ?? ''))
+        .map((d) => d.parentElement.textContent.slice(0, 80))""")
+    assert touching == []
+
+
 def test_attention_maps_title_their_queries_and_keys(watched):
     page = watched("/models/bert?case=mask-b")
     graph_ready(page)

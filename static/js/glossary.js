@@ -19,8 +19,9 @@ function load() {
   if (!source) return [];
   return Object.entries(JSON.parse(source.dataset.glossary)).sort((a, b) => b[0].length - a[0].length).map(([term, definition]) => ({
     term, definition,
-    // A term with capitals (ELBO, KL) is matched as written, others in any case; a plural s is allowed.
-    pattern: new RegExp(`(?<![\\p{L}\\p{N}])${escapeRe(term)}s?(?![\\p{L}\\p{N}])`, `u${term === term.toLowerCase() ? "i" : ""}`),
+    // A term with capitals (ELBO, KL) is matched as written, others in any case; a plural s is allowed. A term
+    // inside a name (word_embeddings) is not the term.
+    pattern: new RegExp(`(?<![\\p{L}\\p{N}_])${escapeRe(term)}s?(?![\\p{L}\\p{N}_])`, `u${term === term.toLowerCase() ? "i" : ""}`),
   }));
 }
 
