@@ -16,9 +16,11 @@ from recipekit import masked_lm
 try:
     from .model import CLS, MASK, SEP, WORDS, build_model, causal_twin
     from .run import CaseInputs, beside_twin
+    from .train import SEGMENTS
 except ImportError:  # run as a script: python lab.py
     from model import CLS, MASK, SEP, WORDS, build_model, causal_twin
     from run import CaseInputs, beside_twin
+    from train import SEGMENTS
 
 
 def model_for(attention: str):
@@ -72,8 +74,7 @@ def main(argv: list[str]) -> int:
     t.add_argument("--causal", action="store_true")
     args = parser.parse_args(argv)
     ids = [WORDS.index(word) for word in args.words.split()]
-    segments = [0 if i <= ids.index(SEP) else 1 for i in range(len(ids))]
-    result = trace(ids, segments, ids.index(MASK), "causal" if args.causal else "bidirectional")
+    result = trace(ids, SEGMENTS, ids.index(MASK), "causal" if args.causal else "bidirectional")
     for stage in result["stages"]:
         if stage["id"] == "softmax":
             for row in stage["table"][:3]:

@@ -18,12 +18,11 @@ from recipekit.masked_lm import CaseInputs, run_case, unpack
 
 try:
     from .model import CAUSAL_WEIGHTS, MASK, WEIGHTS, WORDS, TinyBert, build_model, causal_twin
-    from .train import IS_NEXT, NOT_NEXT, SEGMENTS, accuracy, held_out, pair
+    from .train import ID, IS_NEXT, NOT_NEXT, SEGMENTS, accuracy, held_out, pair
 except ImportError:  # run as a script: python run.py
     from model import CAUSAL_WEIGHTS, MASK, WEIGHTS, WORDS, TinyBert, build_model, causal_twin
-    from train import IS_NEXT, NOT_NEXT, SEGMENTS, accuracy, held_out, pair
+    from train import ID, IS_NEXT, NOT_NEXT, SEGMENTS, accuracy, held_out, pair
 
-ID = {word: i for i, word in enumerate(WORDS)}
 
 
 def masked(text: str, label: int) -> CaseInputs:

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from recipekit import training, weights
+from recipekit.masked_lm import mlm_loss, unpack
 
 try:
     from .model import CAUSAL_WEIGHTS, MASK, WEIGHTS, WORDS, BertConfig, TinyBert
@@ -117,10 +118,9 @@ def batch(generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor, Tensor]:
 def pretraining_loss(model: TinyBert, inputs: Tensor, targets: Tensor, selected: Tensor, labels: Tensor,
                      causal: bool) -> Tensor:
     """Masked-word cross entropy over the selected positions, plus the sentence-pair cross entropy."""
-    output = model(inputs, torch.tensor(SEGMENTS).expand_as(inputs), causal=causal)
-    mlm_logits = output[:, :-2].unflatten(1, (inputs.size(1), -1))  # (B, T, vocab)
-    mlm = nn.functional.cross_entropy(mlm_logits[selected], targets[selected])
-    return mlm + nn.functional.cross_entropy(output[:, -2:], labels)
+    mlm_logits, nsp_logits = unpack(model(inputs, torch.tensor(SEGMENTS).expand_as(inputs), causal=causal),
+                                    inputs.size(1))  # (B, T, vocab), (B, 2)
+    return mlm_loss(mlm_logits, targets, selected) + nn.functional.cross_entropy(nsp_logits, labels)
 
 
 @torch.no_grad()
@@ -134,11 +134,12 @@ def accuracy(model: TinyBert, held: list[Pair], causal: bool) -> dict[str, float
             masked[position] = MASK
             inputs.append(masked)
             targets.append((position, p.ids[position]))
-    output = model(torch.tensor(inputs), torch.tensor(SEGMENTS).expand(len(inputs), -1), causal=causal)
-    mlm_logits = output[:, :-2].unflatten(1, (len(SEGMENTS), -1))  # (N, T, vocab)
+    mlm_logits, _ = unpack(model(torch.tensor(inputs), torch.tensor(SEGMENTS).expand(len(inputs), -1), causal=causal),
+                           len(SEGMENTS))  # (N, T, vocab)
     right = sum(int(mlm_logits[n, position].argmax()) == word for n, (position, word) in enumerate(targets))
-    whole = model(torch.tensor([p.ids for p in held]), torch.tensor(SEGMENTS).expand(len(held), -1), causal=causal)
-    nsp_right = (whole[:, -2:].argmax(-1) == torch.tensor([p.label for p in held])).sum().item()
+    _, nsp_logits = unpack(model(torch.tensor([p.ids for p in held]), torch.tensor(SEGMENTS).expand(len(held), -1),
+                                 causal=causal), len(SEGMENTS))  # (pairs, 2)
+    nsp_right = (nsp_logits.argmax(-1) == torch.tensor([p.label for p in held])).sum().item()
     return {"accuracy": right / len(targets), "nsp_accuracy": nsp_right / len(held)}
 
 
