@@ -330,8 +330,6 @@ export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, fir
   return svg;
 }
 
-const CATEGORIES = COLOUR.categories;
-
 /** Points, one per row of `points` ([x, y]), each coloured by its row and named by `names` (else its number), on
  * titled axes with round ticks; every point's title gives its values. */
 export function scatterSvg(points, { label, x: xTitle, y: yTitle, names = null }) {
@@ -366,7 +364,7 @@ export function scatterSvg(points, { label, x: xTitle, y: yTitle, names = null }
   svg.append(svgEl("text", { x: 14, y: middle, "text-anchor": "middle", fill: COLOUR.ink, transform: `rotate(-90 14 ${middle})`, class: "axis-title" }, yTitle));
   points.forEach(([x, y], i) => {
     const name = names ? names[i] : String(i);
-    const colour = CATEGORIES[i % CATEGORIES.length];
+    const colour = COLOUR.categories[i % COLOUR.categories.length];
     const point = svgEl("g", { class: "scatter-point", "data-row": i });
     point.append(svgEl("circle", { cx: px(x), cy: py(y), r: 9, fill: colour, "fill-opacity": 0.85 }),
       svgEl("text", { x: px(x), y: py(y) + 4, "text-anchor": "middle", fill: COLOUR.paper, "font-weight": 700 }, name),

@@ -248,7 +248,7 @@ export function linkInput(values, preset = null) {
 }
 
 /**
- * A lab's step through an answer (a slider over a chain's steps or an episode's moves) in the link, as
+ * A lab's step through an answer (a slider over a sequence's, a chain's steps or an episode's moves) in the link, as
  * ?<name>=<k>: a reload shows the same step of the same answer. Only the first answer drawn opens on the link's
  * step; the step an answer opens on (`standard`) is left out of the link.
  */
@@ -319,6 +319,7 @@ export class SequenceLab extends LabPanel {
     this.results = section.querySelector("#lab-results");
     this.tokens = [];
     this.step = null; // the step shown (1-based); null follows the last
+    this.linkedStep = new LinkedStep(STEP);
     for (const button of section.querySelectorAll("[data-preset]")) {
       button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
     }
@@ -328,17 +329,17 @@ export class SequenceLab extends LabPanel {
   /** The link's sequence, else its recorded case (or the first one), at the link's step (?seq_step=, 1-based; the
    * tour's is ?step=). */
   start() {
-    const step = Number(new URLSearchParams(window.location.search).get(STEP));
+    const step = this.linkedStep.opening(null, Infinity); // a run's last step bounds it when it is drawn
     const start = startFromLink(this.settings.presets, (params) => (params.has(this.field) ? this.checked(linkedInts(params, this.field)) : null));
     if (start.input) this.edit(start.input);
     else this.load(start.preset, start.problem);
-    if (Number.isInteger(step) && step >= 1) this.showAtStep(step);
+    if (step !== null && step >= 1) this.showAtStep(step);
   }
 
   /** Show step `step` (1-based; null follows the last), and say so in the link. */
   showAtStep(step) {
     this.step = step;
-    editQuery((params) => (step === null ? params.delete(STEP) : params.set(STEP, step)));
+    this.linkedStep.write(step, null);
   }
 
   name(id) {
