@@ -54,7 +54,7 @@ serve-production: setup
 
 lint: setup-test
 	$(BIN)/ruff check .
-	$(BIN)/python scripts/check-layers
+	$(BIN)/lint-imports --no-logo --no-cache
 	npx --no-install eslint static/js app
 
 # Two pytest workers (pytest-xdist), each taking on tests as it finishes its own (worksteal), so that neither waits idle at

@@ -1,4 +1,5 @@
-"""The docs that list code are held to it: the settings table of docs/operations.md names every setting."""
+"""The docs that list code are held to it (the settings table of docs/operations.md names every setting), and the
+README stays a map."""
 
 import re
 import tomllib
@@ -24,3 +25,11 @@ def test_the_settings_table_names_every_setting_and_no_other():
     documented = documented_settings()
     assert settings <= documented, settings - documented
     assert documented <= settings, documented - settings
+
+
+def test_the_readme_is_a_map_that_opens_with_the_two_commands():
+    """At most 200 lines, figures left to bench/README.md; its first block is the two commands, set-up and tests."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    first = readme[readme.index("```sh") + 5:readme.index("```", readme.index("```sh") + 5)]
+    assert [line.split()[:2] for line in first.strip().splitlines()] == [["make", "serve"], ["make", "test"]]

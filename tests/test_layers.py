@@ -1,46 +1,78 @@
-"""The tiers of app/ hold their direction (scripts/check-layers, also run by `make lint`)."""
+"""The tiers of app/ hold their direction, with no import cycles ([tool.importlinter] in pyproject.toml, checked by
+import-linter's `lint-imports`, also run by `make lint`), and the README's map of them is whole."""
 
+import os
 import re
-import runpy
 import shutil
-from types import SimpleNamespace
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
 
 from app.services.config import PROJECT_ROOT
 
-layers = SimpleNamespace(**runpy.run_path(str(PROJECT_ROOT / "scripts" / "check-layers")))  # a script, no .py
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
-def test_no_module_imports_from_a_tier_above_its_own():
-    assert layers.violations(PROJECT_ROOT / "app") == []
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """`lint-imports` on the app/ under root, with root's pyproject.toml (root first on the path, before the
+    installed project)."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([LINT_IMPORTS, "--no-logo", "--no-cache"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=120)
 
 
-def test_an_upward_import_a_web_import_below_the_services_or_a_module_outside_the_tiers_is_named(tmp_path):
-    app = tmp_path / "app"
-    shutil.copytree(PROJECT_ROOT / "app", app, ignore=shutil.ignore_patterns("__pycache__"))
-    catalog = app / "domain" / "catalog.py"
-    catalog.write_text(catalog.read_text() + "\nfrom ..web.api import bp  # a domain module reaching into the web\n")
-    kind = app / "domain" / "labs" / "masked_lm" / "__init__.py"
-    kind.write_text(kind.read_text() + "\nfrom ....services.runs import submit\n")
-    fields = app / "domain" / "labs" / "fields.py"
-    fields.write_text(fields.read_text() + "\nfrom werkzeug.exceptions import BadRequest\n")
-    (app / "newcomer.py").write_text("X = 1\n")
-    worker = app / "compute" / "worker.py"
-    worker.write_text(worker.read_text() + "\nfrom flask import current_app\nfrom app.build.cli import register\n")
-    found = layers.violations(app)
-    assert f"{worker}: the compute tier imports flask, which it may not" in found
-    assert f"{worker}: the compute tier imports from the build tier above it" in found
-    assert f"{fields}: the domain tier imports werkzeug, which it may not" in found
-    assert f"{catalog}: the domain tier imports from the web tier above it" in found
-    assert f"{kind}: the domain tier imports from the services tier above it" in found
-    assert any(line.startswith(f"{app / 'newcomer.py'}: in no tier") for line in found)
-    assert len(found) == 6
+def copy_of_the_project(tmp_path: Path) -> Path:
+    shutil.copytree(PROJECT_ROOT / "app", tmp_path / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PROJECT_ROOT / "pyproject.toml", tmp_path)
+    return tmp_path
+
+
+def append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+def test_every_contract_is_kept():
+    found = lint_imports(PROJECT_ROOT)
+    assert found.returncode == 0, found.stdout
+    assert "Contracts: 3 kept, 0 broken." in found.stdout
+
+
+def test_an_upward_import_a_web_import_below_the_services_and_a_cycle_are_each_named(tmp_path):
+    root = copy_of_the_project(tmp_path)
+    append(root / "app/domain/catalog.py", "\nfrom ..web.api import bp  # a domain module reaching into the web\n")
+    append(root / "app/domain/labs/masked_lm/__init__.py", "\nfrom ....services.runs import submit\n")
+    append(root / "app/domain/labs/fields.py", "\nfrom werkzeug.exceptions import BadRequest\n")
+    append(root / "app/compute/worker.py", "\nfrom flask import current_app\nfrom app.build.cli import register\n")
+    append(root / "app/compute/process.py", "\nfrom . import worker  # the worker imports process: a loop\n")
+    found = lint_imports(root)
+    assert found.returncode == 1
+    report = found.stdout
+    assert "Contracts: 0 kept, 3 broken." in report
+    for line in ("- app.domain.catalog -> app.web.api", "- app.domain.labs.masked_lm -> app.services.runs",
+                 "- app.compute.worker -> app.build.cli", "-   app.domain.labs.fields -> werkzeug",
+                 "-   app.compute.worker -> flask", "No cycles are allowed in app.compute.", "- .process -> .worker"):
+        assert line in report, line
 
 
 def test_imports_for_annotations_alone_are_not_held_against_a_tier(tmp_path):
-    module = tmp_path / "app" / "domain" / "typed.py"
-    module.parent.mkdir(parents=True)
-    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..web.api import bp\n")
-    assert layers.violations(tmp_path / "app") == []
+    root = copy_of_the_project(tmp_path)
+    annotation = "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..web.api import bp\n"
+    append(root / "app/domain/catalog.py", annotation)
+    found = lint_imports(root)
+    assert found.returncode == 0, found.stdout
+
+
+def test_every_module_of_app_lies_in_a_tier():
+    """A module outside the tiers would be held by no contract."""
+    layers = next(c["layers"] for c in tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"][
+        "importlinter"]["contracts"] if c["id"] == "tiers")
+    assert layers == [f"app.{tier}" for tier in TIERS]
+    app = PROJECT_ROOT / "app"
+    outside = [p for p in app.rglob("*.py") if p.parent == app and p.name != "__init__.py"
+               or p.parent != app and p.relative_to(app).parts[0] not in TIERS]
+    assert outside == []
+    assert all((app / tier / "__init__.py").is_file() for tier in TIERS)  # import-linter finds packages alone
 
 
 TIERS = ("web", "build", "services", "compute", "domain")

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from ..domain.lru import SizedLRU
-from .worker import manual_seed
+from .process import manual_seed
 
 EPSILON = 1e-12  # below this norm an output counts as zero when its change is measured
 # Values a change is measured over at a time (outputs held, then subtracted and normed together, then let go): a

@@ -35,7 +35,8 @@ def main(argv: list[str]) -> int:
     import torch
 
     from ..domain.recipes import load_module
-    from .worker import cap_memory, environment
+    from .process import cap_memory
+    from .worker import environment
 
     recipe_dir = Path(argv[0])
     cap_memory(int(argv[1]) if len(argv) > 1 else 0)

@@ -21,6 +21,7 @@ from ..domain.jsonbytes import dumps
 from ..domain.lru import SizedLRU
 from ..domain.recipes import METADATA_FILE, load_module, read_metadata
 from ..domain.stamps import file_stamp
+from .process import cap_memory, deterministic, manual_seed
 
 # Statuses a recipe's exception may carry (as its `status` attribute) to say that it refused the request
 # (400: the message starts with the field at fault) or that it cannot serve any request (503).
@@ -339,37 +340,6 @@ def start(torch_threads: int, seed: int, memory_mb: int) -> RecipeProcess:
     torch.set_num_threads(torch_threads)
     deterministic(torch)
     return RecipeProcess(torch, seed)
-
-
-def deterministic(torch: ModuleType) -> None:
-    """torch.use_deterministic_algorithms(True) for eager runs. The public call also sets torch.compile's
-    flag, importing torch._inductor for it (sympy and some 800 modules: half a worker's start, 3 s), and no
-    recipe is compiled; where this torch lacks the eager switch, the public call is made."""
-    switch = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if switch is None:
-        torch.use_deterministic_algorithms(True)
-    else:
-        switch(True, warn_only=False)
-
-
-def manual_seed(torch: ModuleType, value: int) -> None:
-    """torch.manual_seed for what a recipe process runs on, the CPU: torch.manual_seed also queues a seed for
-    every accelerator not started, formatting a stack trace for each (0.1 ms or more, about what a small
-    model's whole run takes)."""
-    torch.default_generator.manual_seed(value)
-
-
-def cap_memory(headroom_mb: int) -> None:
-    """Cap this process's address space at what it maps now (Python and torch loaded) plus headroom,
-    so that a runaway recipe fails with an allocation error instead of exhausting the machine."""
-    if headroom_mb <= 0:
-        return
-    import resource
-
-    status = Path("/proc/self/status").read_text()
-    mapped = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmSize:"))) * 1024
-    limit = mapped + headroom_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 class Watchdog:

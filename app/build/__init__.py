@@ -1,0 +1,1 @@
+"""The build tier: the recorder and the command line (record, verify, serve, checkpoints)."""
