@@ -3,7 +3,9 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,29 +67,53 @@ def check_bounded_cache(store) -> None:
     assert store.get("huge") is None  # over the per-entry cap: served, never cached
 
 
-def check_sliding_budget(store) -> None:
-    """At most `limit` hits are admitted in any span of `window` seconds, across the boundary a fixed window
-    would reset at; a refused hit is told how long until one is admitted, and is then."""
-    admitted = []  # each admitted hit's (time asked, time answered): the store admitted it in between
-    start = time.time()
-    while time.time() - start < 2.5:  # hammer for two and a half windows of one second
-        asked = time.time()
-        if store.admit("client", 5, 1.0) == 0:
-            admitted.append((asked, time.time()))
-        time.sleep(0.005)
-    assert 10 <= len(admitted) <= 15
-    # Any six hits in a row span a window at least (the latest the sixth can have been admitted, less the earliest
-    # the first can; the store's clock may differ by milliseconds), and some five fit within one (at most the
-    # earliest the fifth can have been admitted, less the latest the first can): a loaded machine that holds this
-    # process between a hit's answer and its reading moves neither bound past the store's own times.
-    assert min(admitted[k + 5][1] - admitted[k][0] for k in range(len(admitted) - 5)) >= 0.98
-    assert min(admitted[k + 4][0] - admitted[k][1] for k in range(len(admitted) - 4)) < 1.0
+def eventually(ask: Callable[[], Any], until: Callable[[Any], bool] = bool, seconds: float = 30.0) -> Any:
+    """ask()'s first answer that `until` holds for, asked again every 50 ms: an event another process or thread
+    brings about, awaited rather than slept for. AssertionError with the last answer after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not until(answer := ask()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still {answer!r} after {seconds:g} s")
+        time.sleep(0.05)
+    return answer
+
+
+class Clock:
+    """A clock a test moves: epoch seconds for a store where time is the subject."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def check_sliding_budget(make_store) -> None:
+    """At most `limit` hits are admitted in any span of `window` seconds, across the boundary a fixed window would
+    reset at; a refused hit is told how long until one is admitted, and is then. `make_store(clock)` makes the
+    store on a clock this moves, in steps a binary fraction can hold exactly (so the window's edges are exact)."""
+    clock, window, step = Clock(), 60.0, 60.0 / 16
+    store = make_store(clock)
+    start = clock.now
+    admitted = []
+    for _ in range(40):  # two and a half windows, a hit every sixteenth of one
+        if store.admit("client", 5, window) == 0:
+            admitted.append(round((clock.now - start) / step))
+        clock.now += step
+    # Five in the first steps; then none until the first of them has left, one window later, and so on. A fixed
+    # window of whole minutes would have reset 20 s in (the clock starts 40 s into one), at step 6, and let five
+    # more in at once: ten within 7 steps.
+    assert admitted == [0, 1, 2, 3, 4, 16, 17, 18, 19, 20, 32, 33, 34, 35, 36]
+    assert all(admitted[k + 5] - admitted[k] >= 16 for k in range(len(admitted) - 5))  # no span holds six
     for _ in range(5):
-        store.admit("other", 5, 1.0)
-    wait = store.admit("other", 5, 1.0)
-    assert 0 < wait <= 1.0
-    time.sleep(wait + 0.05)
-    assert store.admit("other", 5, 1.0) == 0
+        store.admit("other", 5, window)
+        clock.now += step
+    wait = store.admit("other", 5, window)  # the first of the five left after a window: 11 steps from now
+    assert wait == window - 5 * step
+    clock.now += wait - step / 2
+    assert store.admit("other", 5, window) == step / 2  # still half a step early
+    clock.now += step / 2
+    assert store.admit("other", 5, window) == 0
 
 
 def check_units_and_lists(store) -> None:

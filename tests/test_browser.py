@@ -20,7 +20,7 @@ from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.parts import parts
 
 from .browsing import ARTIFACTS, DESKTOP, PHONE
-from .conftest import CATALOG_SLUGS, LENET_RECIPE, RECORDED_LAB_SLUGS, recipe_module
+from .conftest import CATALOG_SLUGS, LENET_RECIPE, RECORDED_LAB_SLUGS, eventually, recipe_module
 from .test_training import TRAINED
 
 pytestmark = pytest.mark.browser
@@ -1414,8 +1414,7 @@ def test_a_swipe_over_the_graph_pans_it_and_the_page_still_scrolls_past_it(brows
     scrolled = page.evaluate("window.scrollY")
     page.mouse.move(x, y)
     page.mouse.wheel(0, 300)  # a wheel over the graph scrolls the page, it is not trapped
-    page.wait_for_timeout(300)
-    assert page.evaluate("window.scrollY") > scrolled
+    eventually(lambda: page.evaluate("window.scrollY"), lambda y: y > scrolled, seconds=5)
     context.close()
 
 

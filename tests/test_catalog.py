@@ -14,7 +14,7 @@ from app.domain.catalog import graph_document, load_catalog
 from app.domain.schema import ManifestError, validate_manifest
 from app.services.extensions import models
 
-from .conftest import BERT_MANIFEST, bert_manifest
+from .conftest import BERT_MANIFEST, bert_manifest, eventually
 
 # sha256 of the seed manifest as it was recorded
 RECORDING_SHA256 = "9ff70baab928559081d549dc99dedd09c10ccce658570b3c022bf7cacd245037"
@@ -117,16 +117,14 @@ def test_a_manifest_broken_on_disk_is_reported_then_served_again_once_mended(tre
     good = path.read_bytes()
     assert client.get("/api/models/bert").status_code == 200
     path.write_bytes(good[:100])  # cut short, as by a failed copy
-    time.sleep(0.05)
-    body = client.get("/api/models").get_json()
+    body = eventually(lambda: client.get("/api/models").get_json(), lambda b: len(b["models"]) == 1)
     assert [m["slug"] for m in body["models"]] == ["other"]
     assert "not valid JSON" in body["unavailable"][0]["reason"]
     response = client.get("/api/models/bert")
     assert response.status_code == 404 and "unavailable" in response.get_json()["error"]["message"]
     assert client.get("/api/models/other").status_code == 200
     path.write_bytes(good)
-    time.sleep(0.05)
-    assert client.get("/api/models/bert").status_code == 200
+    eventually(lambda: client.get("/api/models/bert").status_code, lambda status: status == 200)
     assert client.get("/api/models").get_json()["unavailable"] == []
 
 
@@ -170,8 +168,7 @@ def test_an_edit_that_keeps_the_size_and_restores_the_mtime_is_noticed(tree):
     path.write_bytes(changed)
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
-    time.sleep(0.05)
-    after = client.get("/api/models/bert")
+    after = eventually(lambda: client.get("/api/models/bert"), lambda r: r.data != raw)
     assert after.data == changed and after.headers["ETag"] != before.headers["ETag"]
 
 

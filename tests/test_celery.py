@@ -18,7 +18,7 @@ from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.parts import parts
 
-from .conftest import BERT_RECIPE, CATALOG_SLUGS, ModelTree
+from .conftest import BERT_RECIPE, CATALOG_SLUGS, ModelTree, eventually
 from .test_redis import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.processes]
@@ -209,7 +209,7 @@ def test_two_workers_share_the_queue_and_a_child_killed_mid_task_hands_it_on(own
         assert len(running) == 2, running
         victim = int(running[0].name.removeprefix("running-"))
         os.kill(victim, signal.SIGKILL)  # mid-task: its task goes back to the queue
-        time.sleep(1.0)
+        eventually(lambda: Path(f"/proc/{victim}").exists(), lambda alive: not alive)  # its pool has reaped it
         slow.unlink()
         for t in threads:
             t.join(timeout=120)

@@ -16,7 +16,7 @@ from app.domain.graphlayout import ancestors
 from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.parts import parts
 
-from .conftest import BERT_MANIFEST, ModelTree, bert_manifest
+from .conftest import BERT_MANIFEST, ModelTree, bert_manifest, eventually
 
 
 def manifest_with(change):
@@ -182,9 +182,9 @@ def test_a_recipe_that_hangs_at_start_is_set_aside_and_holds_no_other_run(tmp_pa
         reason = client.get("/api/models/hangs").get_json()["error"]["message"]
         assert "its recipe process could not start: warming it ran past 2 s (2 times in a row)" in reason, reason
         assert "hangs" in {u["slug"] for u in client.get("/api/models").get_json()["unavailable"]}
-        time.sleep(1.1)  # the other process reads what was set aside at most once a second
-        told = other.test_client().get("/api/models/hangs")  # never warmed there: told through the store
-        assert told.status_code == 404 and "warming it ran past 2 s" in told.get_json()["error"]["message"]
+        # Never warmed there: told through the store, which the other process reads at most once a second.
+        told = eventually(lambda: other.test_client().get("/api/models/hangs"), lambda r: r.status_code == 404)
+        assert "warming it ran past 2 s" in told.get_json()["error"]["message"]
         warm_up(other)
         assert str(tree.recipes / "hangs") in parts(other).pool.failing  # and its workers never warm it
         (tree.recipes / "hangs" / "lab.py").write_text((PROJECT_ROOT / "recipes" / "bert" / "lab.py").read_text())
@@ -192,8 +192,7 @@ def test_a_recipe_that_hangs_at_start_is_set_aside_and_holds_no_other_run(tmp_pa
         while time.monotonic() < deadline and client.get("/api/models/hangs").status_code != 200:
             time.sleep(0.2)
         assert client.get("/api/models/hangs").status_code == 200  # its files changed: served again
-        time.sleep(1.1)
-        assert other.test_client().get("/api/models/hangs").status_code == 200  # in every process
+        eventually(lambda: other.test_client().get("/api/models/hangs").status_code, lambda s: s == 200)  # everywhere
     finally:
         parts(app).pool.shutdown()
         parts(other).pool.shutdown()
@@ -299,7 +298,7 @@ def test_a_recipe_whose_cases_take_long_to_keep_is_not_set_aside(tmp_path):
         ran = client.post("/api/models/slow/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
                                                          "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]})
         assert ran.status_code == 200, ran.get_json()  # its keeping gave up in the run's process: a fresh one ran it
-        time.sleep(8)  # both recipes warmed in idle time, the slow one's cases given up
+        eventually(parts(app).pool.warming, lambda n: n == 0, seconds=60)  # both warmed, the slow one's cases given up
         assert client.get("/api/models/slow").status_code == 200
         assert parts(app).pool.failing == {}
         assert client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],

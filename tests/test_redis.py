@@ -197,7 +197,8 @@ def test_redis_charges_units_whole_and_keeps_bounded_lists(redis_url):
 def test_the_redis_budget_holds_over_any_window_of_its_length(redis_url):
     from app.services.state import RedisStore
 
-    check_sliding_budget(RedisStore(redis_url, max_bytes=10_000, max_entry=4_000, prefix="sliding-test:"))
+    check_sliding_budget(lambda clock: RedisStore(redis_url, max_bytes=10_000, max_entry=4_000, prefix="sliding-test:",
+                                                  clock=clock))
 
 
 def test_flask_cachings_own_redis_backend_shares_answers_between_instances(redis_url):

@@ -308,7 +308,8 @@ def test_sqlite_charges_units_whole_and_keeps_bounded_lists(tmp_path):
 
 
 def test_the_budget_holds_over_any_window_of_its_length(tmp_path):
-    check_sliding_budget(SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000))
+    check_sliding_budget(lambda clock: SQLiteStore(str(tmp_path / "state.sqlite3"), max_bytes=10_000, max_entry=4_000,
+                                                   clock=clock))
 
 
 def test_the_store_degrades_when_its_file_breaks(tmp_path):

@@ -437,6 +437,12 @@ class WorkerPool:
         with self._lock:
             return self.failing.get(folder) or self._last_error.get(folder, "its warm-up failed")
 
+    def warming(self) -> int:
+        """Workers starting or warming aside, and warm-up steps the idle ones have still to run: 0 once the warming
+        in idle time is done (for tests and diagnostics)."""
+        with self._lock:
+            return self._starting + len(self._aside) + sum(len(w.pending) for w in self._idle)
+
     def pids(self) -> list[int]:
         """Process ids of the idle workers, those warming in idle time included (for tests and diagnostics)."""
         with self._lock:

@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,13 @@ class Store:
 
     errors: tuple[type[Exception], ...] = ()
 
-    def __init__(self, max_bytes: int, max_entry: int) -> None:
+    def __init__(self, max_bytes: int, max_entry: int, clock: Callable[[], float] | None = None) -> None:
         self.max_bytes = max_bytes
         self.max_entry = max_entry
+        # Epoch seconds for expiries and budget hits. None is the store's own clock (Redis times its budget by the
+        # server's, one for every machine); a test where time is the subject hands one it moves.
+        self.injected_clock = clock
+        self.clock = clock or time.time
         self._down = False
         # Cached writes the store refused while down: key -> (JSON bytes, epoch expiry), written back on recovery.
         self._held = SizedLRU(4 * max_entry)
@@ -86,8 +91,8 @@ class Store:
             written = 0
             for key in self._held.keys():
                 held = self._held.get(key)
-                if held is not None and held[1] > time.time():
-                    self._set(key, held[0], held[1] - time.time(), True)
+                if held is not None and held[1] > self.clock():
+                    self._set(key, held[0], held[1] - self.clock(), True)
                     written += 1
                 self._held.discard(key)
             if written:
@@ -106,7 +111,7 @@ class Store:
     def get_json(self, key: str, strict: bool = False) -> bytes | None:
         """The value under `key` as the JSON bytes it is kept as (to serve without parsing it)."""
         held = self._held.get(key)
-        if held is not None and held[1] > time.time():
+        if held is not None and held[1] > self.clock():
             return held[0]  # newer than anything the store holds: written here while it was down
         if not strict:
             return self._guard("get", lambda: self._get(key), None)
@@ -131,7 +136,7 @@ class Store:
         self._held.discard(key)  # this value is newer than any held one
         written = self._guard("set", lambda: self._set(key, raw, ttl, cached) or True, False)
         if not written and cached:
-            self._held.put(key, (raw, time.time() + ttl), len(raw))
+            self._held.put(key, (raw, self.clock() + ttl), len(raw))
         return written
 
     def add(self, key: str, value: Any, ttl: float) -> bool:
@@ -219,8 +224,9 @@ class SQLiteStore(Store):
 
     errors = (sqlite3.Error,)
 
-    def __init__(self, path: str | None, max_bytes: int, max_entry: int) -> None:
-        super().__init__(max_bytes, max_entry)
+    def __init__(self, path: str | None, max_bytes: int, max_entry: int,
+                 clock: Callable[[], float] | None = None) -> None:
+        super().__init__(max_bytes, max_entry, clock)
         if path is None:  # a private file for this app alone (tests)
             folder = tempfile.mkdtemp(prefix="tensorviz-state-")
             path = os.path.join(folder, "state.sqlite3")
@@ -279,21 +285,21 @@ class SQLiteStore(Store):
 
     def _get(self, key: str) -> bytes | None:
         row = self._run(lambda db: db.execute("SELECT value, expires FROM entries WHERE key = ?", (key,)).fetchone())
-        return row[0] if row and row[1] > time.time() else None
+        return row[0] if row and row[1] > self.clock() else None
 
     def _set(self, key: str, raw: bytes, ttl: float, cached: bool) -> None:
         # An upsert, not INSERT OR REPLACE: a replaced row fires no delete trigger, and the total would drift.
         self._run(lambda db: db.execute(
             "INSERT INTO entries VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
             "expires = excluded.expires, size = excluded.size, cached = excluded.cached",
-            (key, raw, time.time() + ttl, len(raw), int(cached))))
+            (key, raw, self.clock() + ttl, len(raw), int(cached))))
         if cached:
             self._run(self._evict)
 
     def _evict(self, db: sqlite3.Connection) -> None:
         """Drop what expired, then the cached values nearest their expiry while they are over the cap, or while the
         file on disk (keys and indexes included) is; the pages freed go back to the disk."""
-        now = time.time()
+        now = self.clock()
         db.execute("DELETE FROM lists WHERE key IN (SELECT substr(key, 6) FROM entries WHERE key LIKE 'list:%' "
                    "AND expires <= ?)", (now,))
         db.execute("DELETE FROM entries WHERE expires <= ?", (now,))
@@ -319,7 +325,7 @@ class SQLiteStore(Store):
 
     def _add(self, key: str, raw: bytes, ttl: float) -> bool:
         def add(db: sqlite3.Connection) -> bool:
-            now = time.time()
+            now = self.clock()
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute("DELETE FROM entries WHERE key = ? AND expires <= ?", (key, now))
@@ -338,7 +344,7 @@ class SQLiteStore(Store):
 
     def _admit(self, key: str, limit: int, window: float, units: int) -> float:
         def admit(db: sqlite3.Connection) -> float:
-            now = time.time()
+            now = self.clock()
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute("DELETE FROM hits WHERE key = ? AND at <= ?", (key, now - window))
@@ -367,7 +373,7 @@ class SQLiteStore(Store):
                            "ORDER BY seq DESC LIMIT ?)", (key, key, limit))
                 # The list lives as long as its last push: its expiry is an entry's, which eviction leaves alone.
                 db.execute("INSERT INTO entries VALUES (?, x'', ?, 0, 0) ON CONFLICT (key) DO UPDATE SET "
-                           "expires = excluded.expires", (f"list:{key}", time.time() + ttl))
+                           "expires = excluded.expires", (f"list:{key}", self.clock() + ttl))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -378,7 +384,7 @@ class SQLiteStore(Store):
     def _items(self, key: str) -> list[bytes]:
         def items(db: sqlite3.Connection) -> list[bytes]:
             alive = db.execute("SELECT expires FROM entries WHERE key = ?", (f"list:{key}",)).fetchone()
-            if alive is None or alive[0] <= time.time():
+            if alive is None or alive[0] <= self.clock():
                 return []
             return [row[0] for row in db.execute("SELECT value FROM lists WHERE key = ? ORDER BY seq", (key,))]
 
@@ -405,19 +411,24 @@ class RedisStore(Store):
     """Redis, shared by every machine. Cached values are indexed by expiry in a sorted set, with their
     sizes, so that the cap holds without relying on the server's eviction policy."""
 
-    def __init__(self, url: str, max_bytes: int, max_entry: int, prefix: str = "tensorviz:") -> None:
+    def __init__(self, url: str, max_bytes: int, max_entry: int, prefix: str = "tensorviz:",
+                 clock: Callable[[], float] | None = None) -> None:
         import redis
 
-        super().__init__(max_bytes, max_entry)
+        super().__init__(max_bytes, max_entry, clock)
         self.errors = (redis.RedisError,)
         self.client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
         self.prefix = prefix
-        # One command per budget hit, timed by Redis's own clock (one for every machine): drop the hits older than
-        # the window, then record this one if there is room; the answer is how long until there is.
+        # One command per budget hit, timed by Redis's own clock (one for every machine) unless a clock was
+        # injected: drop the hits older than the window, then record this one if there is room; the answer is how
+        # long until there is.
         self._admit_script = self.client.register_script("""
-            local t = redis.call('TIME')
-            local now, window, limit = t[1] + t[2] / 1e6, tonumber(ARGV[1]), tonumber(ARGV[2])
-            local units = tonumber(ARGV[4])
+            local now = tonumber(ARGV[5])
+            if not now then
+                local t = redis.call('TIME')
+                now = t[1] + t[2] / 1e6
+            end
+            local window, limit, units = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
             redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
             local count = redis.call('ZCARD', KEYS[1])
             if count + units > limit then
@@ -442,17 +453,17 @@ class RedisStore(Store):
             return
         with self.client.pipeline() as pipe:
             pipe.set(name, raw, px=int(ttl * 1000))
-            pipe.zadd(self.index, {name: time.time() + ttl})
+            pipe.zadd(self.index, {name: self.clock() + ttl})
             pipe.hget(self.sizes, name)
             pipe.hset(self.sizes, name, len(raw))
             _, _, previous, _ = pipe.execute()
         total = self.client.incrby(self.total, len(raw) - int(previous or 0))
-        if total > self.max_bytes or self.client.zcount(self.index, 0, time.time()):
+        if total > self.max_bytes or self.client.zcount(self.index, 0, self.clock()):
             self._evict()
 
     def _evict(self) -> None:
         """Forget what expired, then drop the values nearest their expiry while over the cap."""
-        expired = self.client.zrangebyscore(self.index, 0, time.time())
+        expired = self.client.zrangebyscore(self.index, 0, self.clock())
         self._drop(expired, delete=False)
         while int(self.client.get(self.total) or 0) > self.max_bytes:
             popped = self.client.zpopmin(self.index, 1)
@@ -490,7 +501,10 @@ class RedisStore(Store):
         return self.client.lrange(self.prefix + "list:" + key, 0, -1)
 
     def _admit(self, key: str, limit: int, window: float, units: int) -> float:
-        wait = self._admit_script(keys=[self.prefix + "hits:" + key], args=[window, limit, uuid.uuid4().hex, units])
+        args = [window, limit, uuid.uuid4().hex, units]
+        if self.injected_clock is not None:
+            args.append(repr(self.injected_clock()))
+        wait = self._admit_script(keys=[self.prefix + "hits:" + key], args=args)
         return float(wait)
 
     def cached_bytes(self) -> int:
