@@ -86,3 +86,61 @@ def test_the_graph_s_colours_live_in_one_place(manifest):
     graph_rules = [line for line in (PROJECT_ROOT / "static" / "css" / "site.css").read_text().splitlines()
                    if line.startswith(".g-") and ":hover" not in line and "is-" not in line]
     assert graph_rules and [line for line in graph_rules if hexes.search(line) or "fill: var" in line] == []
+
+
+# The page's closed-module rule, run by Node on the page's own module: for each open set asked, the boxes drawn as
+# nodes and the edges between them.
+SCENE = """
+import { GraphScene } from "./static/js/graph-scene.js";
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const { graph, opens } = JSON.parse(Buffer.concat(chunks).toString());
+const scene = new GraphScene(graph.layers, graph.connections);
+const answers = opens.map((ids) => {
+  const open = new Set(ids);
+  const nodes = graph.layers.map((l) => l.id).filter((id) => scene.isNode(id, open));
+  return { nodes, edges: [...scene.visibleEdges(open).values()] };
+});
+process.stdout.write(JSON.stringify(answers));
+"""
+
+
+def page_scene(graph: dict, opens: list[list[str]]) -> list[dict]:
+    import json
+    import subprocess
+
+    node = shutil.which("node")
+    assert node, "Node runs the page's module here (installed with npm: scripts/install-test-packages)"
+    done = subprocess.run([node, "--input-type=module", "-e", SCENE], input=json.dumps(
+        {"graph": graph, "opens": opens}), capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("slug", ["bert", "gpt", "transformer", "gcn", "vit"])
+def test_the_page_and_the_snapshot_close_modules_by_one_rule(slug):
+    """For no module open, every one open, each one alone and random sets, the page's GraphScene draws the nodes
+    and edges graphlayout.visible_graph gives (the snapshot's rule): the rule is held to one meaning."""
+    import json
+    import random
+
+    from app.domain.graphlayout import drawing_document, modules
+
+    manifest = json.loads((PROJECT_ROOT / "manifests" / slug / "manifest.json").read_text())
+    every = [m["id"] for m in modules(manifest)]
+    draw = random.Random(slug)
+    opens = [[], every, *([m] for m in every), *(draw.sample(every, draw.randint(1, len(every))) for _ in range(12))]
+    graph = json.loads(drawing_document(manifest))
+    for ids, page in zip(opens, page_scene(graph, opens), strict=True):
+        nodes, edges = visible_graph(manifest, tuple(m for m in every if m not in ids))
+        assert page["nodes"] == [n["id"] for n in nodes], ids
+        assert sorted(map(tuple, page["edges"])) == sorted(edges), ids
+
+
+def test_the_page_is_handed_each_layer_s_modules_outermost_first():
+    import json
+
+    from app.domain.graphlayout import drawing_document
+
+    layers = {layer["id"]: layer for layer in json.loads(drawing_document(bert_manifest()))["layers"]}
+    assert layers["encoder.attention.query"]["chain"] == ["encoder", "encoder.attention"]
+    assert layers["encoder"]["chain"] == [] and layers["embedding_norm"]["chain"] == []

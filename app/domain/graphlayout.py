@@ -77,10 +77,13 @@ def shown(layer: dict, model: str) -> dict:
 
 def drawing_document(manifest: dict) -> bytes:
     """The graph as the interactive graph draws it: the recorded layers, each with the text its node shows
-    (`shown`: label and op, by the rule the snapshot uses, and an op's name in plain words), and the
-    connections. Compact: it grows with the graph, about 300 bytes a node."""
+    (`shown`: label and op, by the rule the snapshot uses, and an op's name in plain words) and the modules around
+    it (`chain`, outermost first: the parent walk is made here alone), and the connections. Compact: it grows with
+    the graph, about 300 bytes a node."""
     model = manifest.get("className", "")
-    layers = [layer | {"shown": shown(layer, model)} for layer in manifest["layers"]]
+    by_id = {layer["id"]: layer for layer in manifest["layers"]}
+    layers = [layer | {"shown": shown(layer, model), "chain": ancestors(by_id, layer["id"])[::-1]}
+              for layer in manifest["layers"]]
     document = {"layers": layers, "connections": [{"source": c["source"], "target": c["target"]}
                                                   for c in manifest["connections"]], "palette": PALETTE}
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
@@ -108,7 +111,8 @@ def normalise(manifest: dict, collapsed: set[str]) -> tuple[str, ...]:
 
 
 def visible_graph(manifest: dict, collapsed: tuple[str, ...]) -> tuple[list[dict], list[tuple[str, str]]]:
-    """Nodes and edges with each collapsed module standing in for everything inside it.
+    """Nodes and edges with each collapsed module standing in for everything inside it (the closed-module rule; the
+    page's GraphScene.visible draws by the same, and tests/test_layouts.py holds the two equal).
 
     Open modules are drawn as boxes around their contents, not as nodes, so an edge that names an open
     module is left out: the edges of its contents already carry that flow.

@@ -15,18 +15,19 @@ const FONT = "10px system-ui, 'DejaVu Sans', sans-serif";
 const TITLE_FONT = "600 11px system-ui, 'DejaVu Sans', sans-serif";
 
 export class GraphScene {
-  /** @param {object[]} layers the recorded layers, each with `shown` (its node's text); @param {object[]} connections */
+  /** @param {object[]} layers the recorded layers, each with `shown` (its node's text) and `chain` (the modules
+   * around it, outermost first, as the server walks its parents); @param {object[]} connections */
   constructor(layers, connections) {
     this.layers = new Map(layers.map((l) => [l.id, l]));
+    this.chains = new Map(layers.map((l) => [l.id, l.chain])); // layer -> its ancestors, outermost first
+    const parentOf = (l) => l.chain.at(-1) ?? null;
     this.children = new Map([[null, []]]);
     for (const layer of layers) {
-      const parent = this.layers.has(layer.parent) ? layer.parent : null;
+      const parent = parentOf(layer);
       if (!this.children.has(parent)) this.children.set(parent, []);
       this.children.get(parent).push(layer.id);
     }
-    this.modules = layers.filter((l) => l.kind === "module").map((l) => ({ id: l.id, parent: this.layers.has(l.parent) ? l.parent : null }));
-    this.chains = new Map(); // layer -> its ancestors, outermost first
-    for (const layer of layers) this.chains.set(layer.id, this.ancestors(layer.id).reverse());
+    this.modules = layers.filter((l) => l.kind === "module").map((l) => ({ id: l.id, parent: parentOf(l) }));
     this.connections = connections.filter((c) => this.layers.has(c.source) && this.layers.has(c.target));
     // What each node says, as the server words it (the snapshot's rule): { label, op }.
     this.text = new Map(layers.map((l) => [l.id, l.shown ?? { label: l.id, op: l.op }]));
@@ -35,16 +36,9 @@ export class GraphScene {
     this.context = null;
   }
 
+  /** The modules around a layer, innermost first. */
   ancestors(id) {
-    const chain = [];
-    const seen = new Set([id]);
-    let parent = this.layers.get(id)?.parent;
-    while (this.layers.has(parent) && !seen.has(parent)) { // a hand-made manifest may loop its parents
-      seen.add(parent);
-      chain.push(parent);
-      parent = this.layers.get(parent).parent;
-    }
-    return chain;
+    return [...this.chains.get(id) ?? []].reverse();
   }
 
   measure(text, font = FONT) {
@@ -68,15 +62,22 @@ export class GraphScene {
     return this.shownAs(id, open) === id && !(this.layers.get(id).kind === "module" && open.has(id));
   }
 
-  /** Lay the graph out with `open` modules open (an open module inside a closed one stays hidden). */
-  layout(open) {
-    const nodes = [];
+  /** The edges between the boxes drawn with `open` modules open, each once: a connection drawn from and to what
+   * stands for its ends (graphlayout.visible_graph's rule, held equal to it by tests/test_layouts.py). */
+  visibleEdges(open) {
     const edges = new Map();
     for (const c of this.connections) {
       const s = this.shownAs(c.source, open);
       const t = this.shownAs(c.target, open);
       if (s !== t && this.isNode(s, open) && this.isNode(t, open)) edges.set(edgeKey(s, t), [s, t]);
     }
+    return edges;
+  }
+
+  /** Lay the graph out with `open` modules open (an open module inside a closed one stays hidden). */
+  layout(open) {
+    const nodes = [];
+    const edges = this.visibleEdges(open);
     // Each edge is cut into pieces, one per level it passes: out of each open module around its source,
     // across the level both share, into each open module around its target.
     const levels = new Map(); // module (or null) -> { ports: Map, edges: Map }
