@@ -79,7 +79,7 @@ def drawing_document(manifest: dict) -> bytes:
     """The graph as the interactive graph draws it: the recorded layers, each with the text its node shows
     (`shown`: label and op, by the rule the snapshot uses, and an op's name in plain words) and the modules around
     it (`chain`, outermost first: the parent walk is made here alone), and the connections. Compact: it grows with
-    the graph, about 300 bytes a node."""
+    the graph, about 350 bytes a node (docs/recipes.md, "At scale")."""
     model = manifest.get("className", "")
     by_id = {layer["id"]: layer for layer in manifest["layers"]}
     layers = [layer | {"shown": shown(layer, model), "chain": ancestors(by_id, layer["id"])[::-1]}
