@@ -386,14 +386,84 @@ def test_recorded_heatmap_tables_head_rows_and_columns_with_tokens(lab_client):
 
 
 def test_every_kind_is_one_folder_that_reads_only_endpoints_it_requires():
-    """A kind lives in its folder (module, template, ES module), and what it reads is declared per endpoint."""
+    """A kind lives in its folder (module, template, ES module, its own styles where it has some), the registry
+    finds it there, and what it reads is declared per endpoint."""
     from app.domain.labs import KINDS, kind_files
 
+    registry = PROJECT_ROOT / "app" / "domain" / "labs" / "__init__.py"
+    folders = {p.name for p in registry.parent.iterdir() if (p / "__init__.py").is_file()}
+    assert {kind.folder.name for kind in KINDS.values()} == folders
+    imported = set(re.findall(r"^from \.(\w*) import", registry.read_text(), flags=re.M))
+    assert imported == {"fields", "kind"}  # the registry imports no kind by name
     for kind in KINDS.values():
         assert set(kind.reads) <= set(kind.requires["endpoints"]), kind.name
-        assert {path.name for path in kind.files().values()} == {"lab.html", "lab.js"}
+        assert {path.name for path in kind.files().values()} - {"lab.css"} == {"lab.html", "lab.js"}
         assert all(path.parent == kind.folder and path.is_file() for path in kind.files().values())
-    assert len(kind_files()) == 2 * len(KINDS)
+    styled = [kind for kind in KINDS.values() if kind.style]
+    assert len(styled) >= 7 and len(kind_files()) == 2 * len(KINDS) + len(styled)
+
+
+def selectors(css: str) -> list[str]:
+    """Each rule's selector, those inside @media blocks too."""
+    found, head = [], ""
+    for char in re.sub(r"/\*.*?\*/", "", css, flags=re.S):
+        if char == "{":
+            if not head.strip().startswith("@"):
+                found.append(head.strip())
+            head = ""
+        elif char in "};":
+            head = ""
+        else:
+            head += char
+    return found
+
+
+def styled_by(css: str) -> list[tuple[str, set[str]]]:
+    """Each selector group of the stylesheet, with the kinds whose elements alone it can match: a class named by one
+    kind's files and nothing shared (templates, static/js, the app's modules outside the kinds) is that kind's."""
+    from app.domain.labs import KINDS
+
+    kinds = {kind.name: "".join(p.read_text() for p in kind.folder.glob("*") if p.suffix in (".html", ".js", ".py"))
+             for kind in KINDS.values()}
+    labs = next(iter(KINDS.values())).folder.parent
+    places = (("templates", "*.html"), ("static/js", "*.js"), ("app", "*.py"))
+    shared = "".join(p.read_text() for folder, pattern in places for p in (PROJECT_ROOT / folder).rglob(pattern)
+                     if p.parent.parent != labs)
+    named = lambda cls, text: re.search(rf"(?<![\w-]){re.escape(cls)}(?![\w-])", text)  # noqa: E731
+    groups = []
+    for selector in selectors(css):
+        for group in selector.split(","):
+            owners = set()
+            for cls in re.findall(r"\.([a-zA-Z][\w-]*)", group):
+                users = {name for name, text in kinds.items() if named(cls, text)}
+                if len(users) == 1 and not named(cls, shared):
+                    owners |= users
+            groups.append((group.strip(), owners))
+    return groups
+
+
+def test_a_kind_s_own_styles_live_in_its_folder_and_style_only_its_own_elements():
+    """site.css keeps what kinds share: no rule there matches one kind's elements alone; a kind's lab.css styles
+    only elements of its own."""
+    from app.domain.labs import KINDS
+
+    site = styled_by((PROJECT_ROOT / "static" / "css" / "site.css").read_text())
+    assert [(group, owners) for group, owners in site if len(owners) == 1] == []
+    for kind in KINDS.values():
+        if kind.style:
+            own = styled_by((kind.folder / "lab.css").read_text())
+            assert own and all(owners == {kind.name} for _, owners in own), (kind.name, own)
+
+
+def test_a_model_page_links_its_kind_s_styles_and_no_other(client):
+    """The graph lab's page links css/labs/graph.css, served from the kind's folder; a page of another kind does not."""
+    page = client.get("/models/gcn").get_data(as_text=True)
+    href = re.search(r'<link rel="stylesheet" href="(/assets/[^"]+/css/labs/graph\.css)">', page)
+    assert href is not None
+    answer = client.get(href.group(1))
+    assert answer.status_code == 200 and answer.content_type.startswith("text/css")
+    assert answer.get_data(as_text=True) == (PROJECT_ROOT / "app/domain/labs/graph/lab.css").read_text()
+    assert "css/labs/" not in client.get("/models/lstm").get_data(as_text=True)  # the recurrent kind shares all
 
 
 def test_the_docs_say_what_each_lab_kind_requires_and_reads():

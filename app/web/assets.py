@@ -1,8 +1,8 @@
 """Static assets under a content-hashed path, cached for a year; a new deploy gets a new path.
 
 `/assets/<version>/js/model-page.js`: the version hashes every file under static/ and each lab kind's ES
-module (served as `js/labs/<kind>.js` from the kind's folder), so the ES modules' relative imports
-(`./common.js`, `../charts.js`) resolve inside the same version and stay consistent.
+module and stylesheet (served as `js/labs/<kind>.js` and `css/labs/<kind>.css` from the kind's folder), so the ES
+modules' relative imports (`./common.js`, `../charts.js`) resolve inside the same version and stay consistent.
 """
 
 import hashlib
@@ -19,14 +19,15 @@ bp = Blueprint("assets", __name__)
 YEAR = 365 * 24 * 3600
 
 
-def kind_scripts() -> dict[str, Path]:
-    """The lab kinds' ES modules by the name each is served under (their templates are not assets)."""
-    return {name: path for name, path in kind_files().items() if name.startswith("js/")}
+def kind_assets() -> dict[str, Path]:
+    """The lab kinds' ES modules and stylesheets by the name each is served under (their templates are not
+    assets)."""
+    return {name: path for name, path in kind_files().items() if not name.endswith(".html")}
 
 
 def served_files(folder: Path) -> dict[str, Path]:
-    """Every asset by the name it is served under: static/'s files and the lab kinds' ES modules."""
-    return {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()} | kind_scripts()
+    """Every asset by the name it is served under: static/'s files and the lab kinds' own."""
+    return {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()} | kind_assets()
 
 
 def static_version(folder: Path) -> str:
@@ -55,7 +56,7 @@ def page_version(app: Flask) -> str:
 @bp.get("/assets/<version>/<path:filename>")
 def asset(version: str, filename: str):
     """A static file; immutable for a year when the version is current, revalidated otherwise."""
-    path = kind_scripts().get(filename) or safe_join(current_app.static_folder, filename)
+    path = kind_assets().get(filename) or safe_join(current_app.static_folder, filename)
     if path is None or not Path(path).is_file():
         abort(404, f"no asset {filename!r}")
     content = Path(path).read_bytes()  # small files, read whole so that they can be compressed

@@ -8,30 +8,23 @@ parts of the declaration it requires, what its page reads from each endpoint's r
 becomes a preset request, what the axes of a case's matrices are, and defaults that depend on other fields.
 """
 
+import importlib
+import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import (
-    autoencoder,
-    causal_datalab,
-    causal_lm,
-    datalab,
-    diffusion,
-    graph,
-    image_classifier,
-    masked_lm,
-    recurrent,
-    reinforcement,
-    seq2seq,
-    state_space,
-)
 from .fields import BODY_ONLY, DeclarationError, Field, declared_field
 from .kind import LabKind
 
-KINDS: dict[str, LabKind] = {kind.name: kind for kind in (masked_lm.KIND, causal_lm.KIND, image_classifier.KIND,
-                                                          datalab.KIND, recurrent.KIND, seq2seq.KIND, autoencoder.KIND,
-                                                          diffusion.KIND, graph.KIND, reinforcement.KIND,
-                                                          state_space.KIND, causal_datalab.KIND)}
+
+def found_kinds() -> dict[str, LabKind]:
+    """Every kind, by name: each package beside this module is one (its KIND). A new kind is a new folder."""
+    kinds = (importlib.import_module(f"{__name__}.{module.name}").KIND
+             for module in pkgutil.iter_modules(__path__) if module.ispkg)
+    return {kind.name: kind for kind in sorted(kinds, key=lambda kind: kind.name)}
+
+
+KINDS: dict[str, LabKind] = found_kinds()
 METHODS = ("GET", "POST")
 
 
@@ -147,5 +140,5 @@ def lab_spec(declaration: dict, manifest: dict, groups: tuple[dict, ...] = ()) -
 
 
 def kind_files() -> dict[str, Path]:
-    """Every kind's template and ES module, by the name each is served under."""
+    """Every kind's template, ES module and stylesheet, by the name each is served under."""
     return {name: path for kind in KINDS.values() for name, path in kind.files().items()}

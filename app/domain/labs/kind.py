@@ -1,13 +1,15 @@
-"""The interface of a lab kind. A kind is a folder under app/domain/labs/ holding three files:
+"""The interface of a lab kind. A kind is a folder under app/domain/labs/ holding these files:
 
     __init__.py   a LabKind subclass, instantiated as KIND: what the kind requires of a declaration, what
                   its page reads from each endpoint's result, and its defaults, presets and axes
     lab.html      the panel's template (extends labs/_lab.html), served as labs/<name>.html
     lab.js        the ES module that draws it, served as js/labs/<name>.js beside js/labs/common.js
+    lab.css       where the kind has styles of its own, served as css/labs/<name>.css and linked by its pages
+                  alone (what kinds share stays in static/css/site.css)
     shapes.py     the TypedDicts of its endpoints' results (an endpoint that answers a case has the case's
                   shape), from which the API's document describes them
 
-The registry (labs/__init__.py) lists the kinds; nothing else names one.
+The registry (labs/__init__.py) finds the kinds by their folders; nothing else names one.
 """
 
 import sys
@@ -86,9 +88,15 @@ class LabKind:
     def script(self) -> str:
         return f"js/labs/{self.name}.js"
 
+    @property
+    def style(self) -> str | None:
+        """The name its own stylesheet is served under; None for a kind with none."""
+        return f"css/labs/{self.name}.css" if (self.folder / "lab.css").is_file() else None
+
     def files(self) -> dict[str, Path]:
-        """The kind's template and ES module, by the name each is served under."""
-        return {self.template: self.folder / "lab.html", self.script: self.folder / "lab.js"}
+        """The kind's template, ES module and stylesheet, by the name each is served under."""
+        files = {self.template: self.folder / "lab.html", self.script: self.folder / "lab.js"}
+        return files | ({self.style: self.folder / "lab.css"} if self.style else {})
 
     def check(self, spec) -> None:
         """What the kind checks of a declaration beyond `requires`; DeclarationError says what is wrong."""
