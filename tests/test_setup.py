@@ -42,6 +42,11 @@ def test_an_index_out_of_reach_is_told_apart_quickly():
     ("RECIPE_QUEUE", "many", "TENSORVIZ_RECIPE_QUEUE must be a number at least 0, not 'many'"),
     ("EXECUTOR", "threads", "TENSORVIZ_EXECUTOR must be one of local, celery, not 'threads'"),
     ("JOB_STALE_SECONDS", 0.5, "TENSORVIZ_JOB_STALE_SECONDS must be above TENSORVIZ_JOB_HEARTBEAT_SECONDS"),
+    ("RECIPE_WORKERS", 1.5, "TENSORVIZ_RECIPE_WORKERS must be a number at least 1, not 1.5; a whole number"),
+    ("RECIPE_TIMEOUT", True, "TENSORVIZ_RECIPE_TIMEOUT must be a number above 0, not True"),
+    ("KEEP_LAB_RUNS", "yes", "TENSORVIZ_KEEP_LAB_RUNS must be true or false, not 'yes'"),
+    ("RECIPES_DIR", None, "TENSORVIZ_RECIPES_DIR must be text or a folder's path, not None"),
+    ("EXECUTOR", "celery", "TENSORVIZ_EXECUTOR=celery needs TENSORVIZ_CELERY_BROKER_URL or TENSORVIZ_REDIS_URL"),
 ])
 def test_a_setting_out_of_range_is_refused_at_start(setting, value, message):
     with pytest.raises(ConfigError) as refused:
@@ -53,3 +58,20 @@ def test_a_setting_from_the_environment_is_checked_too(monkeypatch):
     monkeypatch.setenv("TENSORVIZ_RECIPE_TIMEOUT", "0")
     with pytest.raises(ConfigError, match="TENSORVIZ_RECIPE_TIMEOUT must be a number above 0, not 0"):
         create_app()
+
+
+def test_the_app_runs_with_each_setting_as_its_declared_type(monkeypatch):
+    """A whole number set where seconds are declared is read as a float once, at start: no reader converts it."""
+    monkeypatch.setenv("TENSORVIZ_WARMUP_TIMEOUT", "45")  # JSON: the int 45
+    app = create_app({"TESTING": True, "STATE_PATH": None, "STATE_MAX_BYTES": 10_000_000})
+    assert app.config["WARMUP_TIMEOUT"] == 45.0 and isinstance(app.config["WARMUP_TIMEOUT"], float)
+    assert isinstance(app.config["STATE_MAX_BYTES"], int) and app.config["EXECUTOR"] == "local"
+
+
+def test_every_setting_is_declared_with_its_type():
+    """Config is the one settings class: each setting it holds has an annotation, its type and range."""
+    from typing import get_type_hints
+
+    from app.services.config import Config
+
+    assert {name for name in vars(Config) if name.isupper()} == set(get_type_hints(Config))

@@ -106,7 +106,7 @@ def record_command(slug: str, out: Path | None, check: bool, force: bool) -> Non
             "record elsewhere with --out, or overwrite it with --force")
     started = time.perf_counter()
     try:
-        recording = build_recording(slug, recipe_dir, workers.pool, int(current_app.config["RECIPE_SEED"]),
+        recording = build_recording(slug, recipe_dir, workers.pool, current_app.config["RECIPE_SEED"],
                                     current_app.config)
     except (RecordingError, RecipeError) as exc:
         raise click.ClickException(str(exc)) from exc

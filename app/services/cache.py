@@ -70,7 +70,7 @@ class SharedStoreCache(BaseCache):
 
 def init_app(app: Flask) -> None:
     """Bind the app's cache: Flask-Caching's settings, defaulting to the shared store for CACHE_SECONDS."""
-    app.config.setdefault("CACHE_DEFAULT_TIMEOUT", int(app.config["CACHE_SECONDS"]))
+    app.config.setdefault("CACHE_DEFAULT_TIMEOUT", app.config["CACHE_SECONDS"])
     cache.init_app(app)
 
 

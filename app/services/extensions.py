@@ -18,12 +18,12 @@ class Models:
 
     def init_app(self, app: Flask) -> None:
         parts(app).catalog = LiveCatalog(Path(app.config["MANIFESTS_DIR"]), Path(app.config["RECIPES_DIR"]),
-                                         float(app.config["CATALOG_RELOAD_SECONDS"]),
-                                         int(app.config["MANIFEST_MAX_BYTES"]))
+                                         app.config["CATALOG_RELOAD_SECONDS"],
+                                         app.config["MANIFEST_MAX_BYTES"])
 
     @property
     def catalog(self) -> Catalog:
-        aside.follow(current_app, max(float(current_app.config["CATALOG_RELOAD_SECONDS"]), aside.FOLLOW_FLOOR))
+        aside.follow(current_app, max(current_app.config["CATALOG_RELOAD_SECONDS"], aside.FOLLOW_FLOOR))
         return parts().catalog.current()
 
     def get(self, slug: str) -> Model | None:
@@ -52,26 +52,22 @@ class Workers:
         config = app.config
         if config["EXECUTOR"] == "local":
             parts(app).pool = WorkerPool(
-                size=int(config["RECIPE_WORKERS"]),
-                timeout=float(config["RECIPE_TIMEOUT"]),
-                torch_threads=int(config["RECIPE_TORCH_THREADS"]),
-                seed=int(config["RECIPE_SEED"]),
-                queue=int(config["RECIPE_QUEUE"]),
-                memory_mb=int(config["RECIPE_MEMORY_MB"]),
-                warmup_timeout=float(config["WARMUP_TIMEOUT"]),
+                size=config["RECIPE_WORKERS"],
+                timeout=config["RECIPE_TIMEOUT"],
+                torch_threads=config["RECIPE_TORCH_THREADS"],
+                seed=config["RECIPE_SEED"],
+                queue=config["RECIPE_QUEUE"],
+                memory_mb=config["RECIPE_MEMORY_MB"],
+                warmup_timeout=config["WARMUP_TIMEOUT"],
                 # A recipe whose process cannot start is its model's fault alone: the model is set aside.
                 on_failing=lambda folder, reason: aside.set_aside(app, folder, reason),
             )
-        elif config["EXECUTOR"] == "celery":
+        else:  # "celery", the one other value settings() admits
             from ..compute.celery_executor import CeleryExecutor  # Celery is loaded only where it is used
 
             broker = config["CELERY_BROKER_URL"] or config["REDIS_URL"]
-            if not broker:
-                raise ValueError("EXECUTOR = 'celery' needs CELERY_BROKER_URL or REDIS_URL")
-            parts(app).pool = CeleryExecutor(broker, config["CELERY_RESULT_BACKEND"], float(config["RECIPE_TIMEOUT"]),
-                                             int(config["RECIPE_QUEUE"]), int(config["RECIPE_MEMORY_MB"]))
-        else:
-            raise ValueError(f"EXECUTOR must be 'local' or 'celery', not {config['EXECUTOR']!r}")
+            parts(app).pool = CeleryExecutor(broker, config["CELERY_RESULT_BACKEND"], config["RECIPE_TIMEOUT"],
+                                             config["RECIPE_QUEUE"], config["RECIPE_MEMORY_MB"])
 
     @property
     def pool(self) -> Executor:

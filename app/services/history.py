@@ -27,8 +27,8 @@ def record(model: Model, entry: dict) -> dict:
     kept, with its time."""
     config = current_app.config
     kept = entry | {"at": rfc3339(time.time())}
-    state.store.push(_key(model, entry["reported_by"]), kept, int(config["HISTORY_LIMIT"]),
-                     float(config["HISTORY_SECONDS"]))
+    state.store.push(_key(model, entry["reported_by"]), kept, config["HISTORY_LIMIT"],
+                     config["HISTORY_SECONDS"])
     return kept
 
 
@@ -60,5 +60,5 @@ def shared(model: Model, body) -> dict:
 def answer(model: Model) -> History:
     """The model's history: its environments, the drift between them on its current revision, its entries."""
     entries = sorted((e for by in REPORTERS for e in state.store.items(_key(model, by))), key=lambda e: e["at"])
-    return {"model": model.slug, "limit": int(current_app.config["HISTORY_LIMIT"]),
+    return {"model": model.slug, "limit": current_app.config["HISTORY_LIMIT"],
             **summarized(entries, model.revision)}

@@ -96,7 +96,7 @@ class Jobs:
         record = state.store.get(self.job_key(job_id), strict=True)  # a store down is a 503, not "no such job"
         if record is None:
             return None
-        stale = float(current_app.config["JOB_STALE_SECONDS"])
+        stale = current_app.config["JOB_STALE_SECONDS"]
         if record["state"] != "done" and time.time() - record["heartbeat"] > stale:
             record = self._finish(record, {
                 "model": record["model"], "status": "error", "cached": False,
@@ -194,7 +194,7 @@ def _ensure_heartbeat(app: Flask) -> None:
         return
 
     def beat() -> None:
-        every = float(app.config["JOB_HEARTBEAT_SECONDS"])
+        every = app.config["JOB_HEARTBEAT_SECONDS"]
         with app.app_context():
             while True:
                 time.sleep(every)

@@ -45,8 +45,8 @@ def retrain(model: Model, record: dict) -> RetrainingReport:
     """Train the recipe again, telling the job's pollers each curve as it grows, and compare; always a report."""
     clock = time.perf_counter()
     report: dict = {"model": model.slug, "started_at": rfc3339(time.time())}
-    call = RetrainCall(model.recipe_dir, float(current_app.config["RETRAINING_TIMEOUT"]),
-                       int(current_app.config["RECIPE_MEMORY_MB"]))
+    call = RetrainCall(model.recipe_dir, current_app.config["RETRAINING_TIMEOUT"],
+                       current_app.config["RECIPE_MEMORY_MB"])
     try:
         reply = workers.pool.retrain(call, lambda progress: retrainings.made_known(record, progress=progress),
                                      lambda: state.store.get(_cancel_key(record["id"])) is not None)
@@ -79,7 +79,7 @@ class Retrainings(Jobs):
         super().__init__("retraining", "api.retraining_job", threads=1)
 
     def init_app(self, app) -> None:
-        self.threads = int(app.config["RETRAINING_JOBS"])
+        self.threads = app.config["RETRAINING_JOBS"]
         super().init_app(app)
 
     def cached(self, model: Model) -> dict | None:
@@ -91,16 +91,16 @@ class Retrainings(Jobs):
         key = cache_key(model)
 
         def admit():
-            budget.spend(int(current_app.config["RETRAINING_COST"]))
+            budget.spend(current_app.config["RETRAINING_COST"])
             return lambda: None
 
         def finished(report: dict) -> None:
             if report["status"] in ("passed", "failed"):  # an error or a cancel may end otherwise next time
-                cache.set(key, report | {"cached": True}, timeout=int(current_app.config["CACHE_SECONDS"]))
+                cache.set(key, report | {"cached": True}, timeout=current_app.config["CACHE_SECONDS"])
             history.retrained(model, report)
 
         return super().start(model, key, lambda record: retrain(model, record), admit=admit,
-                             limit=float(current_app.config["RETRAINING_TIMEOUT"]), finished=finished)
+                             limit=current_app.config["RETRAINING_TIMEOUT"], finished=finished)
 
     def cancel(self, job_id: str) -> None:
         """Ask the job to stop, whichever process runs it: it ends as cancelled at its next look (within a second)."""

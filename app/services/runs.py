@@ -120,5 +120,5 @@ def submit(call: RecipeCall, key: str, blame: RecipeRefused | None = None) -> tu
         reply = answerable(call, run(call), blame)
     finally:
         ticket.release()
-    cache.set(key, reply, timeout=int(current_app.config["CACHE_SECONDS"]))
+    cache.set(key, reply, timeout=current_app.config["CACHE_SECONDS"])
     return reply, False

@@ -518,8 +518,8 @@ class SharedState:
     """Flask extension: the app's store, chosen by its configuration."""
 
     def init_app(self, app) -> None:
-        max_bytes = int(app.config["STATE_MAX_BYTES"])
-        max_entry = int(app.config["STATE_MAX_ENTRY_BYTES"])
+        max_bytes = app.config["STATE_MAX_BYTES"]
+        max_entry = app.config["STATE_MAX_ENTRY_BYTES"]
         url = app.config.get("REDIS_URL")
         if url:
             store: Store = RedisStore(url, max_bytes, max_entry)

@@ -121,14 +121,14 @@ class Verifications(Jobs):
             return runs.admit().release
 
         def finished(report: dict) -> None:
-            seconds = int(current_app.config["CACHE_SECONDS"])
+            seconds = current_app.config["CACHE_SECONDS"]
             if report["status"] != "error":  # a timeout or crash may pass on a retry; never cache it
                 cache.set(key, report | {"cached": True}, timeout=seconds)
             history.verified(model, report)
             cache.set(_latest_key(model), report, timeout=seconds)
 
         return super().start(model, key, lambda record: verify(model), admit=admit,
-                             limit=float(current_app.config["RECIPE_TIMEOUT"]), finished=finished)
+                             limit=current_app.config["RECIPE_TIMEOUT"], finished=finished)
 
 
 verifications = Verifications()

@@ -193,7 +193,7 @@ def retrain(slug: str):
         return jsonify(cached)
     job = retrainings.start(found)
     if not job.get("recorded", True):
-        report = retrainings.wait(job["id"], float(current_app.config["RETRAINING_TIMEOUT"]) + 5)
+        report = retrainings.wait(job["id"], current_app.config["RETRAINING_TIMEOUT"] + 5)
         if report is not None:  # the shared store is down: no poll could find the job, so this request waited
             return jsonify(report)
         raise ServiceUnavailable("the shared state cannot be reached, so this retraining could not be kept for "

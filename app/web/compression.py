@@ -71,6 +71,6 @@ def chosen_encoding(accept_encoding: str) -> str | None:
 
 
 def init_app(app: Flask) -> None:
-    parts(app).compressed = CompressedBodies(int(app.config["COMPRESS_CACHE_BYTES"]),
+    parts(app).compressed = CompressedBodies(app.config["COMPRESS_CACHE_BYTES"],
                                                               app.config["COMPRESS_MIMETYPES"])
     app.after_request(compress)

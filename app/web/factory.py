@@ -11,7 +11,7 @@ from ..build import cli
 from ..domain.jsonbytes import compact
 from ..domain.labs import kind_files
 from ..services import cache as answer_cache
-from ..services.config import Config, check
+from ..services.config import Config, settings
 from ..services.extensions import models, state, workers
 from ..services.retraining import retrainings
 from ..services.verification import verifications
@@ -62,7 +62,7 @@ def create_app(config: type | dict | None = None) -> Flask:
     if not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = secrets.token_hex(32)
     app.config["REDIS_URL"] = app.config["REDIS_URL"] or os.environ.get("REDIS_URL")
-    check(app.config)
+    app.config.update(settings(app.config))  # each setting checked, as its type
 
     state.init_app(app)
     answer_cache.init_app(app)

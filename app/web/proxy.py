@@ -72,7 +72,7 @@ def nginx_config(listen: str, upstream: str, run_dir: str) -> str:
     """The proxy's configuration for this app: where it listens, where the web tier is, where nginx keeps its
     files, and the app's body limit, recipe timeout, security headers and error answers."""
     config = current_app.config
-    max_body = int(config["MAX_CONTENT_LENGTH"])
+    max_body = config["MAX_CONTENT_LENGTH"]
     headers = "\n".join(f"        add_header {name} {_quoted(value)} always;" for name, value in HEADERS)
     hide = "\n".join(f"            proxy_hide_header {name};" for name, _ in HEADERS)
     errors = []
@@ -80,8 +80,8 @@ def nginx_config(listen: str, upstream: str, run_dir: str) -> str:
         errors.append(f"        error_page {status} /.refused/$refused_as/{status};")
         errors += [_refusal(status, message.format(max_body=max_body), as_json) for as_json in (True, False)]
     filled = {"@LISTEN@": listen, "@UPSTREAM@": upstream, "@RUN@": run_dir, "@MAX_BODY@": str(max_body),
-              "@READ_TIMEOUT@": f"{int(float(config['RECIPE_TIMEOUT'])) + 30}s", "@HEADERS@": headers,
-              "@UPSTREAM_IDLE@": f"{int(float(config['KEEPALIVE_SECONDS']) * 500)}ms",  # half gunicorn's keepalive
+              "@READ_TIMEOUT@": f"{int(config['RECIPE_TIMEOUT']) + 30}s", "@HEADERS@": headers,
+              "@UPSTREAM_IDLE@": f"{int(config['KEEPALIVE_SECONDS'] * 500)}ms",  # half gunicorn's keepalive
               "@HIDE@": hide, "@ERRORS@": "\n".join(errors),
               "@BYPASS@": proxy_bypass(), "@AS_ROOT@": _as_root(run_dir)}
     text = TEMPLATE.read_text()

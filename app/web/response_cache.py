@@ -119,7 +119,7 @@ def proxy_bypass() -> str:
 
 def mark_for_proxy(response: Response) -> Response:
     """Let the proxy keep an answer this process would keep (a @cacheable view's plain GET, 200)."""
-    seconds = int(current_app.config["PROXY_CACHE_SECONDS"])
+    seconds = current_app.config["PROXY_CACHE_SECONDS"]
     if seconds and request.environ.get(KEEP) and response.status_code == 200 and cache_key(request.environ):
         response.headers[PROXY_EXPIRES] = str(seconds)
     return response
@@ -127,6 +127,6 @@ def mark_for_proxy(response: Response) -> Response:
 
 def init_app(app: Flask) -> None:
     app.after_request(mark_for_proxy)
-    max_bytes = int(app.config["RESPONSE_CACHE_BYTES"])
+    max_bytes = app.config["RESPONSE_CACHE_BYTES"]
     if max_bytes:
         app.wsgi_app = ResponseCache(app.wsgi_app, parts(app).catalog, max_bytes)

@@ -64,7 +64,7 @@ class NoSessions(SessionInterface):
 def init_app(app: Flask) -> None:
     app.session_interface = NoSessions()
     app.after_request(secure_headers)
-    proxies = int(app.config["PROXY_FIX"])
+    proxies = app.config["PROXY_FIX"]
     if proxies:
         # Trust X-Forwarded-For/-Proto/-Host from exactly this many proxies in front of the app.
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies)
