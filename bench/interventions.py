@@ -112,26 +112,26 @@ def main() -> None:
         patch = [{"node": node, "action": "patch", "source": 0, "target": node, "on": "output"}]
         entry(**json.loads(json.dumps(request)))  # warm: imports, first allocations
         root = model.manifest.get("className", "")
-        memo = SizedLRU(64 * 1024 * 1024)
+        kept_runs = SizedLRU(64 * 1024 * 1024)
         started = time.perf_counter()
         for index, each in enumerate(requests):  # as a recipe process's warm-up keeps them
-            plain_run(entry, each, 0, root, memo, f"{slug}:{index}")
+            plain_run(entry, each, 0, root, kept_runs, f"{slug}:{index}")
         warm_up = time.perf_counter() - started
         rounds = timed([
             lambda entry=entry, request=request: entry(**request),
             lambda entry=entry, request=request, step=step, root=root: intervene(entry, request, step, [], 0, root),
-            lambda entry=entry, request=request, step=step, root=root, memo=memo, slug=slug:
-                intervene(entry, request, step, [], 0, root, memo, f"{slug}:0"),
-            lambda entry=entry, request=request, patch=patch, root=root, memo=memo, slug=slug:
-                intervene(entry, request, patch, [request], 0, root, memo, f"{slug}:0", [f"{slug}:0"])], repeat)
+            lambda entry=entry, request=request, step=step, root=root, kept_runs=kept_runs, slug=slug:
+                intervene(entry, request, step, [], 0, root, kept_runs, f"{slug}:0"),
+            lambda entry=entry, request=request, patch=patch, root=root, kept_runs=kept_runs, slug=slug:
+                intervene(entry, request, patch, [request], 0, root, kept_runs, f"{slug}:0", [f"{slug}:0"])], repeat)
         plain, first, again, patched = (statistics.median(each) for each in rounds)
         first_ratio, again_ratio, patched_ratio = (ratio(each, rounds[0]) for each in rounds[1:])
         calls = (module_calls(lambda entry=entry, request=request: entry(**request)),
-                 module_calls(lambda entry=entry, request=request, step=step, root=root, memo=memo, slug=slug:
-                              intervene(entry, request, step, [], 0, root, memo, f"{slug}:0")))
+                 module_calls(lambda entry=entry, request=request, step=step, root=root, kept_runs=kept_runs, slug=slug:
+                              intervene(entry, request, step, [], 0, root, kept_runs, f"{slug}:0")))
         print(f"{slug:<10} {plain * 1000:>9.2f} {first * 1000:>9.2f} {first_ratio:>6.2f} {again * 1000:>9.2f} "
               f"{again_ratio:>6.2f} {patched * 1000:>9.2f} {patched_ratio:>6.2f} {len(requests):>15} "
-              f"{warm_up * 1000:>6.1f} {memo.size / 2**20:>5.2f} {calls[0]:>5} {calls[1]:>5} "
+              f"{warm_up * 1000:>6.1f} {kept_runs.size / 2**20:>5.2f} {calls[0]:>5} {calls[1]:>5} "
               f"{again_ratio * calls[0] / calls[1]:>6.2f}")
         if model.has_lab and asked.endpoint is not None:  # the second table: a lab run, then changes to its input
             through_a_process.append((slug, model.recipe_dir, asked.entry, request, step, root))

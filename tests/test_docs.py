@@ -33,3 +33,18 @@ def test_the_readme_is_a_map_that_opens_with_the_two_commands():
     assert len(readme.splitlines()) <= 200
     first = readme[readme.index("```sh") + 5:readme.index("```", readme.index("```sh") + 5)]
     assert [line.split()[:2] for line in first.strip().splitlines()] == [["make", "serve"], ["make", "test"]]
+
+
+def test_the_cache_layers_table_is_the_code_s_and_no_layer_is_made_elsewhere():
+    """docs/operations.md's table of layers says what app/domain/caches.py's LAYERS say, row for row; no module of
+    the app makes a bounded store of its own (caches.kept is the one place)."""
+    from app.domain.caches import LAYERS
+
+    text = (PROJECT_ROOT / "docs" / "operations.md").read_text()
+    table = text[text.index("| layer | what it keeps |"):]
+    rows = [row.strip() for row in table[:table.index("\n\n")].splitlines()[2:]]
+    assert rows == [f"| `{layer.name}` | {layer.keeps} | {layer.key} | {layer.bound} | {layer.let_go} | "
+                    + ", ".join(f"`{where}`" for where in layer.where.split(", ")) + " |" for layer in LAYERS.values()]
+    makers = [p.relative_to(PROJECT_ROOT).as_posix() for p in (PROJECT_ROOT / "app").rglob("*.py")
+              if "SizedLRU(" in p.read_text()]
+    assert makers == ["app/domain/caches.py"]

@@ -107,16 +107,16 @@ def test_the_plain_run_is_kept_for_the_next_intervention_on_the_same_input():
         calls.append(args)
         return entry(**args)
 
-    memo, args = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}
+    kept_runs, args = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}
     zero = [{"node": "h.0.mlp", "action": "zero", "target": "h.0.mlp", "on": "output"}]
     scale = [{"node": "h.1.mlp", "action": "scale", "factor": 2.0, "target": "h.1.mlp", "on": "output"}]
-    assert not intervene(counted, args, zero, [], 0, "GPT", memo, "run-key:input")["plain_run_kept"]
-    assert len(calls) == 2 and len(memo) == 1
-    kept = intervene(counted, args, scale, [], 0, "GPT", memo, "run-key:input")
-    assert len(calls) == 3 and kept["plain_run_kept"]  # the plain run came from the memo
+    assert not intervene(counted, args, zero, [], 0, "GPT", kept_runs, "run-key:input")["plain_run_kept"]
+    assert len(calls) == 2 and len(kept_runs) == 1
+    kept = intervene(counted, args, scale, [], 0, "GPT", kept_runs, "run-key:input")
+    assert len(calls) == 3 and kept["plain_run_kept"]  # the plain run came from those kept
     assert kept | {"plain_run_kept": False} == intervene(entry, args, scale, [], 0, "GPT")  # as if nothing were kept
-    intervene(counted, {"input_ids": [1, 5]}, scale, [], 0, "GPT", memo, "run-key:other input")
-    assert len(calls) == 5 and len(memo) == 2
+    intervene(counted, {"input_ids": [1, 5]}, scale, [], 0, "GPT", kept_runs, "run-key:other input")
+    assert len(calls) == 5 and len(kept_runs) == 2
 
 
 def test_a_patch_takes_its_source_from_a_kept_run_and_answers_as_if_it_had_run_it():
@@ -133,18 +133,18 @@ def test_a_patch_takes_its_source_from_a_kept_run_and_answers_as_if_it_had_run_i
         calls.append(args)
         return entry(**args)
 
-    memo, here, there = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}, {"input_ids": [2, 2, 9, 4]}
+    kept_runs, here, there = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}, {"input_ids": [2, 2, 9, 4]}
     for args, key in ((here, "here"), (there, "there")):
-        plain_run(entry, args, 0, "GPT", memo, key)
+        plain_run(entry, args, 0, "GPT", kept_runs, key)
     patch = [{"node": "h.0.mlp", "action": "patch", "source": 0, "target": "h.0.mlp", "on": "output"}]
-    kept = intervene(counted, here, patch, [there], 0, "GPT", memo, "here", ["there"])
+    kept = intervene(counted, here, patch, [there], 0, "GPT", kept_runs, "here", ["there"])
     assert len(calls) == 1 and kept["plain_run_kept"]  # the changed run alone
     ran = intervene(entry, here, patch, [there], 0, "GPT")
     assert kept | {"plain_run_kept": False} == ran and max(ran["effects"].values()) > 0
     head = [{"node": "h.0.attn", "action": "patch", "head": 1, "heads": 4, "source": 0, "target": "h.0.attn.c_proj",
              "on": "input"}]
     calls.clear()
-    intervene(counted, here, head, [there], 0, "GPT", memo, "here", ["there"])
+    intervene(counted, here, head, [there], 0, "GPT", kept_runs, "here", ["there"])
     assert len(calls) == 2  # the source ran for its projection's input, then the changed run
 
 
@@ -223,8 +223,8 @@ def test_a_run_kept_ahead_of_need_gives_way_to_the_next_task_but_not_to_a_change
 
     task = {"recipe_dir": str(GPT_RECIPE), "module": "lab", "entry": "live_run", "args": {"input_ids": [1, 5, 7, 3]},
             "context": {}, "keep_run": {"root": "GPT", "key": "run-key"}}
-    memo = SizedLRU(1 << 26)
-    assert not worker.keep_after(task, 0, memo, lambda: True) and len(memo) == 0
+    kept_runs = SizedLRU(1 << 26)
+    assert not worker.keep_after(task, 0, kept_runs, lambda: True) and len(kept_runs) == 0
     assert not worker.keep_after(task, 0, SizedLRU(4096 * 4), lambda: False)  # it would take over 8 KiB of 16 KiB
     lab = recipe_module(GPT_RECIPE, "lab")
     real = lab.live_run
@@ -236,14 +236,14 @@ def test_a_run_kept_ahead_of_need_gives_way_to_the_next_task_but_not_to_a_change
                 return {"swallowed": True}
 
         lab.live_run = forgiving
-        assert not worker.keep_after(task, 0, memo, lambda: True) and len(memo) == 0
+        assert not worker.keep_after(task, 0, kept_runs, lambda: True) and len(kept_runs) == 0
     finally:
         lab.live_run = real
-    assert worker.keep_after(task, 0, memo, lambda: False)
+    assert worker.keep_after(task, 0, kept_runs, lambda: False)
     change = {"recipe_dir": str(GPT_RECIPE), "module": "intervene", "entry": "live_run", "context": {},
               "args": {"args": {"input_ids": [1, 5, 7, 3]}, "interventions": [], "sources": [], "root": "GPT",
                        "key": "run-key"}}
-    assert memo.keys() == [worker.task_plain_key(change)]  # where an intervention on the input looks
+    assert kept_runs.keys() == [worker.task_plain_key(change)]  # where an intervention on the input looks
 
     web, recipe = Pipe()
     waiting: list[dict] = []

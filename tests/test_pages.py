@@ -268,12 +268,12 @@ def test_prerender_fills_the_page_memo_that_requests_then_use(app):
 
     prerender(app)
     with app.app_context():
-        memo = models.catalog.derived("pages", dict)  # the memo prerender made, hung off the current catalog
-    assert {key[0] for key in memo["pages"]} == set(CATALOG_SLUGS)
-    before = dict(memo["pages"])
+        kept = models.catalog.derived("pages", dict)  # the kept prerender made, hung off the current catalog
+    assert {key[0] for key in kept["pages"]} == set(CATALOG_SLUGS)
+    before = dict(kept["pages"])
     app.test_client().get("/models/gpt")
     key = ("gpt", "pi", "overview", "None")  # slug, the case and the step shown, the checkpoint's state (none)
-    assert memo["pages"][key] is before[key]  # served, not rendered again
+    assert kept["pages"][key] is before[key]  # served, not rendered again
 
 
 def test_no_query_string_makes_the_server_render_again(app):
@@ -281,10 +281,10 @@ def test_no_query_string_makes_the_server_render_again(app):
     client = app.test_client()
     client.get("/models/gpt")
     with app.app_context():
-        memo = models.catalog.derived("pages", dict)
-    rendered = len(memo["pages"])
+        kept = models.catalog.derived("pages", dict)
+    rendered = len(kept["pages"])
     pages = [client.get(f"/models/gpt?case=nope-{i}&step=gone-{i}") for i in range(20)]
-    assert len(memo["pages"]) == rendered
+    assert len(kept["pages"]) == rendered
     assert all("There is no recorded case “nope-" in p.get_data(as_text=True) for p in pages)
     assert len({p.headers["ETag"] for p in pages}) == 20  # each answer's own content
     escaped = client.get("/models/gpt?case=<script>x</script>").get_data(as_text=True)

@@ -341,7 +341,7 @@ def block_of(sizes: list[int]) -> int:
 class Baseline:
     """A run's node outputs copied end to end in their own precision (`parts`: each output, shaped, views of the
     copy) and each output's squared norm: what the changes of every later run on the same input are measured
-    against, laid out once. A copy, not the run's own tensors: a run kept in a recipe process's memo outlives
+    against, laid out once. A copy, not the run's own tensors: a run kept in a recipe process's kept runs outlives
     anything the recipe may later write into."""
 
     keys: list[str]  # each output's key: `node`, then `node|1`, ... for its later calls
@@ -504,34 +504,34 @@ class Moved:
         return self.base.relative(self.measured, torch.cat(self.squares).double().tolist())
 
 
-def plain_run(function: Callable, args: dict, seed: int, root: str, memo: SizedLRU | None,
+def plain_run(function: Callable, args: dict, seed: int, root: str, kept_runs: SizedLRU | None,
               key: str | None, give_up: Callable[[Kept], bool] | None = None) -> tuple[Any, Baseline, bool]:
     """The entry's result on `args` as asked, every node's output laid out as a Baseline, and whether both
-    were found in `memo`, where they are kept under `key` (which names the recipe's content, the checkpoint,
+    were found in `kept_runs`, where they are kept under `key` (which names the recipe's content, the checkpoint,
     torch and the seed): a reader who stacks changes on one input runs it unchanged once, and a recorded
     case kept at the worker's warm-up, or a lab input kept after its lab run, not even once. A run made
     ahead of need passes `give_up` (see run_recording), and then nothing is kept."""
-    found = memo.get(key) if memo is not None and key else None
+    found = kept_runs.get(key) if kept_runs is not None and key else None
     if found is not None:
         return *found, True
     plain, before = run_recording(function, args, lambda node: True, set(), root, seed, give_up)
     base = Baseline.of(before)
-    if memo is not None and key:
-        memo.put(key, (plain, base), base.bytes() + len(json.dumps(plain, default=str)))
+    if kept_runs is not None and key:
+        kept_runs.put(key, (plain, base), base.bytes() + len(json.dumps(plain, default=str)))
     return plain, base, False
 
 
-def outlines(function: Callable, requests: list[dict], seed: int, root: str, memo: SizedLRU | None = None,
+def outlines(function: Callable, requests: list[dict], seed: int, root: str, kept_runs: SizedLRU | None = None,
              keys: list[str | None] | None = None) -> list[dict[str, list] | None]:
     """The outputs that an intervention can change (those of floating point) in the entry's run on each request,
     node by node: the shape of each of the node's calls in turn, as [shape, calls in a row] pairs (a sampler's 100
     steps of one shape are one pair). The first request is the run to be changed, the others the runs a patch may
-    take outputs from: where one of those fails, its outline is None. Each run is kept in `memo` under its key
+    take outputs from: where one of those fails, its outline is None. Each run is kept in `kept_runs` under its key
     (plain_run), so that a change asked next finds it."""
     found: list[dict[str, list] | None] = []
     for index, args in enumerate(requests):
         try:
-            _, base, _ = plain_run(function, args, seed, root, memo, keys[index] if keys else None)
+            _, base, _ = plain_run(function, args, seed, root, kept_runs, keys[index] if keys else None)
         except Exception:
             if not index:
                 raise
@@ -566,23 +566,24 @@ def said(interventions: list[dict]) -> str:
 
 
 def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int,
-              root: str, memo: SizedLRU | None = None, key: str | None = None,
+              root: str, kept_runs: SizedLRU | None = None, key: str | None = None,
               source_keys: list[str | None] | None = None) -> dict:
     """The entry run on `args`, then with the interventions; `sources[i]` is the request whose run a patch
     with `source: i` takes its tensor from. Each intervention names its `node`, `action`, and where it
     acts: `on` "output" of the node, or "input" of `target` (a head's projection), with `head`/`heads`.
     `root` is the class name of the recorded model, whose modules the graph names; the run as asked is
-    taken from `memo` where `key` finds it (plain_run), and a source's outputs where `source_keys[i]` finds
+    taken from `kept_runs` where `key` finds it (plain_run), and a source's outputs where `source_keys[i]` finds
     its run kept there (a recorded case, kept at warm-up), without running it."""
     patched: dict[int, dict[str, Tensor]] = {}
     for index, source in enumerate(sources):
         targets = {i["target"] for i in interventions if i.get("source") == index}
         inputs = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
-        stored = memo.get(source_keys[index]) if memo is not None and source_keys and source_keys[index] else None
+        key_of_source = source_keys[index] if source_keys else None
+        stored = kept_runs.get(key_of_source) if kept_runs is not None and key_of_source else None
         found = stored[1].outputs(targets) if stored is not None and not inputs else None  # a head needs its input
         patched[index] = found if found is not None else \
             run_recording(function, source, lambda node, t=targets: node in t, inputs, root, seed)[1]
-    plain, before, kept = plain_run(function, args, seed, root, memo, key)
+    plain, before, kept = plain_run(function, args, seed, root, kept_runs, key)
     targets = {(item["target"], item["on"]) for item in interventions}
     counted = {item["node"] for item in interventions if item["on"] == "input"}  # modules whose heads a change counts
     changed_outputs = {target for target, on in targets if on == "output"}

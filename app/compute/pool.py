@@ -113,7 +113,7 @@ STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and imp
 
 class _Worker:
     """One recipe process with the pipe to it, the plain runs it was last asked to keep (`holds`, the newest last:
-    a hint, the process's memo may have let one go), and the warm-ups it has still to run (`pending`: by recipe
+    a hint, the process's kept runs may have let one go), and the warm-ups it has still to run (`pending`: by recipe
     folder, its start, then the keeping of its recorded cases)."""
 
     HOLDS = 64

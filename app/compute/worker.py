@@ -17,6 +17,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
 
+from ..domain import caches
 from ..domain.jsonbytes import dumps
 from ..domain.lru import SizedLRU
 from ..domain.recipes import METADATA_FILE, load_module, read_metadata
@@ -26,16 +27,15 @@ from .process import cap_memory, deterministic, manual_seed
 # Statuses a recipe's exception may carry (as its `status` attribute) to say that it refused the request
 # (400: the message starts with the field at fault) or that it cannot serve any request (503).
 REFUSALS = (400, 503)
-PLAIN_RUNS_BYTES = 64 * 1024 * 1024  # what one recipe process keeps of plain runs (their outputs) for interventions
 PENDING_CHECK_SECONDS = 0.001  # how often a run kept after a reply looks for the next task
 # A lab run is kept after its reply only where the process had idled this long before the run came (a reader
 # runs their input, then thinks): one answering runs back to back, on a loaded server, would take the kept
 # runs' time from the web workers beside it (a small model's runs under load: half as many answered).
 KEEP_AFTER_IDLE_SECONDS = 0.1
-# The most of the memo one lab run kept ahead of need may take, so that one long input's run (a twelve-layer
+# The most of the kept runs one lab run kept ahead of need may take, so that one long input's run (a twelve-layer
 # checkpoint's on a 9-token text: 5.7 MiB laid out, more with every token) leaves room for others.
 KEPT_AHEAD_SHARE = 1 / 2
-# The most of the memo one recorded case kept at a warm-up may take: a case over a whole test split (a thousand
+# The most of the kept runs one recorded case kept at a warm-up may take: a case over a whole test split (a thousand
 # problems, every module's output) would push the others out; it runs in full when it is changed.
 WARM_RUN_SHARE = 1 / 16
 
@@ -133,10 +133,10 @@ def environment(torch: ModuleType, seed: int, mode: str = "eval") -> dict:
     }
 
 
-def warm(task: dict, seed: int, memo: SizedLRU | None = None) -> None:
+def warm(task: dict, seed: int, kept_runs: SizedLRU | None = None) -> None:
     """Import the recipe's modules and call the function its [lab] warm names (loading its checkpoint, say)
     with the server's arguments, so that the first request finds both done; then run the requests of `keep`
-    as plain runs kept in `memo` for interventions. {"recipe_dir", "warm", "context", optional "keep"}: `warm`
+    as plain runs kept in `kept_runs` for interventions. {"recipe_dir", "warm", "context", optional "keep"}: `warm`
     is the declared name when it is to be called, "" to import only; `keep` is {"entries": {entry: [args, ...]},
     "root", "key"}, as an intervention names its plain run."""
     recipe_dir = Path(task["recipe_dir"])
@@ -147,42 +147,43 @@ def warm(task: dict, seed: int, memo: SizedLRU | None = None) -> None:
             raise ValueError(f"{task['warm']} is not the recipe's declared warm-up")
         getattr(module, task["warm"])(**task.get("context", {}))
     keep = task.get("keep")
-    if not keep or memo is None:
+    if not keep or kept_runs is None:
         return
-    most = memo.max_bytes * WARM_RUN_SHARE
+    most = kept_runs.max_bytes * WARM_RUN_SHARE
     deadline = time.monotonic() + float(keep.get("seconds", 60))  # keeping is no start: it gives up in time
     for entry, requests in keep["entries"].items():
         function = entry_function(recipe_dir, entry)
         for args in requests:
-            if memo.size > memo.max_bytes // 2 or time.monotonic() > deadline:
+            if kept_runs.size > kept_runs.max_bytes // 2 or time.monotonic() > deadline:
                 return  # the rest is for the inputs readers bring
-            kept_run(function, entry, {**args, **task.get("context", {})}, keep, seed, memo,
+            kept_run(function, entry, {**args, **task.get("context", {})}, keep, seed, kept_runs,
                      lambda seen: seen.bytes > most or time.monotonic() > deadline)
 
 
-def keep_after(task: dict, seed: int, memo: SizedLRU, pending: Callable[[], bool]) -> bool:
+def keep_after(task: dict, seed: int, kept_runs: SizedLRU, pending: Callable[[], bool]) -> bool:
     """After a lab task's reply, in time the process would idle: its request run again as an intervention's
-    plain run and kept in `memo`, so that a reader's first change to the input they just ran runs only the
+    plain run and kept in `kept_runs`, so that a reader's first change to the input they just ran runs only the
     changed run. Given up at the next module call once `pending()` says that a task waits (which so waits
-    for one module call at most) or once it would take more than KEPT_AHEAD_SHARE of `memo`. A task's
+    for one module call at most) or once it would take more than KEPT_AHEAD_SHARE of `kept_runs`. A task's
     `keep_run` is {"root", "key"}, as an intervention names its plain run; whether the run was kept."""
     keep, recipe_dir = task.get("keep_run"), Path(task["recipe_dir"])
     if not keep or task["module"] != "lab" or task["entry"] not in entry_points(recipe_dir)["lab"]:
         return False
-    most = memo.max_bytes * KEPT_AHEAD_SHARE  # a kept run takes what its outputs take
+    most = kept_runs.max_bytes * KEPT_AHEAD_SHARE  # a kept run takes what its outputs take
     return kept_run(entry_function(recipe_dir, task["entry"]), task["entry"],
-                    {**task.get("args", {}), **task.get("context", {})}, keep, seed, memo,
+                    {**task.get("args", {}), **task.get("context", {})}, keep, seed, kept_runs,
                     lambda seen: seen.bytes > most or pending())
 
 
-def kept_run(function: Callable, entry: str, asked: dict, keep: dict, seed: int, memo: SizedLRU,
+def kept_run(function: Callable, entry: str, asked: dict, keep: dict, seed: int, kept_runs: SizedLRU,
              give_up: Callable | None = None) -> bool:
-    """`function` (the task's `entry`) on `asked` run as an intervention's plain run and kept in `memo` under the
+    """`function` (the task's `entry`) on `asked` run as an intervention's plain run and kept in `kept_runs` under the
     key the intervention looks for (plain_key of `keep["key"]`); whether it was."""
     from . import intervene
 
     try:
-        intervene.plain_run(function, asked, seed, keep["root"], memo, plain_key(keep["key"], entry, asked), give_up)
+        key = plain_key(keep["key"], entry, asked)
+        intervene.plain_run(function, asked, seed, keep["root"], kept_runs, key, give_up)
     except (Exception, intervene.GaveUp):  # a request that fails here answers its error when it is asked for
         return False
     return True
@@ -221,12 +222,12 @@ def task_plain_key(task: dict) -> str | None:
     return None
 
 
-def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = None) -> dict:
-    """Run one task: {"recipe_dir", "module", "entry", "args"}, or a warm-up (see warm). `memo` keeps plain
+def execute(task: dict, torch: ModuleType, seed: int, kept_runs: SizedLRU | None = None) -> dict:
+    """Run one task: {"recipe_dir", "module", "entry", "args"}, or a warm-up (see warm). `kept_runs` keeps plain
     runs that interventions on the same input reuse (compute/intervene.py)."""
     if "warm" in task:
         started = time.perf_counter()
-        warm(task, seed, memo)
+        warm(task, seed, kept_runs)
         return {"result": None, "compute_seconds": time.perf_counter() - started}
     module, entry = task["module"], task["entry"]
     if module == "capture" and entry == "capture":
@@ -243,8 +244,8 @@ def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = No
         asked = {**spec["args"], **context}
         sources = [{**source, **context} for source in spec["sources"]]
         keys = [plain_key(spec["key"], entry, each) if spec.get("key") else None for each in [asked, *sources]]
-        function = partial(intervene.intervene, lab, asked, spec["interventions"], sources, seed, spec["root"], memo,
-                           keys[0], keys[1:])
+        function = partial(intervene.intervene, lab, asked, spec["interventions"], sources, seed, spec["root"],
+                           kept_runs, keys[0], keys[1:])
         args = {}
     elif module == "outline":
         from . import intervene
@@ -253,7 +254,7 @@ def execute(task: dict, torch: ModuleType, seed: int, memo: SizedLRU | None = No
         requests = [{**each, **task.get("context", {})} for each in spec["requests"]]
         keys = [plain_key(spec["key"], entry, each) if spec.get("key") else None for each in requests]
         function = partial(intervene.outlines, entry_function(Path(task["recipe_dir"]), entry), requests, seed,
-                           spec["root"], memo, keys)
+                           spec["root"], kept_runs, keys)
         args = {}
     elif module == "training":
         from . import training
@@ -293,12 +294,12 @@ class RecipeProcess:
         self.torch = torch
         self.seed = seed
         self.env = environment(torch, seed)
-        self.memo = SizedLRU(PLAIN_RUNS_BYTES)  # this process's plain runs, for interventions on the same input
+        self.kept_runs = caches.kept("runs")  # this process's plain runs, for interventions on the same input
 
     def answer(self, task: dict, timeouts: tuple[type[BaseException], ...] = ()) -> dict:
         """The task's reply; an exception of `timeouts` (an executor's time limit) says that it timed out."""
         try:
-            ran = execute(task, self.torch, self.seed, self.memo)
+            ran = execute(task, self.torch, self.seed, self.kept_runs)
             # Encoded once, here: the text travels to the cache and the client as it is (plain JSON data only:
             # unpickling a torch object would import torch into the web process).
             return {"ok": True, "environment": self.env, "compute_seconds": ran["compute_seconds"],
@@ -424,7 +425,7 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, w
         conn.send(reply)
         if reply["ok"] and "keep_run" in task and rested >= KEEP_AFTER_IDLE_SECONDS:
             watchdog.task()  # the run kept after the reply has a timeout of its own
-            keep_after(task, process.seed, process.memo,
+            keep_after(task, process.seed, process.kept_runs,
                        every(PENDING_CHECK_SECONDS, partial(make_way, conn, task, waiting)))
         watchdog.idle()
         idle_since = time.monotonic()

@@ -206,7 +206,7 @@ class Catalog:
     _deriving: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def derived(self, name: str, make: Callable[[], Any]) -> Any:
-        """What is made from this catalog alone (the OpenAPI document, the memo of rendered pages), made once
+        """What is made from this catalog alone (the OpenAPI document, the rendered pages kept), made once
         and gone with the catalog: a changed model file can never leave a stale copy behind."""
         with self._deriving:
             if name not in self._derived:

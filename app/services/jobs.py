@@ -19,13 +19,13 @@ from datetime import UTC, datetime
 
 from flask import Flask, current_app, url_for
 
+from ..domain import caches
 from ..domain.catalog import Model
 from ..domain.lru import SizedLRU
 from .extensions import state
 from .parts import parts
 
 KEEP_JOB_SECONDS = 3600  # how long a finished job can still be polled
-NEAR_BYTES = 2 * 2**20  # what a process keeps of the cached reports it read lately (verification.NEAR_SECONDS)
 
 
 def rfc3339(seconds: float | None) -> str | None:
@@ -45,7 +45,7 @@ class LocalJobs:
     lock: threading.Lock = field(default_factory=threading.Lock)
     executors: dict[str, ThreadPoolExecutor] = field(default_factory=dict)  # by kind
     heartbeat: threading.Thread | None = None
-    near: SizedLRU = field(default_factory=lambda: SizedLRU(NEAR_BYTES))  # key -> (monotonic expiry, JSON bytes)
+    near: SizedLRU = field(default_factory=lambda: caches.kept("near"))  # key -> (monotonic expiry, JSON bytes)
 
 
 class Jobs:

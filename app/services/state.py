@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..domain import caches
 from ..domain.jsonbytes import dumps, loads
-from ..domain.lru import SizedLRU
 from .parts import parts
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class Store:
         self.clock = clock or time.time
         self._down = False
         # Cached writes the store refused while down: key -> (JSON bytes, epoch expiry), written back on recovery.
-        self._held = SizedLRU(4 * max_entry)
+        self._held = caches.kept("held", 4 * max_entry)
         self._writing_back = threading.Lock()
 
     def _guard(self, action: str, call, fallback):

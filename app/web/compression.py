@@ -11,7 +11,7 @@ import brotli
 from flask import Flask, Response, request
 from werkzeug.http import parse_accept_header
 
-from ..domain.lru import SizedLRU
+from ..domain import caches
 from ..services.parts import parts
 
 ENCODINGS = ("br", "gzip")  # in order of preference when the client accepts both equally
@@ -23,7 +23,7 @@ class CompressedBodies:
 
     def __init__(self, max_bytes: int, mimetypes: list[str]) -> None:
         self.mimetypes = frozenset(mimetypes)
-        self.kept = SizedLRU(max_bytes)
+        self.kept = caches.kept("compressed", max_bytes)
 
     def get(self, body: bytes, encoding: str, etag: str | None = None) -> bytes:
         key = (etag or hashlib.sha256(body).hexdigest(), encoding)

@@ -12,13 +12,12 @@ import numpy as np
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request, url_for
 from markupsafe import Markup, escape
 
-from ..domain import tour
+from ..domain import caches, tour
 from ..domain.catalog import GRAPH_FILE, Model, file_listing
 from ..domain.glossary import GLOSSARY
 from ..domain.graphlayout import default_focus, open_path
 from ..domain.interventions import ACTIONS, changeable
 from ..domain.labs.cases import ATTENTION_TITLES
-from ..domain.lru import SizedLRU
 from ..services import checkpoints
 from ..services.cache import cache
 from ..services.extensions import models
@@ -128,7 +127,6 @@ def index():
                            unavailable=list(models.catalog.unavailable.values()))
 
 
-PAGES_BYTES = 32 * 2**20  # rendered model pages kept per process; a page depends only on the catalog and its key
 
 
 def remembered(model: Model, key: tuple, render) -> Response:
@@ -137,13 +135,13 @@ def remembered(model: Model, key: tuple, render) -> Response:
     cache (services/cache.py, shared by the host's processes or the machines) under a key naming its
     content: the model's recording and recipe hashes, the page version (templates, code, assets) and `key`.
     Rendering is most of a page's cost."""
-    memo = models.catalog.derived("pages", lambda: {"pages": SizedLRU(PAGES_BYTES), "rendering": Lock()})
-    page = memo["pages"].get(key)
+    kept = models.catalog.derived("pages", lambda: {"pages": caches.kept("pages"), "rendering": Lock()})
+    page = kept["pages"].get(key)
     if page is None:
         # One render at a time: requests that arrive together for a page not yet rendered wait for the
         # first one instead of each rendering it (rendering is CPU work under the GIL anyway).
-        with memo["rendering"]:
-            page = memo["pages"].get(key)
+        with kept["rendering"]:
+            page = kept["pages"].get(key)
             if page is None:
                 shared = f"page:{model.slug}:{model.etag}:{model.recipe_sha256}:{parts().pages}:{json.dumps(key)}"
                 html = cache.get(shared)
@@ -152,7 +150,7 @@ def remembered(model: Model, key: tuple, render) -> Response:
                     cache.set(shared, html)
                 body = html.encode()
                 page = (body, hashlib.sha256(body).hexdigest()[:32])
-                memo["pages"].put(key, page, len(body))
+                kept["pages"].put(key, page, len(body))
     response = Response(page[0], mimetype="text/html")
     response.set_etag(page[1])
     return response

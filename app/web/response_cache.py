@@ -19,8 +19,8 @@ from functools import wraps
 
 from flask import Flask, Response, current_app, request
 
+from ..domain import caches
 from ..domain.catalog import LiveCatalog
-from ..domain.lru import SizedLRU
 from ..services.parts import parts
 from .compression import chosen_encoding
 
@@ -76,7 +76,7 @@ class ResponseCache:
     def __init__(self, wsgi_app: Callable, live_catalog: LiveCatalog, max_bytes: int) -> None:
         self.wsgi_app = wsgi_app
         self.live_catalog = live_catalog
-        self.kept = SizedLRU(max_bytes)
+        self.kept = caches.kept("responses", max_bytes)
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         key = cache_key(environ)

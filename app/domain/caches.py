@@ -1,0 +1,62 @@
+"""Every cache layer of the app, named once: what it keeps, under which key, how far it may grow, and what lets an
+entry go. An in-process layer is made here alone (`kept`); docs/operations.md's table of layers is held to LAYERS
+(tests/test_docs.py).
+
+The project's one word for it is *kept*: an answer kept, the pages kept, the runs a recipe process keeps. A request
+meets the layers in the order below, from the browser down; each key names what the answer depends on (content
+hashes, the catalog it was made from), so that a layer is never read stale by a later release or a changed file.
+"""
+
+from dataclasses import dataclass
+
+from .lru import SizedLRU
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One cache layer. `size` is its fixed bound in bytes where no setting sets it (None: `bound` says)."""
+
+    name: str
+    keeps: str
+    key: str
+    bound: str
+    let_go: str
+    where: str
+    size: int | None = None
+
+
+LAYERS: dict[str, Layer] = {layer.name: layer for layer in (
+    Layer("proxy", "whole answers to plain GETs of pages, manifests and the catalog, in front of the app (production)",
+          "the request's path", "`PROXY_CACHE_SECONDS` each (`X-Accel-Expires`)",
+          "its seconds passing; nginx refreshes it in the background", "web/proxy.py, deploy/nginx.conf.in"),
+    Layer("responses", "the same answers, per process, before Flask routes the request",
+          "scheme, path and the encoding chosen", "`RESPONSE_CACHE_BYTES`",
+          "a new catalog (a model's files changed on disk); least recently used first", "web/response_cache.py"),
+    Layer("pages", "rendered model pages, per process", "the slug, case, step and checkpoint state",
+          "32 MiB", "a new catalog; least recently used first", "web/pages.py", size=32 * 2**20),
+    Layer("compressed", "compressed bodies, per process", "the body's ETag (its hash) and the encoding",
+          "`COMPRESS_CACHE_BYTES`", "least recently used first (a key names its content: never stale)",
+          "web/compression.py"),
+    Layer("answers", "verification reports and live runs, shared by every process (and machine, with Redis)",
+          "the run key (the hashes of the recording, every recipe file and the checkpoint's files; torch, the seed) "
+          "and the request",
+          "`STATE_MAX_BYTES`, `STATE_MAX_ENTRY_BYTES`, `CACHE_SECONDS`",
+          "its seconds passing; over the cap, those nearest their expiry", "services/cache.py, services/state.py"),
+    Layer("near", "the cached reports this process read lately", "the report's key", "2 MiB, 2 s each",
+          "its two seconds passing; least recently used first", "services/verification.py", size=2 * 2**20),
+    Layer("held", "answers the shared store refused while it was down, written back when it answers",
+          "the store's key", "4 × `STATE_MAX_ENTRY_BYTES`", "written back, or its expiry passing",
+          "services/state.py"),
+    Layer("runs", "plain runs of a lab entry in a recipe process (their outputs), for a change to the same input",
+          "the run key, the entry and the input", "64 MiB per recipe process",
+          "least recently used first; the process ending", "compute/worker.py", size=64 * 2**20),
+)}
+
+
+def kept(name: str, max_bytes: int | None = None) -> SizedLRU:
+    """The in-process store of layer `name`, bounded in bytes (`max_bytes` where a setting sets the bound, else the
+    layer's own size): the one place a cache layer is made."""
+    layer = LAYERS[name]
+    if max_bytes is None and layer.size is None:
+        raise ValueError(f"the {name} layer's bound is a setting ({layer.bound}): pass it")
+    return SizedLRU(layer.size if max_bytes is None else max_bytes)
