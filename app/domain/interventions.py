@@ -16,11 +16,14 @@ import math
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import get_args
 
 from .labs.fields import DeclarationError, FieldError
+from .shapes import Action, Intervention
 
-ACTIONS = ("zero", "mean", "scale", "patch")
-KEYS = {"node", "action", "head", "factor", "from_case"}
+# What a request may say, as the API's document declares it (shapes.Intervention): read from there, not written again.
+ACTIONS: tuple[str, ...] = get_args(Action)
+KEYS = frozenset(Intervention.__annotations__)
 MOST = 16  # interventions in one request
 FACTOR = 1e6  # the largest |factor| a scale takes: beyond it, outputs overflow float32 soon
 

@@ -710,13 +710,16 @@ class Change(TypedDict):
     delta: Value  # after - before
 
 
+Action = Literal["zero", "mean", "scale", "patch"]  # what an intervention does to a node's output (the one list)
+
+
 class Intervention(TypedDict):
     """One change to the run: a module node of the recorded graph (not an op), or one head of an attention module
     the recipe declares, zeroed, replaced by its mean over positions, scaled by a factor, or patched with its
     output on another recorded case."""
 
     node: str
-    action: Literal["zero", "mean", "scale", "patch"]
+    action: Action
     head: NotRequired[Annotated[int, _Minimum(0)]]
     factor: NotRequired[float]  # for scale
     from_case: NotRequired[str]  # for patch: the recorded case whose output replaces this one's
@@ -740,7 +743,7 @@ class Intervened(Live):
 class NodeOptions(TypedDict):
     """What an intervention can do to one node of the run, and why not the rest."""
 
-    actions: list[Literal["zero", "mean", "scale", "patch"]]  # those that run (a result a later part refuses: a 400)
+    actions: list[Action]  # those that run (a result a later part refuses: a 400)
     from_cases: list[str]  # the other recorded cases a patch may take this node's output from
     why_not: dict[str, str]  # each action not offered, and why, in words
 

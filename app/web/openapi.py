@@ -12,7 +12,7 @@ from copy import deepcopy
 
 from apispec import APISpec
 
-from ..domain import shapes
+from ..domain import interventions, shapes
 from ..domain.catalog import Catalog, Model
 from ..domain.labs import KINDS, Endpoint
 from ..services.extensions import models
@@ -52,7 +52,6 @@ TAGS = [
     {"name": "interventions", "description": "Runs with modules or attention heads changed."},
     {"name": "training", "description": "Runs on the weights kept while a model trained, and the training run again."},
 ]
-MAX_INTERVENTIONS = 16
 
 
 def _ref(name: str) -> dict:
@@ -156,7 +155,7 @@ def _paths(slugs: list[str], trained: dict[str, list[str]], retrained: list[str]
     job_id = {"name": "job_id", "in": "path", "required": True,
               "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
     intervened = _subject(None, required=["interventions"])
-    intervened["properties"]["interventions"] = {"type": "array", "minItems": 1, "maxItems": MAX_INTERVENTIONS,
+    intervened["properties"]["interventions"] = {"type": "array", "minItems": 1, "maxItems": interventions.MOST,
                                                  "items": _ref("Intervention")}
     # Exactly one of case and request (a 400 otherwise): said in words, as generated clients read a oneOf of
     # `required` alone as a body of any shape.
@@ -263,7 +262,7 @@ def _lab_paths(model: Model, schemas: dict[str, dict]) -> dict:
         if endpoint.method == "POST":
             body = deepcopy(request)
             body["properties"]["interventions"] = {
-                "type": "array", "minItems": 1, "maxItems": MAX_INTERVENTIONS, "items": _ref("Intervention"),
+                "type": "array", "minItems": 1, "maxItems": interventions.MOST, "items": _ref("Intervention"),
                 "description": "Run with these interventions: the answer is the intervened one, with each module's "
                                "movement (effects)."}
             if endpoint.answers == "case":
