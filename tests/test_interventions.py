@@ -280,7 +280,7 @@ def test_an_output_the_recipe_writes_into_in_place_is_measured_as_its_module_mad
 
     with torch.no_grad():
         made = model.a(x)
-    assert torch.equal(run_recording(entry, {}, lambda node: True, set(), "Shifted", 0)[1]["a"], made)
+    assert torch.equal(run_recording(entry, {}, 0, "Shifted", lambda node: True, set())[1]["a"], made)
     answer = intervene(entry, {}, [{"node": "a", "action": "scale", "factor": 3.0, "target": "a", "on": "output"}],
                        [], 0, "Shifted")
     assert answer["effects"]["a"] == pytest.approx(2.0)  # ||3a - a|| / ||a||, not measured on a + 1

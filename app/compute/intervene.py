@@ -285,8 +285,8 @@ def hooked(on_input: Callable | None, on_output: Callable, root: str):
             module._forward_hooks.pop(OURS, None)
 
 
-def run_recording(function: Callable, args: dict, wanted: Callable[[str], bool], inputs: set[str], root: str,
-                  seed: int, give_up: Callable[[Kept], bool] | None = None) -> tuple:
+def run_recording(function: Callable, args: dict, seed: int, root: str, wanted: Callable[[str], bool],
+                  inputs: set[str], give_up: Callable[[Kept], bool] | None = None) -> tuple:
     """The entry's result from the seed, and the outputs of every node `wanted` names (the inputs of those in
     `inputs`); GaveUp where `give_up`, asked after every module's output, says so."""
     def run(seen: Kept) -> Any:
@@ -514,7 +514,7 @@ def plain_run(function: Callable, args: dict, seed: int, root: str, kept_runs: S
     found = kept_runs.get(key) if kept_runs is not None and key else None
     if found is not None:
         return *found, True
-    plain, before = run_recording(function, args, lambda node: True, set(), root, seed, give_up)
+    plain, before = run_recording(function, args, seed, root, lambda node: True, set(), give_up)
     base = Baseline.of(before)
     if kept_runs is not None and key:
         kept_runs.put(key, (plain, base), base.bytes() + len(json.dumps(plain, default=str)))
@@ -582,7 +582,7 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
         stored = kept_runs.get(key_of_source) if kept_runs is not None and key_of_source else None
         found = stored[1].outputs(targets) if stored is not None and not inputs else None  # a head needs its input
         patched[index] = found if found is not None else \
-            run_recording(function, source, lambda node, t=targets: node in t, inputs, root, seed)[1]
+            run_recording(function, source, seed, root, lambda node, t=targets: node in t, inputs)[1]
     plain, before, kept = plain_run(function, args, seed, root, kept_runs, key)
     targets = {(item["target"], item["on"]) for item in interventions}
     counted = {item["node"] for item in interventions if item["on"] == "input"}  # modules whose heads a change counts

@@ -78,14 +78,14 @@ def movement(weights: dict[str, Tensor], start: dict[str, Tensor]) -> dict[str, 
             for node, (change, scale) in moved.items()}
 
 
-def stages(function: Callable, args: dict, snapshots: Path, seed: int, root: str) -> dict:
+def stages(function: Callable, args: dict, seed: int, root: str, snapshots: Path) -> dict:
     """The entry's result on every stage's weights and on the trained ones, each with how far every module's
     weights (`weights`) and its output on this input (`activations`) had moved from the first stage."""
     kept, trained, weights = read_snapshots(snapshots)
     runs = []
     for stage in [*kept, {"id": "trained", "label": trained}]:
         with weights_of(weights.get(stage["id"]), root) as used:
-            result, outputs = run_recording(function, args, lambda node: True, set(), root, seed)
+            result, outputs = run_recording(function, args, seed, root, lambda node: True, set())
         runs.append((stage, result, outputs, used))
     _, _, first_outputs, first_weights = runs[0]
     first = Baseline.of(first_outputs)  # laid out once for every stage's comparison

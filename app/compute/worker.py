@@ -262,8 +262,8 @@ def execute(task: dict, torch: ModuleType, seed: int, kept_runs: SizedLRU | None
         recipe_dir = Path(task["recipe_dir"])
         lab = entry_function(recipe_dir, entry)
         snapshots = recipe_dir / read_metadata(recipe_dir)["training"]["snapshots"]  # the recipe's, not a client's
-        function = partial(training.stages, lab, {**task["args"]["args"], **task.get("context", {})}, snapshots,
-                           seed, task["args"]["root"])
+        function = partial(training.stages, lab, {**task["args"]["args"], **task.get("context", {})}, seed,
+                           task["args"]["root"], snapshots)
         args = {}
     elif entry in entry_points(Path(task["recipe_dir"])).get(module, ()):
         function = getattr(load_module(Path(task["recipe_dir"]), module), entry, None)
