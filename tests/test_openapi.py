@@ -58,6 +58,19 @@ def test_every_api_route_is_described(client):
         assert methods == set(document["paths"][path]), path
 
 
+def test_each_fixed_route_declares_its_own_operation(client):
+    """The document's fixed paths are made from the routes (openapi.documented on each view), not listed beside them:
+    every /api view but the lab's one route carries its operation, and openapi.py names no path of them."""
+    from app.services.config import PROJECT_ROOT
+
+    views = client.application.view_functions
+    rules = [rule for rule in client.application.url_map.iter_rules()
+             if rule.rule.startswith("/api/") and rule.endpoint != "api.lab_endpoint"]
+    assert len(rules) >= 15 and all(callable(getattr(views[rule.endpoint], "openapi", None)) for rule in rules)
+    source = (PROJECT_ROOT / "app" / "web" / "openapi.py").read_text()
+    assert not re.findall(r'(?<![f\w])"/api/models[^"]*"', source)  # the lab's paths are made from declarations
+
+
 @schema.parametrize()
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 def test_every_operation_conforms_and_never_fails_on_the_server(case):

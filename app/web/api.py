@@ -16,7 +16,7 @@ from ..services.extensions import models
 from ..services.retraining import retrainings
 from ..services.state import encode
 from ..services.verification import verifications
-from .openapi import openapi_document
+from .openapi import POST_ERRORS, documented, errors, found, openapi_document, ref, response_of
 from .response_cache import cacheable
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -107,6 +107,8 @@ def etag_every_get(response: Response) -> Response:
 
 
 @bp.get("/models", endpoint="models")
+@documented(lambda f: {"operationId": "listModels", "tags": ["catalog"], "summary": "The catalog",
+                        "responses": found(ref("Catalog"), "Served models, and manifests that could not be loaded.")})
 @cacheable()
 def list_models():
     """The catalog: one entry per served model, and the manifests that could not be served."""
@@ -128,6 +130,9 @@ def list_models():
 
 
 @bp.get("/models/<slug>")
+@documented(lambda f: {"operationId": "getManifest", "tags": ["catalog"],
+                        "summary": "The stored manifest, byte for byte", "parameters": [f.slug],
+                        "responses": found(ref("Manifest"), "The manifest.")})
 @cacheable()
 def model(slug: str):
     """The stored manifest, byte for byte, with an ETag for conditional requests."""
@@ -138,6 +143,9 @@ def model(slug: str):
 
 
 @bp.get("/models/<slug>/files")
+@documented(lambda f: {"operationId": "listFiles", "tags": ["catalog"],
+                        "summary": "Files with served and recorded hashes", "parameters": [f.slug],
+                        "responses": found(ref("Files"), "The files.")})
 def files(slug: str):
     """The model's files with the hash and size of what is served, beside what the manifest recorded."""
     found = get_model(slug)
@@ -147,6 +155,12 @@ def files(slug: str):
 
 
 @bp.post("/models/<slug>/verifications")
+@documented(lambda f: {
+    "operationId": "startVerification", "tags": ["verification"],
+    "summary": "Re-execute the recipe and compare with the recording", "parameters": [f.slug],
+    "responses": {"200": response_of(ref("Report"), "The report (finished within the request, or kept)."),
+                  "202": response_of(ref("Job"), "Running: poll the Location.", "Location", "Retry-After"),
+                  **errors(403, 404, 413, 415, 429, 503)}})
 @spends_compute
 def verify(slug: str):
     """Re-execute the recipe and compare: 200 with the report, or 202 with a Location to poll."""
@@ -167,6 +181,9 @@ def verify(slug: str):
 
 
 @bp.get("/models/<slug>/verifications/latest")
+@documented(lambda f: {"operationId": "getLatestVerification", "tags": ["verification"],
+                        "summary": "The latest verification report", "parameters": [f.slug],
+                        "responses": found(ref("Report"), "The report.") | errors(503)})
 def latest_verification(slug: str):
     """The latest verification report of this model's current revision."""
     report = verifications.latest(get_model(slug))
@@ -184,6 +201,13 @@ def retrained_model(slug: str) -> Model:
 
 
 @bp.post("/models/<slug>/retrainings")
+@documented(lambda f: {
+    "operationId": "startRetraining", "tags": ["training"],
+    "summary": "Train the recipe again on the server and compare its weights with the stored ones",
+    "parameters": [f.retrained_slug],
+    "responses": {"200": response_of(ref("RetrainingReport"), "A kept report of exactly these recipe files."),
+                  "202": response_of(ref("RetrainingJob"), "Training: poll the Location.", "Location", "Retry-After"),
+                  **errors(403, 404, 413, 415, 429, 503)}})
 @spends_compute
 def retrain(slug: str):
     """Train the recipe again on the server and compare its weights: 200 with a kept report, else 202 with the job."""
@@ -202,6 +226,11 @@ def retrain(slug: str):
 
 
 @bp.get("/models/<slug>/retrainings/<job_id>")
+@documented(lambda f: {
+    "operationId": "getRetrainingJob", "tags": ["training"], "summary": "A retraining job",
+    "parameters": [f.retrained_slug, f.job_id],
+    "responses": found(ref("RetrainingJob"), "The job: its curves so far, and once done its report (until then with "
+                                             "Retry-After).", "Retry-After")})
 def retraining_job(slug: str, job_id: str):
     """A retraining job: its curves so far while it trains, then its report."""
     job = _retraining(slug, job_id)
@@ -212,6 +241,11 @@ def retraining_job(slug: str, job_id: str):
 
 
 @bp.delete("/models/<slug>/retrainings/<job_id>")
+@documented(lambda f: {
+    "operationId": "cancelRetraining", "tags": ["training"], "summary": "Cancel a retraining",
+    "parameters": [f.retrained_slug, f.job_id],
+    "responses": {"202": response_of(ref("RetrainingJob"), "Stopping: poll the Location for its end.", "Location",
+                                     "Retry-After"), **errors(403, 404, 409)}})
 @spends_compute
 def cancel_retraining(slug: str, job_id: str):
     """Cancel a retraining: 202 while it stops (poll the Location), 409 once it has ended."""
@@ -240,12 +274,23 @@ def _job_answer(job: dict, status: int) -> Response:
 
 
 @bp.get("/models/<slug>/verifications/history")
+@documented(lambda f: {
+    "operationId": "getVerificationHistory", "tags": ["verification"],
+    "summary": "Where the model was verified and retrained, and the drift between environments",
+    "parameters": [f.slug], "responses": found(ref("History"), "The history (newest entries first).")})
 def verification_history(slug: str):
     """Where this model was verified and retrained: each environment, its largest deviation, the drift between."""
     return jsonify(history.answer(get_model(slug)))
 
 
 @bp.post("/models/<slug>/verifications/history")
+@documented(lambda f: {
+    "operationId": "shareVerification", "tags": ["verification"],
+    "summary": "Keep a report a reader's verifier made, as a client's", "parameters": [f.slug],
+    "x-checked-beyond-schema": ["values_failed"],  # at most `values`: a 400 that says so
+    "requestBody": {"required": True, "content": {"application/json": {"schema": ref("SharedEntry")}}},
+    "responses": {"201": response_of(ref("HistoryEntry"), "The entry as kept."),
+                  **errors(400, 403, 404, 413, 415, 429)}})
 @spends_compute
 def share_verification(slug: str):
     """A report a reader's verifier made, kept in the history as a client's (never as the server's): 201."""
@@ -257,6 +302,11 @@ def share_verification(slug: str):
 
 
 @bp.get("/models/<slug>/verifications/<job_id>")
+@documented(lambda f: {
+    "operationId": "getVerificationJob", "tags": ["verification"], "summary": "A verification job",
+    "parameters": [f.slug, f.job_id],
+    "responses": found(ref("Job"), "The job and, once done, its report (until then with Retry-After).",
+                       "Retry-After")})
 def verification_job(slug: str, job_id: str):
     """A verification job: its state and elapsed time, and the report once it is done."""
     get_model(slug)
@@ -302,6 +352,13 @@ class ActionConverter(BaseConverter):
 
 
 @bp.post("/models/<slug>/interventions")
+@documented(lambda f: {
+    "operationId": "intervene", "tags": ["interventions"],
+    "summary": "A recorded case or a lab request run as it is and with modules or heads zeroed, averaged, scaled or "
+               "patched", "parameters": [f.slug],
+    "requestBody": {"required": True, "content": {"application/json": {"schema": f.intervened}}},
+    "responses": {"200": response_of(ref("Intervened"), "Before, after, their difference and each module's movement."),
+                  **errors(*POST_ERRORS)}})
 @spends_compute
 def interventions_of(slug: str):
     """A recorded case or a lab request run as it is and with modules (or attention heads) zeroed, averaged,
@@ -310,6 +367,14 @@ def interventions_of(slug: str):
 
 
 @bp.post("/models/<slug>/interventions/options")
+@documented(lambda f: {
+    "operationId": "interventionOptions", "tags": ["interventions"],
+    "summary": "What an intervention can change on a recorded case or a lab request, node by node",
+    "parameters": [f.slug],
+    "requestBody": {"required": True, "content": {"application/json": {"schema": f.subject}}},
+    "responses": {"200": response_of(ref("InterventionOptions"), "Each module node's actions and the cases a patch "
+                                                                "may take it from, and why not the rest."),
+                  **errors(*POST_ERRORS)}})
 @spends_compute
 def intervention_options(slug: str):
     """What What if? can change on a recorded case or a lab request, node by node, and why not the rest."""
@@ -317,6 +382,13 @@ def intervention_options(slug: str):
 
 
 @bp.post("/models/<slug>/training")
+@documented(lambda f: {
+    "operationId": "trainingStages", "tags": ["training"],
+    "summary": "A recorded case or a lab request run on every stage of weights kept while the model trained",
+    "parameters": [f.trained_slug],
+    "requestBody": {"required": True, "content": {"application/json": {"schema": f.stages}}},
+    "responses": {"200": response_of(ref("Stages"), "Each stage's answer and each module's movement from "
+                                                    "initialisation."), **errors(*POST_ERRORS)}})
 @spends_compute
 def training_of(slug: str):
     """A recorded case or a lab request run on every stage of weights the recipe kept while it trained:
@@ -388,6 +460,8 @@ def _spliced(envelope: dict, raw: str, under: str | None = None, first: str = ""
 
 
 @bp.get("/openapi.json")
+@documented(lambda f: {"operationId": "getOpenapi", "tags": ["catalog"], "summary": "This document",
+                        "responses": found({"type": "object"}, "OpenAPI 3.1")})
 def openapi():
     """The OpenAPI 3 description of this API."""
     return jsonify(openapi_document())

@@ -8,9 +8,13 @@ describes this server exactly. tests/test_openapi.py runs schemathesis over ever
 drives a client generated from it.
 """
 
+import re
+from collections.abc import Callable
 from copy import deepcopy
+from dataclasses import dataclass
 
 from apispec import APISpec
+from flask import current_app
 
 from ..domain import interventions, shapes
 from ..domain.catalog import Catalog, Model
@@ -54,27 +58,27 @@ TAGS = [
 ]
 
 
-def _ref(name: str) -> dict:
+def ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _json(schema: dict, description: str, *headers: str) -> dict:
+def response_of(schema: dict, description: str, *headers: str) -> dict:
     answer = {"description": description, "content": {"application/json": {"schema": schema}}}
     if headers:
         answer["headers"] = {name: {"$ref": f"#/components/headers/{name}"} for name in headers}
     return answer
 
 
-def _errors(*codes: int) -> dict:
+def errors(*codes: int) -> dict:
     return {str(code): {"$ref": f"#/components/responses/E{code}"} for code in codes}
 
 
-def _get(schema: dict, description: str, *headers: str) -> dict:
+def found(schema: dict, description: str, *headers: str) -> dict:
     """The answers of a GET: the representation with its ETag, 304 to a matching If-None-Match, the errors."""
-    return {"200": _json(schema, description, "ETag", *headers),
+    return {"200": response_of(schema, description, "ETag", *headers),
             "304": {"description": "Not modified: If-None-Match names the current representation.",
                     "headers": {"ETag": {"$ref": "#/components/headers/ETag"}}},
-            **_errors(*GET_ERRORS)}
+            **errors(*GET_ERRORS)}
 
 
 def _strict(schema: dict) -> dict:
@@ -148,96 +152,57 @@ def _subject(cases: list[str] | None, *, required: list[str]) -> dict:
                                                       "case."}}}
 
 
-def _paths(slugs: list[str], trained: dict[str, list[str]], retrained: list[str]) -> dict:
-    """The fixed routes; `trained` holds the recorded cases of each model that keeps its training, `retrained` the
-    models whose recipe trains them."""
-    slug = _slug(slugs)
-    job_id = {"name": "job_id", "in": "path", "required": True,
-              "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
-    intervened = _subject(None, required=["interventions"])
-    intervened["properties"]["interventions"] = {"type": "array", "minItems": 1, "maxItems": interventions.MOST,
-                                                 "items": _ref("Intervention")}
-    # Exactly one of case and request (a 400 otherwise): said in words, as generated clients read a oneOf of
-    # `required` alone as a body of any shape.
-    stages = _subject(sorted({c for cases in trained.values() for c in cases}), required=[])
-    return {
-        "/api/models": {"get": {"operationId": "listModels", "tags": ["catalog"], "summary": "The catalog",
-                                "responses": _get(_ref("Catalog"), "Served models, and manifests that could not "
-                                                                   "be loaded.")}},
-        "/api/models/{slug}": {"get": {"operationId": "getManifest", "tags": ["catalog"],
-                                       "summary": "The stored manifest, byte for byte", "parameters": [slug],
-                                       "responses": _get(_ref("Manifest"), "The manifest.")}},
-        "/api/models/{slug}/files": {"get": {
-            "operationId": "listFiles", "tags": ["catalog"], "summary": "Files with served and recorded hashes",
-            "parameters": [slug], "responses": _get(_ref("Files"), "The files.")}},
-        "/api/models/{slug}/verifications": {"post": {
-            "operationId": "startVerification", "tags": ["verification"],
-            "summary": "Re-execute the recipe and compare with the recording", "parameters": [slug],
-            "responses": {"200": _json(_ref("Report"), "The report (finished within the request, or kept)."),
-                          "202": _json(_ref("Job"), "Running: poll the Location.", "Location", "Retry-After"),
-                          **_errors(403, 404, 413, 415, 429, 503)}}},
-        "/api/models/{slug}/verifications/latest": {"get": {
-            "operationId": "getLatestVerification", "tags": ["verification"],
-            "summary": "The latest verification report", "parameters": [slug],
-            "responses": _get(_ref("Report"), "The report.") | _errors(503)}},
-        "/api/models/{slug}/verifications/history": {
-            "get": {"operationId": "getVerificationHistory", "tags": ["verification"],
-                    "summary": "Where the model was verified and retrained, and the drift between environments",
-                    "parameters": [slug], "responses": _get(_ref("History"), "The history (newest entries first).")},
-            "post": {"operationId": "shareVerification", "tags": ["verification"],
-                     "summary": "Keep a report a reader's verifier made, as a client's", "parameters": [slug],
-                     "x-checked-beyond-schema": ["values_failed"],  # at most `values`: a 400 that says so
-                     "requestBody": {"required": True,
-                                     "content": {"application/json": {"schema": _ref("SharedEntry")}}},
-                     "responses": {"201": _json(_ref("HistoryEntry"), "The entry as kept."),
-                                   **_errors(400, 403, 404, 413, 415, 429)}}},
-        "/api/models/{slug}/verifications/{job_id}": {"get": {
-            "operationId": "getVerificationJob", "tags": ["verification"], "summary": "A verification job",
-            "parameters": [slug, job_id],
-            "responses": _get(_ref("Job"), "The job and, once done, its report (until then with Retry-After).",
-                              "Retry-After")}},
-        "/api/models/{slug}/interventions": {"post": {
-            "operationId": "intervene", "tags": ["interventions"],
-            "summary": "A recorded case or a lab request run as it is and with modules or heads zeroed, averaged, "
-                       "scaled or patched", "parameters": [slug],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": intervened}}},
-            "responses": {"200": _json(_ref("Intervened"), "Before, after, their difference and each module's "
-                                                           "movement."), **_errors(*POST_ERRORS)}}},
-        "/api/models/{slug}/interventions/options": {"post": {
-            "operationId": "interventionOptions", "tags": ["interventions"],
-            "summary": "What an intervention can change on a recorded case or a lab request, node by node",
-            "parameters": [slug],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": _subject(None, required=[])}}},
-            "responses": {"200": _json(_ref("InterventionOptions"), "Each module node's actions and the cases a "
-                                                                    "patch may take it from, and why not the rest."),
-                          **_errors(*POST_ERRORS)}}},
-        "/api/models/{slug}/training": {"post": {
-            "operationId": "trainingStages", "tags": ["training"],
-            "summary": "A recorded case or a lab request run on every stage of weights kept while the model trained",
-            "parameters": [_slug(list(trained))],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": stages}}},
-            "responses": {"200": _json(_ref("Stages"), "Each stage's answer and each module's movement from "
-                                                       "initialisation."), **_errors(*POST_ERRORS)}}},
-        "/api/models/{slug}/retrainings": {"post": {
-            "operationId": "startRetraining", "tags": ["training"],
-            "summary": "Train the recipe again on the server and compare its weights with the stored ones",
-            "parameters": [_slug(retrained)],
-            "responses": {"200": _json(_ref("RetrainingReport"), "A kept report of exactly these recipe files."),
-                          "202": _json(_ref("RetrainingJob"), "Training: poll the Location.", "Location",
-                                       "Retry-After"),
-                          **_errors(403, 404, 413, 415, 429, 503)}}},
-        "/api/models/{slug}/retrainings/{job_id}": {
-            "get": {"operationId": "getRetrainingJob", "tags": ["training"], "summary": "A retraining job",
-                    "parameters": [_slug(retrained), job_id],
-                    "responses": _get(_ref("RetrainingJob"), "The job: its curves so far, and once done its report "
-                                                             "(until then with Retry-After).", "Retry-After")},
-            "delete": {"operationId": "cancelRetraining", "tags": ["training"], "summary": "Cancel a retraining",
-                       "parameters": [_slug(retrained), job_id],
-                       "responses": {"202": _json(_ref("RetrainingJob"), "Stopping: poll the Location for its end.",
-                                                  "Location", "Retry-After"), **_errors(403, 404, 409)}}},
-        "/api/openapi.json": {"get": {"operationId": "getOpenapi", "tags": ["catalog"], "summary": "This document",
-                                      "responses": _get({"type": "object"}, "OpenAPI 3.1")}},
-    }
+@dataclass(frozen=True)
+class Fixed:
+    """What the fixed routes' operations are described with, from the catalog: the path parameters (a slug of any
+    served model, of a model that keeps its training, of one whose recipe trains it; a job's id) and the bodies that
+    name a recorded case or a lab request."""
+
+    slug: dict
+    trained_slug: dict
+    retrained_slug: dict
+    job_id: dict
+    intervened: dict
+    subject: dict
+    stages: dict
+
+    @classmethod
+    def of(cls, slugs: list[str], trained: dict[str, list[str]], retrained: list[str]) -> "Fixed":
+        """`trained` holds the recorded cases of each model that keeps its training, `retrained` the models whose
+        recipe trains them."""
+        intervened = _subject(None, required=["interventions"])
+        intervened["properties"]["interventions"] = {"type": "array", "minItems": 1, "maxItems": interventions.MOST,
+                                                     "items": ref("Intervention")}
+        # Exactly one of case and request (a 400 otherwise): said in words, as generated clients read a oneOf of
+        # `required` alone as a body of any shape.
+        return cls(slug=_slug(slugs), trained_slug=_slug(list(trained)), retrained_slug=_slug(retrained),
+                   job_id={"name": "job_id", "in": "path", "required": True,
+                           "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
+                   intervened=intervened, subject=_subject(None, required=[]),
+                   stages=_subject(sorted({c for cases in trained.values() for c in cases}), required=[]))
+
+
+def documented(describe: Callable[[Fixed], dict]) -> Callable:
+    """Declare a route's OpenAPI operation on the route itself (under its @bp decorator): the document's paths are
+    made from the app's routes, never listed beside them."""
+
+    def mark(view: Callable) -> Callable:
+        view.openapi = describe
+        return view
+
+    return mark
+
+
+def route_paths(fixed: Fixed) -> dict:
+    """Every documented route of the app as the document's paths: its rule with {braces}, an operation per method."""
+    paths: dict[str, dict] = {}
+    for rule in current_app.url_map.iter_rules():
+        describe = getattr(current_app.view_functions[rule.endpoint], "openapi", None)
+        if describe is not None:
+            path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule)
+            for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+                paths.setdefault(path, {})[method.lower()] = describe(fixed)
+    return paths
 
 
 def _operation_id(model: Model, name: str) -> str:
@@ -262,7 +227,7 @@ def _lab_paths(model: Model, schemas: dict[str, dict]) -> dict:
         if endpoint.method == "POST":
             body = deepcopy(request)
             body["properties"]["interventions"] = {
-                "type": "array", "minItems": 1, "maxItems": interventions.MOST, "items": _ref("Intervention"),
+                "type": "array", "minItems": 1, "maxItems": interventions.MOST, "items": ref("Intervention"),
                 "description": "Run with these interventions: the answer is the intervened one, with each module's "
                                "movement (effects)."}
             if endpoint.answers == "case":
@@ -271,11 +236,11 @@ def _lab_paths(model: Model, schemas: dict[str, dict]) -> dict:
                     "description": "A recorded case this run should reproduce: the answer carries record_check, the "
                                    "server's comparison."}
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
-            operation["responses"] = {"200": _json(answer, described), **_errors(*POST_ERRORS)}
+            operation["responses"] = {"200": response_of(answer, described), **errors(*POST_ERRORS)}
         else:
             operation["parameters"] = [_query(f, endpoint.fields[f].required, schema)
                                        for f, schema in request["properties"].items()]
-            operation["responses"] = _get(answer, described) | _errors(400, 403, 429, 503, 504)
+            operation["responses"] = found(answer, described) | errors(400, 403, 429, 503, 504)
         paths[f"/api/models/{model.slug}/{name}"] = {endpoint.method.lower(): operation}
     return paths
 
@@ -303,10 +268,10 @@ def build_spec(catalog: Catalog) -> dict:
     for name, header in HEADERS.items():
         spec.components.header(name, header)
     for code, description in ERRORS.items():
-        spec.components.response(f"E{code}", _json(_ref("Error"), description, *(("Retry-After",) if code in RETRY
+        spec.components.response(f"E{code}", response_of(ref("Error"), description, *(("Retry-After",) if code in RETRY
                                                                                      else ())))
     trained = {m.slug: [c["id"] for c in m.manifest["experiment"]["cases"]] for m in served if m.training is not None}
-    paths = _paths([m.slug for m in served], trained, [m.slug for m in served if trained_here(m)])
+    paths = route_paths(Fixed.of([m.slug for m in served], trained, [m.slug for m in served if trained_here(m)]))
     for model in served:
         if model.has_lab:
             paths |= _lab_paths(model, schemas)
