@@ -12,10 +12,12 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from ..domain import caches
 from ..domain.jsonbytes import dumps
@@ -209,72 +211,112 @@ def plain_key(run_key: str, entry: str, asked: dict) -> str:
     return f"{run_key}:{entry}:{json.dumps(asked, sort_keys=True)}"
 
 
+@dataclass(frozen=True)
+class Task:
+    """A task as a recipe process reads it. It travels as plain data (RecipeCall.task(): over a pipe, or as Celery's
+    JSON) and is read here once, so that nothing below reads the wire's keys. `args` are the client's (a lab entry's
+    request, or what the module's handler takes); `context` the server's own arguments (a checkpoint folder), added
+    to every request the task runs."""
+
+    recipe_dir: Path
+    module: str
+    entry: str
+    args: dict
+    context: dict
+    keep_run: dict
+
+    @classmethod
+    def read(cls, task: dict) -> "Task":
+        return cls(Path(task["recipe_dir"]), task["module"], task["entry"], task.get("args", {}),
+                   task.get("context", {}), task.get("keep_run", {}))
+
+    def asked(self, request: dict) -> dict:
+        """A request as the entry is called with it: the server's own arguments added."""
+        return {**request, **self.context}
+
+    def plain_key(self, request: dict) -> str | None:
+        """Where the plain run of `request` is kept for this task's handler (args["key"]); None where it names none."""
+        return plain_key(self.args["key"], self.entry, self.asked(request)) if self.args.get("key") else None
+
+
 def task_plain_key(task: dict) -> str | None:
     """Where the plain run a task makes or keeps is kept: a lab run's with `keep_run`, an intervention's (the
     run as asked), an outline's (the run to be changed); None for any other task."""
-    spec, context = task.get("args", {}), task.get("context", {})
-    if task.get("module") == "lab" and task.get("keep_run"):
-        return plain_key(task["keep_run"]["key"], task["entry"], {**spec, **context})
-    if task.get("module") == "intervene" and spec.get("key"):
-        return plain_key(spec["key"], task["entry"], {**spec["args"], **context})
-    if task.get("module") == "outline" and spec.get("key"):
-        return plain_key(spec["key"], task["entry"], {**spec["requests"][0], **context})
+    if "warm" in task:
+        return None
+    read = Task.read(task)
+    if read.module == "lab" and read.keep_run:
+        return plain_key(read.keep_run["key"], read.entry, read.asked(read.args))
+    if read.module == "intervene":
+        return read.plain_key(read.args["args"])
+    if read.module == "outline":
+        return read.plain_key(read.args["requests"][0])
     return None
 
 
+# What each kind of task calls, by RecipeCall's module: a function of (task, seed, kept runs) that answers the
+# function to run. A task of any other module runs a declared entry of the recipe's own module (run.py, lab.py).
+def _capture(task: Task, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+    from . import capture
+
+    return partial(capture.capture, **task.asked({"recipe_dir": str(task.recipe_dir), **task.args}))
+
+
+def _intervene(task: Task, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+    from . import intervene
+
+    spec = task.args  # {"args", "interventions", "sources", "root", "key"}: RecipeCall.intervene
+    asked, sources = task.asked(spec["args"]), [task.asked(source) for source in spec["sources"]]
+    keys = [task.plain_key(each) for each in [spec["args"], *spec["sources"]]]
+    return partial(intervene.intervene, entry_function(task.recipe_dir, task.entry), asked, spec["interventions"],
+                   sources, seed, spec["root"], kept_runs, keys[0], keys[1:])
+
+
+def _outline(task: Task, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+    from . import intervene
+
+    spec = task.args  # {"requests", "root", "key"}: RecipeCall.outline
+    return partial(intervene.outlines, entry_function(task.recipe_dir, task.entry),
+                   [task.asked(each) for each in spec["requests"]], seed, spec["root"], kept_runs,
+                   [task.plain_key(each) for each in spec["requests"]])
+
+
+def _training(task: Task, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+    from . import training
+
+    snapshots = task.recipe_dir / read_metadata(task.recipe_dir)["training"]["snapshots"]  # the recipe's own
+    return partial(training.stages, entry_function(task.recipe_dir, task.entry), task.asked(task.args["args"]), seed,
+                   task.args["root"], snapshots)
+
+
+HANDLERS: dict[str, Callable[[Task, int, SizedLRU | None], Callable[[], Any]]] = {
+    "capture": _capture, "intervene": _intervene, "outline": _outline, "training": _training}
+
+
+def _declared(task: Task, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+    """A declared entry of the recipe's run.py or lab.py, called with the task's request."""
+    if task.entry not in entry_points(task.recipe_dir).get(task.module, ()):
+        raise ValueError(f"{task.module}.{task.entry} is not a recipe entry point")
+    function = getattr(load_module(task.recipe_dir, task.module), task.entry, None)
+    if not callable(function):
+        raise ValueError(f"{task.module}.py has no entry point {task.entry}()")
+    return partial(function, **task.asked(task.args))
+
+
 def execute(task: dict, torch: ModuleType, seed: int, kept_runs: SizedLRU | None = None) -> dict:
-    """Run one task: {"recipe_dir", "module", "entry", "args"}, or a warm-up (see warm). `kept_runs` keeps plain
-    runs that interventions on the same input reuse (compute/intervene.py)."""
+    """Run one task (RecipeCall.task()), or a warm-up (see warm). `kept_runs` keeps plain runs that interventions on
+    the same input reuse (compute/intervene.py)."""
     if "warm" in task:
         started = time.perf_counter()
         warm(task, seed, kept_runs)
         return {"result": None, "compute_seconds": time.perf_counter() - started}
-    module, entry = task["module"], task["entry"]
-    if module == "capture" and entry == "capture":
-        from . import capture
-
-        function = capture.capture
-        args = {"recipe_dir": task["recipe_dir"], **task.get("args", {}), **task.get("context", {})}
-    elif module == "intervene":
-        from . import intervene
-
-        lab = entry_function(Path(task["recipe_dir"]), entry)
-        context = task.get("context", {})  # the server's own arguments, to the plain run and every source
-        spec = task["args"]
-        asked = {**spec["args"], **context}
-        sources = [{**source, **context} for source in spec["sources"]]
-        keys = [plain_key(spec["key"], entry, each) if spec.get("key") else None for each in [asked, *sources]]
-        function = partial(intervene.intervene, lab, asked, spec["interventions"], sources, seed, spec["root"],
-                           kept_runs, keys[0], keys[1:])
-        args = {}
-    elif module == "outline":
-        from . import intervene
-
-        spec = task["args"]
-        requests = [{**each, **task.get("context", {})} for each in spec["requests"]]
-        keys = [plain_key(spec["key"], entry, each) if spec.get("key") else None for each in requests]
-        function = partial(intervene.outlines, entry_function(Path(task["recipe_dir"]), entry), requests, seed,
-                           spec["root"], kept_runs, keys)
-        args = {}
-    elif module == "training":
-        from . import training
-
-        recipe_dir = Path(task["recipe_dir"])
-        lab = entry_function(recipe_dir, entry)
-        snapshots = recipe_dir / read_metadata(recipe_dir)["training"]["snapshots"]  # the recipe's, not a client's
-        function = partial(training.stages, lab, {**task["args"]["args"], **task.get("context", {})}, seed,
-                           task["args"]["root"], snapshots)
-        args = {}
-    elif entry in entry_points(Path(task["recipe_dir"])).get(module, ()):
-        function = getattr(load_module(Path(task["recipe_dir"]), module), entry, None)
-        if not callable(function):
-            raise ValueError(f"{module}.py has no entry point {entry}()")
-        args = {**task.get("args", {}), **task.get("context", {})}  # the server's own arguments: a checkpoint
-    else:
-        raise ValueError(f"{module}.{entry} is not a recipe entry point")
+    read = Task.read(task)
+    if read.module == "capture" and read.entry != "capture":
+        raise ValueError(f"capture.{read.entry} is not a recipe entry point")
+    call = HANDLERS.get(read.module, _declared)(read, seed, kept_runs)
     manual_seed(torch, seed)
     started = time.perf_counter()
-    result = function(**args)
+    result = call()
     return {"result": result, "compute_seconds": time.perf_counter() - started}
 
 
