@@ -15,7 +15,7 @@ import math
 import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -200,34 +200,55 @@ def positions(tensor: Tensor, where: str) -> tuple[int, ...]:
     raise Refused(f"{where}.action: mean needs positions, and this output's shape is {list(tensor.shape)}")
 
 
-def changed(tensor: Tensor, item: dict, where: str, source: Tensor | None, module: nn.Module) -> Tensor:
-    """The tensor with the intervention applied; `item["head"]` picks one head's slice of the last axis."""
-    if "head" in item:
-        count = item["heads"] if isinstance(item["heads"], int) else getattr(module, item["heads"], None)
-        if not isinstance(count, int) or not 0 <= item["head"] < count:
-            raise Refused(f"{where}.head: {item['head']} is not a head of {item['node']} ({count} heads)")
+@dataclass(frozen=True)
+class Step:
+    """One planned intervention as a recipe process runs it (domain/interventions.plan makes it, and it travels as
+    plain data): `action` on the `on` ("output" or "input") of `target`, which is `node` itself or, for a head, its
+    projection; a head's slice where `head` is set (`heads`: the count, or the attention module's attribute holding
+    it); `source`, the index of the run a patch takes its tensor from (`from_case` names that case)."""
+
+    node: str
+    action: str
+    target: str
+    on: str
+    head: int | None = None
+    heads: int | str | None = None
+    factor: float | None = None
+    from_case: str | None = None
+    source: int | None = None
+
+    @classmethod
+    def read(cls, step: "dict | Step") -> "Step":
+        return step if isinstance(step, Step) else cls(**step)
+
+
+def changed(tensor: Tensor, item: Step, where: str, source: Tensor | None, module: nn.Module) -> Tensor:
+    """The tensor with the intervention applied; `item.head` picks one head's slice of the last axis."""
+    if item.head is not None:
+        count = item.heads if isinstance(item.heads, int) else getattr(module, str(item.heads), None)
+        if not isinstance(count, int) or not 0 <= item.head < count:
+            raise Refused(f"{where}.head: {item.head} is not a head of {item.node} ({count} heads)")
         split = tensor.unflatten(-1, (count, -1))  # (..., heads, head_dim)
-        head = split[..., item["head"], :]
-        source_head = None if source is None else source.unflatten(-1, (count, -1))[..., item["head"], :]
+        head = split[..., item.head, :]
+        source_head = None if source is None else source.unflatten(-1, (count, -1))[..., item.head, :]
         new = split.clone()
-        new[..., item["head"], :] = changed(head, {k: v for k, v in item.items() if k != "head"}, where, source_head,
-                                            module)
+        new[..., item.head, :] = changed(head, replace(item, head=None), where, source_head, module)
         return new.flatten(-2)
     # Every replacement stays a function of the tensor, so that a recipe that differentiates through the
     # model (a saliency map) still can: a zeroed part passes no gradient, and a patch passes it on as the
     # unpatched output would (its value is the source's exactly), so that patching a run with itself is a no-op.
-    action = item["action"]
+    action = item.action
     if action == "zero":
         return tensor * 0.0
     if action == "scale":
-        return tensor * item["factor"]
+        return tensor * item.factor
     if action == "mean":
         dims = positions(tensor, where)
         return tensor.mean(dim=dims, keepdim=True).expand_as(tensor).clone()
     if source is None:
-        raise Refused(f"{where}.from_case: the source run never reached {item['node']}")
+        raise Refused(f"{where}.from_case: the source run never reached {item.node}")
     if source.shape != tensor.shape:
-        raise Refused(f"{where}.from_case: its {item['node']} has shape {list(source.shape)}, this input's "
+        raise Refused(f"{where}.from_case: its {item.node} has shape {list(source.shape)}, this input's "
                       f"{list(tensor.shape)}")
     return source + (tensor - tensor.detach())
 
@@ -550,22 +571,22 @@ def outlines(function: Callable, requests: list[dict], seed: int, root: str, kep
     return found
 
 
-def said(interventions: list[dict]) -> str:
+def said(interventions: list[Step]) -> str:
     """The interventions in words: "scaling decoder by 3", "zeroing head 2 of h.0.attn and patching h.1"."""
     verbs = {"zero": "zeroing", "mean": "averaging", "scale": "scaling", "patch": "patching"}
     parts = []
     for item in interventions:
-        node = f"head {item['head']} of {item['node']}" if "head" in item else item["node"]
-        part = f"{verbs.get(item['action'], item['action'])} {node}"
-        if item["action"] == "scale":
-            part += f" by {item['factor']:g}"
-        elif item["action"] == "patch":
-            part += f" from {item.get('from_case', 'another case')}"
+        node = f"head {item.head} of {item.node}" if item.head is not None else item.node
+        part = f"{verbs.get(item.action, item.action)} {node}"
+        if item.action == "scale":
+            part += f" by {item.factor:g}"
+        elif item.action == "patch":
+            part += f" from {item.from_case or 'another case'}"
         parts.append(part)
     return " and ".join(parts)
 
 
-def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int,
+def intervene(function: Callable, args: dict, interventions: list[dict | Step], sources: list[dict], seed: int,
               root: str, kept_runs: SizedLRU | None = None, key: str | None = None,
               source_keys: list[str | None] | None = None) -> dict:
     """The entry run on `args`, then with the interventions; `sources[i]` is the request whose run a patch
@@ -574,18 +595,19 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
     `root` is the class name of the recorded model, whose modules the graph names; the run as asked is
     taken from `kept_runs` where `key` finds it (plain_run), and a source's outputs where `source_keys[i]` finds
     its run kept there (a recorded case, kept at warm-up), without running it."""
+    interventions = [Step.read(item) for item in interventions]  # read once from the wire's plain data
     patched: dict[int, dict[str, Tensor]] = {}
     for index, source in enumerate(sources):
-        targets = {i["target"] for i in interventions if i.get("source") == index}
-        inputs = {i["target"] for i in interventions if i.get("source") == index and i["on"] == "input"}
+        targets = {i.target for i in interventions if i.source == index}
+        inputs = {i.target for i in interventions if i.source == index and i.on == "input"}
         key_of_source = source_keys[index] if source_keys else None
         stored = kept_runs.get(key_of_source) if kept_runs is not None and key_of_source else None
         found = stored[1].outputs(targets) if stored is not None and not inputs else None  # a head needs its input
         patched[index] = found if found is not None else \
             run_recording(function, source, seed, root, lambda node, t=targets: node in t, inputs)[1]
     plain, before, kept = plain_run(function, args, seed, root, kept_runs, key)
-    targets = {(item["target"], item["on"]) for item in interventions}
-    counted = {item["node"] for item in interventions if item["on"] == "input"}  # modules whose heads a change counts
+    targets = {(item.target, item.on) for item in interventions}
+    counted = {item.node for item in interventions if item.on == "input"}  # modules whose heads a change counts
     changed_outputs = {target for target, on in targets if on == "output"}
 
     def run(after: Kept | Moved) -> tuple[Any, list[int]]:
@@ -600,12 +622,12 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
             count = met[node, on] = met.get((node, on), 0) + 1
             key = occurrence(node if on == "output" else f"{node}:input", count - 1)
             for index, item in enumerate(interventions):
-                if item["target"] != node or item["on"] != on:
+                if item.target != node or item.on != on:
                     continue
                 where = f"interventions[{index}]"
-                source = patched.get(item.get("source"), {}).get(key)
+                source = patched.get(item.source, {}).get(key)
                 # A head's count may be an attribute of the attention module, whose call is under way.
-                tensor = changed(tensor, item, where, source, module if on == "output" else called[item["node"]])
+                tensor = changed(tensor, item, where, source, module if on == "output" else called[item.node])
                 applied[index] += 1
             if on == "output":
                 after.keep(node, tensor)
@@ -642,5 +664,5 @@ def intervene(function: Callable, args: dict, interventions: list[dict], sources
                       "node") from None
     for index, count in enumerate(applied):
         if not count:
-            raise Refused(f"interventions[{index}].node: {interventions[index]['node']} does not run for this input")
+            raise Refused(f"interventions[{index}].node: {interventions[index].node} does not run for this input")
     return {"before": plain, "after": result, "effects": measured, "plain_run_kept": kept}
