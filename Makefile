@@ -75,6 +75,7 @@ bench: setup-test
 	$(BIN)/python bench/executors.py --proxy --split-cores --rounds 3
 	$(BIN)/python bench/store.py
 	$(BIN)/python bench/retraining.py
+	$(BIN)/python bench/caches.py
 
 layouts: setup-test
 	$(BIN)/python scripts/build-layouts

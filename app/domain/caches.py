@@ -5,6 +5,7 @@ entry go. An in-process layer is made here alone (`kept`); docs/operations.md's 
 The project's one word for it is *kept*: an answer kept, the pages kept, the runs a recipe process keeps. A request
 meets the layers in the order below, from the browser down; each key names what the answer depends on (content
 hashes, the catalog it was made from), so that a layer is never read stale by a later release or a changed file.
+bench/caches.py measures what each in-process layer buys (bench/README.md, "Cache layers").
 """
 
 from dataclasses import dataclass
@@ -37,9 +38,9 @@ LAYERS: dict[str, Layer] = {layer.name: layer for layer in (
     Layer("compressed", "compressed bodies, per process", "the body's ETag (its hash) and the encoding",
           "`COMPRESS_CACHE_BYTES`", "least recently used first (a key names its content: never stale)",
           "web/compression.py"),
-    Layer("answers", "verification reports and live runs, shared by every process (and machine, with Redis)",
-          "the run key (the hashes of the recording, every recipe file and the checkpoint's files; torch, the seed) "
-          "and the request",
+    Layer("answers", "verification reports, live runs and rendered model pages, shared by every process (and "
+          "machine, with Redis)", "the run key (the hashes of the recording, every recipe file and the checkpoint's "
+          "files; torch, the seed) and the request; a page's: those hashes, the page version and its view",
           "`STATE_MAX_BYTES`, `STATE_MAX_ENTRY_BYTES`, `CACHE_SECONDS`",
           "its seconds passing; over the cap, those nearest their expiry", "services/cache.py, services/state.py"),
     Layer("near", "the cached reports this process read lately", "the report's key", "2 MiB, 2 s each",
