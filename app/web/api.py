@@ -16,7 +16,7 @@ from ..services.extensions import models
 from ..services.retraining import retrainings
 from ..services.state import encode
 from ..services.verification import verifications
-from .openapi import POST_ERRORS, documented, errors, found, openapi_document, ref, response_of
+from .openapi import POST_ERRORS, documented, errors, found, json_body, openapi_document, ref, response_of
 from .response_cache import cacheable
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -288,7 +288,7 @@ def verification_history(slug: str):
     "operationId": "shareVerification", "tags": ["verification"],
     "summary": "Keep a report a reader's verifier made, as a client's", "parameters": [f.slug],
     "x-checked-beyond-schema": ["values_failed"],  # at most `values`: a 400 that says so
-    "requestBody": {"required": True, "content": {"application/json": {"schema": ref("SharedEntry")}}},
+    "requestBody": json_body(ref("SharedEntry")),
     "responses": {"201": response_of(ref("HistoryEntry"), "The entry as kept."),
                   **errors(400, 403, 404, 413, 415, 429)}})
 @spends_compute
@@ -356,7 +356,7 @@ class ActionConverter(BaseConverter):
     "operationId": "intervene", "tags": ["interventions"],
     "summary": "A recorded case or a lab request run as it is and with modules or heads zeroed, averaged, scaled or "
                "patched", "parameters": [f.slug],
-    "requestBody": {"required": True, "content": {"application/json": {"schema": f.intervened}}},
+    "requestBody": json_body(f.intervened),
     "responses": {"200": response_of(ref("Intervened"), "Before, after, their difference and each module's movement."),
                   **errors(*POST_ERRORS)}})
 @spends_compute
@@ -371,7 +371,7 @@ def interventions_of(slug: str):
     "operationId": "interventionOptions", "tags": ["interventions"],
     "summary": "What an intervention can change on a recorded case or a lab request, node by node",
     "parameters": [f.slug],
-    "requestBody": {"required": True, "content": {"application/json": {"schema": f.subject}}},
+    "requestBody": json_body(f.subject),
     "responses": {"200": response_of(ref("InterventionOptions"), "Each module node's actions and the cases a patch "
                                                                 "may take it from, and why not the rest."),
                   **errors(*POST_ERRORS)}})
@@ -386,7 +386,7 @@ def intervention_options(slug: str):
     "operationId": "trainingStages", "tags": ["training"],
     "summary": "A recorded case or a lab request run on every stage of weights kept while the model trained",
     "parameters": [f.trained_slug],
-    "requestBody": {"required": True, "content": {"application/json": {"schema": f.stages}}},
+    "requestBody": json_body(f.stages),
     "responses": {"200": response_of(ref("Stages"), "Each stage's answer and each module's movement from "
                                                     "initialisation."), **errors(*POST_ERRORS)}})
 @spends_compute

@@ -69,6 +69,11 @@ def response_of(schema: dict, description: str, *headers: str) -> dict:
     return answer
 
 
+def json_body(schema: dict) -> dict:
+    """A required JSON request body of this schema."""
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
 def errors(*codes: int) -> dict:
     return {str(code): {"$ref": f"#/components/responses/E{code}"} for code in codes}
 
@@ -235,7 +240,7 @@ def _lab_paths(model: Model, schemas: dict[str, dict]) -> dict:
                     "type": "string", "enum": [c["id"] for c in model.manifest["experiment"]["cases"]],
                     "description": "A recorded case this run should reproduce: the answer carries record_check, the "
                                    "server's comparison."}
-            operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+            operation["requestBody"] = json_body(body)
             operation["responses"] = {"200": response_of(answer, described), **errors(*POST_ERRORS)}
         else:
             operation["parameters"] = [_query(f, endpoint.fields[f].required, schema)
