@@ -218,8 +218,8 @@ class Step:
     source: int | None = None
 
     @classmethod
-    def read(cls, step: "dict | Step") -> "Step":
-        return step if isinstance(step, Step) else cls(**step)
+    def read(cls, step: dict) -> "Step":
+        return cls(**step)
 
 
 def changed(tensor: Tensor, item: Step, where: str, source: Tensor | None, module: nn.Module) -> Tensor:
@@ -586,7 +586,7 @@ def said(interventions: list[Step]) -> str:
     return " and ".join(parts)
 
 
-def intervene(function: Callable, args: dict, interventions: list[dict | Step], sources: list[dict], seed: int,
+def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int,
               root: str, kept_runs: SizedLRU | None = None, key: str | None = None,
               source_keys: list[str | None] | None = None) -> dict:
     """The entry run on `args`, then with the interventions; `sources[i]` is the request whose run a patch
@@ -595,23 +595,23 @@ def intervene(function: Callable, args: dict, interventions: list[dict | Step], 
     `root` is the class name of the recorded model, whose modules the graph names; the run as asked is
     taken from `kept_runs` where `key` finds it (plain_run), and a source's outputs where `source_keys[i]` finds
     its run kept there (a recorded case, kept at warm-up), without running it."""
-    interventions = [Step.read(item) for item in interventions]  # read once from the wire's plain data
+    steps = [Step.read(item) for item in interventions]  # read once from the wire's plain data
     patched: dict[int, dict[str, Tensor]] = {}
     for index, source in enumerate(sources):
-        targets = {i.target for i in interventions if i.source == index}
-        inputs = {i.target for i in interventions if i.source == index and i.on == "input"}
+        targets = {i.target for i in steps if i.source == index}
+        inputs = {i.target for i in steps if i.source == index and i.on == "input"}
         key_of_source = source_keys[index] if source_keys else None
         stored = kept_runs.get(key_of_source) if kept_runs is not None and key_of_source else None
         found = stored[1].outputs(targets) if stored is not None and not inputs else None  # a head needs its input
         patched[index] = found if found is not None else \
             run_recording(function, source, seed, root, lambda node, t=targets: node in t, inputs)[1]
     plain, before, kept = plain_run(function, args, seed, root, kept_runs, key)
-    targets = {(item.target, item.on) for item in interventions}
-    counted = {item.node for item in interventions if item.on == "input"}  # modules whose heads a change counts
+    targets = {(item.target, item.on) for item in steps}
+    counted = {item.node for item in steps if item.on == "input"}  # modules whose heads a change counts
     changed_outputs = {target for target, on in targets if on == "output"}
 
     def run(after: Kept | Moved) -> tuple[Any, list[int]]:
-        applied = [0] * len(interventions)
+        applied = [0] * len(steps)
         called: dict[str, nn.Module] = {}  # node -> the module making that call
         met: dict[tuple[str, str], int] = {}  # how many times each target was met: in which call of the model
 
@@ -621,7 +621,7 @@ def intervene(function: Callable, args: dict, interventions: list[dict | Step], 
                 return None
             count = met[node, on] = met.get((node, on), 0) + 1
             key = occurrence(node if on == "output" else f"{node}:input", count - 1)
-            for index, item in enumerate(interventions):
+            for index, item in enumerate(steps):
                 if item.target != node or item.on != on:
                     continue
                 where = f"interventions[{index}]"
@@ -659,10 +659,10 @@ def intervene(function: Callable, args: dict, interventions: list[dict | Step], 
     except Refused:
         raise
     except Exception as exc:  # the run as asked succeeded: the change is what a later part cannot take
-        raise Refused(f"interventions: {said(interventions)} gives values that a later part of the model cannot "
+        raise Refused(f"interventions: {said(steps)} gives values that a later part of the model cannot "
                       f"take (it stopped with {type(exc).__name__}); try a factor nearer 1, another action or another "
                       "node") from None
     for index, count in enumerate(applied):
         if not count:
-            raise Refused(f"interventions[{index}].node: {interventions[index].node} does not run for this input")
+            raise Refused(f"interventions[{index}].node: {steps[index].node} does not run for this input")
     return {"before": plain, "after": result, "effects": measured, "plain_run_kept": kept}

@@ -59,7 +59,7 @@ class Config:
     MAX_CONTENT_LENGTH: above(0, int) = 64 * 1024
 
     COMPRESS_MIMETYPES: list[str] = ["text/html", "text/css", "text/csv", "text/plain", "text/x-python",
-                          "application/json", "text/javascript", "image/svg+xml"]
+                                     "application/json", "text/javascript", "image/svg+xml"]
     COMPRESS_CACHE_BYTES: at_least(0, int) = 32 * 2**20  # compressed bodies kept per process, by content hash
     # Whole answers to plain GETs of manifests, model pages and the catalog, kept per process while the
     # model files stay the same; 0 turns this off.
