@@ -168,13 +168,12 @@ def keep_after(task: dict, seed: int, kept_runs: SizedLRU, pending: Callable[[],
     changed run. Given up at the next module call once `pending()` says that a task waits (which so waits
     for one module call at most) or once it would take more than KEPT_AHEAD_SHARE of `kept_runs`. A task's
     `keep_run` is {"root", "key"}, as an intervention names its plain run; whether the run was kept."""
-    keep, recipe_dir = task.get("keep_run"), Path(task["recipe_dir"])
-    if not keep or task["module"] != "lab" or task["entry"] not in entry_points(recipe_dir)["lab"]:
+    read = Task.read(task)
+    if not read.keep_run or read.module != "lab" or read.entry not in entry_points(read.recipe_dir)["lab"]:
         return False
     most = kept_runs.max_bytes * KEPT_AHEAD_SHARE  # a kept run takes what its outputs take
-    return kept_run(entry_function(recipe_dir, task["entry"]), task["entry"],
-                    {**task.get("args", {}), **task.get("context", {})}, keep, seed, kept_runs,
-                    lambda seen: seen.bytes > most or pending())
+    return kept_run(entry_function(read.recipe_dir, read.entry), read.entry, read.asked(read.args), read.keep_run,
+                    seed, kept_runs, lambda seen: seen.bytes > most or pending())
 
 
 def kept_run(function: Callable, entry: str, asked: dict, keep: dict, seed: int, kept_runs: SizedLRU,
