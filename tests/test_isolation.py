@@ -176,9 +176,7 @@ def test_a_recipe_that_hangs_at_start_is_set_aside_and_holds_no_other_run(tmp_pa
         run = client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
                                                            "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]})
         assert run.status_code == 200 and time.monotonic() - began < 10, run.get_json()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and client.get("/api/models/hangs").status_code == 200:
-            time.sleep(0.2)
+        eventually(lambda: client.get("/api/models/hangs").status_code, lambda status: status != 200)
         reason = client.get("/api/models/hangs").get_json()["error"]["message"]
         assert "its recipe process could not start: warming it ran past 2 s (2 times in a row)" in reason, reason
         assert "hangs" in {u["slug"] for u in client.get("/api/models").get_json()["unavailable"]}
@@ -188,9 +186,7 @@ def test_a_recipe_that_hangs_at_start_is_set_aside_and_holds_no_other_run(tmp_pa
         warm_up(other)
         assert str(tree.recipes / "hangs") in parts(other).pool.failing  # and its workers never warm it
         (tree.recipes / "hangs" / "lab.py").write_text((PROJECT_ROOT / "recipes" / "bert" / "lab.py").read_text())
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and client.get("/api/models/hangs").status_code != 200:
-            time.sleep(0.2)
+        eventually(lambda: client.get("/api/models/hangs").status_code, lambda status: status == 200, seconds=10)
         assert client.get("/api/models/hangs").status_code == 200  # its files changed: served again
         eventually(lambda: other.test_client().get("/api/models/hangs").status_code, lambda s: s == 200)  # everywhere
     finally:
