@@ -15,7 +15,7 @@ from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.parts import parts
 
 from .browsing import ARTIFACTS, DESKTOP, PHONE, Watched
-from .test_browser import axe_violations, effects, graph_ready, small_text
+from .page_checks import axe_violations, effects, graph_ready, small_text
 
 pytestmark = pytest.mark.browser
 

@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .browsing import PHONE
-from .test_browser import axe_violations, lab_ready, small_text
+from .page_checks import axe_violations, lab_ready, small_text
 
 pytestmark = pytest.mark.browser
 
