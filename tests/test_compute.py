@@ -3,7 +3,8 @@
 import pytest
 
 from app.compute.errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
-from app.compute.pool import RecipeCall, WorkerPool
+from app.compute.messages import Capture, RecipeCall
+from app.compute.pool import WorkerPool
 from app.domain.checkpoints import CheckpointUnavailable
 from app.domain.labs.fields import FieldError
 from app.services import runs
@@ -38,10 +39,12 @@ def test_a_ticket_gives_its_place_back_once_whoever_releases_it():
 
 def test_calls_are_typed_and_the_worker_receives_plain_data():
     call = RecipeCall.lab(BERT_RECIPE, "trace", {"position": 2}, {"checkpoint": "/srv/ckpt"})
-    assert call.task() == {"recipe_dir": str(BERT_RECIPE), "module": "lab", "entry": "trace",
+    assert call.wire() == {"recipe_dir": str(BERT_RECIPE), "module": "lab", "entry": "trace",
                            "args": {"position": 2}, "context": {"checkpoint": "/srv/ckpt"}}
-    assert RecipeCall.replay(BERT_RECIPE).task()["module"] == "run"
-    assert RecipeCall.capture(BERT_RECIPE, [{"shape": [1, 6]}]).args == {"inputs": [{"shape": [1, 6]}]}
+    assert RecipeCall.replay(BERT_RECIPE).wire()["module"] == "run"
+    capture = RecipeCall.of(BERT_RECIPE, "capture", Capture([{"shape": [1, 6]}]))
+    assert capture.wire()["args"] == {"inputs": [{"shape": [1, 6]}]} and capture.wire()["module"] == "capture"
+    assert RecipeCall.read(capture.wire()) == capture  # read back into the same typed call
 
 
 def test_a_failed_lab_run_leaves_no_place_taken(app, client):
@@ -72,15 +75,15 @@ def test_a_result_is_written_once_and_read_back_as_it_was():
     from app.compute.worker import encoded
 
     plain = {"a": [1.5, -2e-07, 3], "b": {"c": "x"}, "d": True}
-    written = encoded(plain)
-    assert json.loads(written["result_json"]) == plain and written["finite"] and written["keys"] == ["a", "b", "d"]
-    with_none = encoded({"v": [None, 1.0]})  # null stands for None here, not for a NaN
-    assert json.loads(with_none["result_json"]) == {"v": [None, 1.0]} and with_none["finite"]
-    nan = encoded({"v": [math.nan, math.inf]})
-    assert not nan["finite"] and nan["result_json"] == '{"v":[NaN,Infinity]}'  # the replay's comparison reads them
-    assert encoded([1, 2])["keys"] is None
+    written = encoded(plain, {}, 0.0)
+    assert json.loads(written.result_json) == plain and written.finite and written.keys == ["a", "b", "d"]
+    with_none = encoded({"v": [None, 1.0]}, {}, 0.0)  # null stands for None here, not for a NaN
+    assert json.loads(with_none.result_json) == {"v": [None, 1.0]} and with_none.finite
+    nan = encoded({"v": [math.nan, math.inf]}, {}, 0.0)
+    assert not nan.finite and nan.result_json == '{"v":[NaN,Infinity]}'  # the replay's comparison reads them
+    assert encoded([1, 2], {}, 0.0).keys is None
     with pytest.raises(TypeError):
-        encoded({"t": object()})
+        encoded({"t": object()}, {}, 0.0)
 
 
 def test_both_executors_answer_the_one_declared_interface_with_its_signatures():

@@ -492,17 +492,17 @@ def test_warm_up_gives_every_lab_recipe_to_new_workers_and_loads_a_present_check
     asked = []
     pool.prestart, start = asked.append, pool.prestart
     warm_up(masked_lm_app)
-    tasks = {Path(t["recipe_dir"]).name: t for t in asked[0]}
+    tasks = {Path(t.recipe_dir).name: t for t in asked[0]}
     with masked_lm_app.app_context():
         # Every lab's recipe, and every recipe with recorded cases (What if? keeps them): here, every one.
         assert set(tasks) == {m.recipe_dir.name for m in models.catalog.models.values()
                               if m.has_lab or m.manifest["experiment"]["cases"]}
-    assert tasks["bert-base"]["warm"] == "load"
-    assert tasks["bert-base"]["context"] == {"checkpoint": str(bert_checkpoint)}
-    assert tasks["gpt"]["warm"] == "" and tasks["gpt"]["context"] == {}
+    assert tasks["bert-base"].warm == "load"
+    assert tasks["bert-base"].context == {"checkpoint": str(bert_checkpoint)}
+    assert tasks["gpt"].warm == "" and tasks["gpt"].context == {}
     masked_lm_app.config["BERT_CHECKPOINT"] = str(bert_checkpoint / "missing")
     warm_up(masked_lm_app)  # no checkpoint now: the recipe is imported, nothing is loaded
-    assert {Path(t["recipe_dir"]).name: t["warm"] for t in asked[1]}["bert-base"] == ""
+    assert {Path(t.recipe_dir).name: t.warm for t in asked[1]}["bert-base"] == ""
     masked_lm_app.config["BERT_CHECKPOINT"] = str(bert_checkpoint)
     pool.prestart = start
     warm_up(masked_lm_app)  # for real: the trace asked for at once is served by the one warmed worker

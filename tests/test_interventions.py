@@ -219,13 +219,15 @@ def test_a_run_kept_ahead_of_need_gives_way_to_the_next_task_but_not_to_a_change
     from multiprocessing import Pipe
 
     from app.compute import worker
+    from app.compute.messages import RecipeCall
     from app.domain.lru import SizedLRU
 
     task = {"recipe_dir": str(GPT_RECIPE), "module": "lab", "entry": "live_run", "args": {"input_ids": [1, 5, 7, 3]},
             "context": {}, "keep_run": {"root": "GPT", "key": "run-key"}}
+    call = RecipeCall.read(task)
     kept_runs = SizedLRU(1 << 26)
-    assert not worker.keep_after(task, 0, kept_runs, lambda: True) and len(kept_runs) == 0
-    assert not worker.keep_after(task, 0, SizedLRU(4096 * 4), lambda: False)  # it would take over 8 KiB of 16 KiB
+    assert not worker.keep_after(call, 0, kept_runs, lambda: True) and len(kept_runs) == 0
+    assert not worker.keep_after(call, 0, SizedLRU(4096 * 4), lambda: False)  # it would take over 8 KiB of 16 KiB
     lab = recipe_module(GPT_RECIPE, "lab")
     real = lab.live_run
     try:
@@ -236,14 +238,14 @@ def test_a_run_kept_ahead_of_need_gives_way_to_the_next_task_but_not_to_a_change
                 return {"swallowed": True}
 
         lab.live_run = forgiving
-        assert not worker.keep_after(task, 0, kept_runs, lambda: True) and len(kept_runs) == 0
+        assert not worker.keep_after(call, 0, kept_runs, lambda: True) and len(kept_runs) == 0
     finally:
         lab.live_run = real
-    assert worker.keep_after(task, 0, kept_runs, lambda: False)
+    assert worker.keep_after(call, 0, kept_runs, lambda: False)
     change = {"recipe_dir": str(GPT_RECIPE), "module": "intervene", "entry": "live_run", "context": {},
               "args": {"args": {"input_ids": [1, 5, 7, 3]}, "interventions": [], "sources": [], "root": "GPT",
                        "key": "run-key"}}
-    assert kept_runs.keys() == [worker.task_plain_key(change)]  # where an intervention on the input looks
+    assert kept_runs.keys() == [worker.waiting_key(change)]  # where an intervention on the input looks
 
     web, recipe = Pipe()
     waiting: list[dict] = []

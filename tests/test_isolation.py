@@ -10,7 +10,8 @@ import time
 import pytest
 
 from app import create_app
-from app.compute.pool import RecipeCall, WorkerPool, decoded
+from app.compute.messages import RecipeCall, Warmup
+from app.compute.pool import WorkerPool
 from app.domain.catalog import load_catalog
 from app.domain.graphlayout import ancestors
 from app.services.config import PROJECT_ROOT, TestConfig
@@ -204,13 +205,11 @@ def test_a_pool_counts_a_warm_up_that_kills_its_process_against_its_recipe(tmp_p
     pool = WorkerPool(size=1, timeout=30, torch_threads=1, seed=0, warmup_timeout=5,
                       on_failing=lambda folder, reason: set_aside.append((folder, reason)))
     try:
-        pool.prestart([{"recipe_dir": str(recipe), "warm": "", "context": {}}])
-        deadline = time.monotonic() + 30
-        while not set_aside and time.monotonic() < deadline:
-            time.sleep(0.1)
+        pool.prestart([Warmup(str(recipe))])
+        eventually(lambda: set_aside)
         assert set_aside == [(str(recipe), "its process died while warming it (exit code 3) (2 times in a row)")]
         replay = pool.run(RecipeCall.replay(PROJECT_ROOT / "recipes" / "mlp"))  # the others run on
-        assert decoded(replay)["result"]["checks"]
+        assert replay.result["checks"]
     finally:
         pool.shutdown()
 

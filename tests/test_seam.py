@@ -10,7 +10,8 @@ from safetensors.torch import save_file
 
 from app import create_app
 from app.compute.capture import trace_graph
-from app.compute.pool import RecipeCall, WorkerPool, decoded
+from app.compute.messages import RecipeCall, Reply, Warmup
+from app.compute.pool import WorkerPool
 from app.domain.catalog import graph_document
 from app.domain.graphlayout import build_preview, modules
 from app.domain.labs import lab_spec
@@ -32,18 +33,18 @@ def test_two_recipes_load_side_by_side_in_one_process():
 def test_two_recipes_run_in_the_same_worker_process():
     pool = WorkerPool(size=1, timeout=60, torch_threads=1, seed=0)
     try:
-        first = decoded(pool.run(RecipeCall.replay(BERT_RECIPE)))
+        first = pool.run(RecipeCall.replay(BERT_RECIPE))
         [worker] = pool.pids()
-        second = decoded(pool.run(RecipeCall.replay(GPT_RECIPE)))
-        third = decoded(pool.run(RecipeCall.lab(BERT_RECIPE, "trace", {
+        second = pool.run(RecipeCall.replay(GPT_RECIPE))
+        third = pool.run(RecipeCall.lab(BERT_RECIPE, "trace", {
             "input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "position": 2,
-            "attention": "bidirectional"})))
+            "attention": "bidirectional"}))
         assert pool.pids() == [worker]  # one process served all three
     finally:
         pool.shutdown()
-    assert set(first["result"]["cases"]) == {"mask-a", "mask-b", "both", "not-next"}
-    assert set(second["result"]["cases"]) == {"pi", "repeats", "falling", "in-order", "test-split"}
-    assert third["result"]["position"] == 2
+    assert set(first.result["cases"]) == {"mask-a", "mask-b", "both", "not-next"}
+    assert set(second.result["cases"]) == {"pi", "repeats", "falling", "in-order", "test-split"}
+    assert third.result["position"] == 2
 
 
 @pytest.fixture
@@ -245,9 +246,8 @@ def test_prestarted_workers_run_the_declared_warm_up_and_a_run_waits_for_them(tm
     marker = tmp_path / "warmed-by"
     pool = WorkerPool(size=1, timeout=60, torch_threads=1, seed=0)
     try:
-        pool.prestart([{"recipe_dir": str(recipe), "warm": "ready", "context": {"marker": str(marker)}},
-                       {"recipe_dir": str(GPT_RECIPE), "warm": "", "context": {}}])
-        served_by = decoded(pool.run(RecipeCall.lab(recipe, "pid")))["result"]  # asked for while the worker starts
+        pool.prestart([Warmup(str(recipe), "ready", {"marker": str(marker)}), Warmup(str(GPT_RECIPE))])
+        served_by = pool.run(RecipeCall.lab(recipe, "pid")).result  # asked for while the worker starts
         assert pool.pids() == [served_by]  # the one prestarted process: no second one was started
         assert marker.read_text() == str(served_by)  # it ran the warm-up before the run
     finally:
@@ -263,8 +263,8 @@ def test_a_warm_up_the_recipe_does_not_declare_is_refused(tmp_path):
     victim.write_text("data")
     pool = WorkerPool(size=1, timeout=60, torch_threads=1, seed=0)
     try:
-        pool.prestart([{"recipe_dir": str(recipe), "warm": "remove", "context": {"path": str(victim)}}])
-        assert pool.run(RecipeCall.replay(GPT_RECIPE))["ok"]
+        pool.prestart([Warmup(str(recipe), "remove", {"path": str(victim)})])
+        assert isinstance(pool.run(RecipeCall.replay(GPT_RECIPE)), Reply)
     finally:
         pool.shutdown()
     assert victim.read_text() == "data"

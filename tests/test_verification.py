@@ -198,8 +198,8 @@ def test_a_recipe_process_imports_nothing_of_the_web_tier():
               "print(sorted(m for m in sys.modules if m.startswith(('app', 'flask', 'werkzeug'))))")
     done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,
                           timeout=60)
-    loaded = ("['app', 'app.compute', 'app.compute.process', 'app.compute.worker', 'app.domain', "
-              "'app.domain.caches', 'app.domain.folders', 'app.domain.jsonbytes', 'app.domain.lru', "
+    loaded = ("['app', 'app.compute', 'app.compute.messages', 'app.compute.process', 'app.compute.worker', "
+              "'app.domain', 'app.domain.caches', 'app.domain.folders', 'app.domain.jsonbytes', 'app.domain.lru', "
               "'app.domain.recipes', 'app.domain.stamps']")
     assert done.stdout.strip() == loaded, done.stderr
 

@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 
-from ..compute.pool import RecipeCall, WorkerPool, decoded
+from ..compute.messages import Capture, RecipeCall
+from ..compute.pool import WorkerPool
 from ..domain import requirements
 from ..domain.catalog import (
     GRAPH_FILE,
@@ -201,7 +202,7 @@ def _check_lab(spec: LabSpec, manifest: dict, recipe_dir: Path, pool: WorkerPool
             args = spec.kind.prepare(name, validate(request, endpoint.fields), spec)
         except FieldError as exc:
             raise RecordingError(f"{where}: the request made from the first recorded case is refused: {exc}") from exc
-        result = decoded(pool.run(RecipeCall.lab(recipe_dir, endpoint.entry, args, context)))["result"]
+        result = pool.run(RecipeCall.lab(recipe_dir, endpoint.entry, args, context)).result
         missing = reads.missing(result)
         if missing:
             raise RecordingError(f"{where}: {endpoint.entry}() answers without {', '.join(missing)}, "
@@ -225,16 +226,15 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
     meta["experiment"].setdefault("kind", declaration.experiment.kind)
     checkpoint = _checkpoint(meta, settings)
     context = {"checkpoint": str(checkpoint.folder)} if checkpoint else {}
-    reply = pool.run(RecipeCall.capture(recipe_dir, meta["recording"].get("inputs"), context))
-    reply = decoded(reply)
-    graph, replay = reply["result"]["graph"], reply["result"]["replay"]
-    _alone_as_among_others(replay, reply["result"]["alone"], declaration)
+    reply = pool.run(RecipeCall.of(recipe_dir, "capture", Capture(meta["recording"].get("inputs")), context))
+    graph, replay = reply.result["graph"], reply.result["replay"]
+    _alone_as_among_others(replay, reply.result["alone"], declaration)
     manifest: dict = {"schemaVersion": 1, "slug": slug}
     for key in HEAD_FIELDS:
         value = graph["className"] if key == "className" else meta.get(key)
         if value is not None:
             manifest[key] = value
-    manifest["provenance"] = _provenance(meta, graph, replay, reply["environment"], files["model.py"], seed,
+    manifest["provenance"] = _provenance(meta, graph, replay, reply.environment, files["model.py"], seed,
                                          checkpoint)
     manifest["layers"] = graph["layers"]
     manifest["connections"] = graph["connections"]

@@ -21,8 +21,9 @@ from celery.exceptions import TimeoutError as WaitedTooLong
 from kombu.exceptions import OperationalError
 
 from .errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeTimeout
-from .pool import RecipeCall, outcome
-from .retraining import PROGRESS_SECONDS, Cancelled, RetrainCall
+from .messages import Failure, RecipeCall, Reply, Warmup, read_reply
+from .pool import outcome
+from .retraining import PROGRESS_SECONDS, Cancelled, RetrainCall, Retrained, read_retrained
 from .tasks import GRACE, PROGRESS, RETRAIN, TASK, cancel_key, options
 
 QUEUE = "celery"  # Celery's default queue: a Redis list of the tasks no worker has taken yet
@@ -96,11 +97,11 @@ class CeleryExecutor:
     def release(self) -> None:
         pass
 
-    def run(self, call: RecipeCall) -> dict:
+    def run(self, call: RecipeCall) -> Reply:
         """Send the call to the queue and wait for a worker's reply, saying truly what happened when none comes:
         no worker took it (the queue's wait), it ran past its time limit, or the worker that took it was lost."""
         try:
-            result = self.celery.send_task(TASK, args=[call.task()])
+            result = self.celery.send_task(TASK, args=[call.wire()])
         except (*UNREACHABLE, RuntimeError) as exc:
             raise _unreachable(exc) from None
         finally:
@@ -112,7 +113,7 @@ class CeleryExecutor:
                 result.forget()
             except (*UNREACHABLE, RuntimeError):
                 pass
-        return outcome(reply, call)
+        return outcome(read_reply(reply), call)
 
     def _sent(self) -> None:
         """The admitted run is in the queue (or was refused): the queue's length counts it now."""
@@ -145,7 +146,8 @@ class CeleryExecutor:
                 raise RecipeCrashed("the compute worker that took this run stopped answering; the run goes back to "
                                     "the queue for another worker")
 
-    def retrain(self, call: RetrainCall, progressed: Callable[[dict], None], cancelled: Callable[[], bool]) -> dict:
+    def retrain(self, call: RetrainCall, progressed: Callable[[dict], None],
+                cancelled: Callable[[], bool]) -> Retrained:
         """A retraining on a compute worker (compute/tasks.py's RETRAIN), its progress read from the task's state
         as it trains; `cancelled()` asked meanwhile, and a stop sent through the broker when it says so. The reply,
         or RecipeTimeout, Cancelled, RecipeCrashed (its worker lost) or a RecipeError that says why not."""
@@ -181,15 +183,13 @@ class CeleryExecutor:
                 result.forget()
             except (*UNREACHABLE, RuntimeError):
                 pass
-        if reply.get("cancelled"):
-            raise Cancelled(reply["words"])
-        if reply.get("timed_out"):
-            raise RecipeTimeout(reply["words"])
-        if not reply["ok"]:
-            raise RecipeError(reply["words"])
-        return reply
+        retrained = read_retrained(reply)
+        if isinstance(retrained, Failure):
+            raise (Cancelled if retrained.cancelled else RecipeTimeout if retrained.timed_out else RecipeError)(
+                retrained.words)
+        return retrained
 
-    def prestart(self, warmups: list[dict] | None = None) -> None:
+    def prestart(self, warmups: list[Warmup] | None = None) -> None:
         """Nothing to start here: the compute workers load torch when their children start."""
 
     def pids(self) -> list[int]:

@@ -4,8 +4,8 @@ recipe processes (pool.py's WorkerPool) or the compute tier's Celery workers (ce
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from .pool import RecipeCall
-from .retraining import RetrainCall
+from .messages import RecipeCall, Reply, Warmup
+from .retraining import RetrainCall, Retrained
 
 
 @runtime_checkable
@@ -19,14 +19,15 @@ class Executor(Protocol):
     def release(self) -> None:
         """Give back a place admit() claimed."""
 
-    def run(self, call: RecipeCall) -> dict:
+    def run(self, call: RecipeCall) -> Reply:
         """Run the call (a replay, a lab entry, an intervention, a capture): the recipe process's reply."""
 
-    def retrain(self, call: RetrainCall, progressed: Callable[[dict], None], cancelled: Callable[[], bool]) -> dict:
+    def retrain(self, call: RetrainCall, progressed: Callable[[dict], None],
+                cancelled: Callable[[], bool]) -> Retrained:
         """Train the recipe again (compute/retraining.py), telling `progressed` its curves as they grow and asking
         `cancelled` meanwhile: the trainer's reply."""
 
-    def prestart(self, warmups: list[dict] | None = None) -> None:
+    def prestart(self, warmups: list[Warmup] | None = None) -> None:
         """Start what runs recipes ahead of the first run, where this executor starts anything."""
 
     def pids(self) -> list[int]:

@@ -7,79 +7,16 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 
 from ..domain.folders import without_paths
-from ..domain.jsonbytes import loads
 from . import worker
 from .errors import PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
-from .retraining import RetrainCall, retrain_watched
+from .messages import Failure, RecipeCall, Reply, Warmup, read_reply
+from .retraining import RetrainCall, Retrained, retrain_watched
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RecipeCall:
-    """What a recipe worker is asked to run: the recipe's replay (run.py), one of its lab entries (lab.py), that
-    entry with interventions or on the weights kept during training, or a capture of its graph. `context`
-    holds the server's own arguments (a checkpoint folder), never a client's; the worker checks that the
-    entry is one the recipe declares. `keep_run` ({"root", "key"}) asks the worker to keep a lab run's
-    request as an intervention's plain run after it replied (worker.keep_after)."""
-
-    recipe_dir: Path
-    module: str
-    entry: str
-    args: dict = field(default_factory=dict)
-    context: dict = field(default_factory=dict)
-    keep_run: dict = field(default_factory=dict)
-
-    @classmethod
-    def replay(cls, recipe_dir: Path, context: dict | None = None) -> "RecipeCall":
-        """run.py's replay(): every recorded case and check, computed again."""
-        return cls(Path(recipe_dir), "run", "replay", {}, context or {})
-
-    @classmethod
-    def lab(cls, recipe_dir: Path, entry: str, args: dict | None = None, context: dict | None = None,
-            keep_run: dict | None = None) -> "RecipeCall":
-        """A lab.py function that the recipe's [lab] declaration names; `keep_run` as the class says."""
-        return cls(Path(recipe_dir), "lab", entry, args or {}, context or {}, keep_run or {})
-
-    @classmethod
-    def intervene(cls, recipe_dir: Path, entry: str, args: dict, interventions: list[dict], sources: list[dict],
-                  root: str, context: dict | None = None, key: str = "") -> "RecipeCall":
-        """A lab.py entry run as asked and again with the interventions (compute/intervene.py); `sources`
-        are the requests whose runs patches take their tensors from, `root` the recorded model's class, `key`
-        what the run depends on (the service's run key), under which the worker keeps the plain run."""
-        return cls(Path(recipe_dir), "intervene", entry, {"args": args, "interventions": interventions,
-                                                          "sources": sources, "root": root, "key": key},
-                   context or {})
-
-    @classmethod
-    def outline(cls, recipe_dir: Path, entry: str, requests: list[dict], root: str, context: dict | None = None,
-                key: str = "") -> "RecipeCall":
-        """The outputs a lab.py entry's runs on `requests` make, node by node (compute/intervene.py's outlines):
-        what an intervention on the first can change, and where the others (patch sources) match it. Each plain
-        run is kept (or found) under `key`, as an intervention's is."""
-        return cls(Path(recipe_dir), "outline", entry, {"requests": requests, "root": root, "key": key},
-                   context or {})
-
-    @classmethod
-    def training(cls, recipe_dir: Path, entry: str, args: dict, root: str, context: dict | None = None) -> "RecipeCall":
-        """A lab.py entry run on each stage of weights the recipe kept during training and on the trained
-        ones (compute/training.py); `root` is the recorded model's class, whose weights are swapped."""
-        return cls(Path(recipe_dir), "training", entry, {"args": args, "root": root}, context or {})
-
-    @classmethod
-    def capture(cls, recipe_dir: Path, inputs: list, context: dict | None = None) -> "RecipeCall":
-        """The recorder's trace of the model's graph and its replay, in one run."""
-        return cls(Path(recipe_dir), "capture", "capture", {"inputs": inputs}, context or {})
-
-    def task(self) -> dict:
-        """The call as the worker receives it (plain data over the pipe)."""
-        task = {"recipe_dir": str(self.recipe_dir), "module": self.module, "entry": self.entry,
-                "args": self.args, "context": self.context}
-        return task | {"keep_run": self.keep_run} if self.keep_run else task
 
 
 # The shape of a recipe process's reply (its result as JSON text since 2): part of every kept answer's key,
@@ -87,25 +24,20 @@ class RecipeCall:
 REPLY_FORMAT = 2
 
 
-def decoded(reply: dict) -> dict:
-    """A reply with its result read (`result`), for those that work with it rather than pass it on."""
-    return reply | {"result": loads(reply["result_json"])}
-
-
-def outcome(reply: dict, call: RecipeCall) -> dict:
+def outcome(reply: Reply | Failure, call: RecipeCall) -> Reply:
     """A recipe process's reply, whichever executor carried it: the reply when it ran, else the RecipeError
     (a refusal with its status) that says why not, without the server's folders."""
-    if reply["ok"]:
+    if isinstance(reply, Reply):
         return reply
     roots = (str(Path(call.recipe_dir).parent), *(v for v in call.context.values() if isinstance(v, str)))
-    if reply.get("refused"):
-        raise RecipeRefused(reply["refused"], without_paths(reply["message"], roots))
-    log.warning("recipe %s failed: %s\n%s", Path(call.recipe_dir).name, without_paths(reply.get("error", ""), roots),
-                without_paths(reply.get("traceback", ""), roots))
-    if reply.get("timed_out"):
+    if reply.refused:
+        raise RecipeRefused(reply.refused, without_paths(reply.message, roots))
+    log.warning("recipe %s failed: %s\n%s", Path(call.recipe_dir).name, without_paths(reply.error, roots),
+                without_paths(reply.traceback, roots))
+    if reply.timed_out:
         raise RecipeTimeout("the recipe ran past its timeout and was stopped")
     # Said in words (the worker's `words`), without the exception's text, which the log above keeps.
-    raise RecipeError(without_paths(reply.get("words") or "the recipe failed; nothing was answered", roots))
+    raise RecipeError(without_paths(reply.words or "the recipe failed; nothing was answered", roots))
 
 
 STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and import torch
@@ -113,15 +45,15 @@ STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and imp
 
 class _Worker:
     """One recipe process with the pipe to it, the plain runs it was last asked to keep (`holds`, the newest last:
-    a hint, the process's kept runs may have let one go), and the warm-ups it has still to run (`pending`: by recipe
-    folder, its start, then the keeping of its recorded cases)."""
+    a hint, the process's kept runs may have let one go), and the warm-ups it has still to run (`pending`: a recipe's
+    start, then the keeping of its recorded cases)."""
 
     HOLDS = 64
 
     def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int, timeout: float,
-                 pending: list[tuple[str, dict]] | None = None) -> None:
+                 pending: list[Warmup] | None = None) -> None:
         self.holds: dict[str, None] = {}
-        self.pending: list[tuple[str, dict]] = list(pending or [])
+        self.pending: list[Warmup] = list(pending or [])
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout),
@@ -156,17 +88,6 @@ class _Worker:
         self.process.kill()
         self.process.join(timeout=5)
         self.conn.close()
-
-
-def warm_steps(task: dict, seconds: float) -> list[tuple[str, dict]]:
-    """A recipe's warm-up as a new recipe process makes it, step by step: its start (its modules imported, its
-    declared warm-up called), then the keeping of its recorded cases, given half the warm-up's time."""
-    start = {k: v for k, v in task.items() if k != "keep"}
-    steps = [(task["recipe_dir"], start)]
-    if task.get("keep"):
-        steps.append((task["recipe_dir"], {"recipe_dir": task["recipe_dir"], "warm": "", "context": task["context"],
-                                           "keep": task["keep"] | {"seconds": seconds / 2}}))
-    return steps
 
 
 def worker_context() -> multiprocessing.context.BaseContext:
@@ -215,7 +136,7 @@ class WorkerPool:
         self._starting = 0  # workers being started in the background
         self._aside: list[_Worker] = []  # idle workers taken aside to run one warm-up
         self._waiting = 0  # runs waiting for a worker: idle time is theirs before any warm-up's
-        self._warmups: dict[str, dict] = {}  # by recipe folder: what every new worker runs when it idles
+        self._warmups: dict[str, Warmup] = {}  # by recipe folder: what every new worker runs when it idles
         self._failures: dict[str, int] = {}  # by recipe folder: warm-ups failed in a row
         self.failing: dict[str, str] = {}  # by recipe folder: why its warm-up is no longer run
         self._last_error: dict[str, str] = {}  # by recipe folder: how its last failed warm-up failed
@@ -235,8 +156,8 @@ class WorkerPool:
 
     def _new_worker(self) -> _Worker:
         with self._lock:
-            pending = [step for folder, task in self._warmups.items() if folder not in self.failing
-                       for step in warm_steps(task, self.warmup_timeout)]
+            pending = [step for folder, warmup in self._warmups.items() if folder not in self.failing
+                       for step in warmup.steps(self.warmup_timeout)]
         return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout, pending)
 
     def _take(self, prefer: str | None = None) -> _Worker:
@@ -274,31 +195,32 @@ class WorkerPool:
             w.kill()  # a replacement started while a request started its own: keep no more than size
         self._warm_when_idle()
 
-    def run(self, call: RecipeCall) -> dict:
+    def run(self, call: RecipeCall) -> Reply:
         """Run the call in a worker; returns the worker's reply, or raises a RecipeError saying why not."""
-        task = call.task()
-        key = worker.task_plain_key(task)  # a worker that holds its plain run is taken first
+        key = call.kept_run_key()  # a worker that holds its plain run is taken first
         with self._slots:
             w = self._ready(self._take(key), str(call.recipe_dir))
             try:
-                w.conn.send(task)
+                w.conn.send(call.wire())
                 if not w.conn.poll(self.timeout):
                     w.kill()
                     self._start_in_background(1)
                     raise RecipeTimeout(f"the recipe ran past its {self.timeout:g} s timeout and was stopped")
-                reply = w.conn.recv()
+                reply = read_reply(w.conn.recv())
             except (EOFError, OSError) as exc:
                 w.process.join(timeout=5)
                 code = w.process.exitcode
                 w.kill()
                 self._start_in_background(1)
                 raise RecipeCrashed(f"the recipe worker died (exit code {code}) before answering") from exc
-            if key is not None and reply["ok"]:
+            ran = isinstance(reply, Reply)
+            if key is not None and ran:
                 w.hold(key)
-            self._release(w, keeping=bool(call.keep_run) and reply["ok"])
+            self._release(w, keeping=call.keep_run is not None and ran)
         return outcome(reply, call)
 
-    def retrain(self, call: RetrainCall, progressed: Callable[[dict], None], cancelled: Callable[[], bool]) -> dict:
+    def retrain(self, call: RetrainCall, progressed: Callable[[dict], None],
+                cancelled: Callable[[], bool]) -> Retrained:
         """A retraining (compute/retraining.py) in a process of its own, started from this thread: not one of the
         pool's recipe processes, whose kernels and threads are the server's, not the training's. RecipeTimeout,
         Cancelled or a RecipeError when it ends without a report."""
@@ -308,22 +230,22 @@ class WorkerPool:
         """Make this recipe's own warm-up in the worker first (its start, its cases kept), never another's. A start
         that fails fails the run, saying why; a keeping that gave up (its worker killed, the recipe's cases no
         longer kept) leaves the run to a fresh worker."""
-        own = [step for where, step in w.pending if where == folder]
-        w.pending = [(where, step) for where, step in w.pending if where != folder]
+        own = [step for step in w.pending if step.recipe_dir == folder]
+        w.pending = [step for step in w.pending if step.recipe_dir != folder]
         for step in own:
             if self._warm(w, step):
                 continue
-            if "keep" in step:
+            if step.keep is not None:
                 return self._ready(self._new_worker(), folder)  # its steps no longer hold the keeping
             self._start_in_background(1)
             raise RecipeCrashed(f"the recipe did not start in its process: {self._why(folder)}")
         return w
 
-    def prestart(self, warmups: list[dict] | None = None) -> None:
+    def prestart(self, warmups: list[Warmup] | None = None) -> None:
         """Start every worker in the background; each runs `warmups` (one per recipe folder: importing its recipe,
         loading a checkpoint, keeping its cases) in time it would idle, so that the first runs find them warm."""
         with self._lock:
-            self._warmups = {task["recipe_dir"]: task for task in warmups or []}
+            self._warmups = {warmup.recipe_dir: warmup for warmup in warmups or []}
         self._start_in_background(self.size)
 
     def _start_in_background(self, count: int) -> None:
@@ -354,7 +276,7 @@ class WorkerPool:
                 return
             self._idle.remove(found)
             self._aside.append(found)
-            _, task = found.pending.pop(0)
+            task = found.pending.pop(0)
 
         def warm() -> None:
             if self._warm(found, task):
@@ -367,23 +289,23 @@ class WorkerPool:
 
         threading.Thread(target=warm, name="recipe-warm", daemon=True).start()
 
-    def _warm(self, w: _Worker, task: dict) -> bool:
+    def _warm(self, w: _Worker, task: Warmup) -> bool:
         """Run one warm-up step in the worker, within `warmup_timeout`; whether the worker lives on. A start that
         fails is counted against its recipe (a worker that hangs or dies is killed); one that succeeds clears the
         count. Keeping the recorded cases is no start: it gives up by itself at its deadline, and a run of it that
         hangs ends the worker, which then keeps nothing of that recipe, without counting against it."""
-        folder = task["recipe_dir"]
-        if "keep" in task:
+        folder = task.recipe_dir
+        if task.keep is not None:
             return self._keep(w, task)
         error = None
         try:
-            w.conn.send(task)
+            w.conn.send(task.wire())
             if not w.conn.poll(self.warmup_timeout):
                 error = f"warming it ran past {self.warmup_timeout:g} s"
             else:
-                reply = w.conn.recv()
-                if not reply["ok"]:
-                    error = f"warming it raised {without_paths(reply['error'], (str(Path(folder).parent),))}"
+                reply = read_reply(w.conn.recv())
+                if isinstance(reply, Failure):
+                    error = f"warming it raised {without_paths(reply.error, (str(Path(folder).parent),))}"
         except (EOFError, OSError):
             w.process.join(timeout=5)
             error = f"its process died while warming it (exit code {w.process.exitcode})"
@@ -397,19 +319,18 @@ class WorkerPool:
         w.kill()
         return False
 
-    def _keep(self, w: _Worker, task: dict) -> bool:
+    def _keep(self, w: _Worker, task: Warmup) -> bool:
         try:
-            w.conn.send(task)
+            w.conn.send(task.wire())
             if w.conn.poll(self.warmup_timeout):
                 w.conn.recv()
                 return True
         except (EOFError, OSError):
             pass
         log.warning("keeping the cases of %s ran past %g s; its next recipe process keeps none",
-                    Path(task["recipe_dir"]).name, self.warmup_timeout)
+                    Path(task.recipe_dir).name, self.warmup_timeout)
         with self._lock:
-            self._warmups[task["recipe_dir"]] = {k: v for k, v in self._warmups[task["recipe_dir"]].items()
-                                                 if k != "keep"}
+            self._warmups[task.recipe_dir] = replace(self._warmups[task.recipe_dir], keep=None)
         w.kill()
         return False
 
@@ -431,7 +352,7 @@ class WorkerPool:
         with self._lock:
             self.failing.setdefault(folder, reason)
             for w in (*self._idle, *self._aside):
-                w.pending = [(where, step) for where, step in w.pending if where != folder]
+                w.pending = [step for step in w.pending if step.recipe_dir != folder]
 
     def _why(self, folder: str) -> str:
         with self._lock:

@@ -1,7 +1,7 @@
 """A recipe's training run again on the server (compute/trainer.py, train.py --report in a process of its own),
 heard epoch by epoch, stopped at its time limit or when it is cancelled.
 
-    reply = retrain(RetrainCall(recipe_dir, timeout, memory_mb), heard, cancelled)
+    retrained = retrain(RetrainCall(recipe_dir, timeout, memory_mb), heard, cancelled)
 
 The same call runs in a web process's own thread (EXECUTOR = "local") or in a Celery worker (compute/tasks.py); in
 either it is the process that trains which is started fresh, with the kernels train.py run alone would take, so
@@ -18,13 +18,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from recipekit.kernels import KERNELS
 
 from ..domain.folders import without_paths
 from .errors import RecipeError, RecipeTimeout
+from .messages import Failure
 
 PROGRESS_SECONDS = 0.5  # how often a retraining's progress is passed on (every epoch of 2,000 would be too often)
 LOOK_SECONDS = 0.25  # how often a training that says nothing is asked whether it was cancelled or ran out of time
@@ -53,9 +54,30 @@ class RetrainCall:
         return cls(recipe_dir or Path(task["recipe_dir"]), float(task["timeout"]), int(task["memory_mb"]))
 
 
-def retrain(call: RetrainCall, heard: Callable[[dict], None], cancelled: Callable[[], bool]) -> dict:
-    """Train the recipe again and compare with its stored files: {"report", "environment", "compute_seconds"}, where
-    the report is train.py's comparison (recipekit.training.compared). `heard(event)` is told each epoch as it ends
+@dataclass(frozen=True)
+class Retrained:
+    """A retraining's reply: train.py's comparison with the stored files (`report`, recipekit.training.compared), the
+    environment it trained in, how long it took, and its progress at the end (Curve.progress(); None before an
+    epoch ended)."""
+
+    report: dict
+    environment: dict | None
+    compute_seconds: float
+    progress: dict | None = None
+
+    def wire(self) -> dict:
+        return {"ok": True, **asdict(self)}
+
+
+def read_retrained(data: dict) -> Retrained | Failure:
+    """A retraining's reply from its plain data (a Celery task's result)."""
+    fields = {k: v for k, v in data.items() if k != "ok"}
+    return Retrained(**fields) if data["ok"] else Failure(**fields)
+
+
+def retrain(call: RetrainCall, heard: Callable[[dict], None], cancelled: Callable[[], bool]) -> Retrained:
+    """Train the recipe again and compare with its stored files (train.py's comparison, recipekit.training.compared,
+    is the reply's report). `heard(event)` is told each epoch as it ends
     ({"run", "epoch", "epochs", "unit", "loss", "metrics"}); `cancelled()` is asked while it trains. RecipeTimeout
     past the call's timeout, Cancelled, or a RecipeError saying why the training stopped without a report."""
     started = time.perf_counter()
@@ -98,8 +120,7 @@ def retrain(call: RetrainCall, heard: Callable[[dict], None], cancelled: Callabl
         said = without_paths(errors[-1] if errors else "", (str(call.recipe_dir.parent),))
         raise RecipeError(f"train.py stopped (exit status {process.returncode}) without a report"
                           + (f": {said}" if said else ""))
-    return {"report": found["report"], "environment": found.get("environment"),
-            "compute_seconds": time.perf_counter() - started}
+    return Retrained(found["report"], found.get("environment"), time.perf_counter() - started)
 
 
 class Curve:
@@ -131,7 +152,8 @@ class Curve:
             for curve in self.curves]}
 
 
-def retrain_watched(call: RetrainCall, progressed: Callable[[dict], None], cancelled: Callable[[], bool]) -> dict:
+def retrain_watched(call: RetrainCall, progressed: Callable[[dict], None],
+                    cancelled: Callable[[], bool]) -> Retrained:
     """retrain() with its progress passed on whole (Curve.progress()) at most every PROGRESS_SECONDS and at its end:
     the executors' one way to retrain. The reply carries the last progress too."""
     curve, passed = Curve(), [0.0]
@@ -145,7 +167,7 @@ def retrain_watched(call: RetrainCall, progressed: Callable[[dict], None], cance
     reply = retrain(call, heard, cancelled)
     if curve.progress() is not None:
         progressed(curve.progress())
-    return reply | {"progress": curve.progress()}
+    return replace(reply, progress=curve.progress())
 
 
 def _read(stream, put: Callable) -> None:

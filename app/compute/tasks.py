@@ -18,6 +18,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from . import worker
 from .errors import RecipeError, RecipeTimeout
+from .messages import Failure
 from .retraining import Cancelled, RetrainCall, retrain_watched
 
 TASK = "tensorviz.run_recipe"
@@ -85,7 +86,7 @@ def make_celery(settings: dict) -> Celery:
         folder = recipes / Path(task["recipe_dir"]).name
         if not folder.is_dir():  # a machine set up with other recipes than the web tier's
             missing = f"this compute worker has no recipe folder {folder.name}"
-            return {"ok": False, "error": missing, "words": missing}
+            return Failure(missing, missing).wire()
         return process.answer(task | {"recipe_dir": str(folder)}, timeouts=(SoftTimeLimitExceeded,))
 
     # Acknowledged when taken, unlike a recipe run: a retraining runs for minutes, past the broker's visibility
@@ -112,11 +113,11 @@ def make_celery(settings: dict) -> Celery:
             reply = retrain_watched(RetrainCall.of_task(task, folder),
                                     lambda progress: self.update_state(state=PROGRESS, meta=progress), cancelled)
         except Cancelled as exc:
-            return {"ok": False, "cancelled": True, "error": str(exc), "words": str(exc)}
+            return Failure(str(exc), str(exc), cancelled=True).wire()
         except (RecipeTimeout, SoftTimeLimitExceeded) as exc:
-            return {"ok": False, "timed_out": True, "error": str(exc), "words": str(exc)}
+            return Failure(str(exc), str(exc), timed_out=True).wire()
         except RecipeError as exc:
-            return {"ok": False, "error": str(exc), "words": str(exc)}
-        return {"ok": True, **reply}
+            return Failure(str(exc), str(exc)).wire()
+        return reply.wire()
 
     return app

@@ -5,14 +5,12 @@ this module and torch (pool.worker_context), so the web workers never load torch
 """
 
 import functools
-import json
 import os
 import platform
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -24,6 +22,19 @@ from ..domain.jsonbytes import dumps
 from ..domain.lru import SizedLRU
 from ..domain.recipes import METADATA_FILE, load_module, read_metadata
 from ..domain.stamps import file_stamp
+from .messages import (
+    Capture,
+    Failure,
+    Interventions,
+    KeepRun,
+    Outlines,
+    RecipeCall,
+    Reply,
+    Stages,
+    Warmup,
+    is_warmup,
+    plain_key,
+)
 from .process import cap_memory, deterministic, manual_seed
 
 # Statuses a recipe's exception may carry (as its `status` attribute) to say that it refused the request
@@ -135,56 +146,54 @@ def environment(torch: ModuleType, seed: int, mode: str = "eval") -> dict:
     }
 
 
-def warm(task: dict, seed: int, kept_runs: SizedLRU | None = None) -> None:
+def warm(task: Warmup, seed: int, kept_runs: SizedLRU | None = None) -> None:
     """Import the recipe's modules and call the function its [lab] warm names (loading its checkpoint, say)
-    with the server's arguments, so that the first request finds both done; then run the requests of `keep`
-    as plain runs kept in `kept_runs` for interventions. {"recipe_dir", "warm", "context", optional "keep"}: `warm`
-    is the declared name when it is to be called, "" to import only; `keep` is {"entries": {entry: [args, ...]},
-    "root", "key"}, as an intervention names its plain run."""
-    recipe_dir = Path(task["recipe_dir"])
+    with the server's arguments, so that the first request finds both done; then run the requests of its `keep`
+    as plain runs kept in `kept_runs` for interventions, named as an intervention names its plain run."""
+    recipe_dir = Path(task.recipe_dir)
     declared = entry_points(recipe_dir)
     module = load_module(recipe_dir, "lab" if declared["lab"] else "run")
-    if task["warm"]:
-        if task["warm"] not in declared["warm"]:
-            raise ValueError(f"{task['warm']} is not the recipe's declared warm-up")
-        getattr(module, task["warm"])(**task.get("context", {}))
-    keep = task.get("keep")
-    if not keep or kept_runs is None:
+    if task.warm:
+        if task.warm not in declared["warm"]:
+            raise ValueError(f"{task.warm} is not the recipe's declared warm-up")
+        getattr(module, task.warm)(**task.context)
+    keep = task.keep
+    if keep is None or kept_runs is None:
         return
     most = kept_runs.max_bytes * WARM_RUN_SHARE
-    deadline = time.monotonic() + float(keep.get("seconds", 60))  # keeping is no start: it gives up in time
-    for entry, requests in keep["entries"].items():
+    deadline = time.monotonic() + keep.seconds  # keeping is no start: it gives up in time
+    for entry, requests in keep.entries.items():
         function = entry_function(recipe_dir, entry)
         for args in requests:
             if kept_runs.size > kept_runs.max_bytes // 2 or time.monotonic() > deadline:
                 return  # the rest is for the inputs readers bring
-            kept_run(function, entry, {**args, **task.get("context", {})}, keep, seed, kept_runs,
+            kept_run(function, entry, {**args, **task.context}, KeepRun(keep.root, keep.key), seed, kept_runs,
                      lambda seen: seen.bytes > most or time.monotonic() > deadline)
 
 
-def keep_after(task: dict, seed: int, kept_runs: SizedLRU, pending: Callable[[], bool]) -> bool:
+def keep_after(call: RecipeCall, seed: int, kept_runs: SizedLRU, pending: Callable[[], bool]) -> bool:
     """After a lab task's reply, in time the process would idle: its request run again as an intervention's
     plain run and kept in `kept_runs`, so that a reader's first change to the input they just ran runs only the
     changed run. Given up at the next module call once `pending()` says that a task waits (which so waits
-    for one module call at most) or once it would take more than KEPT_AHEAD_SHARE of `kept_runs`. A task's
-    `keep_run` is {"root", "key"}, as an intervention names its plain run; whether the run was kept."""
-    read = Task.read(task)
-    if not read.keep_run or read.module != "lab" or read.entry not in entry_points(read.recipe_dir)["lab"]:
+    for one module call at most) or once it would take more than KEPT_AHEAD_SHARE of `kept_runs`. The call's
+    `keep_run` names the plain run as an intervention names its own; whether the run was kept."""
+    if (call.keep_run is None or call.module != "lab" or not isinstance(call.args, dict)
+            or call.entry not in entry_points(call.recipe_dir)["lab"]):
         return False
     most = kept_runs.max_bytes * KEPT_AHEAD_SHARE  # a kept run takes what its outputs take
-    return kept_run(entry_function(read.recipe_dir, read.entry), read.entry, read.asked(read.args), read.keep_run,
+    return kept_run(entry_function(call.recipe_dir, call.entry), call.entry, call.asked(call.args), call.keep_run,
                     seed, kept_runs, lambda seen: seen.bytes > most or pending())
 
 
-def kept_run(function: Callable, entry: str, asked: dict, keep: dict, seed: int, kept_runs: SizedLRU,
+def kept_run(function: Callable, entry: str, asked: dict, keep: KeepRun, seed: int, kept_runs: SizedLRU,
              give_up: Callable | None = None) -> bool:
     """`function` (the task's `entry`) on `asked` run as an intervention's plain run and kept in `kept_runs` under the
-    key the intervention looks for (plain_key of `keep["key"]`); whether it was."""
+    key the intervention looks for (plain_key of `keep.key`); whether it was."""
     from . import intervene
 
     try:
-        key = plain_key(keep["key"], entry, asked)
-        intervene.plain_run(function, asked, seed, keep["root"], kept_runs, key, give_up)
+        key = plain_key(keep.key, entry, asked)
+        intervene.plain_run(function, asked, seed, keep.root, kept_runs, key, give_up)
     except (Exception, intervene.GaveUp):  # a request that fails here answers its error when it is asked for
         return False
     return True
@@ -204,127 +213,83 @@ def every(seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:
     return asked
 
 
-def plain_key(run_key: str, entry: str, asked: dict) -> str:
-    """What a plain run kept for interventions is found by: the service's run key (the recipe's content, the
-    checkpoint, torch, the seed), the lab entry, and the request with the server's arguments."""
-    return f"{run_key}:{entry}:{json.dumps(asked, sort_keys=True)}"
+def waiting_key(task: dict) -> str | None:
+    """Where the plain run of a task received (plain data) is kept; None for a warm-up, or a call that keeps none."""
+    return None if is_warmup(task) else RecipeCall.read(task).kept_run_key()
 
 
-@dataclass(frozen=True)
-class Task:
-    """A task as a recipe process reads it. It travels as plain data (RecipeCall.task(): over a pipe, or as Celery's
-    JSON) and is read here once, so that nothing below reads the wire's keys. `args` are the client's (a lab entry's
-    request, or what the module's handler takes); `context` the server's own arguments (a checkpoint folder), added
-    to every request the task runs."""
-
-    recipe_dir: Path
-    module: str
-    entry: str
-    args: dict
-    context: dict
-    keep_run: dict
-
-    @classmethod
-    def read(cls, task: dict) -> "Task":
-        return cls(Path(task["recipe_dir"]), task["module"], task["entry"], task.get("args", {}),
-                   task.get("context", {}), task.get("keep_run", {}))
-
-    def asked(self, request: dict) -> dict:
-        """A request as the entry is called with it: the server's own arguments added."""
-        return {**request, **self.context}
-
-    def plain_key(self, request: dict) -> str | None:
-        """Where the plain run of `request` is kept for this task's handler (args["key"]); None where it names none."""
-        return plain_key(self.args["key"], self.entry, self.asked(request)) if self.args.get("key") else None
-
-
-def task_plain_key(task: dict) -> str | None:
-    """Where the plain run a task makes or keeps is kept: a lab run's with `keep_run`, an intervention's (the
-    run as asked), an outline's (the run to be changed); None for any other task."""
-    if "warm" in task:
-        return None
-    read = Task.read(task)
-    if read.module == "lab" and read.keep_run:
-        return plain_key(read.keep_run["key"], read.entry, read.asked(read.args))
-    if read.module == "intervene":
-        return read.plain_key(read.args["args"])
-    if read.module == "outline":
-        return read.plain_key(read.args["requests"][0])
-    return None
-
-
-# What each kind of task calls, by RecipeCall's module: a function of (task, seed, kept runs) that answers the
-# function to run. A task of any other module runs a declared entry of the recipe's own module (run.py, lab.py).
-def _capture(task: Task, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+# What each kind of call calls, by the type of its arguments: a function of (call, its arguments, seed, kept runs)
+# that answers the function to run. A call with a request of a client's runs a declared entry of the recipe's own
+# module (run.py, lab.py).
+def _capture(call: RecipeCall, spec: Capture, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import capture
 
-    return partial(capture.capture, **task.asked({"recipe_dir": str(task.recipe_dir), **task.args}))
+    if call.entry != "capture":
+        raise ValueError(f"capture.{call.entry} is not a recipe entry point")
+    return partial(capture.capture, **call.asked({"recipe_dir": str(call.recipe_dir), "inputs": spec.inputs}))
 
 
-def _intervene(task: Task, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _intervene(call: RecipeCall, spec: Interventions, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import intervene
 
-    spec = task.args  # {"args", "interventions", "sources", "root", "key"}: RecipeCall.intervene
-    asked, sources = task.asked(spec["args"]), [task.asked(source) for source in spec["sources"]]
-    keys = [task.plain_key(each) for each in [spec["args"], *spec["sources"]]]
-    return partial(intervene.intervene, entry_function(task.recipe_dir, task.entry), asked, spec["interventions"],
-                   sources, seed, spec["root"], kept_runs, keys[0], keys[1:])
+    asked, sources = call.asked(spec.args), [call.asked(source) for source in spec.sources]
+    keys = [call.plain_key(each, spec.key) for each in [spec.args, *spec.sources]]
+    return partial(intervene.intervene, entry_function(call.recipe_dir, call.entry), asked, spec.interventions,
+                   sources, seed, spec.root, kept_runs, keys[0], keys[1:])
 
 
-def _outline(task: Task, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _outline(call: RecipeCall, spec: Outlines, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import intervene
 
-    spec = task.args  # {"requests", "root", "key"}: RecipeCall.outline
-    return partial(intervene.outlines, entry_function(task.recipe_dir, task.entry),
-                   [task.asked(each) for each in spec["requests"]], seed, spec["root"], kept_runs,
-                   [task.plain_key(each) for each in spec["requests"]])
+    return partial(intervene.outlines, entry_function(call.recipe_dir, call.entry),
+                   [call.asked(each) for each in spec.requests], seed, spec.root, kept_runs,
+                   [call.plain_key(each, spec.key) for each in spec.requests])
 
 
-def _training(task: Task, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _training(call: RecipeCall, spec: Stages, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import training
 
-    snapshots = task.recipe_dir / read_metadata(task.recipe_dir)["training"]["snapshots"]  # the recipe's own
-    return partial(training.stages, entry_function(task.recipe_dir, task.entry), task.asked(task.args["args"]), seed,
-                   task.args["root"], snapshots)
+    snapshots = call.recipe_dir / read_metadata(call.recipe_dir)["training"]["snapshots"]  # the recipe's own
+    return partial(training.stages, entry_function(call.recipe_dir, call.entry), call.asked(spec.args), seed,
+                   spec.root, snapshots)
 
 
-HANDLERS: dict[str, Callable[[Task, int, SizedLRU | None], Callable[[], Any]]] = {
-    "capture": _capture, "intervene": _intervene, "outline": _outline, "training": _training}
+HANDLERS: dict[type, Callable[..., Callable[[], Any]]] = {
+    Capture: _capture, Interventions: _intervene, Outlines: _outline, Stages: _training}
 
 
-def _declared(task: Task, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
-    """A declared entry of the recipe's run.py or lab.py, called with the task's request."""
-    if task.entry not in entry_points(task.recipe_dir).get(task.module, ()):
-        raise ValueError(f"{task.module}.{task.entry} is not a recipe entry point")
-    function = getattr(load_module(task.recipe_dir, task.module), task.entry, None)
+def _declared(call: RecipeCall, request: dict, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+    """A declared entry of the recipe's run.py or lab.py, called with the client's request."""
+    if call.entry not in entry_points(call.recipe_dir).get(call.module, ()):
+        raise ValueError(f"{call.module}.{call.entry} is not a recipe entry point")
+    function = getattr(load_module(call.recipe_dir, call.module), call.entry, None)
     if not callable(function):
-        raise ValueError(f"{task.module}.py has no entry point {task.entry}()")
-    return partial(function, **task.asked(task.args))
+        raise ValueError(f"{call.module}.py has no entry point {call.entry}()")
+    return partial(function, **call.asked(request))
 
 
 def execute(task: dict, torch: ModuleType, seed: int, kept_runs: SizedLRU | None = None) -> dict:
-    """Run one task (RecipeCall.task()), or a warm-up (see warm). `kept_runs` keeps plain runs that interventions on
-    the same input reuse (compute/intervene.py)."""
-    if "warm" in task:
+    """Run one task (a RecipeCall's or a Warmup's plain data). `kept_runs` keeps plain runs that interventions on the
+    same input reuse (compute/intervene.py)."""
+    if is_warmup(task):
         started = time.perf_counter()
-        warm(task, seed, kept_runs)
+        warm(Warmup.read(task), seed, kept_runs)
         return {"result": None, "compute_seconds": time.perf_counter() - started}
-    read = Task.read(task)
-    if read.module == "capture" and read.entry != "capture":
-        raise ValueError(f"capture.{read.entry} is not a recipe entry point")
-    call = HANDLERS.get(read.module, _declared)(read, seed, kept_runs)
+    call = RecipeCall.read(task)
+    run = HANDLERS.get(type(call.args), _declared)(call, call.args, seed, kept_runs)
     manual_seed(torch, seed)
     started = time.perf_counter()
-    result = call()
+    result = run()
     return {"result": result, "compute_seconds": time.perf_counter() - started}
 
 
-def encoded(result) -> dict:
+def encoded(result, environment: dict, compute_seconds: float) -> Reply:
     """A result as the JSON text it travels as (`result_json`), whether it is finite (JSON proper: NaN and
     infinity are written as NaN and Infinity otherwise, which a replay's comparison reads and no answer
     serves), and its top-level keys where it is an object (an answer spliced beside others checks them)."""
     raw, finite = dumps(result)
-    return {"result_json": raw.decode(), "finite": finite, "keys": list(result) if isinstance(result, dict) else None}
+    return Reply(raw.decode(), finite, list(result) if isinstance(result, dict) else None, environment,
+                 compute_seconds)
 
 
 class RecipeProcess:
@@ -338,22 +303,18 @@ class RecipeProcess:
         self.kept_runs = caches.kept("runs")  # this process's plain runs, for interventions on the same input
 
     def answer(self, task: dict, timeouts: tuple[type[BaseException], ...] = ()) -> dict:
-        """The task's reply; an exception of `timeouts` (an executor's time limit) says that it timed out."""
+        """The task's reply, as plain data; an exception of `timeouts` (an executor's time limit) says that it timed
+        out."""
         try:
             ran = execute(task, self.torch, self.seed, self.kept_runs)
             # Encoded once, here: the text travels to the cache and the client as it is (plain JSON data only:
             # unpickling a torch object would import torch into the web process).
-            return {"ok": True, "environment": self.env, "compute_seconds": ran["compute_seconds"],
-                    **encoded(ran["result"])}
+            return encoded(ran["result"], self.env, ran["compute_seconds"]).wire()
         except Exception as exc:  # a recipe's own error goes back to the caller, the process lives on
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=8),
-                     "words": failure(exc, task)}
             status = getattr(exc, "status", None)
-            if status in REFUSALS:  # the recipe refused the request (400) or cannot serve it (503)
-                reply |= {"refused": status, "message": str(exc)}
-            if isinstance(exc, timeouts):
-                reply["timed_out"] = True
-            return reply
+            refused = status in REFUSALS  # the recipe refused the request (400) or cannot serve it (503)
+            return Failure(f"{type(exc).__name__}: {exc}", failure(exc, task), traceback.format_exc(limit=8),
+                           status if refused else None, str(exc) if refused else "", isinstance(exc, timeouts)).wire()
 
 
 def failure(exc: BaseException, task: dict) -> str:
@@ -466,7 +427,7 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, w
         conn.send(reply)
         if reply["ok"] and "keep_run" in task and rested >= KEEP_AFTER_IDLE_SECONDS:
             watchdog.task()  # the run kept after the reply has a timeout of its own
-            keep_after(task, process.seed, process.kept_runs,
+            keep_after(RecipeCall.read(task), process.seed, process.kept_runs,
                        every(PENDING_CHECK_SECONDS, partial(make_way, conn, task, waiting)))
         watchdog.idle()
         idle_since = time.monotonic()
@@ -483,4 +444,4 @@ def make_way(conn: Connection, kept: dict, waiting: list[dict]) -> bool:
             waiting.append(conn.recv())
         except (EOFError, OSError):
             return True  # the pipe closed: the next read ends the loop
-    return task_plain_key(waiting[0]) != task_plain_key(kept)
+    return waiting_key(waiting[0]) != waiting_key(kept)

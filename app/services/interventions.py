@@ -17,7 +17,7 @@ import json
 import numpy as np
 
 from ..compute.errors import RecipeRefused
-from ..compute.pool import RecipeCall, decoded
+from ..compute.messages import Interventions, Keep, Outlines, RecipeCall, Reply
 from ..domain.catalog import Model
 from ..domain.interventions import offered, plan
 from ..domain.labs import Endpoint
@@ -32,7 +32,7 @@ NOTE = ("Computed live on the server by the model's recipe, once as asked and on
 BODY = SUBJECT | {"interventions"}
 
 
-def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -> tuple[dict, bool, list[dict]]:
+def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -> tuple[Reply, bool, list[dict]]:
     """The intervened run's reply (before, after, effects) and whether it was kept, with the plan; a patch
     runs the source of its case (`sources`, the subject's) first."""
     steps = plan(items, model.manifest, model.heads, sources)
@@ -42,15 +42,16 @@ def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -
             step["source"] = used.index(step["from_case"])
     source_args = [sources[case] for case in used]
     run_key = runs.run_key(model)
-    call = RecipeCall.intervene(model.recipe_dir, entry, args, steps, source_args,
-                                model.manifest.get("className", ""), context(model.checkpoint), run_key)
+    call = RecipeCall.of(model.recipe_dir, entry,
+                         Interventions(args, steps, source_args, model.manifest.get("className", ""), run_key),
+                         context(model.checkpoint))
     asked = json.dumps({"args": args, "steps": steps, "sources": source_args}, sort_keys=True)
     key = f"intervened:{entry}:{run_key}:{hashlib.sha256(asked.encode()).hexdigest()}"
     changed = ", ".join(dict.fromkeys(step["node"] for step in steps))
     blame = RecipeRefused(400, f"interventions: the changes to {changed} made the answer NaN or infinite, which "
                                "JSON cannot carry; a smaller factor, or another action, may keep it finite")
     reply, cached = runs.submit(call, key, blame)
-    return decoded(reply), cached, steps
+    return reply, cached, steps
 
 
 def options(model: Model, body) -> dict:
@@ -62,16 +63,16 @@ def options(model: Model, body) -> dict:
     sources = {case: args for case, args in asked.sources.items() if case != body.get("case")}
     run_key = runs.run_key(model)
     requests = [asked.args, *sources.values()]
-    call = RecipeCall.outline(model.recipe_dir, asked.entry, requests, model.manifest.get("className", ""),
-                              context(model.checkpoint), run_key)
+    outlines = Outlines(requests, model.manifest.get("className", ""), run_key)
+    call = RecipeCall.of(model.recipe_dir, asked.entry, outlines, context(model.checkpoint))
     asked_for = hashlib.sha256(json.dumps(requests, sort_keys=True).encode()).hexdigest()
     reply, _ = runs.submit(call, f"outline:{asked.entry}:{run_key}:{asked_for}")
-    shown, *others = decoded(reply)["result"]
+    shown, *others = reply.result
     return {"endpoint": asked.name, "case": body.get("case"),
             "nodes": offered(model.manifest, shown, dict(zip(sources, others, strict=True)))}
 
 
-def cases_to_keep(model: Model) -> dict | None:
+def cases_to_keep(model: Model) -> Keep | None:
     """The plain runs a recipe process keeps from its warm-up (compute/worker.py's warm): the model's recorded
     cases as the runs What if? makes of them first (a lab's preset request, else the case replayed), named as an
     intervention on each names its plain run, so that a reader's first change to a case (what the page offers
@@ -80,10 +81,11 @@ def cases_to_keep(model: Model) -> dict | None:
     if not cases:
         return None
     runs_of = [subject(model, {"case": case["id"]}) for case in cases]
-    entries = {}
+    entries: dict[str, list[dict]] = {}
     for each in runs_of:
         entries.setdefault(each.entry, []).append(each.args)
-    return {"entries": entries, **plain_run_names(model, runs.run_key(model))}
+    names = plain_run_names(model, runs.run_key(model))
+    return Keep(entries, names.root, names.key)
 
 
 def answer(model: Model, body) -> dict:
@@ -91,7 +93,7 @@ def answer(model: Model, body) -> dict:
     checked(body, BODY)
     asked = subject(model, body)
     reply, cached, steps = run(model, asked.entry, asked.args, body.get("interventions"), asked.sources)
-    result = reply["result"]
+    result = reply.result
     compared = items(result["before"], result["after"]) if asked.answers_case else \
         {"before": result["before"], "after": result["after"], "delta": difference(result["before"], result["after"])}
     return answered(model, asked.args, reply, cached, NOTE) | {
@@ -103,7 +105,7 @@ def lab_answer(model: Model, endpoint: Endpoint, args: dict, items) -> dict:
     """A lab endpoint's answer with `interventions` in its body: the intervened result where the plain one
     would be, with the interventions and each module's movement beside it."""
     reply, cached, steps = run(model, endpoint.entry, args, items, preset_requests(model, endpoint))
-    result = reply["result"]
+    result = reply.result
     return answered(model, args, reply, cached, NOTE) | {
         "result": result["after"], "interventions": steps_shown(steps), "effects": result["effects"],
         "plain_run_kept": result["plain_run_kept"]}

@@ -5,7 +5,7 @@ import json
 
 from flask import current_app
 
-from ..compute.pool import RecipeCall
+from ..compute.messages import KeepRun, RecipeCall, Reply
 from ..domain.catalog import Model
 from . import runs
 from .checkpoints import context
@@ -32,18 +32,18 @@ def lab_answer(model: Model, entry: str, args: dict) -> dict:
     call = RecipeCall.lab(model.recipe_dir, entry, args, context(model.checkpoint),
                           plain_run_names(model, run_key) if current_app.config["KEEP_LAB_RUNS"] else None)
     reply, cached = runs.submit(call, _key(run_key, entry, args))
-    return answered(model, args, reply, cached) | {"result_json": reply["result_json"], "keys": reply["keys"]}
+    return answered(model, args, reply, cached) | {"result_json": reply.result_json, "keys": reply.keys}
 
 
-def plain_run_names(model: Model, run_key: str) -> dict:
+def plain_run_names(model: Model, run_key: str) -> KeepRun:
     """What a recipe process keeps a plain run of this model under for interventions, as an intervention names
     its own (compute/worker.py's plain_key): the recorded model's class, whose modules the graph names, and the
     run key."""
-    return {"root": model.manifest.get("className", ""), "key": run_key}
+    return KeepRun(model.manifest.get("className", ""), run_key)
 
 
-def answered(model: Model, args: dict, reply: dict, cached: bool, note: str = LIVE_NOTE) -> dict:
+def answered(model: Model, args: dict, reply: Reply, cached: bool, note: str = LIVE_NOTE) -> dict:
     """What every live answer says of itself: the model and revision, not recorded, the request as run,
     where and how long it ran, and whether it was kept."""
     return {"model": model.slug, "revision": model.revision, "recorded": False, "note": note, "request": args,
-            "environment": reply["environment"], "compute_seconds": reply["compute_seconds"], "cached": cached}
+            "environment": reply.environment, "compute_seconds": reply.compute_seconds, "cached": cached}

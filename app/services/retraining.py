@@ -55,13 +55,13 @@ def retrain(model: Model, record: dict) -> RetrainingReport:
     except (RecipeTimeout, RecipeError) as exc:
         report |= {"status": "error", "message": str(exc)}
     else:
-        retrainings.made_known(record, progress=reply["progress"])  # the last epochs too, however fast they came
-        compared = reply["report"]
+        retrainings.made_known(record, progress=reply.progress)  # the last epochs too, however fast they came
+        compared = reply.report
         report |= {"status": "passed" if compared["passed"] else "failed",
                    **{k: compared[k] for k in ("summary", "tolerance", "largest_difference", "identical",
                                                "weights_sha256", "tensors", "figures", "facts")},
-                   "curves": (reply["progress"] or {}).get("curves", []), "environment": reply["environment"],
-                   "compute_seconds": reply["compute_seconds"]}
+                   "curves": (reply.progress or {}).get("curves", []), "environment": reply.environment,
+                   "compute_seconds": reply.compute_seconds}
     compared_files = {TRAINING_SCRIPT, *(t["file"] for t in report.get("tensors", []))}
     report["files"] = {name: model.files[name].sha256 for name in sorted(compared_files) if name in model.files}
     if "curves" not in report:

@@ -22,7 +22,8 @@ from flask import current_app
 
 from ..compute.errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
 from ..compute.executor import Executor
-from ..compute.pool import REPLY_FORMAT, RecipeCall
+from ..compute.messages import RecipeCall, Reply, read_reply
+from ..compute.pool import REPLY_FORMAT
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.labs.fields import FieldError
 from . import budget, checkpoints
@@ -93,32 +94,32 @@ def admit() -> Ticket:
     return Ticket(pool)
 
 
-def run(call: RecipeCall) -> dict:
+def run(call: RecipeCall) -> Reply:
     """Run the call in a worker (its place admitted already): the reply, or a RecipeError saying why not."""
     return workers.pool.run(call)
 
 
-def answerable(call: RecipeCall, reply: dict, blame: RecipeRefused | None = None) -> dict:
+def answerable(call: RecipeCall, reply: Reply, blame: RecipeRefused | None = None) -> Reply:
     """The reply, when its result can be answered as JSON: NaN and infinity cannot (a replay's are compared
     instead, so verification does not ask this). The recipe process said which when it encoded it. `blame`, where
     the request made them (an intervention that blew the values up), is raised instead of the server's 503."""
-    if not reply["finite"]:
+    if not reply.finite:
         raise blame or RecipeError(f"the recipe's {call.entry}() answered NaN or infinity, which JSON cannot carry")
     return reply
 
 
-def submit(call: RecipeCall, key: str, blame: RecipeRefused | None = None) -> tuple[dict, bool]:
+def submit(call: RecipeCall, key: str, blame: RecipeRefused | None = None) -> tuple[Reply, bool]:
     """The reply to the call and whether it came from the cache (kept under `key`, which names everything
     the answer depends on, for CACHE_SECONDS); a failed run raises its RecipeError (see status_of), a result that
     is not finite `blame` where given (see answerable)."""
     found = cache.get(key)
     if found is not None:
-        return found, True
+        return read_reply(found), True
     budget.spend()  # only a run that starts counts: not a refused request, nor a kept answer
     ticket = admit()
     try:
         reply = answerable(call, run(call), blame)
     finally:
         ticket.release()
-    cache.set(key, reply, timeout=current_app.config["CACHE_SECONDS"])
+    cache.set(key, reply.wire(), timeout=current_app.config["CACHE_SECONDS"])
     return reply, False

@@ -13,7 +13,7 @@ snapshots file, which is a recipe file.
 import hashlib
 import json
 
-from ..compute.pool import RecipeCall, decoded
+from ..compute.messages import RecipeCall, Stages
 from ..domain.catalog import Model
 from ..domain.labs.fields import FieldError
 from ..domain.schema import ITEMS
@@ -33,12 +33,11 @@ def answer(model: Model, body) -> dict:
     checked(body, SUBJECT)
     asked = subject(model, body)
     args = asked.args
-    call = RecipeCall.training(model.recipe_dir, asked.entry, args, model.manifest.get("className", ""),
-                               context(model.checkpoint))
+    call = RecipeCall.of(model.recipe_dir, asked.entry, Stages(args, model.manifest.get("className", "")),
+                         context(model.checkpoint))
     digest = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
     reply, cached = runs.submit(call, f"training:{asked.entry}:{runs.run_key(model)}:{digest}")
-    reply = decoded(reply)
-    stages = reply["result"]["stages"]
+    stages = reply.result["stages"]
     if asked.answers_case:
         shown = {"items": labels(stages[-1]["result"]),
                  "stages": [{**stage, "values": values(stage.pop("result"))} for stage in stages]}

@@ -10,7 +10,7 @@ import time
 from flask import current_app
 
 from ..compute.errors import RecipeError
-from ..compute.pool import RecipeCall, decoded
+from ..compute.messages import RecipeCall
 from ..domain.catalog import Model
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.compare import compare_replay, tolerance_for
@@ -73,15 +73,15 @@ def verify(model: Model) -> Report:
     report: dict = {"model": model.slug, "revision": model.revision, "manifest_sha256": model.etag,
                     "started_at": started_at, "recipe": _recipe_summary(model)}
     try:
-        reply = decoded(runs.run(RecipeCall.replay(model.recipe_dir, context(model.checkpoint))))
+        reply = runs.run(RecipeCall.replay(model.recipe_dir, context(model.checkpoint)))
     except CheckpointUnavailable as exc:
         report |= {"status": "error", "message": exc.description}
     except RecipeError as exc:
         report |= {"status": "error", "message": str(exc)}
     else:
-        report |= compare_replay(model.manifest, reply["result"])
-        report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"],
-                   "replay_sha256": hashlib.sha256(reply["result_json"].encode()).hexdigest()}
+        report |= compare_replay(model.manifest, reply.result)
+        report |= {"environment": reply.environment, "compute_seconds": reply.compute_seconds,
+                   "replay_sha256": hashlib.sha256(reply.result_json.encode()).hexdigest()}
     if model.checkpoint is not None and report["status"] != "error":
         report["checkpoint"] = _checkpoint_summary(model)
     report["duration_seconds"] = time.perf_counter() - clock

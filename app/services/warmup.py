@@ -3,6 +3,7 @@ checkpoint, and keeps the plain runs of its recorded cases for interventions."""
 
 from flask import Flask
 
+from ..compute.messages import Warmup
 from ..domain.checkpoints import CheckpointUnavailable
 from .checkpoints import context
 from .extensions import models, workers
@@ -23,8 +24,7 @@ def warm_up(app: Flask) -> None:
                 arguments = context(model.checkpoint)
             except CheckpointUnavailable:
                 arguments = None
-            task = {"recipe_dir": str(model.recipe_dir), "context": arguments or {},
-                    "warm": model.lab.warm if model.has_lab and arguments is not None else ""}
-            keep = cases_to_keep(model) if arguments is not None else None
-            tasks.append(task if keep is None else task | {"keep": keep})
+            loaded = arguments is not None
+            tasks.append(Warmup(str(model.recipe_dir), model.lab.warm if model.has_lab and loaded else "",
+                                arguments or {}, cases_to_keep(model) if loaded else None))
         workers.pool.prestart(tasks)

@@ -1,0 +1,233 @@
+"""The messages between a web process and a recipe process: the call it is sent (RecipeCall, its arguments typed by
+the kind of call), a warm-up (Warmup), and the reply (Reply when the call ran, Failure when it did not).
+
+Each travels as plain data, over a pipe or as Celery's JSON (and a reply is kept in the cache as it came): `wire()`
+writes it, `read()` (read_reply for a reply) reads it once where it arrives, so that nothing past that reads the
+wire's keys."""
+
+import json
+from dataclasses import asdict, dataclass, field, is_dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..domain.jsonbytes import loads
+
+
+def plain_key(run_key: str, entry: str, asked: dict) -> str:
+    """What a plain run kept for interventions is found by: the service's run key (the recipe's content, the
+    checkpoint, torch, the seed), the lab entry, and the request with the server's arguments."""
+    return f"{run_key}:{entry}:{json.dumps(asked, sort_keys=True)}"
+
+
+@dataclass(frozen=True)
+class KeepRun:
+    """Where a recipe process keeps a plain run for interventions: the recorded model's class, whose modules the
+    graph names (`root`), and the service's run key (`key`)."""
+
+    root: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Interventions:
+    """An intervention's arguments: the lab request run as asked (`args`) and again with `interventions` (each a
+    compute/intervene.py Step's data); `sources` the requests whose runs patches take their tensors from, `root` the
+    recorded model's class, `key` the service's run key, under which the plain runs are kept ("" keeps none)."""
+
+    MODULE: ClassVar[str] = "intervene"
+    args: dict
+    interventions: list[dict]
+    sources: list[dict]
+    root: str
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class Outlines:
+    """An outline's arguments: the requests whose runs are outlined node by node (the first the one to be changed,
+    the others patch sources), `root` and `key` as an intervention's."""
+
+    MODULE: ClassVar[str] = "outline"
+    requests: list[dict]
+    root: str
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The arguments of a run on each stage of training: the lab request, and the recorded model's class, whose
+    weights are swapped."""
+
+    MODULE: ClassVar[str] = "training"
+    args: dict
+    root: str
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A capture's arguments: the recording's declared inputs (None: the recipe's own example inputs)."""
+
+    MODULE: ClassVar[str] = "capture"
+    inputs: list | None
+
+
+Spec = Interventions | Outlines | Stages | Capture
+SPECS: dict[str, type[Spec]] = {spec.MODULE: spec for spec in (Interventions, Outlines, Stages, Capture)}
+
+
+@dataclass(frozen=True)
+class RecipeCall:
+    """What a recipe process is asked to run: the recipe's replay (run.py), one of its lab entries (lab.py), that
+    entry with interventions, outlined or on the weights kept during training, or a capture of its graph. `args` is
+    the client's request for a run.py or lab.py entry, else the call's typed arguments (a Spec). `context` holds the
+    server's own arguments (a checkpoint folder), never a client's; the recipe process checks that the entry is one
+    the recipe declares. `keep_run` asks it to keep a lab run's request as an intervention's plain run after it
+    replied (worker.keep_after)."""
+
+    recipe_dir: Path
+    module: str
+    entry: str
+    args: dict | Spec = field(default_factory=dict)
+    context: dict = field(default_factory=dict)
+    keep_run: KeepRun | None = None
+
+    @classmethod
+    def replay(cls, recipe_dir: Path, context: dict | None = None) -> "RecipeCall":
+        """run.py's replay(): every recorded case and check, computed again."""
+        return cls(Path(recipe_dir), "run", "replay", {}, context or {})
+
+    @classmethod
+    def lab(cls, recipe_dir: Path, entry: str, args: dict | None = None, context: dict | None = None,
+            keep_run: KeepRun | None = None) -> "RecipeCall":
+        """A lab.py function that the recipe's [lab] declaration names; `keep_run` as the class says."""
+        return cls(Path(recipe_dir), "lab", entry, args or {}, context or {}, keep_run)
+
+    @classmethod
+    def of(cls, recipe_dir: Path, entry: str, spec: Spec, context: dict | None = None) -> "RecipeCall":
+        """A lab.py entry (or a recorded case replayed) run as `spec` says: intervened, outlined, on each stage of
+        training, or the graph's capture."""
+        return cls(Path(recipe_dir), spec.MODULE, entry, spec, context or {})
+
+    def wire(self) -> dict:
+        """The call as plain data."""
+        args = asdict(self.args) if is_dataclass(self.args) else self.args
+        task = {"recipe_dir": str(self.recipe_dir), "module": self.module, "entry": self.entry, "args": args,
+                "context": self.context}
+        return task | {"keep_run": asdict(self.keep_run)} if self.keep_run else task
+
+    @classmethod
+    def read(cls, task: dict) -> "RecipeCall":
+        """A call from its plain data: its arguments typed by its module."""
+        spec, args, keep = SPECS.get(task["module"]), task.get("args", {}), task.get("keep_run")
+        return cls(Path(task["recipe_dir"]), task["module"], task["entry"], spec(**args) if spec else args,
+                   task.get("context", {}), KeepRun(**keep) if keep else None)
+
+    def asked(self, request: dict) -> dict:
+        """A request as the entry is called with it: the server's own arguments added."""
+        return {**request, **self.context}
+
+    def plain_key(self, request: dict, run_key: str) -> str | None:
+        """Where the plain run of `request` is kept under `run_key`; None where that is ""."""
+        return plain_key(run_key, self.entry, self.asked(request)) if run_key else None
+
+    def kept_run_key(self) -> str | None:
+        """Where the plain run this call makes or keeps is kept: a lab run's with `keep_run`, an intervention's (the
+        run as asked), an outline's (the run to be changed); None for any other call."""
+        if self.module == "lab" and self.keep_run and isinstance(self.args, dict):
+            return self.plain_key(self.args, self.keep_run.key)
+        if isinstance(self.args, Interventions):
+            return self.plain_key(self.args.args, self.args.key)
+        if isinstance(self.args, Outlines):
+            return self.plain_key(self.args.requests[0], self.args.key)
+        return None
+
+
+@dataclass(frozen=True)
+class Keep:
+    """The plain runs a warm-up keeps for interventions: by lab entry, the requests to run (a model's recorded
+    cases), kept as KeepRun(root, key) names them, within `seconds`."""
+
+    entries: dict[str, list[dict]]
+    root: str
+    key: str
+    seconds: float = 60.0
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """A recipe's warm-up in a recipe process: its modules imported and the function its [lab] warm names called
+    with the server's arguments (`warm`; "" to import only), or, as a step of its own, its recorded cases kept."""
+
+    recipe_dir: str
+    warm: str = ""
+    context: dict = field(default_factory=dict)
+    keep: Keep | None = None
+
+    def steps(self, seconds: float) -> list["Warmup"]:
+        """The warm-up as a new recipe process makes it, step by step: its start, then the keeping of its recorded
+        cases, given half the warm-up's time (`seconds`)."""
+        start = Warmup(self.recipe_dir, self.warm, self.context)
+        if self.keep is None:
+            return [start]
+        keep = Keep(self.keep.entries, self.keep.root, self.keep.key, seconds / 2)
+        return [start, Warmup(self.recipe_dir, "", self.context, keep)]
+
+    def wire(self) -> dict:
+        return {"warm": self.warm, "recipe_dir": self.recipe_dir, "context": self.context,
+                **({"keep": asdict(self.keep)} if self.keep else {})}
+
+    @classmethod
+    def read(cls, task: dict) -> "Warmup":
+        keep = task.get("keep")
+        return cls(task["recipe_dir"], task["warm"], task.get("context", {}), Keep(**keep) if keep else None)
+
+
+def is_warmup(task: dict) -> bool:
+    """Whether plain data a recipe process received is a warm-up rather than a RecipeCall."""
+    return "warm" in task
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A recipe process's answer to a call that ran: its result as the JSON text the process wrote (`result_json`,
+    passed on as it is), whether that is finite JSON (NaN and infinity are written as NaN and Infinity otherwise)
+    and its top-level keys where it is an object, the environment it ran in and how long the recipe computed."""
+
+    result_json: str
+    finite: bool
+    keys: list[str] | None
+    environment: dict
+    compute_seconds: float
+
+    @cached_property
+    def result(self) -> Any:
+        """The result read, for those that work with it rather than pass it on."""
+        return loads(self.result_json)
+
+    def wire(self) -> dict:
+        return {"ok": True, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a call, a warm-up or a retraining did not answer: the exception (`error`, `traceback`, for the server's
+    log), what went wrong in words a reader can use (`words`), and where the recipe refused the request its status
+    (`refused`, 400 or 503) and own message, or that it ran past its time limit (`timed_out`) or was cancelled."""
+
+    error: str
+    words: str
+    traceback: str = ""
+    refused: int | None = None
+    message: str = ""
+    timed_out: bool = False
+    cancelled: bool = False
+
+    def wire(self) -> dict:
+        return {"ok": False, **asdict(self)}
+
+
+def read_reply(data: dict) -> Reply | Failure:
+    """A reply from its plain data."""
+    fields = {k: v for k, v in data.items() if k != "ok"}
+    return Reply(**fields) if data["ok"] else Failure(**fields)
