@@ -513,6 +513,29 @@ def test_each_bad_intervention_is_a_400_naming_its_field(client, step, message):
     assert response.get_json()["error"]["message"].startswith(message)
 
 
+@pytest.mark.parametrize("step", [
+    {"node": "h.0.attn", "action": "scale", "factor": 1e7}, {"node": "h.0.attn", "action": "scale", "factor": "2"},
+    {"node": "h.0.attn", "action": "scale", "factor": True}, {"node": "h.0.attn", "action": "zero", "head": True},
+    {"node": "h.0.attn", "action": "zero", "head": -1}, {"node": 5, "action": "zero"}, {"action": "zero"},
+    {"node": "h.0.attn", "action": "melt"}, {"node": "h.0.attn", "action": "zero", "layer": 1}, "zero h.0",
+])
+def test_an_intervention_the_documents_schema_refuses_the_api_refuses(client, step):
+    """One declaration: the request body's schema in the served document is what the API validates with, so each
+    intervention the schema refuses is a 400 naming that intervention, and the boundary of each rule is the same."""
+    import jsonschema
+
+    document = client.get("/api/openapi.json").get_json()
+    body = document["paths"]["/api/models/{slug}/interventions"]["post"]["requestBody"]
+    schema = body["content"]["application/json"]["schema"] | {"components": document["components"]}
+    validator = jsonschema.Draft202012Validator(schema)
+    refused = {"case": "pi", "interventions": [step]}
+    assert not validator.is_valid(refused)
+    response = client.post(URL.format("gpt"), json=refused)
+    assert response.status_code == 400 and response.get_json()["error"]["message"].startswith("interventions[0]")
+    edge = {"case": "pi", "interventions": [{"node": "h.0.attn", "action": "scale", "factor": -1e6}]}
+    assert validator.is_valid(edge) and client.post(URL.format("gpt"), json=edge).status_code == 200
+
+
 @pytest.mark.parametrize(("body", "message"), [
     ({"interventions": [{"node": "h.0", "action": "zero"}]}, "case: send either a recorded case or a request"),
     ({"case": "pi", "request": {"input_ids": [1]}, "interventions": []}, "case: send either"),

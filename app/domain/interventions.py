@@ -12,20 +12,20 @@ where `*` stands for a block's number, and `count` is the number of heads or the
 attribute that holds it. The plan this module makes is what the recipe process runs (compute/intervene.py).
 """
 
-import math
+import functools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import get_args
 
+from pydantic import TypeAdapter, ValidationError
+
 from .labs.fields import DeclarationError, FieldError
-from .shapes import Action, Intervention
+from .shapes import FACTOR, MOST_INTERVENTIONS, Action, Intervention, Interventions
 
 # What a request may say, as the API's document declares it (shapes.Intervention): read from there, not written again.
 ACTIONS: tuple[str, ...] = get_args(Action)
 KEYS = frozenset(Intervention.__annotations__)
-MOST = 16  # interventions in one request
-FACTOR = 1e6  # the largest |factor| a scale takes: beyond it, outputs overflow float32 soon
 
 
 @dataclass(frozen=True)
@@ -96,61 +96,103 @@ def offered(manifest: dict, outline: dict[str, list], sources: dict[str, dict[st
     return found
 
 
+@functools.cache
+def _interventions() -> TypeAdapter:
+    return TypeAdapter(Interventions)
+
+
+# The order in which an intervention's faults are told: the item itself, a field it may not have, then its fields.
+FIELDS = ("node", "action", "head", "factor", "from_case")
+
+
+def _order(problem: dict) -> tuple[int, int]:
+    loc = problem["loc"]
+    if len(loc) < 2:
+        return (loc[0] if loc else -1), 0
+    return loc[0], 1 if problem["type"] == "extra_forbidden" else 2 + FIELDS.index(loc[1])
+
+
 def plan(items, manifest: dict, heads: dict[str, Heads], cases: Collection[str]) -> list[dict]:
-    """The interventions of a request, checked, as the recipe process runs them; FieldError (a 400) names
-    the field at fault. `cases` are the recorded cases a patch may take its output from."""
-    if not isinstance(items, list) or not items:
-        raise FieldError("interventions: send a list of one or more interventions")
-    if len(items) > MOST:
-        raise FieldError(f"interventions: at most {MOST} in one request, not {len(items)}")
+    """The interventions of a request, validated against their type (shapes.Interventions, as the API's document
+    describes them) and checked against the recording, as the recipe process runs them; FieldError (a 400) names
+    the field at fault, item by item. `cases` are the recorded cases a patch may take its output from."""
     layers = {layer["id"]: layer for layer in manifest["layers"]}
-    planned = []
-    for index, item in enumerate(items):
-        where = f"interventions[{index}]"
-        if not isinstance(item, dict):
-            raise FieldError(f"{where}: must be an object with node and action")
-        unknown = sorted(set(item) - KEYS)
-        if unknown:
-            raise FieldError(f"{where}.{unknown[0]}: unknown field; the fields are {', '.join(sorted(KEYS))}")
-        node, action = item.get("node"), item.get("action")
-        module = node.split("#", 1)[0] if isinstance(node, str) else None
-        layer = layers.get(node) if isinstance(node, str) else None
-        if layer is None:
-            raise FieldError(f"{where}.node: {str(node)[:80]!r} is not a node of the recorded graph")
-        if layer["kind"] not in ("module", "layer") or "@" in module:
-            raise FieldError(f"{where}.node: {node!r} is {'an op' if '@' in module else 'an ' + layer['kind']}, "
-                             "not a module; interventions act on modules")
-        if action not in ACTIONS:
-            raise FieldError(f"{where}.action: must be one of {', '.join(ACTIONS)}")
-        step = {"node": node, "action": action, "target": node, "on": "output"}
-        if "head" in item:
-            step |= _head(item["head"], heads.get(node), node, where)
-        if action == "scale":
-            factor = item.get("factor")
-            if not isinstance(factor, int | float) or isinstance(factor, bool) or not math.isfinite(factor) \
-                    or abs(factor) > FACTOR:
-                raise FieldError(f"{where}.factor: a scale needs a finite number within ±{FACTOR:g}")
-            step["factor"] = float(factor)
-        elif "factor" in item:
-            raise FieldError(f"{where}.factor: only a scale takes a factor")
-        if action == "patch":
-            case = item.get("from_case")
-            if not isinstance(case, str) or case not in cases:
-                raise FieldError(f"{where}.from_case: must be one of the recorded cases "
-                                 f"{', '.join(cases) or '(this recording holds none)'}")
-            step["from_case"] = case
-        elif "from_case" in item:
-            raise FieldError(f"{where}.from_case: only a patch takes a case to patch from")
-        planned.append(step)
-    return planned
+    try:
+        _interventions().validate_python(items)
+    except ValidationError as exc:
+        problem = min(exc.errors(), key=_order)
+        for index, item in enumerate(items[:problem["loc"][0]] if problem["loc"] else []):
+            _step(index, item, layers, heads, cases)  # an earlier item's fault is told first, as it comes first
+        raise FieldError(_refusal(problem, items, heads, cases)) from None
+    return [_step(index, item, layers, heads, cases) for index, item in enumerate(items)]
 
 
-def _head(head, declared: Heads | None, node: str, where: str) -> dict:
+def _refusal(problem: dict, items, heads: dict[str, Heads], cases: Collection[str]) -> str:
+    """What a request's interventions are refused with, for the first fault their type found."""
+    loc, kind = problem["loc"], problem["type"]
+    if not loc:
+        if kind == "too_long":
+            return f"interventions: at most {MOST_INTERVENTIONS} in one request, not {len(items)}"
+        return "interventions: send a list of one or more interventions"
+    where, item = f"interventions[{loc[0]}]", items[loc[0]]
+    if len(loc) == 1:
+        return f"{where}: must be an object with node and action"
+    if kind == "extra_forbidden":
+        return f"{where}.{loc[1]}: unknown field; the fields are {', '.join(sorted(KEYS))}"
+    said = {"node": lambda: _not_a_node(item.get("node")), "action": lambda: f"must be one of {', '.join(ACTIONS)}",
+            "head": lambda: _not_a_head(heads.get(item.get("node")), item.get("node")),
+            "factor": lambda: _not_a_factor(), "from_case": lambda: _not_a_case(cases)}
+    return f"{where}.{loc[1]}: {said[loc[1]]()}"
+
+
+def _not_a_node(node) -> str:
+    return f"{str(node)[:80]!r} is not a node of the recorded graph"
+
+
+def _not_a_head(declared: Heads | None, node) -> str:
     if declared is None:
-        raise FieldError(f"{where}.head: {node!r} has no heads the recipe declares")
-    if not isinstance(head, int) or isinstance(head, bool) or head < 0 \
-            or isinstance(declared.count, int) and head >= declared.count:
-        count = f"0..{declared.count - 1}" if isinstance(declared.count, int) else "0 or more"
-        raise FieldError(f"{where}.head: must be a head number, {count}")
+        return f"{node!r} has no heads the recipe declares"
+    count = f"0..{declared.count - 1}" if isinstance(declared.count, int) else "0 or more"
+    return f"must be a head number, {count}"
+
+
+def _not_a_factor() -> str:
+    return f"a scale needs a finite number within ±{FACTOR:g}"
+
+
+def _not_a_case(cases: Collection[str]) -> str:
+    return f"must be one of the recorded cases {', '.join(cases) or '(this recording holds none)'}"
+
+
+def _step(index: int, item: dict, layers: dict[str, dict], heads: dict[str, Heads], cases: Collection[str]) -> dict:
+    """One intervention of the type's shape checked against the recording: the step the recipe process runs."""
+    where, node, action = f"interventions[{index}]", item["node"], item["action"]
+    layer, module = layers.get(node), node.split("#", 1)[0]
+    if layer is None:
+        raise FieldError(f"{where}.node: {_not_a_node(node)}")
+    if layer["kind"] not in ("module", "layer") or "@" in module:
+        raise FieldError(f"{where}.node: {node!r} is {'an op' if '@' in module else 'an ' + layer['kind']}, "
+                         "not a module; interventions act on modules")
+    step = {"node": node, "action": action, "target": node, "on": "output"}
+    if "head" in item:
+        step |= _head(item["head"], heads.get(node), node, where)
+    if action == "scale":
+        if "factor" not in item:
+            raise FieldError(f"{where}.factor: {_not_a_factor()}")
+        step["factor"] = float(item["factor"])
+    elif "factor" in item:
+        raise FieldError(f"{where}.factor: only a scale takes a factor")
+    if action == "patch":
+        if item.get("from_case") not in cases:
+            raise FieldError(f"{where}.from_case: {_not_a_case(cases)}")
+        step["from_case"] = item["from_case"]
+    elif "from_case" in item:
+        raise FieldError(f"{where}.from_case: only a patch takes a case to patch from")
+    return step
+
+
+def _head(head: int, declared: Heads | None, node: str, where: str) -> dict:
+    if declared is None or isinstance(declared.count, int) and head >= declared.count:
+        raise FieldError(f"{where}.head: {_not_a_head(declared, node)}")
     # The head is cut from the projection's input; `heads` is the count or the attribute that holds it.
     return {"head": head, "heads": declared.count, "target": declared.projection, "on": "input"}

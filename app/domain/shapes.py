@@ -9,7 +9,7 @@ camelCase because the seed's are.
 from typing import Annotated, Literal, NotRequired
 
 from annotated_types import Ge
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 from typing_extensions import TypedDict  # pydantic reads a TypedDict from here before Python 3.12
 
 # The stored manifest is validated against its types below when it is loaded (schema.py), strictly and with no
@@ -713,16 +713,46 @@ class Change(TypedDict):
 Action = Literal["zero", "mean", "scale", "patch"]  # what an intervention does to a node's output (the one list)
 
 
+MOST_INTERVENTIONS = 16  # in one request
+FACTOR = 1e6  # the largest |factor| a scale takes: beyond it, outputs overflow float32 soon
+
+
+# A request's interventions, and the bodies below, are validated against their types (strictly: a number is not a
+# string, a head not a boolean) before they are checked against the recording (domain/interventions.py,
+# services/subjects.py): the schema the document gives them is what is checked.
 class Intervention(TypedDict):
     """One change to the run: a module node of the recorded graph (not an op), or one head of an attention module
     the recipe declares, zeroed, replaced by its mean over positions, scaled by a factor, or patched with its
     output on another recorded case."""
 
+    __pydantic_config__ = EXACT
     node: str
     action: Action
-    head: NotRequired[Annotated[int, _Minimum(0)]]
-    factor: NotRequired[float]  # for scale
+    head: NotRequired[Annotated[int, Ge(0)]]
+    factor: NotRequired[Annotated[float, Field(allow_inf_nan=False, ge=-FACTOR, le=FACTOR)]]  # for scale
     from_case: NotRequired[str]  # for patch: the recorded case whose output replaces this one's
+
+
+Interventions = Annotated[list[Intervention], Field(min_length=1, max_length=MOST_INTERVENTIONS)]
+
+
+# Exactly one of case and request (a 400 otherwise): said in words, as generated clients read a oneOf of `required`
+# alone as a body of any shape.
+class SubjectRequest(TypedDict):
+    """What to run: a recorded case or a request of a lab endpoint, and the endpoint to run it on."""
+
+    __pydantic_config__ = EXACT
+    case: NotRequired[Annotated[str, Field(description="A recorded case (or send request, not both).")]]
+    request: NotRequired[Annotated[dict, Field(description="A request of the lab endpoint (or send case); described "
+                                                           "under that endpoint's path.")]]
+    endpoint: NotRequired[Annotated[str, Field(description="The lab endpoint to run; by default the one that "
+                                                           "answers a case.")]]
+
+
+class InterventionRequest(SubjectRequest):
+    """What to run, and the interventions to run it with."""
+
+    interventions: Interventions
 
 
 class Intervened(Live):

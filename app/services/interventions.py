@@ -22,14 +22,14 @@ from ..domain.catalog import Model
 from ..domain.interventions import offered, plan
 from ..domain.labs import Endpoint
 from ..domain.schema import ITEMS
+from ..domain.shapes import InterventionRequest, SubjectRequest
 from . import runs
 from .checkpoints import context
 from .live import answered, plain_run_names
-from .subjects import SUBJECT, checked, preset_requests, subject
+from .subjects import checked, preset_requests, subject
 
 NOTE = ("Computed live on the server by the model's recipe, once as asked and once with the interventions; "
         "not a recorded value.")
-BODY = SUBJECT | {"interventions"}
 
 
 def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -> tuple[Reply, bool, list[dict]]:
@@ -58,7 +58,7 @@ def options(model: Model, body) -> dict:
     """`POST .../interventions/options`: what What if? can change on this run (a case or a lab request), node by
     node, and why not the rest; from one run of the recipe over it and every other recorded case a patch may
     take outputs from (each kept, as a change asked next looks for it)."""
-    checked(body, SUBJECT)
+    checked(body, SubjectRequest)
     asked = subject(model, body)
     sources = {case: args for case, args in asked.sources.items() if case != body.get("case")}
     run_key = runs.run_key(model)
@@ -90,7 +90,7 @@ def cases_to_keep(model: Model) -> Keep | None:
 
 def answer(model: Model, body) -> dict:
     """`POST .../interventions`: the run as asked and intervened, compared item by item."""
-    checked(body, BODY)
+    checked(body, InterventionRequest)
     asked = subject(model, body)
     reply, cached, steps = run(model, asked.entry, asked.args, body.get("interventions"), asked.sources)
     result = reply.result

@@ -7,7 +7,10 @@ any other recorded case (every case of a model without a lab) runs as run.py's r
 request runs on one of the lab's endpoints. Shared by interventions and the training stages.
 """
 
+import functools
 from dataclasses import dataclass
+
+from pydantic import TypeAdapter, ValidationError
 
 from ..domain.catalog import Model
 from ..domain.labs import Endpoint
@@ -16,9 +19,6 @@ from ..domain.labs.fields import FieldError, validate
 # The entry a recorded case is replayed by where no lab endpoint runs it: run.py's replay(case=...), which answers
 # every case or the one named (its dot keeps it apart from any lab.py function's name).
 REPLAY = "run.replay"
-
-
-SUBJECT = {"case", "request", "endpoint"}  # the fields of a body that names what to run
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,25 @@ class Subject:
         return None if self.endpoint is None else self.endpoint.name
 
 
-def checked(body, fields: set[str]) -> None:
-    """A JSON object with only these fields, else FieldError naming the first one at fault."""
-    if not isinstance(body, dict):
-        raise FieldError("body: send a JSON object (Content-Type: application/json)")
-    unknown = sorted(set(body) - fields)
-    if unknown:
-        raise FieldError(f"{unknown[0]}: unknown field; the fields are {', '.join(sorted(fields))}")
+@functools.cache
+def _adapter(shape: type) -> TypeAdapter:
+    return TypeAdapter(shape)
+
+
+def checked(body, shape: type) -> None:
+    """A JSON object of the body's type (shapes.SubjectRequest, InterventionRequest), else FieldError naming the
+    first field at fault. What its fields hold is checked against the model after (subject(); the interventions by
+    domain/interventions.plan, after what they run on), where a message can name what they may be."""
+    try:
+        _adapter(shape).validate_python(body)
+    except ValidationError as exc:
+        problems = exc.errors()
+        if any(not problem["loc"] for problem in problems):
+            raise FieldError("body: send a JSON object (Content-Type: application/json)") from None
+        unknown = sorted(str(p["loc"][0]) for p in problems if p["type"] == "extra_forbidden" and len(p["loc"]) == 1)
+        if unknown:
+            fields = ", ".join(sorted(shape.__annotations__))
+            raise FieldError(f"{unknown[0]}: unknown field; the fields are {fields}") from None
 
 
 def endpoint_for(model: Model, body: dict) -> Endpoint:

@@ -17,10 +17,11 @@ from ..compute.messages import RecipeCall, Stages
 from ..domain.catalog import Model
 from ..domain.labs.fields import FieldError
 from ..domain.schema import ITEMS
+from ..domain.shapes import SubjectRequest
 from . import runs
 from .checkpoints import context
 from .live import answered
-from .subjects import SUBJECT, checked, subject
+from .subjects import checked, subject
 
 NOTE = ("Computed live on the server by the model's recipe, once on each stage of the weights kept while it "
         "trained; not a recorded value.")
@@ -30,7 +31,7 @@ def answer(model: Model, body) -> dict:
     """`POST .../training`: the run on every stage of training, with each module's movement."""
     if model.training is None:
         raise FieldError(f"model: {model.slug} keeps no weights from its training (no [training] in its recipe)")
-    checked(body, SUBJECT)
+    checked(body, SubjectRequest)
     asked = subject(model, body)
     args = asked.args
     call = RecipeCall.of(model.recipe_dir, asked.entry, Stages(args, model.manifest.get("className", "")),

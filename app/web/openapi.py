@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from apispec import APISpec
 from flask import current_app
 
-from ..domain import interventions, shapes
+from ..domain import shapes
 from ..domain.catalog import Catalog, Model
 from ..domain.labs import KINDS, Endpoint
 from ..services.extensions import models
@@ -49,6 +49,8 @@ HEADERS = {
 ANSWERS = (shapes.Catalog, shapes.Manifest, shapes.Files, shapes.Report, shapes.Job, shapes.Intervened,
            shapes.InterventionOptions, shapes.Stages, shapes.Error, shapes.LabAnswer, shapes.CaseAnswer,
            shapes.Intervention, shapes.RetrainingReport, shapes.RetrainingJob, shapes.History, shapes.SharedEntry)
+# The request bodies validated against their types (shapes.py), described from the same types.
+BODIES = (shapes.SubjectRequest, shapes.InterventionRequest)
 TAGS = [
     {"name": "catalog", "description": "The served models, their stored manifests and files."},
     {"name": "verification", "description": "The recipe re-executed on the server and compared with its recording."},
@@ -144,19 +146,6 @@ def _slug(slugs: list[str]) -> dict:
     return {"name": "slug", "in": "path", "required": True, "schema": {"type": "string", "enum": slugs or ["none"]}}
 
 
-def _subject(cases: list[str] | None, *, required: list[str]) -> dict:
-    """A body naming a recorded case or a lab request, and the endpoint to run it on."""
-    case: dict = {"type": "string", "description": "A recorded case (or send request, not both)."}
-    if cases is not None:
-        case["enum"] = cases or [""]
-    return {"type": "object", "additionalProperties": False, "required": required, "properties": {
-        "case": case,
-        "request": {"type": "object", "description": "A request of the lab endpoint (or send case); described "
-                                                     "under that endpoint's path."},
-        "endpoint": {"type": "string", "description": "The lab endpoint to run; by default the one that answers a "
-                                                      "case."}}}
-
-
 @dataclass(frozen=True)
 class Fixed:
     """What the fixed routes' operations are described with, from the catalog: the path parameters (a slug of any
@@ -172,19 +161,17 @@ class Fixed:
     stages: dict
 
     @classmethod
-    def of(cls, slugs: list[str], trained: dict[str, list[str]], retrained: list[str]) -> "Fixed":
-        """`trained` holds the recorded cases of each model that keeps its training, `retrained` the models whose
-        recipe trains them."""
-        intervened = _subject(None, required=["interventions"])
-        intervened["properties"]["interventions"] = {"type": "array", "minItems": 1, "maxItems": interventions.MOST,
-                                                     "items": ref("Intervention")}
-        # Exactly one of case and request (a 400 otherwise): said in words, as generated clients read a oneOf of
-        # `required` alone as a body of any shape.
+    def of(cls, bodies: dict[str, dict], slugs: list[str], trained: dict[str, list[str]],
+           retrained: list[str]) -> "Fixed":
+        """`bodies` are the request bodies' generated schemas (BODIES), `trained` the recorded cases of each model
+        that keeps its training, `retrained` the models whose recipe trains them. The bodies are given inline, each
+        under its operation, as they were written before they were generated."""
+        stages = deepcopy(bodies["SubjectRequest"])
+        stages["properties"]["case"]["enum"] = sorted({c for cases in trained.values() for c in cases}) or [""]
         return cls(slug=_slug(slugs), trained_slug=_slug(list(trained)), retrained_slug=_slug(retrained),
                    job_id={"name": "job_id", "in": "path", "required": True,
                            "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
-                   intervened=intervened, subject=_subject(None, required=[]),
-                   stages=_subject(sorted({c for cases in trained.values() for c in cases}), required=[]))
+                   intervened=bodies["InterventionRequest"], subject=bodies["SubjectRequest"], stages=stages)
 
 
 def documented(describe: Callable[[Fixed], dict]) -> Callable:
@@ -216,8 +203,9 @@ def _operation_id(model: Model, name: str) -> str:
     return words[0] + "".join(w.capitalize() for w in words[1:])
 
 
-def _lab_paths(model: Model, schemas: dict[str, dict]) -> dict:
-    """Each lab endpoint of one model, its fields described from the recipe's declaration."""
+def _lab_paths(model: Model, schemas: dict[str, dict], intervened: dict) -> dict:
+    """Each lab endpoint of one model, its fields described from the recipe's declaration; a POST's body may add
+    `intervened`, the interventions' schema."""
     paths = {}
     for name, endpoint in model.lab.endpoints.items():
         operation: dict = {"operationId": _operation_id(model, name), "tags": ["lab"],
@@ -231,8 +219,7 @@ def _lab_paths(model: Model, schemas: dict[str, dict]) -> dict:
         described = "The answer, computed live by the recipe."
         if endpoint.method == "POST":
             body = deepcopy(request)
-            body["properties"]["interventions"] = {
-                "type": "array", "minItems": 1, "maxItems": interventions.MOST, "items": ref("Intervention"),
+            body["properties"]["interventions"] = deepcopy(intervened) | {
                 "description": "Run with these interventions: the answer is the intervened one, with each module's "
                                "movement (effects)."}
             if endpoint.answers == "case":
@@ -267,7 +254,8 @@ def build_spec(catalog: Catalog) -> dict:
                        "is RFC 3339 in UTC. A method a path does not list answers 405 with Allow; OPTIONS answers "
                        "204 with Allow."}, servers=[{"url": "/", "description": "This server"}], tags=TAGS)
     results = tuple(shape for kind in KINDS.values() for shape in kind.results.values())
-    schemas = generated_schemas(ANSWERS + results)
+    schemas = generated_schemas(ANSWERS + results + BODIES)
+    bodies = {shape.__name__: schemas.pop(shape.__name__) for shape in BODIES}
     for name, schema in schemas.items():
         spec.components.schema(name, schema)
     for name, header in HEADERS.items():
@@ -276,10 +264,11 @@ def build_spec(catalog: Catalog) -> dict:
         spec.components.response(f"E{code}", response_of(ref("Error"), description, *(("Retry-After",) if code in RETRY
                                                                                      else ())))
     trained = {m.slug: [c["id"] for c in m.manifest["experiment"]["cases"]] for m in served if m.training is not None}
-    paths = route_paths(Fixed.of([m.slug for m in served], trained, [m.slug for m in served if trained_here(m)]))
+    paths = route_paths(Fixed.of(bodies, [m.slug for m in served], trained,
+                                 [m.slug for m in served if trained_here(m)]))
     for model in served:
         if model.has_lab:
-            paths |= _lab_paths(model, schemas)
+            paths |= _lab_paths(model, schemas, bodies["InterventionRequest"]["properties"]["interventions"])
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return spec.to_dict()
