@@ -85,6 +85,7 @@ def main() -> None:
     from app.compute.worker import entry_function
     from app.domain.catalog import load_catalog
     from app.domain.lru import SizedLRU
+    from app.domain.steps import Step
     from app.services.subjects import subject
 
     torch.set_num_threads(1)
@@ -108,8 +109,8 @@ def main() -> None:
         entry = entry_function(model.recipe_dir, asked.entry)
         node = next(layer["id"] for layer in model.manifest["layers"]
                     if layer["kind"] in ("layer", "module") and "@" not in layer["id"])
-        step = [{"node": node, "action": "zero", "target": node, "on": "output"}]
-        patch = [{"node": node, "action": "patch", "source": 0, "target": node, "on": "output"}]
+        step = [Step(node=node, action="zero", target=node, on="output")]
+        patch = [Step(node=node, action="patch", source=0, target=node, on="output")]
         entry(**json.loads(json.dumps(request)))  # warm: imports, first allocations
         root = model.manifest.get("className", "")
         kept_runs = SizedLRU(64 * 1024 * 1024)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from app import create_app
+from app.domain.steps import Step
 from app.services.config import TestConfig
 from app.services.extensions import models
 from app.services.parts import parts
@@ -108,8 +109,8 @@ def test_the_plain_run_is_kept_for_the_next_intervention_on_the_same_input():
         return entry(**args)
 
     kept_runs, args = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}
-    zero = [{"node": "h.0.mlp", "action": "zero", "target": "h.0.mlp", "on": "output"}]
-    scale = [{"node": "h.1.mlp", "action": "scale", "factor": 2.0, "target": "h.1.mlp", "on": "output"}]
+    zero = [Step(node="h.0.mlp", action="zero", target="h.0.mlp", on="output")]
+    scale = [Step(node="h.1.mlp", action="scale", factor=2.0, target="h.1.mlp", on="output")]
     assert not intervene(counted, args, zero, [], 0, "GPT", kept_runs, "run-key:input")["plain_run_kept"]
     assert len(calls) == 2 and len(kept_runs) == 1
     kept = intervene(counted, args, scale, [], 0, "GPT", kept_runs, "run-key:input")
@@ -136,13 +137,13 @@ def test_a_patch_takes_its_source_from_a_kept_run_and_answers_as_if_it_had_run_i
     kept_runs, here, there = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}, {"input_ids": [2, 2, 9, 4]}
     for args, key in ((here, "here"), (there, "there")):
         plain_run(entry, args, 0, "GPT", kept_runs, key)
-    patch = [{"node": "h.0.mlp", "action": "patch", "source": 0, "target": "h.0.mlp", "on": "output"}]
+    patch = [Step(node="h.0.mlp", action="patch", source=0, target="h.0.mlp", on="output")]
     kept = intervene(counted, here, patch, [there], 0, "GPT", kept_runs, "here", ["there"])
     assert len(calls) == 1 and kept["plain_run_kept"]  # the changed run alone
     ran = intervene(entry, here, patch, [there], 0, "GPT")
     assert kept | {"plain_run_kept": False} == ran and max(ran["effects"].values()) > 0
-    head = [{"node": "h.0.attn", "action": "patch", "head": 1, "heads": 4, "source": 0, "target": "h.0.attn.c_proj",
-             "on": "input"}]
+    head = [Step(node="h.0.attn", action="patch", head=1, heads=4, source=0, target="h.0.attn.c_proj",
+             on="input")]
     calls.clear()
     intervene(counted, here, head, [there], 0, "GPT", kept_runs, "here", ["there"])
     assert len(calls) == 2  # the source ran for its projection's input, then the changed run
@@ -243,7 +244,7 @@ def test_a_run_kept_ahead_of_need_gives_way_to_the_next_task_but_not_to_a_change
         lab.live_run = real
     assert worker.keep_after(call, 0, kept_runs, lambda: False)
     change = {"recipe_dir": str(GPT_RECIPE), "module": "intervene", "entry": "live_run", "context": {},
-              "args": {"args": {"input_ids": [1, 5, 7, 3]}, "interventions": [], "sources": [], "root": "GPT",
+              "args": {"args": {"input_ids": [1, 5, 7, 3]}, "steps": [], "sources": [], "root": "GPT",
                        "key": "run-key"}}
     assert kept_runs.keys() == [worker.waiting_key(change)]  # where an intervention on the input looks
 
@@ -283,7 +284,7 @@ def test_an_output_the_recipe_writes_into_in_place_is_measured_as_its_module_mad
     with torch.no_grad():
         made = model.a(x)
     assert torch.equal(run_recording(entry, {}, 0, "Shifted", lambda node: True, set())[1]["a"], made)
-    answer = intervene(entry, {}, [{"node": "a", "action": "scale", "factor": 3.0, "target": "a", "on": "output"}],
+    answer = intervene(entry, {}, [Step(node="a", action="scale", factor=3.0, target="a", on="output")],
                        [], 0, "Shifted")
     assert answer["effects"]["a"] == pytest.approx(2.0)  # ||3a - a|| / ||a||, not measured on a + 1
     with torch.no_grad():
@@ -324,7 +325,7 @@ def test_a_recipes_own_hooks_see_the_changed_output_and_torch_is_left_as_it_was(
                 handle.remove()
         return answer
 
-    answer = intervene(entry, {}, [{"node": "a", "action": "zero", "target": "a", "on": "output"}], [], 0, "Two")
+    answer = intervene(entry, {}, [Step(node="a", action="zero", target="a", on="output")], [], 0, "Two")
     assert torch.count_nonzero(torch.tensor(answer["before"]["a"])) > 0
     assert answer["after"]["a"] == answer["after"]["b in"] == torch.zeros(2, 3).tolist()
     with torch.no_grad():
@@ -334,8 +335,8 @@ def test_a_recipes_own_hooks_see_the_changed_output_and_torch_is_left_as_it_was(
         assert answer["after"]["copy"] == model.a(x).tolist()
     assert torch.nn.Module._call_impl is call and dict(model.a._forward_hooks) == hooks
     with pytest.raises(Refused):
-        intervene(entry, {}, [{"node": "a", "action": "scale", "factor": float("nan"), "target": "a", "on": "output"},
-                              {"node": "c", "action": "zero", "target": "c", "on": "output"}], [], 0, "Two")
+        intervene(entry, {}, [Step(node="a", action="scale", factor=float("nan"), target="a", on="output"),
+                              Step(node="c", action="zero", target="c", on="output")], [], 0, "Two")
     assert torch.nn.Module._call_impl is call and not model.a._forward_hooks
 
 
@@ -434,15 +435,15 @@ def test_a_node_met_in_every_call_of_the_model_is_patched_call_by_call_and_measu
         first = model(torch.tensor([[x]]))
         return [first.item(), model(first + 1).item()]  # the second call reads the first
 
-    patch = [{"node": "scale", "action": "patch", "source": 0, "target": "scale", "on": "output"}]
+    patch = [Step(node="scale", action="patch", source=0, target="scale", on="output")]
     answer = intervene(run, {"x": 1.0}, patch, [{"x": 3.0}], 0, "Twice")
     assert answer["before"] == [2.0, 6.0] and answer["after"] == [6.0, 14.0]  # the source's calls: 6, then 14
     # Both calls' outputs moved: ||(6, 14) - (2, 6)|| / ||(2, 6)||.
     assert answer["effects"]["scale"] == pytest.approx(math.hypot(4, 8) / math.hypot(2, 6))
     same = intervene(run, {"x": 1.0}, patch, [{"x": 1.0}], 0, "Twice")
     assert same["after"] == same["before"] and same["effects"]["scale"] == 0.0
-    scaled = intervene(run, {"x": 1.0}, [{"node": "scale", "action": "scale", "factor": 0.5, "target": "scale",
-                                           "on": "output"}], [], 0, "Twice")
+    scaled = intervene(run, {"x": 1.0}, [Step(node="scale", action="scale", factor=0.5, target="scale",
+                                           on="output")], [], 0, "Twice")
     assert scaled["after"] == [1.0, 2.0]  # halved at both calls: 2 / 2, then (1 + 1) * 2 / 2
 
 

@@ -200,7 +200,7 @@ def test_a_recipe_process_imports_nothing_of_the_web_tier():
                           timeout=60)
     loaded = ("['app', 'app.compute', 'app.compute.messages', 'app.compute.process', 'app.compute.worker', "
               "'app.domain', 'app.domain.caches', 'app.domain.folders', 'app.domain.jsonbytes', 'app.domain.lru', "
-              "'app.domain.recipes', 'app.domain.stamps']")
+              "'app.domain.recipes', 'app.domain.stamps', 'app.domain.steps']")
     assert done.stdout.strip() == loaded, done.stderr
 
 

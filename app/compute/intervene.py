@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from ..domain.lru import SizedLRU
+from ..domain.steps import Step
 from .process import manual_seed
 
 EPSILON = 1e-12  # below this norm an output counts as zero when its change is measured
@@ -198,28 +199,6 @@ def positions(tensor: Tensor, where: str) -> tuple[int, ...]:
     if tensor.dim() == 4:
         return (2, 3)
     raise Refused(f"{where}.action: mean needs positions, and this output's shape is {list(tensor.shape)}")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One planned intervention as a recipe process runs it (domain/interventions.plan makes it, and it travels as
-    plain data): `action` on the `on` ("output" or "input") of `target`, which is `node` itself or, for a head, its
-    projection; a head's slice where `head` is set (`heads`: the count, or the attention module's attribute holding
-    it); `source`, the index of the run a patch takes its tensor from (`from_case` names that case)."""
-
-    node: str
-    action: str
-    target: str
-    on: str
-    head: int | None = None
-    heads: int | str | None = None
-    factor: float | None = None
-    from_case: str | None = None
-    source: int | None = None
-
-    @classmethod
-    def read(cls, step: dict) -> "Step":
-        return cls(**step)
 
 
 def changed(tensor: Tensor, item: Step, where: str, source: Tensor | None, module: nn.Module) -> Tensor:
@@ -586,16 +565,14 @@ def said(interventions: list[Step]) -> str:
     return " and ".join(parts)
 
 
-def intervene(function: Callable, args: dict, interventions: list[dict], sources: list[dict], seed: int,
+def intervene(function: Callable, args: dict, steps: list[Step], sources: list[dict], seed: int,
               root: str, kept_runs: SizedLRU | None = None, key: str | None = None,
               source_keys: list[str | None] | None = None) -> dict:
     """The entry run on `args`, then with the interventions; `sources[i]` is the request whose run a patch
-    with `source: i` takes its tensor from. Each intervention names its `node`, `action`, and where it
-    acts: `on` "output" of the node, or "input" of `target` (a head's projection), with `head`/`heads`.
+    step with `source` i takes its tensor from.
     `root` is the class name of the recorded model, whose modules the graph names; the run as asked is
     taken from `kept_runs` where `key` finds it (plain_run), and a source's outputs where `source_keys[i]` finds
     its run kept there (a recorded case, kept at warm-up), without running it."""
-    steps = [Step.read(item) for item in interventions]  # read once from the wire's plain data
     patched: dict[int, dict[str, Tensor]] = {}
     for index, source in enumerate(sources):
         targets = {i.target for i in steps if i.source == index}

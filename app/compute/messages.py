@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..domain.jsonbytes import loads
+from ..domain.steps import Step
 
 
 def plain_key(run_key: str, entry: str, asked: dict) -> str:
@@ -29,22 +30,34 @@ class KeepRun:
     key: str
 
 
+class _Arguments:
+    """What every kind of typed arguments is read with: its fields from their plain data."""
+
+    @classmethod
+    def read(cls, data: dict):
+        return cls(**data)
+
+
 @dataclass(frozen=True)
-class Interventions:
-    """An intervention's arguments: the lab request run as asked (`args`) and again with `interventions` (each a
-    compute/intervene.py Step's data); `sources` the requests whose runs patches take their tensors from, `root` the
-    recorded model's class, `key` the service's run key, under which the plain runs are kept ("" keeps none)."""
+class Interventions(_Arguments):
+    """An intervention's arguments: the lab request run as asked (`args`) and again with its planned `steps`;
+    `sources` the requests whose runs patches take their tensors from, `root` the recorded model's class, `key` the
+    service's run key, under which the plain runs are kept ("" keeps none)."""
 
     MODULE: ClassVar[str] = "intervene"
     args: dict
-    interventions: list[dict]
+    steps: list[Step]
     sources: list[dict]
     root: str
     key: str = ""
 
+    @classmethod
+    def read(cls, data: dict) -> "Interventions":
+        return cls(**data | {"steps": [Step(**step) for step in data["steps"]]})
+
 
 @dataclass(frozen=True)
-class Outlines:
+class Outlines(_Arguments):
     """An outline's arguments: the requests whose runs are outlined node by node (the first the one to be changed,
     the others patch sources), `root` and `key` as an intervention's."""
 
@@ -55,7 +68,7 @@ class Outlines:
 
 
 @dataclass(frozen=True)
-class Stages:
+class Stages(_Arguments):
     """The arguments of a run on each stage of training: the lab request, and the recorded model's class, whose
     weights are swapped."""
 
@@ -65,7 +78,7 @@ class Stages:
 
 
 @dataclass(frozen=True)
-class Capture:
+class Capture(_Arguments):
     """A capture's arguments: the recording's declared inputs (None: the recipe's own example inputs)."""
 
     MODULE: ClassVar[str] = "capture"
@@ -120,7 +133,7 @@ class RecipeCall:
     def read(cls, task: dict) -> "RecipeCall":
         """A call from its plain data: its arguments typed by its module."""
         spec, args, keep = SPECS.get(task["module"]), task.get("args", {}), task.get("keep_run")
-        return cls(Path(task["recipe_dir"]), task["module"], task["entry"], spec(**args) if spec else args,
+        return cls(Path(task["recipe_dir"]), task["module"], task["entry"], spec.read(args) if spec else args,
                    task.get("context", {}), KeepRun(**keep) if keep else None)
 
     def asked(self, request: dict) -> dict:

@@ -234,7 +234,7 @@ def _intervene(call: RecipeCall, spec: Interventions, seed: int, kept_runs: Size
 
     asked, sources = call.asked(spec.args), [call.asked(source) for source in spec.sources]
     keys = [call.plain_key(each, spec.key) for each in [spec.args, *spec.sources]]
-    return partial(intervene.intervene, entry_function(call.recipe_dir, call.entry), asked, spec.interventions,
+    return partial(intervene.intervene, entry_function(call.recipe_dir, call.entry), asked, spec.steps,
                    sources, seed, spec.root, kept_runs, keys[0], keys[1:])
 
 

@@ -15,13 +15,14 @@ attribute that holds it. The plan this module makes is what the recipe process r
 import functools
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import get_args
 
 from pydantic import TypeAdapter, ValidationError
 
 from .labs.fields import DeclarationError, FieldError
 from .shapes import FACTOR, MOST_INTERVENTIONS, Action, Intervention, Interventions
+from .steps import Step
 
 # What a request may say, as the API's document declares it (shapes.Intervention): read from there, not written again.
 ACTIONS: tuple[str, ...] = get_args(Action)
@@ -112,7 +113,7 @@ def _order(problem: dict) -> tuple[int, int]:
     return loc[0], 1 if problem["type"] == "extra_forbidden" else 2 + FIELDS.index(loc[1])
 
 
-def plan(items, manifest: dict, heads: dict[str, Heads], cases: Collection[str]) -> list[dict]:
+def plan(items, manifest: dict, heads: dict[str, Heads], cases: Collection[str]) -> list[Step]:
     """The interventions of a request, validated against their type (shapes.Interventions, as the API's document
     describes them) and checked against the recording, as the recipe process runs them; FieldError (a 400) names
     the field at fault, item by item. `cases` are the recorded cases a patch may take its output from."""
@@ -164,7 +165,7 @@ def _not_a_case(cases: Collection[str]) -> str:
     return f"must be one of the recorded cases {', '.join(cases) or '(this recording holds none)'}"
 
 
-def _step(index: int, item: dict, layers: dict[str, dict], heads: dict[str, Heads], cases: Collection[str]) -> dict:
+def _step(index: int, item: dict, layers: dict[str, dict], heads: dict[str, Heads], cases: Collection[str]) -> Step:
     """One intervention of the type's shape checked against the recording: the step the recipe process runs."""
     where, node, action = f"interventions[{index}]", item["node"], item["action"]
     layer, module = layers.get(node), node.split("#", 1)[0]
@@ -173,26 +174,26 @@ def _step(index: int, item: dict, layers: dict[str, dict], heads: dict[str, Head
     if layer["kind"] not in ("module", "layer") or "@" in module:
         raise FieldError(f"{where}.node: {node!r} is {'an op' if '@' in module else 'an ' + layer['kind']}, "
                          "not a module; interventions act on modules")
-    step = {"node": node, "action": action, "target": node, "on": "output"}
+    step = Step(node, action, node, "output")
     if "head" in item:
-        step |= _head(item["head"], heads.get(node), node, where)
+        step = _head(step, item["head"], heads.get(node), where)
     if action == "scale":
         if "factor" not in item:
             raise FieldError(f"{where}.factor: {_not_a_factor()}")
-        step["factor"] = float(item["factor"])
+        step = replace(step, factor=float(item["factor"]))
     elif "factor" in item:
         raise FieldError(f"{where}.factor: only a scale takes a factor")
     if action == "patch":
         if item.get("from_case") not in cases:
             raise FieldError(f"{where}.from_case: {_not_a_case(cases)}")
-        step["from_case"] = item["from_case"]
+        step = replace(step, from_case=item["from_case"])
     elif "from_case" in item:
         raise FieldError(f"{where}.from_case: only a patch takes a case to patch from")
     return step
 
 
-def _head(head: int, declared: Heads | None, node: str, where: str) -> dict:
+def _head(step: Step, head: int, declared: Heads | None, where: str) -> Step:
     if declared is None or isinstance(declared.count, int) and head >= declared.count:
-        raise FieldError(f"{where}.head: {_not_a_head(declared, node)}")
+        raise FieldError(f"{where}.head: {_not_a_head(declared, step.node)}")
     # The head is cut from the projection's input; `heads` is the count or the attribute that holds it.
-    return {"head": head, "heads": declared.count, "target": declared.projection, "on": "input"}
+    return replace(step, head=head, heads=declared.count, target=declared.projection, on="input")

@@ -13,13 +13,14 @@ everything it depends on (the run key, the entry, the request and the interventi
 
 import hashlib
 import json
+from dataclasses import asdict, replace
 
 import numpy as np
 
 from ..compute.errors import RecipeRefused
 from ..compute.messages import Interventions, Keep, Outlines, RecipeCall, Reply
 from ..domain.catalog import Model
-from ..domain.interventions import offered, plan
+from ..domain.interventions import Step, offered, plan
 from ..domain.labs import Endpoint
 from ..domain.schema import ITEMS
 from ..domain.shapes import InterventionRequest, SubjectRequest
@@ -32,22 +33,21 @@ NOTE = ("Computed live on the server by the model's recipe, once as asked and on
         "not a recorded value.")
 
 
-def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -> tuple[Reply, bool, list[dict]]:
+def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -> tuple[Reply, bool, list[Step]]:
     """The intervened run's reply (before, after, effects) and whether it was kept, with the plan; a patch
     runs the source of its case (`sources`, the subject's) first."""
-    steps = plan(items, model.manifest, model.heads, sources)
-    used = list(dict.fromkeys(step["from_case"] for step in steps if "from_case" in step))  # each case once
-    for step in steps:
-        if "from_case" in step:
-            step["source"] = used.index(step["from_case"])
+    planned = plan(items, model.manifest, model.heads, sources)
+    used = list(dict.fromkeys(step.from_case for step in planned if step.from_case is not None))  # each case once
+    steps = [step if step.from_case is None else replace(step, source=used.index(step.from_case)) for step in planned]
     source_args = [sources[case] for case in used]
     run_key = runs.run_key(model)
     call = RecipeCall.of(model.recipe_dir, entry,
                          Interventions(args, steps, source_args, model.manifest.get("className", ""), run_key),
                          context(model.checkpoint))
-    asked = json.dumps({"args": args, "steps": steps, "sources": source_args}, sort_keys=True)
+    asked = json.dumps({"args": args, "steps": [asdict(step) for step in steps], "sources": source_args},
+                       sort_keys=True)
     key = f"intervened:{entry}:{run_key}:{hashlib.sha256(asked.encode()).hexdigest()}"
-    changed = ", ".join(dict.fromkeys(step["node"] for step in steps))
+    changed = ", ".join(dict.fromkeys(step.node for step in steps))
     blame = RecipeRefused(400, f"interventions: the changes to {changed} made the answer NaN or infinite, which "
                                "JSON cannot carry; a smaller factor, or another action, may keep it finite")
     reply, cached = runs.submit(call, key, blame)
@@ -111,10 +111,9 @@ def lab_answer(model: Model, endpoint: Endpoint, args: dict, items) -> dict:
         "plain_run_kept": result["plain_run_kept"]}
 
 
-def steps_shown(steps: list[dict]) -> list[dict]:
+def steps_shown(steps: list[Step]) -> list[dict]:
     """The interventions as the client wrote them (the plan's internals left out)."""
-    keys = ("node", "action", "head", "factor", "from_case")
-    return [{k: step[k] for k in keys if k in step} for step in steps]
+    return [step.shown() for step in steps]
 
 
 def items(before: dict, after: dict) -> dict:
