@@ -1,7 +1,8 @@
 """The results of a causal-LM lab's generation and trace endpoints (its runs answer a case)."""
 
-from typing import NotRequired
+from typing import Annotated, Literal
 
+from pydantic import Field
 from typing_extensions import TypedDict
 
 
@@ -56,35 +57,64 @@ class CausalScored(TypedDict):
     probability: float
 
 
-class CausalStage(TypedDict):
-    """One stage of the position's way through the model; each stage carries the parts that describe it."""
+# The stages of a trace, in order, each with the parts that describe it (its `id` says which): the tokens, the
+# embeddings, one stage per block (block0, block1, ...), the final norm, the logits and the prediction.
+class CausalTokens(TypedDict):
+    id: Literal["tokens"]
+    values: list[int]
+    words: list[str]
+    position: int
+    token: int
 
-    id: str
-    values: NotRequired[list[float] | list[int]]
-    words: NotRequired[list[str]]
-    position: NotRequired[int]
-    token: NotRequired[int]
-    token_embedding: NotRequired[list[float]]
-    position_embedding: NotRequired[list[float]]
-    block: NotRequired[int]
-    input: NotRequired[list[float]]
-    ln_1: NotRequired[list[float]]
-    heads: NotRequired[list[CausalHead]]
-    masked_after: NotRequired[int]
-    attention_output: NotRequired[list[float]]
-    after_attention: NotRequired[list[float]]
-    ln_2: NotRequired[list[float]]
-    before_gelu: NotRequired[list[float]]
-    after_gelu: NotRequired[list[float]]
-    passed: NotRequired[list[int]]
-    squeezed: NotRequired[list[int]]
-    mlp_output: NotRequired[list[float]]
-    table: NotRequired[list[CausalScored]]
-    max_shift: NotRequired[float]
-    sum_exp: NotRequired[float]
-    word: NotRequired[str]
-    probability: NotRequired[float]
-    actual_next: NotRequired[int | None]  # null: the last position has no next token
+
+class CausalEmbeddings(TypedDict):
+    id: Literal["embeddings"]
+    token_embedding: list[float]
+    position_embedding: list[float]
+    values: list[float]
+
+
+class CausalBlock(TypedDict):
+    id: Annotated[str, Field(pattern=r"^block[0-9]+$")]
+    block: int
+    input: list[float]
+    ln_1: list[float]
+    heads: list[CausalHead]
+    masked_after: int  # the keys after this position are removed by the causal mask
+    attention_output: list[float]
+    after_attention: list[float]
+    ln_2: list[float]
+    before_gelu: list[float]
+    after_gelu: list[float]
+    passed: list[int]
+    squeezed: list[int]
+    mlp_output: list[float]
+    values: list[float]
+
+
+class CausalFinalNorm(TypedDict):
+    id: Literal["final_norm"]
+    input: list[float]
+    values: list[float]
+
+
+class CausalLogits(TypedDict):
+    id: Literal["logits"]
+    table: list[CausalScored]
+    values: list[float]
+    max_shift: float
+    sum_exp: float
+
+
+class CausalPrediction(TypedDict):
+    id: Literal["prediction"]
+    token: int
+    word: str
+    probability: float
+    actual_next: int | None  # null: the last position has no next token
+
+
+CausalStage = CausalTokens | CausalEmbeddings | CausalBlock | CausalFinalNorm | CausalLogits | CausalPrediction
 
 
 class CausalTrace(TypedDict):

@@ -1,6 +1,6 @@
 """The result of an image-classifier lab's trace endpoint (its runs answer a case)."""
 
-from typing import NotRequired
+from typing import Literal, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -14,24 +14,32 @@ class ImageUnit(TypedDict):
     contribution: float
 
 
-class ImageStage(TypedDict):
-    """One stage of the class's score traced back towards the drawing."""
-
-    id: str
+# The stages of a trace: first the logit, exact (its bias plus each hidden unit's weight times its activation), then
+# each traced layer back to the drawing, with activation × gradient.
+class ImageLogit(TypedDict):
+    id: Literal["logit"]
     title: str
-    logit: NotRequired[float]
-    bias: NotRequired[float]
-    probability: NotRequired[float]
-    weights: NotRequired[list[float]]
-    hidden: NotRequired[list[float]]
-    contributions: NotRequired[list[float]]
-    strongest: NotRequired[list[ImageUnit]]
-    check: NotRequired[float]
-    shape: NotRequired[list[int]]
-    activation: NotRequired[Grid]
-    attribution: NotRequired[Grid]
-    total: NotRequired[float]
-    channel_totals: NotRequired[list[float]]
+    logit: float
+    bias: float
+    probability: float
+    weights: list[float]
+    hidden: list[float]
+    contributions: list[float]
+    strongest: list[ImageUnit]
+    check: float  # the contributions and the bias summed again: the logit
+
+
+class ImageAttributed(TypedDict):
+    id: str  # the layer's name, or "input" for the drawing
+    title: str
+    shape: list[int]
+    activation: Grid
+    attribution: Grid
+    total: float
+    channel_totals: NotRequired[list[float]]  # where the layer's output is maps by channel
+
+
+ImageStage = ImageLogit | ImageAttributed
 
 
 class ImageTrace(TypedDict):

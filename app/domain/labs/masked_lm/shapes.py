@@ -1,6 +1,6 @@
 """The results of a masked-LM lab's corruption sampler and trace endpoints (its runs answer a case)."""
 
-from typing import NotRequired
+from typing import Literal
 
 from typing_extensions import TypedDict
 
@@ -39,54 +39,126 @@ class MaskedAttended(TypedDict):
 
 class MaskedHead(TypedDict):
     head: int
-    query: NotRequired[list[float]]
-    keys: NotRequired[list[list[float]]]
-    scores: list[float | None]
-    masked: NotRequired[list[int]]
+    query: list[float]
+    keys: list[list[float]]
+    scores: list[float | None]  # null: removed by the causal mask
+    masked: list[int]  # the keys the mask removed
     weights: list[float]
     top_context: list[MaskedAttended]
 
 
-class MaskedScored(TypedDict):
+class MaskedLogit(TypedDict):
+    """A row of the decoder: the token's logit as the dot product with its embedding plus the bias."""
+
     token: int
-    dot: NotRequired[float]
-    bias: NotRequired[float]
+    dot: float
+    bias: float
     logit: float
-    exp: NotRequired[float]
-    probability: NotRequired[float]
 
 
-class MaskedStage(TypedDict):
-    """One stage of the token's way through the encoder; each stage carries the parts that describe it."""
+class MaskedProbability(TypedDict):
+    token: int
+    logit: float
+    exp: float
+    probability: float
 
-    id: str
-    values: NotRequired[list[float] | list[int]]
-    token: NotRequired[int]
-    position: NotRequired[int]
-    caption: NotRequired[str]
-    word: NotRequired[list[float]]
-    position_embedding: NotRequired[list[float]]
-    segment: NotRequired[list[float]]
-    input: NotRequired[list[float]]
-    heads: NotRequired[list[MaskedHead]]
-    mask: NotRequired[str]
-    projected: NotRequired[list[float]]
-    residual_sum: NotRequired[list[float]]
-    before_gelu: NotRequired[list[float]]
-    after_gelu: NotRequired[list[float]]
-    passed: NotRequired[list[int]]
-    suppressed: NotRequired[list[int]]
-    down: NotRequired[list[float]]
-    transform: NotRequired[list[float]]
-    gelu: NotRequired[list[float]]
-    table: NotRequired[list[MaskedScored]]
-    sum_exp: NotRequired[float]
-    predicted: NotRequired[int | str]
-    confidence: NotRequired[float]
-    cls: NotRequired[list[float]]
-    pooler: NotRequired[list[float]]
-    tanh: NotRequired[list[float]]
-    logits: NotRequired[list[float]]
+
+# The stages of a trace, in order, each with the parts that describe it (its `id` says which) and its caption.
+class MaskedTokens(TypedDict):
+    id: Literal["tokens"]
+    caption: str
+    values: list[int]
+    token: int
+    position: int
+
+
+class MaskedEmbeddings(TypedDict):
+    id: Literal["embeddings"]
+    caption: str
+    word: list[float]
+    position_embedding: list[float]
+    segment: list[float]
+    values: list[float]
+
+
+class MaskedEmbeddingNorm(TypedDict):
+    id: Literal["embedding_norm"]
+    caption: str
+    input: list[float]
+    values: list[float]
+
+
+class MaskedAttention(TypedDict):
+    id: Literal["attention"]
+    caption: str
+    heads: list[MaskedHead]
+    mask: str  # bidirectional or causal
+
+
+class MaskedAttentionOutput(TypedDict):
+    id: Literal["attention_output"]
+    caption: str
+    projected: list[float]
+    residual_sum: list[float]
+    values: list[float]
+
+
+class MaskedFFNUp(TypedDict):
+    id: Literal["ffn_up"]
+    caption: str
+    before_gelu: list[float]
+    after_gelu: list[float]
+    passed: list[int]
+    suppressed: list[int]
+    values: list[float]
+
+
+class MaskedFFNDown(TypedDict):
+    id: Literal["ffn_down"]
+    caption: str
+    down: list[float]
+    residual_sum: list[float]
+    values: list[float]
+
+
+class MaskedHeadTransform(TypedDict):
+    id: Literal["mlm_head"]
+    caption: str
+    transform: list[float]
+    gelu: list[float]
+    values: list[float]
+
+
+class MaskedLogits(TypedDict):
+    id: Literal["logits"]
+    caption: str
+    table: list[MaskedLogit]
+    values: list[float]
+
+
+class MaskedSoftmax(TypedDict):
+    id: Literal["softmax"]
+    caption: str
+    table: list[MaskedProbability]
+    sum_exp: float
+    values: list[float]
+    predicted: int
+    confidence: float
+
+
+class MaskedNextSentence(TypedDict):
+    id: Literal["nsp"]
+    caption: str
+    cls: list[float]
+    pooler: list[float]
+    tanh: list[float]
+    logits: list[float]
+    values: list[float]
+    predicted: str  # IsNext or NotNext
+
+
+MaskedStage = (MaskedTokens | MaskedEmbeddings | MaskedEmbeddingNorm | MaskedAttention | MaskedAttentionOutput
+               | MaskedFFNUp | MaskedFFNDown | MaskedHeadTransform | MaskedLogits | MaskedSoftmax | MaskedNextSentence)
 
 
 class MaskedTrace(TypedDict):
