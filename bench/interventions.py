@@ -150,7 +150,7 @@ def pooled(recipe_dir: Path, entry: str, request: dict, step: list, root: str, r
     """The medians of a lab run and of the changes to its input (the module docstring's second table), each
     round timed from the call to the reply through one recipe process; and the median ratios of the changes,
     each to a lab run of its round that followed as long an idle."""
-    from app.compute.messages import Interventions, KeepRun, RecipeCall
+    from app.compute.messages import InterveneArgs, KeepRun, RecipeCall
     from app.compute.pool import WorkerPool
 
     pool = WorkerPool(size=1, timeout=120, torch_threads=1, seed=0)
@@ -170,13 +170,13 @@ def pooled(recipe_dir: Path, entry: str, request: dict, step: list, root: str, r
             time.sleep(pause)
             call(RecipeCall.lab(recipe_dir, entry, request, {}, KeepRun(root, f"later-{index}")), times[0])
             time.sleep(pause)
-            call(RecipeCall.of(recipe_dir, entry, Interventions(request, step, [], root, f"later-{index}")), times[1])
+            call(RecipeCall.of(recipe_dir, entry, InterveneArgs(request, step, [], root, f"later-{index}")), times[1])
             time.sleep(reader_pause)
             call(RecipeCall.lab(recipe_dir, entry, request, {}, KeepRun(root, f"reader-{index}")), times[2])
             time.sleep(reader_pause)
-            call(RecipeCall.of(recipe_dir, entry, Interventions(request, step, [], root, f"reader-{index}")), times[3])
+            call(RecipeCall.of(recipe_dir, entry, InterveneArgs(request, step, [], root, f"reader-{index}")), times[3])
             time.sleep(pause)
-            call(RecipeCall.of(recipe_dir, entry, Interventions(request, step, [], root, f"first-{index}")), times[4])
+            call(RecipeCall.of(recipe_dir, entry, InterveneArgs(request, step, [], root, f"first-{index}")), times[4])
     finally:
         pool.shutdown()
     lab, later, lab_idle, reader, first = times

@@ -13,13 +13,13 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
+    from app.compute.messages import RecipeCall
     from app.compute.worker import start
 
     recipe_dir, seed = Path(argv[0]).resolve(), int(argv[1])
     context = {"checkpoint": argv[2]} if len(argv) > 2 else {}
     process = start(torch_threads=1, seed=seed, memory_mb=0)
-    reply = process.answer({"recipe_dir": str(recipe_dir), "module": "run", "entry": "replay", "args": {},
-                            "context": context})
+    reply = process.answer(RecipeCall.replay(recipe_dir, context).wire())
     sys.stdout.write(json.dumps(reply))
     return 0 if reply["ok"] else 1
 

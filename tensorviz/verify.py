@@ -30,6 +30,7 @@ import urllib.request
 from pathlib import Path
 
 from app.compute.errors import RecipeError
+from app.compute.messages import Failure, Reply, read_reply
 from app.compute.retraining import RetrainCall, retrain
 from app.domain.compare import compare_replay
 from app.domain.history import retraining_entry, verification_entry
@@ -108,21 +109,21 @@ def checked_checkpoint(folder: Path, recorded: dict[str, str]) -> None:
                           "made from: refused, nothing was run")
 
 
-def replayed(folder: Path, seed: int, checkpoint: str | None) -> dict:
-    """The recipe's replay in a fresh process: the worker's reply, with its result read."""
+def replayed(folder: Path, seed: int, checkpoint: str | None) -> Reply:
+    """The recipe's replay in a fresh process: the worker's reply."""
     command = [sys.executable, "-m", "tensorviz.replay", str(folder), str(seed), *([checkpoint] if checkpoint else [])]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=REPLAY_SECONDS)
     except subprocess.TimeoutExpired:
         raise Refused(f"the replay ran past {REPLAY_SECONDS:g} s and was stopped") from None
     try:
-        reply = json.loads(done.stdout)
-    except ValueError:
+        reply = read_reply(json.loads(done.stdout))
+    except (ValueError, TypeError, KeyError):
         raise Refused(f"the replay process ended (exit status {done.returncode}) without a reply: "
                       f"{done.stderr.strip().splitlines()[-1:] or ''}") from None
-    if not reply.get("ok"):
-        raise Refused(f"the recipe failed to replay: {reply.get('error') or reply.get('words')}")
-    return reply | {"result": json.loads(reply["result_json"])}
+    if isinstance(reply, Failure):
+        raise Refused(f"the recipe failed to replay: {reply.error or reply.words}")
+    return reply
 
 
 def verified(url: str, checkpoint: str | None, retraining: bool, folder: Path) -> dict:
@@ -145,13 +146,13 @@ def verified(url: str, checkpoint: str | None, retraining: bool, folder: Path) -
                     "files": fetched_files(base, manifest, recipe)}
     seed = int(manifest.get("provenance", {}).get("execution", {}).get("seed", 0))
     reply = replayed(recipe, seed, checkpoint)
-    report |= compare_replay(manifest, reply["result"])
-    report |= {"environment": reply["environment"], "compute_seconds": reply["compute_seconds"],
-               "replay_sha256": hashlib.sha256(reply["result_json"].encode()).hexdigest()}
+    report |= compare_replay(manifest, reply.result)
+    report |= {"environment": reply.environment, "compute_seconds": reply.compute_seconds,
+               "replay_sha256": hashlib.sha256(reply.result_json.encode()).hexdigest()}
     if retraining:
         try:
             trained = retrain(RetrainCall(recipe, RETRAIN_SECONDS), lambda event: None, lambda: False)
-            report["retraining"] = trained["report"] | {"environment": trained["environment"]}
+            report["retraining"] = trained.report | {"environment": trained.environment}
         except RecipeError as exc:
             raise Refused(f"the retraining failed: {exc}") from None
         if not report["retraining"]["passed"]:

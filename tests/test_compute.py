@@ -3,7 +3,7 @@
 import pytest
 
 from app.compute.errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
-from app.compute.messages import Capture, RecipeCall
+from app.compute.messages import CaptureArgs, RecipeCall
 from app.compute.pool import WorkerPool
 from app.domain.checkpoints import CheckpointUnavailable
 from app.domain.labs.fields import FieldError
@@ -42,7 +42,7 @@ def test_calls_are_typed_and_the_worker_receives_plain_data():
     assert call.wire() == {"recipe_dir": str(BERT_RECIPE), "module": "lab", "entry": "trace",
                            "args": {"position": 2}, "context": {"checkpoint": "/srv/ckpt"}}
     assert RecipeCall.replay(BERT_RECIPE).wire()["module"] == "run"
-    capture = RecipeCall.of(BERT_RECIPE, "capture", Capture([{"shape": [1, 6]}]))
+    capture = RecipeCall.of(BERT_RECIPE, "capture", CaptureArgs([{"shape": [1, 6]}]))
     assert capture.wire()["args"] == {"inputs": [{"shape": [1, 6]}]} and capture.wire()["module"] == "capture"
     assert RecipeCall.read(capture.wire()) == capture  # read back into the same typed call
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 
-from ..compute.messages import Capture, RecipeCall
+from ..compute.messages import CaptureArgs, RecipeCall
 from ..compute.pool import WorkerPool
 from ..domain import requirements
 from ..domain.catalog import (
@@ -226,7 +226,7 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
     meta["experiment"].setdefault("kind", declaration.experiment.kind)
     checkpoint = _checkpoint(meta, settings)
     context = {"checkpoint": str(checkpoint.folder)} if checkpoint else {}
-    reply = pool.run(RecipeCall.of(recipe_dir, "capture", Capture(meta["recording"].get("inputs")), context))
+    reply = pool.run(RecipeCall.of(recipe_dir, "capture", CaptureArgs(meta["recording"].get("inputs")), context))
     graph, replay = reply.result["graph"], reply.result["replay"]
     _alone_as_among_others(replay, reply.result["alone"], declaration)
     manifest: dict = {"schemaVersion": 1, "slug": slug}

@@ -152,7 +152,7 @@ class CeleryExecutor:
         as it trains; `cancelled()` asked meanwhile, and a stop sent through the broker when it says so. The reply,
         or RecipeTimeout, Cancelled, RecipeCrashed (its worker lost) or a RecipeError that says why not."""
         try:
-            result = self.celery.send_task(RETRAIN, args=[call.task()], soft_time_limit=call.timeout + GRACE,
+            result = self.celery.send_task(RETRAIN, args=[call.wire()], soft_time_limit=call.timeout + GRACE,
                                            time_limit=call.timeout + 2 * GRACE)
         except (*UNREACHABLE, RuntimeError) as exc:
             raise _unreachable(exc) from None

@@ -39,7 +39,7 @@ class _Arguments:
 
 
 @dataclass(frozen=True)
-class Interventions(_Arguments):
+class InterveneArgs(_Arguments):
     """An intervention's arguments: the lab request run as asked (`args`) and again with its planned `steps`;
     `sources` the requests whose runs patches take their tensors from, `root` the recorded model's class, `key` the
     service's run key, under which the plain runs are kept ("" keeps none)."""
@@ -52,12 +52,12 @@ class Interventions(_Arguments):
     key: str = ""
 
     @classmethod
-    def read(cls, data: dict) -> "Interventions":
+    def read(cls, data: dict) -> "InterveneArgs":
         return cls(**data | {"steps": [Step(**step) for step in data["steps"]]})
 
 
 @dataclass(frozen=True)
-class Outlines(_Arguments):
+class OutlineArgs(_Arguments):
     """An outline's arguments: the requests whose runs are outlined node by node (the first the one to be changed,
     the others patch sources), `root` and `key` as an intervention's."""
 
@@ -68,7 +68,7 @@ class Outlines(_Arguments):
 
 
 @dataclass(frozen=True)
-class Stages(_Arguments):
+class TrainingArgs(_Arguments):
     """The arguments of a run on each stage of training: the lab request, and the recorded model's class, whose
     weights are swapped."""
 
@@ -78,22 +78,23 @@ class Stages(_Arguments):
 
 
 @dataclass(frozen=True)
-class Capture(_Arguments):
+class CaptureArgs(_Arguments):
     """A capture's arguments: the recording's declared inputs (None: the recipe's own example inputs)."""
 
     MODULE: ClassVar[str] = "capture"
     inputs: list | None
 
 
-Spec = Interventions | Outlines | Stages | Capture
-SPECS: dict[str, type[Spec]] = {spec.MODULE: spec for spec in (Interventions, Outlines, Stages, Capture)}
+Arguments = InterveneArgs | OutlineArgs | TrainingArgs | CaptureArgs
+ARGUMENTS: dict[str, type[Arguments]] = {kind.MODULE: kind for kind in
+                                         (InterveneArgs, OutlineArgs, TrainingArgs, CaptureArgs)}
 
 
 @dataclass(frozen=True)
 class RecipeCall:
     """What a recipe process is asked to run: the recipe's replay (run.py), one of its lab entries (lab.py), that
     entry with interventions, outlined or on the weights kept during training, or a capture of its graph. `args` is
-    the client's request for a run.py or lab.py entry, else the call's typed arguments (a Spec). `context` holds the
+    the client's request for a run.py or lab.py entry, else the call's typed Arguments. `context` holds the
     server's own arguments (a checkpoint folder), never a client's; the recipe process checks that the entry is one
     the recipe declares. `keep_run` asks it to keep a lab run's request as an intervention's plain run after it
     replied (worker.keep_after)."""
@@ -101,7 +102,7 @@ class RecipeCall:
     recipe_dir: Path
     module: str
     entry: str
-    args: dict | Spec = field(default_factory=dict)
+    args: dict | Arguments = field(default_factory=dict)
     context: dict = field(default_factory=dict)
     keep_run: KeepRun | None = None
 
@@ -117,10 +118,10 @@ class RecipeCall:
         return cls(Path(recipe_dir), "lab", entry, args or {}, context or {}, keep_run)
 
     @classmethod
-    def of(cls, recipe_dir: Path, entry: str, spec: Spec, context: dict | None = None) -> "RecipeCall":
-        """A lab.py entry (or a recorded case replayed) run as `spec` says: intervened, outlined, on each stage of
-        training, or the graph's capture."""
-        return cls(Path(recipe_dir), spec.MODULE, entry, spec, context or {})
+    def of(cls, recipe_dir: Path, entry: str, arguments: Arguments, context: dict | None = None) -> "RecipeCall":
+        """A lab.py entry (or a recorded case replayed) run as its `arguments` say: intervened, outlined, on each
+        stage of training, or the graph's capture."""
+        return cls(Path(recipe_dir), arguments.MODULE, entry, arguments, context or {})
 
     def wire(self) -> dict:
         """The call as plain data."""
@@ -132,8 +133,8 @@ class RecipeCall:
     @classmethod
     def read(cls, task: dict) -> "RecipeCall":
         """A call from its plain data: its arguments typed by its module."""
-        spec, args, keep = SPECS.get(task["module"]), task.get("args", {}), task.get("keep_run")
-        return cls(Path(task["recipe_dir"]), task["module"], task["entry"], spec.read(args) if spec else args,
+        kind, args, keep = ARGUMENTS.get(task["module"]), task.get("args", {}), task.get("keep_run")
+        return cls(Path(task["recipe_dir"]), task["module"], task["entry"], kind.read(args) if kind else args,
                    task.get("context", {}), KeepRun(**keep) if keep else None)
 
     def asked(self, request: dict) -> dict:
@@ -149,9 +150,9 @@ class RecipeCall:
         run as asked), an outline's (the run to be changed); None for any other call."""
         if self.module == "lab" and self.keep_run and isinstance(self.args, dict):
             return self.plain_key(self.args, self.keep_run.key)
-        if isinstance(self.args, Interventions):
+        if isinstance(self.args, InterveneArgs):
             return self.plain_key(self.args.args, self.args.key)
-        if isinstance(self.args, Outlines):
+        if isinstance(self.args, OutlineArgs):
             return self.plain_key(self.args.requests[0], self.args.key)
         return None
 

@@ -45,12 +45,13 @@ class RetrainCall:
     timeout: float
     memory_mb: int = 0
 
-    def task(self) -> dict:
+    def wire(self) -> dict:
         """The call as a Celery task carries it (plain data)."""
         return {"recipe_dir": str(self.recipe_dir), "timeout": self.timeout, "memory_mb": self.memory_mb}
 
     @classmethod
-    def of_task(cls, task: dict, recipe_dir: Path | None = None) -> "RetrainCall":
+    def read(cls, task: dict, recipe_dir: Path | None = None) -> "RetrainCall":
+        """A call from its plain data, in `recipe_dir` where given (a compute worker's folder of the same name)."""
         return cls(recipe_dir or Path(task["recipe_dir"]), float(task["timeout"]), int(task["memory_mb"]))
 
 

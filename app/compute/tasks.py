@@ -110,7 +110,7 @@ def make_celery(settings: dict) -> Celery:
                 return False  # the broker out of reach for a moment: train on, the time limit still holds
 
         try:
-            reply = retrain_watched(RetrainCall.of_task(task, folder),
+            reply = retrain_watched(RetrainCall.read(task, folder),
                                     lambda progress: self.update_state(state=PROGRESS, meta=progress), cancelled)
         except Cancelled as exc:
             return Failure(str(exc), str(exc), cancelled=True).wire()

@@ -23,14 +23,14 @@ from ..domain.lru import SizedLRU
 from ..domain.recipes import METADATA_FILE, load_module, read_metadata
 from ..domain.stamps import file_stamp
 from .messages import (
-    Capture,
+    CaptureArgs,
     Failure,
-    Interventions,
+    InterveneArgs,
     KeepRun,
-    Outlines,
+    OutlineArgs,
     RecipeCall,
     Reply,
-    Stages,
+    TrainingArgs,
     Warmup,
     is_warmup,
     plain_key,
@@ -221,41 +221,41 @@ def waiting_key(task: dict) -> str | None:
 # What each kind of call calls, by the type of its arguments: a function of (call, its arguments, seed, kept runs)
 # that answers the function to run. A call with a request of a client's runs a declared entry of the recipe's own
 # module (run.py, lab.py).
-def _capture(call: RecipeCall, spec: Capture, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _capture(call: RecipeCall, arguments: CaptureArgs, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import capture
 
     if call.entry != "capture":
         raise ValueError(f"capture.{call.entry} is not a recipe entry point")
-    return partial(capture.capture, **call.asked({"recipe_dir": str(call.recipe_dir), "inputs": spec.inputs}))
+    return partial(capture.capture, **call.asked({"recipe_dir": str(call.recipe_dir), "inputs": arguments.inputs}))
 
 
-def _intervene(call: RecipeCall, spec: Interventions, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _intervene(call: RecipeCall, arguments: InterveneArgs, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import intervene
 
-    asked, sources = call.asked(spec.args), [call.asked(source) for source in spec.sources]
-    keys = [call.plain_key(each, spec.key) for each in [spec.args, *spec.sources]]
-    return partial(intervene.intervene, entry_function(call.recipe_dir, call.entry), asked, spec.steps,
-                   sources, seed, spec.root, kept_runs, keys[0], keys[1:])
+    asked, sources = call.asked(arguments.args), [call.asked(source) for source in arguments.sources]
+    keys = [call.plain_key(each, arguments.key) for each in [arguments.args, *arguments.sources]]
+    return partial(intervene.intervene, entry_function(call.recipe_dir, call.entry), asked, arguments.steps,
+                   sources, seed, arguments.root, kept_runs, keys[0], keys[1:])
 
 
-def _outline(call: RecipeCall, spec: Outlines, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _outline(call: RecipeCall, arguments: OutlineArgs, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import intervene
 
     return partial(intervene.outlines, entry_function(call.recipe_dir, call.entry),
-                   [call.asked(each) for each in spec.requests], seed, spec.root, kept_runs,
-                   [call.plain_key(each, spec.key) for each in spec.requests])
+                   [call.asked(each) for each in arguments.requests], seed, arguments.root, kept_runs,
+                   [call.plain_key(each, arguments.key) for each in arguments.requests])
 
 
-def _training(call: RecipeCall, spec: Stages, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _training(call: RecipeCall, arguments: TrainingArgs, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import training
 
     snapshots = call.recipe_dir / read_metadata(call.recipe_dir)["training"]["snapshots"]  # the recipe's own
-    return partial(training.stages, entry_function(call.recipe_dir, call.entry), call.asked(spec.args), seed,
-                   spec.root, snapshots)
+    return partial(training.stages, entry_function(call.recipe_dir, call.entry), call.asked(arguments.args), seed,
+                   arguments.root, snapshots)
 
 
 HANDLERS: dict[type, Callable[..., Callable[[], Any]]] = {
-    Capture: _capture, Interventions: _intervene, Outlines: _outline, Stages: _training}
+    CaptureArgs: _capture, InterveneArgs: _intervene, OutlineArgs: _outline, TrainingArgs: _training}
 
 
 def _declared(call: RecipeCall, request: dict, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:

@@ -18,7 +18,7 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from ..compute.errors import RecipeRefused
-from ..compute.messages import Interventions, Keep, Outlines, RecipeCall, Reply
+from ..compute.messages import InterveneArgs, Keep, OutlineArgs, RecipeCall, Reply
 from ..domain.catalog import Model
 from ..domain.interventions import Step, offered, plan
 from ..domain.labs import Endpoint
@@ -42,7 +42,7 @@ def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -
     source_args = [sources[case] for case in used]
     run_key = runs.run_key(model)
     call = RecipeCall.of(model.recipe_dir, entry,
-                         Interventions(args, steps, source_args, model.manifest.get("className", ""), run_key),
+                         InterveneArgs(args, steps, source_args, model.manifest.get("className", ""), run_key),
                          context(model.checkpoint))
     asked = json.dumps({"args": args, "steps": [asdict(step) for step in steps], "sources": source_args},
                        sort_keys=True)
@@ -63,7 +63,7 @@ def options(model: Model, body) -> dict:
     sources = {case: args for case, args in asked.sources.items() if case != body.get("case")}
     run_key = runs.run_key(model)
     requests = [asked.args, *sources.values()]
-    outlines = Outlines(requests, model.manifest.get("className", ""), run_key)
+    outlines = OutlineArgs(requests, model.manifest.get("className", ""), run_key)
     call = RecipeCall.of(model.recipe_dir, asked.entry, outlines, context(model.checkpoint))
     asked_for = hashlib.sha256(json.dumps(requests, sort_keys=True).encode()).hexdigest()
     reply, _ = runs.submit(call, f"outline:{asked.entry}:{run_key}:{asked_for}")

@@ -13,7 +13,7 @@ snapshots file, which is a recipe file.
 import hashlib
 import json
 
-from ..compute.messages import RecipeCall, Stages
+from ..compute.messages import RecipeCall, TrainingArgs
 from ..domain.catalog import Model
 from ..domain.labs.fields import FieldError
 from ..domain.schema import ITEMS
@@ -34,7 +34,7 @@ def answer(model: Model, body) -> dict:
     checked(body, SubjectRequest)
     asked = subject(model, body)
     args = asked.args
-    call = RecipeCall.of(model.recipe_dir, asked.entry, Stages(args, model.manifest.get("className", "")),
+    call = RecipeCall.of(model.recipe_dir, asked.entry, TrainingArgs(args, model.manifest.get("className", "")),
                          context(model.checkpoint))
     digest = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
     reply, cached = runs.submit(call, f"training:{asked.entry}:{runs.run_key(model)}:{digest}")
