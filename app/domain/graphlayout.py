@@ -9,6 +9,7 @@ in the browser (static/js/graph-scene.js), a module's contents as it opens, so n
 import json
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 FONT = "DejaVu Sans"
@@ -110,30 +111,46 @@ def normalise(manifest: dict, collapsed: set[str]) -> tuple[str, ...]:
     return tuple(sorted(m for m in collapsed if not set(ancestors(layers, m)) & collapsed))
 
 
-def visible_graph(manifest: dict, collapsed: tuple[str, ...]) -> tuple[list[dict], list[tuple[str, str]]]:
-    """Nodes and edges with each collapsed module standing in for everything inside it (the closed-module rule; the
-    page's GraphScene.visible draws by the same, and tests/test_layouts.py holds the two equal).
+@dataclass(frozen=True)
+class Shown:
+    """What a set of open modules shows: the boxes drawn as nodes (a layer, or a closed module standing in for
+    everything inside it), the edges between them, each once, and the modules drawn open, as boxes around their
+    contents (an edge that names an open module is left out: the edges of its contents carry that flow)."""
 
-    Open modules are drawn as boxes around their contents, not as nodes, so an edge that names an open
-    module is left out: the edges of its contents already carry that flow.
-    """
+    nodes: list[dict]
+    edges: list[tuple[str, str]]
+    open_boxes: set[str]
+
+
+# The page's own graph module decides what a set of open modules shows; the snapshot asks it, in Node, so that the
+# closed-module rule has one home (static/js/graph-scene.js's GraphScene).
+SCENE = Path(__file__).resolve().parents[2] / "static" / "js" / "graph-scene.js"
+ASK_SCENE = """
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const { scene: url, graph, open: ids } = JSON.parse(Buffer.concat(chunks).toString());
+const { GraphScene } = await import(url);
+const scene = new GraphScene(graph.layers, graph.connections);
+const open = new Set(ids);
+const all = graph.layers.map((l) => l.id);
+process.stdout.write(JSON.stringify({ nodes: all.filter((id) => scene.isNode(id, open)),
+  edges: [...scene.visibleEdges(open).values()], open_boxes: all.filter((id) => scene.isOpenBox(id, open)) }));
+"""
+
+
+def visible_graph(manifest: dict, collapsed: tuple[str, ...]) -> Shown:
+    """What the graph shows with these modules collapsed and every other open, as the page draws it."""
+    opened = [m["id"] for m in modules(manifest) if m["id"] not in collapsed]
+    asked = {"scene": SCENE.as_uri(), "graph": json.loads(drawing_document(manifest)), "open": opened}
+    try:
+        done = subprocess.run(["node", "--input-type=module", "-e", ASK_SCENE], input=json.dumps(asked),
+                              capture_output=True, text=True, check=True)
+    except FileNotFoundError:
+        raise RuntimeError("drawing a graph's snapshot asks the page's graph module what shows, in Node: install "
+                           "it (apt-get install -y nodejs)") from None
+    answer = json.loads(done.stdout)
     layers = {layer["id"]: layer for layer in manifest["layers"]}
-
-    def shown_as(layer_id: str) -> str:
-        outermost = [a for a in ancestors(layers, layer_id) if a in collapsed]
-        return outermost[-1] if outermost else layer_id
-
-    def is_node(layer_id: str) -> bool:
-        layer = layers[layer_id]
-        return shown_as(layer_id) == layer_id and (layer["kind"] != "module" or layer_id in collapsed)
-
-    nodes = [layer for layer in manifest["layers"] if is_node(layer["id"])]
-    edges: list[tuple[str, str]] = []
-    for edge in manifest["connections"]:
-        source, target = shown_as(edge["source"]), shown_as(edge["target"])
-        if source != target and is_node(source) and is_node(target) and (source, target) not in edges:
-            edges.append((source, target))
-    return nodes, edges
+    return Shown([layers[i] for i in answer["nodes"]], [tuple(e) for e in answer["edges"]], set(answer["open_boxes"]))
 
 
 def _dot_id(text: str) -> str:
@@ -145,7 +162,7 @@ def _dot_id(text: str) -> str:
 def to_dot(manifest: dict, collapsed: tuple[str, ...]) -> str:
     """Graphviz source: top-to-bottom, open modules as nested clusters."""
     layers = {layer["id"]: layer for layer in manifest["layers"]}
-    nodes, edges = visible_graph(manifest, collapsed)
+    shown = visible_graph(manifest, collapsed)
     plain, cluster = PALETTE["node"], PALETTE["cluster"]
     lines = [
         "digraph G {",
@@ -158,16 +175,14 @@ def to_dot(manifest: dict, collapsed: tuple[str, ...]) -> str:
 
     def emit(parent: str | None, depth: int) -> None:
         pad = "  " * (depth + 1)
-        for node in nodes:
+        for node in shown.nodes:
             if node.get("parent") == parent or (parent is None and node.get("parent") not in layers):
                 label = _dot_id(short_label(node))[:-1] + "\\n" + _dot_id(op_label(node))[1:]
                 fill = PALETTE["module" if node["kind"] == "module" else "node"]["fill"]
                 lines.append(f'{pad}{_dot_id(node["id"])} [label={label}, fillcolor="{fill}", '
                              f'id={_dot_id("node-" + node["id"])}];')
         for module in modules(manifest):
-            if module.get("parent") == parent and module["id"] not in collapsed and not any(
-                a in collapsed for a in ancestors(layers, module["id"])
-            ):
+            if module.get("parent") == parent and module["id"] in shown.open_boxes:
                 lines.append(f'{pad}subgraph {_dot_id("cluster_" + module["id"])} {{')
                 lines.append(f'{pad}  label={_dot_id(module["id"])}; labeljust=l; style="rounded,filled"; '
                              f'fillcolor="{cluster["fills"][min(depth, 2)]}"; color="{cluster["stroke"]}"; '
@@ -177,7 +192,7 @@ def to_dot(manifest: dict, collapsed: tuple[str, ...]) -> str:
                 lines.append(f"{pad}}}")
 
     emit(None, 0)
-    for source, target in edges:
+    for source, target in shown.edges:
         lines.append(f"  {_dot_id(source)} -> {_dot_id(target)};")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -59,11 +59,16 @@ export class GraphScene {
 
   /** Whether a layer is drawn as a box of its own (a node, or a closed module). */
   isNode(id, open) {
-    return this.shownAs(id, open) === id && !(this.layers.get(id).kind === "module" && open.has(id));
+    return this.shownAs(id, open) === id && !this.isOpenBox(id, open);
+  }
+
+  /** Whether a layer is a module drawn open, as a box around its contents: open, and every module around it open. */
+  isOpenBox(id, open) {
+    return this.layers.get(id).kind === "module" && open.has(id) && this.shownAs(id, open) === id;
   }
 
   /** The edges between the boxes drawn with `open` modules open, each once: a connection drawn from and to what
-   * stands for its ends (graphlayout.visible_graph's rule, held equal to it by tests/test_layouts.py). */
+   * stands for its ends. The snapshot asks these in Node too (graphlayout.visible_graph): the rule has this home. */
   visibleEdges(open) {
     const edges = new Map();
     for (const c of this.connections) {
@@ -118,7 +123,7 @@ export class GraphScene {
     const boxOf = (id) => {
       if (size.has(id)) return size.get(id);
       let box;
-      if (open.has(id) && this.layers.get(id).kind === "module") {
+      if (this.isOpenBox(id, open)) {
         const inner = this.arrange(id, level(id), boxOf);
         const title = this.measure(`${id}  ▾`, TITLE_FONT) + 2 * GROUP_PAD;
         box = { w: Math.max(inner.width + 2 * GROUP_PAD, title), h: inner.height + TITLE + GROUP_PAD, inner };

@@ -183,9 +183,9 @@ export class GraphView {
     this.onToggle(null, !open);
   }
 
-  /** Closed, or hidden inside a closed module. */
-  isCollapsed(moduleId) {
-    return [moduleId, ...this.ancestors(moduleId)].some((m) => !this.open.has(m));
+  /** Whether a module is drawn open, as a box around its contents (the closed-module rule: GraphScene's). */
+  isDrawnOpen(moduleId) {
+    return this.scenery.isOpenBox(moduleId, this.open);
   }
 
   select(id) {

@@ -303,7 +303,7 @@ async function showDetails(layer) {
 function moduleToggles() {
   const holder = document.getElementById("module-toggles");
   // A toggle for each module that is in view: top level, or inside an open module.
-  const shown = graph.modules.filter((m) => !m.parent || !graph.isCollapsed(m.parent));
+  const shown = graph.modules.filter((m) => !m.parent || graph.isDrawnOpen(m.parent));
   keepingFocus(holder, () => holder.replaceChildren(...shown.map((m) => {
     const button = document.createElement("button");
     button.type = "button";
