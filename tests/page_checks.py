@@ -21,6 +21,12 @@ def settled(page) -> None:
     raise AssertionError("the page kept animating for 5 s")
 
 
+def choose_node(page, node: str) -> None:
+    """Choose a graph node with the keyboard, wherever the view is: focused, then Enter (its details open)."""
+    page.locator(f'#graph-stage .g-node[data-id="{node}"]').focus()
+    page.keyboard.press("Enter")
+
+
 def lab_ready(page) -> None:
     expect(page.locator("#record-check")).to_contain_text("reproduces the recorded case", timeout=120_000)
 

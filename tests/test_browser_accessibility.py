@@ -15,6 +15,7 @@ from .browsing import DESKTOP, PHONE
 from .conftest import CATALOG_SLUGS, RECORDED_LAB_SLUGS
 from .page_checks import (
     axe_violations,
+    choose_node,
     graph_ready,
     lab_kind,
     lab_ready,
@@ -27,8 +28,7 @@ pytestmark = pytest.mark.browser
 
 def open_node_source(page, node: str) -> None:
     page.locator('[data-open-all="true"]').click()  # the page opens at block level; the node may be inside a module
-    page.locator(f'#graph-stage .g-node[data-id="{node}"]').focus()  # wherever the view is: by keyboard
-    page.keyboard.press("Enter")
+    choose_node(page, node)
     expect(page.locator("#node-details pre.source").first).to_be_visible()
 
 

@@ -12,11 +12,7 @@ from playwright.sync_api import expect
 
 from .browsing import DESKTOP, PHONE
 from .conftest import RECORDED_LAB_SLUGS, eventually
-from .page_checks import (
-    graph_ready,
-    settled,
-    smallest_graph_label,
-)
+from .page_checks import choose_node, graph_ready, settled, smallest_graph_label
 
 pytestmark = pytest.mark.browser
 
@@ -206,8 +202,7 @@ def test_a_tour_step_opens_what_it_talks_about(watched):
 def test_an_input_node_says_what_the_recording_ran_with(watched):
     page = watched("/models/bert")
     graph_ready(page)
-    page.locator('#graph-stage .g-node[data-id="input"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "input")
     details = page.locator("#node-details")
     expect(details).to_contain_text("shape=1,5,16")  # what the original capture's graph holds
     expect(details).to_contain_text("recorded with1,6 int64; 1,6 int64")  # what its cases ran on
@@ -275,8 +270,7 @@ def test_the_open_modules_and_the_selected_node_live_in_the_url(watched):
     graph_ready(page)
     page.locator('#module-toggles [data-module="h.1"]').click()
     expect(page.locator('#module-toggles [data-module="h.1"]')).to_have_attribute("aria-pressed", "true")
-    page.locator('#graph-stage .g-node[data-id="h.1.mlp"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "h.1.mlp")
     expect(page.locator("#node-details-title")).to_have_text("h.1.mlp")
     params = dict(p.split("=", 1) for p in unquote(page.url.split("?", 1)[1]).split("&"))
     assert "h.1" in params["open"].split(",") and params["node"] == "h.1.mlp"

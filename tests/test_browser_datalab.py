@@ -15,7 +15,7 @@ from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.parts import parts
 
 from .browsing import ARTIFACTS, DESKTOP, PHONE, Watched
-from .page_checks import axe_violations, effects, graph_ready, small_text
+from .page_checks import axe_violations, choose_node, effects, graph_ready, small_text
 
 pytestmark = pytest.mark.browser
 
@@ -389,8 +389,7 @@ def test_what_if_on_a_datalab_trace_shows_the_logit_lens_before_and_after(datala
     expect(panel.get_by_label("your input in the lab")).to_be_checked()  # no recorded case: the lab's input
     expect(panel.locator("#whatif-action option")).to_have_text(["zero", "mean", "scale"])  # nothing to patch from
     traced(page, "the capital of france is [MASK] .")
-    page.locator('#graph-stage .g-node[data-id="embeddings"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "embeddings")
     expect(panel.locator("#whatif-add")).to_be_enabled()  # once the server said what it can do on the sentence
     panel.locator("#whatif-add").focus()
     page.keyboard.press("Enter")

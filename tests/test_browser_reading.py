@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .browsing import DESKTOP, PHONE
-from .page_checks import axe_violations, graph_ready, lab_ready, small_text
+from .page_checks import axe_violations, choose_node, graph_ready, lab_ready, small_text
 
 pytestmark = pytest.mark.browser
 
@@ -210,11 +210,9 @@ def test_every_layer_and_head_of_attention_at_once_follows_one_query_through_all
 def test_an_ops_recorded_name_is_read_out_in_its_details(watched):
     page = watched("/models/gpt?step=causal")
     graph_ready(page)
-    page.locator('#graph-stage .g-node[data-id="add@GPT#0"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "add@GPT#0")
     details = page.locator("#node-details")
     expect(details.locator("h3")).to_have_text("add@GPT#0")  # the raw name stays, above its reading
     expect(details.locator(".node-said")).to_have_text("In words: the 1st Tensor.add in the model's own forward.")
-    page.locator('#graph-stage .g-node[data-id="h.0.mlp"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "h.0.mlp")
     expect(details.locator(".node-said")).to_have_count(0)  # a module's name needs no reading

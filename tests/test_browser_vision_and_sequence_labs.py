@@ -232,13 +232,19 @@ def test_the_autoencoder_lab_at_375px_draws_and_moves_the_code_by_touch(watched)
     page.locator("#lab").screenshot(path=ARTIFACTS / "vae-lab-phone.png")
 
 
-def test_the_recurrent_lab_is_typed_and_stepped_with_the_keyboard(watched):
-    page = watched("/models/lstm")
-    lab_ready(page)
+def emptied(page):
+    """A sequence lab's text box, emptied with the keyboard (its run is cleared): the box, focused."""
     text = page.locator("#seq-text")
     text.focus()
     page.keyboard.press("Control+A")
     page.keyboard.press("Delete")
+    return text
+
+
+def test_the_recurrent_lab_is_typed_and_stepped_with_the_keyboard(watched):
+    page = watched("/models/lstm")
+    lab_ready(page)
+    text = emptied(page)
     expect(page.locator("#lab-status")).to_have_text("Add a token to start.")
     with page.expect_request(lambda r: r.url.endswith("/runs") and json.loads(r.post_data)["tokens"] == [0, 0, 1, 0]):
         page.keyboard.type("(()(")
@@ -270,25 +276,26 @@ def test_the_recurrent_lab_is_typed_and_stepped_with_the_keyboard(watched):
     expect(page.locator("#lab-results .trace-table thead th")).to_have_count(4)  # no column of true answers
 
 
-def test_the_recurrent_lab_at_375px_fits_and_its_longest_case_scrolls_in_its_boxes(watched):
-    page = watched("/models/lstm", PHONE)
+@pytest.mark.parametrize(("slug", "preset", "said", "rows"), [
+    ("lstm", "longer", "31 tokens, longer than any training string", 31),  # the recurrent lab's longest case
+    ("transformer", "eight", "31415926", 9),  # the seq2seq lab's
+])
+def test_a_sequence_lab_at_375px_fits_and_its_longest_case_scrolls_in_its_boxes(watched, slug, preset, said, rows):
+    page = watched(f"/models/{slug}", PHONE)
     lab_ready(page)
-    page.locator('[data-preset="longer"]').click()
-    expect(page.locator("#record-check")).to_contain_text("31 tokens, longer than any training string")
-    expect(page.locator("#lab-results .trace-table tbody tr")).to_have_count(31)
+    page.locator(f'[data-preset="{preset}"]').click()
+    expect(page.locator("#record-check")).to_contain_text(said)
+    expect(page.locator("#lab-results .trace-table tbody tr")).to_have_count(rows)
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     assert small_text(page) == []
     ARTIFACTS.mkdir(exist_ok=True)
-    page.locator("#lab").screenshot(path=ARTIFACTS / "lstm-lab-phone.png")
+    page.locator("#lab").screenshot(path=ARTIFACTS / f"{slug}-lab-phone.png")
 
 
 def test_the_seq2seq_lab_is_typed_and_stepped_with_the_keyboard(watched):
     page = watched("/models/transformer")
     lab_ready(page)
-    text = page.locator("#seq-text")
-    text.focus()
-    page.keyboard.press("Control+A")
-    page.keyboard.press("Delete")
+    text = emptied(page)
     expect(page.locator("#lab-status")).to_have_text("Type a source to start.")
     typed = [9, 0, 2, 1, 0]
     with page.expect_request(lambda r: r.url.endswith("/runs") and json.loads(r.post_data)["source"] == typed):
@@ -313,16 +320,3 @@ def test_the_seq2seq_lab_is_typed_and_stepped_with_the_keyboard(watched):
     expect(page.locator("#lab-status")).to_contain_text(
         "Wrote 2 8 1 8 2 8 7 2 </s> in 9 steps; the true answer is 8 2 8 1 8 2 8 1 7 2 </s>")
     expect(page.locator("#lab-results .trace-table")).to_contain_text("✗ wrong")
-
-
-def test_the_seq2seq_lab_at_375px_fits(watched):
-    page = watched("/models/transformer", PHONE)
-    lab_ready(page)
-    page.locator('[data-preset="eight"]').click()
-    expect(page.locator("#record-check")).to_contain_text("31415926")
-    expect(page.locator("#lab-results .trace-table tbody tr")).to_have_count(9)
-    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-    assert small_text(page) == []
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.locator("#lab").screenshot(path=ARTIFACTS / "transformer-lab-phone.png")
-

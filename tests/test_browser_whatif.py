@@ -10,13 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .browsing import PHONE
-from .page_checks import (
-    effects,
-    graph_ready,
-    grid_cell,
-    lab_ready,
-    small_text,
-)
+from .page_checks import choose_node, effects, graph_ready, grid_cell, lab_ready, small_text
 from .test_training import TRAINED
 
 pytestmark = pytest.mark.browser
@@ -28,12 +22,10 @@ def test_what_if_a_module_is_zeroed_or_scaled_chosen_from_the_graph_by_keyboard(
     page = watched("/models/gpt?step=causal")
     graph_ready(page)
     panel = page.locator("#whatif")
-    page.locator('#graph-stage .g-node[data-id="add@GPT#0"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "add@GPT#0")
     expect(panel.locator("#whatif-node")).to_contain_text("is an op: select a module")
     expect(panel.locator("#whatif-add")).to_be_disabled()
-    page.locator('#graph-stage .g-node[data-id="h.0.mlp"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "h.0.mlp")
     expect(panel.locator("#whatif-node")).to_have_text("h.0.mlp")
     panel.locator("#whatif-action").select_option("zero")
     expect(panel.locator("#whatif-add")).to_be_enabled()  # once the server said what h.0.mlp can do here
@@ -47,8 +39,7 @@ def test_what_if_a_module_is_zeroed_or_scaled_chosen_from_the_graph_by_keyboard(
     expect(bars.filter(has_text="Token IDs")).to_have_count(0)  # an input
     expect(bars.filter(has_text="Next-token loss")).to_have_count(1)
     assert "whatif=" in page.url and "h.0.mlp" in unquote(page.url)
-    page.locator('#graph-stage .g-node[data-id="ln_f"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "ln_f")
     panel.locator("#whatif-action").select_option("scale")
     expect(panel.locator("#whatif-factor")).to_be_visible()
     panel.locator("#whatif-factor").fill("3")
@@ -78,19 +69,16 @@ def test_what_if_offers_only_the_changes_that_run_on_the_case_shown(watched):
     expect(panel.locator("#whatif-node")).to_have_text("h")
     expect(panel.locator("#whatif-why")).to_contain_text("Nothing to change here: this input's run gets no output")
     expect(panel.locator("#whatif-add")).to_be_disabled()
-    page.locator('#graph-stage .g-node[data-id="wpe"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "wpe")
     expect(panel.locator('#whatif-action option[value="mean"]')).to_be_disabled()
     expect(panel.locator("#whatif-why")).to_contain_text("mean: mean averages over positions, and wpe's output has "
                                                          "shape [8, 32]")
-    page.locator('#graph-stage .g-node[data-id="h.0.mlp"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "h.0.mlp")
     page.get_by_role("button", name="Select h.0, the module around h.0.mlp").focus()  # by keyboard, from inside
     page.keyboard.press("Enter")
     expect(panel.locator("#whatif-node")).to_have_text("h.0")
     expect(page.locator('#graph-stage .g-cluster[data-id="h.0"]')).to_have_class(re.compile("is-selected"))
-    page.locator('#graph-stage .g-node[data-id="h.0.mlp"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "h.0.mlp")
     expect(panel.locator("#whatif-why")).to_be_hidden()
     panel.locator("#whatif-action").select_option("patch")
     expect(panel.locator("#whatif-source")).to_have_value("repeats")  # not the case shown
@@ -199,8 +187,7 @@ def test_what_if_runs_on_the_drawing_in_the_lab_and_a_link_keeps_it(watched):
     expect(page.locator("#lab-status")).to_contain_text("Read as", timeout=60_000)
     panel = page.locator("#whatif")
     panel.get_by_label("your input in the lab").check()
-    page.locator('#graph-stage .g-node[data-id="fc1"]').focus()
-    page.keyboard.press("Enter")
+    choose_node(page, "fc1")
     panel.locator("#whatif-action").select_option("zero")
     panel.locator("#whatif-add").click()
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
