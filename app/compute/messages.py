@@ -188,11 +188,13 @@ class Warmup:
         return [start, Warmup(self.recipe_dir, "", self.context, keep)]
 
     def wire(self) -> dict:
+        """The warm-up as plain data."""
         return {"warm": self.warm, "recipe_dir": self.recipe_dir, "context": self.context,
                 **({"keep": asdict(self.keep)} if self.keep else {})}
 
     @classmethod
     def read(cls, task: dict) -> "Warmup":
+        """A warm-up from its plain data."""
         keep = task.get("keep")
         return cls(task["recipe_dir"], task["warm"], task.get("context", {}), Keep(**keep) if keep else None)
 
