@@ -124,6 +124,22 @@ def test_the_recorder_refuses_to_overwrite_the_seed_recording(recorder):
     assert BERT_MANIFEST.read_bytes() == before
 
 
+def test_check_on_the_original_capture_says_what_checks_it_instead_of_a_stale_list(recorder, tmp_path):
+    """bert's manifest is an original capture: --check has no recording of its own to hold it to (what it would list
+    are layout differences, never numbers), so it says so and names the replay that checks its numbers; a recording
+    of its own, its recorder's name removed, is still compared."""
+    result = recorder.invoke(args=["record", "bert", "--check"])
+    assert result.exit_code == 0 and "is an original capture" in result.output, result.output
+    assert "flask --app wsgi verify bert" in result.output and "stale" not in result.output
+    assert recorder.invoke(args=["record", "gpt", "--out", str(tmp_path)]).exit_code == 0
+    path = tmp_path / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["provenance"]["recorder"] = 0  # another recorder's: compared, and stale
+    path.write_text(json.dumps(manifest))
+    stale = recorder.invoke(args=["record", "gpt", "--check", "--out", str(tmp_path)])
+    assert stale.exit_code == 1 and "stale: provenance.recorder" in stale.output, stale.output
+
+
 def test_force_overwrites_a_recording_the_recorder_did_not_make(tree):
     tree.add("bert")
     app = create_app(tree.config() | {"TESTING": True, "RECIPE_TIMEOUT": 60})

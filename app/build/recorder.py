@@ -274,6 +274,17 @@ def made_by_recorder(folder: Path) -> bool | None:
     return isinstance(manifest, dict) and manifest.get("provenance", {}).get("recorder") == RECORDER_VERSION
 
 
+def is_original_capture(folder: Path) -> bool:
+    """Whether the stored manifest is an original capture (bert's), made by no recorder at all: one that names no
+    recorder in its provenance."""
+    try:
+        manifest = json.loads((folder / MANIFEST_NAME).read_bytes())
+    except (OSError, ValueError):
+        return False
+    provenance = manifest.get("provenance") if isinstance(manifest, dict) else None
+    return isinstance(provenance, dict) and "recorder" not in provenance
+
+
 def write_recording(recording: Recording, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
