@@ -250,13 +250,13 @@ def test_a_run_kept_ahead_of_need_gives_way_to_the_next_task_but_not_to_a_change
 
     web, recipe = Pipe()
     waiting: list[dict] = []
-    assert not worker.make_way(recipe, task, waiting)  # nothing came
+    assert not worker.make_way(recipe, call, waiting)  # nothing came
     web.send(change)
-    assert not worker.make_way(recipe, task, waiting) and waiting == [change]  # a change to the kept input waits
+    assert not worker.make_way(recipe, call, waiting) and waiting == [change]  # a change to the kept input waits
     other = change | {"args": change["args"] | {"args": {"input_ids": [2, 2]}}}
     web.send(other)
     waiting = []
-    assert worker.make_way(recipe, task, waiting) and waiting == [other]  # a task on another input: it gives way
+    assert worker.make_way(recipe, call, waiting) and waiting == [other]  # a task on another input: it gives way
 
 
 def test_an_output_the_recipe_writes_into_in_place_is_measured_as_its_module_made_it():

@@ -427,14 +427,15 @@ def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, w
         conn.send(reply)
         if reply["ok"] and "keep_run" in task and rested >= KEEP_AFTER_IDLE_SECONDS:
             watchdog.task()  # the run kept after the reply has a timeout of its own
-            keep_after(RecipeCall.read(task), process.seed, process.kept_runs,
-                       every(PENDING_CHECK_SECONDS, partial(make_way, conn, task, waiting)))
+            call = RecipeCall.read(task)
+            keep_after(call, process.seed, process.kept_runs,
+                       every(PENDING_CHECK_SECONDS, partial(make_way, conn, call, waiting)))
         watchdog.idle()
         idle_since = time.monotonic()
 
 
-def make_way(conn: Connection, kept: dict, waiting: list[dict]) -> bool:
-    """Whether the lab run being kept (`kept`, the task it follows) should give way to a task that came,
+def make_way(conn: Connection, kept: RecipeCall, waiting: list[dict]) -> bool:
+    """Whether the lab run being kept (`kept`, the call it follows) should give way to a task that came,
     received into `waiting`: yes, unless that task is a change to the very input being kept (a reader's
     first "what if?" on a lab input follows its lab run at once), which would otherwise run it again."""
     if not waiting:
@@ -444,4 +445,4 @@ def make_way(conn: Connection, kept: dict, waiting: list[dict]) -> bool:
             waiting.append(conn.recv())
         except (EOFError, OSError):
             return True  # the pipe closed: the next read ends the loop
-    return waiting_key(waiting[0]) != waiting_key(kept)
+    return waiting_key(waiting[0]) != kept.kept_run_key()

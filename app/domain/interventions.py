@@ -12,16 +12,15 @@ where `*` stands for a block's number, and `count` is the number of heads or the
 attribute that holds it. The plan this module makes is what the recipe process runs (compute/intervene.py).
 """
 
-import functools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import get_args
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from .labs.fields import DeclarationError, FieldError
-from .shapes import FACTOR, MOST_INTERVENTIONS, Action, Intervention, Interventions
+from .shapes import FACTOR, MOST_INTERVENTIONS, Action, Intervention, Interventions, validator
 from .steps import Step
 
 # What a request may say, as the API's document declares it (shapes.Intervention): read from there, not written again.
@@ -97,11 +96,6 @@ def offered(manifest: dict, outline: dict[str, list], sources: dict[str, dict[st
     return found
 
 
-@functools.cache
-def _interventions() -> TypeAdapter:
-    return TypeAdapter(Interventions)
-
-
 # The order in which an intervention's faults are told: the item itself, a field it may not have, then its fields.
 FIELDS = ("node", "action", "head", "factor", "from_case")
 
@@ -119,7 +113,7 @@ def plan(items, manifest: dict, heads: dict[str, Heads], cases: Collection[str])
     the field at fault, item by item. `cases` are the recorded cases a patch may take its output from."""
     layers = {layer["id"]: layer for layer in manifest["layers"]}
     try:
-        _interventions().validate_python(items)
+        validator(Interventions).validate_python(items)
     except ValidationError as exc:
         problem = min(exc.errors(), key=_order)
         for index, item in enumerate(items[:problem["loc"][0]] if problem["loc"] else []):

@@ -7,7 +7,6 @@ parents that never loop, rectangular matrices, names that fit a URL.
 """
 
 import re
-from functools import cache
 from typing import Any
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")  # each pattern is matched whole (fullmatch): no "\n" after
@@ -31,13 +30,10 @@ def _require(condition: bool, where: str, message: str) -> None:
         raise ManifestError(f"{where}: {message}")
 
 
-@cache
 def _adapter():
-    from pydantic import TypeAdapter
+    from .shapes import Manifest, validator
 
-    from .shapes import Manifest
-
-    return TypeAdapter(Manifest)
+    return validator(Manifest)
 
 
 # pydantic's words for a wrong type, as this project says them.

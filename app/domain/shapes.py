@@ -6,15 +6,23 @@ endpoints' results beside its code (`LabKind.results`). Keys are as on the wire:
 camelCase because the seed's are.
 """
 
+from functools import cache
 from typing import Annotated, Literal, NotRequired
 
 from annotated_types import Ge
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict  # pydantic reads a TypedDict from here before Python 3.12
 
 # The stored manifest is validated against its types below when it is loaded (schema.py), strictly and with no
 # member they do not name: what the API's document says of a manifest is then true of every one it serves.
 EXACT = ConfigDict(extra="forbid", strict=True)
+
+
+@cache
+def validator(shape) -> TypeAdapter:
+    """The validator of one of these types (a stored manifest, a request body), made once: making one compiles its
+    schema, a millisecond or two each time."""
+    return TypeAdapter(shape)
 
 
 class _RFC3339:

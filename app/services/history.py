@@ -6,12 +6,12 @@ HISTORY_LIMIT entries of each list, for HISTORY_SECONDS after its last one."""
 import time
 
 from flask import current_app
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from ..domain.catalog import Model
 from ..domain.history import environment_id, retraining_entry, summarized, verification_entry
 from ..domain.labs.fields import FieldError
-from ..domain.shapes import History, SharedEntry
+from ..domain.shapes import History, SharedEntry, validator
 from .extensions import state
 from .jobs import rfc3339
 
@@ -47,7 +47,7 @@ def retrained(model: Model, report: dict) -> None:
 def shared(model: Model, body) -> dict:
     """A report a reader's verifier posts, checked (FieldError names what is wrong) and kept as a client's."""
     try:
-        entry = TypeAdapter(SharedEntry).validate_python(body)
+        entry = validator(SharedEntry).validate_python(body)
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"]) or "body"

@@ -41,11 +41,9 @@ def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -
     steps = [step if step.from_case is None else replace(step, source=used.index(step.from_case)) for step in planned]
     source_args = [sources[case] for case in used]
     run_key = runs.run_key(model)
-    call = RecipeCall.of(model.recipe_dir, entry,
-                         InterveneArgs(args, steps, source_args, model.manifest.get("className", ""), run_key),
-                         context(model.checkpoint))
-    asked = json.dumps({"args": args, "steps": [asdict(step) for step in steps], "sources": source_args},
-                       sort_keys=True)
+    arguments = InterveneArgs(args, steps, source_args, model.manifest.get("className", ""), run_key)
+    call = RecipeCall.of(model.recipe_dir, entry, arguments, context(model.checkpoint))
+    asked = json.dumps(asdict(arguments), sort_keys=True)  # the request, the steps as run, the sources
     key = f"intervened:{entry}:{run_key}:{hashlib.sha256(asked.encode()).hexdigest()}"
     changed = ", ".join(dict.fromkeys(step.node for step in steps))
     blame = RecipeRefused(400, f"interventions: the changes to {changed} made the answer NaN or infinite, which "

@@ -7,14 +7,14 @@ any other recorded case (every case of a model without a lab) runs as run.py's r
 request runs on one of the lab's endpoints. Shared by interventions and the training stages.
 """
 
-import functools
 from dataclasses import dataclass
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from ..domain.catalog import Model
 from ..domain.labs import Endpoint
 from ..domain.labs.fields import FieldError, validate
+from ..domain.shapes import validator
 
 # The entry a recorded case is replayed by where no lab endpoint runs it: run.py's replay(case=...), which answers
 # every case or the one named (its dot keeps it apart from any lab.py function's name).
@@ -42,17 +42,12 @@ class Subject:
         return None if self.endpoint is None else self.endpoint.name
 
 
-@functools.cache
-def _adapter(shape: type) -> TypeAdapter:
-    return TypeAdapter(shape)
-
-
 def checked(body, shape: type) -> None:
     """A JSON object of the body's type (shapes.SubjectRequest, InterventionRequest), else FieldError naming the
     first field at fault. What its fields hold is checked against the model after (subject(); the interventions by
     domain/interventions.plan, after what they run on), where a message can name what they may be."""
     try:
-        _adapter(shape).validate_python(body)
+        validator(shape).validate_python(body)
     except ValidationError as exc:
         problems = exc.errors()
         if any(not problem["loc"] for problem in problems):
