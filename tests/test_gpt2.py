@@ -183,8 +183,7 @@ def test_patching_each_head_equals_transformers_with_that_head_replaced(gpt2_che
 
 def test_patching_the_whole_stream_from_the_corrupted_prompt_gives_the_corrupted_logits(gpt2_checkpoint):
     """The stream entering any block, taken from the corrupted prompt at every token, is the corrupted run from there
-    on: its logits are the corrupted prompt's. (Every head alone is not: the embeddings and the MLPs still read the
-    clean prompt.)"""
+    on: its logits are the corrupted prompt's."""
     import torch
 
     lab = recipe_module(RECIPE, "lab")
@@ -203,6 +202,40 @@ def test_patching_the_whole_stream_from_the_corrupted_prompt_gives_the_corrupted
             logits = lab.patch_streams(model, runs["clean"][1][layer][0], runs["corrupted"][1][layer][0], layer, every)
         assert (logits[0] - runs["corrupted"][0]).abs().max().item() < 1e-5, layer
         assert (logits[0] - runs["clean"][0]).abs().max().item() > 1e-3  # the prompts do differ
+
+
+def test_patching_every_head_from_the_corrupted_prompt_gives_the_corrupted_logits(gpt2_checkpoint):
+    """Every head of every block, taken from the corrupted prompt's run by the lab's own patching, gives the
+    corrupted logits wherever the two prompts share their token, the last position (where patching reads its
+    measure) among them: there the embeddings are the same, the heads write the corrupted values, and the MLPs
+    and LayerNorms read that position's stream alone. Where the tokens differ ("John" and "Mary"), the clean
+    embedding is still in the stream, and the logits are not the corrupted ones."""
+    import torch
+
+    lab = recipe_module(RECIPE, "lab")
+    loaded = lab.load(str(gpt2_checkpoint))
+    model = loaded.model
+    clean_ids, corrupted_ids = lab.tokenize(loaded, PROMPT), lab.tokenize(loaded, CORRUPTED)
+    heads = lab.HeadOutputs(model).keep()
+    with torch.no_grad():
+        corrupted = model(torch.tensor([corrupted_ids]))[0]  # (T, vocab)
+    heads.remove()
+    with torch.no_grad():
+        clean = model(torch.tensor([clean_ids]))[0]
+    every_head = {(layer, head): [0] for layer in range(model.config.n_layer) for head in range(model.config.n_head)}
+    hooks = heads.write(every_head)
+    try:
+        with torch.no_grad():
+            patched = model(torch.tensor([clean_ids]))[0]
+    finally:
+        hooks.remove()
+    shared = [p for p, (a, b) in enumerate(zip(clean_ids, corrupted_ids, strict=True)) if a == b]
+    differ = [p for p in range(len(clean_ids)) if p not in shared]
+    assert differ and shared[-1] == len(clean_ids) - 1
+    assert (patched[shared] - corrupted[shared]).abs().max().item() < 1e-5
+    assert (clean[-1] - corrupted[-1]).abs().max().item() > 1e-3  # the last position's logits did move
+    for position in differ:
+        assert (patched[position] - corrupted[position]).abs().max().item() > 1e-3, position
 
 
 def model_head_dim(model) -> int:
