@@ -21,6 +21,14 @@ the same after `--reader-pause` (a reader who picks a node and an action takes l
 lab run is kept; `first` is a change to an input never run (an API client's). Each ratio is the median of the
 rounds' ratios, each change set against a lab run of its round that followed as long an idle (`reader`'s
 against a lab run asked `--reader-pause` after the call before it).
+
+The third table asks what one batch of two (the request as asked and as changed, run as one forward) could
+save on a first change: `model` is the share of a plain run spent in the recorded model's own calls (the
+outermost ones the entry makes; the rest is the entry's own work: building the model, reading weights, turning
+tensors into its answer), `batch 2` what those calls cost with each tensor argument doubled along its first
+axis against the calls as made (- where an argument or an answer has no batch axis of one), and `floor` what a
+first change would cost at best so: the batched calls once, and the entry's own work twice (once for each
+answer), with no bookkeeping at all.
 """
 
 import argparse
@@ -84,6 +92,7 @@ def main() -> None:
     from app.compute.intervene import intervene, plain_run
     from app.compute.worker import entry_function
     from app.domain.catalog import load_catalog
+    from app.domain.checkpoints import CheckpointUnavailable, find
     from app.domain.lru import SizedLRU
     from app.domain.steps import Step
     from app.services.subjects import subject
@@ -91,6 +100,7 @@ def main() -> None:
     torch.set_num_threads(1)
     catalog = load_catalog(ROOT / "manifests", ROOT / "recipes")
     through_a_process = []
+    batchable = []
     print(f"{'model':<10} {'plain ms':>9} {'first ms':>9} {'ratio':>6} {'kept ms':>9} {'ratio':>6} "
           f"{'patch ms':>9} {'ratio':>6} {'warm-up: cases':>15} {'ms':>6} {'MiB':>5} {'calls':>11} {'a call':>6}")
     chosen = set(options.models.split(",")) if options.models else set(catalog.models)
@@ -102,10 +112,16 @@ def main() -> None:
             print(f"{slug:<10} (no recorded case to run without its checkpoint)")
             continue
         # Every case as the service runs it (a lab's preset request, or the case replayed where no lab runs it).
+        try:  # the server's own arguments: the checkpoint folder where the recipe reads one
+            context = {} if model.checkpoint is None else {
+                "checkpoint": str(find(model.checkpoint, None, str(ROOT / "instance" / "checkpoints")).folder)}
+        except CheckpointUnavailable:
+            print(f"{slug:<10} (its checkpoint is not on this machine: make checkpoints)")
+            continue
         asked = subject(model, {"case": cases[0]["id"]})
-        requests = [subject(model, {"case": case["id"]}).args for case in cases
+        requests = [{**subject(model, {"case": case["id"]}).args, **context} for case in cases
                     if subject(model, {"case": case["id"]}).entry == asked.entry]
-        request = asked.args
+        request = {**asked.args, **context}
         entry = entry_function(model.recipe_dir, asked.entry)
         node = next(layer["id"] for layer in model.manifest["layers"]
                     if layer["kind"] in ("layer", "module") and "@" not in layer["id"])
@@ -134,8 +150,15 @@ def main() -> None:
               f"{again_ratio:>6.2f} {patched * 1000:>9.2f} {patched_ratio:>6.2f} {len(requests):>15} "
               f"{warm_up * 1000:>6.1f} {kept_runs.size / 2**20:>5.2f} {calls[0]:>5} {calls[1]:>5} "
               f"{again_ratio * calls[0] / calls[1]:>6.2f}")
+        batchable.append((slug, entry, request, root))
         if model.has_lab and asked.endpoint is not None:  # the second table: a lab run, then changes to its input
             through_a_process.append((slug, model.recipe_dir, asked.entry, request, step, root))
+    print(f"\nwhat one batch of two could save on a first change (--repeat {repeat})")
+    print(f"{'model':<10} {'model':>6} {'batch 2':>8} {'floor':>6}")
+    for slug, entry, request, root in batchable:
+        share, doubled = batch_of_two(entry, request, root, repeat)
+        shown = ("-", "-") if doubled is None else (f"{doubled:.2f}", f"{2 * (1 - share) + share * doubled:.2f}")
+        print(f"{slug:<10} {share:>6.0%} {shown[0]:>8} {shown[1]:>6}")
     print(f"\nthrough a recipe process (--pause {options.pause:g} s, --reader-pause {options.reader_pause:g} s)")
     print(f"{'model':<10} {'lab ms':>9} {'later ms':>9} {'ratio':>6} {'reader ms':>9} {'ratio':>6} {'first ms':>9} "
           f"{'ratio':>6}")
@@ -143,6 +166,66 @@ def main() -> None:
         (lab, later, reader, first), ratios = pooled(*row[1:], repeat, options.pause, options.reader_pause)
         print(f"{row[0]:<10} {lab * 1000:>9.2f} {later * 1000:>9.2f} {ratios[0]:>6.2f} {reader * 1000:>9.2f} "
               f"{ratios[1]:>6.2f} {first * 1000:>9.2f} {ratios[2]:>6.2f}")
+
+
+def batch_of_two(entry, request: dict, root: str, repeat: int) -> tuple[float, float | None]:
+    """The share of a plain run spent in the recorded model's outermost calls (the median of `repeat` runs), and
+    the median ratio of those calls made again at a batch of two (every tensor argument doubled along its first
+    axis) to the same calls as made, or None where there is no such call, or an argument or the answer has no
+    batch axis of one."""
+    import torch
+    from torch import nn
+
+    call = nn.Module._call_impl
+    calls: list[tuple] = []
+    inside = [0.0]
+
+    def timed_call(module, *args, **kwargs):
+        if type(module).__name__ != root or inside[0] < 0:
+            return call(module, *args, **kwargs)
+        calls.append((module, args, kwargs))
+        started, inside[0] = time.perf_counter(), -inside[0] - 1  # negative: a call of the model under way
+        try:
+            return call(module, *args, **kwargs)
+        finally:
+            inside[0] = -inside[0] - 1 + time.perf_counter() - started
+
+    shares = []
+    for _ in range(repeat):
+        calls.clear()
+        inside[0] = 0.0
+        nn.Module._call_impl = timed_call
+        started = time.perf_counter()
+        try:
+            entry(**request)
+        finally:
+            nn.Module._call_impl = call
+        shares.append(inside[0] / (time.perf_counter() - started))
+
+    def doubled(value):
+        if isinstance(value, torch.Tensor):
+            if value.dim() == 0 or value.shape[0] != 1:
+                raise ValueError("no batch axis of one")
+            return torch.cat([value, value])
+        return value
+
+    if not calls:  # the entry calls the model's parts one by one, never the model
+        return statistics.median(shares), None
+    try:
+        twice = [(module, [doubled(a) for a in args], {k: doubled(v) for k, v in kwargs.items()})
+                 for module, args, kwargs in calls]
+    except ValueError:
+        return statistics.median(shares), None
+    with torch.no_grad():
+        for module, args, kwargs in twice:
+            answer = module(*args, **kwargs)
+            first = answer if isinstance(answer, torch.Tensor) else next(
+                (a for a in (answer if isinstance(answer, tuple | list) else ()) if isinstance(a, torch.Tensor)), None)
+            if first is None or first.dim() == 0 or first.shape[0] != 2:
+                return statistics.median(shares), None
+        single, double = timed([lambda: [module(*a, **k) for module, a, k in calls],
+                                lambda: [module(*a, **k) for module, a, k in twice]], repeat)
+    return statistics.median(shares), ratio(double, single)
 
 
 def pooled(recipe_dir: Path, entry: str, request: dict, step: list, root: str, repeat: int,
