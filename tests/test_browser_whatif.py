@@ -97,9 +97,11 @@ def test_what_if_tells_the_outcome_first_and_folds_what_did_not_move(watched):
     graph_ready(page)
     results = page.locator("#whatif-results")
     expect(page.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
+    # A near-certain prediction's cross entropy, -log p with p within float32 rounding of 1, moves in its fourth
+    # digit with the CPU's kernels (the recording's 0.0007571; 0.0007573 on a CPU with AVX2 alone): the rest is exact.
     expect(results.locator(".whatif-outcome")).to_have_text(re.compile(
         r"^With these changes, Read as goes from 0 to 8; Probability of the digit read goes from 0\.9992 to 0\.1181; "
-        r"Cross entropy against the true digit goes from 0\.0007571 to 2\.507\.$"))
+        r"Cross entropy against the true digit goes from 0\.000757\d to 2\.507\.$"))
     moved = results.locator("table").first.locator("tbody tr")
     changes_read = [float(text) for text in moved.locator("td:nth-child(4)").all_inner_texts()]
     assert changes_read and all(change > 0 for change in changes_read)
