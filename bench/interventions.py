@@ -95,6 +95,7 @@ def main() -> None:
     from app.domain.checkpoints import CheckpointUnavailable, find
     from app.domain.lru import SizedLRU
     from app.domain.steps import Step
+    from app.services.config import Config
     from app.services.subjects import subject
 
     torch.set_num_threads(1)
@@ -114,7 +115,7 @@ def main() -> None:
         # Every case as the service runs it (a lab's preset request, or the case replayed where no lab runs it).
         try:  # the server's own arguments: the checkpoint folder where the recipe reads one
             context = {} if model.checkpoint is None else {
-                "checkpoint": str(find(model.checkpoint, None, str(ROOT / "instance" / "checkpoints")).folder)}
+                "checkpoint": str(find(model.checkpoint, None, Config.CHECKPOINTS_DIR).folder)}
         except CheckpointUnavailable:
             print(f"{slug:<10} (its checkpoint is not on this machine: make checkpoints)")
             continue
@@ -176,31 +177,34 @@ def batch_of_two(entry, request: dict, root: str, repeat: int) -> tuple[float, f
     import torch
     from torch import nn
 
+    from app.compute.intervene import first_tensor
+
     call = nn.Module._call_impl
     calls: list[tuple] = []
-    inside = [0.0]
+    under_way, inside = False, 0.0  # a call of the model is under way (its parts are not counted again); its time
 
     def timed_call(module, *args, **kwargs):
-        if type(module).__name__ != root or inside[0] < 0:
+        nonlocal under_way, inside
+        if under_way or type(module).__name__ != root:
             return call(module, *args, **kwargs)
         calls.append((module, args, kwargs))
-        started, inside[0] = time.perf_counter(), -inside[0] - 1  # negative: a call of the model under way
+        under_way, started = True, time.perf_counter()
         try:
             return call(module, *args, **kwargs)
         finally:
-            inside[0] = -inside[0] - 1 + time.perf_counter() - started
+            under_way, inside = False, inside + time.perf_counter() - started
 
     shares = []
     for _ in range(repeat):
         calls.clear()
-        inside[0] = 0.0
+        inside = 0.0
         nn.Module._call_impl = timed_call
         started = time.perf_counter()
         try:
             entry(**request)
         finally:
             nn.Module._call_impl = call
-        shares.append(inside[0] / (time.perf_counter() - started))
+        shares.append(inside / (time.perf_counter() - started))
 
     def doubled(value):
         if isinstance(value, torch.Tensor):
@@ -218,9 +222,7 @@ def batch_of_two(entry, request: dict, root: str, repeat: int) -> tuple[float, f
         return statistics.median(shares), None
     with torch.no_grad():
         for module, args, kwargs in twice:
-            answer = module(*args, **kwargs)
-            first = answer if isinstance(answer, torch.Tensor) else next(
-                (a for a in (answer if isinstance(answer, tuple | list) else ()) if isinstance(a, torch.Tensor)), None)
+            first = first_tensor(module(*args, **kwargs))
             if first is None or first.dim() == 0 or first.shape[0] != 2:
                 return statistics.median(shares), None
         single, double = timed([lambda: [module(*a, **k) for module, a, k in calls],
