@@ -18,7 +18,9 @@ the worker's own seeding), each round on an input the process has not run (its k
 run, whose reply the process follows by running it again with hooks and keeping it; `later` is the first change
 to that input asked a moment after (`--pause`), when the process may still be keeping the lab run; `reader` is
 the same after `--reader-pause` (a reader who picks a node and an action takes longer than a second), when the
-lab run is kept; `first` is a change to an input never run (an API client's). Each ratio is the median of the
+lab run is kept; `first` is a change to an input never run (an API client's); `other` is `reader`'s change asked of
+the recipe process of another web process (gunicorn's next worker), which reads the lab run from the folder the
+recipe processes of a machine share (SHARED_RUNS_DIR). Each ratio is the median of the
 rounds' ratios, each change set against a lab run of its round that followed as long an idle (`reader`'s
 against a lab run asked `--reader-pause` after the call before it).
 
@@ -33,6 +35,7 @@ answer), with no bookkeeping at all.
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import time
@@ -162,11 +165,11 @@ def main() -> None:
         print(f"{slug:<10} {share:>6.0%} {shown[0]:>8} {shown[1]:>6}")
     print(f"\nthrough a recipe process (--pause {options.pause:g} s, --reader-pause {options.reader_pause:g} s)")
     print(f"{'model':<10} {'lab ms':>9} {'later ms':>9} {'ratio':>6} {'reader ms':>9} {'ratio':>6} {'first ms':>9} "
-          f"{'ratio':>6}")
+          f"{'ratio':>6} {'other ms':>9} {'ratio':>6}")
     for row in through_a_process:
-        (lab, later, reader, first), ratios = pooled(*row[1:], repeat, options.pause, options.reader_pause)
+        (lab, later, reader, first, other), ratios = pooled(*row[1:], repeat, options.pause, options.reader_pause)
         print(f"{row[0]:<10} {lab * 1000:>9.2f} {later * 1000:>9.2f} {ratios[0]:>6.2f} {reader * 1000:>9.2f} "
-              f"{ratios[1]:>6.2f} {first * 1000:>9.2f} {ratios[2]:>6.2f}")
+              f"{ratios[1]:>6.2f} {first * 1000:>9.2f} {ratios[2]:>6.2f} {other * 1000:>9.2f} {ratios[3]:>6.2f}")
 
 
 def batch_of_two(entry, request: dict, root: str, repeat: int) -> tuple[float, float | None]:
@@ -235,19 +238,24 @@ def pooled(recipe_dir: Path, entry: str, request: dict, step: list, root: str, r
     """The medians of a lab run and of the changes to its input (the module docstring's second table), each
     round timed from the call to the reply through one recipe process; and the median ratios of the changes,
     each to a lab run of its round that followed as long an idle."""
-    from app.compute.messages import InterveneArgs, KeepRun, RecipeCall
+    import tempfile
+
+    from app.compute.messages import InterveneArgs, KeepRun, RecipeCall, SharedFolder
     from app.compute.pool import WorkerPool
 
-    pool = WorkerPool(size=1, timeout=120, torch_threads=1, seed=0)
-    times: list[list[float]] = [[], [], [], [], []]  # lab, later, lab (reader's), reader, first
+    folder = tempfile.mkdtemp(prefix="tensorviz-bench-runs-")
+    shared = SharedFolder(folder, 512 * 2**20)  # as two web processes of one machine share their kept runs
+    pool, other = (WorkerPool(size=1, timeout=120, torch_threads=1, seed=0, shared=shared) for _ in range(2))
+    times: list[list[float]] = [[], [], [], [], [], []]  # lab, later, lab (reader's), reader, first, other
 
-    def call(made: RecipeCall, kept: list[float]) -> None:
+    def call(made: RecipeCall, kept: list[float], through: WorkerPool = pool) -> None:
         started = time.perf_counter()
-        pool.run(made)
+        through.run(made)
         kept.append(time.perf_counter() - started)
 
     try:
-        pool.run(RecipeCall.lab(recipe_dir, entry, request))  # warm: the worker started, the recipe imported
+        for each in (pool, other):  # warm: the worker started, the recipe imported
+            each.run(RecipeCall.lab(recipe_dir, entry, request))
         for index in range(repeat):
             # Each timed call follows a pause (a lab run kept only after the process idled), and each change is
             # set against a lab run that followed as long a pause: a process woken from idle answers slower (a
@@ -262,11 +270,16 @@ def pooled(recipe_dir: Path, entry: str, request: dict, step: list, root: str, r
             call(RecipeCall.of(recipe_dir, entry, InterveneArgs(request, step, [], root, f"reader-{index}")), times[3])
             time.sleep(pause)
             call(RecipeCall.of(recipe_dir, entry, InterveneArgs(request, step, [], root, f"first-{index}")), times[4])
+            time.sleep(reader_pause)  # the lab run above (`reader`'s) asked of the other web process's recipe process
+            call(RecipeCall.of(recipe_dir, entry, InterveneArgs(request, step, [], root, f"reader-{index}")), times[5],
+                 other)
     finally:
         pool.shutdown()
-    lab, later, lab_idle, reader, first = times
-    return ([statistics.median(kept) for kept in (lab, later, reader, first)],
-            [ratio(later, lab), ratio(reader, lab_idle), ratio(first, lab)])
+        other.shutdown()
+        shutil.rmtree(folder, ignore_errors=True)
+    lab, later, lab_idle, reader, first, elsewhere = times
+    return ([statistics.median(kept) for kept in (lab, later, reader, first, elsewhere)],
+            [ratio(later, lab), ratio(reader, lab_idle), ratio(first, lab), ratio(elsewhere, lab_idle)])
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -346,7 +347,6 @@ class Baseline:
 
     keys: list[str]  # each output's key: `node`, then `node|1`, ... for its later calls
     values: Tensor
-    parts: list[Tensor]
     shapes: list[torch.Size]  # each output's (read on every module call of a changed run)
     squares: list[float]  # each output's squared norm
     places: dict[str, list[int]]  # each node's outputs' places in `keys`, by call (-1: that call's is not kept)
@@ -360,13 +360,23 @@ class Baseline:
         if keys is None:
             keys = [key for key, tensor in outputs.items() if tensor.is_floating_point()]
         values = end_to_end([outputs[key] for key in keys])
+        shapes = [outputs[key].shape for key in keys]
         sizes = [outputs[key].numel() for key in keys]
-        parts = [part.view(outputs[key].shape) for key, part in zip(keys, values.split(sizes), strict=True)]
         block = block_of(sizes)
         lengths = torch.tensor(sizes, dtype=torch.long) // block
         squares = squares_by_part(values.clone(), lengths, block) if keys else torch.zeros(0)
         if not bool(torch.isfinite(squares).all()):  # past its precision's range: in float64
             squares = squares_by_part(values.double(), lengths, block)
+        return cls.laid(keys, values, shapes, squares.double().tolist())
+
+    @classmethod
+    def laid(cls, keys: list[str], values: Tensor, shapes: list[torch.Size], squares: list[float]) -> "Baseline":
+        """The baseline of outputs already laid end to end in `values` (each of its shape in `shapes`), whose
+        squared norms are `squares`: what `of` makes, and what a run kept in another process is read back as."""
+        sizes = [math.prod(shape) for shape in shapes]
+        if len(keys) != len(shapes) or len(squares) != len(keys) or sum(sizes) != values.numel():
+            raise ValueError("a baseline's keys, shapes, squares and values disagree")
+        block = block_of(sizes)
         places: dict[str, list[int]] = {}
         owners = []
         for at, key in enumerate(keys):
@@ -375,8 +385,15 @@ class Baseline:
             found.extend([-1] * (int(call or 0) + 1 - len(found)))
             found[int(call or 0)] = at
             owners.append(node)
-        return cls(keys, values, parts, [part.shape for part in parts], squares.double().tolist(), places,
-                   [0, *itertools.accumulate(sizes)], lengths, block, owners)
+        return cls(keys, values, [torch.Size(shape) for shape in shapes], squares, places,
+                   [0, *itertools.accumulate(sizes)], torch.tensor(sizes, dtype=torch.long) // block, block, owners)
+
+    @cached_property
+    def parts(self) -> list[Tensor]:
+        """Each output, shaped: views of the values, made when first asked for (a patch's source, a run measured
+        again): a view costs a call into torch, and a run of 139 module calls is kept without them."""
+        sizes = [end - start for start, end in itertools.pairwise(self.offsets)]
+        return [part.view(shape) for part, shape in zip(self.values.split(sizes), self.shapes, strict=True)]
 
     def bytes(self) -> int:
         return self.values.numel() * self.values.element_size()

@@ -6,6 +6,7 @@ writes it, `read()` (read_reply for a reply) reads it once where it arrives, so 
 wire's keys."""
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from functools import cached_property
 from pathlib import Path
@@ -28,6 +29,21 @@ class KeepRun:
 
     root: str
     key: str
+
+
+@dataclass(frozen=True)
+class SharedFolder:
+    """Where the recipe processes of a machine keep their plain runs for one another (compute/shared_runs.py), and
+    how many bytes of runs the folder holds at most."""
+
+    path: str
+    max_bytes: int
+
+    @classmethod
+    def configured(cls, settings: Mapping) -> "SharedFolder | None":
+        """The folder the settings name (SHARED_RUNS_DIR, SHARED_RUNS_MAX_BYTES), or None where they name none."""
+        path = settings.get("SHARED_RUNS_DIR")
+        return None if path is None else cls(str(path), int(settings["SHARED_RUNS_MAX_BYTES"]))
 
 
 class _Arguments:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..domain.folders import without_paths
 from . import worker
 from .errors import PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
-from .messages import Failure, RecipeCall, Reply, Warmup, read_reply
+from .messages import Failure, RecipeCall, Reply, SharedFolder, Warmup, read_reply
 from .retraining import RetrainCall, Retrained, retrain_watched
 
 log = logging.getLogger(__name__)
@@ -51,12 +51,12 @@ class _Worker:
     HOLDS = 64
 
     def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int, timeout: float,
-                 pending: list[Warmup] | None = None) -> None:
+                 pending: list[Warmup] | None = None, shared: SharedFolder | None = None) -> None:
         self.holds: dict[str, None] = {}
         self.pending: list[Warmup] = list(pending or [])
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout),
+            target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout, shared),
             name="tensorviz-recipe", daemon=True,
         )
         self.process.start()
@@ -113,13 +113,16 @@ class WorkerPool:
     step; a run of a recipe whose warm-up this worker has not made yet makes that one first. A recipe whose warm-up
     fails (hangs, crashes the process or raises) FAILS_IN_A_ROW times in a row is set aside: no worker warms it
     again, and `on_failing(recipe_dir, reason)` tells the service, which makes its model unavailable.
+
+    Each worker keeps the plain runs it made for interventions; with `shared`, also in a folder that every recipe
+    process of the machine reads (those of the other web processes too: compute/shared_runs.py).
     """
 
     FAILS_IN_A_ROW = 2
 
     def __init__(self, size: int, timeout: float, torch_threads: int, seed: int, queue: int = 0,
                  memory_mb: int = 0, warmup_timeout: float | None = None,
-                 on_failing: Callable[[str, str], None] | None = None) -> None:
+                 on_failing: Callable[[str, str], None] | None = None, shared: SharedFolder | None = None) -> None:
         self.size = size
         self.capacity = size + queue  # runs admitted at once: running plus waiting for a worker
         self._admitted = 0
@@ -128,6 +131,7 @@ class WorkerPool:
         self._torch_threads = torch_threads
         self._seed = seed
         self._memory_mb = memory_mb
+        self._shared = shared
         self._ctx = worker_context()
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[_Worker] = []
@@ -158,7 +162,8 @@ class WorkerPool:
         with self._lock:
             pending = [step for folder, warmup in self._warmups.items() if folder not in self.failing
                        for step in warmup.steps(self.warmup_timeout)]
-        return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout, pending)
+        return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout, pending,
+                       self._shared)
 
     def _take(self, prefer: str | None = None) -> _Worker:
         """An idle worker: the newest that holds the plain run `prefer` names, else the one returned last."""

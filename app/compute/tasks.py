@@ -18,10 +18,11 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from . import worker
 from .errors import RecipeError, RecipeTimeout
-from .messages import Failure
+from .messages import Failure, RecipeCall, SharedFolder
 from .retraining import Cancelled, RetrainCall, retrain_watched
 
 TASK = "tensorviz.run_recipe"
+KEEP = "tensorviz.keep_run"
 RETRAIN = "tensorviz.retrain"
 GRACE = 5.0  # seconds between the soft time limit (the recipe's timeout) and the hard one
 PROGRESS = "PROGRESS"  # a retraining task's state while it trains: its meta is the Curve's progress
@@ -74,7 +75,8 @@ def make_celery(settings: dict) -> Celery:
         # No address-space cap here: Celery's own children hold more than a pipe worker, and
         # worker_max_memory_per_child replaces one that grew.
         if "process" not in held:
-            held["process"] = worker.start(int(settings["RECIPE_TORCH_THREADS"]), int(settings["RECIPE_SEED"]), 0)
+            held["process"] = worker.start(int(settings["RECIPE_TORCH_THREADS"]), int(settings["RECIPE_SEED"]), 0,
+                                           SharedFolder.configured(settings))
         return held["process"]
 
     signals.worker_process_init.connect(lambda **_: recipe_process(), weak=False)  # torch loaded before a task
@@ -88,6 +90,17 @@ def make_celery(settings: dict) -> Celery:
             missing = f"this compute worker has no recipe folder {folder.name}"
             return Failure(missing, missing).wire()
         return process.answer(task | {"recipe_dir": str(folder)}, timeouts=(SoftTimeLimitExceeded,))
+
+    @app.task(name=KEEP, ignore_result=True)
+    def keep_run(task: dict) -> None:
+        """A lab run answered a moment ago run again with hooks and kept (in this machine's shared runs folder too),
+        as a local recipe process keeps one after its reply: a reader's first change to that input then runs the
+        changed run alone on any worker of this machine. Sent only while the queue is empty (executor.run)."""
+        process = recipe_process()
+        folder = recipes / Path(task["recipe_dir"]).name
+        if folder.is_dir():
+            worker.keep_after(RecipeCall.read(task | {"recipe_dir": str(folder)}), process.seed, process.kept_runs,
+                              lambda: False)
 
     # Acknowledged when taken, unlike a recipe run: a retraining runs for minutes, past the broker's visibility
     # timeout, and must never be handed to a second worker while the first trains; one whose worker died is lost,

@@ -30,6 +30,7 @@ from .messages import (
     OutlineArgs,
     RecipeCall,
     Reply,
+    SharedFolder,
     TrainingArgs,
     Warmup,
     is_warmup,
@@ -296,11 +297,19 @@ class RecipeProcess:
     """What a process that runs recipes keeps between tasks (torch loaded, the plain runs interventions
     reuse), and its one way to answer a task: the reply as plain JSON data, or the error that ended it."""
 
-    def __init__(self, torch: ModuleType, seed: int) -> None:
+    def __init__(self, torch: ModuleType, seed: int, shared: SharedFolder | None = None) -> None:
+        from .shared_runs import RunsFolder, SharedRuns
+
         self.torch = torch
         self.seed = seed
         self.env = environment(torch, seed)
-        self.kept_runs = caches.kept("runs")  # this process's plain runs, for interventions on the same input
+        # This process's plain runs, for interventions on the same input, and those of every recipe process on
+        # the machine where a shared folder is set: a reader's next request may reach another web process's.
+        try:
+            folder = None if shared is None else RunsFolder(Path(shared.path), shared.max_bytes)
+        except OSError:  # a folder that cannot be made: this process keeps its runs to itself, and runs on
+            folder = None
+        self.kept_runs = SharedRuns(caches.kept("runs").max_bytes, folder)
 
     def answer(self, task: dict, timeouts: tuple[type[BaseException], ...] = ()) -> dict:
         """The task's reply, as plain data; an exception of `timeouts` (an executor's time limit) says that it timed
@@ -335,14 +344,15 @@ def failure(exc: BaseException, task: dict) -> str:
     return f"{where} stopped with {type(exc).__name__}; nothing was answered (the server's log says more)"
 
 
-def start(torch_threads: int, seed: int, memory_mb: int) -> RecipeProcess:
-    """Make this process a recipe process: torch loaded with its threads, deterministic, memory capped."""
+def start(torch_threads: int, seed: int, memory_mb: int, shared: SharedFolder | None = None) -> RecipeProcess:
+    """Make this process a recipe process: torch loaded with its threads, deterministic, memory capped; its kept
+    runs shared through `shared` where it is given."""
     import torch
 
     cap_memory(memory_mb)
     torch.set_num_threads(torch_threads)
     deterministic(torch)
-    return RecipeProcess(torch, seed)
+    return RecipeProcess(torch, seed, shared)
 
 
 class Watchdog:
@@ -409,10 +419,10 @@ def alive(pid: int) -> bool:
 
 
 def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, web: int | None = None,
-          timeout: float = 0.0) -> None:
+          timeout: float = 0.0, shared: SharedFolder | None = None) -> None:
     """Answer tasks from the pipe until it closes; `web` is the web process whose runs these are."""
     watchdog = Watchdog(web if web is not None else os.getppid(), timeout)
-    process = start(torch_threads, seed, memory_mb)
+    process = start(torch_threads, seed, memory_mb, shared)
     conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
     waiting: list[dict] = []  # a task that came while a lab run was being kept
     idle_since = time.monotonic()

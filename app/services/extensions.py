@@ -5,6 +5,7 @@ from pathlib import Path
 from flask import Flask, current_app
 
 from ..compute.executor import Executor
+from ..compute.messages import SharedFolder
 from ..compute.pool import WorkerPool
 from ..domain.catalog import Catalog, LiveCatalog, Model
 from . import aside
@@ -61,6 +62,7 @@ class Workers:
                 warmup_timeout=config["WARMUP_TIMEOUT"],
                 # A recipe whose process cannot start is its model's fault alone: the model is set aside.
                 on_failing=lambda folder, reason: aside.set_aside(app, folder, reason),
+                shared=SharedFolder.configured(config),
             )
         else:  # "celery", the one other value settings() admits
             from ..compute.celery_executor import CeleryExecutor  # Celery is loaded only where it is used
