@@ -59,8 +59,8 @@ def unpack(key: str, data: bytes) -> tuple[Any, Baseline] | None:
 
 
 def parsed(text: bytes | str) -> Any:
-    """JSON read by orjson (a quarter of the standard library's time on a BERT run's header), else by the
-    standard library where it holds NaN or infinity, which orjson does not read."""
+    """JSON read by orjson (a quarter of the standard library's time on the header of a run of 24 outputs), else by
+    the standard library where it holds NaN or infinity, which orjson does not read."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
