@@ -359,24 +359,25 @@ class Baseline:
     def of(cls, outputs: dict[str, Tensor], keys: list[str] | None = None) -> "Baseline":
         if keys is None:
             keys = [key for key, tensor in outputs.items() if tensor.is_floating_point()]
-        values = end_to_end([outputs[key] for key in keys])
-        shapes = [outputs[key].shape for key in keys]
-        sizes = [outputs[key].numel() for key in keys]
-        block = block_of(sizes)
-        lengths = torch.tensor(sizes, dtype=torch.long) // block
-        squares = squares_by_part(values.clone(), lengths, block) if keys else torch.zeros(0)
-        if not bool(torch.isfinite(squares).all()):  # past its precision's range: in float64
-            squares = squares_by_part(values.double(), lengths, block)
-        return cls.laid(keys, values, shapes, squares.double().tolist())
+        return cls.laid(keys, end_to_end([outputs[key] for key in keys]), [outputs[key].shape for key in keys])
 
     @classmethod
-    def laid(cls, keys: list[str], values: Tensor, shapes: list[torch.Size], squares: list[float]) -> "Baseline":
+    def laid(cls, keys: list[str], values: Tensor, shapes: list[torch.Size],
+             squares: list[float] | None = None) -> "Baseline":
         """The baseline of outputs already laid end to end in `values` (each of its shape in `shapes`), whose
-        squared norms are `squares`: what `of` makes, and what a run kept in another process is read back as."""
+        squared norms are `squares` (summed here where not given): what `of` makes, and what a run kept in another
+        process is read back as."""
         sizes = [math.prod(shape) for shape in shapes]
-        if len(keys) != len(shapes) or len(squares) != len(keys) or sum(sizes) != values.numel():
+        if len(keys) != len(shapes) or squares is not None and len(squares) != len(keys) \
+                or sum(sizes) != values.numel():
             raise ValueError("a baseline's keys, shapes, squares and values disagree")
         block = block_of(sizes)
+        lengths = torch.tensor(sizes, dtype=torch.long) // block
+        if squares is None:
+            summed = squares_by_part(values.clone(), lengths, block) if keys else torch.zeros(0)
+            if not bool(torch.isfinite(summed).all()):  # past its precision's range: in float64
+                summed = squares_by_part(values.double(), lengths, block)
+            squares = summed.double().tolist()
         places: dict[str, list[int]] = {}
         owners = []
         for at, key in enumerate(keys):
@@ -386,7 +387,7 @@ class Baseline:
             found[int(call or 0)] = at
             owners.append(node)
         return cls(keys, values, [torch.Size(shape) for shape in shapes], squares, places,
-                   [0, *itertools.accumulate(sizes)], torch.tensor(sizes, dtype=torch.long) // block, block, owners)
+                   [0, *itertools.accumulate(sizes)], lengths, block, owners)
 
     @cached_property
     def parts(self) -> list[Tensor]:

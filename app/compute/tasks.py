@@ -79,15 +79,20 @@ def make_celery(settings: dict) -> Celery:
                                            SharedFolder.configured(settings))
         return held["process"]
 
+    def here(task: dict) -> Path | None:
+        """This machine's folder of the task's recipe (named by name: every machine holds the same recipes), or None."""
+        folder = recipes / Path(task["recipe_dir"]).name
+        return folder if folder.is_dir() else None
+
     signals.worker_process_init.connect(lambda **_: recipe_process(), weak=False)  # torch loaded before a task
 
     @app.task(name=TASK)
     def run_recipe(task: dict) -> dict:
         """One recipe task, as a pipe worker runs it, in this machine's folder of the same name."""
         process = recipe_process()  # made here where no child started it (a solo pool)
-        folder = recipes / Path(task["recipe_dir"]).name
-        if not folder.is_dir():  # a machine set up with other recipes than the web tier's
-            missing = f"this compute worker has no recipe folder {folder.name}"
+        folder = here(task)
+        if folder is None:  # a machine set up with other recipes than the web tier's
+            missing = f"this compute worker has no recipe folder {Path(task['recipe_dir']).name}"
             return Failure(missing, missing).wire()
         return process.answer(task | {"recipe_dir": str(folder)}, timeouts=(SoftTimeLimitExceeded,))
 
@@ -97,8 +102,8 @@ def make_celery(settings: dict) -> Celery:
         as a local recipe process keeps one after its reply: a reader's first change to that input then runs the
         changed run alone on any worker of this machine. Sent only while the queue is empty (executor.run)."""
         process = recipe_process()
-        folder = recipes / Path(task["recipe_dir"]).name
-        if folder.is_dir():
+        folder = here(task)
+        if folder is not None:
             worker.keep_after(RecipeCall.read(task | {"recipe_dir": str(folder)}), process.seed, process.kept_runs,
                               lambda: False)
 
@@ -109,9 +114,9 @@ def make_celery(settings: dict) -> Celery:
     def retrain_recipe(self, task: dict) -> dict:
         """One retraining (compute/retraining.py) in this machine's folder of the same name: its progress written as
         the task's state, a stop asked through the broker (cancel_key) heard while it trains."""
-        folder = recipes / Path(task["recipe_dir"]).name
-        if not folder.is_dir():
-            missing = f"this compute worker has no recipe folder {folder.name}"
+        folder = here(task)
+        if folder is None:
+            missing = f"this compute worker has no recipe folder {Path(task['recipe_dir']).name}"
             return {"ok": False, "error": missing, "words": missing}
         if "broker" not in held:
             held["broker"] = redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)

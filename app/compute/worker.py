@@ -309,7 +309,7 @@ class RecipeProcess:
             folder = None if shared is None else RunsFolder(Path(shared.path), shared.max_bytes)
         except OSError:  # a folder that cannot be made: this process keeps its runs to itself, and runs on
             folder = None
-        self.kept_runs = SharedRuns(caches.kept("runs").max_bytes, folder)
+        self.kept_runs = SharedRuns(caches.LAYERS["runs"].size, folder)
 
     def answer(self, task: dict, timeouts: tuple[type[BaseException], ...] = ()) -> dict:
         """The task's reply, as plain data; an exception of `timeouts` (an executor's time limit) says that it timed
