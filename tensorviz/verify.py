@@ -32,7 +32,7 @@ from pathlib import Path
 from app.compute.errors import RecipeError
 from app.compute.messages import Failure, Reply, read_reply
 from app.compute.retraining import RetrainCall, retrain
-from app.domain.compare import compare_replay
+from app.domain.compare import case_lines, compare_replay, recorded_states
 from app.domain.history import retraining_entry, verification_entry
 
 FETCH_SECONDS = 60.0
@@ -109,9 +109,13 @@ def checked_checkpoint(folder: Path, recorded: dict[str, str]) -> None:
                           "made from: refused, nothing was run")
 
 
-def replayed(folder: Path, seed: int, checkpoint: str | None) -> Reply:
-    """The recipe's replay in a fresh process: the worker's reply."""
-    command = [sys.executable, "-m", "tensorviz.replay", str(folder), str(seed), *([checkpoint] if checkpoint else [])]
+def replayed(folder: Path, seed: int, checkpoint: str | None, states: dict) -> Reply:
+    """The recipe's replay in a fresh process, its iterated processes then replayed step by step from the recorded
+    `states`: the worker's reply."""
+    given = folder.parent / "recorded-states.json"
+    given.write_text(json.dumps(states))
+    command = [sys.executable, "-m", "tensorviz.replay", str(folder), str(seed), *([checkpoint] if checkpoint else []),
+               "--states", str(given)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=REPLAY_SECONDS)
     except subprocess.TimeoutExpired:
@@ -145,7 +149,7 @@ def verified(url: str, checkpoint: str | None, retraining: bool, folder: Path) -
                     "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "files": fetched_files(base, manifest, recipe)}
     seed = int(manifest.get("provenance", {}).get("execution", {}).get("seed", 0))
-    reply = replayed(recipe, seed, checkpoint)
+    reply = replayed(recipe, seed, checkpoint, recorded_states(manifest))
     report |= compare_replay(manifest, reply.result)
     report |= {"environment": reply.environment, "compute_seconds": reply.compute_seconds,
                "replay_sha256": hashlib.sha256(reply.result_json.encode()).hexdigest()}
@@ -168,29 +172,23 @@ def told(report: dict) -> str:
              f"replayed here in {report['compute_seconds']:.2f} s: Python {env['python']}, torch {env['torch']}, "
              f"{env['cpu']} ({env['cpu_capability']}), seed {env['seed']}"]
     for case in report["cases"]:
-        held = sum(v["status"] == "passed" for v in case["values"])
-        lines.append(f"  case {case['id']} ({case['label']}): {case['status']}, {held} of {len(case['values'])} "
-                     "values")
-        for value in case["values"]:
-            if value["status"] != "passed":
-                off = value.get("message") or (f"max |diff| {value['max_abs_diff']:.3g} at {value['worst_index']}"
-                                               f" ({value['failing_elements']} elements outside the tolerance)")
-                lines.append(f"    FAILED {case['id']} / {value['key']} ({value['label']}): {off}")
+        lines += [f"  {line}" for line in case_lines(case, every=False)]
     for check in report["checks"]:
         lines.append(f"  check {check['name']}: {check['status']}")
     if "retraining" in report:
         trained = report["retraining"]
         lines.append(f"  retrained: {trained['summary']}; {trained['identical']} of {len(trained['tensors'])} "
-                     f"tensors bit for bit, largest difference {trained['largest_difference']} (at most "
-                     f"{trained['tolerance']:g}): {'passed' if trained['passed'] else 'FAILED'}")
+                     f"tensors bit for bit: {'passed' if trained['passed'] else 'FAILED'}: {trained['verdict']}")
     if "shared" in report:
         shared = report["shared"]
         lines.append(f"  shared: {shared['posted']} entr{'ies' if shared['posted'] > 1 else 'y'} posted to "
                      f"{shared['to']}" if "posted" in shared else f"  not shared: {shared['error']}")
     verdict = "PASSED" if report["status"] == "passed" else "FAILED"
     lines.append(f"{verdict}: {summary['values'] - summary['values_failed']} of {summary['values']} recorded values "
-                 f"and {summary['checks'] - summary['checks_failed']} of {summary['checks']} checks hold (rtol "
-                 f"{tol['rtol']:g}, atol {tol['atol']:g})")
+                 f"and {summary['checks'] - summary['checks_failed']} of {summary['checks']} checks hold, each value "
+                 f"within its envelope (at least rtol {tol['rtol']:g}, atol {tol['atol']:g}; "
+                 f"{summary.get('values_widened', 0)} wider, where rounding was measured to move them)" +
+                 (f"; {summary['steps_checked']} steps checked one by one" if summary.get("steps_checked") else ""))
     return "\n".join(lines)
 
 

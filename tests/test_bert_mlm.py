@@ -141,6 +141,7 @@ def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(reques
 
     deterministic = torch.are_deterministic_algorithms_enabled()
     request.addfinalizer(lambda: torch.use_deterministic_algorithms(deterministic))  # main() turns it on
+    monkeypatch.setattr(training, "trained_here", lambda made: True)  # as on the machine that trained them
     assert check(changed=False) == 0
     assert check(changed=True) == 1
     assert "largest weight difference 1.00e-02 (causal.safetensors: nsp_head.bias)" in capsys.readouterr().out

@@ -41,7 +41,10 @@ def test_calls_are_typed_and_the_worker_receives_plain_data():
     call = RecipeCall.lab(BERT_RECIPE, "trace", {"position": 2}, {"checkpoint": "/srv/ckpt"})
     assert call.wire() == {"recipe_dir": str(BERT_RECIPE), "module": "lab", "entry": "trace",
                            "args": {"position": 2}, "context": {"checkpoint": "/srv/ckpt"}}
-    assert RecipeCall.replay(BERT_RECIPE).wire()["module"] == "run"
+    states = {"case": {"reverse": [[1.0, 2.0]]}}
+    replay = RecipeCall.replay(BERT_RECIPE, states=states)
+    assert replay.wire()["module"] == "replay" and replay.wire()["args"]["states"] == states
+    assert RecipeCall.read(replay.wire()) == replay
     capture = RecipeCall.of(BERT_RECIPE, "capture", CaptureArgs([{"shape": [1, 6]}]))
     assert capture.wire()["args"] == {"inputs": [{"shape": [1, 6]}]} and capture.wire()["module"] == "capture"
     assert RecipeCall.read(capture.wire()) == capture  # read back into the same typed call

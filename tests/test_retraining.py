@@ -10,6 +10,7 @@ import torch
 
 from app.services.config import PROJECT_ROOT
 from recipekit import training, weights
+from recipekit.kernels import machine
 
 GCN = "gcn"  # 200 epochs in about a second, beside two of a process's start: the quickest recipe to retrain
 MLP = "mlp"  # 2,000 epochs in a second or two
@@ -46,14 +47,55 @@ def trainers() -> list[str]:
 # ---- the comparison train.py reports
 
 
+ELSEWHERE = training.Elsewhere(1.0, "a test's bound", {"test_accuracy": training.Bound(0.1, "a test's bound")})
+
+
+def test_a_retraining_says_which_guarantee_held(tmp_path, monkeypatch):
+    """The same bits; within the tolerance; elsewhere, weights within their bound and the behaviour within its own; on
+    the machine that trained them, only the first two."""
+    stored = {"w": torch.zeros(3)}
+    path = tmp_path / "weights.safetensors"
+
+    def retrained(moved: float, accuracy: float, trained_on: str | None = None) -> dict:
+        metadata = training.metadata(test_accuracy=0.9)  # says that this machine trained it
+        del metadata["trained_on"]
+        if trained_on is not None:
+            metadata["trained_on"] = trained_on
+        weights.write(path, stored, metadata)
+        made = training.Trained({path: ({"w": stored["w"] + moved}, training.metadata(test_accuracy=accuracy))}, "")
+        return training.compared(made, 1e-3, ELSEWHERE)
+
+    assert retrained(0.0, 0.9)["guarantee"] == "same bits"
+    within = retrained(5e-4, 0.9)
+    assert within["guarantee"] == "tolerance" and within["passed"] and within["bound"] == 1e-3
+    elsewhere = retrained(0.5, 0.85)  # the stored file does not say which machine trained it
+    assert elsewhere["guarantee"] == "behaviour" and elsewhere["passed"] and elsewhere["trained_here"] is None
+    assert elsewhere["bound"] == 1.0 and elsewhere["behaviour"][0] | {} == {
+        "name": "test_accuracy", "stored": 0.9, "retrained": 0.85, "difference": pytest.approx(0.05), "allowed": 0.1,
+        "why": "a test's bound", "held": True}
+    assert "Not the same bits (the stored weights do not say which machine trained them)" in elsewhere["verdict"]
+    assert "test accuracy 0.85 against 0.9 stored (allowed ±0.1)" in elsewhere["verdict"]
+    other = retrained(0.5, 0.85, trained_on='{"cpu": "another", "vector_extensions": []}')
+    assert other["guarantee"] == "behaviour" and other["trained_here"] is False
+    assert "another machine" in other["verdict"]
+    worse = retrained(0.5, 0.7)  # what the model does moved past its bound
+    assert worse["guarantee"] == "none" and not worse["passed"] and "NOT HELD" in worse["verdict"]
+    farther = retrained(2.0, 0.9)  # past the weights' bound
+    assert farther["guarantee"] == "none" and "beyond even the 1" in farther["verdict"]
+    here = retrained(0.5, 0.9, trained_on=machine())  # on the machine (and torch) that trained them
+    assert here["trained_here"] is True and here["guarantee"] == "none" and not here["passed"]
+    assert here["verdict"].startswith("On the machine and torch that trained them a retraining gives the same bits")
+
+
 def test_the_comparison_names_every_tensor_and_the_one_that_differs(tmp_path):
     stored = {"a.weight": torch.arange(6.0).reshape(2, 3), "a.bias": torch.zeros(2), "b": torch.ones(1)}
     path = tmp_path / "weights.safetensors"
     weights.write(path, stored, training.metadata(test_accuracy=0.75, loss_per_epoch=[1.0, 0.5]))
     same = training.Trained({path: (dict(stored), training.metadata(test_accuracy=0.75, loss_per_epoch=[1.0, 0.5]))},
                             "test accuracy 0.75", {"same split": True})
-    report = training.compared(same, 1e-3)
+    report = training.compared(same, 1e-3, ELSEWHERE)
     assert report["passed"] and report["identical"] == 3 and report["largest_difference"] == 0.0
+    assert report["guarantee"] == "same bits" and report["verdict"].startswith("The same bits: all 3 tensors")
     assert [t["name"] for t in report["tensors"]] == ["a.bias", "a.weight", "b"]
     figure = {f["name"]: f for f in report["figures"]}
     assert figure["test_accuracy"] | {} == {"file": "weights.safetensors", "name": "test_accuracy", "same": True,
@@ -64,7 +106,7 @@ def test_the_comparison_names_every_tensor_and_the_one_that_differs(tmp_path):
     del moved["b"]
     changed = training.Trained({path: (moved, training.metadata(test_accuracy=0.5, loss_per_epoch=[1.0, 0.5]))},
                                "test accuracy 0.5", {"same split": False})
-    report = training.compared(changed, 1e-3)
+    report = training.compared(changed, 1e-3, ELSEWHERE)
     tensors = {t["name"]: t for t in report["tensors"]}
     assert not report["passed"] and report["largest_difference"] is None  # a tensor missing: no one number says it
     assert tensors["a.weight"]["largest_difference"] == 0.5 and not tensors["a.weight"]["identical"]

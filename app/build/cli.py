@@ -10,6 +10,7 @@ from flask.cli import with_appcontext
 
 from ..compute.errors import RecipeError
 from ..domain.checkpoints import CheckpointDeclarationError, checkpoint_spec
+from ..domain.compare import case_lines
 from ..domain.declaration import key_table
 from ..domain.recipes import RecipeMetadataError, read_metadata
 from ..domain.schema import SLUG
@@ -34,13 +35,10 @@ def _format(report: dict) -> list[str]:
     if report["status"] == "error":
         return [*lines, f"  {report['message']}"]
     tol = report["tolerance"]
-    lines.append(f"  tolerance: rtol {tol['rtol']:g}, atol {tol['atol']:g} ({tol['source']})")
+    lines.append(f"  tolerance: each value within its envelope, at least rtol {tol['rtol']:g}, atol {tol['atol']:g} "
+                 f"({tol['source']})")
     for case in report["cases"]:
-        lines.append(f"  case {case['id']}: {case['status']}")
-        for v in case["values"]:
-            diff = v.get("max_abs_diff")
-            shown = "n/a" if diff is None else f"{diff:.2e}"
-            lines.append(f"    [{v['status']:6}] {v['kind']:6} {v['label']}  max |diff| {shown}")
+        lines += [f"  {line}" for line in case_lines(case, every=True)]
     for check in report["checks"]:
         lines.append(f"  check [{check['status']:6}] {check['name']}")
     env = report["environment"]
@@ -121,7 +119,7 @@ def record_command(slug: str, out: Path | None, check: bool, force: bool) -> Non
     started = time.perf_counter()
     try:
         recording = build_recording(slug, recipe_dir, workers.pool, current_app.config["RECIPE_SEED"],
-                                    current_app.config)
+                                    current_app.config, measure=not check)
     except (RecordingError, RecipeError) as exc:
         raise click.ClickException(str(exc)) from exc
     seconds = time.perf_counter() - started

@@ -35,13 +35,14 @@ from ..domain.checkpoints import (
     find,
     locate,
 )
-from ..domain.compare import compare_case, tolerance_for
+from ..domain.compare import ENVELOPE, compare_case, tolerance_for
 from ..domain.declaration import read_declaration
 from ..domain.folders import FolderError, check_links
 from ..domain.graphlayout import build_preview
 from ..domain.labs import LabSpec
 from ..domain.labs.fields import DeclarationError, FieldError, validate
 from ..domain.schema import ITEMS, ManifestError, validate_manifest
+from . import rounding
 
 RECORDER_VERSION = 1  # provenance.recorder: which recordings this recorder made (and may overwrite)
 # Page metadata copied from recipe.toml into the manifest, in the seed manifest's order.
@@ -123,6 +124,10 @@ def _cases(meta: dict, replay: dict, without_checkpoint: bool) -> list[dict]:
             case[kind] = items
         if isinstance(values.get("request"), dict):  # the lab request that reproduces the case: a preset
             case["request"] = values["request"]
+        processes = replay.get("steps", {}).get(spec["id"], {})
+        if processes:  # the states that entered each step of its iterated processes: what a step-by-step check needs
+            case["steps"] = [{"key": key, "names": process["names"], "states": process["states"]}
+                             for key, process in processes.items()]
         cases.append(case)
     return cases
 
@@ -163,6 +168,7 @@ def _provenance(meta: dict, graph: dict, replay: dict, environment: dict, model_
         "sourceSha256": _sha256(model_py),
         "python": environment["python"],
         "torch": environment["torch"],
+        "recordedOn": {key: environment[key] for key in RECORDED_ON},
         "execution": {"inputs": {"args": graph["inputs"]}, "device": environment["device"],
                       "mode": environment["mode"], "seed": seed, "deterministic": environment["deterministic"]},
         "outcome": "passed",
@@ -171,6 +177,10 @@ def _provenance(meta: dict, graph: dict, replay: dict, environment: dict, model_
         "scope": recording.get("scope", ""),
         "numericalChecks": [c["name"] for c in replay.get("checks", [])],
     } | ({} if "checkpoint" not in meta else {"checkpoint": checkpoint and {"files": checkpoint.sha256}})
+
+
+# What the provenance says of the machine that recorded: what decides how its sums round.
+RECORDED_ON = ("cpu", "vector_extensions", "kernels", "cpu_capability", "os", "numpy")
 
 
 def _checkpoint(meta: dict, settings: Mapping) -> Checkpoint | None:
@@ -210,9 +220,11 @@ def _check_lab(spec: LabSpec, manifest: dict, recipe_dir: Path, pool: WorkerPool
 
 
 def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0,
-                    settings: Mapping = MappingProxyType({})) -> Recording:
-    """Trace and replay the recipe in a worker, and assemble the manifest and its files; `settings` (the
-    app's configuration) names a checkpoint folder where the recipe reads one."""
+                    settings: Mapping = MappingProxyType({}), measure: bool = True) -> Recording:
+    """Trace and replay the recipe in a worker, measure how far other roundings move each recorded value (its
+    envelope: build/rounding.py; not with `measure` false, which --check compares within the stored ones), and
+    assemble the manifest and its files; `settings` (the app's configuration) names a checkpoint folder where the
+    recipe reads one, and the kernel family it records with."""
     try:
         check_links(recipe_dir, f"recipes/{slug}")
         declaration = read_declaration(recipe_dir)
@@ -242,6 +254,11 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
     manifest["milestone"] = meta["milestone"]
     experiment = {k: v for k, v in meta["experiment"].items() if k not in ("cases", "caseDefaults")}
     manifest["experiment"] = experiment | {"cases": _cases(meta, replay, "checkpoint" in meta and not checkpoint)}
+    if measure and manifest["experiment"]["cases"]:
+        try:
+            manifest["experiment"]["rounding"] = rounding.measure(manifest, recipe_dir, context, pool, settings)
+        except rounding.MeasurementError as exc:
+            raise RecordingError(str(exc)) from exc
     manifest["revision"] = content_revision(manifest)
     try:
         validate_manifest(manifest | {"files": {}}, slug)
@@ -296,11 +313,18 @@ def write_recording(recording: Recording, folder: Path) -> list[Path]:
 
 # ---- --check: what differs between a fresh recording and the stored one
 
+# What a recording measured of the machine that made it (its envelopes, how they were measured), which another
+# machine measures otherwise: not compared.
+MEASURED = ("envelope", "stepEnvelope", "rounding")
+
+
 def _differences(stored, fresh, where: str, tol, out: list[str], limit: int = 20) -> None:
     if len(out) >= limit:
         return
     if isinstance(stored, dict) and isinstance(fresh, dict):
-        for key in sorted(set(stored) | set(fresh), key=str):
+        if tol is not None:  # a recorded item's numbers are compared within the envelope stored with it
+            tol = tol.of(stored, ENVELOPE)
+        for key in sorted((set(stored) | set(fresh)) - set(MEASURED), key=str):
             if key not in fresh:
                 out.append(f"{where}.{key}: stored, not recorded now")
             elif key not in stored:
@@ -322,14 +346,15 @@ def _differences(stored, fresh, where: str, tol, out: list[str], limit: int = 20
 
 
 # Provenance that names the machine or the moment of the capture, not the recording's content.
-VOLATILE = ("capturedAt", "python", "torch")
+VOLATILE = ("capturedAt", "python", "torch", "recordedOn")
 
 
 def stale_parts(recording: Recording, folder: Path) -> list[str]:
     """What differs between the recording just made and the one stored in `folder` (empty when current).
 
-    Recorded numbers are compared within the verification tolerance, so that another torch build's last
-    bits do not count as stale; everything else must be identical.
+    Recorded numbers are compared within the envelopes stored with them, so that another processor's or torch
+    build's rounding does not count as stale; everything else but what the recording measured of its machine must be
+    identical.
     """
     try:
         stored = json.loads((folder / MANIFEST_NAME).read_bytes())

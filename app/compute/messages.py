@@ -94,6 +94,18 @@ class TrainingArgs(_Arguments):
 
 
 @dataclass(frozen=True)
+class ReplayArgs(_Arguments):
+    """A replay's arguments: the recorded states of each case's iterated processes (by case id, by process, the states
+    that entered its steps), from which those cases are replayed again step by step after the free replay (none: no
+    case is); `nudge`, for the recorder's measurement of rounding, the seed of a small random change to every module's
+    output (compute/rounding.py)."""
+
+    MODULE: ClassVar[str] = "replay"
+    states: dict[str, dict[str, list[list[float]]]] = field(default_factory=dict)
+    nudge: int | None = None
+
+
+@dataclass(frozen=True)
 class CaptureArgs(_Arguments):
     """A capture's arguments: the recording's declared inputs (None: the recipe's own example inputs)."""
 
@@ -101,9 +113,9 @@ class CaptureArgs(_Arguments):
     inputs: list | None
 
 
-Arguments = InterveneArgs | OutlineArgs | TrainingArgs | CaptureArgs
+Arguments = InterveneArgs | OutlineArgs | TrainingArgs | ReplayArgs | CaptureArgs
 ARGUMENTS: dict[str, type[Arguments]] = {kind.MODULE: kind for kind in
-                                         (InterveneArgs, OutlineArgs, TrainingArgs, CaptureArgs)}
+                                         (InterveneArgs, OutlineArgs, TrainingArgs, ReplayArgs, CaptureArgs)}
 
 
 @dataclass(frozen=True)
@@ -123,9 +135,11 @@ class RecipeCall:
     keep_run: KeepRun | None = None
 
     @classmethod
-    def replay(cls, recipe_dir: Path, context: dict | None = None) -> "RecipeCall":
-        """run.py's replay(): every recorded case and check, computed again."""
-        return cls(Path(recipe_dir), "run", "replay", {}, context or {})
+    def replay(cls, recipe_dir: Path, context: dict | None = None, states: dict | None = None,
+               nudge: int | None = None) -> "RecipeCall":
+        """run.py's replay(): every recorded case and check, computed again; then the cases whose recorded `states`
+        are given replayed step by step from them (ReplayArgs)."""
+        return cls(Path(recipe_dir), ReplayArgs.MODULE, "replay", ReplayArgs(states or {}, nudge), context or {})
 
     @classmethod
     def lab(cls, recipe_dir: Path, entry: str, args: dict | None = None, context: dict | None = None,

@@ -51,12 +51,13 @@ class _Worker:
     HOLDS = 64
 
     def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int, timeout: float,
-                 pending: list[Warmup] | None = None, shared: SharedFolder | None = None) -> None:
+                 pending: list[Warmup] | None = None, shared: SharedFolder | None = None,
+                 kernels: str = "native") -> None:
         self.holds: dict[str, None] = {}
         self.pending: list[Warmup] = list(pending or [])
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout, shared),
+            target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout, shared, kernels),
             name="tensorviz-recipe", daemon=True,
         )
         self.process.start()
@@ -122,7 +123,8 @@ class WorkerPool:
 
     def __init__(self, size: int, timeout: float, torch_threads: int, seed: int, queue: int = 0,
                  memory_mb: int = 0, warmup_timeout: float | None = None,
-                 on_failing: Callable[[str, str], None] | None = None, shared: SharedFolder | None = None) -> None:
+                 on_failing: Callable[[str, str], None] | None = None, shared: SharedFolder | None = None,
+                 kernels: str = "native") -> None:
         self.size = size
         self.capacity = size + queue  # runs admitted at once: running plus waiting for a worker
         self._admitted = 0
@@ -132,6 +134,7 @@ class WorkerPool:
         self._seed = seed
         self._memory_mb = memory_mb
         self._shared = shared
+        self._kernels = kernels  # the family every recipe process computes with (recipekit/kernels.py)
         self._ctx = worker_context()
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[_Worker] = []
@@ -163,7 +166,7 @@ class WorkerPool:
             pending = [step for folder, warmup in self._warmups.items() if folder not in self.failing
                        for step in warmup.steps(self.warmup_timeout)]
         return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout, pending,
-                       self._shared)
+                       self._shared, self._kernels)
 
     def _take(self, prefer: str | None = None) -> _Worker:
         """An idle worker: the newest that holds the plain run `prefer` names, else the one returned last."""

@@ -1,11 +1,15 @@
-"""What makes a process a recipe process, whatever it then runs: deterministic torch, the CPU's seed, a memory cap.
+"""What makes a process a recipe process, whatever it then runs: its kernels, deterministic torch, the CPU's seed, a
+memory cap.
 
 Its own module, below the worker and the tasks it runs (interventions, training), so that each of them imports it
 and none imports another.
 """
 
+import os
 from pathlib import Path
 from types import ModuleType
+
+from recipekit import kernels
 
 
 def deterministic(torch: ModuleType) -> None:
@@ -37,3 +41,15 @@ def cap_memory(headroom_mb: int) -> None:
     mapped = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmSize:"))) * 1024
     limit = mapped + headroom_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def use_kernels(torch: ModuleType, family: str) -> None:
+    """Make this process compute with a kernel family (recipekit/kernels.py), before it computes anything: each
+    library reads its setting at its first use, so a process forked from one that only imported torch can still
+    choose. RuntimeError where torch runs other kernels all the same (it computed before, or the processor has no
+    such kernels)."""
+    os.environ.update(kernels.settings(family))
+    expected = kernels.CAPABILITY.get(family)
+    chosen = torch.backends.cpu.get_cpu_capability()
+    if expected is not None and chosen != expected:
+        raise RuntimeError(f"{kernels.DESCRIBED[family]} cannot be used in this process: torch runs {chosen} kernels")

@@ -76,7 +76,7 @@ def make_celery(settings: dict) -> Celery:
         # worker_max_memory_per_child replaces one that grew.
         if "process" not in held:
             held["process"] = worker.start(int(settings["RECIPE_TORCH_THREADS"]), int(settings["RECIPE_SEED"]), 0,
-                                           SharedFolder.configured(settings))
+                                           SharedFolder.configured(settings), settings.get("RECIPE_KERNELS", "native"))
         return held["process"]
 
     def here(task: dict) -> Path | None:

@@ -34,6 +34,8 @@ def main(argv: list[str]) -> int:
     end_with_parent()
     import torch
 
+    from recipekit.kernels import TRAINING
+
     from ..domain.recipes import load_module
     from .process import cap_memory
     from .worker import environment
@@ -44,7 +46,8 @@ def main(argv: list[str]) -> int:
     train = load_module(recipe_dir, "train")
     torch.set_num_threads(1)  # as training.one_thread trains, so that the environment says what the training ran on
     sys.stdout.write(json.dumps({"event": "environment",
-                                 "environment": environment(torch, int(getattr(train, "TRAIN_SEED", 0)), "train")}))
+                                 "environment": environment(torch, int(getattr(train, "TRAIN_SEED", 0)), "train",
+                                                              kernels=TRAINING)}))
     sys.stdout.write("\n")
     sys.stdout.flush()
     return train.main(["--report"])

@@ -17,6 +17,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from recipekit.kernels import processor
+
 from ..domain import caches
 from ..domain.jsonbytes import dumps
 from ..domain.lru import SizedLRU
@@ -29,6 +31,7 @@ from .messages import (
     KeepRun,
     OutlineArgs,
     RecipeCall,
+    ReplayArgs,
     Reply,
     SharedFolder,
     TrainingArgs,
@@ -36,7 +39,7 @@ from .messages import (
     is_warmup,
     plain_key,
 )
-from .process import cap_memory, deterministic, manual_seed
+from .process import cap_memory, deterministic, manual_seed, use_kernels
 
 # Statuses a recipe's exception may carry (as its `status` attribute) to say that it refused the request
 # (400: the message starts with the field at fault) or that it cannot serve any request (503).
@@ -102,31 +105,9 @@ def entry_function(recipe_dir: Path, entry: str) -> Callable:
     return getattr(load_module(recipe_dir, "lab"), entry)
 
 
-# The processor's vector extensions a report names: those that decide which kernels torch may choose and so how
-# its sums round (recipekit.kernels holds a training to AVX2 on every x86-64 machine).
-VECTOR_EXTENSIONS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-                     "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2")
-
-
-def processor() -> tuple[str, list[str]]:
-    """The CPU's model name and the vector extensions it has (from /proc/cpuinfo where there is one)."""
-    name, flags = platform.processor() or platform.machine(), set()
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return name, []
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key in ("model name", "Model", "cpu model") and value.strip():
-            name = value.strip()
-        elif key in ("flags", "Features") and not flags:
-            flags = set(value.split())
-    return name, [flag for flag in VECTOR_EXTENSIONS if flag in flags]
-
-
-def environment(torch: ModuleType, seed: int, mode: str = "eval") -> dict:
-    """What the run depended on, as the report states it: the software, the processor and what torch ran on it."""
+def environment(torch: ModuleType, seed: int, mode: str = "eval", kernels: str = "native") -> dict:
+    """What the run depended on, as the report states it: the software, the processor, the kernel family the process
+    was told to use (recipekit/kernels.py) and the kernels torch ran on it."""
     import numpy
 
     cpu, extensions = processor()
@@ -138,6 +119,7 @@ def environment(torch: ModuleType, seed: int, mode: str = "eval") -> dict:
         "os": f"{platform.system()} {platform.release()}",
         "cpu": cpu,
         "vector_extensions": extensions,
+        "kernels": kernels,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the kernels ATen chose: AVX2, AVX512, ...
         "torch_threads": torch.get_num_threads(),
         "seed": seed,
@@ -247,6 +229,17 @@ def _outline(call: RecipeCall, arguments: OutlineArgs, seed: int, kept_runs: Siz
                    [call.plain_key(each, arguments.key) for each in arguments.requests])
 
 
+def _replay(call: RecipeCall, arguments: ReplayArgs, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+    import torch
+
+    from . import rounding
+
+    if call.entry != "replay":
+        raise ValueError(f"replay.{call.entry} is not a recipe entry point")
+    return partial(rounding.replay, load_module(call.recipe_dir, "run").replay, arguments.states, arguments.nudge,
+                   seed, torch, call.context)
+
+
 def _training(call: RecipeCall, arguments: TrainingArgs, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import training
 
@@ -256,7 +249,8 @@ def _training(call: RecipeCall, arguments: TrainingArgs, seed: int, kept_runs: S
 
 
 HANDLERS: dict[type, Callable[..., Callable[[], Any]]] = {
-    CaptureArgs: _capture, InterveneArgs: _intervene, OutlineArgs: _outline, TrainingArgs: _training}
+    CaptureArgs: _capture, InterveneArgs: _intervene, OutlineArgs: _outline, TrainingArgs: _training,
+    ReplayArgs: _replay}
 
 
 def _declared(call: RecipeCall, request: dict, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
@@ -297,12 +291,13 @@ class RecipeProcess:
     """What a process that runs recipes keeps between tasks (torch loaded, the plain runs interventions
     reuse), and its one way to answer a task: the reply as plain JSON data, or the error that ended it."""
 
-    def __init__(self, torch: ModuleType, seed: int, shared: SharedFolder | None = None) -> None:
+    def __init__(self, torch: ModuleType, seed: int, shared: SharedFolder | None = None,
+                 kernels: str = "native") -> None:
         from .shared_runs import RunsFolder, SharedRuns
 
         self.torch = torch
         self.seed = seed
-        self.env = environment(torch, seed)
+        self.env = environment(torch, seed, kernels=kernels)
         # This process's plain runs, for interventions on the same input, and those of every recipe process on
         # the machine where a shared folder is set: a reader's next request may reach another web process's.
         try:
@@ -332,7 +327,8 @@ def failure(exc: BaseException, task: dict) -> str:
     module = task.get("module", "run")
     module = "lab" if module in ("intervene", "outline", "training") else module
     entry = task.get("entry", "replay")
-    where = "the recipe's replay() in run.py" if entry == REPLAY else f"the recipe's {entry}() in {module}.py"
+    replayed = entry == REPLAY or module == ReplayArgs.MODULE
+    where = "the recipe's replay() in run.py" if replayed else f"the recipe's {entry}() in {module}.py"
     if "warm" in task:
         where = "the recipe's warm-up"
     text = str(exc).lower()
@@ -344,15 +340,17 @@ def failure(exc: BaseException, task: dict) -> str:
     return f"{where} stopped with {type(exc).__name__}; nothing was answered (the server's log says more)"
 
 
-def start(torch_threads: int, seed: int, memory_mb: int, shared: SharedFolder | None = None) -> RecipeProcess:
-    """Make this process a recipe process: torch loaded with its threads, deterministic, memory capped; its kept
-    runs shared through `shared` where it is given."""
+def start(torch_threads: int, seed: int, memory_mb: int, shared: SharedFolder | None = None,
+          kernels: str = "native") -> RecipeProcess:
+    """Make this process a recipe process: torch loaded with its kernel family and threads, deterministic, memory
+    capped; its kept runs shared through `shared` where it is given."""
     import torch
 
+    use_kernels(torch, kernels)
     cap_memory(memory_mb)
     torch.set_num_threads(torch_threads)
     deterministic(torch)
-    return RecipeProcess(torch, seed, shared)
+    return RecipeProcess(torch, seed, shared, kernels)
 
 
 class Watchdog:
@@ -419,10 +417,10 @@ def alive(pid: int) -> bool:
 
 
 def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, web: int | None = None,
-          timeout: float = 0.0, shared: SharedFolder | None = None) -> None:
+          timeout: float = 0.0, shared: SharedFolder | None = None, kernels: str = "native") -> None:
     """Answer tasks from the pipe until it closes; `web` is the web process whose runs these are."""
     watchdog = Watchdog(web if web is not None else os.getppid(), timeout)
-    process = start(torch_threads, seed, memory_mb, shared)
+    process = start(torch_threads, seed, memory_mb, shared, kernels)
     conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
     waiting: list[dict] = []  # a task that came while a lab run was being kept
     idle_since = time.monotonic()

@@ -12,13 +12,15 @@ import hashlib
 import json
 from itertools import combinations
 
-# What names an environment: what decides how its sums round (the software, the processor, the kernels chosen).
-ENVIRONMENT_KEYS = ("python", "torch", "numpy", "os", "cpu", "vector_extensions", "cpu_capability", "torch_threads",
-                    "device")
+# What names an environment: what decides how its sums round (the software, the processor, the kernel family it was
+# told to use and the kernels torch chose).
+ENVIRONMENT_KEYS = ("python", "torch", "numpy", "os", "cpu", "vector_extensions", "kernels", "cpu_capability",
+                    "torch_threads", "device")
+OPTIONAL_KEYS = ("kernels",)  # not named by reports made before it was: those keep their names
 
 
 def _named(environment: dict) -> dict:
-    return {key: environment.get(key) for key in ENVIRONMENT_KEYS}
+    return {key: environment.get(key) for key in ENVIRONMENT_KEYS if key in environment or key not in OPTIONAL_KEYS}
 
 
 def environment_id(environment: dict) -> str:
@@ -42,7 +44,8 @@ def verification_entry(report: dict, reported_by: str) -> dict:
 def retraining_entry(report: dict, revision: str, reported_by: str) -> dict:
     """A retraining report as a history entry: its deviation is the largest weight difference."""
     tensors = report["tensors"]
-    off = sum(t["largest_difference"] is None or t["largest_difference"] > report["tolerance"] for t in tensors)
+    bound = report.get("bound", report["tolerance"])  # the weights' bound that applied: see recipekit.training
+    off = sum(t["largest_difference"] is None or t["largest_difference"] > bound for t in tensors)
     return {"kind": "retraining", "reported_by": reported_by, "status": report["status"], "revision": revision,
             "environment": _named(report["environment"]), "environment_id": environment_id(report["environment"]),
             "largest_deviation": report["largest_difference"], "values": len(tensors), "values_failed": off,

@@ -152,6 +152,14 @@ def _experiment(manifest: dict) -> None:
             _numbers(vector["values"], f"{where}.vectors[{j}].values", 1)
             _require(vector.get("first", 0) >= 0, f"{where}.vectors[{j}].first", "must be a whole number from 0")
             _names(vector.get("names"), len(vector["values"]), f"{where}.vectors[{j}].names")
+        processes = set()
+        for j, process in enumerate(case.get("steps", [])):
+            _require(process["key"] not in processes, f"{where}.steps[{j}]", f"repeats key {process['key']!r}")
+            processes.add(process["key"])
+            _require(len(process["states"]) > 0, f"{where}.steps[{j}].states", "must be a non-empty list")
+            for k, state in enumerate(process["states"]):
+                _require(len(state) > 0, f"{where}.steps[{j}].states[{k}]", "must be a non-empty list")
+            _names(process["names"], len(process["states"]), f"{where}.steps[{j}].names")
     tolerance = manifest["experiment"].get("tolerance")
     _require(tolerance is None or tolerance["rtol"] >= 0 and tolerance["atol"] >= 0, "experiment.tolerance",
              "must give rtol and atol of 0 or more")

@@ -97,6 +97,18 @@ class RecordedCheckpoint(TypedDict):
     files: dict[str, str]  # each checkpoint file's sha256, by name
 
 
+class RecordedOn(TypedDict):
+    """The machine a recording was made on, as far as it decides how its sums round."""
+
+    __pydantic_config__ = EXACT
+    cpu: str
+    vector_extensions: list[str]
+    kernels: Literal["native", "avx2", "portable"]  # the kernel family it was told to use (recipekit/kernels.py)
+    cpu_capability: str  # the kernels torch chose (AVX512, AVX2, DEFAULT, ...)
+    os: str
+    numpy: str
+
+
 class Provenance(TypedDict):
     __pydantic_config__ = EXACT
     capturedAt: Time
@@ -105,6 +117,7 @@ class Provenance(TypedDict):
     sourceSha256: str
     python: str
     torch: str
+    recordedOn: NotRequired[RecordedOn]
     execution: Execution
     outcome: str
     outputShape: list[int]
@@ -158,6 +171,17 @@ class Step(TypedDict):
     note: str
 
 
+class Envelope(TypedDict):
+    """How far a recorded item may be from its replay: |replayed − recorded| <= atol + rtol·|recorded|, fitted when it
+    was recorded to FACTOR times the farthest other roundings moved it (domain/envelopes.py), never below float32's."""
+
+    __pydantic_config__ = EXACT
+    rtol: Annotated[float, Ge(0)]
+    atol: Annotated[float, Ge(0)]
+    moved: Annotated[float, Ge(0)]  # the largest |Δ| of any element under the roundings it was measured with
+    amplifies: bool  # whether rounding alone moved an element far past float32's tolerance (envelopes.AMPLIFIED)
+
+
 class RecordedMatrix(TypedDict):
     __pydantic_config__ = EXACT
     key: NotRequired[str]  # the seed's items have none: their key is made from the label
@@ -165,6 +189,8 @@ class RecordedMatrix(TypedDict):
     values: list[list[float]]
     rows: NotRequired[list[str]]  # each row's name (a graph's members, a sampler's steps), where the recipe names them
     columns: NotRequired[list[str]]  # each column's name
+    envelope: NotRequired[Envelope]  # run freely
+    stepEnvelope: NotRequired[Envelope]  # in a case replayed step by step, from the recorded states
 
 
 class RecordedVector(TypedDict):
@@ -174,6 +200,8 @@ class RecordedVector(TypedDict):
     values: list[float]
     first: NotRequired[int]  # the number of the first entry where it is not 0 (epochs and lengths count from 1)
     names: NotRequired[list[str]]  # each entry's name, where the recipe names them
+    envelope: NotRequired[Envelope]
+    stepEnvelope: NotRequired[Envelope]
 
 
 class RecordedMetric(TypedDict):
@@ -181,6 +209,28 @@ class RecordedMetric(TypedDict):
     key: NotRequired[str]
     label: str
     value: float
+    envelope: NotRequired[Envelope]
+    stepEnvelope: NotRequired[Envelope]
+
+
+class RecordedProcess(TypedDict):
+    """An iterated process of a case (a diffusion chain, an episode, a generation, a recurrent scan): the state that
+    entered each of its steps, flattened (float32's values exactly), from which a verification replays each step."""
+
+    __pydantic_config__ = EXACT
+    key: str  # the process's name, as the recipe gives it to recipekit.replay.step_state
+    names: list[str]  # each step's name ("t = 100")
+    states: list[list[float]]
+    envelope: NotRequired[Envelope]  # the states of a free run
+    stepEnvelope: NotRequired[Envelope]  # each state made from the recorded one before it
+
+
+class Rounding(TypedDict):
+    """How the envelopes of a recording were measured."""
+
+    __pydantic_config__ = EXACT
+    factor: float  # each envelope allows this many times the largest movement measured
+    measuredBy: list[str]  # the other roundings the recipe was replayed under
 
 
 class RecordedCase(TypedDict):
@@ -192,6 +242,7 @@ class RecordedCase(TypedDict):
     matrices: NotRequired[list[RecordedMatrix]]
     vectors: NotRequired[list[RecordedVector]]
     metrics: NotRequired[list[RecordedMetric]]
+    steps: NotRequired[list[RecordedProcess]]  # checked step by step as well as freely
     # The lab request that reproduces the case, where the recipe gave one (its preset).
     request: NotRequired[dict[str, int | float | str | bool | None | list[int] | list[float] | list[list[int]]]]
 
@@ -209,7 +260,8 @@ class Experiment(TypedDict):
     description: str
     controlLabel: NotRequired[str]
     cases: list[RecordedCase]
-    tolerance: NotRequired[StatedTolerance]
+    tolerance: NotRequired[StatedTolerance]  # the floor of every envelope (float32's where none is stated)
+    rounding: NotRequired[Rounding]
 
 
 class RecordedFile(TypedDict):
@@ -311,13 +363,60 @@ class Tolerance(TypedDict):
     rule: str
 
 
+class ValueTolerance(TypedDict):
+    """The rule one value was held to, and where it comes from: float32's defaults, the manifest's own, or the value's
+    envelope, with what the recorder measured and what that means in words."""
+
+    rtol: float
+    atol: float
+    source: str
+    widened: bool  # wider than the report's tolerance: the recording measured rounding to move it further
+    moved: NotRequired[float]  # the largest movement other roundings gave when it was recorded
+    amplifies: NotRequired[bool]  # rounding alone moved it far past float32's tolerance
+    note: NotRequired[str]
+
+
+class StepwiseValue(TypedDict):
+    """A value of a case replayed step by step from its recorded states, against the recording."""
+
+    status: Status
+    message: NotRequired[str]
+    max_abs_diff: NotRequired[Ratio]
+    worst_index: NotRequired[list[int]]
+    failing_elements: NotRequired[int]
+    worst_ratio: NotRequired[Ratio]
+    tolerance: ValueTolerance
+
+
+class FirstFailing(TypedDict):
+    index: int  # the row of the recorded states that differs
+    step: str  # the step that made it ("t = 64"), or "the starting state"
+
+
+class StepsReport(TypedDict):
+    """An iterated process replayed step by step: each state a step passed on against the recorded one."""
+
+    key: str
+    steps: int
+    status: Status
+    tolerance: ValueTolerance
+    failing_steps: int
+    max_abs_diff: Ratio
+    worst_ratio: Ratio
+    first_failing: NotRequired[FirstFailing]
+    message: NotRequired[str]
+    note: NotRequired[str]
+
+
 class ValueReport(TypedDict):
     """One recorded matrix, vector or metric against its replay."""
 
     kind: Literal["matrix", "vector", "metric"]
     key: str
     label: str
-    status: Status
+    status: Status  # in a case checked step by step, passed only where it holds both ways
+    tolerance: ValueTolerance
+    stepwise: NotRequired[StepwiseValue]  # in a case checked step by step
     message: NotRequired[str]  # why it failed without numbers: no such item, another shape
     shape: NotRequired[list[int]]
     max_abs_diff: NotRequired[Ratio]
@@ -337,6 +436,7 @@ class CaseReport(TypedDict):
     status: Status
     message: NotRequired[str]
     values: list[ValueReport]
+    steps: NotRequired[list[StepsReport]]  # its iterated processes, checked step by step
 
 
 # What a recipe's check measured: numbers, flags, shapes, or those by part.
@@ -356,8 +456,10 @@ class Summary(TypedDict):
     cases: int
     cases_failed: int
     values: int
-    values_failed: int
+    values_failed: int  # off in the free run, or step by step
+    values_widened: NotRequired[int]  # held to an envelope wider than the report's tolerance (rounding moves them)
     elements: int
+    steps_checked: NotRequired[int]  # steps of iterated processes replayed one by one from their recorded states
     checks: int
     checks_failed: int
 
@@ -372,6 +474,9 @@ class Environment(TypedDict):
     os: str
     cpu: str  # the processor's model name
     vector_extensions: list[str]  # those of worker.VECTOR_EXTENSIONS the processor has
+    # The kernel family the process was told to use (recipekit/kernels.py): native (the processor's own), avx2 or
+    # portable; absent from reports made before it was named.
+    kernels: NotRequired[Literal["native", "avx2", "portable"]]
     cpu_capability: str  # the kernels torch chose on it (AVX2, AVX512, ...)
     torch_threads: int
     seed: int
@@ -488,6 +593,23 @@ class Fact(TypedDict):
     held: bool
 
 
+class ElsewhereBound(TypedDict):
+    weights: float  # how far a retraining on kernels that round otherwise may take the weights
+    why: str
+
+
+class BehaviourFigure(TypedDict):
+    """A figure of what the model does (a held-out accuracy, a return), stored and retrained, against its bound."""
+
+    name: str
+    stored: float | None
+    retrained: float | None
+    difference: float | None
+    allowed: float
+    why: str
+    held: bool
+
+
 class RetrainingReport(TypedDict):
     """A retraining: the recipe's train.py run again on the server and its files compared with the stored ones."""
 
@@ -497,9 +619,19 @@ class RetrainingReport(TypedDict):
     message: NotRequired[str]  # why it did not compare (status "error" or "cancelled")
     files: NotRequired[dict[str, str]]  # the sha256 of train.py and the weight files compared, by name
     summary: NotRequired[str]  # what the training measured, in its own words
-    tolerance: NotRequired[float]  # the most any tensor may differ (the recipe's RETRAIN_TOLERANCE)
+    tolerance: NotRequired[float]  # the most any tensor may differ on the same kernels (RETRAIN_TOLERANCE)
     largest_difference: NotRequired[float | None]  # over every tensor; None where one could not be compared
     identical: NotRequired[int]  # tensors with the same bits
+    # Which guarantee held (recipekit.training.compared): the same bits, the weights within `tolerance`, or, where
+    # the kernels round otherwise, the weights within `elsewhere` and what the model does within `behaviour`.
+    guarantee: NotRequired[Literal["same bits", "tolerance", "behaviour", "none"]]
+    bound: NotRequired[float]  # the weights' bound that applied: `tolerance`, or `elsewhere`'s where behaviour did
+    # Whether the stored weights were trained on this machine and torch (where only the same bits, or weights within
+    # `tolerance`, pass); None where their metadata does not say.
+    trained_here: NotRequired[bool | None]
+    verdict: NotRequired[str]  # what the retraining showed, in words
+    elsewhere: NotRequired[ElsewhereBound]
+    behaviour: NotRequired[list[BehaviourFigure]]
     weights_sha256: NotRequired[str]  # the digest of every retrained tensor: the same bits, the same digest
     tensors: NotRequired[list[TensorComparison]]
     figures: NotRequired[list[FigureComparison]]
@@ -528,6 +660,7 @@ class NamedEnvironment(TypedDict):
     os: str
     cpu: str
     vector_extensions: list[str]
+    kernels: NotRequired[str]
     cpu_capability: str
     torch_threads: int
     device: str

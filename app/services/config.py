@@ -101,6 +101,10 @@ class Config:
     RECIPE_TORCH_THREADS: at_least(1, int) = 1
     RECIPE_MEMORY_MB: at_least(0, int) = 1024  # address space a worker may add after loading torch; 0 for no cap
     RECIPE_SEED: int = 0  # the seed of torch's CPU generator in the worker before every run
+    # The kernels the recipe processes compute with (recipekit/kernels.py): "native", those torch chooses for the
+    # processor; "avx2"; or "portable", the scalar kernels, whose sums round as no processor's own choice does (how a
+    # test plays a reader's other processor). Every answer's key names it.
+    RECIPE_KERNELS: Literal["native", "avx2", "portable"] = "native"
     # A local recipe process that answered a lab run after idling runs it again with hooks, unless a task comes
     # first, and keeps it, so that a reader's first "what if?" on that input runs only the changed run (with celery,
     # a compute worker does, in its machine's SHARED_RUNS_DIR, for a lab run answered while the queue was empty).

@@ -57,6 +57,7 @@ class Workers:
                 timeout=config["RECIPE_TIMEOUT"],
                 torch_threads=config["RECIPE_TORCH_THREADS"],
                 seed=config["RECIPE_SEED"],
+                kernels=config["RECIPE_KERNELS"],
                 queue=config["RECIPE_QUEUE"],
                 memory_mb=config["RECIPE_MEMORY_MB"],
                 warmup_timeout=config["WARMUP_TIMEOUT"],

@@ -59,7 +59,8 @@ def retrain(model: Model, record: dict) -> RetrainingReport:
         compared = reply.report
         report |= {"status": "passed" if compared["passed"] else "failed",
                    **{k: compared[k] for k in ("summary", "tolerance", "largest_difference", "identical",
-                                               "weights_sha256", "tensors", "figures", "facts")},
+                                               "guarantee", "bound", "trained_here", "verdict", "elsewhere",
+                                               "behaviour", "weights_sha256", "tensors", "figures", "facts")},
                    "curves": (reply.progress or {}).get("curves", []), "environment": reply.environment,
                    "compute_seconds": reply.compute_seconds}
     compared_files = {TRAINING_SCRIPT, *(t["file"] for t in report.get("tensors", []))}

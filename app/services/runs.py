@@ -46,10 +46,11 @@ def torch_version() -> str:
 def run_key(model) -> str:
     """Everything a recipe run's answer depends on, as content hashes: the recording's bytes (its sha256,
     not its declared revision), every recipe file, the checkpoint's files where it reads one, torch, the
-    seed and the shape of a reply. Part of every cached answer's key; CheckpointUnavailable (503) when its
-    checkpoint is missing."""
-    seed = current_app.config["RECIPE_SEED"]
-    key = f"{model.slug}:{model.etag}:{model.recipe_sha256}:torch-{torch_version()}:seed-{seed}:reply-{REPLY_FORMAT}"
+    seed, the kernel family and the shape of a reply. Part of every cached answer's key; CheckpointUnavailable (503)
+    when its checkpoint is missing."""
+    seed, kernels = current_app.config["RECIPE_SEED"], current_app.config["RECIPE_KERNELS"]
+    key = (f"{model.slug}:{model.etag}:{model.recipe_sha256}:torch-{torch_version()}:seed-{seed}:kernels-{kernels}"
+           f":reply-{REPLY_FORMAT}")
     return key if model.checkpoint is None else f"{key}:checkpoint-{checkpoints.find(model.checkpoint).digest}"
 
 

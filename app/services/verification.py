@@ -13,7 +13,7 @@ from ..compute.errors import RecipeError
 from ..compute.messages import RecipeCall
 from ..domain.catalog import Model
 from ..domain.checkpoints import CheckpointUnavailable
-from ..domain.compare import compare_replay, tolerance_for
+from ..domain.compare import compare_replay, recorded_states, tolerance_for
 from ..domain.shapes import Report
 from . import budget, history, runs
 from .cache import cache, raw
@@ -73,7 +73,8 @@ def verify(model: Model) -> Report:
     report: dict = {"model": model.slug, "revision": model.revision, "manifest_sha256": model.etag,
                     "started_at": started_at, "recipe": _recipe_summary(model)}
     try:
-        reply = runs.run(RecipeCall.replay(model.recipe_dir, context(model.checkpoint)))
+        reply = runs.run(RecipeCall.replay(model.recipe_dir, context(model.checkpoint),
+                                           recorded_states(model.manifest)))
     except CheckpointUnavailable as exc:
         report |= {"status": "error", "message": exc.description}
     except RecipeError as exc:

@@ -14,10 +14,12 @@ from markupsafe import Markup, escape
 
 from ..domain import caches, tour
 from ..domain.catalog import GRAPH_FILE, Model, file_listing
+from ..domain.envelopes import amplified, described
 from ..domain.glossary import GLOSSARY
 from ..domain.graphlayout import default_focus, open_path
 from ..domain.interventions import ACTIONS, changeable
 from ..domain.labs.cases import ATTENTION_TITLES
+from ..domain.schema import ITEMS
 from ..services import checkpoints
 from ..services.cache import cache
 from ..services.extensions import models
@@ -261,8 +263,10 @@ def drawn(case: dict | None) -> dict | None:
             "rows": rows, "cols": cols, "block": block, "min": float(values.min()), "max": float(values.max()),
             "row_spans": spans[0], "col_spans": spans[1]}})
     shown, folded = split_vectors(case.get("vectors", []))
+    amplifying = [item for _, group, _ in ITEMS for item in case.get(group, []) if amplified(item)]
     return case | {"matrices": matrices, "shown_vectors": shown, "folded_vectors": folded,
-                   "shown_figures": SHOWN_FIGURES}
+                   "shown_figures": SHOWN_FIGURES,
+                   "rounding": [{"label": item["label"], "note": amplified(item)} for item in amplifying]}
 
 
 def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: dict | None = None) -> str:
@@ -288,7 +292,7 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
         lab=lab_settings(model) if model.has_lab else None, checkpoint=checkpoint,
         files=file_listing(model), whatif=whatif_settings(model), training=training_settings(model),
         retraining={"url": url_for("api.retrain", slug=model.slug)} if trained_here(model) else None,
-        glossary=GLOSSARY,
+        glossary=GLOSSARY, rounding=described(m),
     )
 
 

@@ -38,6 +38,16 @@ MASK_RATE, RANDOM_RATE = 0.8, 0.1  # of the selected words: replaced by [MASK], 
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
 RETRAIN_TOLERANCE = 1e-3
+# Where the kernels round otherwise (another vendor's processor), a retraining reaches other weights: what it
+# guarantees there is what the model does, each figure within its bound of the stored one.
+ELSEWHERE = training.Elsewhere(
+    0.5,
+    "30 epochs of Adam amplify a last-bit difference: 0.079 apart seen on another vendor's processor",
+    {
+        "weights.safetensors:accuracy": training.Bound(0.05, "the held-out masked words: 2 of 36"),
+        "weights.safetensors:nsp_accuracy": training.Bound(0.1, "the held-out sentence pairs: 1 of 10"),
+        "causal.safetensors:accuracy": training.Bound(0.1, "the causal twin guesses: 4 of 36"),
+    })
 
 ID = {word: i for i, word in enumerate(WORDS)}
 # Each animal's words: (singular noun, plural noun, singular verb, plural verb, adverb).
@@ -177,7 +187,7 @@ def trained() -> training.Trained:
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,14 @@ LEARNING_RATE = 2e-3
 # machine gives identical bits; on another CPU a few sums round differently, and over 200 epochs that drifted the
 # weights by up to 1.07e-3 (seen on an AMD EPYC with AVX2, the held-out loss the same 0.0644).
 RETRAIN_TOLERANCE = 5e-3
+# Where the kernels round otherwise (another vendor's processor), a retraining reaches other weights: what it
+# guarantees there is what the model does, each figure within its bound of the stored one.
+ELSEWHERE = training.Elsewhere(
+    0.05,
+    "1.1e-3 apart seen on another vendor's processor",
+    {
+        "test_loss": training.Bound(0.002, "the held-out L_simple, a mean over random timesteps: about 3% of it"),
+    })
 
 
 def train(split: dict[str, Tensor]) -> training.Fitted:
@@ -65,7 +73,7 @@ def trained() -> training.Trained:
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
 
 
 if __name__ == "__main__":

@@ -151,10 +151,12 @@ def check_spectrum(model: GCN) -> dict:
     direction = vectors[:, -1] * vectors[:, -1].sign()[0]
     along = (direction - root / root.norm()).abs().max().item()
     symmetric = (normalised - normalised.T).abs().max().item()
+    # Each bound is CLOSE: a float64 eigendecomposition of a 34 x 34 matrix built from float32 products, whose order
+    # (and so whose last bits) the kernels choose.
     return {"passed": abs(values[-1].item() - 1) <= CLOSE and values[0].item() >= -1 - CLOSE and along <= CLOSE
-            and symmetric == 0.0,
+            and symmetric <= CLOSE,
             "detail": {"largest": values[-1].item(), "smallest": values[0].item(), "eigenvector_difference": along,
-                       "asymmetry": symmetric}}
+                       "asymmetry": symmetric, "allowed": CLOSE}}
 
 
 def check_held(model: GCN) -> dict:
@@ -163,9 +165,10 @@ def check_held(model: GCN) -> dict:
     trained = float(stored.read(WEIGHTS)[1].get("accuracy", "nan"))
     members, friendships = len(graph["sides"]), len(graph["edges"])
     on_each = torch.bincount(graph["sides"]).tolist()
-    return {"passed": replayed == trained and (members, friendships) == (34, 78),
-            "detail": {"replayed": replayed, "at_training": trained, "members": members,
-                       "friendships": friendships, "members_on_each_side": on_each}}
+    held = kit.reproduced(replayed, trained, 0, kit.COUNTED)
+    return {"passed": held["passed"] and (members, friendships) == (34, 78),
+            "detail": held["detail"] | {"members": members, "friendships": friendships,
+                                        "members_on_each_side": on_each}}
 
 
 def check_retrain(model: GCN) -> dict:

@@ -29,6 +29,14 @@ GIVEN = (0, 33)  # the members whose sides are given: Mr. Hi (side 0) and the Of
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
 RETRAIN_TOLERANCE = 1e-3
+# Where the kernels round otherwise (another vendor's processor), a retraining reaches other weights: what it
+# guarantees there is what the model does, each figure within its bound of the stored one.
+ELSEWHERE = training.Elsewhere(
+    0.05,
+    "3e-7 apart seen on another vendor's processor",
+    {
+        "accuracy": training.Bound(0.0625, "the 32 members not given: 2 of them"),
+    })
 
 
 def train(edges: Tensor | list, given: tuple[int, int] = GIVEN) -> training.Fitted:
@@ -68,7 +76,7 @@ def trained() -> training.Trained:
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
 
 
 if __name__ == "__main__":

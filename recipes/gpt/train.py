@@ -27,6 +27,14 @@ LEARNING_RATE = 3e-3
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
 RETRAIN_TOLERANCE = 1e-3
+# Where the kernels round otherwise (another vendor's processor), a retraining reaches other weights: what it
+# guarantees there is what the model does, each figure within its bound of the stored one.
+ELSEWHERE = training.Elsewhere(
+    1.0,
+    "10 epochs of AdamW amplify a last-bit difference: 0.11 apart seen on another vendor's processor",
+    {
+        "exact_match": training.Bound(0.02, "the held-out problems: 20 of 1,000"),
+    })
 
 
 def problems() -> tuple[Tensor, Tensor]:
@@ -97,7 +105,7 @@ def trained() -> training.Trained:
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
 
 
 if __name__ == "__main__":

@@ -48,9 +48,14 @@ def steps(model: BracketLSTM, tokens: list[int]) -> tuple[Tensor, dict[str, Tens
         seen["hidden"].append(out[0][0])
         seen["cell"].append(out[1][0])
 
+    def enter(_module, args: tuple) -> tuple:  # the cell is called (x_t, h_{t-1}, c_{t-1})
+        x, h, c = args
+        h, c = kit.step_state("scan", (h, c), f"token {len(seen['hidden']) + 1}")  # step by step: the recorded state
+        return x, h, c
+
     hooks = [getattr(model.cell, name).register_forward_hook(
         lambda _m, _a, out, key=key: seen.setdefault(key, []).append(out[0])) for key, name, _ in STATES]
-    hooks.append(model.cell.register_forward_hook(keep))
+    hooks += [model.cell.register_forward_hook(keep), model.cell.register_forward_pre_hook(enter)]
     try:
         logits = model(torch.tensor([tokens]))[0]
     finally:
@@ -194,7 +199,7 @@ def check_accuracy(model: BracketLSTM) -> dict:
     _, metadata = stored.read(WEIGHTS)
     replayed = scores(model, held_out())["token_accuracy"]
     trained = float(metadata.get("token_accuracy", "nan"))
-    return kit.reproduced(replayed, trained)
+    return kit.reproduced(replayed, trained, 0, kit.COUNTED)
 
 
 CHECKS = {CHECK_TORCH: check_torch, CHECK_RANGES: check_ranges, CHECK_RECURRENCE: check_recurrence,

@@ -32,6 +32,15 @@ SNAPSHOT_EPOCHS = (0, 1, 3, 10)  # the weights kept on the way (0 is the initial
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
 RETRAIN_TOLERANCE = 1e-3
+# Where the kernels round otherwise (another vendor's processor), a retraining reaches other weights: what it
+# guarantees there is what the model does, each figure within its bound of the stored one.
+ELSEWHERE = training.Elsewhere(
+    1.0,
+    "15 epochs of Adam amplify a last-bit difference: 0.14 apart seen on another vendor's processor",
+    {
+        "token_accuracy": training.Bound(0.01, "the held-out tokens: 1 in 100"),
+        "string_accuracy": training.Bound(0.02, "the held-out strings: 10 of 500"),
+    })
 
 
 def bracket_strings(count: int, seed: int, lengths: tuple[int, int] = LENGTHS,
@@ -104,7 +113,7 @@ def trained() -> training.Trained:
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
 
 
 if __name__ == "__main__":

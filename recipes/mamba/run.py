@@ -201,7 +201,7 @@ def check_mixing(model: Mamba) -> dict:
 
 def check_held(model: nn.Module, path=WEIGHTS) -> dict:
     replayed = accuracy(model, *held_out())[0]
-    return kit.reproduced(replayed, int(stored.read(path)[1].get("test_right", "-1")))
+    return kit.reproduced(replayed, int(stored.read(path)[1].get("test_right", "-1")), 0, kit.COUNTED)
 
 
 def replay(model: Mamba | None = None, case: str | None = None) -> dict:

@@ -27,6 +27,15 @@ LEARNING_RATE = 3e-3
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
 RETRAIN_TOLERANCE = 1e-3
+# Where the kernels round otherwise (another vendor's processor), a retraining reaches other weights: what it
+# guarantees there is what the model does, each figure within its bound of the stored one.
+ELSEWHERE = training.Elsewhere(
+    1.0,
+    "1,000 steps of Adam amplify a last-bit difference: 0.40 apart seen on another vendor's processor",
+    {
+        "weights.safetensors:test_right": training.Bound(40, "the Mamba's held-out answers: 1% of 4,000"),
+        "lstm.safetensors:test_right": training.Bound(80, "the LSTM's held-out answers: 2% of 4,000"),
+    })
 
 
 def held_out() -> tuple[Tensor, Tensor]:
@@ -91,7 +100,7 @@ def trained() -> training.Trained:
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
 
 
 if __name__ == "__main__":

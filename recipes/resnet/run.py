@@ -169,7 +169,7 @@ def check_accuracy(model: ResNet) -> dict:
     images, labels, metadata = test_split()
     replayed = digits.accuracy(model(pixels(images)).argmax(-1), labels)  # as train.py measured it
     trained = float(metadata.get("test_accuracy", "nan"))
-    return kit.reproduced(replayed, trained)
+    return kit.reproduced(replayed, trained, 0, kit.COUNTED)
 
 
 CHECKS = {CHECK_RESIDUAL: check_residual, CHECK_BATCHNORM: check_batchnorm, CHECK_ACCURACY: check_accuracy}

@@ -26,6 +26,15 @@ LEARNING_RATE = 5e-3
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
 RETRAIN_TOLERANCE = 1e-3
+# Where the kernels round otherwise (another vendor's processor), a retraining reaches other weights: what it
+# guarantees there is what the model does, each figure within its bound of the stored one.
+ELSEWHERE = training.Elsewhere(
+    2.0,
+    "30 epochs with batch statistics amplify a last-bit difference: 0.64 apart seen (a running variance) "
+    "on another vendor's processor",
+    {
+        "test_accuracy": training.Bound(0.02, "the held-out digits: 7 of 360"),
+    })
 
 
 @torch.no_grad()
@@ -61,7 +70,7 @@ def trained() -> training.Trained:
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
 
 
 if __name__ == "__main__":

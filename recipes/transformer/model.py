@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from recipekit import replay as kit
 from recipekit import weights as stored
 
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
@@ -150,13 +151,17 @@ class Transformer(nn.Module):
 
 
 @torch.no_grad()
-def greedy(model: Transformer, sources: Tensor, steps: int | None = None) -> list[list[int]]:
+def greedy(model: Transformer, sources: Tensor, steps: int | None = None,
+           process: str | None = None) -> list[list[int]]:
     """Decode sources (B, S) one token at a time, each time taking the likeliest, until every row has written
     </s> or after `steps` tokens (by default S + 1: a reversal and its end). Each row's answer excludes <s>
-    and ends at its first </s>, if it wrote one."""
+    and ends at its first </s>, if it wrote one. With `process`, the tokens entering each step are a recorded
+    case's (recipekit.replay.step_state), so that a replay can check the decoding one step at a time."""
     memory = model.encode(sources)  # (B, S, d_model), computed once for every step
     out = torch.full((len(sources), 1), BOS)
-    for _ in range(steps or sources.size(1) + 1):
+    for k in range(steps or sources.size(1) + 1):
+        if process is not None:
+            out = kit.step_state(process, out, f"token {k + 1}")  # (B, k + 1): what the decoder has written so far
         out = torch.cat([out, model.decode(out, memory)[:, -1:].argmax(-1)], 1)  # (B, steps so far + 1)
         if bool((out == EOS).any(1).all()):
             break

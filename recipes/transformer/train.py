@@ -29,6 +29,14 @@ WARMUP = 400  # steps of the paper's learning-rate schedule (section 5.3)
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
 RETRAIN_TOLERANCE = 1e-3
+# Where the kernels round otherwise (another vendor's processor), a retraining reaches other weights: what it
+# guarantees there is what the model does, each figure within its bound of the stored one.
+ELSEWHERE = training.Elsewhere(
+    2.0,
+    "30 epochs of Adam amplify a last-bit difference: 0.76 apart seen on another vendor's processor",
+    {
+        "exact_match": training.Bound(0.05, "the held-out sequences: 25 of 500"),
+    })
 
 
 def digit_sequences(count: int, seed: int, lengths: tuple[int, int] = LENGTHS) -> list[list[int]]:
@@ -102,7 +110,7 @@ def trained() -> training.Trained:
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
 
 
 if __name__ == "__main__":

@@ -133,6 +133,7 @@ CHECK_ELBO = "The loss is the reconstruction term plus the KL term, each compute
 CHECK_KL = "The KL term of a standard normal is zero (and of N(1, 1) one half per dimension)"
 CHECK_HELD_OUT = "The stored weights reproduce the held-out loss measured when they were trained"
 CLOSE = 1e-4  # relative: float32 sums of 64 pixel terms
+HELD_OUT_CLOSE = 1e-5  # relative: the held-out loss, a float32 mean of means (see check_held_out)
 
 
 @torch.no_grad()
@@ -160,6 +161,7 @@ def check_kl(model: VAE) -> dict:
     latent = model.config.latent
     zero = kl_term(torch.zeros(1, latent), torch.zeros(1, latent)).item() + 0.0  # N(0, 1) itself (+ 0.0: no −0.0)
     shifted = kl_term(torch.ones(1, latent), torch.zeros(1, latent)).item()  # μ = 1: ½ μ² per dimension
+    # KL(N(0, 1) ‖ N(0, 1)) is ½(0 + 1 − 1 − log 1), each operation exact in floating point: 0 on every machine.
     return {"passed": zero == 0.0 and abs(shifted - 0.5 * latent) <= 1e-6,
             "detail": {"standard_normal": zero, "mean_one": shifted, "expected_mean_one": 0.5 * latent}}
 
@@ -169,7 +171,9 @@ def check_held_out(model: VAE) -> dict:
     images, _, metadata = test_split()
     replayed = loss_terms(model, pixels(images))[0].mean().item()  # float32, as train.py measured
     trained = float(metadata.get("test_loss", "nan"))
-    return kit.reproduced(replayed, trained)
+    return kit.reproduced(replayed, trained, HELD_OUT_CLOSE * abs(trained),
+                          "a float32 mean over 360 digits of 64 pixel terms each: another order of summation "
+                          "moves it by about 1e-7 of itself (1.6e-7 seen under the portable kernels)")
 
 
 CHECKS = {CHECK_ELBO: check_elbo, CHECK_KL: check_kl, CHECK_HELD_OUT: check_held_out}

@@ -27,6 +27,14 @@ LEARNING_RATE = 3e-3
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
 RETRAIN_TOLERANCE = 1e-3
+# Where the kernels round otherwise (another vendor's processor), a retraining reaches other weights: what it
+# guarantees there is what the model does, each figure within its bound of the stored one.
+ELSEWHERE = training.Elsewhere(
+    0.05,
+    "2e-5 apart seen on another vendor's processor",
+    {
+        "test_loss": training.Bound(0.25, "the held-out negative ELBO, about 23 nats: 1% of it"),
+    })
 
 
 @torch.no_grad()
@@ -69,7 +77,7 @@ def trained() -> training.Trained:
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
 
 
 if __name__ == "__main__":

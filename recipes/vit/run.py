@@ -158,7 +158,7 @@ def check_accuracy(model: ViT) -> dict:
     images, labels, metadata = test_split()
     replayed = digits.accuracy(model(pixels(images)).argmax(-1), labels)  # as train.py measured it
     trained = float(metadata.get("test_accuracy", "nan"))
-    return kit.reproduced(replayed, trained)
+    return kit.reproduced(replayed, trained, 0, kit.COUNTED)
 
 
 CHECKS = {CHECK_ATTENTION: check_attention, CHECK_ACCURACY: check_accuracy}

@@ -28,6 +28,14 @@ LEARNING_RATE = 2e-3  # the peak, after a warm-up of one epoch; cosine decay to 
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
 RETRAIN_TOLERANCE = 1e-3
+# Where the kernels round otherwise (another vendor's processor), a retraining reaches other weights: what it
+# guarantees there is what the model does, each figure within its bound of the stored one.
+ELSEWHERE = training.Elsewhere(
+    1.0,
+    "60 epochs of AdamW amplify a last-bit difference: 0.06 apart seen on another vendor's processor",
+    {
+        "test_accuracy": training.Bound(0.03, "the held-out digits: 11 of 360"),
+    })
 
 
 @torch.no_grad()
@@ -67,7 +75,7 @@ def trained() -> training.Trained:
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
 
 
 if __name__ == "__main__":

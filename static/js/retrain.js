@@ -113,18 +113,8 @@ export class RetrainPanel {
 function headline(report) {
   if (report.status === "cancelled") return `Cancelled: ${report.message}.`;
   if (report.status === "error") return `Error — ${report.message}`;
-  const count = report.tensors.length;
-  const same = `${report.identical} of ${count} tensors bit for bit`;
-  if (report.status === "passed") {
-    return report.identical === count
-      ? `The weights came out the same: all ${count} tensors bit for bit. ${report.summary}.`
-      : `The weights came out the same within the recipe's tolerance: the largest difference is ${sig(report.largest_difference, 3)} (at most ${sig(report.tolerance)}), ${same}. ${report.summary}.`;
-  }
-  const worst = [...report.tensors].sort(worstFirst)[0];
-  const where = `${worst.file}: ${worst.name ?? "the whole file"}`;
-  const how = worst.problem ?? `differs by ${sig(worst.largest_difference, 3)} (at most ${sig(report.tolerance)})`;
-  const facts = report.facts.filter((f) => !f.held).map((f) => ` “${f.name}” did not hold.`).join("");
-  return `The weights did not come out the same: ${where} ${how}.${facts} ${report.summary}.`;
+  // The server says which guarantee held, in words (recipekit.training.compared): the rule is not repeated here.
+  return `${report.verdict} ${report.summary}.`;
 }
 
 /** The tensors that differ most (or could not be compared) first. */
@@ -134,8 +124,8 @@ function worstFirst(a, b) {
 }
 
 function tensorTable(report) {
-  const caption = `Every retrained tensor against the stored one, the largest difference first (tolerance ${sig(report.tolerance)})`;
-  const rows = [...report.tensors].sort(worstFirst).map((t) => el("tr", { class: t.largest_difference != null && t.largest_difference <= report.tolerance ? "status-row-passed" : "status-row-failed" },
+  const caption = `Every retrained tensor against the stored one, the largest difference first (at most ${sig(report.bound)})`;
+  const rows = [...report.tensors].sort(worstFirst).map((t) => el("tr", { class: t.largest_difference != null && t.largest_difference <= report.bound ? "status-row-passed" : "status-row-failed" },
     el("th", { scope: "row" }, el("code", {}, `${t.file}: ${t.name ?? "—"}`)),
     el("td", { class: "num" }, t.shape ? t.shape.join("×") || "scalar" : "—"),
     el("td", { class: "num" }, t.largest_difference == null ? "—" : sig(t.largest_difference, 3)),
@@ -152,7 +142,12 @@ function figureTable(report) {
     el("th", { scope: "row" }, words(f.name)), ...shown(f).map((v) => el("td", { class: "num" }, v)),
     el("td", {}, f.same ? "✓" : "✗")));
   const facts = report.facts.map((f) => el("tr", {}, el("th", { scope: "row" }, f.name), el("td", {}, "—"), el("td", {}, "—"), el("td", {}, f.held ? "✓ held" : "✗ did not hold")));
+  // What the model does, each figure within its bound where the weights are not the same bits.
+  const behaviour = (report.behaviour || []).map((b) => el("tr", {},
+    el("th", { scope: "row" }, words(b.name.split(":").pop()), el("div", { class: "fine" }, `within ±${sig(b.allowed)}: ${b.why}`)),
+    el("td", { class: "num" }, b.stored == null ? "—" : sig(b.stored, 6)), el("td", { class: "num" }, b.retrained == null ? "—" : sig(b.retrained, 6)),
+    el("td", {}, b.held ? "✓ within its bound" : "✗ outside its bound")));
   return scrollBox(caption, el("table", { class: "report-values", id: "retrain-figures" }, el("caption", {}, caption),
     el("thead", {}, el("tr", {}, ...["Figure", "Stored", "Retrained", "Same"].map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, ...rows, ...facts)));
+    el("tbody", {}, ...rows, ...behaviour, ...facts)));
 }

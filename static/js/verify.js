@@ -96,15 +96,21 @@ export class VerifyPanel {
       el("span", { class: `status-${c.status}` }, c.status === "passed" ? "matched ✓" : "did not match ✗"),
       ` (${passedCount} of ${c.values.length} values)`));
     if (c.message) details.append(el("p", {}, c.message));
+    // Each iterated process checked step by step: the server's words, the first step that left its bound named.
+    for (const s of c.steps || []) {
+      details.append(el("p", { class: `report-steps status-${s.status}` }, s.status === "passed" ? "✓ " : "✗ ", s.note || s.message));
+    }
     const rows = c.values.map((v) => {
-      return el("tr", { class: `status-row-${v.status}` },
-        el("th", { scope: "row" }, v.label),
+      const stepwise = v.stepwise && v.stepwise.status !== "passed" ? `; step by step: ${v.stepwise.message || `max |Δ| ${sig(v.stepwise.max_abs_diff)}`}` : "";
+      const status = v.status;
+      return el("tr", { class: `status-row-${status}` },
+        el("th", { scope: "row" }, v.label, v.tolerance.widened ? el("div", { class: "fine report-envelope" }, v.tolerance.note) : null),
         el("td", {}, v.kind),
-        el("td", { class: `status-${v.status}` }, v.status === "passed" ? "✓ matched" : "✗ off"),
+        el("td", { class: `status-${status}` }, status === "passed" ? "✓ matched" : "✗ off"),
         el("td", { class: "num" }, v.max_abs_diff == null ? "—" : sig(v.max_abs_diff)),
         el("td", { class: "num" }, v.max_rel_diff == null ? "—" : sig(v.max_rel_diff)),
         el("td", { class: "num" }, v.worst_index?.length ? `[${v.worst_index.join(", ")}]` : "—"),
-        el("td", {}, deviation(v) || v.message || ""));
+        el("td", {}, deviation(v) || v.message || "", stepwise));
     });
     const caption = `Every recorded value of “${c.label}”, replayed and compared`;
     const table = el("table", { class: "report-values" },
@@ -121,7 +127,8 @@ export class VerifyPanel {
 export function environmentFacts(env) {
   return [
     ["python", env.python], ["torch", env.torch], ["numpy", env.numpy], ["os", env.os], ["processor", env.cpu],
-    ["vector extensions", env.vector_extensions.join(" ") || "—"], ["torch kernels", env.cpu_capability],
+    ["vector extensions", env.vector_extensions.join(" ") || "—"],
+    ["torch kernels", env.kernels && env.kernels !== "native" ? `${env.cpu_capability} (the ${env.kernels} family)` : env.cpu_capability],
     ["torch threads", env.torch_threads],
   ];
 }
@@ -130,13 +137,16 @@ function headline(report) {
   if (report.status === "error") return `Error — ${report.message}`;
   const s = report.summary;
   const tol = `rtol ${sig(report.tolerance.rtol)}, atol ${sig(report.tolerance.atol)}`;
+  // The envelopes: float32's tolerance, wider only where the recording measured rounding to move a value further.
+  const within = s.values_widened ? `within their envelopes (${tol}, or wider for the ${s.values_widened} values that rounding was measured to move further)` : `within ${tol}`;
+  const stepwise = s.steps_checked ? `, and ${s.steps_checked} steps of iterated processes replayed one by one from their recorded states` : "";
   if (report.status === "passed" && !s.values) { // nothing recorded to compare: not a match of numbers
     return `Passed — ${s.checks} of ${s.checks} checks pass on the live run; the recording holds no recorded numbers to compare (${s.cases} cases).`;
   }
   if (report.status === "passed") {
-    return `Passed — all ${s.elements} recorded numbers (${s.values} values in ${s.cases} cases) match the live replay within ${tol}; ${s.checks} of ${s.checks} checks pass.`;
+    return `Passed — all ${s.elements} recorded numbers (${s.values} values in ${s.cases} cases) match the live replay ${within}${stepwise}; ${s.checks} of ${s.checks} checks pass.`;
   }
-  return `Failed — ${s.values_failed} of ${s.values} values in ${s.cases_failed} of ${s.cases} cases are outside ${tol}; ${s.checks_failed} of ${s.checks} checks fail.`;
+  return `Failed — ${s.values_failed} of ${s.values} values in ${s.cases_failed} of ${s.cases} cases are outside ${s.values_widened ? "their envelopes" : tol}; ${s.checks_failed} of ${s.checks} checks fail.`;
 }
 
 /** Per-element |Δ| as a share of its allowance, as the server computed it: lightest is exact, rust is out of tolerance. */
