@@ -274,7 +274,7 @@ def _verdict(guarantee: str, worst: float | None, tolerance: float, elsewhere: E
         return f"The same bits: all {count} tensors came out bit for bit as stored.{unheld}"
     if guarantee == "tolerance":
         return (f"The same weights within the recipe's tolerance: the largest difference is {worst:.3g} (at most "
-                f"{tolerance:g}), another build's last bits.{unheld}")
+                f"{tolerance:g}): the last bits of another processor's or torch build's sums.{unheld}")
     if guarantee == "behaviour":
         machine_said = "the stored weights do not say which machine trained them" if here is None else \
             "another machine than the one that trained them"
