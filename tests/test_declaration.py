@@ -4,6 +4,7 @@ files in the key of every recipe that imports it."""
 
 import re
 import shutil
+import time
 import tomllib
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def test_a_requirement_not_installed_or_an_import_not_required_makes_the_model_u
     catalog = load_catalog(manifests, recipes)
     assert catalog.unavailable["mlp"].reason == (
         "recipes/mlp/requirements.txt needs no-such-package-anywhere>=1, which is not installed here "
-        "(pip install 'no-such-package-anywhere>=1')")
+        "(pip install 'no-such-package-anywhere>=1', or make setup)")
     result = record(recipes, manifests)
     assert result.exit_code == 1 and "no-such-package-anywhere" in result.output
     required.write_text("torch>=2.1\nsafetensors>=0.4\n")
@@ -109,6 +110,9 @@ def test_a_requirement_not_installed_or_an_import_not_required_makes_the_model_u
         "recipes/mlp/model.py imports sklearn, which requirements.txt does not name (it is scikit-learn)")
     required.write_text("torch>=99\n")
     assert "needs torch>=99, and torch 2." in load_catalog(manifests, recipes).unavailable["mlp"].reason
+    (recipes / "mlp" / "model.py").write_text((MLP / "model.py").read_text())
+    required.write_text('torch>=2.1\nsafetensors>=0.4\nno-such-package-anywhere>=1 ; extra == "training"\n')
+    assert "mlp" in load_catalog(manifests, recipes).models  # only a training needs it: the model is served
 
 
 def test_the_recipe_kit_is_in_the_key_of_every_recipe_that_imports_it(monkeypatch):
@@ -137,3 +141,25 @@ def test_a_case_that_cannot_be_replayed_alone_as_among_the_others_is_refused(tmp
     result = record(recipes, manifests, "--out", str(tmp_path / "out"))
     assert result.exit_code == 1
     assert "run.py replay(case='more-noise') answers vector 'n' otherwise than the whole replay does" in result.output
+
+
+def test_a_requirement_installed_while_the_server_runs_serves_its_model_at_the_next_look(tree, tree_app, tmp_path,
+                                                                                          monkeypatch):
+    """No restart: a package installed into a folder of the import path (a distribution's metadata is what pip
+    adds) is seen at the catalog's next look, and the model is served."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    _, folder = tree.copy("mlp")
+    listed = folder / "requirements.txt"
+    listed.write_text(listed.read_text() + "tensorviz-installed-later>=1\n")
+    client = tree_app(CATALOG_RELOAD_SECONDS=0.01).test_client()
+    gone = client.get("/api/models/mlp")
+    assert gone.status_code == 404 and "tensorviz-installed-later>=1, which is not installed here (pip install " \
+        "'tensorviz-installed-later>=1', or make setup)" in gone.get_json()["error"]["message"]
+    info = site / "tensorviz_installed_later-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorviz-installed-later\nVersion: 1.0\n")
+    time.sleep(0.05)  # past the catalog's interval
+    assert client.get("/api/models/mlp").status_code == 200
+    assert client.get("/models/mlp").status_code == 200

@@ -231,3 +231,29 @@ def test_only_a_model_its_recipe_trains_can_be_retrained(client):
         {folder.parent.name for folder in (PROJECT_ROOT / "recipes").glob("*/train.py")}
     crossed = client.post(f"/api/models/{GCN}/retrainings", headers={"Sec-Fetch-Site": "cross-site"})
     assert crossed.status_code == 403
+
+
+def test_a_retraining_that_needs_a_missing_package_is_refused_before_it_starts(tree, tree_app):
+    """The model is served (only its training needs the package); a retraining answers 503 naming the package and
+    the command that installs it, spends nothing and starts no job."""
+    _, folder = tree.copy(GCN)
+    listed = folder / "requirements.txt"
+    listed.write_text(listed.read_text() + 'tensorviz-missing-trainer>=2 ; extra == "training"\n')
+    client = tree_app(COMPUTE_BUDGET="1 per minute").test_client()
+    assert client.get(f"/api/models/{GCN}").status_code == 200
+    refused = client.post(f"/api/models/{GCN}/retrainings")
+    assert refused.status_code == 503
+    assert refused.get_json()["error"]["message"] == (
+        f"retraining {GCN} needs what this server lacks: requirements.txt needs tensorviz-missing-trainer>=2, which is "
+        "not installed here (pip install 'tensorviz-missing-trainer>=2', or make setup)")
+    assert client.post(f"/api/models/{GCN}/verifications").status_code in (200, 202)  # the budget was not spent
+
+
+def test_a_training_that_stops_without_a_report_says_its_last_words(tree, tree_app):
+    """train.py ending with an error: the report says so with the last line it wrote, never a server failure."""
+    _, folder = tree.copy(GCN)
+    (folder / "train.py").write_text('import sys\n\n\ndef main(argv):\n    sys.exit("the data went missing")\n')
+    client = tree_app().test_client()
+    report = poll(client, client.post(f"/api/models/{GCN}/retrainings").headers["Location"])[-1]["report"]
+    assert report["status"] == "error"
+    assert report["message"] == "train.py stopped (exit status 1) without a report: the data went missing"

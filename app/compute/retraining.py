@@ -118,7 +118,8 @@ def retrain(call: RetrainCall, heard: Callable[[dict], None], cancelled: Callabl
         for reader in readers:
             reader.join(timeout=5)
     if "report" not in found:
-        said = without_paths(errors[-1] if errors else "", (str(call.recipe_dir.parent),))
+        last = next((line for line in reversed(errors) if line), "")  # the stream's end is None
+        said = without_paths(last, (str(call.recipe_dir.parent),))
         raise RecipeError(f"train.py stopped (exit status {process.returncode}) without a report"
                           + (f": {said}" if said else ""))
     return Retrained(found["report"], found.get("environment"), time.perf_counter() - started)

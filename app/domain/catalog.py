@@ -479,7 +479,7 @@ class LiveCatalog:
         self.interval = interval
         self.most_bytes = most_bytes
         self.aside: dict[str, tuple[str, str]] = {}  # slug -> (its recipe's hash when set aside, why)
-        self.signature = _signature(*self.watched)
+        self.signature = self._signature()
         self.catalog = load_catalog(*self.folders, most_bytes)
         self.checked = time.monotonic()
         self.lock = threading.Lock()
@@ -488,12 +488,17 @@ class LiveCatalog:
         if self.interval and time.monotonic() - self.checked >= self.interval:
             with self.lock:
                 self.checked = time.monotonic()
-                signature = _signature(*self.watched)
+                signature = self._signature()
                 if signature != self.signature:
-                    log.warning("model files changed on disk; reloading the catalog")
+                    log.warning("model files or installed packages changed; reloading the catalog")
                     self.catalog = self._without_aside(load_catalog(*self.folders, self.most_bytes))
                     self.signature = signature
         return self.catalog
+
+    def _signature(self) -> tuple:
+        """The files the catalog is made from, and what is installed: a recipe whose requirement is installed while
+        the server runs is served at the next look, without a restart."""
+        return _signature(*self.watched), requirements.installed_stamp()
 
     def set_aside(self, slug: str, reason: str) -> None:
         """Serve the model as unavailable, with the reason, until its recipe's files change (its recipe process

@@ -5,16 +5,24 @@ Its Python files may import the standard library, its own modules, the recipe ki
 project) and the packages that provide the distributions its requirements.txt names; nothing else. Each
 requirement must be installed here at a version its specifier admits. `record` refuses a recipe that breaks
 either rule, and the catalog serves such a model as unavailable, with the reason: a run could only fail.
+
+A requirement only its training needs (scikit-learn, which ships the digits the recipe kit splits) carries the marker
+`; extra == "training"`: the model is served without it, and a retraining is refused, naming it, until it is
+installed. `make setup` installs every recipe's requirements, these included (scripts/recipe-requirements). What is
+installed is read again whenever a folder of the import path changes (pip adds a package's folder to one), so that a
+package installed while the server runs is seen at the catalog's next look.
 """
 
 import ast
 import importlib.metadata
+import os
 import re
 import sys
-from functools import cache, lru_cache
+from functools import lru_cache
 
 KIT = "recipekit"  # the recipe kit's package: part of this project, importable by every recipe
 REQUIREMENTS_FILE = "requirements.txt"
+TRAINING = "training"  # the extra that marks a requirement only train.py needs
 
 
 def _normal(name: str) -> str:
@@ -22,17 +30,30 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@cache
-def _providers() -> dict[str, frozenset[str]]:
-    """Each importable top-level module and the distributions that provide it (read once per process)."""
+def installed_stamp() -> tuple:
+    """What is installed, as far as it can change: each folder of the import path with its modification time (a
+    package installed or removed adds or removes a folder in one). A few system calls, so asked at every look."""
+    found = []
+    for folder in sys.path:
+        try:
+            found.append((folder, os.stat(folder or ".").st_mtime_ns))
+        except OSError:
+            continue
+    return tuple(found)
+
+
+@lru_cache(maxsize=2)
+def _providers(stamp: tuple) -> dict[str, frozenset[str]]:
+    """Each importable top-level module and the distributions that provide it, read again when `stamp` (what is
+    installed) changes."""
+    importlib.invalidate_caches()
     return {module: frozenset(_normal(d) for d in dists)
             for module, dists in importlib.metadata.packages_distributions().items()}
 
 
-@cache
-def _installed(distribution: str) -> str | None:
-    """The installed version of a distribution, None where it is not installed (read once per process, as
-    _providers is)."""
+@lru_cache(maxsize=1024)
+def _installed(distribution: str, stamp: tuple) -> str | None:
+    """The installed version of a distribution, None where it is not installed (read again when `stamp` changes)."""
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
@@ -71,15 +92,16 @@ def uses_kit(files: dict[str, bytes]) -> bool:
         return False
 
 
-def problems(files: dict[str, bytes]) -> list[str]:
-    """Everything wrong with what the recipe imports and needs, each in words naming the file or requirement;
-    [] when the recipe may run here. `files` are the recipe folder's files by name (requirements.txt with them)."""
+def unmet(requirements: bytes, extra: str = "") -> tuple[list[str], set[str]]:
+    """What a requirements.txt asks that is not installed here, each in words with the command that installs it, and
+    the distributions it names; `extra` ("training") counts the requirements only that extra needs too."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.version import InvalidVersion
 
+    stamp = installed_stamp()
     found: list[str] = []
     named: set[str] = set()
-    for number, line in enumerate(files.get(REQUIREMENTS_FILE, b"").decode(errors="replace").splitlines(), 1):
+    for number, line in enumerate(requirements.decode(errors="replace").splitlines(), 1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
@@ -88,20 +110,30 @@ def problems(files: dict[str, bytes]) -> list[str]:
         except InvalidRequirement as exc:
             found.append(f"{REQUIREMENTS_FILE} line {number}: {text[:60]!r} is not a requirement ({exc})")
             continue
-        if requirement.marker is not None and not requirement.marker.evaluate():
-            continue  # for another platform or Python
         named.add(_normal(requirement.name))
-        installed = _installed(requirement.name)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+            continue  # for another platform or Python, or only for training
+        plain = str(Requirement(str(requirement).split(";")[0]))
+        installed = _installed(requirement.name, stamp)
         if installed is None:
-            found.append(f"{REQUIREMENTS_FILE} needs {requirement}, which is not installed here "
-                         f"(pip install '{requirement}')")
+            found.append(f"{REQUIREMENTS_FILE} needs {plain}, which is not installed here (pip install '{plain}', "
+                         "or make setup)")
             continue
         try:
             admitted = requirement.specifier.contains(installed, prereleases=True)
         except InvalidVersion:
             admitted = False
         if not admitted:
-            found.append(f"{REQUIREMENTS_FILE} needs {requirement}, and {requirement.name} {installed} is installed")
+            found.append(f"{REQUIREMENTS_FILE} needs {plain}, and {requirement.name} {installed} is installed "
+                         f"(pip install '{plain}', or make setup)")
+    return found, named
+
+
+def problems(files: dict[str, bytes]) -> list[str]:
+    """Everything wrong with what the recipe imports and needs to replay, each in words naming the file or
+    requirement; [] when the recipe may run here. `files` are the recipe folder's files by name (requirements.txt
+    with them)."""
+    found, named = unmet(files.get(REQUIREMENTS_FILE, b""))
     try:
         modules = imported(files)
     except ValueError as exc:
@@ -110,7 +142,7 @@ def problems(files: dict[str, bytes]) -> list[str]:
     allowed = set(sys.stdlib_module_names) | own | {KIT, "__future__"}
     for name, imports in sorted(modules.items()):
         for module in sorted(imports - allowed):
-            providers = _providers().get(module)
+            providers = _providers(installed_stamp()).get(module)
             if not providers:
                 found.append(f"{name} imports {module}, which no installed package provides; name the package in "
                              f"{REQUIREMENTS_FILE} and install it")

@@ -17,3 +17,8 @@ class BudgetSpent(Exception):
     def __init__(self, message: str, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class RequirementMissing(Exception):
+    """What the request would run needs a package this server lacks: the message names it and the command that
+    installs it. Refused before anything starts."""

@@ -17,12 +17,14 @@ from flask import current_app
 
 from ..compute.errors import RecipeError, RecipeTimeout
 from ..compute.retraining import Cancelled, RetrainCall
+from ..domain import requirements
 from ..domain.catalog import Model
 from ..domain.shapes import RetrainingReport
 from . import budget, history, runs
 from .cache import cache
 from .extensions import state, workers
 from .jobs import KEEP_JOB_SECONDS, Jobs, rfc3339
+from .refusals import RequirementMissing
 
 TRAINING_SCRIPT = "train.py"
 
@@ -30,6 +32,15 @@ TRAINING_SCRIPT = "train.py"
 def trained_here(model: Model) -> bool:
     """Whether the model's recipe trains it (its folder has train.py), so that it can be retrained."""
     return TRAINING_SCRIPT in model.files
+
+
+def training_needs(model: Model) -> None:
+    """Refuse, naming each package and the command that installs it, a retraining that needs a package this server
+    lacks (a requirement only training needs: `; extra == "training"`), before anything starts."""
+    listed = model.recipe_dir / requirements.REQUIREMENTS_FILE
+    unmet, _ = requirements.unmet(listed.read_bytes() if listed.is_file() else b"", requirements.TRAINING)
+    if unmet:
+        raise RequirementMissing(f"retraining {model.slug} needs what this server lacks: " + "; ".join(unmet))
 
 
 def cache_key(model: Model) -> str:
@@ -89,6 +100,7 @@ class Retrainings(Jobs):
     def start(self, model: Model) -> dict:
         """The job already retraining this model's recipe files (in any process), or a new one, which spends
         RETRAINING_COST of its client's budget."""
+        training_needs(model)
         key = cache_key(model)
 
         def admit():

@@ -29,7 +29,7 @@ from ..domain.labs.fields import FieldError
 from . import budget, checkpoints
 from .cache import cache
 from .extensions import workers
-from .refusals import BudgetSpent, ModelMissing, NoLiveLab
+from .refusals import BudgetSpent, ModelMissing, NoLiveLab, RequirementMissing
 from .state import StateUnavailable
 
 
@@ -59,6 +59,7 @@ def run_key(model) -> str:
 # A failed run is the server's (503: the recipe, its process or the compute tier; 504: its time ran out), never the
 # client's: a request the recipe refuses carries its own 400 (RecipeRefused).
 STATUS = ((FieldError, 400), (ModelMissing, 404), (NoLiveLab, 404), (BudgetSpent, 429), (CheckpointUnavailable, 503),
+          (RequirementMissing, 503),
           (PoolBusy, 429), (RecipeTimeout, 504), (RecipeCrashed, 503), (ComputeUnavailable, 503),
           (StateUnavailable, 503), (RecipeError, 503))
 # Nothing was answered, and a moment later may be: the answer says when to ask again.
