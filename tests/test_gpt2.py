@@ -4,6 +4,7 @@ and refusals."""
 
 import json
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -267,7 +268,7 @@ def test_the_three_endpoints_answer_and_refuse_in_words(gpt2_app):
         assert refused.status_code == 400, (endpoint, refused.get_json())
         assert refused.get_json()["error"]["message"].startswith(message), refused.get_json()
     long = client.post(URL.format("trace"), json={"prompt": "one two three four five six seven eight nine ten, " * 6})
-    assert long.get_json()["error"]["message"].endswith("byte-level BPE tokens; at most 48 fit")
+    assert long.get_json()["error"]["message"].endswith("tokens; at most 48 fit")
 
 
 def test_what_if_zeroing_a_head_runs_on_a_trace(gpt2_app):
@@ -280,16 +281,21 @@ def test_what_if_zeroing_a_head_runs_on_a_trace(gpt2_app):
     assert body["after"]["top"] != body["before"]["top"] and body["effects"]["h.1.attn"] > 0
 
 
-def test_without_a_checkpoint_the_page_and_the_api_say_how_to_provide_one(client):
+def test_without_a_checkpoint_the_page_and_the_api_say_how_to_provide_one(tmp_path):
+    app = create_app(type("Bare", (TestConfig,), {"CHECKPOINTS_DIR": str(tmp_path)}))  # not even the project's own
+    client = app.test_client()
     response = client.post(URL.format("trace"), json={"prompt": PROMPT})
     assert response.status_code == 503
     message = response.get_json()["error"]["message"]
-    assert message.startswith("No GPT-2 checkpoint is on this server. Where a network exists, download it with "
-                              "`hf download openai-community/gpt2 config.json tokenizer.json")
+    assert message.startswith("No GPT-2 checkpoint is on this server. Run `make checkpoints`: it writes TensorViz's "
+                              "digit-sorting GPT (the gpt recipe) in GPT-2's layout, not OpenAI's GPT-2 from the "
+                              "project's gpt recipe where TensorViz looks")
+    assert "`hf download openai-community/gpt2 config.json tokenizer.json" in message
     assert "TENSORVIZ_GPT2_CHECKPOINT" in message
     html = client.get("/models/gpt2").get_data(as_text=True)
     assert "No checkpoint to trace yet." in html and 'id="graph-stage"' in html
     assert client.get("/api/models/gpt2").status_code == 200
+    parts(app).pool.shutdown()
 
 
 def test_recorded_with_a_checkpoint_the_cases_verify_on_it(tmp_path, gpt2_checkpoint):
@@ -303,7 +309,7 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it(tmp_path, gpt2_checkp
     result = app.test_cli_runner().invoke(args=["record", "gpt2"])
     assert result.exit_code == 0, result.output
     manifest = json.loads((tree.manifests / "gpt2" / "manifest.json").read_text())
-    assert [c["id"] for c in manifest["experiment"]["cases"]] == ["names", "paris", "counting"]
+    assert [c["id"] for c in manifest["experiment"]["cases"]] == ["pi", "repeats", "falling"]
     result = app.test_cli_runner().invoke(args=["verify", "gpt2", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)  # the catalog's reload may log to stderr meanwhile
@@ -312,10 +318,67 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it(tmp_path, gpt2_checkp
     parts(app).pool.shutdown()
 
 
-def test_the_stored_recording_is_gpt2_smalls_architecture_and_current(runner):
+def test_the_stored_recording_is_the_projects_own_checkpoint_and_current(runner, made_checkpoint):
+    """Recorded with what a fresh machine has: the gpt recipe written in GPT-2's layout (`make checkpoints`)."""
     result = runner.invoke(args=["record", "gpt2", "--check"])
     assert result.exit_code == 0, result.output
     manifest = json.loads((PROJECT_ROOT / "manifests" / "gpt2" / "manifest.json").read_text())
     layers = {layer["id"]: layer for layer in manifest["layers"]}
-    assert [f"h.{i}" for i in range(12)] == [i for i, layer in layers.items() if layer["parent"] == "h"]
-    assert manifest["experiment"]["cases"] == []
+    assert ["h.0", "h.1"] == [i for i, layer in layers.items() if layer["parent"] == "h"]
+    assert [c["id"] for c in manifest["experiment"]["cases"]] == ["pi", "repeats", "falling"]
+    made = tomllib.loads((RECIPE / "recipe.toml").read_text())["checkpoint"]["made"]
+    assert manifest["provenance"]["checkpoint"]["files"] == made["sha256"]
+
+
+def test_the_projects_own_checkpoint_is_the_gpt_recipe_and_gpt2_lm_head_model_computes_it(tmp_path):
+    """`flask checkpoints gpt2` writes the gpt recipe in GPT-2's layout, the same bytes as declared; transformers'
+    GPT2LMHeadModel reads it and computes the recipe's own logits (minGPT's test against a reference)."""
+    import torch
+    import transformers
+
+    app = create_app(type("Made", (TestConfig,), {"CHECKPOINTS_DIR": str(tmp_path)}))
+    result = app.test_cli_runner().invoke(args=["checkpoints", "gpt2"])
+    assert result.exit_code == 0, result.output
+    assert "written into" in result.output and "sha256 checked" in result.output
+    again = app.test_cli_runner().invoke(args=["checkpoints", "gpt2"])  # a second run checks, writes nothing
+    assert "already in" in again.output
+    folder = tmp_path / "sorting-gpt"
+    gpt = recipe_module(PROJECT_ROOT / "recipes" / "gpt", "model")
+    ids = torch.tensor([[3, 1, 4, 1, 10]])  # "3 1 4 1 ="
+    with torch.no_grad():
+        ours = gpt.build_model()(ids)
+        theirs = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()(ids).logits
+    assert (ours - theirs).abs().max().item() < 1e-5
+    parts(app).pool.shutdown()
+
+
+def test_the_datalab_traces_generates_and_patches_on_the_projects_own_checkpoint(made_checkpoint, client):
+    """A fresh machine's GPT-2 DataLab: the sorter read through GPT-2's layout, recognised by its weights' sha256 and
+    said to be what it is; a word its vocabulary cannot spell is refused in words."""
+    traced = client.post(URL.format("trace"), json={"prompt": "3 1 4 1 ="}).get_json()
+    assert traced["prediction"]["text"] == "1" and traced["prediction"]["probability"] > 0.99
+    assert traced["checkpoint"]["layers"] == 2 and traced["checkpoint"]["vocab"] == 11
+    assert traced["checkpoint"]["probe"]["looks_untrained"] is False
+    assert traced["checkpoint_recognised"] == \
+        "TensorViz's digit-sorting GPT (the gpt recipe) in GPT-2's layout, not OpenAI's GPT-2"
+    generated = client.post(URL.format("generations"), json={"prompt": "3 1 4 1 =", "steps": 3}).get_json()
+    assert [step["text"] for step in generated["steps"]] == ["1", "1", "3"] and generated["text"] == "3 1 4 1 = 1 1 3"
+    patched = client.post(URL.format("patching"), json={"prompt": "3 1 4 1 =", "corrupted": "3 5 4 6 ="})
+    assert patched.status_code == 200, patched.get_json()
+    assert patched.get_json()["answer"]["text"] == "1" and patched.get_json()["foil"]["text"] == "3"
+    refused = client.post(URL.format("trace"), json={"prompt": PROMPT})
+    assert refused.status_code == 400
+    assert refused.get_json()["error"]["message"].startswith("prompt: holds what this checkpoint's vocabulary cannot "
+                                                             "spell")
+    page = client.get("/models/gpt2").get_data(as_text=True)
+    assert "Weights recognised by their sha256: TensorViz&#39;s digit-sorting GPT" in page
+
+
+def test_random_weights_are_called_untrained_and_not_recognised(gpt2_app):
+    answer = gpt2_app.test_client().post(URL.format("trace"), json={"prompt": PROMPT}).get_json()
+    probe = answer["checkpoint"]["probe"]
+    assert probe["looks_untrained"] is True and probe["measured"] > 0.9
+    assert probe["note"].startswith("These weights look untrained (the next token's entropy after the probe prompts")
+    assert answer["checkpoint_recognised"] is None and answer["checkpoint_note"].startswith("Weights not recognised")
+    page = gpt2_app.test_client().get("/models/gpt2").get_data(as_text=True)
+    assert "Weights not recognised (their sha256 is none this server knows): this may be an untrained model" in page

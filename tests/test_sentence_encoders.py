@@ -129,10 +129,13 @@ def test_the_packaged_checkpoint_is_the_declared_file(packaged_checkpoint, app):
 
 def test_every_stage_of_the_real_checkpoint_equals_bert_model(packaged_checkpoint):
     answer = check_against_bert_model(packaged_checkpoint, SENTENCES[0], 2e-5)
+    probe = answer["checkpoint"].pop("probe")
     assert answer["checkpoint"] | {"parameters": 0} == {
         "layers": 6, "hidden": 384, "heads": 12, "intermediate": 1536, "vocab": 30522, "max_positions": 512,
         "lowercase": True, "weights": "model.safetensors", "parameters": 0, "head": "sentence"}
     assert answer["checkpoint"]["parameters"] == 22_565_376  # 22,713,216 less the pooler's 147,840
+    # The real encoder tells its three unrelated probe sentences apart (a random one finds them alike, above 0.85).
+    assert probe["looks_untrained"] is False and 0.3 < probe["measured"] < 0.7
 
 
 def test_the_real_checkpoint_embeds_as_sentence_transformers_encode(packaged_checkpoint, monkeypatch):

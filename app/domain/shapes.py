@@ -734,6 +734,14 @@ class History(TypedDict):
 
 # --- live answers -------------------------------------------------------------------------------------------
 
+class CheckpointProbe(TypedDict):
+    """What a DataLab found reading its own probe inputs with the checkpoint's weights (recipekit.checkpoints.probe)."""
+
+    looks_untrained: bool
+    measured: float
+    rule: str  # what was measured
+    note: str  # in words
+
 RequestValue = int | float | str | bool | None | list[int] | list[list[int]]
 
 
@@ -749,6 +757,10 @@ class Live(TypedDict):
     environment: Environment
     compute_seconds: float
     cached: bool
+    # Where the model reads a checkpoint: what its weights are, where this server knows them by their sha256
+    # (the declared package's, the project's own), else None, and that said in words.
+    checkpoint_recognised: NotRequired[str | None]
+    checkpoint_note: NotRequired[str]
 
 
 class LabAnswer(Live):

@@ -23,7 +23,28 @@ def status(spec: CheckpointSpec) -> dict:
         found = find(spec)
     except CheckpointUnavailable as exc:
         return {"available": False, "problem": exc.problem, "how": exc.how}
-    return {"available": True, "name": found.name, "source": found.source, "files": found.sha256, "size": found.size}
+    recognised = spec.recognised(found.sha256)
+    return {"available": True, "name": found.name, "source": found.source, "files": found.sha256, "size": found.size,
+            "recognised": recognised, "note": recognition(recognised)}
+
+
+def recognition(recognised: str | None) -> str:
+    """What the page and every answer say of a checkpoint's weights: what they are, or that they are not known."""
+    if recognised:
+        return f"Weights recognised by their sha256: {recognised}."
+    return ("Weights not recognised (their sha256 is none this server knows): this may be an untrained model, and its "
+            "predictions may mean nothing.")
+
+
+def identity(spec: CheckpointSpec | None) -> dict:
+    """What a live answer says of the checkpoint it ran on (nothing for a model without one)."""
+    if spec is None:
+        return {}
+    try:
+        recognised = spec.recognised(find(spec).sha256)
+    except CheckpointUnavailable:
+        return {}
+    return {"checkpoint_recognised": recognised, "checkpoint_note": recognition(recognised)}
 
 
 def context(spec: CheckpointSpec | None) -> dict:

@@ -8,7 +8,7 @@ from flask import current_app
 from ..compute.messages import KeepRun, RecipeCall, Reply
 from ..domain.catalog import Model
 from . import runs
-from .checkpoints import context
+from .checkpoints import context, identity
 from .refusals import NoLiveLab
 
 LIVE_NOTE = "Computed live on the server by the model's recipe for this request; not a recorded value."
@@ -46,4 +46,5 @@ def answered(model: Model, args: dict, reply: Reply, cached: bool, note: str = L
     """What every live answer says of itself: the model and revision, not recorded, the request as run,
     where and how long it ran, and whether it was kept."""
     return {"model": model.slug, "revision": model.revision, "recorded": False, "note": note, "request": args,
-            "environment": reply.environment, "compute_seconds": reply.compute_seconds, "cached": cached}
+            "environment": reply.environment, "compute_seconds": reply.compute_seconds, "cached": cached} \
+        | identity(model.checkpoint)

@@ -17,7 +17,17 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from recipekit.checkpoints import CheckpointError, InputError, Loaded, values
+from recipekit.checkpoints import (
+    UNTRAINED_ALIKE,
+    UNTRAINED_SPREAD,
+    CheckpointError,
+    InputError,
+    Loaded,
+    probe,
+    probed,
+    spread,
+    values,
+)
 from recipekit.checkpoints import load as kept_checkpoint
 
 try:
@@ -33,21 +43,46 @@ LENS_TOP = 3  # predictions listed per layer by the logit lens
 
 
 def load(checkpoint: str) -> Loaded:
-    """The checkpoint's model and vocabulary, loaded once per process and again only when its files change."""
-    return kept_checkpoint(checkpoint, load_checkpoint,
-                           lambda folder, model: load_vocabulary(folder, model.config.vocab_size))
+    """The checkpoint's model and vocabulary, loaded once per process and again only when its files change, its
+    weights probed as they are loaded (the warm-up loads them before any run, so the probe's own forward passes
+    never run inside one: What if? counts every module call of a run)."""
+    loaded = kept_checkpoint(checkpoint, load_checkpoint,
+                             lambda folder, model: load_vocabulary(folder, model.config.vocab_size))
+    probed(loaded, _probe)
+    return loaded
+
+
+# The sentences the weights are probed with: a trained MLM head is sure of these words, a trained encoder tells the
+# three sentences apart.
+PROBES = ("The capital of France is [MASK].", "She drank a cup of [MASK] in the morning.", "Two plus two is [MASK].")
 
 
 def describe(checkpoint: str) -> dict:
     """What the checkpoint is: its architecture, vocabulary, weights file and head (the MLM head, or none:
-    an encoder read by sentence pooling)."""
+    an encoder read by sentence pooling), and whether its weights look trained."""
     loaded = load(checkpoint)
     c = loaded.model.config
     return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads,
             "intermediate": c.intermediate_size, "vocab": c.vocab_size, "max_positions": c.max_position_embeddings,
             "lowercase": loaded.vocabulary.lowercase, "weights": loaded.weights,
             "parameters": sum(p.numel() for p in loaded.model.parameters()),
-            "head": "mlm" if c.mlm else "sentence"}
+            "head": "mlm" if c.mlm else "sentence", "probe": probed(loaded, _probe)}
+
+
+@torch.no_grad()
+def _probe(loaded: Loaded) -> dict:
+    """With the MLM head, each probe's [MASK] distribution (near uniform: untrained); without it, how alike the
+    probes' sentence embeddings are (nearly the same: untrained)."""
+    read = [loaded.vocabulary.encode(text) for text in PROBES]
+    if loaded.model.config.mlm:
+        measured = sum(spread(loaded.model(torch.tensor([ids]))[0, tokens.index(MASK)].softmax(-1))
+                       for tokens, ids in read if MASK in tokens) / len(read)
+        return probe(measured, measured > UNTRAINED_SPREAD,
+                     "the [MASK]'s entropy in the probe sentences, over the uniform distribution's")
+    embedded = [loaded.model(torch.tensor([ids]))[0] for _, ids in read]  # (C,) each, of length one
+    pairs = [(a, b) for i, a in enumerate(embedded) for b in embedded[i + 1:]]
+    measured = sum(float(a @ b) for a, b in pairs) / len(pairs)
+    return probe(measured, measured > UNTRAINED_ALIKE, "the mean cosine similarity of three unrelated probe sentences")
 
 
 def tokenize(vocabulary: Vocabulary, text: str, max_positions: int, field: str = "text") -> tuple[list[str], list[int]]:

@@ -14,7 +14,7 @@ import sys
 import torch
 from torch import Tensor
 
-from recipekit.checkpoints import CheckpointError, InputError, Loaded, values
+from recipekit.checkpoints import UNTRAINED_SPREAD, CheckpointError, InputError, Loaded, probe, probed, spread, values
 from recipekit.checkpoints import load as kept_checkpoint
 
 try:
@@ -28,27 +28,57 @@ LISTED = 10  # tokens listed per generation step
 
 
 def load(checkpoint: str) -> Loaded:
-    """The checkpoint's model and tokenizer, loaded once per process and again only when its files change."""
-    return kept_checkpoint(checkpoint, load_checkpoint,
-                           lambda folder, model: load_vocabulary(folder, model.config.vocab_size))
+    """The checkpoint's model and tokenizer, loaded once per process and again only when its files change, its
+    weights probed as they are loaded (the warm-up loads them before any run, so the probe's own forward passes
+    never run inside one: What if? counts every module call of a run)."""
+    loaded = kept_checkpoint(checkpoint, load_checkpoint,
+                             lambda folder, model: load_vocabulary(folder, model.config.vocab_size))
+    probed(loaded, _probe)
+    return loaded
+
+
+# The prompts the weights are probed with: any GPT-2-layout vocabulary spells them, the project's digit sorter's too.
+PROBES = ("3 1 4 1 =", "7 0 7 7 =", "9 6 5 2 =")
 
 
 def describe(loaded: Loaded) -> dict:
-    """What the checkpoint is: its architecture, vocabulary and weights file."""
+    """What the checkpoint is: its architecture, vocabulary and weights file, and whether its weights look trained."""
     c = loaded.model.config
     return {"layers": c.n_layer, "heads": c.n_head, "width": c.n_embd, "vocab": c.vocab_size,
             "positions": c.n_positions, "weights": loaded.weights,
-            "parameters": sum(p.numel() for p in loaded.model.parameters())}
+            "parameters": sum(p.numel() for p in loaded.model.parameters()), "probe": probed(loaded, _probe)}
+
+
+@torch.no_grad()
+def _probe(loaded: Loaded) -> dict:
+    """The next token's distribution after each probe prompt: near uniform, the weights look untrained."""
+    spreads = []
+    for prompt in PROBES:
+        try:
+            ids = loaded.vocabulary.encode(prompt)[1]
+        except Exception:  # noqa: BLE001 - a vocabulary that cannot spell a probe is not probed with it
+            continue
+        if ids and len(ids) <= loaded.model.config.n_positions:
+            spreads.append(spread(loaded.model(torch.tensor([ids]))[0, -1].softmax(-1)))
+    measured = sum(spreads) / len(spreads) if spreads else 0.0
+    return probe(measured, bool(spreads) and measured > UNTRAINED_SPREAD,
+                 "the next token's entropy after the probe prompts, over the uniform distribution's")
 
 
 def tokenize(loaded: Loaded, text: str, field: str = "prompt") -> list[int]:
-    """The prompt's token ids; InputError when it is empty or too long."""
-    _, ids = loaded.vocabulary.encode(text)
+    """The prompt's token ids; InputError when it is empty, too long, or holds what the checkpoint's vocabulary
+    cannot spell (a word-level vocabulary, as the project's digit sorter has, knows its words alone)."""
+    try:
+        _, ids = loaded.vocabulary.encode(text)
+    except Exception as exc:  # noqa: BLE001 - the tokenizer's own error: a piece its vocabulary lacks
+        known = " ".join(sorted(loaded.vocabulary.tokenizer.get_vocab(), key=loaded.vocabulary.tokenizer.token_to_id))
+        raise InputError(field, f"holds what this checkpoint's vocabulary cannot spell ({str(exc)[:80]}); "
+                                f"its tokens are {known[:200]}") from None
     limit = min(MAX_TOKENS, loaded.model.config.n_positions)
     if not ids:
         raise InputError(field, "becomes no token")
     if len(ids) > limit:
-        raise InputError(field, f"becomes {len(ids)} byte-level BPE tokens; at most {limit} fit")
+        raise InputError(field, f"becomes {len(ids)} tokens; at most {limit} fit")
     return ids
 
 
@@ -158,7 +188,8 @@ def generate(checkpoint: str, prompt: str, steps: int = 5, strategy: str = "gree
             "top": [word(vocabulary, j) | {"probability": distribution[j].item()} for j in top]})
         ids = [*ids, token]
     return {"checkpoint": describe(loaded), "prompt": token_list(vocabulary, ids[: len(ids) - steps]),
-            "steps": chosen, "text": prompt + vocabulary.tokenizer.decode([c["id"] for c in chosen]),
+            # decoded whole: a word-level vocabulary puts its spaces back between tokens, a byte-level one its bytes
+            "steps": chosen, "text": vocabulary.tokenizer.decode(ids),
             "strategy": strategy, "seed": seed, "temperature": temperature, "top_k": top_k}
 
 

@@ -17,12 +17,12 @@ except ImportError:  # run as a script: python run.py
     from lab import Loaded, load, patched, patching, trace, traced
     from model import GPT2, GPT2Config, Vocabulary
 
-# Each recorded case: a prompt, and the prompt it is patched from (as many tokens, one name or place changed).
+# Each recorded case: a prompt, and the prompt it is patched from (as many tokens, the smallest digit changed). Any
+# GPT-2-layout checkpoint reads them, the project's own digit sorter (recipe.toml's [checkpoint.made]) included.
 CASES = {
-    "names": ("When Mary and John went to the store, John gave a drink to",
-              "When Mary and John went to the store, Mary gave a drink to"),
-    "paris": ("The Eiffel Tower is in the city of", "The Colosseum is in the city of"),
-    "counting": ("one two three four five six", "six five four three two one"),
+    "pi": ("3 1 4 1 =", "3 5 4 6 ="),
+    "repeats": ("7 0 7 7 =", "7 9 7 7 ="),
+    "falling": ("9 6 5 2 =", "9 6 5 8 ="),
 }
 TOP = 10  # next tokens recorded per case
 CHECK_IDS = [464, 3139, 286, 4881, 318, 6342, 13, 383]  # an 8-token sequence for the weight-free checks

@@ -447,6 +447,14 @@ export class EditedSequenceLab extends SequenceLab {
 }
 
 /** How long the recipe computed an answer, as a lab's status says it: "12 ms", "under 1 ms". */
+/** What a DataLab's answer says of the checkpoint's weights, for its status line: the server's words where they look
+ * untrained on the lab's own probes (recipekit.checkpoints.probe), or, where the server does not recognise them,
+ * that they are not known; nothing for weights it knows that read the probes as trained weights do. */
+export function weightsWarning(answer) {
+  if (answer.checkpoint?.probe?.looks_untrained) return ` ${answer.checkpoint.probe.note}`;
+  return answer.checkpoint_recognised === null ? ` ${answer.checkpoint_note}` : "";
+}
+
 export function serverTime(answer) {
   const ms = answer.compute_seconds * 1000;
   return `${ms < 1 ? "under 1" : ms.toFixed(0)} ms`;

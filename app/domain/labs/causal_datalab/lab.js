@@ -5,7 +5,7 @@
 
 import { curveSvg, diverging, heatmapSvg, sig } from "../charts.js";
 import { chartBox, el, scrollBox } from "../dom.js";
-import { bars, LabPanel, linkInput, markPreset, postJson, startFromLink, table } from "./common.js";
+import { bars, LabPanel, linkInput, markPreset, postJson, startFromLink, table, weightsWarning } from "./common.js";
 
 const STRONGEST = 5; // heads named as the strongest of a patching grid
 
@@ -87,7 +87,7 @@ export class Lab extends LabPanel {
     this.render(answer);
     const p = answer.prediction;
     const first = answer.lens.find((l) => l.rank === 1);
-    this.setStatus(`Next token “${shown(p)}” (p ${sig(p.probability, 3)}) after ${answer.lens.length - 1} blocks; the likeliest from ${first.name} on. ${Math.round(answer.compute_seconds * 1000)} ms on the server.`);
+    this.setStatus(`Next token “${shown(p)}” (p ${sig(p.probability, 3)}) after ${answer.lens.length - 1} blocks; the likeliest from ${first.name} on. ${Math.round(answer.compute_seconds * 1000)} ms on the server.${weightsWarning(answer)}`);
   }
 
   render(answer) {

@@ -2,6 +2,8 @@
 
 from typing_extensions import TypedDict
 
+from ...shapes import CheckpointProbe
+
 
 class PromptToken(TypedDict):
     index: int
@@ -33,6 +35,7 @@ class PromptCheckpoint(TypedDict):
     positions: int
     weights: str
     parameters: int
+    probe: CheckpointProbe
 
 
 class PromptResidual(TypedDict):

@@ -6,7 +6,7 @@
 import { diverging, sig, svgEl } from "../charts.js";
 import { COLOUR } from "../palette.js";
 import { chartBox, el, reveal, saveFile, scrollBox, setDisabled } from "../dom.js";
-import { bars, LabPanel, linkedInts, linkInput, markPreset, postJson, startFromLink, table } from "./common.js";
+import { bars, LabPanel, linkedInts, linkInput, markPreset, postJson, startFromLink, table, weightsWarning } from "./common.js";
 
 const ALIGNED_UNITS = 16; // FFN units shown aligned before/after GELU; all of them are in the downloads
 const PREVIEW_DIMENSIONS = 12; // of the traced token's first vector, shown as numbers
@@ -252,7 +252,7 @@ export class Lab extends LabPanel {
     const read = predicts(answer) ? `[MASK] at position ${answer.position} resolved to “${p.token}” (p ${sig(p.probability, 3)}) in ${layers} layers`
       : `“${answer.tokens[answer.position].token}” traced through ${layers} layers to the sentence's embedding (${answer.sentence.embedding.length} values)`;
     const compared = answer.similarity ? `; similarity to the second sentence ${sig(answer.similarity.cosine, 3)}` : "";
-    this.setStatus(`${read}${compared}; ${Math.round(answer.compute_seconds * 1000)} ms on the server.`);
+    this.setStatus(`${read}${compared}; ${Math.round(answer.compute_seconds * 1000)} ms on the server.${weightsWarning(answer)}`);
   }
 
   /** The stages on screen are of another sentence than the one in the box: say so, dim them, and hide the

@@ -5,6 +5,8 @@ from typing import Literal, NotRequired
 
 from typing_extensions import TypedDict
 
+from ...shapes import CheckpointProbe
+
 
 class WordPiece(TypedDict):
     index: int
@@ -24,6 +26,7 @@ class DataLabCheckpoint(TypedDict):
     weights: str
     parameters: int
     head: Literal["mlm", "sentence"]
+    probe: CheckpointProbe
 
 
 class DataLabEmbedding(TypedDict):
