@@ -165,8 +165,42 @@ BOXES = """() => [...document.querySelectorAll('#graph-stage .g-node, #graph-sta
 })"""
 
 
-def test_a_large_open_graph_draws_what_is_near_the_view_and_the_keyboard_walks_all_of_it(watched):
-    page = watched("/models/gpt2")  # gpt2 small's twelve blocks
+@pytest.fixture(scope="module")
+def large_graph(tmp_path_factory):
+    """A server of gpt2 recorded without any checkpoint: gpt2 small's twelve blocks, 357 nodes (the catalog's largest
+    graph is smaller)."""
+    import shutil
+    import threading
+
+    from werkzeug.serving import make_server
+
+    from app import create_app
+    from app.services.config import PROJECT_ROOT, TestConfig
+    from app.services.parts import parts
+
+    from .conftest import ModelTree
+
+    root = tmp_path_factory.mktemp("large")
+    (root / "tree").mkdir()
+    tree = ModelTree(root / "tree")
+    shutil.copytree(PROJECT_ROOT / "recipes" / "gpt2", tree.recipes / "gpt2",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    app = create_app(type("Large", (TestConfig,), tree.config(CHECKPOINTS_DIR=str(root / "none"))))
+    result = app.test_cli_runner().invoke(args=["record", "gpt2"])
+    assert result.exit_code == 0, result.output
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    parts(app).pool.shutdown()
+
+
+def test_a_large_open_graph_draws_what_is_near_the_view_and_the_keyboard_walks_all_of_it(browser, large_graph):
+    from .browsing import Watched
+
+    w = Watched(browser, large_graph, DESKTOP)
+    page = w.page
+    page.goto(large_graph + "/models/gpt2")  # gpt2 small's twelve blocks
     graph_ready(page)
     page.get_by_role("button", name="Open all").click()
     expect(page.locator("#graph-stage .g-cluster")).not_to_have_count(0)
@@ -183,6 +217,7 @@ def test_a_large_open_graph_draws_what_is_near_the_view_and_the_keyboard_walks_a
     stage = page.locator("#graph-stage").bounding_box()
     box = page.locator(".g-node:focus").bounding_box()
     assert stage["y"] <= box["y"] and box["y"] + box["height"] <= stage["y"] + stage["height"]
+    w.close()
 
 
 def test_a_tour_step_opens_what_it_talks_about(watched):

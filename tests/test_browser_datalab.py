@@ -337,8 +337,9 @@ def test_axe_finds_none_on_the_catalog_and_the_datalab(watched, datalab_page):
 
 
 @pytest.fixture(scope="module")
-def gpt2_server(gpt2_checkpoint):
-    app = create_app(type("Browser", (TestConfig,), {"GPT2_CHECKPOINT": str(gpt2_checkpoint)}))
+def gpt2_server(made_checkpoint):
+    """What a fresh machine serves: the project's own checkpoint, the gpt recipe in GPT-2's layout."""
+    app = create_app(TestConfig)
     server = make_server("127.0.0.1", 0, app, threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}"
@@ -352,25 +353,26 @@ def test_the_gpt2_datalab_traces_generates_and_patches_with_the_keyboard(browser
     page = w.page
     page.goto(gpt2_server + "/models/gpt2")
     expect(page.locator("#lab[data-ready]")).to_have_count(1)
-    expect(page.locator("#checkpoint-status")).to_contain_text("the folder TENSORVIZ_GPT2_CHECKPOINT names")
+    expect(page.locator("#checkpoint-status")).to_contain_text("written by the gpt recipe")
+    expect(page.locator("#checkpoint-recognised")).to_contain_text(
+        "Weights recognised by their sha256: TensorViz's digit-sorting GPT")
     trace = page.get_by_role("button", name="Trace", exact=True)
     trace.focus()
     page.keyboard.press("Enter")
-    expect(page.locator("#lab-status")).to_contain_text("Next token", timeout=120_000)
+    expect(page.locator("#lab-status")).to_contain_text("Next token “1”", timeout=120_000)
     results = page.locator("#causal-results")
-    expect(results.locator(".datalab-token")).to_have_count(14)
+    expect(results.locator(".datalab-token")).to_have_count(5)  # 3 1 4 1 =
     attention = results.locator(".causal-attention svg")
     expect(attention).to_have_attribute("aria-label", re.compile(r"^Block 2, head 1: attention"))
-    results.get_by_label("Head", exact=True).select_option("2")
-    expect(attention).to_have_attribute("aria-label", re.compile(r"^Block 2, head 3: attention"))
+    results.get_by_label("Head", exact=True).select_option("1")
+    expect(attention).to_have_attribute("aria-label", re.compile(r"^Block 2, head 2: attention"))
     expect(attention.locator("text.axis-title")).to_have_text(["rows: query", "columns: key"])
     expect(results.locator("table").first).to_contain_text("block 2")
     page.locator("#gen-steps").fill("3")
     page.get_by_role("button", name="Generate").focus()
     page.keyboard.press("Enter")
     expect(page.locator("#causal-generation tbody tr")).to_have_count(3, timeout=60_000)
-    expect(page.locator("#causal-generation .causal-generated")).to_contain_text(
-        "When Mary and John went to the store, John gave a drink to")
+    expect(page.locator("#causal-generation .causal-generated")).to_contain_text("3 1 4 1 = 1 1 3")
     page.get_by_role("button", name="Patch every head").focus()
     page.keyboard.press("Enter")
     expect(page.locator("#causal-patching .causal-strongest")).to_contain_text("Strongest: block", timeout=60_000)

@@ -72,8 +72,10 @@ export class Lab extends LabPanel {
     if (run) this.trace();
   }
 
+  /** The run in the link: the recorded case it replays, or, where it asked more than the case holds (a patching's
+   * corrupted prompt), the prompt and that as typed, so that the link gives the same run again. */
   link(extra = {}) {
-    linkInput({ prompt: this.prompt.value, ...extra }, this.presetId);
+    linkInput({ prompt: this.prompt.value, ...extra }, Object.keys(extra).length ? null : this.presetId);
   }
 
   async trace() {
