@@ -5,28 +5,35 @@
     tensorviz verify http://127.0.0.1:8000/models/gcn --retrain    # train it again too, and compare the weights
     tensorviz verify http://127.0.0.1:8000/models/lenet --share     # and post the summary to the server's history
 
-It fetches the model's manifest and every file the manifest records through the server's API, refuses any file
-whose sha256 is not the manifest's (naming it), replays the recipe in a fresh process with the recorded seed and
-settings (tensorviz/replay.py), and compares every recorded value by the server's own rules
-(app/domain/compare.py). With --retrain it also runs the recipe's train.py as the server's retraining does
-(app/compute/retraining.py) and compares every tensor with the fetched weights. Nothing the server says is trusted
-but the hashes in its manifest: the report is made here.
+The trust model: the recipe that runs is the reader's own (this project's recipes/, or --recipes DIR); the server
+gives only data (its manifest, weights and data as safetensors, JSON and SVG, never a pickle), each file checked
+against the hash its manifest records; and a server whose recipe files are not byte-identical to the reader's is
+refused, naming them, before anything runs. --trust-server-code runs the server's Python instead, after saying so.
+
+It fetches the model's manifest and every file the manifest records, from the server's own origin, each within
+--max-bytes and everything within one --timeout; refuses any file whose sha256 is not the manifest's (naming it);
+replays the recipe in a fresh, isolated process (`python -I -m tensorviz.replay`: the standard library, the
+installed packages and the recipe package on its path, no downloaded folder) with the recorded seed and settings,
+and compares every recorded value by the server's own rules (app/domain/compare.py). With --retrain it also runs the
+recipe's train.py as the server's retraining does (app/compute/retraining.py) and compares every tensor with the
+fetched weights. The report is made here; the download folder is removed however the check ends (but a SIGKILL).
 
 Exit status: 0 when every value (and every retrained tensor) holds, 1 when one does not, 2 when it could not
-check (a file refused, the server out of reach, the recipe failed to run).
+check (a file refused, the server out of reach or malformed, the recipe failed to run).
 """
 
 import argparse
+import getpass
 import hashlib
 import json
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from app.compute.errors import RecipeError
@@ -34,16 +41,20 @@ from app.compute.messages import Failure, Reply, read_reply
 from app.compute.retraining import RetrainCall, retrain
 from app.domain.compare import case_lines, compare_replay, recorded_states
 from app.domain.history import retraining_entry, verification_entry
+from app.domain.schema import ManifestError, validate_manifest
+from app.services.config import PROJECT_ROOT
 
-FETCH_SECONDS = 60.0
+from .fetching import Refused, Server
+
 REPLAY_SECONDS = 600.0
 RETRAIN_SECONDS = 1800.0
+DEADLINE_SECONDS = 2700.0  # the whole check, fetches, replay and retraining included
+MAX_BYTES = 2**30  # the most any one file may hold
 MODEL_PATH = re.compile(r"^(?P<prefix>.*?)/(?:api/)?models/(?P<slug>[a-z0-9][a-z0-9-]*)(?:/|$)")
 PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-
-
-class Refused(Exception):
-    """The check could not be made: the message says what and why (exit status 2)."""
+CODE = (".py", ".toml", ".txt")  # the recipe's own files: the reader's run, the server's only compared
+DATA = (".safetensors", ".json", ".svg")  # what the server may give: read as data, never run nor unpickled
+RECIPES = PROJECT_ROOT / "recipes"  # the reader's own copy of the recipes, where the package was installed from
 
 
 def target(url: str) -> tuple[str, str]:
@@ -55,35 +66,21 @@ def target(url: str) -> tuple[str, str]:
     return f"{parts.scheme}://{parts.netloc}{found['prefix']}", found["slug"]
 
 
-def fetch(url: str, body: dict | None = None) -> bytes:
-    """The body at `url` (POSTing `body` as JSON where given); Refused with the server's own message where it
-    answers an error."""
-    headers = {"Accept": "application/json, */*", "User-Agent": "tensorviz-verify"}
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(), headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=FETCH_SECONDS) as answer:
-            return answer.read()
-    except urllib.error.HTTPError as exc:
-        try:
-            said = json.loads(exc.read())["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            said = exc.reason
-        raise Refused(f"{url} answered {exc.code}: {said}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        raise Refused(f"{url} cannot be reached: {getattr(exc, 'reason', exc)}") from None
-
-
-def fetched_files(base: str, manifest: dict, folder: Path) -> list[dict]:
-    """Every file the manifest records, fetched into `folder` and checked: Refused naming every file whose sha256 is
-    not the manifest's (or whose name is not a plain file name), before anything runs."""
+def fetched_files(server: Server, manifest: dict, folder: Path) -> list[dict]:
+    """Every file the manifest records, fetched from the server's origin into `folder` and checked: Refused naming
+    every file whose sha256 is not the manifest's, whose name is not a plain file name, or that is neither the
+    recipe's code nor data this verifier reads, before anything runs."""
     checked, refused = [], []
-    for name, recorded in manifest.get("files", {}).items():
-        if not PLAIN_NAME.match(name) or not isinstance(recorded, dict) or "sha256" not in recorded:
-            raise Refused(f"{name}: the manifest records it in a way this verifier does not trust (not a plain file "
-                          "name with its sha256)")
-        body = fetch(urllib.parse.urljoin(base + "/", recorded["url"].lstrip("/")))
+    for name, recorded in manifest["files"].items():
+        if not PLAIN_NAME.match(name):
+            raise Refused(f"{name!r}: the manifest names a file outside its folder; refused, nothing was run")
+        if not name.endswith(CODE + DATA):
+            raise Refused(f"{name}: neither the recipe's code nor data this verifier reads (safetensors, JSON, SVG): "
+                          "refused, nothing was run")
+        if recorded["bytes"] > server.max_bytes:
+            raise Refused(f"{name}: {recorded['bytes']:,} bytes, more than the {server.max_bytes:,} allowed "
+                          "(--max-bytes); refused, nothing was run")
+        body = server.get(server.url(recorded["url"]))
         digest = hashlib.sha256(body).hexdigest()
         if digest != recorded["sha256"]:
             refused.append(f"{name} (sha256 {digest}, the manifest's {recorded['sha256']})")
@@ -96,10 +93,32 @@ def fetched_files(base: str, manifest: dict, folder: Path) -> list[dict]:
     return checked
 
 
+def readers_recipe(fetched: Path, ours: Path, slug: str, into: Path) -> Path:
+    """The recipe folder that runs: the reader's own (`ours`), with the server's data (weights, datasets) laid in.
+    Refused, naming each, where a recipe file of the server's is not byte-identical to the reader's."""
+    if not ours.is_dir():
+        raise Refused(f"{ours} is no recipe folder of {slug}: give your copy of the recipes with --recipes DIR, or run "
+                      "the server's own code with --trust-server-code")
+    differ = [path.name for path in sorted(fetched.iterdir()) if path.name.endswith(CODE)
+              and (not (ours / path.name).is_file() or (ours / path.name).read_bytes() != path.read_bytes())]
+    if differ:
+        raise Refused(f"the server's recipe is not your copy in {ours}: {', '.join(differ)} differ"
+                      f"{'s' * (len(differ) == 1)}; nothing was run. Verify with a copy of the server's release "
+                      "(--recipes DIR), or run the server's code with --trust-server-code")
+    shutil.copytree(ours, into, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in fetched.iterdir():
+        if path.name.endswith(DATA):
+            shutil.copyfile(path, into / path.name)
+    return into
+
+
 def checked_checkpoint(folder: Path, recorded: dict[str, str]) -> None:
     """The reader's checkpoint folder holds the files the recording was made from: Refused naming the first that
-    is missing or another file."""
+    is missing or another file (or a name outside the folder)."""
     for name, sha256 in recorded.items():
+        if not isinstance(name, str) or not PLAIN_NAME.match(name):
+            raise Refused(f"{name!r}: the manifest names a checkpoint file outside its folder; refused, nothing was "
+                          "run")
         try:
             digest = hashlib.sha256((folder / name).read_bytes()).hexdigest()
         except OSError as exc:
@@ -109,17 +128,19 @@ def checked_checkpoint(folder: Path, recorded: dict[str, str]) -> None:
                           "made from: refused, nothing was run")
 
 
-def replayed(folder: Path, seed: int, checkpoint: str | None, states: dict) -> Reply:
-    """The recipe's replay in a fresh process, its iterated processes then replayed step by step from the recorded
-    `states`: the worker's reply."""
+def replayed(folder: Path, seed: int, checkpoint: str | None, states: dict, server: Server) -> Reply:
+    """The recipe's replay in a fresh, isolated process (-I: no script folder, no user site, no PYTHON* settings on
+    its import path), its iterated processes then replayed step by step from the recorded `states`: the worker's
+    reply."""
     given = folder.parent / "recorded-states.json"
     given.write_text(json.dumps(states))
-    command = [sys.executable, "-m", "tensorviz.replay", str(folder), str(seed), *([checkpoint] if checkpoint else []),
-               "--states", str(given)]
+    command = [sys.executable, "-I", "-m", "tensorviz.replay", str(folder), str(seed),
+               *([checkpoint] if checkpoint else []), "--states", str(given)]
+    seconds = min(REPLAY_SECONDS, server.remaining())
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=REPLAY_SECONDS)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=seconds, cwd=folder.parent)
     except subprocess.TimeoutExpired:
-        raise Refused(f"the replay ran past {REPLAY_SECONDS:g} s and was stopped") from None
+        raise Refused(f"the replay ran past {seconds:g} s and was stopped") from None
     try:
         reply = read_reply(json.loads(done.stdout))
     except (ValueError, TypeError, KeyError):
@@ -130,32 +151,53 @@ def replayed(folder: Path, seed: int, checkpoint: str | None, states: dict) -> R
     return reply
 
 
-def verified(url: str, checkpoint: str | None, retraining: bool, folder: Path) -> dict:
+def manifest_of(server: Server, slug: str) -> dict:
+    """The model's manifest, checked to be one (its types, its references): Refused with where it is not."""
+    manifest = server.json(f"{server.base}/api/models/{slug}")
+    try:
+        validate_manifest(manifest, slug)
+    except ManifestError as exc:
+        raise Refused(f"the server's manifest of {slug} is malformed: {exc}") from None
+    return manifest
+
+
+def verified(url: str, checkpoint: str | None, retraining: bool, folder: Path, recipes: Path,
+             trust_server_code: bool, timeout: float = DEADLINE_SECONDS, max_bytes: int = MAX_BYTES) -> dict:
     """The whole check of the model at `url`, files fetched into `folder`: a report (Refused where none can be
     made)."""
     base, slug = target(url)
-    manifest = json.loads(fetch(f"{base}/api/models/{slug}"))
-    if retraining and "train.py" not in manifest.get("files", {}):
+    server = Server(base, time.monotonic() + timeout, max_bytes)
+    manifest = manifest_of(server, slug)
+    if retraining and "train.py" not in manifest["files"]:
         raise Refused(f"{slug} is not trained by its recipe (its manifest records no train.py)")
-    recorded_checkpoint = manifest.get("provenance", {}).get("checkpoint")
+    recorded_checkpoint = manifest["provenance"].get("checkpoint")
     if recorded_checkpoint and not checkpoint:
         raise Refused(f"{slug} reads a pretrained checkpoint the server does not serve: give its folder with "
                       "--checkpoint")
     if recorded_checkpoint:
         checked_checkpoint(Path(checkpoint), recorded_checkpoint.get("files", {}))
-    recipe = folder / slug
-    recipe.mkdir()
+    fetched = folder / "fetched" / slug
+    fetched.mkdir(parents=True)
     report: dict = {"model": slug, "revision": manifest.get("revision"), "source": f"{base}/api/models/{slug}",
                     "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "files": fetched_files(base, manifest, recipe)}
-    seed = int(manifest.get("provenance", {}).get("execution", {}).get("seed", 0))
-    reply = replayed(recipe, seed, checkpoint, recorded_states(manifest))
+                    "files": fetched_files(server, manifest, fetched)}
+    if trust_server_code:
+        code = sorted(p.name for p in fetched.iterdir() if p.name.endswith(".py"))
+        print(f"WARNING: --trust-server-code: {', '.join(code)} come from {base} and now run on this machine with "
+              f"your privileges (user {getpass.getuser()})", file=sys.stderr, flush=True)
+        recipe = fetched
+    else:
+        recipe = readers_recipe(fetched, recipes / slug, slug, folder / "run" / slug)
+    report["code"] = "the server's (--trust-server-code)" if trust_server_code else f"yours, from {recipes / slug}"
+    seed = manifest["provenance"]["execution"]["seed"]
+    reply = replayed(recipe, seed, checkpoint, recorded_states(manifest), server)
     report |= compare_replay(manifest, reply.result)
     report |= {"environment": reply.environment, "compute_seconds": reply.compute_seconds,
                "replay_sha256": hashlib.sha256(reply.result_json.encode()).hexdigest()}
     if retraining:
         try:
-            trained = retrain(RetrainCall(recipe, RETRAIN_SECONDS), lambda event: None, lambda: False)
+            trained = retrain(RetrainCall(recipe, min(RETRAIN_SECONDS, server.remaining())), lambda event: None,
+                              lambda: False)
             report["retraining"] = trained.report | {"environment": trained.environment}
         except RecipeError as exc:
             raise Refused(f"the retraining failed: {exc}") from None
@@ -168,7 +210,7 @@ def told(report: dict) -> str:
     """The report as a reader reads it: what was fetched and replayed, each case, each check, the verdict."""
     env, summary, tol = report["environment"], report["summary"], report["tolerance"]
     lines = [f"{report['model']} @ {report['revision']} from {report['source']}",
-             f"files: {len(report['files'])} fetched, each sha256 the manifest's",
+             f"files: {len(report['files'])} fetched, each sha256 the manifest's; the code that ran: {report['code']}",
              f"replayed here in {report['compute_seconds']:.2f} s: Python {env['python']}, torch {env['torch']}, "
              f"{env['cpu']} ({env['cpu_capability']}), seed {env['seed']}"]
     for case in report["cases"]:
@@ -195,27 +237,44 @@ def told(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tensorviz", description="Check a TensorViz server's recordings here.")
     commands = parser.add_subparsers(dest="command", required=True)
-    verify = commands.add_parser("verify", help="fetch a model's recipe, check its hashes, replay it and compare")
+    verify = commands.add_parser("verify", help="fetch a model's data, check its hashes, replay yours and compare")
     verify.add_argument("url", help="the model's page (http://host/models/<slug>) or API URL")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.add_argument("--retrain", action="store_true", help="also run its train.py and compare the weights")
     verify.add_argument("--checkpoint", help="the folder of the checkpoint a model that reads one was recorded with")
+    verify.add_argument("--recipes", type=Path, default=RECIPES,
+                        help=f"your copy of the recipes, whose code runs (default: {RECIPES})")
+    verify.add_argument("--trust-server-code", action="store_true",
+                        help="run the server's recipe code instead of yours: it runs with your privileges")
+    verify.add_argument("--timeout", type=float, default=DEADLINE_SECONDS, help="seconds for the whole check")
+    verify.add_argument("--max-bytes", type=int, default=MAX_BYTES, help="the most any one file may hold")
     verify.add_argument("--share", action="store_true",
                         help="post the report's summary to the server's history of this model (marked as a reader's)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="tensorviz-verify-") as folder:
-        try:
-            report = verified(args.url, args.checkpoint, args.retrain, Path(folder))
-        except Refused as exc:
-            if args.json:
-                print(json.dumps({"status": "refused", "message": str(exc)}))
-            else:
-                print(f"REFUSED: {exc}", file=sys.stderr)
-            return 2
+    ended = {number: signal.signal(number, _stop) for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with tempfile.TemporaryDirectory(prefix="tensorviz-verify-") as folder:  # removed however the check ends
+            try:
+                report = verified(args.url, args.checkpoint, args.retrain, Path(folder), args.recipes.resolve(),
+                                  args.trust_server_code, args.timeout, args.max_bytes)
+            except Refused as exc:
+                if args.json:
+                    print(json.dumps({"status": "refused", "message": str(exc)}))
+                else:
+                    print(f"REFUSED: {exc}", file=sys.stderr)
+                return 2
+    finally:
+        for number, handler in ended.items():
+            signal.signal(number, handler)
     if args.share:
         report["shared"] = share(report)
     print(json.dumps(report, indent=2) if args.json else told(report))
     return 0 if report["status"] == "passed" else 1
+
+
+def _stop(number: int, _frame) -> None:
+    """A stop asked by a signal ends the check as an exception does: its download folder is removed."""
+    raise SystemExit(128 + number)
 
 
 def share(report: dict) -> dict:
@@ -227,9 +286,10 @@ def share(report: dict) -> dict:
         entries.append(retraining_entry(trained | {"status": "passed" if trained["passed"] else "failed"},
                                         report["revision"], "client"))
     url = report["source"] + "/verifications/history"
+    server = Server(target(report["source"])[0], time.monotonic() + 60.0, 2**20)
     try:
         for entry in entries:
-            fetch(url, {k: v for k, v in entry.items() if k not in ("reported_by", "environment_id")})
+            server.get(url, {k: v for k, v in entry.items() if k not in ("reported_by", "environment_id")})
     except Refused as exc:
         return {"error": str(exc)}
     return {"posted": len(entries), "to": url}

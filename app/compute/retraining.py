@@ -83,7 +83,8 @@ def retrain(call: RetrainCall, heard: Callable[[dict], None], cancelled: Callabl
     past the call's timeout, Cancelled, or a RecipeError saying why the training stopped without a report."""
     started = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.compute.trainer", str(call.recipe_dir), str(call.memory_mb)],
+        # -I: the recipe folder it starts in is not on its import path (a file there named as a module shadows none)
+        [sys.executable, "-I", "-m", "app.compute.trainer", str(call.recipe_dir), str(call.memory_mb)],
         cwd=call.recipe_dir, env=os.environ | KERNELS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)  # its own process group: a stop ends whatever it started too
     lines: queue.Queue = queue.Queue()
