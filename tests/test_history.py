@@ -46,8 +46,9 @@ def test_a_readers_shared_report_is_kept_apart_and_its_replay_matches_the_server
     by = {env["reported_by"]: env for env in history["environments"]}
     assert set(by) == {"client", "server"}  # the same machine, kept apart by who reported
     assert by["client"]["id"] == by["server"]["id"]
-    [drift] = history["drift"]
-    assert drift["kind"] == "verification" and drift["identical"] and drift["at_most"] == 0.0
+    # The reader's digest is the server's (the same bytes), but it is their claim: no drift is computed from it.
+    digests = {e["reported_by"]: e["digest"] for e in history["entries"]}
+    assert digests["client"] == digests["server"] and history["drift"] == []
 
 
 def test_a_shared_report_is_checked_before_it_is_kept(client):
@@ -63,16 +64,22 @@ def test_a_shared_report_is_checked_before_it_is_kept(client):
                        ({**good, "environment": {**good["environment"], "cpu": 3}}, "environment.cpu")):
         refused = client.post("/api/models/mlp/verifications/history", json=bad)
         assert refused.status_code == 400 and refused.get_json()["error"]["message"].startswith(f"{field}:"), bad
+    # Out of range, or no number at all: refused in words, never kept, never a 500.
+    for body in (json.dumps({**good, "largest_deviation": -1e308}), json.dumps({**good, "values": 10**30}),
+                 json.dumps(good).replace('"largest_deviation": 0.0', '"largest_deviation": NaN'),
+                 json.dumps(good).replace('"largest_deviation": 0.0', '"largest_deviation": Infinity'),
+                 json.dumps({**good, "digest": "0" * 63}), json.dumps({**good, "revision": "r" * 65})):
+        refused = client.post("/api/models/mlp/verifications/history", data=body, content_type="application/json")
+        assert refused.status_code == 400, (body[:80], refused.get_json())
     history = client.get("/api/models/mlp/verifications/history").get_json()
     assert [e["environment"]["cpu"] for e in history["entries"]] == ["Apple M3"]
-    client.application.config["HISTORY_LIMIT"] = 2
-    for _ in range(3):  # readers' posts fill their own list: the server's entries stay
+    for _ in range(5):  # one client's posts fold into its latest three: the server's entries stay
         client.post("/api/models/mlp/verifications/history", json=good)
     assert client.application.test_cli_runner().invoke(args=["verify", "mlp"]).exit_code == 0
-    for _ in range(3):
+    for _ in range(5):
         client.post("/api/models/mlp/verifications/history", json=good)
     kept = [e["reported_by"] for e in client.get("/api/models/mlp/verifications/history").get_json()["entries"]]
-    assert kept == ["client", "client", "server"]  # newest first
+    assert kept == ["client", "client", "client", "server"]  # newest first
     assert client.post("/api/models/mlp/verifications/history", json=good,
                        headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
     assert client.post("/api/models/nope/verifications/history", json=good).status_code == 404
@@ -84,12 +91,15 @@ def test_drift_is_none_for_the_same_bytes_and_bounded_by_both_deviations_otherwi
                 "largest_deviation": deviation, "status": "passed", "revision": revision, "at": "t",
                 "environment": {}}
 
-    found = summarized([entry("server", "a", "x", 1e-7), entry("client", "b", "x", 1e-7),
-                        entry("client", "c", "y", 3e-6), entry("client", "d", "z", 1.0, revision="old")], "r")
+    found = summarized([entry("server", "a", "x", 1e-7), entry("server", "b", "x", 1e-7),
+                        entry("server", "c", "y", 3e-6), entry("server", "d", "z", 1.0, revision="old"),
+                        entry("client", "e", "x", 0.0)], "r")
     drift = {(d["a"], d["b"]): (d["identical"], d["at_most"]) for d in found["drift"]}
     assert drift == {("a", "b"): (True, 0.0), ("a", "c"): (False, pytest.approx(3.1e-6)),
                      ("b", "c"): (False, pytest.approx(3.1e-6))}  # another revision's entry drifts from nothing
     assert {e["id"]: e["largest_deviation"] for e in found["environments"]}["d"] == {}
+    # A reader's entry is listed (their claim) and drifts from nothing, whatever digest it claims.
+    assert "e" in {env["id"] for env in found["environments"]}
 
 
 def test_verify_all_checks_the_whole_catalog_and_fails_naming_the_model_that_does_not_hold(tree, tree_app):

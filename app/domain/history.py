@@ -3,7 +3,8 @@ environment it ran in, and what a reader is shown of them: the environments seen
 recording in each, and the drift between them.
 
 The server writes its own reports' entries; a reader's `tensorviz verify --share` posts one made by the same rules
-(verification_entry), which the server keeps apart as reported by a client. Two environments whose replays
+(verification_entry), which the server keeps apart as reported by a client: a claim, listed as one, never counted in
+the drift between environments. Two environments whose replays
 produced the same bytes (the digest of the replayed values, or of the retrained weights) drifted by nothing; two
 that did not differ by at most the sum of their deviations from the recording, each bounded by the tolerance.
 """
@@ -71,7 +72,9 @@ def summarized(entries: list[dict], revision: str) -> dict:
                                                        entry["largest_deviation"])
             found["latest"][kind] = entry
     drift = []
-    for a, b in combinations(environments.values(), 2):
+    # Only between the server's own environments: a reader's digest and deviation are what they posted, which the
+    # server cannot check, so a reader's entry is shown as their claim and never called identical to the server's.
+    for a, b in combinations([env for env in environments.values() if env["reported_by"] == "server"], 2):
         for kind in sorted(set(a["latest"]) & set(b["latest"])):
             first, second = a["latest"][kind], b["latest"][kind]
             same = first["digest"] is not None and first["digest"] == second["digest"]

@@ -650,20 +650,23 @@ class RetrainingJob(JobState):
     report: RetrainingReport | None
 
 
+Said = Annotated[str, Field(max_length=200)]  # a short text a reader's verifier reports
+
+
 class NamedEnvironment(TypedDict):
     """What names an environment in a history (history.ENVIRONMENT_KEYS): what decides how its sums round."""
 
     __pydantic_config__ = EXACT
-    python: str
-    torch: str
-    numpy: str
-    os: str
-    cpu: str
-    vector_extensions: list[str]
-    kernels: NotRequired[str]
-    cpu_capability: str
-    torch_threads: int
-    device: str
+    python: Said
+    torch: Said
+    numpy: Said
+    os: Said
+    cpu: Said
+    vector_extensions: Annotated[list[Said], Field(max_length=40)]
+    kernels: NotRequired[Said]
+    cpu_capability: Said
+    torch_threads: Annotated[int, Field(ge=1, le=4096)]
+    device: Said
 
 
 class SharedEntry(TypedDict):
@@ -673,12 +676,13 @@ class SharedEntry(TypedDict):
     __pydantic_config__ = EXACT
     kind: Literal["verification", "retraining"]
     status: Literal["passed", "failed"]
-    revision: str
+    revision: Annotated[str, Field(max_length=64)]
     environment: NamedEnvironment
-    largest_deviation: float | None  # the largest |replayed - recorded| (or weight difference) of any value
-    values: Annotated[int, Ge(0)]
-    values_failed: Annotated[int, Ge(0)]
-    digest: str | None  # the sha256 of the replayed values' JSON (or of the retrained weights)
+    # the largest |replayed - recorded| (or weight difference) of any value: a finite number from 0 to 1e6
+    largest_deviation: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] | None
+    values: Annotated[int, Field(ge=0, le=10_000_000)]
+    values_failed: Annotated[int, Field(ge=0, le=10_000_000)]
+    digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None  # the sha256 of the replayed values' JSON
 
 
 class HistoryEntry(TypedDict):
@@ -698,7 +702,8 @@ class HistoryEntry(TypedDict):
 
 
 class HistoryEnvironment(TypedDict):
-    """One environment a model was verified or retrained in, by whom, and how far from the recording."""
+    """One environment a model was verified or retrained in, by whom, and how far from the recording. A reader's is
+    their claim: what they posted, which the server cannot check."""
 
     id: str
     reported_by: Literal["server", "client"]
@@ -710,7 +715,8 @@ class HistoryEnvironment(TypedDict):
 
 
 class Drift(TypedDict):
-    """How far two environments' latest replays (or retrained weights) of the current revision are apart."""
+    """How far two environments' latest replays (or retrained weights) of the current revision are apart: between the
+    server's own environments only, whose reports it made itself (a reader's digest is a claim it cannot check)."""
 
     kind: Literal["verification", "retraining"]
     a: str

@@ -1,11 +1,13 @@
 """Each model's verification history, kept in the shared state so that every process and machine adds to one:
 the server's own verifications and retrainings, and the reports readers' verifiers post (kept apart as a
-client's, in a list of their own, so that no number of posts pushes the server's out). Bounded: the last
-HISTORY_LIMIT entries of each list, for HISTORY_SECONDS after its last one."""
+client's, each client's in a list of its own, so that no number of posts pushes the server's or another reader's
+out). Bounded: the server's last HISTORY_LIMIT entries, each client's last CLIENT_ENTRIES and HISTORY_LIMIT clients,
+for HISTORY_SECONDS after the last push."""
 
+import hashlib
 import time
 
-from flask import current_app
+from flask import current_app, request
 from pydantic import ValidationError
 
 from ..domain.catalog import Model
@@ -15,20 +17,31 @@ from ..domain.shapes import History, SharedEntry, validator
 from .extensions import state
 from .jobs import rfc3339
 
-REPORTERS = ("server", "client")
+
+CLIENT_ENTRIES = 3  # a reader's latest entries kept per model: one client's flood folds into these
 
 
 def _key(model: Model, reported_by: str) -> str:
     return f"history:{model.slug}:{reported_by}"
 
 
-def record(model: Model, entry: dict) -> dict:
-    """Keep one entry (history.verification_entry's or retraining_entry's) in its reporter's list: the entry as
-    kept, with its time."""
+def _client_key(model: Model, client: str) -> str:
+    """Each client's own list: a client posting without end pushes out only its own entries."""
+    return f"history:{model.slug}:client:{hashlib.sha256(client.encode()).hexdigest()[:16]}"
+
+
+def record(model: Model, entry: dict, client: str | None = None) -> dict:
+    """Keep one entry (history.verification_entry's or retraining_entry's) in its reporter's list (a reader's in the
+    list of its `client`, named in the list of the model's clients): the entry as kept, with its time."""
     config = current_app.config
     kept = entry | {"at": rfc3339(time.time())}
-    state.store.push(_key(model, entry["reported_by"]), kept, config["HISTORY_LIMIT"],
-                     config["HISTORY_SECONDS"])
+    if client is None:
+        state.store.push(_key(model, entry["reported_by"]), kept, config["HISTORY_LIMIT"], config["HISTORY_SECONDS"])
+        return kept
+    key = _client_key(model, client)
+    state.store.push(key, kept, CLIENT_ENTRIES, config["HISTORY_SECONDS"])
+    if key not in state.store.items(_key(model, "client")):  # named once: a flood does not push out other clients
+        state.store.push(_key(model, "client"), key, config["HISTORY_LIMIT"], config["HISTORY_SECONDS"])
     return kept
 
 
@@ -54,11 +67,15 @@ def shared(model: Model, body) -> dict:
         raise FieldError(f"{where}: {problem['msg']}") from None
     if entry["values_failed"] > entry["values"]:
         raise FieldError("values_failed: more than values")
-    return record(model, entry | {"reported_by": "client", "environment_id": environment_id(entry["environment"])})
+    return record(model, entry | {"reported_by": "client", "environment_id": environment_id(entry["environment"])},
+                  request.remote_addr or "unknown")
 
 
 def answer(model: Model) -> History:
-    """The model's history: its environments, the drift between them on its current revision, its entries."""
-    entries = sorted((e for by in REPORTERS for e in state.store.items(_key(model, by))), key=lambda e: e["at"])
+    """The model's history: its environments, the drift between the server's on its current revision, its entries
+    (each client's latest CLIENT_ENTRIES)."""
+    clients = dict.fromkeys(state.store.items(_key(model, "client")))  # each client's list, once, the latest last
+    readers = [e for key in clients if isinstance(key, str) for e in state.store.items(key)]
+    entries = sorted([*state.store.items(_key(model, "server")), *readers], key=lambda e: e["at"])
     return {"model": model.slug, "limit": current_app.config["HISTORY_LIMIT"],
             **summarized(entries, model.revision)}

@@ -213,7 +213,7 @@ export class VerifyHistory {
     const caption = `The environments this model was checked in (${history.entries.length} reports kept, at most ${history.limit})`;
     const rows = history.environments.map((env) => el("tr", {},
       el("th", { scope: "row" }, name(env)),
-      el("td", {}, env.reported_by === "server" ? "this server" : "a reader"),
+      el("td", {}, env.reported_by === "server" ? "this server" : "a reader (their claim)"),
       el("td", { class: "num" }, `${env.reports - env.failed} of ${env.reports}`),
       el("td", { class: "num" }, deviation(env, "verification")),
       el("td", { class: "num" }, deviation(env, "retraining")),
@@ -222,7 +222,7 @@ export class VerifyHistory {
       el("thead", {}, el("tr", {}, ...["Environment", "Checked by", "Passed", "Largest deviation", "Largest weight difference", "Last"]
         .map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, ...rows));
-    const label = Object.fromEntries(history.environments.map((env) => [`${env.reported_by}:${env.id}`, `${name(env)} (${env.reported_by === "server" ? "this server" : "a reader"})`]));
+    const label = Object.fromEntries(history.environments.map((env) => [`${env.reported_by}:${env.id}`, `${name(env)} (this server)`]));
     const drift = history.drift.map((d) => el("li", {}, `${d.kind === "retraining" ? "Retrained weights" : "Replays"} of ${label[`${d.a_reported_by}:${d.a}`]} and ${label[`${d.b_reported_by}:${d.b}`]}: `,
       d.identical ? "the same bytes" : d.at_most == null ? "differ" : `differ by at most ${sig(d.at_most, 3)}`));
     this.box.replaceChildren(scrollBox(caption, table), ...(drift.length ? [el("ul", { class: "history-drift" }, ...drift)] : []));
