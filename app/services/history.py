@@ -17,7 +17,6 @@ from ..domain.shapes import History, SharedEntry, validator
 from .extensions import state
 from .jobs import rfc3339
 
-
 CLIENT_ENTRIES = 3  # a reader's latest entries kept per model: one client's flood folds into these
 
 
