@@ -2,6 +2,7 @@
 (compute/shared_runs.py): another web process's recipe process finds a run one of them kept, and answers as if it
 had run it."""
 
+import hashlib
 import os
 import shutil
 import time
@@ -93,6 +94,33 @@ def test_a_file_that_is_not_a_whole_run_of_its_key_is_a_miss_and_the_folder_keep
     shutil.rmtree(tmp_path / "small")  # removed under a running process: its writes and reads miss, quietly
     small.save("k4", plain, base)
     assert small.load("k4") is None
+
+
+def test_the_folder_is_a_cache_never_an_authority(tmp_path):
+    """A forged answer with the right key, a number no run holds (10**400 among the squares) or a link is a miss,
+    and is removed: the input runs again, never an error, and no link is followed."""
+    entry = recipe_module(GPT_RECIPE, "lab").live_run
+    folder = RunsFolder(tmp_path / "runs", 64 * MIB)
+    plain, base, _ = plain_run(entry, {"input_ids": [1, 5]}, 0, "GPT", None, None)
+    folder.save("a", plain, base)
+    whole = bytearray(folder.path("a").read_bytes())
+    length = int.from_bytes(whole[:8], "little")
+    header = bytes(whole[8:8 + length])
+    forged = header.replace(b'"answer"', b'"answer" ', 1)  # the same key, another answer: its digest fails
+    folder.path("a").write_bytes(len(forged).to_bytes(8, "little") + forged + bytes(whole[8 + length:]))
+    assert folder.load("a") is None and not folder.path("a").exists()
+    folder.save("a", plain, base)
+    header = folder.path("a").read_bytes()[8:8 + length].decode()
+    squares = header[header.index('"squares": [') + 12:header.index("]", header.index('"squares": ['))]
+    overflowing = header.replace(squares, "1" + "0" * 400 + squares[squares.index(","):] if "," in squares
+                                 else "1" + "0" * 400).encode()
+    body = len(overflowing).to_bytes(8, "little") + overflowing + bytes(whole[8 + length:-32])
+    folder.path("a").write_bytes(body + hashlib.sha256(b"a" + body).digest())  # its digest holds: still no run
+    assert folder.load("a") is None and not folder.path("a").exists()
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"not the server's")
+    folder.path("a").symlink_to(target)
+    assert folder.load("a") is None and not folder.path("a").is_symlink() and target.read_bytes() == b"not the server's"
 
 
 def test_a_lab_run_kept_by_one_web_process_serves_a_first_change_asked_of_another(tmp_path):

@@ -5,8 +5,10 @@ own memory first (the `runs` cache layer). Several web processes (gunicorn's wor
 their own, and the next request of a reader may reach any of them: so each kept run is also written to a folder that
 every recipe process on the machine reads (the `shared runs` layer), and a process that does not hold a run looks
 there before it runs the input again. A file holds the run's key, the entry's answer as JSON and the outputs' keys,
-shapes and squared norms as JSON, then the outputs' values as raw bytes: nothing in it is executed when it is read
-(no pickle), and a file that cannot be read whole is a miss, never an error.
+shapes and squared norms as JSON, then the outputs' values as raw bytes, then the sha256 of the run's key and all
+that: nothing in it is executed when it is read (no pickle). The folder is a cache, never an authority: a file that is
+a link, cannot be read whole, fails its digest or holds what no run holds (an overflowing number) is a miss, never an
+error, and is removed.
 """
 
 import hashlib
@@ -28,6 +30,7 @@ PART = ".part"  # a run being written, renamed to its name once whole
 STALE_PART_SECONDS = 60.0
 TRIM_SHARE = 64  # a process lists the folder again once it has written this share of its bound
 LENGTH = 8  # the bytes that give the header's length, little-endian, at the start of a file
+DIGEST = 32  # the bytes of the sha256 at its end, of the run's key and everything before it
 
 
 def pack(key: str, plain: Any, base: Baseline) -> bytes:
@@ -38,11 +41,16 @@ def pack(key: str, plain: Any, base: Baseline) -> bytes:
                          "shapes": [list(shape) for shape in base.shapes], "squares": base.squares,
                          "dtype": str(values.dtype).removeprefix("torch.")}).encode()
     payload = values.view(torch.uint8).numpy().tobytes() if values.numel() else b""
-    return len(header).to_bytes(LENGTH, "little") + header + payload
+    body = len(header).to_bytes(LENGTH, "little") + header + payload
+    return body + hashlib.sha256(key.encode() + body).digest()
 
 
 def unpack(key: str, data: bytes) -> tuple[Any, Baseline] | None:
-    """The kept run in a file's bytes, or None where they hold another key's run or are not whole."""
+    """The kept run in a file's bytes, or None where they hold another key's run, are not whole, fail their digest or
+    hold what no run holds."""
+    data, digest = data[:-DIGEST], data[-DIGEST:]
+    if len(digest) != DIGEST or hashlib.sha256(key.encode() + data).digest() != digest:
+        return None
     try:
         length = int.from_bytes(data[:LENGTH], "little")
         header = parsed(data[LENGTH:LENGTH + length])
@@ -54,7 +62,7 @@ def unpack(key: str, data: bytes) -> tuple[Any, Baseline] | None:
         base = Baseline.laid(header["keys"], values, [torch.Size(shape) for shape in header["shapes"]],
                              [float(square) for square in header["squares"]])
         return parsed(header["answer"]), base
-    except (ValueError, KeyError, TypeError, AttributeError, RuntimeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RuntimeError, OverflowError, RecursionError):
         return None
 
 
@@ -82,15 +90,26 @@ class RunsFolder:
         return self.folder / (hashlib.sha256(key.encode()).hexdigest() + SUFFIX)
 
     def load(self, key: str) -> tuple[tuple[Any, Baseline], int] | None:
-        """The run kept under `key` and the bytes it takes, or None."""
+        """The run kept under `key` and the bytes it takes, or None; a file that is no run of this key's (a link, a
+        forged or broken file) is removed."""
         path = self.path(key)
         try:
-            data = path.read_bytes()
+            handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)  # a link is never followed
+        except OSError:
+            if path.is_symlink():
+                path.unlink(missing_ok=True)
+            return None
+        try:
+            with os.fdopen(handle, "rb") as opened:
+                data = opened.read()
             os.utime(path)  # read lately: the last to go
         except OSError:
             return None
         found = unpack(key, data)
-        return None if found is None else (found, len(data))
+        if found is None:
+            path.unlink(missing_ok=True)
+            return None
+        return found, len(data)
 
     def save(self, key: str, plain: Any, base: Baseline) -> None:
         try:

@@ -52,7 +52,8 @@ LAYERS: dict[str, Layer] = {layer.name: layer for layer in (
           "the run key, the entry and the input", "64 MiB per recipe process",
           "least recently used first; the process ending", "compute/worker.py", size=64 * 2**20),
     Layer("shared runs", "the same runs in files that every recipe process of the machine reads (another web "
-          "process's, a Celery worker's)", "a hash of the runs layer's key, checked against the key in the file",
+          "process's, a Celery worker's)", "a hash of the runs layer's key, checked against the key in the file "
+          "and the file's sha256 of key and content",
           "`SHARED_RUNS_MAX_BYTES` in all (`SHARED_RUNS_DIR`)",
           "least recently written or read first (a key names its content: never stale)", "compute/shared_runs.py"),
 )}
