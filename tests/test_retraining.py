@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from app.domain.shapes import RetrainingReport, validator
 from app.services.config import PROJECT_ROOT
 from recipekit import training, weights
 from recipekit.kernels import machine
@@ -257,3 +258,4 @@ def test_a_training_that_stops_without_a_report_says_its_last_words(tree, tree_a
     report = poll(client, client.post(f"/api/models/{GCN}/retrainings").headers["Location"])[-1]["report"]
     assert report["status"] == "error"
     assert report["message"] == "train.py stopped (exit status 1) without a report: the data went missing"
+    validator(RetrainingReport).validate_python(report, strict=True)  # the schema the page reads: curves included
