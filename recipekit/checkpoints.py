@@ -5,7 +5,7 @@ the errors a request or a checkpoint gets (their `status` is the HTTP status the
 import json
 import resource
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,19 +133,25 @@ def assign(build: Callable[[], nn.Module], tensors: dict[str, Tensor], rename: C
 
 @dataclass(frozen=True)
 class Loaded:
-    """A checkpoint's model, its tokenizer and the weights file it was read from."""
+    """A checkpoint's model, its tokenizer, the weights file it was read from, and what its lab found reading its own
+    probe inputs with those weights (probe(); None where it was not probed)."""
 
     model: Any
     vocabulary: Any
     weights: str
+    probe: dict | None = None
 
 
-def load(checkpoint: str, model: Callable[[Path], Any], vocabulary: Callable[[Path, Any], Any]) -> Loaded:
+def load(checkpoint: str, model: Callable[[Path], Any], vocabulary: Callable[[Path, Any], Any],
+         probing: Callable[[Loaded], dict] | None = None) -> Loaded:
     """The checkpoint's model (`model(folder)`) and tokenizer (`vocabulary(folder, model)`), loaded once per
-    process and again only when its files change."""
+    process and again only when its files change, and probed as it is loaded (`probing(loaded)`): a few forward
+    passes once, not per request, and at the lab's warm-up, before any run (What if? counts every module call of a
+    run, and the probe's are none of them)."""
     def build(folder: Path) -> Loaded:
         built = model(folder)
-        return Loaded(built, vocabulary(folder, built), weights_file(folder))
+        loaded = Loaded(built, vocabulary(folder, built), weights_file(folder))
+        return loaded if probing is None else replace(loaded, probe=probing(loaded))
 
     return kept(checkpoint, build)
 
@@ -203,15 +209,3 @@ def probe(measured: float, untrained: bool, rule: str) -> dict:
     note = (f"These weights look untrained ({rule}: {measured:.3g}): the predictions may mean nothing."
             if untrained else f"These weights read the probe inputs as trained weights do ({rule}: {measured:.3g}).")
     return {"looks_untrained": untrained, "measured": measured, "rule": rule, "note": note}
-
-
-_probed: dict[int, tuple[Any, dict]] = {}  # the loaded checkpoint (held, so that its id stays its own) and its probe
-
-
-def probed(loaded: Any, measure: Callable[[Any], dict]) -> dict:
-    """`measure(loaded)` (a probe()), once per loaded checkpoint: a few forward passes, not one per request."""
-    found = _probed.get(id(loaded))
-    if found is None or found[0] is not loaded:
-        _probed.clear()
-        _probed[id(loaded)] = found = (loaded, measure(loaded))
-    return found[1]

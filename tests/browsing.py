@@ -3,6 +3,8 @@ whose console errors, page errors and failed or off-site requests fail the test 
 are registered for every test module by tests/conftest.py."""
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,18 +21,26 @@ DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 375, "height": 740}
 
 
+@contextmanager
+def serving(app) -> Iterator[str]:
+    """The app served on a loopback port in a thread: its base URL; the server and its recipe processes stopped
+    after."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        parts(app).pool.shutdown()
+
+
 @pytest.fixture(scope="module")
 def live_server():
     # Every model page starts a live run; tests open pages faster than a cold worker answers them.
-    from werkzeug.serving import make_server
-
-    app = create_app(type("Browser", (TestConfig,), {"RECIPE_QUEUE": 32}))
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    parts(app).pool.shutdown()
+    with serving(create_app(type("Browser", (TestConfig,), {"RECIPE_QUEUE": 32}))) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")

@@ -170,14 +170,11 @@ def large_graph(tmp_path_factory):
     """A server of gpt2 recorded without any checkpoint: gpt2 small's twelve blocks, 357 nodes (the catalog's largest
     graph is smaller)."""
     import shutil
-    import threading
-
-    from werkzeug.serving import make_server
 
     from app import create_app
     from app.services.config import PROJECT_ROOT, TestConfig
-    from app.services.parts import parts
 
+    from .browsing import serving
     from .conftest import ModelTree
 
     root = tmp_path_factory.mktemp("large")
@@ -188,11 +185,8 @@ def large_graph(tmp_path_factory):
     app = create_app(type("Large", (TestConfig,), tree.config(CHECKPOINTS_DIR=str(root / "none"))))
     result = app.test_cli_runner().invoke(args=["record", "gpt2"])
     assert result.exit_code == 0, result.output
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    parts(app).pool.shutdown()
+    with serving(app) as base:
+        yield base
 
 
 def test_a_large_open_graph_draws_what_is_near_the_view_and_the_keyboard_walks_all_of_it(browser, large_graph):

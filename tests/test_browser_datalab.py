@@ -3,18 +3,16 @@ DataLab without a checkpoint, the GPT-2 DataLab, and What if? on a DataLab's tra
 
 import json
 import re
-import threading
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
-from werkzeug.serving import make_server
 
 from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.parts import parts
 
-from .browsing import ARTIFACTS, DESKTOP, PHONE, Watched
+from .browsing import ARTIFACTS, DESKTOP, PHONE, Watched, serving
 from .page_checks import axe_violations, choose_node, effects, graph_ready, small_text
 
 pytestmark = pytest.mark.browser
@@ -37,11 +35,8 @@ def datalab_server(bert_checkpoint, tmp_path_factory):
     assert result.exit_code == 0, result.output
     parts(recorder).pool.shutdown()
     app = create_app(type("Browser", (TestConfig,), settings | {"BERT_CHECKPOINT": str(bert_checkpoint)}))
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    parts(app).pool.shutdown()
+    with serving(app) as base:
+        yield base
 
 
 @pytest.fixture
@@ -237,12 +232,8 @@ def test_the_datalab_at_375px_fits_the_screen(datalab_page):
 @pytest.fixture(scope="module")
 def no_checkpoint_server():
     """A server that finds no checkpoint: none unpacked, none set (the Hugging Face cache is empty in the tests)."""
-    app = create_app(type("Browser", (TestConfig,), {"CHECKPOINTS_DIR": None}))
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    parts(app).pool.shutdown()
+    with serving(create_app(type("Browser", (TestConfig,), {"CHECKPOINTS_DIR": None}))) as base:
+        yield base
 
 
 def test_the_datalab_without_a_checkpoint_says_how_to_provide_one(browser, no_checkpoint_server):
@@ -339,12 +330,8 @@ def test_axe_finds_none_on_the_catalog_and_the_datalab(watched, datalab_page):
 @pytest.fixture(scope="module")
 def gpt2_server(made_checkpoint):
     """What a fresh machine serves: the project's own checkpoint, the gpt recipe in GPT-2's layout."""
-    app = create_app(TestConfig)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    parts(app).pool.shutdown()
+    with serving(create_app(TestConfig)) as base:
+        yield base
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])

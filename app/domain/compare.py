@@ -54,8 +54,7 @@ class Tolerance:
         said = {"rtol": self.rtol, "atol": self.atol, "source": self.source, "widened": self.widened}
         if self.moved is None:
             return said
-        size = float(np.max(np.abs(np.asarray(recorded, dtype=np.float64)), initial=0.0))
-        allowed = self.atol + self.rtol * size
+        allowed = self.allowance(float(np.max(np.abs(np.asarray(recorded, dtype=np.float64)), initial=0.0)))
         words = ("its computation amplifies rounding: " if self.amplifies else "") + \
             (f"other roundings (other kernels, nudged outputs) moved it by up to {self.moved:.2g} when it was "
              f"recorded; allowed up to {allowed:.2g}" if self.moved else

@@ -13,6 +13,9 @@ import math
 
 import numpy as np
 
+from .compare import ENVELOPE, tolerance_for
+from .schema import ITEMS
+
 # An envelope allows this many times the largest movement measured: another processor's rounding moved the DDPM's
 # most sensitive values 1.5 times as far as the recorder's measurement on the machine that recorded them.
 FACTOR = 4.0
@@ -93,17 +96,13 @@ def described(manifest: dict) -> dict | None:
     """What a model's page says of where its numbers come from: the machine that recorded them, how the envelopes
     were measured, how many values rounding was measured to move past float32's tolerance (and which), and the
     iterated processes checked step by step; None for a recording made before envelopes were (the seed's)."""
-    from .compare import ENVELOPE, tolerance_for
-    from .schema import ITEMS
-
     rounding = manifest["experiment"].get("rounding")
     if rounding is None:
         return None
     floor = tolerance_for(manifest)
     items = [(case, item) for case in manifest["experiment"]["cases"] for _, group, _ in ITEMS
              for item in case.get(group, [])]
-    widened = [(case, item) for case, item in items
-               if item[ENVELOPE]["rtol"] > floor.rtol or item[ENVELOPE]["atol"] > floor.atol]
+    widened = [(case, item) for case, item in items if floor.of(item, ENVELOPE).widened]
     return {"recorded_on": manifest["provenance"].get("recordedOn"), "factor": rounding["factor"],
             "measured_by": rounding["measuredBy"], "floor": {"rtol": floor.rtol, "atol": floor.atol},
             "values": len(items), "widened": len(widened),

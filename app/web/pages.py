@@ -263,10 +263,10 @@ def drawn(case: dict | None) -> dict | None:
             "rows": rows, "cols": cols, "block": block, "min": float(values.min()), "max": float(values.max()),
             "row_spans": spans[0], "col_spans": spans[1]}})
     shown, folded = split_vectors(case.get("vectors", []))
-    amplifying = [item for _, group, _ in ITEMS for item in case.get(group, []) if amplified(item)]
+    notes = [(item["label"], amplified(item)) for _, group, _ in ITEMS for item in case.get(group, [])]
     return case | {"matrices": matrices, "shown_vectors": shown, "folded_vectors": folded,
                    "shown_figures": SHOWN_FIGURES,
-                   "rounding": [{"label": item["label"], "note": amplified(item)} for item in amplifying]}
+                   "rounding": [{"label": label, "note": note} for label, note in notes if note]}
 
 
 def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: dict | None = None) -> str:

@@ -24,7 +24,6 @@ from recipekit.checkpoints import (
     InputError,
     Loaded,
     probe,
-    probed,
     spread,
     values,
 )
@@ -44,12 +43,9 @@ LENS_TOP = 3  # predictions listed per layer by the logit lens
 
 def load(checkpoint: str) -> Loaded:
     """The checkpoint's model and vocabulary, loaded once per process and again only when its files change, its
-    weights probed as they are loaded (the warm-up loads them before any run, so the probe's own forward passes
-    never run inside one: What if? counts every module call of a run)."""
-    loaded = kept_checkpoint(checkpoint, load_checkpoint,
-                             lambda folder, model: load_vocabulary(folder, model.config.vocab_size))
-    probed(loaded, _probe)
-    return loaded
+    weights probed as they are loaded (probe_weights)."""
+    return kept_checkpoint(checkpoint, load_checkpoint,
+                           lambda folder, model: load_vocabulary(folder, model.config.vocab_size), probe_weights)
 
 
 # The sentences the weights are probed with: a trained MLM head is sure of these words, a trained encoder tells the
@@ -66,11 +62,11 @@ def describe(checkpoint: str) -> dict:
             "intermediate": c.intermediate_size, "vocab": c.vocab_size, "max_positions": c.max_position_embeddings,
             "lowercase": loaded.vocabulary.lowercase, "weights": loaded.weights,
             "parameters": sum(p.numel() for p in loaded.model.parameters()),
-            "head": "mlm" if c.mlm else "sentence", "probe": probed(loaded, _probe)}
+            "head": "mlm" if c.mlm else "sentence", "probe": loaded.probe}
 
 
 @torch.no_grad()
-def _probe(loaded: Loaded) -> dict:
+def probe_weights(loaded: Loaded) -> dict:
     """With the MLM head, each probe's [MASK] distribution (near uniform: untrained); without it, how alike the
     probes' sentence embeddings are (nearly the same: untrained)."""
     read = [loaded.vocabulary.encode(text) for text in PROBES]

@@ -14,7 +14,7 @@ import sys
 import torch
 from torch import Tensor
 
-from recipekit.checkpoints import UNTRAINED_SPREAD, CheckpointError, InputError, Loaded, probe, probed, spread, values
+from recipekit.checkpoints import UNTRAINED_SPREAD, CheckpointError, InputError, Loaded, probe, spread, values
 from recipekit.checkpoints import load as kept_checkpoint
 
 try:
@@ -29,12 +29,9 @@ LISTED = 10  # tokens listed per generation step
 
 def load(checkpoint: str) -> Loaded:
     """The checkpoint's model and tokenizer, loaded once per process and again only when its files change, its
-    weights probed as they are loaded (the warm-up loads them before any run, so the probe's own forward passes
-    never run inside one: What if? counts every module call of a run)."""
-    loaded = kept_checkpoint(checkpoint, load_checkpoint,
-                             lambda folder, model: load_vocabulary(folder, model.config.vocab_size))
-    probed(loaded, _probe)
-    return loaded
+    weights probed as they are loaded (probe_weights)."""
+    return kept_checkpoint(checkpoint, load_checkpoint,
+                           lambda folder, model: load_vocabulary(folder, model.config.vocab_size), probe_weights)
 
 
 # The prompts the weights are probed with: any GPT-2-layout vocabulary spells them, the project's digit sorter's too.
@@ -46,11 +43,11 @@ def describe(loaded: Loaded) -> dict:
     c = loaded.model.config
     return {"layers": c.n_layer, "heads": c.n_head, "width": c.n_embd, "vocab": c.vocab_size,
             "positions": c.n_positions, "weights": loaded.weights,
-            "parameters": sum(p.numel() for p in loaded.model.parameters()), "probe": probed(loaded, _probe)}
+            "parameters": sum(p.numel() for p in loaded.model.parameters()), "probe": loaded.probe}
 
 
 @torch.no_grad()
-def _probe(loaded: Loaded) -> dict:
+def probe_weights(loaded: Loaded) -> dict:
     """The next token's distribution after each probe prompt: near uniform, the weights look untrained."""
     spreads = []
     for prompt in PROBES:

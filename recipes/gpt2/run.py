@@ -7,14 +7,15 @@ Without a checkpoint there is nothing trained to record: the checks still hold f
 """
 
 import sys
+from dataclasses import replace
 
 import torch
 
 try:
-    from .lab import Loaded, load, patched, patching, trace, traced
+    from .lab import Loaded, load, patched, patching, probe_weights, trace, traced
     from .model import GPT2, GPT2Config, Vocabulary
 except ImportError:  # run as a script: python run.py
-    from lab import Loaded, load, patched, patching, trace, traced
+    from lab import Loaded, load, patched, patching, probe_weights, trace, traced
     from model import GPT2, GPT2Config, Vocabulary
 
 # Each recorded case: a prompt, and the prompt it is patched from (as many tokens, the smallest digit changed). Any
@@ -112,7 +113,8 @@ def _random_checks() -> list[dict]:
     torch.manual_seed(0)
     model = GPT2(GPT2Config(n_layer=2)).eval()
     names = Tokenizer(WordLevel({str(i): i for i in range(model.config.vocab_size)}, unk_token="0"))
-    loaded = Loaded(model, Vocabulary(names), "random weights")
+    unprobed = Loaded(model, Vocabulary(names), "random weights")
+    loaded = replace(unprobed, probe=probe_weights(unprobed))  # as a checkpoint's is, where it is loaded
     answer = traced(loaded, CHECK_IDS, TOP)
     return checks(model, [(CHECK_IDS, answer)], [patched(loaded, CHECK_IDS, CHECK_IDS)])
 
