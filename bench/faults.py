@@ -9,10 +9,16 @@ edited keeping its size and its mtime; 8. a verification asked while Redis is do
 parents loop, added while the app runs; 10. a recipe.toml of wrong types and an unknown table; 11. a link to
 /etc/passwd in a recipe folder; 12. a recipe that hangs at start (served from the boot: the other models' first
 runs, and when it is set aside); 13. a What if? that a later part of the model cannot take; 14. another site's
-page starting a run (a GET marked cross-site, a form POST); 15. a job polled while Redis is down. The app serves
-a copy of the models plus a "slow" one whose what-if run and replay sleep for a minute, and a "hangs" one whose
-lab.py never finishes importing, with a 3 s recipe timeout, a 3 s warm-up bound and one web worker (so the drill
-can find its recipe process). Prints, per drill, what the client saw and how long recovery took.
+page starting a run (a GET marked cross-site, a form POST); 15. a job polled while Redis is down; 16. another
+model's run while a model hangs (its usual time, and the hanging model set aside, in words); 17. a forged history
+entry (NaN, a reader's "passed" that would pass for the server's); 18. a retraining started while Redis is down;
+The app serves a copy of the models plus a "slow" one whose what-if run and replay sleep for a minute, and a
+"hangs" one whose lab.py never finishes importing, with a 3 s recipe timeout, a 3 s warm-up bound, a hang set aside
+for 5 s and one web worker (so the drill can find its recipe process). Then, with the default timeouts on three web
+workers behind one trusted proxy hop: 19. three retrainings started at once by three readers (one trains at a time
+on the machine) and a stranger's cancel; 20. What if? on every recorded case of every model (each a 200, or a 400
+that says why).
+Prints, per drill, what the client saw and how long recovery took.
 """
 
 import json
@@ -110,7 +116,7 @@ def until(check, seconds: float = 60) -> float:
         if check():
             return time.monotonic() - started
         time.sleep(0.1)
-    raise SystemExit(f"no recovery within {seconds} s")
+    raise SystemExit(f"no recovery within {seconds} s: {check.__name__} {getattr(check, '__doc__', '') or ''}")
 
 
 def message(body: bytes) -> str:
@@ -133,7 +139,7 @@ def main() -> None:
     manifests, recipes = model_tree(folder)
     env = {"WEB_CONCURRENCY": "1", "TENSORVIZ_MANIFESTS_DIR": str(manifests), "TENSORVIZ_RECIPES_DIR": str(recipes),
            "TENSORVIZ_RECIPE_TIMEOUT": "3", "TENSORVIZ_WARMUP_TIMEOUT": "3", "TENSORVIZ_CATALOG_RELOAD_SECONDS": "1",
-           "TENSORVIZ_COMPUTE_BUDGET": '"1000000 per minute"'}
+           "TENSORVIZ_COMPUTE_BUDGET": '"1000000 per minute"', "TENSORVIZ_RECIPE_ASIDE_SECONDS": "5"}
     for name, redis in (("embedded (SQLite)", None), ("Redis", Redis())):
         settings = env | {"TENSORVIZ_STATE_PATH": str(folder / f"state-{redis is None}.sqlite3")}
         if redis is not None:
@@ -142,23 +148,42 @@ def main() -> None:
         try:
             booted = time.monotonic()
             with gunicorn("wsgi:app", settings) as base:
-                print_rows(name, drills(base, manifests, recipes, redis, booted))
+                drills(Rows(name), base, manifests, recipes, redis, booted)
         finally:
             if redis is not None:
                 redis.stop()
+    # The served defaults (a 120 s recipe timeout) on three web workers, behind one proxy hop the drills play.
+    three = {key: value for key, value in env.items() if "TIMEOUT" not in key} | {
+        "WEB_CONCURRENCY": "3", "TENSORVIZ_PROXY_FIX": "1", "TENSORVIZ_RETRAINING_COST": "1",
+        "TENSORVIZ_STATE_PATH": str(folder / "state-three.sqlite3")}
+    with gunicorn("wsgi:app", three) as base:
+        rows = Rows("three web workers, the default timeouts")
+        rows += retraining_drills(base)
+        rows += every_case_changed(base)
     shutil.rmtree(folder)
 
 
-def print_rows(name: str, rows: list) -> None:
-    print(f"[{name}]")
-    print(f"{'drill':42} {'what the client saw':88} recovered after")
-    for drill, saw, seconds in rows:
-        print(f"{drill:42} {saw[:88]:88} {seconds:6.1f} s")
+class Rows(list):
+    """The drills' rows, each printed as it comes (a drill that cannot recover stops the run: those before it show)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        print(f"[{name}]")
+        print(f"{'drill':42} {'what the client saw':88} recovered after", flush=True)
+
+    def append(self, row: tuple) -> None:
+        drill, saw, seconds = row
+        print(f"{drill:42} {saw[:88]:88} {seconds:6.1f} s", flush=True)
+        super().append(row)
+
+    def __iadd__(self, rows):
+        for row in rows:
+            self.append(row)
+        return self
 
 
-def drills(base: str, manifests: Path, recipes: Path, redis: "Redis | None", booted: float) -> list:
+def drills(rows: Rows, base: str, manifests: Path, recipes: Path, redis: "Redis | None", booted: float) -> None:
     """Run every drill against one server; the Redis drill only when the app uses one."""
-    rows = []
     until(lambda: run_ok(base), 180)  # the recipe worker is up
     first_run = time.monotonic() - booted
     until(lambda: request("GET", base + "/api/models/hangs")[0] == 404, 120)
@@ -186,6 +211,7 @@ def drills(base: str, manifests: Path, recipes: Path, redis: "Redis | None", boo
     waited = time.monotonic() - started
     recovery = until(lambda: run_ok(base), 120)
     rows.append((f"recipe hangs (answered after {waited:.1f} s)", f"{status} {message(body)}", recovery))
+    until(lambda: request("GET", base + "/api/models/slow")[0] == 200, 30)  # set aside for 5 s, then back
 
     # 3. a manifest corrupted on disk, then mended
     path = manifests / "bert" / "manifest.json"
@@ -202,9 +228,9 @@ def drills(base: str, manifests: Path, recipes: Path, redis: "Redis | None", boo
     if redis is not None:
         redis.stop()
         outage = [request("GET", base + p)[0] for p in ("/", "/models/bert", "/api/models/bert")]
-        status, _, body = request("POST", base + "/api/models/bert/runs",
-                                  json.dumps(json.loads(RUN) | {"mlm_positions": [1]}).encode())
-        during = f"pages {outage}, run {status} cached={json.loads(body).get('cached')}"
+        status, headers, body = request("POST", base + "/api/models/bert/runs",
+                                        json.dumps(json.loads(RUN) | {"mlm_positions": [1]}).encode())
+        during = f"pages {outage}, a new run {status} Retry-After {headers.get('Retry-After')}"
         redis.start()
 
         def cached_again() -> bool:
@@ -271,11 +297,19 @@ def drills(base: str, manifests: Path, recipes: Path, redis: "Redis | None", boo
         status, headers, body = request("POST", base + "/api/models/bert/verifications")
         waited = time.monotonic() - started
         redis.start()
-        saw = f"{status} {json.loads(body).get('status') or message(body)}, Location: {headers.get('Location')}"
+        saw = f"{status} Retry-After {headers.get('Retry-After')}: {message(body)[:50]}"
         rows.append((f"verification while Redis is down ({waited:.1f} s)", saw,
                      until(lambda: request("POST", base + "/api/models/gpt/verifications")[0] in (200, 202), 30)))
     rows += hostile_files(base, manifests, recipes)
     rows += hostile_requests(base)
+    rows += hang_drill(base)
+    rows += history_drill(base)
+    if redis is not None:  # 18. a retraining while Redis is down: refused, never admitted without a budget
+        redis.stop()
+        status, headers, body = request("POST", base + "/api/models/mlp/retrainings")
+        redis.start()
+        rows.append(("retraining while Redis is down", f"{status} Retry-After {headers.get('Retry-After')}: "
+                     f"{message(body)[:60]}", until(lambda: run_ok(base), 30)))
 
     # 15. a job polled while Redis is down: a 503 with Retry-After, never a 404 for a job that exists
     if redis is not None:
@@ -287,7 +321,6 @@ def drills(base: str, manifests: Path, recipes: Path, redis: "Redis | None", boo
         rows.append(("job polled while Redis is down", f"{status} Retry-After {headers.get('Retry-After')} "
                      f"{message(body) if status >= 400 else ''}", until(lambda: request(
                          "GET", base + location)[0] in (200, 404), 30)))
-    return rows
 
 
 def timed_get(base: str, path: str) -> tuple[int, float]:
@@ -342,6 +375,108 @@ def hostile_requests(base: str) -> list:
                    headers={"Content-Type": "application/x-www-form-urlencoded"})
     rows.append(("another site's page starts runs", f"GET {crossed[0]} {message(crossed[2])[:40]}; form POST "
                  f"{form[0]}", 0.0))
+    return rows
+
+
+def gpt_run(base: str) -> tuple[int, float]:
+    """A gpt run no cache has seen, and how long it took."""
+    body = json.dumps({"input_ids": [1 + next(FRESH) % 9, 2 + next(FRESH) % 7, 3, 4]}).encode()
+    started = time.monotonic()
+    return request("POST", base + "/api/models/gpt/runs", body)[0], time.monotonic() - started
+
+
+def hang_drill(base: str) -> list:
+    """Drill 16: gpt's runs while the slow model hangs (its run sleeps past the 3 s timeout): their usual time,
+    and the slow model set aside with the reason, then served again."""
+    usual = sorted(gpt_run(base)[1] for _ in range(3))[1]
+    hung = [threading.Thread(target=request, args=("POST", base + "/api/models/slow/runs",
+                                                   json.dumps(json.loads(RUN) | {"mlm_positions": [n]}).encode()))
+            for n in (1, 3)]
+    for thread in hung:
+        thread.start()
+    time.sleep(0.5)
+    status, during = gpt_run(base)
+    for thread in hung:
+        thread.join()
+    aside, headers, body = request("GET", base + "/api/models/slow")
+    back = until(lambda: request("GET", base + "/api/models/slow")[0] == 200, 30)
+    return [(f"gpt while a model hangs ({usual:.2f} s usually)", f"gpt {status} in {during:.2f} s; slow then {aside} "
+             f"Retry-After {headers.get('Retry-After')}: {message(body)[:40]}", back)]
+
+
+def history_drill(base: str) -> list:
+    """Drill 17: a history entry with NaN, and a reader's "passed" with the server's digest: a 400, and a claim
+    marked as the reader's."""
+    path = base + "/api/models/mlp/verifications/history"
+    entry = {"kind": "verification", "status": "passed", "revision": "1", "largest_deviation": 0.0, "values": 12,
+             "values_failed": 0, "digest": "0" * 64,
+             "environment": {"python": "3.11", "torch": "2.5", "numpy": "2", "os": "Linux", "cpu": "forged",
+                             "vector_extensions": ["avx2"], "cpu_capability": "AVX2", "torch_threads": 1,
+                             "device": "cpu"}}
+    nan = request("POST", path, json.dumps(entry | {"largest_deviation": "NaN"}).encode().replace(b'"NaN"', b"NaN"))
+    kept = request("POST", path, json.dumps(entry).encode())
+    shown = json.loads(kept[2]).get("reported_by") if kept[0] == 201 else message(kept[2])[:40]
+    return [("forged history entries", f"NaN {nan[0]}; a reader's 'passed' {kept[0]}, kept as reported_by={shown}",
+             0.0)]
+
+
+def every_case_changed(base: str) -> list:
+    """Drill 19: What if? (the options, then zeroing the first node that can be) on every recorded case of every
+    model: each answers 200, or a 400 that says why."""
+    seen: dict[int, int] = {}
+    slowest = (0.0, "")
+    for model in json.loads(request("GET", base + "/api/models")[2])["models"]:
+        slug = model["slug"]
+        if slug in ("slow", "hangs"):
+            continue
+        for case in json.loads(request("GET", base + f"/api/models/{slug}")[2])["experiment"]["cases"]:
+            started = time.monotonic()
+            body = json.dumps({"case": case["id"]}).encode()
+            status, _, options = request("POST", base + f"/api/models/{slug}/interventions/options", body, timeout=300)
+            nodes = [n for n, o in json.loads(options)["nodes"].items() if "zero" in o["actions"]] \
+                if status == 200 else []
+            if nodes:  # (a case whose run calls no module, the DDPM's forward chain, offers none)
+                change = {"case": case["id"], "interventions": [{"node": nodes[0], "action": "zero"}]}
+                status = request("POST", base + f"/api/models/{slug}/interventions", json.dumps(change).encode(),
+                                 timeout=300)[0]
+            seen[status] = seen.get(status, 0) + 1
+            slowest = max(slowest, (time.monotonic() - started, f"{slug} {case['id']}"))
+    return [("What if? on every recorded case", f"statuses {seen}; slowest {slowest[1]} in {slowest[0]:.1f} s",
+             0.0)]
+
+
+def retraining_drills(base: str) -> list:
+    """Drill 20: three readers (X-Forwarded-For, one proxy hop trusted) start three retrainings at once through three
+    web workers: one trains at a time on the machine; a stranger's cancel is refused, the starter's token cancels."""
+    def start(slug: str, reader: str, into: dict) -> None:
+        into[slug] = request("POST", base + f"/api/models/{slug}/retrainings", headers={"X-Forwarded-For": reader})
+
+    started: dict = {}
+    threads = [threading.Thread(target=start, args=(slug, f"192.0.2.{n}", started))
+               for n, slug in enumerate(("gcn", "mlp", "lenet"), start=1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    jobs = {slug: json.loads(body) for slug, (_, _, body) in started.items()}
+    most, began = 0, time.monotonic()
+    while time.monotonic() - began < 600:
+        states = [json.loads(request("GET", base + job["location"])[2]) for job in jobs.values()]
+        most = max(most, sum(job["state"] == "running" for job in states))
+        if all(job["state"] == "done" for job in states):
+            break
+        time.sleep(0.2)
+    ended = [job["report"]["status"] for job in states]
+    rows = [("three retrainings at once, three readers", f"{[s for s, _, _ in started.values()]}; at most {most} "
+             f"training at once; ended {ended}", time.monotonic() - began)]
+    status, _, body = request("POST", base + "/api/models/resnet/retrainings", headers={"X-Forwarded-For": "192.0.2.4"})
+    job = json.loads(body)
+    stranger = request("DELETE", base + job["location"], headers={"X-Forwarded-For": "192.0.2.5"})
+    starter = request("DELETE", base + job["location"], headers={"X-Forwarded-For": "192.0.2.4",
+                                                                 "Authorization": f"Bearer {job['cancel_token']}"})
+    until(lambda: json.loads(request("GET", base + job["location"])[2])["state"] == "done", 60)
+    rows.append(("a stranger cancels a retraining", f"stranger {stranger[0]}: {message(stranger[2])[:45]}; "
+                 f"starter {starter[0]}", 0.0))
     return rows
 
 

@@ -10,8 +10,9 @@ import time
 import pytest
 
 from app import create_app
-from app.domain.catalog import graph_document, load_catalog
+from app.domain.catalog import LiveCatalog, graph_document, load_catalog
 from app.domain.schema import ManifestError, validate_manifest
+from app.services.config import PROJECT_ROOT
 from app.services.extensions import models
 
 from .conftest import BERT_MANIFEST, bert_manifest, eventually
@@ -133,7 +134,6 @@ def test_a_recipe_s_readme_is_its_documentation_not_a_recipe_file(tmp_path):
     import shutil
 
     from app.domain.catalog import recipe_files
-    from app.services.config import PROJECT_ROOT
 
     from .conftest import CATALOG_SLUGS, GPT_RECIPE
 
@@ -183,3 +183,16 @@ def test_a_weights_declaration_that_says_nothing_true_makes_the_model_unavailabl
     toml.write_text(toml.read_text().replace('[weights]\nstate = "random"', f"[weights]\n{declaration}"))
     catalog = load_catalog(tree.manifests, tree.recipes)
     assert reason in catalog.unavailable["bert"].reason
+
+
+def test_a_model_set_aside_for_a_while_is_served_again_whatever_is_set_aside_meanwhile():
+    """A hang sets its model aside for a while, a recipe that cannot start until its files change: one set aside
+    after the other leaves the first's time as it was."""
+    live = LiveCatalog(PROJECT_ROOT / "manifests", PROJECT_ROOT / "recipes", interval=0)
+    live.set_aside("mlp", "a run of it did not finish in 120 s and was stopped", until=time.time() + 0.5)
+    live.set_aside("gcn", "warming it ran past 30 s (2 times in a row)")
+    assert {"mlp", "gcn"} <= set(live.current().unavailable) and "mlp" not in live.current().models
+    assert "set aside until" in live.current().unavailable["mlp"].reason
+    time.sleep(0.6)
+    assert "mlp" in live.current().models and "mlp" not in live.current().unavailable
+    assert "it is tried again when its files change" in live.current().unavailable["gcn"].reason

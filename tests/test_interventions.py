@@ -291,6 +291,67 @@ def test_an_output_the_recipe_writes_into_in_place_is_measured_as_its_module_mad
         assert torch.allclose(torch.tensor(answer["after"]), model.b(3 * made + 1), atol=1e-6)
 
 
+@pytest.mark.parametrize("window", [1, 700, 5000])  # bytes: an output a window, a few, most of the run
+def test_a_run_too_large_for_one_window_is_measured_a_window_at_a_time_as_if_whole(monkeypatch, window):
+    """A run whose outputs pass WINDOW_BYTES (the DDPM's held-out split: 2.1 GB) is measured a window at a time,
+    each made again from the seed: the answer, the effects and the outline are those of the run measured whole,
+    and no window's run is kept for the next change."""
+    from app.compute import intervene as module
+    from app.domain.lru import SizedLRU
+
+    entry = recipe_module(GPT_RECIPE, "lab").live_run
+    here, there = {"input_ids": [1, 5, 7, 3, 2, 9]}, {"input_ids": [2, 2, 9, 4, 4, 1]}
+    steps = [[Step(node="h.0.mlp", action="scale", factor=3.0, target="h.0.mlp", on="output")],
+             [Step(node="h.1.attn", action="patch", source=0, target="h.1.attn", on="output")]]
+    whole = [module.intervene(entry, here, each, [there], 0, "GPT") for each in steps]
+    outline = module.outlines(entry, [here, there], 0, "GPT")
+    monkeypatch.setattr(module, "WINDOW_BYTES", window)
+    _, first = module.window_run(entry, here, 0, "GPT", 0)
+    assert first.rest is not None and first.bytes() <= max(window, first.parts[0].nbytes)
+    kept_runs = SizedLRU(1 << 26)
+    for each, measured in zip(steps, whole, strict=True):
+        windowed = module.intervene(entry, here, each, [there], 0, "GPT", kept_runs, "here")
+        assert windowed["before"] == measured["before"] and windowed["after"] == measured["after"]
+        assert windowed["effects"].keys() == measured["effects"].keys()
+        for node, moved in measured["effects"].items():  # the same squares, summed in blocks of another size
+            assert windowed["effects"][node] == pytest.approx(moved, rel=1e-6, abs=1e-12), node
+    assert max(whole[0]["effects"].values()) > 0 and len(kept_runs) == 0
+    zeroed = module.intervene(entry, here, [Step(node="h.0.mlp", action="zero", target="h.0.mlp", on="output")],
+                              [], 0, "GPT")
+    assert zeroed["effects"]["h.0.mlp"] == 1.0  # each window's change summed as its baseline was
+    assert module.outlines(entry, [here, there], 0, "GPT", kept_runs, ["here", "there"]) == outline
+    assert len(kept_runs) == 0
+
+
+def test_an_output_written_into_in_place_is_measured_as_made_in_every_window(monkeypatch):
+    """A window made again copies outputs that the recipe writes into in place, as a whole run does."""
+    from app.compute import intervene as module
+
+    class Shifted(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.a(x)
+            y.add_(1.0)
+            return self.b(y)
+
+    torch.manual_seed(0)
+    model, x = Shifted().eval(), torch.randn(2, 3)
+
+    @torch.no_grad()
+    def entry() -> list:
+        return [model(x).tolist(), model(2 * x).tolist()]
+
+    scale = [Step(node="a", action="scale", factor=3.0, target="a", on="output")]
+    whole = module.intervene(entry, {}, scale, [], 0, "Shifted")
+    monkeypatch.setattr(module, "WINDOW_BYTES", 1)
+    windowed = module.intervene(entry, {}, scale, [], 0, "Shifted")
+    assert windowed["after"] == whole["after"] and windowed["effects"]["a"] == pytest.approx(2.0)
+    assert windowed["effects"] == pytest.approx(whole["effects"], rel=1e-6)
+
+
 def test_a_recipes_own_hooks_see_the_changed_output_and_torch_is_left_as_it_was():
     """A run's calls pass through a wrapper of torch's `Module._call_impl`, not global hooks: a recipe that
     captures a module's output with a hook of its own (attention maps) captures the changed output, input

@@ -195,6 +195,73 @@ def test_a_recipe_that_hangs_at_start_is_set_aside_and_holds_no_other_run(tmp_pa
         parts(other).pool.shutdown()
 
 
+# bert's lab, whose live run never ends on an input that starts with 7 (its warm-up and its other runs are sound).
+RUN_HANGS = (PROJECT_ROOT / "recipes" / "bert" / "lab.py").read_text() + """
+
+_live_run = live_run
+
+
+def live_run(input_ids, *args, **kwargs):
+    if input_ids[:1] == [7]:
+        import time
+
+        time.sleep(3600)
+    return _live_run(input_ids, *args, **kwargs)
+"""
+BERT_RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
+
+
+def test_a_run_that_hangs_costs_only_its_own_model(tmp_path):
+    """Two runs of a model hang in a web process with one recipe worker: another model's run answers while they
+    still hang (it waits behind another model's run for RECIPE_PATIENCE at most, then takes a worker of its own);
+    past RECIPE_TIMEOUT the hung run is killed (504), the model set aside with the reason in this process and
+    another (503 with Retry-After, its waiting run refused rather than hung in turn), and served again after
+    RECIPE_ASIDE_SECONDS."""
+    import threading
+
+    tree = ModelTree(tmp_path)
+    tree.add("bert")
+    tree.add("hangs", lab_py=RUN_HANGS)
+    config = type("Hangs", (TestConfig,), tree.config(RECIPE_WORKERS=1, RECIPE_QUEUE=4, RECIPE_TIMEOUT=8.0,
+                                                      RECIPE_ASIDE_SECONDS=6.0, STATE_PATH=str(tmp_path / "s.sqlite3")))
+    app, other = create_app(config), create_app(config)
+    client = app.test_client()
+    hung = BERT_RUN | {"input_ids": [7, 4, 3, 2, 6, 2]}
+    answers: list = []
+    try:
+        assert client.post("/api/models/hangs/runs", json=BERT_RUN).status_code == 200  # sound on other inputs
+        threads = [threading.Thread(target=lambda body=body: answers.append(
+            client.post("/api/models/hangs/runs", json=body))) for body in (hung, hung | {"mlm_positions": [3]})]
+        for thread in threads:
+            thread.start()
+            time.sleep(0.5)
+        began = time.monotonic()
+        other_model = client.post("/api/models/bert/runs", json=BERT_RUN)
+        took = time.monotonic() - began
+        assert other_model.status_code == 200, other_model.get_json()
+        assert not answers and all(t.is_alive() for t in threads), "bert's run waited for the hung runs"
+        for thread in threads:
+            thread.join(30)
+        statuses = sorted(a.status_code for a in answers)
+        assert statuses == [503, 504], [a.get_json() for a in answers]
+        refused = next(a for a in answers if a.status_code == 503)  # waited behind its own model, then refused
+        assert int(refused.headers["Retry-After"]) > 0 and "set aside" in refused.get_json()["error"]["message"]
+        for each in (client, other.test_client()):  # told through the store to the process that never ran it
+            aside = eventually(lambda each=each: each.get("/api/models/hangs"), lambda r: r.status_code == 503)
+            assert "did not finish in 8 s and was stopped" in aside.get_json()["error"]["message"]
+            assert int(aside.headers["Retry-After"]) <= 6
+            assert each.post("/api/models/bert/runs", json=BERT_RUN).status_code == 200
+        listed = {u["slug"]: u["reason"] for u in client.get("/api/models").get_json()["unavailable"]}
+        assert "set aside until" in listed["hangs"]
+        back = eventually(lambda: client.post("/api/models/hangs/runs", json=BERT_RUN), lambda r: r.status_code == 200,
+                          seconds=15)
+        assert back.get_json()["cached"] is True or back.status_code == 200
+        assert took < 8  # (the hung runs' timeout: bert's answer came well before it)
+    finally:
+        parts(app).pool.shutdown()
+        parts(other).pool.shutdown()
+
+
 def test_a_pool_counts_a_warm_up_that_kills_its_process_against_its_recipe(tmp_path):
     recipe = tmp_path / "dies"
     recipe.mkdir()

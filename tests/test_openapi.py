@@ -58,6 +58,24 @@ def test_every_api_route_is_described(client):
         assert methods == set(document["paths"][path]), path
 
 
+def test_every_operation_documents_what_it_answers_when_busy(client):
+    """A busy server (a spent budget, full workers, a store or queue out of reach, a run or a proxy out of time)
+    answers statuses any operation may meet: each is documented on every operation, those that say when to ask
+    again with their Retry-After header."""
+    document = client.get("/api/openapi.json").get_json()
+    components = document["components"]["responses"]
+    walked = 0
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            for status in ("429", "503", "504"):
+                assert status in operation["responses"], f"{method.upper()} {path} does not document {status}"
+                answer = operation["responses"][status]
+                answer = components[answer["$ref"].rsplit("/", 1)[-1]] if "$ref" in answer else answer
+                assert "Retry-After" in answer.get("headers", {}), f"{method.upper()} {path}: {status} lacks it"
+            walked += 1
+    assert walked > 40  # every model's lab operations too (46 in all), not the fixed routes alone
+
+
 def test_each_fixed_route_declares_its_own_operation(client):
     """The document's fixed paths are made from the routes (openapi.documented on each view), not listed beside them:
     every /api view but the lab's one route carries its operation, and openapi.py names no path of them."""

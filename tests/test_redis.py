@@ -121,7 +121,10 @@ def test_the_compute_budget_is_shared(redis_url):
     assert statuses == [200, 200, 200, 429]
 
 
-def test_stopping_redis_degrades_to_uncached_and_recovers():
+def test_while_redis_is_down_pages_and_kept_answers_are_served_and_nothing_starts_without_a_budget():
+    """An outage degrades: pages, manifests and the answers this process holds are served, but a run, a
+    verification or a retraining, whose client's budget cannot be counted, is refused with 503 and Retry-After
+    rather than started without one; it all comes back with Redis."""
     server = RedisServer()
     server.start()
     app = instance(server.url)
@@ -132,8 +135,11 @@ def test_stopping_redis_degrades_to_uncached_and_recovers():
         server.stop()
         for path in ("/", "/models/bert", "/api/models/bert"):
             assert client.get(path).status_code == 200
-        during = client.post("/api/models/bert/runs", json=RUN)
-        assert during.status_code == 200 and during.get_json()["cached"] is False  # recomputed, not lost
+        for path, body in (("/api/models/bert/runs", RUN | {"mlm_positions": [3]}),
+                           ("/api/models/gpt/verifications", None), ("/api/models/mlp/retrainings", None)):
+            refused = client.post(path, json=body)
+            assert refused.status_code == 503 and int(refused.headers["Retry-After"]) > 0, path
+            assert "compute budget cannot be reached" in refused.get_json()["error"]["message"]
         assert client.post("/api/models/bert/verifications/latest").status_code == 405
         server.start()
         client.post("/api/models/bert/runs", json=RUN)
@@ -144,35 +150,35 @@ def test_stopping_redis_degrades_to_uncached_and_recovers():
             server.stop()
 
 
-def test_a_verification_while_redis_is_down_answers_its_report_never_a_location_that_will_not_resolve():
-    """The job cannot be kept where a poll would find it: the request waits for the report; once Redis is back,
-    jobs are promised with a Location that resolves again, and the latest report made meanwhile is there for
-    every instance."""
+def test_an_answer_finished_during_an_outage_is_held_served_and_written_back(monkeypatch):
+    """A run admitted before Redis went down finishes during the outage: its answer is held by the process that
+    made it, served to that process's next request, and written to Redis when it answers again, for every
+    instance."""
+    from app.services import runs
+
     server = RedisServer()
     server.start()
     app = instance(server.url)
     client = app.test_client()
-    try:
+    started = runs.run
+
+    def outage_meanwhile(call):
         server.stop()
-        answers = [client.post("/api/models/bert/verifications") for _ in range(3)]  # VERIFY_WAIT is 0 here
-        assert [a.status_code for a in answers] == [200] * 3, [a.get_json() for a in answers]
-        assert all(a.get_json()["status"] == "passed" and "Location" not in a.headers for a in answers)
-        latest = client.get("/api/models/bert/verifications/latest")
-        assert latest.status_code == 200 and latest.get_json()["started_at"] == answers[-1].get_json()["started_at"]
+        return started(call)
+
+    try:
+        monkeypatch.setattr(runs, "run", outage_meanwhile)
+        made = client.post("/api/models/bert/runs", json=RUN)
+        assert made.status_code == 200 and made.get_json()["cached"] is False
+        monkeypatch.setattr(runs, "run", started)
+        held = client.post("/api/models/bert/runs", json=RUN)  # no budget needed: nothing starts
+        assert held.status_code == 200 and held.get_json()["cached"] is True
         server.start()
+        client.get("/api/models/bert/verifications/latest")  # the store's first answer writes back
         other = instance(server.url)
-        assert other.test_client().get("/api/models/bert/verifications/latest").status_code == 404
-        started = client.post("/api/models/gpt/verifications")  # the first answer of the store writes back
-        assert started.status_code == 202
-        for _ in range(300):
-            polled = client.get(started.headers["Location"])
-            assert polled.status_code == 200
-            if polled.get_json()["state"] == "done":
-                break
-            time.sleep(0.1)
-        assert polled.get_json()["report"]["status"] == "passed"
-        kept = other.test_client().get("/api/models/bert/verifications/latest")
-        assert kept.status_code == 200 and kept.get_json()["started_at"] == answers[-1].get_json()["started_at"]
+        kept = other.test_client().post("/api/models/bert/runs", json=RUN)
+        assert kept.status_code == 200 and kept.get_json()["cached"] is True
+        parts(other).pool.shutdown()
     finally:
         parts(app).pool.shutdown()
         if server.process.poll() is None:

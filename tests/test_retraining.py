@@ -2,6 +2,7 @@
 cancelled, stopped at its time limit, paid for from the client's budget, and its weights compared tensor by tensor
 with the stored ones (a changed weight file fails by the tensor's name)."""
 
+import itertools
 import time
 from pathlib import Path
 
@@ -170,24 +171,109 @@ def test_a_changed_weight_file_fails_by_the_tensors_name(tree, tree_app):
     assert report["largest_difference"] == pytest.approx(0.5, abs=1e-5)
 
 
+def bearer(started) -> dict:
+    """The header that cancels a retraining: its start's cancel token."""
+    return {"Authorization": f"Bearer {started.get_json()['cancel_token']}"}
+
+
 def test_a_retraining_can_be_cancelled_and_is_then_not_kept(tree, tree_app):
     tree.copy(LENET)
     client = tree_app().test_client()
-    location = client.post(f"/api/models/{LENET}/retrainings").headers["Location"]
+    started = client.post(f"/api/models/{LENET}/retrainings")
+    location = started.headers["Location"]
     running = poll(client, location, until=lambda job: job["progress"] is not None)[-1]
     assert running["state"] == "running" and running["progress"]["curves"][0]["metrics"]["test_accuracy"]
-    cancelled = client.delete(location)
+    assert "cancel_token" not in running  # given once, to its starter, never to a poller
+    cancelled = client.delete(location, headers=bearer(started))
     assert cancelled.status_code == 202 and cancelled.headers["Location"] == location
     report = poll(client, location, seconds=30)[-1]["report"]
     assert report["status"] == "cancelled" and report["message"] == "the retraining was cancelled"
     assert 0 < len(report["curves"][0]["loss"]) < 50  # as far as it got
-    again = client.delete(location)
+    again = client.delete(location, headers=bearer(started))
     assert again.status_code == 409 and "ended already (cancelled)" in again.get_json()["error"]["message"]
     assert not [line for line in trainers() if str(tree.recipes) in line]
     fresh = client.post(f"/api/models/{LENET}/retrainings")  # a cancelled retraining is no answer to keep
     assert fresh.status_code == 202 and fresh.get_json()["id"] != running["id"]
-    client.delete(fresh.headers["Location"])
+    client.delete(fresh.headers["Location"], headers=bearer(fresh))
     poll(client, fresh.headers["Location"], seconds=30)
+
+
+def from_address(app, address: str):
+    """A test client of another reader: requests from `address`."""
+    client = app.test_client()
+    client.environ_base["REMOTE_ADDR"] = address
+    return client
+
+
+def test_only_the_client_that_started_a_retraining_can_cancel_it(tree, tree_app):
+    """A reader who joins a retraining learns its id but not its cancel token: without the starter's token a DELETE
+    is a 403 and the training goes on; with it, it stops."""
+    tree.copy(LENET)
+    app = tree_app()
+    starter, stranger = app.test_client(), from_address(app, "192.0.2.7")
+    started = starter.post(f"/api/models/{LENET}/retrainings")
+    joined = stranger.post(f"/api/models/{LENET}/retrainings")
+    assert joined.status_code == 202 and joined.get_json()["id"] == started.get_json()["id"]
+    assert "cancel_token" not in joined.get_json() and len(started.get_json()["cancel_token"]) >= 32
+    location = started.headers["Location"]
+    for headers in ({}, {"Authorization": "Bearer " + "A" * 32}, {"Authorization": "Basic c3RyYW5nZXI="}):
+        refused = stranger.delete(location, headers=headers)
+        assert refused.status_code == 403, headers
+        assert refused.get_json()["error"]["message"].startswith("only the client that started this retraining")
+    assert stranger.get(location).get_json()["state"] != "done"
+    assert starter.delete(location, headers=bearer(started)).status_code == 202
+    assert poll(starter, location, seconds=30)[-1]["report"]["status"] == "cancelled"
+
+
+def test_retrainings_take_turns_on_the_machine_whichever_process_takes_them(tree, tree_app):
+    """Three readers start three retrainings through three web processes of one machine (three apps, one shared
+    state): one trains at a time, the others wait queued, and each ends with its report."""
+    for slug in (GCN, MLP, LENET):
+        tree.copy(slug)
+    state = str(tree.manifests.parent / "state.sqlite3")
+    apps = [tree_app(STATE_PATH=state) for _ in range(3)]
+    readers = [from_address(app, f"192.0.2.{n}") for n, app in enumerate(apps, start=1)]
+    started = [reader.post(f"/api/models/{slug}/retrainings")
+               for reader, slug in zip(readers, (LENET, GCN, MLP), strict=True)]
+    assert [answer.status_code for answer in started] == [202] * 3
+    locations = [answer.headers["Location"] for answer in started]
+    most, states = 0, set()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        jobs = [reader.get(location).get_json() for reader, location in zip(readers, locations, strict=True)]
+        states |= {job["state"] for job in jobs}
+        running = [job for job in jobs if job["state"] == "running"]
+        most = max(most, len(running), len([line for line in trainers() if str(tree.recipes) in line]))
+        if all(job["state"] == "done" for job in jobs):
+            break
+        time.sleep(0.05)
+    assert most == 1 and "queued" in states
+    assert [job["report"]["status"] for job in jobs] == ["passed"] * 3
+    # Starts are in the order the places freed: no two trained at once.
+    spans = sorted((job["started_at"], job["finished_at"]) for job in jobs)
+    assert all(earlier[1] <= later[0] for earlier, later in itertools.pairwise(spans))
+
+
+
+def test_a_queued_retraining_cancelled_before_its_turn_never_trains(tree, tree_app):
+    tree.copy(LENET)
+    tree.copy(GCN)
+    app = tree_app()
+    first, second = app.test_client(), from_address(app, "192.0.2.9")
+    training = first.post(f"/api/models/{LENET}/retrainings")
+    poll(first, training.headers["Location"], until=lambda job: job["state"] == "running")
+    again = first.post(f"/api/models/{GCN}/retrainings")  # the same reader, another model: one start at a time
+    assert again.status_code == 429 and "one at a time per client" in again.get_json()["error"]["message"]
+    queued = second.post(f"/api/models/{GCN}/retrainings")
+    assert second.get(queued.headers["Location"]).get_json()["state"] == "queued"
+    assert second.delete(queued.headers["Location"], headers=bearer(queued)).status_code == 202
+    report = poll(second, queued.headers["Location"], seconds=30)[-1]["report"]
+    assert report["status"] == "cancelled" and report["message"] == "cancelled while it waited for a place to train"
+    assert report["curves"] == [] and "environment" not in report
+    validator(RetrainingReport).validate_python(report, strict=True)
+    assert first.get(training.headers["Location"]).get_json()["state"] == "running"
+    first.delete(training.headers["Location"], headers=bearer(training))
+    poll(first, training.headers["Location"], seconds=30)
 
 
 def test_a_retraining_past_its_time_limit_is_stopped(tree, tree_app):
@@ -200,20 +286,21 @@ def test_a_retraining_past_its_time_limit_is_stopped(tree, tree_app):
     assert client.post(f"/api/models/{GCN}/retrainings").status_code == 202  # an error is not kept
 
 
-def test_a_retraining_spends_its_declared_cost_of_the_budget(tree, tree_app):
+def test_a_retraining_spends_its_declared_cost_of_the_budget_however_it_ends(tree, tree_app):
+    """Each start spends RETRAINING_COST, a cancelled one too: starting and cancelling cannot keep the CPU busy."""
     tree.copy(GCN)
     tree.copy(MLP)
     client = tree_app(COMPUTE_BUDGET="30 per minute", RETRAINING_COST=20).test_client()
     started = client.post(f"/api/models/{MLP}/retrainings")
     assert started.status_code == 202
     assert client.post(f"/api/models/{MLP}/retrainings").status_code == 202  # joining it spends nothing
+    client.delete(started.headers["Location"], headers=bearer(started))
+    assert poll(client, started.headers["Location"], seconds=30)[-1]["report"]["status"] == "cancelled"
     refused = client.post(f"/api/models/{GCN}/retrainings")  # 20 of 30 spent: another 20 would pass the budget
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) > 0
     assert "(this costs 20)" in refused.get_json()["error"]["message"]
     # The refusal spent nothing: what is left serves runs of one.
     assert client.post(f"/api/models/{GCN}/verifications").status_code in (200, 202)
-    client.delete(started.headers["Location"])
-    poll(client, started.headers["Location"], seconds=30)
 
     never = tree_app(COMPUTE_BUDGET="10 per minute", RETRAINING_COST=20).test_client()
     answer = never.post(f"/api/models/{GCN}/retrainings")

@@ -75,8 +75,10 @@ def _poll(result, timeout: float, every: float = POLL_SECONDS) -> tuple[dict | N
 class CeleryExecutor:
     """Sends recipe runs to the compute tier's queue and waits for each reply."""
 
-    def __init__(self, broker: str, backend: str | None, timeout: float, queue: int, memory_mb: int) -> None:
+    def __init__(self, broker: str, backend: str | None, timeout: float, queue: int, memory_mb: int,
+                 on_hang: Callable[[str], None] | None = None) -> None:
         self.timeout = timeout
+        self._on_hang = on_hang  # told of a run that ran past its time limit (its recipe is set aside for a while)
         self.capacity = queue
         self.celery = Celery("tensorviz-web")
         self.celery.conf.update(options(broker, backend, timeout, memory_mb))
@@ -97,6 +99,10 @@ class CeleryExecutor:
     def release(self) -> None:
         pass
 
+    def set_aside(self, folder: str, reason: str, until: float | None = None) -> None:
+        """Nothing here: the compute workers warm no recipe ahead, and a model set aside is refused before its runs
+        reach the queue (the catalog lists it unavailable in every web process)."""
+
     def run(self, call: RecipeCall) -> Reply:
         """Send the call to the queue and wait for a worker's reply, saying truly what happened when none comes:
         no worker took it (the queue's wait), it ran past its time limit, or the worker that took it was lost."""
@@ -107,13 +113,16 @@ class CeleryExecutor:
         finally:
             self._sent()
         try:
-            reply = self._wait(result)
+            answered = outcome(read_reply(self._wait(result)), call)
+        except RecipeTimeout:
+            if self._on_hang is not None:
+                self._on_hang(str(call.recipe_dir))
+            raise
         finally:
             try:
                 result.forget()
             except (*UNREACHABLE, RuntimeError):
                 pass
-        answered = outcome(read_reply(reply), call)
         if call.keep_run is not None:
             self._keep(call)
         return answered

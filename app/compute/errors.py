@@ -21,9 +21,24 @@ class ComputeUnavailable(RecipeError):
     """The compute tier cannot take the run now (its queue cannot be reached): nothing was started."""
 
 
+class RecipeSetAside(RecipeError):
+    """The recipe is set aside for a while (a run of it hung and was stopped): nothing was started. `retry_after`:
+    the seconds until it is tried again."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class RecipeRefused(RecipeError):
     """The recipe refused the request (400, the message names the field) or cannot serve it (503)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether a run stopped for want of memory (the recipe process's bound, RECIPE_MEMORY_MB): the process's
+    limit, never the request's fault, however the allocation that failed was made."""
+    return isinstance(exc, MemoryError) or isinstance(exc, RuntimeError) and "alloc" in str(exc).lower()

@@ -27,6 +27,10 @@ class Executor(Protocol):
         """Train the recipe again (compute/retraining.py), telling `progressed` its curves as they grow and asking
         `cancelled` meanwhile: the trainer's reply."""
 
+    def set_aside(self, folder: str, reason: str, until: float | None = None) -> None:
+        """This recipe cannot start (warm it no more), or its runs hang (refuse them till the epoch time `until`),
+        where this executor holds its runs."""
+
     def prestart(self, warmups: list[Warmup] | None = None) -> None:
         """Start what runs recipes ahead of the first run, where this executor starts anything."""
 

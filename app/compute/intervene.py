@@ -8,6 +8,7 @@ graph; what only a run can tell (a node this input never reaches, a patch source
 the module's count) is refused here with status 400 and the field at fault.
 """
 
+import functools
 import gc
 import itertools
 import json
@@ -16,7 +17,6 @@ import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from functools import cached_property
 from typing import Any
 
 import torch
@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from ..domain.lru import SizedLRU
 from ..domain.steps import Step
+from .errors import out_of_memory
 from .process import manual_seed
 
 EPSILON = 1e-12  # below this norm an output counts as zero when its change is measured
@@ -31,6 +32,11 @@ EPSILON = 1e-12  # below this norm an output counts as zero when its change is m
 # sampler's outputs held to the end (tens of MB) cost more in fresh pages than the arithmetic done in them, and a
 # chunk too small pays a call into torch for a few outputs; the DDPM's change costs least about here.
 CHUNK = 1 << 17
+# The most a plain run's outputs are held at once (its Baseline). A run that makes more (the DDPM's held-out split:
+# 2.1 GB over 3,838 calls; the Transformer's, decoded step by step: 424 MB) is measured a window at a time, each
+# window's outputs made again from the seed and the changed run made again beside them, so that a change to any
+# recorded case answers within a recipe process's memory bound (RECIPE_MEMORY_MB), in a few more runs.
+WINDOW_BYTES = 192 * 2**20
 # A run that calls its model more than once (a sampler's steps, a generation's tokens) meets each node again in
 # every call: the k-th time is kept as `<node>|<k>` (k ≥ 1) beside the first, and measured with it.
 AGAIN = "|"
@@ -56,6 +62,11 @@ class Refused(ValueError):
 class GaveUp(BaseException):
     """A run kept ahead of need stopped between two module calls (a task came, or its outputs outgrew what
     may be kept). Not an Exception: a recipe that catches every error still cannot finish the run."""
+
+
+class PastWindow(BaseException):
+    """A run made again for one window of its outputs (WINDOW_BYTES) stopped once past it: what follows is another
+    window's. Not an Exception, as GaveUp."""
 
 
 # Every module's name in its outermost model, kept while the module lives (a recipe's cached checkpoint
@@ -142,18 +153,33 @@ class Kept:
     intervention on a model of many small modules), each with its version: `intact()` tells whether the
     recipe wrote into one of them in place later in the run, and then the run is made again with copies."""
 
-    def __init__(self, copy: bool) -> None:
+    def __init__(self, copy: bool, first: int = 0, most: int | None = None, stop: bool = False) -> None:
         self.copy = copy
         self.tensors: dict[str, Tensor] = {}
         self.versions: list[tuple[Tensor, int]] = []
         self.bytes = 0
         self.seen: dict[str, int] = {}  # how many times each key was kept: its next occurrence
+        # A window of the run: its outputs from the `first`-th on (counted as they come), while they hold at most
+        # `most` bytes; `rest` is the first one past it, None when the window reached the run's end.
+        self.first, self.most = first, most
+        self.stop = stop  # PastWindow once past it: the run's result is not wanted
+        self.count = 0
+        self.rest: int | None = None
 
     def keep(self, key: str, tensor: Tensor) -> None:
         count = self.seen.get(key, 0)
         self.seen[key] = count + 1
         if count:
             key = occurrence(key, count)
+        index = self.count
+        self.count += 1
+        if index < self.first or self.rest is not None:
+            return
+        if self.most is not None and self.tensors and self.bytes + tensor.nbytes > self.most:
+            self.rest = index
+            if self.stop:
+                raise PastWindow
+            return
         if tensor.requires_grad:  # a recipe that differentiates: its graph is not kept alive with the value
             tensor = tensor.detach()
         if self.copy or tensor.is_inference():  # an inference tensor keeps no version to watch
@@ -167,12 +193,13 @@ class Kept:
         return all(tensor._version == version for tensor, version in self.versions)
 
 
-def until_intact(run: Callable[[Kept], Any], seed: int) -> tuple[Any, Kept]:
-    """`run` from the seed keeping tensors as they are; again from the seed, copying them, if one was written
-    into in place. Each run starts from the seed, as a plain run does: sampling draws the same."""
+def until_intact(run: Callable[[Kept], Any], seed: int, first: int = 0, most: int | None = None) -> tuple[Any, Kept]:
+    """`run` from the seed keeping tensors as they are (those of the window `first`, `most`: Kept, which stops a
+    run past a window that is not its first); again from the seed, copying them, if one was written into in place.
+    Each run starts from the seed, as a plain run does: sampling draws the same."""
     for copy in (False, True):
         manual_seed(torch, seed)
-        kept = Kept(copy)
+        kept = Kept(copy, first, most, stop=first > 0)
         result = run(kept)
         if kept.intact():  # copies are never watched: a run that copies is always intact
             break
@@ -287,9 +314,11 @@ def hooked(on_input: Callable | None, on_output: Callable, root: str):
 
 
 def run_recording(function: Callable, args: dict, seed: int, root: str, wanted: Callable[[str], bool],
-                  inputs: set[str], give_up: Callable[[Kept], bool] | None = None) -> tuple:
-    """The entry's result from the seed, and the outputs of every node `wanted` names (the inputs of those in
-    `inputs`); GaveUp where `give_up`, asked after every module's output, says so."""
+                  inputs: set[str], give_up: Callable[[Kept], bool] | None = None, first: int = 0,
+                  most: int | None = None) -> tuple:
+    """The entry's result from the seed, the outputs of every node `wanted` names (the inputs of those in
+    `inputs`) in the window `first`, `most` (Kept), and the first output past that window (None: none is);
+    GaveUp where `give_up`, asked after every module's output, says so."""
     def run(seen: Kept) -> Any:
         def on_input(module, node, call_args):
             if node in inputs and call_args and isinstance(call_args[0], Tensor):
@@ -303,10 +332,13 @@ def run_recording(function: Callable, args: dict, seed: int, root: str, wanted: 
                 raise GaveUp(node)
 
         with hooked(on_input if inputs else None, on_output, root):
-            return function(**args)
+            try:
+                return function(**args)
+            except PastWindow:
+                return None
 
-    result, seen = until_intact(run, seed)
-    return result, seen.tensors
+    result, seen = until_intact(run, seed, first, most)
+    return result, seen.tensors, seen.rest
 
 
 def end_to_end(tensors: list[Tensor]) -> Tensor:
@@ -332,6 +364,29 @@ def squares_by_part(values: Tensor, lengths: Tensor, block: int) -> Tensor:
     return torch.segment_reduce(squares, "sum", lengths=lengths)
 
 
+SQUARED_AT_ONCE = 1 << 22  # values: the scratch a baseline's norms take (16 MB of float32), not a copy of it all
+
+
+def summed_squares(values: Tensor, sizes: list[int], lengths: Tensor, block: int) -> list[float]:
+    """Each part's squared norm (parts `sizes` long, laid end to end in `values`), summed whole parts at a time in
+    a scratch of about SQUARED_AT_ONCE values (a part's sum depends on its values alone: squares_by_part), each
+    group in float64 where its precision's range is passed."""
+    squares: list[float] = []
+    first = start = 0
+    while first < len(sizes):
+        last, end = first + 1, start + sizes[first]
+        while last < len(sizes) and end + sizes[last] - start <= SQUARED_AT_ONCE:
+            end += sizes[last]
+            last += 1
+        chunk, counted = values[start:end], lengths[first:last]
+        summed = squares_by_part(chunk.clone(), counted, block)
+        if not bool(torch.isfinite(summed).all()):
+            summed = squares_by_part(chunk.double(), counted, block)
+        squares += summed.double().tolist()
+        first, start = last, end
+    return squares
+
+
 def block_of(sizes: list[int]) -> int:
     """The largest block of at most 32 values that every size is a whole number of."""
     whole = math.gcd(*sizes) if sizes else 1
@@ -354,12 +409,27 @@ class Baseline:
     lengths: Tensor  # each output's number of blocks
     block: int  # values a block: every output is a whole number of them
     owners: list[str]  # each output's node
+    rest: int | None = None  # a window of a run (WINDOW_BYTES): the first of its outputs past it; None: the whole run
 
     @classmethod
-    def of(cls, outputs: dict[str, Tensor], keys: list[str] | None = None) -> "Baseline":
+    def of(cls, outputs: dict[str, Tensor], keys: list[str] | None = None, consume: bool = False,
+           rest: int | None = None) -> "Baseline":
+        """The baseline of a run's outputs; `consume`: the outputs are the caller's to give up, and each leaves
+        `outputs` as it is copied, so that a run of many calls (a held-out split decoded step by step: 445 MB) is
+        held once while it is laid out, not twice."""
         if keys is None:
             keys = [key for key, tensor in outputs.items() if tensor.is_floating_point()]
-        return cls.laid(keys, end_to_end([outputs[key] for key in keys]), [outputs[key].shape for key in keys])
+        shapes = [outputs[key].shape for key in keys]
+        if not consume:
+            return cls.laid(keys, end_to_end([outputs[key] for key in keys]), shapes)
+        dtype = functools.reduce(torch.promote_types, [outputs[key].dtype for key in keys]) if keys else torch.float32
+        values = torch.empty(sum(math.prod(shape) for shape in shapes), dtype=dtype)
+        start = 0
+        for key in keys:
+            tensor = outputs.pop(key)
+            values[start:start + tensor.numel()].copy_(tensor.reshape(-1))
+            start += tensor.numel()
+        return replace(cls.laid(keys, values, shapes), rest=rest)
 
     @classmethod
     def laid(cls, keys: list[str], values: Tensor, shapes: list[torch.Size],
@@ -374,10 +444,7 @@ class Baseline:
         block = block_of(sizes)
         lengths = torch.tensor(sizes, dtype=torch.long) // block
         if squares is None:
-            summed = squares_by_part(values.clone(), lengths, block) if keys else torch.zeros(0)
-            if not bool(torch.isfinite(summed).all()):  # past its precision's range: in float64
-                summed = squares_by_part(values.double(), lengths, block)
-            squares = summed.double().tolist()
+            squares = summed_squares(values, sizes, lengths, block)
         places: dict[str, list[int]] = {}
         owners = []
         for at, key in enumerate(keys):
@@ -389,7 +456,7 @@ class Baseline:
         return cls(keys, values, [torch.Size(shape) for shape in shapes], squares, places,
                    [0, *itertools.accumulate(sizes)], lengths, block, owners)
 
-    @cached_property
+    @functools.cached_property
     def parts(self) -> list[Tensor]:
         """Each output, shaped: views of the values, made when first asked for (a patch's source, a run measured
         again): a view costs a call into torch, and a run of 139 module calls is kept without them."""
@@ -406,11 +473,10 @@ class Baseline:
             return None
         return {key: part for key, part in zip(self.keys, self.parts, strict=True) if node_of(key) in nodes}
 
-    def relative(self, measured: list[int], moved: list[float]) -> dict[str, float]:
-        """Each node's ||after - before|| / ||before|| (0 where it did not move) over the outputs `measured` (places
-        in `keys`), `moved` their squared changes: a node met in several calls of the model (a sampler's steps) over
-        all of its outputs together."""
-        totals: dict[str, list[float]] = {}
+    def totals(self, measured: list[int], moved: list[float], totals: dict[str, list[float]]) -> None:
+        """Add to each node's [||after - before||², ||before||²] in `totals` those of the outputs `measured` (places
+        in `keys`), `moved` their squared changes: a node met in several calls of the model (a sampler's steps), or
+        in several windows of its run, is measured over all of its outputs together (relative)."""
         owners, squares = self.owners, self.squares
         for at, change in zip(measured, moved, strict=True):
             total = totals.get(owners[at])
@@ -418,7 +484,11 @@ class Baseline:
                 total = totals[owners[at]] = [0.0, 0.0]
             total[0] += change
             total[1] += squares[at]
-        return {node: (m / s) ** 0.5 if s ** 0.5 > EPSILON else m ** 0.5 for node, (m, s) in totals.items()}
+
+
+def relative(totals: dict[str, list[float]]) -> dict[str, float]:
+    """Each node's ||after - before|| / ||before|| from its totals (Baseline.totals), 0 where it did not move."""
+    return {node: (m / s) ** 0.5 if s ** 0.5 > EPSILON else m ** 0.5 for node, (m, s) in totals.items()}
 
 
 def change(tensors: list[Tensor], values: Tensor) -> Tensor:
@@ -452,8 +522,12 @@ class Moved:
     output the recipe wrote into in place before its chunk was measured spoils the measurement (`intact` false:
     the run is made again, keeping copies)."""
 
-    def __init__(self, base: Baseline) -> None:
+    def __init__(self, base: Baseline, copy: bool = False, stop: bool = False) -> None:
         self.base = base
+        # PastWindow once every node has been met as often as the baseline's window holds it (`owed` nodes have
+        # not): the rest of the run is another window's.
+        self.owed = len(base.places) if stop else -1
+        self.copy = copy  # each output copied as it comes: a run that writes into its outputs in place
         self.places, self.shapes = base.places, base.shapes  # read on every module call
         self.seen: dict[str, int] = {}  # how many times each node was met: its next call
         self.measured: list[int] = []  # places in base.keys, in the order of `squares`
@@ -473,11 +547,17 @@ class Moved:
         self.seen[node] = call + 1
         if call < len(places) and (at := places[call]) >= 0 and self.shapes[at] == tensor.shape:
             self.hold(at, tensor)
+        if call + 1 == len(places) and self.owed > 0:
+            self.owed -= 1
+            if not self.owed:
+                raise PastWindow
 
     def hold(self, at: int, tensor: Tensor) -> None:
         """An output measured against the baseline's `at`-th (of the same shape)."""
         if tensor.requires_grad:  # its graph is not kept alive with the value (a detached view shares its version)
             tensor = tensor.detach()
+        if self.copy:
+            tensor = tensor.clone()
         if tensor.is_inference():  # no version to watch: measured at once, after what is held (in order)
             self.measure()
             self.stretch([tensor], at)
@@ -516,10 +596,15 @@ class Moved:
 
     def effects(self) -> dict[str, float]:
         """Each node's relative change (see `intact` before trusting it)."""
+        totals: dict[str, list[float]] = {}
+        self.add_to(totals)
+        return relative(totals)
+
+    def add_to(self, totals: dict[str, list[float]]) -> None:
+        """Add what this run moved to each node's totals (Baseline.totals)."""
         self.measure()
-        if not self.squares:
-            return {}
-        return self.base.relative(self.measured, torch.cat(self.squares).double().tolist())
+        if self.squares:
+            self.base.totals(self.measured, torch.cat(self.squares).double().tolist(), totals)
 
 
 def plain_run(function: Callable, args: dict, seed: int, root: str, kept_runs: SizedLRU | None,
@@ -532,11 +617,35 @@ def plain_run(function: Callable, args: dict, seed: int, root: str, kept_runs: S
     found = kept_runs.get(key) if kept_runs is not None and key else None
     if found is not None:
         return *found, True
-    plain, before = run_recording(function, args, seed, root, lambda node: True, set(), give_up)
-    base = Baseline.of(before)
-    if kept_runs is not None and key:
+    plain, base = window_run(function, args, seed, root, 0, give_up)
+    if kept_runs is not None and key and base.rest is None:
         kept_runs.put(key, (plain, base), base.bytes() + len(json.dumps(plain, default=str)))
     return plain, base, False
+
+
+def window_run(function: Callable, args: dict, seed: int, root: str, first: int,
+               give_up: Callable[[Kept], bool] | None = None) -> tuple[Any, Baseline]:
+    """The entry's result, and the Baseline of its outputs from the `first`-th on, as many as WINDOW_BYTES hold
+    (`rest` names the first past them)."""
+    plain, before, rest = run_recording(function, args, seed, root, lambda node: True, set(), give_up, first,
+                                        WINDOW_BYTES)
+    return plain, Baseline.of(before, consume=True, rest=rest)
+
+
+def call_shapes(function: Callable, args: dict, seed: int, root: str) -> dict[str, list[list[int] | None]]:
+    """Each node's output shapes, call by call (None for one that is not of floating point), and nothing kept: the
+    outline of a run too large for one window."""
+    shapes: dict[str, list[list[int] | None]] = {}
+
+    def on_output(module, node, output):
+        tensor = first_tensor(output)
+        if tensor is not None:
+            shapes.setdefault(node, []).append(list(tensor.shape) if tensor.is_floating_point() else None)
+
+    manual_seed(torch, seed)
+    with hooked(None, on_output, root):
+        function(**args)
+    return shapes
 
 
 def outlines(function: Callable, requests: list[dict], seed: int, root: str, kept_runs: SizedLRU | None = None,
@@ -550,16 +659,18 @@ def outlines(function: Callable, requests: list[dict], seed: int, root: str, kep
     for index, args in enumerate(requests):
         try:
             _, base, _ = plain_run(function, args, seed, root, kept_runs, keys[index] if keys else None)
+            calls = {node: [list(base.shapes[at]) if at >= 0 else None for at in places]
+                     for node, places in base.places.items()} if base.rest is None \
+                else call_shapes(function, args, seed, root)
         except Exception:
             if not index:
                 raise
             found.append(None)
             continue
         nodes: dict[str, list] = {}
-        for node, places in base.places.items():
+        for node, each in calls.items():
             shapes = nodes[node] = []
-            for at in places:
-                shape = list(base.shapes[at]) if at >= 0 else None
+            for shape in each:
                 if shapes and shapes[-1][0] == shape:
                     shapes[-1][1] += 1
                 else:
@@ -641,23 +752,42 @@ def intervene(function: Callable, args: dict, steps: list[Step], sources: list[d
             return None
 
         with hooked(on_input if counted or any(on == "input" for _, on in targets) else None, on_output, root):
-            return function(**args), applied
+            try:
+                return function(**args), applied
+            except PastWindow:
+                return None, applied
 
+    def measured_against(base: Baseline, totals: dict[str, list[float]], whole: bool) -> tuple[Any, list[int]]:
+        """The changed run measured against one window's outputs; `whole`: run to its end (the first window's run
+        is the answer), else stopped past the window."""
+        for copy in (False, True):  # measured again on copies where the recipe wrote into an output in place
+            manual_seed(torch, seed)
+            moved = Moved(base, copy, stop=not whole)
+            ran = run(moved)
+            moved.measure()  # what is still held: an output written into since shows here
+            if moved.intact:
+                break
+        moved.add_to(totals)
+        return ran
+
+    totals: dict[str, list[float]] = {}
     try:
-        manual_seed(torch, seed)
-        moved = Moved(before)
-        result, applied = run(moved)
-        measured = moved.effects()
-        if not moved.intact:  # measured again on outputs kept intact (copied where need be)
-            (result, applied), after = until_intact(run, seed)
-            measured = effects(before, after.tensors)
+        result, applied = measured_against(before, totals, whole=True)
+        rest = before.rest
+        while rest is not None:  # the rest of a run too large for one window, one window held at a time
+            before = None
+            _, before = window_run(function, args, seed, root, rest)
+            measured_against(before, totals, whole=False)
+            rest = before.rest
     except Refused:
         raise
     except Exception as exc:  # the run as asked succeeded: the change is what a later part cannot take
+        if out_of_memory(exc):  # unless the process ran out of memory: the server's limit, not the change's fault
+            raise
         raise Refused(f"interventions: {said(steps)} gives values that a later part of the model cannot "
                       f"take (it stopped with {type(exc).__name__}); try a factor nearer 1, another action or another "
                       "node") from None
     for index, count in enumerate(applied):
         if not count:
             raise Refused(f"interventions[{index}].node: {steps[index].node} does not run for this input")
-    return {"before": plain, "after": result, "effects": measured, "plain_run_kept": kept}
+    return {"before": plain, "after": result, "effects": relative(totals), "plain_run_kept": kept}

@@ -3,16 +3,19 @@
 The errors a run ends with (errors.py) are named here too, where the services take them from."""
 
 import logging
+import math
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 from ..domain.folders import without_paths
 from . import worker
-from .errors import PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
+from .errors import PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeSetAside, RecipeTimeout
 from .messages import Failure, RecipeCall, Reply, SharedFolder, Warmup, read_reply
 from .retraining import RetrainCall, Retrained, retrain_watched
 
@@ -117,14 +120,21 @@ class WorkerPool:
 
     Each worker keeps the plain runs it made for interventions; with `shared`, also in a folder that every recipe
     process of the machine reads (those of the other web processes too: compute/shared_runs.py).
+
+    A hang costs only its own recipe. A run waits for a worker behind runs of its own recipe, but behind another's
+    for at most `patience` seconds: then it runs in a worker of its own (at most `size` such at once), so that a
+    recipe that hangs holds no other model's request. A run past `timeout` is killed (RecipeTimeout), and
+    `on_hang(recipe_dir)` tells the service before the run's place is given back, which sets the recipe aside for a
+    while (set_aside with `until`): its runs waiting meanwhile are refused (RecipeSetAside) rather than hang in turn.
     """
 
     FAILS_IN_A_ROW = 2
 
     def __init__(self, size: int, timeout: float, torch_threads: int, seed: int, queue: int = 0,
                  memory_mb: int = 0, warmup_timeout: float | None = None,
-                 on_failing: Callable[[str, str], None] | None = None, shared: SharedFolder | None = None,
-                 kernels: str = "native") -> None:
+                 on_failing: Callable[[str, str], None] | None = None,
+                 shared: SharedFolder | None = None, kernels: str = "native", patience: float = 0.25,
+                 on_hang: Callable[[str], None] | None = None) -> None:
         self.size = size
         self.capacity = size + queue  # runs admitted at once: running plus waiting for a worker
         self._admitted = 0
@@ -149,6 +159,11 @@ class WorkerPool:
         self._last_error: dict[str, str] = {}  # by recipe folder: how its last failed warm-up failed
         self._on_failing = on_failing
         self._closed = False
+        self.patience = patience
+        self._on_hang = on_hang
+        self._extra = 0  # runs in a worker of their own, past `patience` behind another recipe's
+        self._running: dict[str, int] = {}  # by recipe folder: its runs in a worker now
+        self._hangs: dict[str, tuple[float, str]] = {}  # by recipe folder: the epoch time it may run again, and why
 
     def admit(self) -> None:
         """Claim a place for one run, running or queued; PoolBusy when there is none. Pair with release()."""
@@ -203,16 +218,51 @@ class WorkerPool:
             w.kill()  # a replacement started while a request started its own: keep no more than size
         self._warm_when_idle()
 
+    @contextmanager
+    def _turn(self, folder: str):
+        """A place to run one of this recipe's runs: one of the `size`, waited for behind runs of this recipe as long
+        as they take, but behind other recipes' for `patience` seconds at most (then a worker of its own)."""
+        extra = False
+        if not self._slots.acquire(timeout=self.patience):
+            with self._lock:
+                extra = not self._running.get(folder) and self._extra < self.size
+                self._extra += extra
+            if not extra:
+                self._slots.acquire()
+        with self._lock:
+            self._running[folder] = self._running.get(folder, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running[folder] -= 1
+                self._extra -= extra
+            if not extra:
+                self._slots.release()
+
+    def _refuse_set_aside(self, folder: str) -> None:
+        with self._lock:
+            until, reason = self._hangs.get(folder, (0.0, ""))
+        left = until - time.time()
+        if left > 0:
+            raise RecipeSetAside(f"this model is set aside: {reason}; it is tried again in {math.ceil(left)} s",
+                                 math.ceil(left))
+
     def run(self, call: RecipeCall) -> Reply:
         """Run the call in a worker; returns the worker's reply, or raises a RecipeError saying why not."""
         key = call.kept_run_key()  # a worker that holds its plain run is taken first
-        with self._slots:
-            w = self._ready(self._take(key), str(call.recipe_dir))
+        folder = str(call.recipe_dir)
+        self._refuse_set_aside(folder)
+        with self._turn(folder):
+            self._refuse_set_aside(folder)  # set aside while this run waited its turn
+            w = self._ready(self._take(key), folder)
             try:
                 w.conn.send(call.wire())
                 if not w.conn.poll(self.timeout):
                     w.kill()
                     self._start_in_background(1)
+                    if self._on_hang is not None:  # told while this run holds its place: no run of it starts meanwhile
+                        self._on_hang(folder)
                     raise RecipeTimeout(f"the recipe ran past its {self.timeout:g} s timeout and was stopped")
                 reply = read_reply(w.conn.recv())
             except (EOFError, OSError) as exc:
@@ -355,9 +405,14 @@ class WorkerPool:
         if self._on_failing is not None:
             self._on_failing(folder, reason)
 
-    def set_aside(self, folder: str, reason: str) -> None:
-        """Warm this recipe no more: another process found that it cannot start."""
+    def set_aside(self, folder: str, reason: str, until: float | None = None) -> None:
+        """This recipe cannot start (another process found: warm it no more), or its runs hang (refuse them till the
+        epoch time `until`)."""
         with self._lock:
+            if until is not None:
+                if until > self._hangs.get(folder, (0.0, ""))[0]:
+                    self._hangs[folder] = (until, reason)
+                return
             self.failing.setdefault(folder, reason)
             for w in (*self._idle, *self._aside):
                 w.pending = [step for step in w.pending if step.recipe_dir != folder]

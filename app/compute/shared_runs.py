@@ -176,6 +176,8 @@ class SharedRuns(SizedLRU):
         return found
 
     def put(self, key, value, size: int) -> None:
+        if size > self.max_bytes:  # a run this process would not keep is not written for the others either
+            return
         super().put(key, value, size)
         if self.folder is not None:
             self.folder.save(key, *value)

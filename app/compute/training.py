@@ -85,7 +85,7 @@ def stages(function: Callable, args: dict, seed: int, root: str, snapshots: Path
     runs = []
     for stage in [*kept, {"id": "trained", "label": trained}]:
         with weights_of(weights.get(stage["id"]), root) as used:
-            result, outputs = run_recording(function, args, seed, root, lambda node: True, set())
+            result, outputs, _ = run_recording(function, args, seed, root, lambda node: True, set())
         runs.append((stage, result, outputs, used))
     _, _, first_outputs, first_weights = runs[0]
     first = Baseline.of(first_outputs)  # laid out once for every stage's comparison

@@ -25,6 +25,7 @@ from ..domain.jsonbytes import dumps
 from ..domain.lru import SizedLRU
 from ..domain.recipes import METADATA_FILE, load_module, read_metadata
 from ..domain.stamps import file_stamp
+from .errors import out_of_memory
 from .messages import (
     CaptureArgs,
     Failure,
@@ -353,8 +354,7 @@ def failure(exc: BaseException, task: dict) -> str:
     where = "the recipe's replay() in run.py" if replayed else f"the recipe's {entry}() in {module}.py"
     if "warm" in task:
         where = "the recipe's warm-up"
-    text = str(exc).lower()
-    if isinstance(exc, MemoryError) or "alloc" in text and isinstance(exc, RuntimeError):
+    if out_of_memory(exc):
         return f"{where} needed more memory than a recipe process may take (RECIPE_MEMORY_MB)"
     if isinstance(exc, OSError):
         name = Path(exc.filename).name if isinstance(exc.filename, str) else "a file"

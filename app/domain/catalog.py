@@ -194,6 +194,7 @@ class Unavailable:
 
     slug: str
     reason: str
+    until: float | None = None  # set aside for a while (its recipe hung): the epoch time it is served again
 
 
 @dataclass(frozen=True)
@@ -478,9 +479,11 @@ class LiveCatalog:
         self.watched = (*self.folders, *([kit] if kit else []))  # a change to the recipe kit re-keys its recipes
         self.interval = interval
         self.most_bytes = most_bytes
-        self.aside: dict[str, tuple[str, str]] = {}  # slug -> (its recipe's hash when set aside, why)
+        # slug -> (its recipe's hash when set aside, why, until when: an epoch time, or None for as long as its files)
+        self.aside: dict[str, tuple[str, str, float | None]] = {}
         self.signature = self._signature()
-        self.catalog = load_catalog(*self.folders, most_bytes)
+        self.loaded = load_catalog(*self.folders, most_bytes)  # as the files are; `catalog` less what is set aside
+        self.catalog = self.loaded
         self.checked = time.monotonic()
         self.lock = threading.Lock()
 
@@ -491,8 +494,12 @@ class LiveCatalog:
                 signature = self._signature()
                 if signature != self.signature:
                     log.warning("model files or installed packages changed; reloading the catalog")
-                    self.catalog = self._without_aside(load_catalog(*self.folders, self.most_bytes))
+                    self.loaded = load_catalog(*self.folders, self.most_bytes)
+                    self.catalog = self._without_aside()
                     self.signature = signature
+        if any(until is not None and until <= time.time() for _, _, until in self.aside.values()):
+            with self.lock:  # a model set aside for a while is served again
+                self.catalog = self._without_aside()
         return self.catalog
 
     def _signature(self) -> tuple:
@@ -500,25 +507,32 @@ class LiveCatalog:
         the server runs is served at the next look, without a restart."""
         return _signature(*self.watched), requirements.installed_stamp()
 
-    def set_aside(self, slug: str, reason: str) -> None:
+    def set_aside(self, slug: str, reason: str, until: float | None = None) -> None:
         """Serve the model as unavailable, with the reason, until its recipe's files change (its recipe process
-        could not start: compute/pool.py)."""
+        could not start: compute/pool.py), or until the epoch time `until` (a run of it hung)."""
         with self.lock:
-            model = self.catalog.models.get(slug)
+            model = self.loaded.models.get(slug)
             if model is None:
                 return
-            self.aside[slug] = (model.recipe_sha256, reason)
-            self.catalog = self._without_aside(self.catalog)
+            self.aside[slug] = (model.recipe_sha256, reason, until)
+            self.catalog = self._without_aside()
 
-    def _without_aside(self, catalog: Catalog) -> Catalog:
-        """The catalog with each model set aside moved to the unavailable ones, while its files are those it was
-        set aside with (a new Catalog, so that nothing made from the old one is served)."""
-        aside = {slug: reason for slug, (digest, reason) in self.aside.items()
-                 if slug in catalog.models and catalog.models[slug].recipe_sha256 == digest}
-        self.aside = {slug: self.aside[slug] for slug in aside}
-        if not aside:
+    def _without_aside(self) -> Catalog:
+        """The catalog as loaded with each model set aside moved to the unavailable ones, while its files are those
+        it was set aside with and its time lasts (a new Catalog, so that nothing made from the old one is served)."""
+        catalog, now = self.loaded, time.time()
+        self.aside = {slug: (digest, reason, until) for slug, (digest, reason, until) in self.aside.items()
+                      if slug in catalog.models and catalog.models[slug].recipe_sha256 == digest
+                      and (until is None or until > now)}
+        if not self.aside:
             return catalog
-        return Catalog({slug: m for slug, m in catalog.models.items() if slug not in aside},
-                       catalog.unavailable | {slug: Unavailable(slug, f"its recipe process could not start: {reason}; "
-                                                                      "it is tried again when its files change")
-                                              for slug, reason in aside.items()})
+        return Catalog({slug: m for slug, m in catalog.models.items() if slug not in self.aside},
+                       catalog.unavailable | {slug: Unavailable(slug, _why_aside(reason, until), until)
+                                              for slug, (_, reason, until) in self.aside.items()})
+
+
+def _why_aside(reason: str, until: float | None) -> str:
+    if until is None:
+        return f"its recipe process could not start: {reason}; it is tried again when its files change"
+    when = time.strftime("%H:%M:%S UTC", time.gmtime(until))
+    return f"{reason}; it is set aside until {when} or a change to its files"

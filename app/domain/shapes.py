@@ -648,6 +648,9 @@ class RetrainingJob(JobState):
 
     progress: RetrainingProgress | None
     report: RetrainingReport | None
+    # In the POST's answer to the client that started it, and never again: the token that cancels it (DELETE with
+    # Authorization: Bearer <token>). A client that joined a running retraining has none.
+    cancel_token: NotRequired[str]
 
 
 Said = Annotated[str, Field(max_length=200)]  # a short text a reader's verifier reports

@@ -1,6 +1,7 @@
-"""Recipes set aside because their process could not start (compute/pool.py), told to every web process through
-the shared store: a recipe that hung twice in one web process is not tried again in the others, and every
-process lists its model as unavailable, with the reason, until its files change."""
+"""Recipes set aside, told to every web process through the shared store: one whose process could not start
+(its warm-up failed twice in a row: compute/pool.py) until its files change, and one a run of which hung (ran past
+RECIPE_TIMEOUT and was killed) for RECIPE_ASIDE_SECONDS. Every process lists its model as unavailable, with the
+reason, and refuses its runs meanwhile, so that a hang in one process costs no other process's requests a wait."""
 
 import time
 
@@ -8,27 +9,41 @@ from flask import Flask
 
 from .parts import parts
 
-KEY = "recipes-set-aside"  # {slug: [the recipe's hash when set aside, why]}
+KEY = "recipes-set-aside"  # {slug: [the recipe's hash when set aside, why, until when (epoch seconds) or None]}
 KEPT_SECONDS = 7 * 24 * 3600  # an entry names its recipe's hash: new files are never set aside by an old one
 FOLLOW_FLOOR = 1.0  # seconds: the store is read at most this often, even where the catalog is loaded once
 
 
-def set_aside(app: Flask, folder: str, reason: str) -> None:
-    """The pool's word that a recipe cannot start: its model is set aside here and in every other process."""
+def set_aside(app: Flask, folder: str, reason: str, seconds: float | None = None) -> None:
+    """A recipe cannot start (the pool's word; `seconds` None: until its files change) or hung (for `seconds`): its
+    model is set aside here and in every other process."""
     live = parts(app).catalog
     slug = folder.rstrip("/").rsplit("/", 1)[-1]
     model = live.current().models.get(slug)
     if model is None:
         return
-    live.set_aside(slug, reason)
+    until = None if seconds is None else time.time() + seconds
+    live.set_aside(slug, reason, until)
     store = parts(app).store
     known = store.get(KEY) or {}
-    store.set(KEY, {**known, slug: [model.recipe_sha256, reason]}, ttl=KEPT_SECONDS)
+    store.set(KEY, {**known, slug: [model.recipe_sha256, reason, until]}, ttl=KEPT_SECONDS)
+
+
+def hung(app: Flask, folder: str) -> None:
+    """A run of this recipe ran past RECIPE_TIMEOUT and was stopped (whichever executor ran it): its model is set
+    aside for RECIPE_ASIDE_SECONDS, here, where this process's runs of it that wait are refused at once, and in every
+    other process."""
+    config = app.config
+    reason = f"a run of it did not finish in {config['RECIPE_TIMEOUT']:g} s and was stopped"
+    set_aside(app, folder, reason, config["RECIPE_ASIDE_SECONDS"])
+    if parts(app).pool is not None:
+        parts(app).pool.set_aside(folder, reason, time.time() + config["RECIPE_ASIDE_SECONDS"])
 
 
 def follow(app: Flask, every: float) -> None:
     """Take in, at most once in `every` seconds, what the other processes set aside: the catalog lists those models
-    as unavailable (while their files are those set aside) and this process's recipe workers never warm them."""
+    as unavailable (while their files are those set aside, and their time lasts) and this process's recipe workers
+    never warm them (or refuse their runs, while a hang's time lasts)."""
     here = parts(app)
     now = time.monotonic()
     if here.store is None or now - here.aside_checked < every:
@@ -37,9 +52,11 @@ def follow(app: Flask, every: float) -> None:
     found = here.store.get(KEY)
     if not isinstance(found, dict):
         return
-    for slug, (digest, reason) in found.items():
+    for slug, (digest, reason, *rest) in found.items():
+        until = rest[0] if rest else None
         model = here.catalog.current().models.get(slug)
-        if model is not None and model.recipe_sha256 == digest:
-            here.catalog.set_aside(slug, reason)
-            if here.pool is not None and hasattr(here.pool, "set_aside"):
-                here.pool.set_aside(str(model.recipe_dir), reason)
+        if model is None or model.recipe_sha256 != digest or until is not None and until <= time.time():
+            continue
+        here.catalog.set_aside(slug, reason, until)
+        if here.pool is not None:
+            here.pool.set_aside(str(model.recipe_dir), reason, until)

@@ -95,6 +95,11 @@ class Config:
     # Runs that may wait for a worker (in the queue, with celery); beyond that, 429 at once.
     RECIPE_QUEUE: at_least(0, int) = 2
     RECIPE_TIMEOUT: above(0) = 120.0  # seconds before a run is killed
+    # A run past RECIPE_TIMEOUT sets its model aside for RECIPE_ASIDE_SECONDS (in every process: its requests are
+    # refused with 503 and Retry-After meanwhile); a run waits behind another model's for RECIPE_PATIENCE seconds at
+    # most, then runs in a recipe process of its own (local): a model that hangs holds no other model's request.
+    RECIPE_ASIDE_SECONDS: above(0) = 300.0
+    RECIPE_PATIENCE: above(0) = 0.25
     # Seconds one recipe's warm-up in a new recipe process may take (imports, a checkpoint, its recorded cases kept
     # for What if?); past it the process is replaced, and a recipe that fails so twice in a row is unavailable.
     WARMUP_TIMEOUT: above(0) = 30.0
@@ -126,8 +131,9 @@ class Config:
     VERIFY_WAIT: at_least(0) = 0.5
     # Retraining (POST .../retrainings): train.py run again in a process of its own (on this machine, or a compute
     # worker's), stopped past RETRAINING_TIMEOUT seconds (the longest recipe trains in about 100 s on one core);
-    # each that starts spends RETRAINING_COST runs of its client's COMPUTE_BUDGET. Each web process runs
-    # RETRAINING_JOBS at once (each takes a core); more wait their turn as queued jobs.
+    # each that starts spends RETRAINING_COST runs of its client's COMPUTE_BUDGET, however it ends. RETRAINING_JOBS
+    # train at once on the machine, whichever web process took them (on every machine together, with Redis: places
+    # in the shared state; each takes a core); more wait their turn as queued jobs. A client starts one at a time.
     RETRAINING_TIMEOUT: above(0) = 900.0
     RETRAINING_COST: at_least(1, int) = 20
     RETRAINING_JOBS: at_least(1, int) = 1

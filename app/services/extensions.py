@@ -1,5 +1,7 @@
 """Extensions, created unbound here and bound to an app in create_app; each keeps its part in `parts()`."""
 
+import math
+import time
 from pathlib import Path
 
 from flask import Flask, current_app
@@ -10,7 +12,7 @@ from ..compute.pool import WorkerPool
 from ..domain.catalog import Catalog, LiveCatalog, Model
 from . import aside
 from .parts import parts
-from .refusals import ModelMissing
+from .refusals import ModelMissing, ModelSetAside
 from .state import SharedState
 
 
@@ -32,9 +34,12 @@ class Models:
 
     def get_or_404(self, slug: str) -> Model:
         """The model with this slug, else ModelMissing (a 404) saying why it is missing (unknown, or unavailable
-        and why)."""
+        and why), or ModelSetAside (a 503 with Retry-After) while a hang keeps it aside."""
         model = self.get(slug)
         if model is None:
+            gone = self.catalog.unavailable.get(slug)
+            if gone is not None and gone.until is not None:  # set aside for a while: a moment later it is served
+                raise ModelSetAside(self.why_missing(slug), max(1, math.ceil(gone.until - time.time())))
             raise ModelMissing(self.why_missing(slug))
         return model
 
@@ -61,16 +66,20 @@ class Workers:
                 queue=config["RECIPE_QUEUE"],
                 memory_mb=config["RECIPE_MEMORY_MB"],
                 warmup_timeout=config["WARMUP_TIMEOUT"],
-                # A recipe whose process cannot start is its model's fault alone: the model is set aside.
+                # A recipe whose process cannot start, or whose run hangs, is its model's fault alone: the model is
+                # set aside. A run waits behind another model's for RECIPE_PATIENCE seconds at most.
                 on_failing=lambda folder, reason: aside.set_aside(app, folder, reason),
+                on_hang=lambda folder: aside.hung(app, folder),
                 shared=SharedFolder.configured(config),
+                patience=config["RECIPE_PATIENCE"],
             )
         else:  # "celery", the one other value settings() admits
             from ..compute.celery_executor import CeleryExecutor  # Celery is loaded only where it is used
 
             broker = config["CELERY_BROKER_URL"] or config["REDIS_URL"]
             parts(app).pool = CeleryExecutor(broker, config["CELERY_RESULT_BACKEND"], config["RECIPE_TIMEOUT"],
-                                             config["RECIPE_QUEUE"], config["RECIPE_MEMORY_MB"])
+                                             config["RECIPE_QUEUE"], config["RECIPE_MEMORY_MB"],
+                                             on_hang=lambda folder: aside.hung(app, folder))
 
     @property
     def pool(self) -> Executor:

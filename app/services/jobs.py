@@ -54,6 +54,7 @@ class Jobs:
     with a report."""
 
     known: tuple[str, ...] = ()  # what a job of this kind tells its pollers as it runs (None until it does)
+    queues_itself = False  # whether its work says when it starts running (it waits for a place first), or the thread
 
     def __init__(self, kind: str, endpoint: str, threads: int) -> None:
         self.kind = kind
@@ -120,22 +121,24 @@ class Jobs:
         found = self.job(job_id) if job_id is not None else None
         return found if found is not None and found["state"] != "done" else None
 
-    def start(self, model: Model, key: str, work: Callable[[dict], dict], *, admit: Callable[[], Callable[[], None]],
-              limit: float, finished: Callable[[dict], None]) -> dict:
+    def start(self, model: Model, key: str, work: Callable[[dict], dict], *,
+              admit: Callable[[str], Callable[[], None]], limit: float, finished: Callable[[dict], None],
+              kept: dict | None = None) -> dict:
         """The job already running the work `key` names (in any process), or a new one that runs `work(record)` for
-        its report in a thread of this process. `admit()` is asked first (it spends the client's budget, claims a
-        place, and may refuse with an HTTP error) and answers what releases that place; `limit` is the most the
-        work may take, in seconds; `finished(report)` keeps the report (caches it) before the job ends."""
+        its report in a thread of this process. `admit(job id)` is asked first (it spends the client's budget,
+        claims a place, and may refuse with an HTTP error) and answers what releases that place; `limit` is the most
+        the work may take, in seconds; `finished(report)` keeps the report (caches it) before the job ends. `kept`:
+        what the server keeps on a new job's record and never shows a poller (a digest of its cancel token)."""
         found = self.running(key)
         if found is not None:
             return found
-        release = admit()
-        now = time.time()
         job_id = uuid.uuid4().hex
+        release = admit(job_id)
+        now = time.time()
         record = {"id": job_id, "model": model.slug, "key": key, "state": "queued", "created": now,
                   "finished": None, "owner": owner_name(), "heartbeat": now,
                   "location": url_for(self.endpoint, slug=model.slug, job_id=job_id), "report": None,
-                  **dict.fromkeys(self.known)}
+                  **dict.fromkeys(self.known), **(kept or {})}
         # A job the shared store cannot hold (Redis down) is not promised to a poller: its request waits for the
         # report instead (the API's own choice).
         record["recorded"] = state.store.set(self.job_key(job_id), record, KEEP_JOB_SECONDS)
@@ -167,8 +170,10 @@ class Jobs:
     def _run(self, app: Flask, model: Model, work: Callable[[dict], dict], record: dict, release: Callable[[], None],
              finished: Callable[[dict], None]) -> None:
         with app.app_context():
-            record["state"] = "running"
-            record["started"] = record["heartbeat"] = time.time()
+            if not self.queues_itself:
+                record["state"] = "running"
+                record["started"] = time.time()
+            record["heartbeat"] = time.time()
             state.store.set(self.job_key(record["id"]), record, KEEP_JOB_SECONDS)
             try:
                 report = work(record)

@@ -22,3 +22,15 @@ class BudgetSpent(Exception):
 class RequirementMissing(Exception):
     """What the request would run needs a package this server lacks: the message names it and the command that
     installs it. Refused before anything starts."""
+
+
+class NotYours(Exception):
+    """The request acts on what another client started (a retraining's cancel without its starter's token)."""
+
+
+class ModelSetAside(Exception):
+    """The model is set aside for a while (a run of it hung): `retry_after` seconds until it is served again."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

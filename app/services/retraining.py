@@ -1,19 +1,28 @@
 """Retraining: a model's recipe trained again on the server, watched as it learns, and its weights compared with
 the stored ones tensor by tensor.
 
-    POST   /api/models/<slug>/retrainings             the kept report (200), or the job that makes it (202)
+    POST   /api/models/<slug>/retrainings             the kept report (200), or the job that makes it (202) with
+                                                      the token that cancels it, for its starter alone
     GET    /api/models/<slug>/retrainings/<job id>    the job: the curves so far, then its report
-    DELETE /api/models/<slug>/retrainings/<job id>    cancel it
+    DELETE /api/models/<slug>/retrainings/<job id>    cancel it (Authorization: Bearer <the token>)
 
 train.py runs in a process of its own (compute/retraining.py) with the kernels it takes when run alone, through
 the app's executor: in a thread of the web process that took the request (local), or on a compute worker
 (celery). One job runs a model's retraining of given recipe files at a time: a second request joins it, from any
 process. A report is kept under the recipe's content (every recipe file, the recipe kit, torch), like every answer.
+
+Retraining takes a core for minutes, so it is bounded where the CPU is, not per process: RETRAINING_JOBS places
+for the whole machine (every machine, with Redis), held in the shared state; a job waits queued for one. A client
+has one retraining started at a time, and each start spends RETRAINING_COST of its budget however it ends
+(passed, failed, cancelled, stopped). With the shared state out of reach nothing starts (503).
 """
 
+import hashlib
+import hmac
+import secrets
 import time
 
-from flask import current_app
+from flask import current_app, request
 
 from ..compute.errors import RecipeError, RecipeTimeout
 from ..compute.retraining import Cancelled, RetrainCall
@@ -24,7 +33,8 @@ from . import budget, history, runs
 from .cache import cache
 from .extensions import state, workers
 from .jobs import KEEP_JOB_SECONDS, Jobs, rfc3339
-from .refusals import RequirementMissing
+from .refusals import BudgetSpent, NotYours, RequirementMissing
+from .state import StateUnavailable
 
 TRAINING_SCRIPT = "train.py"
 
@@ -52,18 +62,68 @@ def _cancel_key(job_id: str) -> str:
     return f"retraining-cancel:{job_id}"
 
 
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+PLACE_WAIT = 1.0  # seconds between a queued job's looks for a free place (and for its cancel)
+WAITING_THREADS = 16  # per process
+
+
+def _gone(job_id: str) -> bool:
+    """Whether the job holding a place (or a client's start) has ended, its process included: a place is never
+    held by a job that no longer runs."""
+    job = retrainings.job(job_id)
+    return job is None or job["state"] == "done"
+
+
+def _claim(key: str, job_id: str, ttl: float) -> bool:
+    """Take the place `key` for the job: free, or held by a job that ended without giving it back."""
+    if state.store.add(key, job_id, ttl, strict=True):
+        return True
+    holder = state.store.get(key, strict=True)
+    if holder is not None and holder != job_id and _gone(holder):
+        state.store.delete(key)
+        return state.store.add(key, job_id, ttl, strict=True)
+    return holder == job_id
+
+
+def _place(record: dict) -> str:
+    """Wait, queued, for one of the machine's RETRAINING_JOBS places, and answer its key; Cancelled when the job is
+    cancelled meanwhile, RecipeError when no place frees within RETRAINING_TIMEOUT."""
+    config = current_app.config
+    ttl = config["RETRAINING_TIMEOUT"] + 60  # the training is stopped at its timeout; a place outlives it by little
+    waited = time.monotonic()
+    while True:
+        if state.store.get(_cancel_key(record["id"])) is not None:
+            raise Cancelled("cancelled while it waited for a place to train")
+        for place in range(config["RETRAINING_JOBS"]):
+            key = f"retraining-place:{place}"
+            if _claim(key, record["id"], ttl):
+                return key
+        if time.monotonic() - waited > config["RETRAINING_TIMEOUT"]:
+            raise RecipeError(f"no place to train freed in {config['RETRAINING_TIMEOUT']:g} s (this server trains "
+                              f"{config['RETRAINING_JOBS']} at a time); start it again later")
+        time.sleep(PLACE_WAIT)
+
+
 def retrain(model: Model, record: dict) -> RetrainingReport:
     """Train the recipe again, telling the job's pollers each curve as it grows, and compare; always a report."""
     clock = time.perf_counter()
     report: dict = {"model": model.slug, "started_at": rfc3339(time.time())}
     call = RetrainCall(model.recipe_dir, current_app.config["RETRAINING_TIMEOUT"],
                        current_app.config["RECIPE_MEMORY_MB"])
+    place = None
     try:
+        retrainings.made_known(record, state="queued")
+        place = _place(record)
+        retrainings.made_known(record, state="running", started=time.time())
+        report["started_at"] = rfc3339(time.time())
         reply = workers.pool.retrain(call, lambda progress: retrainings.made_known(record, progress=progress),
                                      lambda: state.store.get(_cancel_key(record["id"])) is not None)
     except Cancelled as exc:
         report |= {"status": "cancelled", "message": str(exc)}
-    except (RecipeTimeout, RecipeError) as exc:
+    except (RecipeTimeout, RecipeError, StateUnavailable) as exc:
         report |= {"status": "error", "message": str(exc)}
     else:
         retrainings.made_known(record, progress=reply.progress)  # the last epochs too, however fast they came
@@ -79,6 +139,8 @@ def retrain(model: Model, record: dict) -> RetrainingReport:
     if "curves" not in report:
         report["curves"] = (record.get("progress") or {}).get("curves", [])  # as far as it got
     report["duration_seconds"] = time.perf_counter() - clock
+    if place is not None and state.store.get(place) == record["id"]:
+        state.store.delete(place)
     return report
 
 
@@ -86,38 +148,55 @@ class Retrainings(Jobs):
     """Flask extension: retraining jobs, joined, cancelled and polled from any process, with cached reports."""
 
     known = ("progress",)
+    queues_itself = True  # queued until it holds one of the machine's places (_place)
 
     def __init__(self) -> None:
-        super().__init__("retraining", "api.retraining_job", threads=1)
-
-    def init_app(self, app) -> None:
-        self.threads = app.config["RETRAINING_JOBS"]
-        super().init_app(app)
+        # Threads that wait for one of the machine's places (_place) as much as train: a queued job waits in one, where
+        # it hears its cancel within a second (past these, a job waits for a thread first).
+        super().__init__("retraining", "api.retraining_job", threads=WAITING_THREADS)
 
     def cached(self, model: Model) -> dict | None:
         return cache.get(cache_key(model))
 
-    def start(self, model: Model) -> dict:
+    def start(self, model: Model) -> tuple[dict, str | None]:
         """The job already retraining this model's recipe files (in any process), or a new one, which spends
-        RETRAINING_COST of its client's budget."""
+        RETRAINING_COST of its client's budget; and the token that cancels it, for the client that started it
+        (None for one that joins). BudgetSpent (429) while the client's last start still runs."""
         training_needs(model)
         key = cache_key(model)
+        token = secrets.token_urlsafe(24)
+        client = f"retraining-client:{request.remote_addr}"
 
-        def admit():
-            budget.spend(current_app.config["RETRAINING_COST"])
-            return lambda: None
+        def admit(job_id: str):
+            config = current_app.config
+            if not _claim(client, job_id, 2 * config["RETRAINING_TIMEOUT"] + 60):
+                raise BudgetSpent("a retraining you started has not ended: one at a time per client (wait for it, "
+                                  "or cancel it with its token)", retry_after=10)
+            try:
+                budget.spend(config["RETRAINING_COST"])
+            except BaseException:
+                state.store.delete(client)
+                raise
+            return lambda: state.store.get(client) == job_id and state.store.delete(client)
 
         def finished(report: dict) -> None:
             if report["status"] in ("passed", "failed"):  # an error or a cancel may end otherwise next time
                 cache.set(key, report | {"cached": True}, timeout=current_app.config["CACHE_SECONDS"])
             history.retrained(model, report)
 
-        return super().start(model, key, lambda record: retrain(model, record), admit=admit,
-                             limit=current_app.config["RETRAINING_TIMEOUT"], finished=finished)
+        job = super().start(model, key, lambda record: retrain(model, record), admit=admit,
+                            limit=2 * current_app.config["RETRAINING_TIMEOUT"], finished=finished,
+                            kept={"cancel_sha256": _digest(token)})
+        return job, token if job.get("cancel_sha256") == _digest(token) else None
 
-    def cancel(self, job_id: str) -> None:
-        """Ask the job to stop, whichever process runs it: it ends as cancelled at its next look (within a second)."""
-        state.store.set(_cancel_key(job_id), True, KEEP_JOB_SECONDS)
+    def cancel(self, job: dict, token: str | None) -> None:
+        """Ask the job to stop, whichever process runs it: it ends as cancelled at its next look (within a second).
+        Only its starter's token cancels it (NotYours, 403, otherwise)."""
+        kept = job.get("cancel_sha256")
+        if not token or not kept or not hmac.compare_digest(_digest(token), kept):
+            raise NotYours("only the client that started this retraining can cancel it: send the cancel_token its "
+                           "POST answered, as Authorization: Bearer <token>")
+        state.store.set(_cancel_key(job["id"]), True, KEEP_JOB_SECONDS)
 
 
 retrainings = Retrainings()

@@ -20,7 +20,15 @@ from importlib import metadata
 
 from flask import current_app
 
-from ..compute.errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
+from ..compute.errors import (
+    ComputeUnavailable,
+    PoolBusy,
+    RecipeCrashed,
+    RecipeError,
+    RecipeRefused,
+    RecipeSetAside,
+    RecipeTimeout,
+)
 from ..compute.executor import Executor
 from ..compute.messages import RecipeCall, Reply, read_reply
 from ..compute.pool import REPLY_FORMAT
@@ -29,7 +37,7 @@ from ..domain.labs.fields import FieldError
 from . import budget, checkpoints
 from .cache import cache
 from .extensions import workers
-from .refusals import BudgetSpent, ModelMissing, NoLiveLab, RequirementMissing
+from .refusals import BudgetSpent, ModelMissing, ModelSetAside, NoLiveLab, NotYours, RequirementMissing
 from .state import StateUnavailable
 
 
@@ -58,8 +66,8 @@ def run_key(model) -> str:
 # services raise these, never an HTTP exception.
 # A failed run is the server's (503: the recipe, its process or the compute tier; 504: its time ran out), never the
 # client's: a request the recipe refuses carries its own 400 (RecipeRefused).
-STATUS = ((FieldError, 400), (ModelMissing, 404), (NoLiveLab, 404), (BudgetSpent, 429), (CheckpointUnavailable, 503),
-          (RequirementMissing, 503),
+STATUS = ((FieldError, 400), (ModelMissing, 404), (NoLiveLab, 404), (BudgetSpent, 429), (NotYours, 403),
+          (ModelSetAside, 503), (RecipeSetAside, 503), (CheckpointUnavailable, 503), (RequirementMissing, 503),
           (PoolBusy, 429), (RecipeTimeout, 504), (RecipeCrashed, 503), (ComputeUnavailable, 503),
           (StateUnavailable, 503), (RecipeError, 503))
 # Nothing was answered, and a moment later may be: the answer says when to ask again.

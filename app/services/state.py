@@ -7,8 +7,9 @@ interface, so the code that keeps state never asks which one it has. The cache p
 over `max_entry` bytes are not kept, and when the cached values pass `max_bytes` those nearest their
 expiry go first. Jobs and budget counters are never evicted (they expire by themselves).
 
-A store that fails (Redis down, a disk full) degrades instead of failing requests: a read is a miss, a
-budget counter lets the request through, a job is not written (its caller then answers within the request);
+A store that fails (Redis down, a disk full) degrades instead of failing requests: a read is a miss, a job is not
+written (its caller then answers within the request), and only what would start work refuses (503: a budget that
+cannot be counted admits nothing);
 each outage is logged once. A cached answer written meanwhile (a report, the latest report) is held in the
 process, bounded in bytes, served from there to this process's reads, and written when the store answers
 again, so that an outage loses nothing this process computed.
@@ -71,6 +72,16 @@ class Store:
         self._answered()
         return result
 
+    def _strictly(self, action: str, call, why: str):
+        """`call()`'s answer, or StateUnavailable saying `why` this cannot be done while the store is down."""
+        try:
+            result = call()
+        except self.errors as exc:
+            self._went_down(action, exc)
+            raise StateUnavailable(why) from None
+        self._answered()
+        return result
+
     def _answered(self) -> None:
         """The store answered: if it was down, it is back, and what was held meanwhile is written."""
         if self._down:
@@ -115,14 +126,8 @@ class Store:
             return held[0]  # newer than anything the store holds: written here while it was down
         if not strict:
             return self._guard("get", lambda: self._get(key), None)
-        try:
-            found = self._get(key)
-        except self.errors as exc:
-            self._went_down("get", exc)
-            raise StateUnavailable("the shared state cannot be reached now, so this cannot be looked up; nothing "
-                                   "was lost: ask again shortly") from None
-        self._answered()
-        return found
+        return self._strictly("get", lambda: self._get(key), "the shared state cannot be reached now, so this cannot "
+                              "be looked up; nothing was lost: ask again shortly")
 
     def set(self, key: str, value: Any, ttl: float, cached: bool = False) -> bool:
         """Keep `value` for `ttl` seconds; a `cached` value may be evicted early to respect the size cap. Whether
@@ -139,9 +144,13 @@ class Store:
             self._held.put(key, (raw, self.clock() + ttl), len(raw))
         return written
 
-    def add(self, key: str, value: Any, ttl: float) -> bool:
-        """Keep `value` only if nothing is kept under `key`; whether it was kept. While the store is down
-        every add succeeds, so that work is duplicated rather than refused."""
+    def add(self, key: str, value: Any, ttl: float, strict: bool = False) -> bool:
+        """Keep `value` only if nothing is kept under `key`; whether it was kept. While the store is down every add
+        succeeds, so that work is duplicated rather than refused; unless `strict` (a place that bounds work: a
+        retraining's), and then StateUnavailable."""
+        if strict:
+            return self._strictly("add", lambda: self._add(key, encode(value), ttl), "the shared state that holds "
+                                  "the places of work on this machine cannot be reached, so none is taken now")
         return self._guard("add", lambda: self._add(key, encode(value), ttl), True)
 
     def delete(self, key: str) -> None:
@@ -151,10 +160,13 @@ class Store:
     def admit(self, key: str, limit: int, window: float, units: int = 1) -> float:
         """Record `units` hits unless that would make more than `limit` in the last `window` seconds: a sliding
         window, so that no span of that length ever holds more. 0 when admitted, else the seconds until they will
-        be (infinite when `units` is over `limit`: never)."""
+        be (infinite when `units` is over `limit`: never). A store that cannot count is StateUnavailable: work
+        that spends a budget is refused rather than admitted without one."""
         if units > limit:
             return float("inf")
-        return self._guard("admit", lambda: self._admit(key, limit, window, units), 0.0)
+        return self._strictly("admit", lambda: self._admit(key, limit, window, units), "the shared state that counts "
+                              "each client's compute budget cannot be reached, so nothing that computes starts now "
+                              "(kept answers and stored data are still served)")
 
     def push(self, key: str, value: Any, limit: int, ttl: float) -> bool:
         """Append `value` to the list under `key`, keeping its last `limit` values for `ttl` seconds from this push,

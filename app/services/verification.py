@@ -117,7 +117,7 @@ class Verifications(Jobs):
         full: nothing is started)."""
         key = cache_key(model)
 
-        def admit():
+        def admit(job_id: str):
             budget.spend()
             return runs.admit().release
 

@@ -160,7 +160,7 @@ def files(slug: str):
     "summary": "Re-execute the recipe and compare with the recording", "parameters": [f.slug],
     "responses": {"200": response_of(ref("Report"), "The report (finished within the request, or kept)."),
                   "202": response_of(ref("Job"), "Running: poll the Location.", "Location", "Retry-After"),
-                  **errors(403, 404, 413, 415, 429, 503)}})
+                  **errors(403, 404, 413, 415)}})
 @spends_compute
 def verify(slug: str):
     """Re-execute the recipe and compare: 200 with the report, or 202 with a Location to poll."""
@@ -183,7 +183,7 @@ def verify(slug: str):
 @bp.get("/models/<slug>/verifications/latest")
 @documented(lambda f: {"operationId": "getLatestVerification", "tags": ["verification"],
                         "summary": "The latest verification report", "parameters": [f.slug],
-                        "responses": found(ref("Report"), "The report.") | errors(503)})
+                        "responses": found(ref("Report"), "The report.")})
 def latest_verification(slug: str):
     """The latest verification report of this model's current revision."""
     report = verifications.latest(get_model(slug))
@@ -207,7 +207,7 @@ def retrained_model(slug: str) -> Model:
     "parameters": [f.retrained_slug],
     "responses": {"200": response_of(ref("RetrainingReport"), "A kept report of exactly these recipe files."),
                   "202": response_of(ref("RetrainingJob"), "Training: poll the Location.", "Location", "Retry-After"),
-                  **errors(403, 404, 413, 415, 429, 503)}})
+                  **errors(403, 404, 413, 415)}})
 @spends_compute
 def retrain(slug: str):
     """Train the recipe again on the server and compare its weights: 200 with a kept report, else 202 with the job."""
@@ -215,14 +215,14 @@ def retrain(slug: str):
     cached = retrainings.cached(found)
     if cached is not None:  # a kept report of exactly these recipe files starts nothing, so it spends no budget
         return jsonify(cached)
-    job = retrainings.start(found)
+    job, token = retrainings.start(found)
     if not job.get("recorded", True):
         report = retrainings.wait(job["id"], current_app.config["RETRAINING_TIMEOUT"] + 5)
         if report is not None:  # the shared store is down: no poll could find the job, so this request waited
             return jsonify(report)
         raise ServiceUnavailable("the shared state cannot be reached, so this retraining could not be kept for "
                                  "polling and did not finish in time; try again shortly", retry_after=5)
-    return _job_answer(retrainings.public(job), 202)
+    return _job_answer(retrainings.public(job) | ({"cancel_token": token} if token else {}), 202)
 
 
 @bp.get("/models/<slug>/retrainings/<job_id>")
@@ -252,7 +252,8 @@ def cancel_retraining(slug: str, job_id: str):
     job = _retraining(slug, job_id)
     if job["state"] == "done":
         abort(409, f"retraining job {job_id!r} has ended already ({job['report']['status']}); nothing to cancel")
-    retrainings.cancel(job_id)
+    bearer = request.headers.get("Authorization", "")
+    retrainings.cancel(job, bearer[7:].strip() if bearer[:7].lower() == "bearer " else None)
     return _job_answer(retrainings.public(job), 202)
 
 
@@ -290,7 +291,7 @@ def verification_history(slug: str):
     "x-checked-beyond-schema": ["values_failed"],  # at most `values`: a 400 that says so
     "requestBody": json_body(ref("SharedEntry")),
     "responses": {"201": response_of(ref("HistoryEntry"), "The entry as kept."),
-                  **errors(400, 403, 404, 413, 415, 429)}})
+                  **errors(400, 403, 404, 413, 415)}})
 @spends_compute
 def share_verification(slug: str):
     """A report a reader's verifier made, kept in the history as a client's (never as the server's): 201."""

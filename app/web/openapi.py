@@ -24,21 +24,28 @@ from ..services.retraining import trained_here
 
 ERRORS = {
     400: "Bad input; the message starts with the field or parameter at fault.",
-    403: "Asked by another site's page (Sec-Fetch-Site): nothing that runs a recipe is started cross-site.",
+    403: "Asked by another site's page (Sec-Fetch-Site): nothing that runs a recipe is started cross-site; or a "
+         "retraining's cancel without the token its start answered to the client that started it.",
     404: "No such model, job or route.",
     409: "The job has ended already: there is nothing left to cancel.",
     412: "If-Match names no current representation (the message gives the ETag).",
     413: "Request body too large.",
     415: "A body that is not declared JSON (Content-Type: application/json).",
-    429: "Rate limit reached, or every recipe worker and the queue are busy (see Retry-After).",
-    503: "The recipe failed on this input (the message says where and why, in words), a recipe worker died before "
-         "answering or the compute queue cannot be reached (both with Retry-After), or the model's checkpoint is not "
-         "on this server (the message says how to provide one).",
-    504: "The recipe ran past its timeout and was stopped.",
+    429: "Busy: the client's compute budget is spent, or every recipe worker and the queue are busy (Retry-After says "
+         "when to ask again).",
+    503: "Unavailable: the shared state or the compute queue cannot be reached, a recipe worker died before answering, "
+         "or the model is set aside (each with Retry-After); or the recipe failed on this input (the message says "
+         "where and why, in words), or the model's checkpoint is not on this server (the message says how to provide "
+         "one).",
+    504: "Too slow: the recipe ran past its timeout and was stopped, or a proxy in front of the server gave up waiting "
+         "(Retry-After, where given, says when to ask again).",
 }
-RETRY = (429, 503)  # the errors that say when to try again
+RETRY = (429, 503, 504)  # the errors that may say when to try again
+# What any operation may answer when the server is busy or a part of it is out of reach, whatever it serves: a
+# stored manifest's GET behind a proxy too. Added to every operation in one place (build_spec), never listed per route.
+BUSY = (429, 503, 504)
 GET_ERRORS = (404, 412)
-POST_ERRORS = (400, 403, 404, 413, 415, 429, 503, 504)
+POST_ERRORS = (400, 403, 404, 413, 415)  # and BUSY, as every operation
 HEADERS = {
     "ETag": {"description": "The representation's entity tag, for If-None-Match (304) and If-Match (412).",
              "required": True, "schema": {"type": "string"}},
@@ -232,7 +239,7 @@ def _lab_paths(model: Model, schemas: dict[str, dict], intervened: dict) -> dict
         else:
             operation["parameters"] = [_query(f, endpoint.fields[f].required, schema)
                                        for f, schema in request["properties"].items()]
-            operation["responses"] = found(answer, described) | errors(400, 403, 429, 503, 504)
+            operation["responses"] = found(answer, described) | errors(400, 403)
         paths[f"/api/models/{model.slug}/{name}"] = {endpoint.method.lower(): operation}
     return paths
 
@@ -270,6 +277,8 @@ def build_spec(catalog: Catalog) -> dict:
         if model.has_lab:
             paths |= _lab_paths(model, schemas, bodies["InterventionRequest"]["properties"]["interventions"])
     for path, operations in paths.items():
+        for operation in operations.values():
+            operation["responses"] |= errors(*BUSY)
         spec.path(path=path, operations=operations)
     return spec.to_dict()
 

@@ -35,13 +35,15 @@ export class RetrainPanel {
     try {
       const response = await fetch(this.url, { method: "POST", headers: { Accept: "application/json" } });
       const body = requireData(response, await readJson(response));
+      // Given to the reader who started the job alone: one who joined another's retraining cannot cancel it.
+      this.token = body.cancel_token ?? null;
       const report = response.status === 202 ? await this.follow(response.headers.get("Location"), body) : body;
       this.finish(report);
       this.history?.load();
     } catch (error) {
       showStatus(this.status, `The retraining could not finish: ${error.message}`, true);
     } finally {
-      this.location = null;
+      this.location = this.token = null;
       this.cancelButton.hidden = true;
       this.button.removeAttribute("aria-disabled");
     }
@@ -50,7 +52,7 @@ export class RetrainPanel {
   /** Poll the job, drawing its curves as they grow, until it is done: its report. */
   async follow(location, job) {
     this.location = location;
-    this.cancelButton.hidden = false;
+    this.cancelButton.hidden = !this.token;
     for (;;) {
       this.progress(job);
       if (job.state === "done") return job.report;
@@ -63,14 +65,16 @@ export class RetrainPanel {
   progress(job) {
     const took = duration(performance.now() - this.started);
     const p = job.progress;
+    const joined = this.token ? "" : " (another reader started this retraining: you are watching theirs, which only they can cancel)";
     if (!p) {
-      showStatus(this.status, `${job.state === "queued" ? "Waiting for its turn" : "Starting train.py"}… ${took}`);
+      const what = job.state === "queued" ? "Waiting for its turn: this server trains one model at a time" : "Starting train.py";
+      showStatus(this.status, `${what}… ${took}${joined}`);
       return;
     }
     const which = p.runs > 1 ? `model ${p.run}, ` : "";
     const metrics = Object.entries(p.metrics).map(([name, value]) => ` · ${words(name)} ${sig(value, 3)}`).join("");
     const loss = p.loss == null ? "" : ` · loss ${sig(p.loss, 3)}`;
-    showStatus(this.status, `Training… ${which}${p.unit} ${p.epoch} of ${p.epochs}${loss}${metrics} · ${took}`);
+    showStatus(this.status, `Training… ${which}${p.unit} ${p.epoch} of ${p.epochs}${loss}${metrics} · ${took}${joined}`);
     this.draw(p.curves);
   }
 
@@ -90,10 +94,11 @@ export class RetrainPanel {
   }
 
   async cancel() {
-    if (!this.location) return;
+    if (!this.location || !this.token) return;
     this.cancelButton.hidden = true;
     showStatus(this.status, "Cancelling…");
-    const response = await fetch(this.location, { method: "DELETE", headers: { Accept: "application/json" } });
+    const headers = { Accept: "application/json", Authorization: `Bearer ${this.token}` };
+    const response = await fetch(this.location, { method: "DELETE", headers });
     if (!response.ok && response.status !== 409) showStatus(this.status, `Could not cancel: ${(await readJson(response))?.error?.message}`, true);
   }
 
