@@ -130,7 +130,7 @@ def test_both_executors_answer_the_one_declared_interface_with_its_signatures():
 
     declared = {name: inspect.signature(member) for name, member in vars(Executor).items()
                 if callable(member) and not name.startswith("_")}
-    assert set(declared) == {"admit", "release", "run", "retrain", "prestart", "pids", "shutdown"}
+    assert set(declared) == {"admit", "release", "run", "retrain", "set_aside", "prestart", "pids", "shutdown"}
     for executor in (WorkerPool, CeleryExecutor):
         assert issubclass(executor, Executor)
         for name, signature in declared.items():

@@ -13,7 +13,7 @@ from app import create_app
 from app.domain.graphlayout import build_preview
 from app.services.config import TestConfig
 from app.services.parts import parts
-from app.services.state import SQLiteStore
+from app.services.state import SQLiteStore, StateUnavailable
 
 from .conftest import (
     BERT_MANIFEST,
@@ -323,7 +323,10 @@ def test_the_store_degrades_when_its_file_breaks(tmp_path):
         broken.__dict__.update(store.__dict__)
         broken._local.db = None
         assert broken.get("k") is None and broken.add("k", 2, ttl=60) is True
-        assert broken.admit("client", 1, 60) == 0  # a store that fails lets the run through
+        with pytest.raises(StateUnavailable, match="nothing that computes starts now"):
+            broken.admit("client", 1, 60)  # a budget it cannot count admits nothing
+        with pytest.raises(StateUnavailable, match="nothing that computes starts now"):
+            broken.add("place", 1, ttl=60, strict=True)  # nor a place that bounds work
     finally:
         tmp_path.chmod(0o700)
 

@@ -14,7 +14,7 @@ from app.services.extensions import models, state
 from app.services.parts import parts
 from app.services.verification import cache_key
 
-from .conftest import ModelTree, bert_manifest
+from .conftest import ModelTree, bert_manifest, eventually
 
 POLL_LIMIT = 180  # seconds; a cold worker imports torch first
 
@@ -109,7 +109,7 @@ def fault_app(tmp_path_factory):
     tree.add("crash", run_py=CRASHING)
     tree.add("hang", run_py=HANGING)
     tree.add("raises", run_py=RAISING)
-    app = create_app(type("FaultConfig", (TestConfig,), tree.config(RECIPE_TIMEOUT=3.0)))
+    app = create_app(type("FaultConfig", (TestConfig,), tree.config(RECIPE_TIMEOUT=3.0, RECIPE_ASIDE_SECONDS=2.0)))
     yield app
     parts(app).pool.shutdown()
 
@@ -156,8 +156,12 @@ def test_a_hanging_recipe_is_killed_at_its_timeout(fault_app):
     assert report["status"] == "error"
     assert "past its 3 s timeout" in report["message"]
     assert elapsed < 60
-    # errors are not cached: a retry runs again
-    assert client.post("/api/models/hang/verifications").status_code == 202
+    # The model is set aside for a while (a retry now would hang too), then a retry runs again: errors are not cached.
+    aside = client.post("/api/models/hang/verifications")
+    assert aside.status_code == 503 and 0 < int(aside.headers["Retry-After"]) <= 2
+    assert "a run of it did not finish in 3 s and was stopped" in aside.get_json()["error"]["message"]
+    assert eventually(lambda: client.post("/api/models/hang/verifications").status_code,
+                      lambda status: status == 202, seconds=10) == 202
 
 
 def test_a_raising_recipe_reports_its_exception(fault_app):
@@ -198,7 +202,8 @@ def test_a_recipe_process_imports_nothing_of_the_web_tier():
               "print(sorted(m for m in sys.modules if m.startswith(('app', 'flask', 'werkzeug'))))")
     done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,
                           timeout=60)
-    loaded = ("['app', 'app.compute', 'app.compute.messages', 'app.compute.process', 'app.compute.worker', "
+    loaded = ("['app', 'app.compute', 'app.compute.errors', 'app.compute.messages', 'app.compute.process', "
+              "'app.compute.worker', "
               "'app.domain', 'app.domain.caches', 'app.domain.folders', 'app.domain.jsonbytes', 'app.domain.lru', "
               "'app.domain.recipes', 'app.domain.stamps', 'app.domain.steps']")
     assert done.stdout.strip() == loaded, done.stderr

@@ -42,6 +42,11 @@ def encode(value: Any) -> bytes:
     return raw
 
 
+# Why a budget or a place of work cannot be taken while the store is down.
+NOTHING_STARTS = ("the shared state that counts each client's compute budget cannot be reached, so nothing that "
+                  "computes starts now (kept answers and stored data are still served)")
+
+
 class StateUnavailable(Exception):
     """The shared state could not be read where a miss would mislead (a job that exists): 503, try again."""
 
@@ -149,8 +154,7 @@ class Store:
         succeeds, so that work is duplicated rather than refused; unless `strict` (a place that bounds work: a
         retraining's), and then StateUnavailable."""
         if strict:
-            return self._strictly("add", lambda: self._add(key, encode(value), ttl), "the shared state that holds "
-                                  "the places of work on this machine cannot be reached, so none is taken now")
+            return self._strictly("add", lambda: self._add(key, encode(value), ttl), NOTHING_STARTS)
         return self._guard("add", lambda: self._add(key, encode(value), ttl), True)
 
     def delete(self, key: str) -> None:
@@ -164,9 +168,7 @@ class Store:
         that spends a budget is refused rather than admitted without one."""
         if units > limit:
             return float("inf")
-        return self._strictly("admit", lambda: self._admit(key, limit, window, units), "the shared state that counts "
-                              "each client's compute budget cannot be reached, so nothing that computes starts now "
-                              "(kept answers and stored data are still served)")
+        return self._strictly("admit", lambda: self._admit(key, limit, window, units), NOTHING_STARTS)
 
     def push(self, key: str, value: Any, limit: int, ttl: float) -> bool:
         """Append `value` to the list under `key`, keeping its last `limit` values for `ttl` seconds from this push,

@@ -258,7 +258,7 @@ def cancel_retraining(slug: str, job_id: str):
 
 
 def _retraining(slug: str, job_id: str) -> dict:
-    retrained_model(slug)
+    """The retraining job `job_id` of this model, by its record (a model set aside meanwhile still has its jobs)."""
     job = retrainings.job(job_id)
     if job is None or job["model"] != slug:
         abort(404, f"no retraining job {job_id!r} for model {slug!r}")
@@ -309,8 +309,8 @@ def share_verification(slug: str):
     "responses": found(ref("Job"), "The job and, once done, its report (until then with Retry-After).",
                        "Retry-After")})
 def verification_job(slug: str, job_id: str):
-    """A verification job: its state and elapsed time, and the report once it is done."""
-    get_model(slug)
+    """A verification job: its state and elapsed time, and the report once it is done. Its record names its model:
+    a job whose model was set aside meanwhile (it hung) still answers, with the report that says so."""
     job = verifications.job(job_id)
     if job is None or job["model"] != slug:
         abort(404, f"no verification job {job_id!r} for model {slug!r}")
