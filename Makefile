@@ -81,8 +81,7 @@ bench: setup-test
 	$(BIN)/python bench/gpt2.py
 	$(BIN)/python bench/storm.py
 	$(BIN)/python bench/faults.py
-	$(BIN)/python bench/interventions.py
-	$(BIN)/python bench/kept_across_workers.py
+	$(BIN)/python bench/whatif.py
 	$(BIN)/python bench/executors.py --proxy --split-cores --rounds 3
 	$(BIN)/python bench/store.py
 	$(BIN)/python bench/retraining.py

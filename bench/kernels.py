@@ -43,7 +43,7 @@ def main() -> int:
     print(f"{'model':12} {'kernels':9} {'verdict':8} {'torch ran':9} {'seconds':>7} {'widened':>8} {'steps':>6} "
           f"{'worst share':>11}")
     for family in args.kernels.split(","):
-        settings = {"RECIPE_KERNELS": family, "STATE_PATH": None, "SHARED_RUNS_DIR": None, "VERIFY_WAIT": 0.0,
+        settings = {"RECIPE_KERNELS": family, "STATE_PATH": None, "VERIFY_WAIT": 0.0,
                     "COMPUTE_BUDGET": "100000 per minute"}
         app = create_app(type("Bench", (Config,), settings))
         try:

@@ -50,7 +50,6 @@ class CeleryWorker:
 
     def __init__(self, broker: str, name: str, concurrency: int = 1, **settings) -> None:
         self.log = Path(f"/tmp/tensorviz-celery-{name}-{os.getpid()}.log")
-        settings.setdefault("SHARED_RUNS_DIR", self.log.with_suffix(".runs"))  # not the repository's instance folder
         env = os.environ | {"TENSORVIZ_REDIS_URL": broker} | {f"TENSORVIZ_{k}": str(v) for k, v in settings.items()}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "compute_worker", "worker", "--concurrency", str(concurrency),
@@ -399,26 +398,3 @@ def test_a_retraining_on_a_compute_worker_is_joined_paid_for_and_fails_by_the_ch
         parts(app).pool.shutdown()
         w.stop()
 
-
-def test_a_lab_run_is_kept_for_a_first_change_asked_of_any_compute_worker_of_the_machine(own_broker, tmp_path):
-    """After a lab run's reply, with the queue empty, a compute worker runs it again with hooks and keeps it in the
-    machine's shared runs folder: the first change to that input, whichever of the two children takes it, runs the
-    changed run alone and answers as a server that keeps nothing does."""
-    runs = tmp_path / "runs"
-    started = CeleryWorker(own_broker.url, "keeping", concurrency=2, SHARED_RUNS_DIR=runs)
-    keeping = celery_app(own_broker.url)
-    alone = create_app(type("KeepingNone", (TestConfig,), {"KEEP_LAB_RUNS": False}))
-    try:
-        ran = keeping.test_client().post("/api/models/lstm/runs", json={"tokens": [1, 1, 0, 1, 0]}).get_json()
-        eventually(lambda: list(runs.glob("*.run")), seconds=60)
-        body = {"request": ran["request"], "interventions": [{"node": "cell", "action": "zero"}]}
-        changed = keeping.test_client().post("/api/models/lstm/interventions", json=body).get_json()
-        unkept = alone.test_client().post("/api/models/lstm/interventions", json=body).get_json()
-        assert changed["plain_run_kept"] and not unkept["plain_run_kept"], changed
-        ignored = ("plain_run_kept", "compute_seconds", "environment")
-        assert {k: v for k, v in changed.items() if k not in ignored} == \
-            {k: v for k, v in unkept.items() if k not in ignored}
-    finally:
-        started.stop()
-        for app in (keeping, alone):
-            parts(app).pool.shutdown()

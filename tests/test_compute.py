@@ -52,14 +52,12 @@ def test_calls_are_typed_and_the_worker_receives_plain_data():
 
 def test_every_message_reads_back_as_it_was_written():
     """Each message crosses to a recipe process as plain data (JSON for Celery) and is read back whole: the typed
-    arguments, the steps an intervention runs, a warm-up and its keeping, a reply and a failure."""
+    arguments, the steps an intervention runs, a warm-up, a reply and a failure."""
     import json
 
     from app.compute.messages import (
         Failure,
         InterveneArgs,
-        Keep,
-        KeepRun,
         OutlineArgs,
         Reply,
         TrainingArgs,
@@ -73,12 +71,11 @@ def test_every_message_reads_back_as_it_was_written():
                                                                   "run-key"), {"checkpoint": "/srv/ckpt"}),
              RecipeCall.of(BERT_RECIPE, "live_run", OutlineArgs([{"input_ids": [1]}], "GPT", "run-key")),
              RecipeCall.of(BERT_RECIPE, "run.replay", TrainingArgs({"case": "pi"}, "GPT")),
-             RecipeCall.lab(BERT_RECIPE, "trace", {"position": 2}, {}, KeepRun("GPT", "run-key"))]
+             RecipeCall.lab(BERT_RECIPE, "trace", {"position": 2}, {"checkpoint": "/srv"})]
     for call in calls:
         assert RecipeCall.read(json.loads(json.dumps(call.wire()))) == call
-    warmup = Warmup(str(BERT_RECIPE), "load", {"checkpoint": "/srv"}, Keep({"trace": [{"position": 2}]}, "GPT", "k"))
+    warmup = Warmup(str(BERT_RECIPE), "load", {"checkpoint": "/srv"})
     assert Warmup.read(json.loads(json.dumps(warmup.wire()))) == warmup
-    assert [step.keep for step in warmup.steps(10)] == [None, Keep({"trace": [{"position": 2}]}, "GPT", "k", 5.0)]
     for reply in (Reply('{"a":1}', True, ["a"], {"torch": "2"}, 0.5), Failure("ValueError: x", "failed", refused=400)):
         assert read_reply(json.loads(json.dumps(reply.wire()))) == reply
 

@@ -6,7 +6,6 @@ import copy
 import json
 import math
 import re
-import time
 
 import pytest
 import torch
@@ -149,116 +148,6 @@ def test_a_patch_takes_its_source_from_a_kept_run_and_answers_as_if_it_had_run_i
     assert len(calls) == 2  # the source ran for its projection's input, then the changed run
 
 
-def test_a_worker_keeps_the_recorded_cases_from_its_warm_up_for_a_first_change_to_one():
-    """Warmed up, a recipe process has run every recorded case as interventions keep their plain runs: the
-    first change to a case runs the changed run alone, and answers as a process that kept nothing does."""
-    from app.services.warmup import warm_up
-
-    change = {"case": "nested", "interventions": [{"node": "cell", "action": "zero"}]}
-    cold_app, warm_app = create_app(TestConfig), create_app(TestConfig)
-    try:
-        warm_up(warm_app)  # a request asked for meanwhile waits for the warmed worker
-        warm = warm_app.test_client().post(URL.format("lstm"), json=change).get_json()
-        cold = cold_app.test_client().post(URL.format("lstm"), json=change).get_json()
-        assert warm["plain_run_kept"] and not cold["plain_run_kept"]
-        assert len(parts(warm_app).pool.pids()) == 1  # the warmed worker answered
-
-        def alike(answer: dict) -> dict:
-            return {k: v for k, v in answer.items() if k not in ("plain_run_kept", "compute_seconds", "environment")}
-
-        assert alike(warm) == alike(cold)
-        patched = warm_app.test_client().post(URL.format("gpt"), json={"case": "repeats", "interventions": [
-            {"node": "h.0", "action": "patch", "from_case": "repeats"}]}).get_json()
-        assert patched["plain_run_kept"] and max(patched["effects"].values()) == 0
-    finally:
-        parts(cold_app).pool.shutdown()
-        parts(warm_app).pool.shutdown()
-
-
-def test_a_lab_run_is_kept_after_its_reply_for_a_first_change_to_its_input():
-    """After answering a lab run, a recipe process runs it again with hooks and keeps it: the first change to
-    that input runs the changed run alone (also sent at once, as the page does), and answers as a server that
-    keeps no lab run does. Of two workers, the one holding an input's run takes the change to it."""
-    from app.compute.worker import KEEP_AFTER_IDLE_SECONDS
-
-    class TwoWorkers(TestConfig):
-        RECIPE_WORKERS = 2
-
-    class KeepingNone(TestConfig):
-        KEEP_LAB_RUNS = False
-
-    keeping, plain = create_app(TwoWorkers), create_app(KeepingNone)
-    first, second = [0, 0, 1, 0, 1, 1], [0, 1, 0, 0, 0, 1, 1, 1]
-    try:
-        pool = parts(keeping).pool
-        pool.prestart()
-        deadline = time.monotonic() + 60
-        while len(pool.pids()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        client = keeping.test_client()
-        asked = []
-        for tokens in (first, second):
-            time.sleep(KEEP_AFTER_IDLE_SECONDS)  # a reader's pause: a process answering runs back to back keeps none
-            asked.append(client.post("/api/models/lstm/runs", json={"tokens": tokens}).get_json()["request"])
-        changed = [client.post(URL.format("lstm"), json={"request": a, "interventions": [
-            {"node": "cell", "action": "zero"}]}).get_json() for a in asked]
-        assert [c["plain_run_kept"] for c in changed] == [True, True]
-        alone = plain.test_client().post(URL.format("lstm"), json={"request": asked[1], "interventions": [
-            {"node": "cell", "action": "zero"}]}).get_json()
-        assert not alone["plain_run_kept"]
-        assert {k: v for k, v in changed[1].items() if k not in ("plain_run_kept", "compute_seconds", "environment")} \
-            == {k: v for k, v in alone.items() if k not in ("plain_run_kept", "compute_seconds", "environment")}
-    finally:
-        parts(keeping).pool.shutdown()
-        parts(plain).pool.shutdown()
-
-
-def test_a_run_kept_ahead_of_need_gives_way_to_the_next_task_but_not_to_a_change_to_it():
-    """The run kept after a lab reply stops at the next module call once another task waits, or once its outputs
-    outgrow what the process may keep, even in a recipe that catches every error; and keeps nothing then. A
-    change to the very input it keeps does not stop it: that change would run it again."""
-    from multiprocessing import Pipe
-
-    from app.compute import worker
-    from app.compute.messages import RecipeCall
-    from app.domain.lru import SizedLRU
-
-    task = {"recipe_dir": str(GPT_RECIPE), "module": "lab", "entry": "live_run", "args": {"input_ids": [1, 5, 7, 3]},
-            "context": {}, "keep_run": {"root": "GPT", "key": "run-key"}}
-    call = RecipeCall.read(task)
-    kept_runs = SizedLRU(1 << 26)
-    assert not worker.keep_after(call, 0, kept_runs, lambda: True) and len(kept_runs) == 0
-    assert not worker.keep_after(call, 0, SizedLRU(4096 * 4), lambda: False)  # it would take over 8 KiB of 16 KiB
-    lab = recipe_module(GPT_RECIPE, "lab")
-    real = lab.live_run
-    try:
-        def forgiving(**args):
-            try:
-                return real(**args)
-            except Exception:  # a recipe that swallows every error still cannot finish a run that gave way
-                return {"swallowed": True}
-
-        lab.live_run = forgiving
-        assert not worker.keep_after(call, 0, kept_runs, lambda: True) and len(kept_runs) == 0
-    finally:
-        lab.live_run = real
-    assert worker.keep_after(call, 0, kept_runs, lambda: False)
-    change = {"recipe_dir": str(GPT_RECIPE), "module": "intervene", "entry": "live_run", "context": {},
-              "args": {"args": {"input_ids": [1, 5, 7, 3]}, "steps": [], "sources": [], "root": "GPT",
-                       "key": "run-key"}}
-    assert kept_runs.keys() == [worker.waiting_key(change)]  # where an intervention on the input looks
-
-    web, recipe = Pipe()
-    waiting: list[dict] = []
-    assert not worker.make_way(recipe, call, waiting)  # nothing came
-    web.send(change)
-    assert not worker.make_way(recipe, call, waiting) and waiting == [change]  # a change to the kept input waits
-    other = change | {"args": change["args"] | {"args": {"input_ids": [2, 2]}}}
-    web.send(other)
-    waiting = []
-    assert worker.make_way(recipe, call, waiting) and waiting == [other]  # a task on another input: it gives way
-
-
 def test_an_output_the_recipe_writes_into_in_place_is_measured_as_its_module_made_it():
     """Outputs are kept without copying them; where the recipe writes into one later in the run, the run is
     made again with copies, so that a node's value and its change are what the module answered."""
@@ -353,10 +242,11 @@ def test_an_output_written_into_in_place_is_measured_as_made_in_every_window(mon
 
 
 def test_a_recipes_own_hooks_see_the_changed_output_and_torch_is_left_as_it_was():
-    """A run's calls pass through a wrapper of torch's `Module._call_impl`, not global hooks: a recipe that
-    captures a module's output with a hook of its own (attention maps) captures the changed output, input
-    changes reach the module's own pre-hooks, a copy of a hooked module made during the run is left as it is,
-    and after the run (or a failed one) torch's call and the modules' hooks are as they were."""
+    """A run's calls pass through torch's public global module hooks, which run before a module's own: a recipe
+    that captures a module's output with a hook of its own (attention maps) captures the changed output, input
+    changes reach the module's own pre-hooks, a copy of a module made during the run is no part of the graph, and
+    after the run (or a failed one) torch's call and the modules' hooks are as they were, and no global hook is
+    left."""
     from app.compute.intervene import Refused, intervene
 
     class Two(torch.nn.Module):
@@ -399,6 +289,9 @@ def test_a_recipes_own_hooks_see_the_changed_output_and_torch_is_left_as_it_was(
         intervene(entry, {}, [Step(node="a", action="scale", factor=float("nan"), target="a", on="output"),
                               Step(node="c", action="zero", target="c", on="output")], [], 0, "Two")
     assert torch.nn.Module._call_impl is call and not model.a._forward_hooks
+    with torch.no_grad():
+        assert torch.equal(model(x), model.b(model.a(x)))  # no hook of the run answers for the model any more
+    assert not torch.nn.modules.module._global_forward_hooks and not torch.nn.modules.module._global_forward_pre_hooks
 
 
 def test_a_change_is_measured_on_the_nodes_both_runs_share_alike():

@@ -45,8 +45,7 @@ def served(tmp_path_factory):
     """`make serve` with a virtual environment of its own (VENV), the state in a folder of the test's."""
     root = tmp_path_factory.mktemp("newcomer")
     port = free_port()
-    env = os.environ | {"TENSORVIZ_STATE_PATH": str(root / "state.sqlite"),
-                        "TENSORVIZ_SHARED_RUNS_DIR": str(root / "runs")}
+    env = os.environ | {"TENSORVIZ_STATE_PATH": str(root / "state.sqlite")}
     env = {k: v for k, v in env.items() if not k.startswith(("VIRTUAL_ENV", "PYTEST"))}
     log = open(root / "serve.log", "w")
     started = time.monotonic()

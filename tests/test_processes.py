@@ -72,12 +72,11 @@ def call(port: int, method: str, path: str, body: dict | None = None) -> tuple[i
 
 
 def server_env(tree: ModelTree, workers: int) -> dict:
-    """The environment a server of this model tree runs in: no Redis, its own folders, state file and shared runs."""
+    """The environment a server of this model tree runs in: no Redis, its own folders and state file."""
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "TENSORVIZ_REDIS_URL")}
     return env | {"WEB_CONCURRENCY": str(workers), "TENSORVIZ_MANIFESTS_DIR": str(tree.manifests),
                   "TENSORVIZ_RECIPES_DIR": str(tree.recipes),
-                  "TENSORVIZ_STATE_PATH": str(tree.manifests.parent / "state.sqlite3"),
-                  "TENSORVIZ_SHARED_RUNS_DIR": str(tree.manifests.parent / "runs")}
+                  "TENSORVIZ_STATE_PATH": str(tree.manifests.parent / "state.sqlite3")}
 
 
 def wait_until_answering(server, name: str) -> None:

@@ -44,7 +44,7 @@ def test_an_index_out_of_reach_is_told_apart_quickly():
     ("JOB_STALE_SECONDS", 0.5, "TENSORVIZ_JOB_STALE_SECONDS must be above TENSORVIZ_JOB_HEARTBEAT_SECONDS"),
     ("RECIPE_WORKERS", 1.5, "TENSORVIZ_RECIPE_WORKERS must be a number at least 1, not 1.5; a whole number"),
     ("RECIPE_TIMEOUT", True, "TENSORVIZ_RECIPE_TIMEOUT must be a number above 0, not True"),
-    ("KEEP_LAB_RUNS", "yes", "TENSORVIZ_KEEP_LAB_RUNS must be true or false, not 'yes'"),
+    ("DEBUG", "yes", "TENSORVIZ_DEBUG must be true or false, not 'yes'"),
     ("RECIPES_DIR", None, "TENSORVIZ_RECIPES_DIR must be text or a folder's path, not None"),
     ("EXECUTOR", "celery", "TENSORVIZ_EXECUTOR=celery needs TENSORVIZ_CELERY_BROKER_URL or TENSORVIZ_REDIS_URL"),
 ])

@@ -24,7 +24,7 @@ from .errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, Re
 from .messages import Failure, RecipeCall, Reply, Warmup, read_reply
 from .pool import outcome
 from .retraining import PROGRESS_SECONDS, Cancelled, RetrainCall, Retrained, read_retrained
-from .tasks import GRACE, KEEP, PROGRESS, RETRAIN, TASK, cancel_key, options
+from .tasks import GRACE, PROGRESS, RETRAIN, TASK, cancel_key, options
 
 QUEUE = "celery"  # Celery's default queue: a Redis list of the tasks no worker has taken yet
 SENDING = "tensorviz:celery:sending"  # runs admitted and not yet in the queue, counted with it at admission
@@ -123,19 +123,7 @@ class CeleryExecutor:
                 result.forget()
             except (*UNREACHABLE, RuntimeError):
                 pass
-        if call.keep_run is not None:
-            self._keep(call)
         return answered
-
-    def _keep(self, call: RecipeCall) -> None:
-        """Have a compute worker keep the lab run just answered for a first change to its input (tasks.py's KEEP),
-        as a local recipe process keeps one in time it would idle: only while no task waits in the queue, so that no
-        run waits behind it, and never counted as a run (nothing waits for it, and its failure is no one's)."""
-        try:
-            if self.broker.llen(QUEUE) == 0:
-                self.celery.send_task(KEEP, args=[call.wire()], ignore_result=True)
-        except (*UNREACHABLE, RuntimeError):
-            pass  # nothing is kept: a first change runs the input again
 
     def _sent(self) -> None:
         """The admitted run is in the queue (or was refused): the queue's length counts it now."""

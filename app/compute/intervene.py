@@ -9,7 +9,6 @@ the module's count) is refused here with status 400 and the field at fault.
 """
 
 import functools
-import gc
 import itertools
 import json
 import math
@@ -40,8 +39,6 @@ WINDOW_BYTES = 192 * 2**20
 # A run that calls its model more than once (a sampler's steps, a generation's tokens) meets each node again in
 # every call: the k-th time is kept as `<node>|<k>` (k ≥ 1) beside the first, and measured with it.
 AGAIN = "|"
-# Our hook's key among a module's own forward hooks during a run (torch numbers its handles from 0).
-OURS = "tensorviz-run"
 
 
 def occurrence(node: str, index: int) -> str:
@@ -59,22 +56,18 @@ class Refused(ValueError):
     status = 400
 
 
-class GaveUp(BaseException):
-    """A run kept ahead of need stopped between two module calls (a task came, or its outputs outgrew what
-    may be kept). Not an Exception: a recipe that catches every error still cannot finish the run."""
-
-
 class PastWindow(BaseException):
     """A run made again for one window of its outputs (WINDOW_BYTES) stopped once past it: what follows is another
-    window's. Not an Exception, as GaveUp."""
+    window's. Not an Exception: a recipe that catches every error still cannot finish the run."""
 
 
 # Every module's name in its outermost model, kept while the module lives (a recipe's cached checkpoint
 # model is named once per process; a model built per request is named from itself, cheaply).
 NAMES: "weakref.WeakKeyDictionary[nn.Module, str]" = weakref.WeakKeyDictionary()
-# The model each module was first registered in while a run was hooked (a recipe that builds its model per
-# request): its outermost model is found by walking up, not by searching every object in the process.
+# The model each module was registered in (torch's public module registration hook): a part a recipe calls alone
+# is named in its outermost model, found by walking up.
 PARENTS: "weakref.WeakKeyDictionary[nn.Module, weakref.ref]" = weakref.WeakKeyDictionary()
+_PARENTS_KNOWN: list = []  # the registration hook, once per process (follow_parents)
 
 
 def registered(parent: nn.Module, name: str, child: nn.Module | None) -> None:
@@ -82,28 +75,30 @@ def registered(parent: nn.Module, name: str, child: nn.Module | None) -> None:
         PARENTS[child] = weakref.ref(parent)
 
 
+def follow_parents() -> None:
+    """From now on, every module this process builds is known by the model it is built into, so that a part a recipe
+    calls alone (a trace runs the embeddings, then each layer) is named in its model. A recipe process asks this
+    at its start, before any recipe builds a model; a run asks it too."""
+    if not _PARENTS_KNOWN:
+        _PARENTS_KNOWN.append(nn.modules.module.register_module_module_registration_hook(registered))
+
+
 def outermost(module: nn.Module) -> nn.Module | None:
-    """The outermost model holding `module` where it was built during a hooked run, else None."""
+    """The outermost model holding `module`, where it was built after follow_parents, else None."""
     found = module
     while (parent := PARENTS.get(found)) is not None and (parent := parent()) is not None:
         found = parent
     return None if found is module else found
 
 
-def built_in_run(module: nn.Module) -> bool:
-    """Whether `module` is an outermost model built while a run was hooked (its parts were registered in it)."""
-    return any((parent := PARENTS.get(child)) is not None and parent() is module for child in module.children())
-
-
 class Tracker:
-    """Names every module call of a run by the graph's rule and lets hooks read or replace its tensors.
+    """Names every module call of a run by the graph's rule.
 
     A module of the recorded model's class (`root`) names its parts itself. A recipe may also call a model's
     parts one by one (a trace runs the embeddings, then each layer); a part not named yet is named in the
-    outermost model holding it: walked up to where the model was built during the run, else searched for
-    among every model of the recorded class in the process (once per model: the names are kept). Another model
-    a run calls (a baseline beside the recorded one) is no part of the graph: its modules have no node, so that a
-    change to `embed` changes the recorded model's alone."""
+    outermost model holding it, or in the recorded model whose call is under way. Another model a run calls (a
+    baseline beside the recorded one) is no part of the graph: its modules have no node, so that a change to
+    `embed` changes the recorded model's alone."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -111,26 +106,20 @@ class Tracker:
         # This run's answers by id (a weak map's lookup costs a weak reference per call); each module is held
         # so that its id stays its own until the run ends.
         self.known: dict[int, tuple[nn.Module, str | None]] = {}
+        self.under_way: list[nn.Module] = []  # the module calls under way, outermost first
 
     @staticmethod
     def name_from(model: nn.Module) -> None:
         for name, module in model.named_modules():
             NAMES[module] = name
 
-    def discover(self) -> None:
-        modules = [o for o in gc.get_objects() if issubclass(type(o), nn.Module)]  # type(): no lazy proxy wakes
-        inner = {id(child) for m in modules for child in m.children()}
-        recorded = (m for m in modules if id(m) not in inner and type(m).__name__ == self.root)
-        for root in sorted(recorded, key=lambda m: sum(1 for _ in m.modules())):
-            self.name_from(root)  # the largest model names last
-
     def name(self, module: nn.Module) -> str | None:
         """The module's name in the graph: "" for the recorded model itself, None for no part of it."""
         if module not in NAMES:
             model = module if type(module).__name__ == self.root else outermost(module)
-            if model is None and not built_in_run(module):
-                self.discover()
-            elif model is not None and type(model).__name__ == self.root:
+            if model is None or type(model).__name__ != self.root:
+                model = next((m for m in self.under_way if type(m).__name__ == self.root), None)
+            if model is not None:
                 self.name_from(model)
         return NAMES.get(module)
 
@@ -262,63 +251,40 @@ def changed(tensor: Tensor, item: Step, where: str, source: Tensor | None, modul
 
 @contextmanager
 def hooked(on_input: Callable | None, on_output: Callable, root: str):
-    """Every module call of a run passes through here for its duration: its input (where `on_input` is given)
-    and its output, each of which the callback may replace. This runs on every module call (a sampler of 100
-    steps makes 3,900): torch's global module hooks would take every call down its slow path (about 2 µs a call,
-    a tenth of a small model's run), so torch's `Module._call_impl` is wrapped instead (a class attribute, not a
-    slot: swapping it costs nothing), and a module without hooks of its own goes on down torch's fast path. One
-    with hooks of its own (a recipe's capture of attention maps) has ours first among them for the run, so that
-    its own see the changed output, as they would after a global hook."""
+    """Every module call of a run passes through here for its duration, through torch's public global module hooks:
+    its input (where `on_input` is given) and its output, each of which the callback may replace. Global hooks run
+    before a module's own, so that a recipe's own hooks (a capture of attention maps) see the changed output."""
+    follow_parents()
     tracker = Tracker(root)
-    name = tracker.node
-    call = nn.Module._call_impl  # torch's, or an enclosing run's
-    # Each module with hooks of its own whose call is under way, with its node (a module calling itself: each
-    # call's), read by our hook on it; a copy of it made during the run (copy.deepcopy) carries the hook, and
-    # finds nothing here.
-    under_way: dict[nn.Module, list[str]] = {}  # (held, so that ours comes off each when the run ends)
+    nodes: list[str | None] = []  # the node of each module call under way, innermost last
 
-    def first_hook(module: nn.Module, args: tuple, output: Any) -> Any:
-        nodes = under_way.get(module)
-        return on_output(module, nodes[-1], output) if nodes else None
+    def before(module: nn.Module, args: tuple) -> tuple | None:
+        node = tracker.node(module)
+        nodes.append(node)
+        tracker.under_way.append(module)
+        if node and on_input is not None and (replaced := on_input(module, node, args)) is not None:
+            return replaced if isinstance(replaced, tuple) else (replaced,)
+        return None
 
-    def called(module: nn.Module, *args, **kwargs):
-        node = name(module)
-        if not node:
-            return call(module, *args, **kwargs)
-        if on_input is not None and (replaced := on_input(module, node, args)) is not None:
-            args = replaced if isinstance(replaced, tuple) else (replaced,)
-        if module._forward_hooks or module._forward_pre_hooks:
-            nodes = under_way.get(module)
-            if nodes is None:  # torch's register_forward_hook(prepend=True) took 4 µs, and as much to remove
-                nodes = under_way[module] = []
-                module._forward_hooks[OURS] = first_hook
-                module._forward_hooks.move_to_end(OURS, last=False)
-            nodes.append(node)
-            try:
-                return call(module, *args, **kwargs)
-            finally:
-                nodes.pop()
-        output = call(module, *args, **kwargs)
-        replaced = on_output(module, node, output)
-        return output if replaced is None else replaced
+    def after(module: nn.Module, args: tuple, output: Any) -> Any:
+        node = nodes.pop()
+        tracker.under_way.pop()
+        return on_output(module, node, output) if node and output is not None else None
 
-    registration = nn.modules.module.register_module_module_registration_hook(registered)
-    nn.Module._call_impl = called
+    entering = nn.modules.module.register_module_forward_pre_hook(before)
+    # always_call: a module whose forward raises still leaves the calls under way as they were
+    leaving = nn.modules.module.register_module_forward_hook(after, always_call=True)
     try:
         yield
     finally:
-        nn.Module._call_impl = call
-        registration.remove()
-        for module in under_way:
-            module._forward_hooks.pop(OURS, None)
+        entering.remove()
+        leaving.remove()
 
 
 def run_recording(function: Callable, args: dict, seed: int, root: str, wanted: Callable[[str], bool],
-                  inputs: set[str], give_up: Callable[[Kept], bool] | None = None, first: int = 0,
-                  most: int | None = None) -> tuple:
+                  inputs: set[str], first: int = 0, most: int | None = None) -> tuple:
     """The entry's result from the seed, the outputs of every node `wanted` names (the inputs of those in
-    `inputs`) in the window `first`, `most` (Kept), and the first output past that window (None: none is);
-    GaveUp where `give_up`, asked after every module's output, says so."""
+    `inputs`) in the window `first`, `most` (Kept), and the first output past that window (None: none is)."""
     def run(seen: Kept) -> Any:
         def on_input(module, node, call_args):
             if node in inputs and call_args and isinstance(call_args[0], Tensor):
@@ -328,8 +294,6 @@ def run_recording(function: Callable, args: dict, seed: int, root: str, wanted: 
             tensor = first_tensor(output)
             if tensor is not None and wanted(node):
                 seen.keep(node, tensor)
-            if give_up is not None and give_up(seen):
-                raise GaveUp(node)
 
         with hooked(on_input if inputs else None, on_output, root):
             try:
@@ -343,12 +307,10 @@ def run_recording(function: Callable, args: dict, seed: int, root: str, wanted: 
 
 def end_to_end(tensors: list[Tensor]) -> Tensor:
     """The tensors' values laid end to end in a new flat tensor (never a view of one of them: a Baseline's copy
-    outlives the run that made them), in one call into torch where it has one (a reshape per tensor from Python
-    took half of measuring the effects on a model of a hundred calls)."""
-    if len(tensors) < 2:  # torch's flattening hands one tensor back as a view of itself
+    outlives the run that made them)."""
+    if len(tensors) < 2:  # torch.cat of one tensor is a copy too, but of its shape
         return tensors[0].reshape(-1).clone() if tensors else torch.zeros(0)
-    flatten = getattr(torch._C._nn, "flatten_dense_tensors", None)
-    return flatten(tensors) if flatten is not None else torch.cat([tensor.reshape(-1) for tensor in tensors])
+    return torch.cat([tensor.reshape(-1) for tensor in tensors])
 
 
 def squares_by_part(values: Tensor, lengths: Tensor, block: int) -> Tensor:
@@ -608,27 +570,24 @@ class Moved:
 
 
 def plain_run(function: Callable, args: dict, seed: int, root: str, kept_runs: SizedLRU | None,
-              key: str | None, give_up: Callable[[Kept], bool] | None = None) -> tuple[Any, Baseline, bool]:
+              key: str | None) -> tuple[Any, Baseline, bool]:
     """The entry's result on `args` as asked, every node's output laid out as a Baseline, and whether both
     were found in `kept_runs`, where they are kept under `key` (which names the recipe's content, the checkpoint,
-    torch and the seed): a reader who stacks changes on one input runs it unchanged once, and a recorded
-    case kept at the worker's warm-up, or a lab input kept after its lab run, not even once. A run made
-    ahead of need passes `give_up` (see run_recording), and then nothing is kept."""
+    torch and the seed): a reader who stacks changes on one input (or asks the options, then a change) runs it
+    unchanged once."""
     found = kept_runs.get(key) if kept_runs is not None and key else None
     if found is not None:
         return *found, True
-    plain, base = window_run(function, args, seed, root, 0, give_up)
+    plain, base = window_run(function, args, seed, root, 0)
     if kept_runs is not None and key and base.rest is None:
         kept_runs.put(key, (plain, base), base.bytes() + len(json.dumps(plain, default=str)))
     return plain, base, False
 
 
-def window_run(function: Callable, args: dict, seed: int, root: str, first: int,
-               give_up: Callable[[Kept], bool] | None = None) -> tuple[Any, Baseline]:
+def window_run(function: Callable, args: dict, seed: int, root: str, first: int) -> tuple[Any, Baseline]:
     """The entry's result, and the Baseline of its outputs from the `first`-th on, as many as WINDOW_BYTES hold
     (`rest` names the first past them)."""
-    plain, before, rest = run_recording(function, args, seed, root, lambda node: True, set(), give_up, first,
-                                        WINDOW_BYTES)
+    plain, before, rest = run_recording(function, args, seed, root, lambda node: True, set(), first, WINDOW_BYTES)
     return plain, Baseline.of(before, consume=True, rest=rest)
 
 

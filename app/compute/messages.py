@@ -6,7 +6,6 @@ writes it, `read()` (read_reply for a reply) reads it once where it arrives, so 
 wire's keys."""
 
 import json
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from functools import cached_property
 from pathlib import Path
@@ -17,33 +16,10 @@ from ..domain.steps import Step
 
 
 def plain_key(run_key: str, entry: str, asked: dict) -> str:
-    """What a plain run kept for interventions is found by: the service's run key (the recipe's content, the
-    checkpoint, torch, the seed), the lab entry, and the request with the server's arguments."""
+    """What the plain run an intervention made is found by in its recipe process, for the next change to the same
+    input: the service's run key (the recipe's content, the checkpoint, torch, the seed), the lab entry, and the
+    request with the server's arguments."""
     return f"{run_key}:{entry}:{json.dumps(asked, sort_keys=True)}"
-
-
-@dataclass(frozen=True)
-class KeepRun:
-    """Where a recipe process keeps a plain run for interventions: the recorded model's class, whose modules the
-    graph names (`root`), and the service's run key (`key`)."""
-
-    root: str
-    key: str
-
-
-@dataclass(frozen=True)
-class SharedFolder:
-    """Where the recipe processes of a machine keep their plain runs for one another (compute/shared_runs.py), and
-    how many bytes of runs the folder holds at most."""
-
-    path: str
-    max_bytes: int
-
-    @classmethod
-    def configured(cls, settings: Mapping) -> "SharedFolder | None":
-        """The folder the settings name (SHARED_RUNS_DIR, SHARED_RUNS_MAX_BYTES), or None where they name none."""
-        path = settings.get("SHARED_RUNS_DIR")
-        return None if path is None else cls(str(path), int(settings["SHARED_RUNS_MAX_BYTES"]))
 
 
 class _Arguments:
@@ -124,15 +100,13 @@ class RecipeCall:
     entry with interventions, outlined or on the weights kept during training, or a capture of its graph. `args` is
     the client's request for a run.py or lab.py entry, else the call's typed Arguments. `context` holds the
     server's own arguments (a checkpoint folder), never a client's; the recipe process checks that the entry is one
-    the recipe declares. `keep_run` asks it to keep a lab run's request as an intervention's plain run after it
-    replied (worker.keep_after)."""
+    the recipe declares."""
 
     recipe_dir: Path
     module: str
     entry: str
     args: dict | Arguments = field(default_factory=dict)
     context: dict = field(default_factory=dict)
-    keep_run: KeepRun | None = None
 
     @classmethod
     def replay(cls, recipe_dir: Path, context: dict | None = None, states: dict | None = None,
@@ -142,10 +116,9 @@ class RecipeCall:
         return cls(Path(recipe_dir), ReplayArgs.MODULE, "replay", ReplayArgs(states or {}, nudge), context or {})
 
     @classmethod
-    def lab(cls, recipe_dir: Path, entry: str, args: dict | None = None, context: dict | None = None,
-            keep_run: KeepRun | None = None) -> "RecipeCall":
-        """A lab.py function that the recipe's [lab] declaration names; `keep_run` as the class says."""
-        return cls(Path(recipe_dir), "lab", entry, args or {}, context or {}, keep_run)
+    def lab(cls, recipe_dir: Path, entry: str, args: dict | None = None, context: dict | None = None) -> "RecipeCall":
+        """A lab.py function that the recipe's [lab] declaration names."""
+        return cls(Path(recipe_dir), "lab", entry, args or {}, context or {})
 
     @classmethod
     def of(cls, recipe_dir: Path, entry: str, arguments: Arguments, context: dict | None = None) -> "RecipeCall":
@@ -156,16 +129,15 @@ class RecipeCall:
     def wire(self) -> dict:
         """The call as plain data."""
         args = asdict(self.args) if is_dataclass(self.args) else self.args
-        task = {"recipe_dir": str(self.recipe_dir), "module": self.module, "entry": self.entry, "args": args,
+        return {"recipe_dir": str(self.recipe_dir), "module": self.module, "entry": self.entry, "args": args,
                 "context": self.context}
-        return task | {"keep_run": asdict(self.keep_run)} if self.keep_run else task
 
     @classmethod
     def read(cls, task: dict) -> "RecipeCall":
         """A call from its plain data: its arguments typed by its module."""
-        kind, args, keep = ARGUMENTS.get(task["module"]), task.get("args", {}), task.get("keep_run")
+        kind, args = ARGUMENTS.get(task["module"]), task.get("args", {})
         return cls(Path(task["recipe_dir"]), task["module"], task["entry"], kind.read(args) if kind else args,
-                   task.get("context", {}), KeepRun(**keep) if keep else None)
+                   task.get("context", {}))
 
     def asked(self, request: dict) -> dict:
         """A request as the entry is called with it: the server's own arguments added."""
@@ -175,58 +147,24 @@ class RecipeCall:
         """Where the plain run of `request` is kept under `run_key`; None where that is ""."""
         return plain_key(run_key, self.entry, self.asked(request)) if run_key else None
 
-    def kept_run_key(self) -> str | None:
-        """Where the plain run this call makes or keeps is kept: a lab run's with `keep_run`, an intervention's (the
-        run as asked), an outline's (the run to be changed); None for any other call."""
-        if self.module == "lab" and self.keep_run and isinstance(self.args, dict):
-            return self.plain_key(self.args, self.keep_run.key)
-        if isinstance(self.args, InterveneArgs):
-            return self.plain_key(self.args.args, self.args.key)
-        if isinstance(self.args, OutlineArgs):
-            return self.plain_key(self.args.requests[0], self.args.key)
-        return None
-
-
-@dataclass(frozen=True)
-class Keep:
-    """The plain runs a warm-up keeps for interventions: by lab entry, the requests to run (a model's recorded
-    cases), kept as KeepRun(root, key) names them, within `seconds`."""
-
-    entries: dict[str, list[dict]]
-    root: str
-    key: str
-    seconds: float = 60.0
-
 
 @dataclass(frozen=True)
 class Warmup:
     """A recipe's warm-up in a recipe process: its modules imported and the function its [lab] warm names called
-    with the server's arguments (`warm`; "" to import only), or, as a step of its own, its recorded cases kept."""
+    with the server's arguments (`warm`; "" to import only)."""
 
     recipe_dir: str
     warm: str = ""
     context: dict = field(default_factory=dict)
-    keep: Keep | None = None
-
-    def steps(self, seconds: float) -> list["Warmup"]:
-        """The warm-up as a new recipe process makes it, step by step: its start, then the keeping of its recorded
-        cases, given half the warm-up's time (`seconds`)."""
-        start = Warmup(self.recipe_dir, self.warm, self.context)
-        if self.keep is None:
-            return [start]
-        keep = Keep(self.keep.entries, self.keep.root, self.keep.key, seconds / 2)
-        return [start, Warmup(self.recipe_dir, "", self.context, keep)]
 
     def wire(self) -> dict:
         """The warm-up as plain data."""
-        return {"warm": self.warm, "recipe_dir": self.recipe_dir, "context": self.context,
-                **({"keep": asdict(self.keep)} if self.keep else {})}
+        return {"warm": self.warm, "recipe_dir": self.recipe_dir, "context": self.context}
 
     @classmethod
     def read(cls, task: dict) -> "Warmup":
         """A warm-up from its plain data."""
-        keep = task.get("keep")
-        return cls(task["recipe_dir"], task["warm"], task.get("context", {}), Keep(**keep) if keep else None)
+        return cls(task["recipe_dir"], task["warm"], task.get("context", {}))
 
 
 def is_warmup(task: dict) -> bool:

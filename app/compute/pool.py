@@ -10,13 +10,12 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 from ..domain.folders import without_paths
 from . import worker
 from .errors import PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeSetAside, RecipeTimeout
-from .messages import Failure, RecipeCall, Reply, SharedFolder, Warmup, read_reply
+from .messages import Failure, RecipeCall, Reply, Warmup, read_reply
 from .retraining import RetrainCall, Retrained, retrain_watched
 
 log = logging.getLogger(__name__)
@@ -47,20 +46,15 @@ STARTUP_TIMEOUT = 120.0  # seconds a new worker may take to start Python and imp
 
 
 class _Worker:
-    """One recipe process with the pipe to it, the plain runs it was last asked to keep (`holds`, the newest last:
-    a hint, the process's kept runs may have let one go), and the warm-ups it has still to run (`pending`: a recipe's
-    start, then the keeping of its recorded cases)."""
-
-    HOLDS = 64
+    """One recipe process with the pipe to it, and the warm-ups it has still to run (`pending`: each recipe's
+    start)."""
 
     def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int, timeout: float,
-                 pending: list[Warmup] | None = None, shared: SharedFolder | None = None,
-                 kernels: str = "native") -> None:
-        self.holds: dict[str, None] = {}
+                 pending: list[Warmup] | None = None, kernels: str = "native") -> None:
         self.pending: list[Warmup] = list(pending or [])
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout, shared, kernels),
+            target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout, kernels),
             name="tensorviz-recipe", daemon=True,
         )
         self.process.start()
@@ -76,12 +70,6 @@ class _Worker:
     @property
     def pid(self) -> int | None:
         return self.process.pid
-
-    def hold(self, key: str) -> None:
-        self.holds.pop(key, None)
-        self.holds[key] = None
-        if len(self.holds) > self.HOLDS:
-            del self.holds[next(iter(self.holds))]
 
     def alive(self) -> bool:
         """Whether an idle worker can take a task: an idle one sends nothing, so a pipe with something to read
@@ -100,7 +88,9 @@ def worker_context() -> multiprocessing.context.BaseContext:
     of a torch import. The server is a fresh interpreter with no threads, so forking it is safe where
     forking the web process (threads, sockets, locks held) is not."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["app.compute.worker", "torch"])  # before the server starts; then no-op
+    # Before the server starts (then a no-op): torch, and the configuration torch.use_deterministic_algorithms
+    # imports, so that each recipe process starts without either.
+    context.set_forkserver_preload(["app.compute.worker", "torch", "torch._inductor.config"])
     return context
 
 
@@ -111,15 +101,12 @@ class WorkerPool:
     and a fresh one takes its place. A task that finds no idle worker while one is starting or warming waits
     for it rather than starting another.
 
-    Warm-ups (a recipe's imports, its checkpoint, its recorded cases kept for What if?) are one per recipe folder,
+    Warm-ups (a recipe's imports, its checkpoint) are one per recipe folder,
     each bounded by `warmup_timeout`. A worker takes runs as soon as torch is loaded and warms in the time it
     would idle, one recipe at a time, so that no recipe's warm-up holds another recipe's run for more than one
     step; a run of a recipe whose warm-up this worker has not made yet makes that one first. A recipe whose warm-up
     fails (hangs, crashes the process or raises) FAILS_IN_A_ROW times in a row is set aside: no worker warms it
     again, and `on_failing(recipe_dir, reason)` tells the service, which makes its model unavailable.
-
-    Each worker keeps the plain runs it made for interventions; with `shared`, also in a folder that every recipe
-    process of the machine reads (those of the other web processes too: compute/shared_runs.py).
 
     A hang costs only its own recipe. A run waits for a worker behind runs of its own recipe, but behind another's
     for at most `patience` seconds: then it runs in a worker of its own (at most `size` such at once), so that a
@@ -133,7 +120,7 @@ class WorkerPool:
     def __init__(self, size: int, timeout: float, torch_threads: int, seed: int, queue: int = 0,
                  memory_mb: int = 0, warmup_timeout: float | None = None,
                  on_failing: Callable[[str, str], None] | None = None,
-                 shared: SharedFolder | None = None, kernels: str = "native", patience: float = 0.25,
+                 kernels: str = "native", patience: float = 0.25,
                  on_hang: Callable[[str], None] | None = None) -> None:
         self.size = size
         self.capacity = size + queue  # runs admitted at once: running plus waiting for a worker
@@ -143,7 +130,6 @@ class WorkerPool:
         self._torch_threads = torch_threads
         self._seed = seed
         self._memory_mb = memory_mb
-        self._shared = shared
         self._kernels = kernels  # the family every recipe process computes with (recipekit/kernels.py)
         self._ctx = worker_context()
         self._slots = threading.BoundedSemaphore(size)
@@ -178,20 +164,18 @@ class WorkerPool:
 
     def _new_worker(self) -> _Worker:
         with self._lock:
-            pending = [step for folder, warmup in self._warmups.items() if folder not in self.failing
-                       for step in warmup.steps(self.warmup_timeout)]
+            pending = [warmup for folder, warmup in self._warmups.items() if folder not in self.failing]
         return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout, pending,
-                       self._shared, self._kernels)
+                       self._kernels)
 
-    def _take(self, prefer: str | None = None) -> _Worker:
-        """An idle worker: the newest that holds the plain run `prefer` names, else the one returned last."""
+    def _take(self) -> _Worker:
+        """An idle worker: the one returned last."""
         with self._lock:
             self._waiting += 1
             try:
                 while True:
                     while self._idle:
-                        holders = [i for i, w in enumerate(self._idle) if prefer is not None and prefer in w.holds]
-                        candidate = self._idle.pop(holders[-1] if holders else -1)
+                        candidate = self._idle.pop()
                         if candidate.alive():
                             return candidate
                         candidate.kill()
@@ -202,17 +186,16 @@ class WorkerPool:
                 self._waiting -= 1
         return self._new_worker()
 
-    def _release(self, w: _Worker, started: bool = False, keeping: bool = False) -> None:
+    def _release(self, w: _Worker, started: bool = False) -> None:
         """Return a worker to the idle ones (a worker warming aside is back); `started`: it is one the background
-        start made; `keeping`: it keeps a run after its reply, so the others are taken first (but for a change to
-        that run). Then let an idle worker warm, where no run waits."""
+        start made. Then let an idle worker warm, where no run waits."""
         with self._lock:
             self._starting -= started
             if w in self._aside:
                 self._aside.remove(w)
             kept = len(self._idle) < self.size and not self._closed
             if kept:
-                self._idle.insert(0 if keeping else len(self._idle), w)
+                self._idle.append(w)
             self._returned.notify_all()  # a worker to take, or one start fewer to wait for
         if not kept:
             w.kill()  # a replacement started while a request started its own: keep no more than size
@@ -250,12 +233,11 @@ class WorkerPool:
 
     def run(self, call: RecipeCall) -> Reply:
         """Run the call in a worker; returns the worker's reply, or raises a RecipeError saying why not."""
-        key = call.kept_run_key()  # a worker that holds its plain run is taken first
         folder = str(call.recipe_dir)
         self._refuse_set_aside(folder)
         with self._turn(folder):
             self._refuse_set_aside(folder)  # set aside while this run waited its turn
-            w = self._ready(self._take(key), folder)
+            w = self._ready(self._take(), folder)
             try:
                 w.conn.send(call.wire())
                 if not w.conn.poll(self.timeout):
@@ -271,10 +253,7 @@ class WorkerPool:
                 w.kill()
                 self._start_in_background(1)
                 raise RecipeCrashed(f"the recipe worker died (exit code {code}) before answering") from exc
-            ran = isinstance(reply, Reply)
-            if key is not None and ran:
-                w.hold(key)
-            self._release(w, keeping=call.keep_run is not None and ran)
+            self._release(w)
         return outcome(reply, call)
 
     def retrain(self, call: RetrainCall, progressed: Callable[[dict], None],
@@ -285,23 +264,20 @@ class WorkerPool:
         return retrain_watched(call, progressed, cancelled)
 
     def _ready(self, w: _Worker, folder: str) -> _Worker:
-        """Make this recipe's own warm-up in the worker first (its start, its cases kept), never another's. A start
-        that fails fails the run, saying why; a keeping that gave up (its worker killed, the recipe's cases no
-        longer kept) leaves the run to a fresh worker."""
+        """Make this recipe's own warm-up in the worker first, never another's. A start that fails fails the run,
+        saying why."""
         own = [step for step in w.pending if step.recipe_dir == folder]
         w.pending = [step for step in w.pending if step.recipe_dir != folder]
         for step in own:
             if self._warm(w, step):
                 continue
-            if step.keep is not None:
-                return self._ready(self._new_worker(), folder)  # its steps no longer hold the keeping
             self._start_in_background(1)
             raise RecipeCrashed(f"the recipe did not start in its process: {self._why(folder)}")
         return w
 
     def prestart(self, warmups: list[Warmup] | None = None) -> None:
         """Start every worker in the background; each runs `warmups` (one per recipe folder: importing its recipe,
-        loading a checkpoint, keeping its cases) in time it would idle, so that the first runs find them warm."""
+        loading a checkpoint) in time it would idle, so that the first runs find them warm."""
         with self._lock:
             self._warmups = {warmup.recipe_dir: warmup for warmup in warmups or []}
         self._start_in_background(self.size)
@@ -348,49 +324,30 @@ class WorkerPool:
         threading.Thread(target=warm, name="recipe-warm", daemon=True).start()
 
     def _warm(self, w: _Worker, task: Warmup) -> bool:
-        """Run one warm-up step in the worker, within `warmup_timeout`; whether the worker lives on. A start that
-        fails is counted against its recipe (a worker that hangs or dies is killed); one that succeeds clears the
-        count. Keeping the recorded cases is no start: it gives up by itself at its deadline, and a run of it that
-        hangs ends the worker, which then keeps nothing of that recipe, without counting against it."""
+        """Run one recipe's warm-up in the worker, within `warmup_timeout`; whether the worker lives on. A warm-up
+        that fails is counted against its recipe (a worker that hangs or dies is killed; one whose recipe raised is
+        sound); one that succeeds clears the count."""
         folder = task.recipe_dir
-        if task.keep is not None:
-            return self._keep(w, task)
-        error = None
+        error, sound = None, True
         try:
             w.conn.send(task.wire())
             if not w.conn.poll(self.warmup_timeout):
-                error = f"warming it ran past {self.warmup_timeout:g} s"
+                error, sound = f"warming it ran past {self.warmup_timeout:g} s", False
             else:
                 reply = read_reply(w.conn.recv())
                 if isinstance(reply, Failure):
                     error = f"warming it raised {without_paths(reply.error, (str(Path(folder).parent),))}"
         except (EOFError, OSError):
             w.process.join(timeout=5)
-            error = f"its process died while warming it (exit code {w.process.exitcode})"
+            error, sound = f"its process died while warming it (exit code {w.process.exitcode})", False
         if error is None:
             with self._lock:
                 self._failures.pop(folder, None)
             return True
         self._failed(folder, error)
-        if "raised" in error:
-            return True  # the recipe's own error: the process is sound
-        w.kill()
-        return False
-
-    def _keep(self, w: _Worker, task: Warmup) -> bool:
-        try:
-            w.conn.send(task.wire())
-            if w.conn.poll(self.warmup_timeout):
-                w.conn.recv()
-                return True
-        except (EOFError, OSError):
-            pass
-        log.warning("keeping the cases of %s ran past %g s; its next recipe process keeps none",
-                    Path(task.recipe_dir).name, self.warmup_timeout)
-        with self._lock:
-            self._warmups[task.recipe_dir] = replace(self._warmups[task.recipe_dir], keep=None)
-        w.kill()
-        return False
+        if not sound:
+            w.kill()
+        return sound
 
     def _failed(self, folder: str, error: str) -> None:
         log.warning("warming %s failed: %s", Path(folder).name, error)

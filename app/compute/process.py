@@ -13,14 +13,10 @@ from recipekit import kernels
 
 
 def deterministic(torch: ModuleType) -> None:
-    """torch.use_deterministic_algorithms(True) for eager runs. The public call also sets torch.compile's
-    flag, importing torch._inductor for it (sympy and some 800 modules: half a worker's start, 3 s), and no
-    recipe is compiled; where this torch lacks the eager switch, the public call is made."""
-    switch = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if switch is None:
-        torch.use_deterministic_algorithms(True)
-    else:
-        switch(True, warn_only=False)
+    """torch.use_deterministic_algorithms(True), as recipes and their trainers call it. It also sets torch.compile's
+    flag, importing torch._inductor's configuration (1.4 s): a recipe process forked from the pool's server finds it
+    imported there (pool.worker_context)."""
+    torch.use_deterministic_algorithms(True)
 
 
 def manual_seed(torch: ModuleType, value: int) -> None:

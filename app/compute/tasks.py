@@ -18,11 +18,10 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from . import worker
 from .errors import RecipeError, RecipeTimeout
-from .messages import Failure, RecipeCall, SharedFolder
+from .messages import Failure
 from .retraining import Cancelled, RetrainCall, retrain_watched
 
 TASK = "tensorviz.run_recipe"
-KEEP = "tensorviz.keep_run"
 RETRAIN = "tensorviz.retrain"
 GRACE = 5.0  # seconds between the soft time limit (the recipe's timeout) and the hard one
 PROGRESS = "PROGRESS"  # a retraining task's state while it trains: its meta is the Curve's progress
@@ -76,7 +75,7 @@ def make_celery(settings: dict) -> Celery:
         # worker_max_memory_per_child replaces one that grew.
         if "process" not in held:
             held["process"] = worker.start(int(settings["RECIPE_TORCH_THREADS"]), int(settings["RECIPE_SEED"]), 0,
-                                           SharedFolder.configured(settings), settings.get("RECIPE_KERNELS", "native"))
+                                           settings.get("RECIPE_KERNELS", "native"))
         return held["process"]
 
     def here(task: dict) -> Path | None:
@@ -95,17 +94,6 @@ def make_celery(settings: dict) -> Celery:
             missing = f"this compute worker has no recipe folder {Path(task['recipe_dir']).name}"
             return Failure(missing, missing).wire()
         return process.answer(task | {"recipe_dir": str(folder)}, timeouts=(SoftTimeLimitExceeded,))
-
-    @app.task(name=KEEP, ignore_result=True)
-    def keep_run(task: dict) -> None:
-        """A lab run answered a moment ago run again with hooks and kept (in this machine's shared runs folder too),
-        as a local recipe process keeps one after its reply: a reader's first change to that input then runs the
-        changed run alone on any worker of this machine. Sent only while the queue is empty (executor.run)."""
-        process = recipe_process()
-        folder = here(task)
-        if folder is not None:
-            worker.keep_after(RecipeCall.read(task | {"recipe_dir": str(folder)}), process.seed, process.kept_runs,
-                              lambda: False)
 
     # Acknowledged when taken, unlike a recipe run: a retraining runs for minutes, past the broker's visibility
     # timeout, and must never be handed to a second worker while the first trains; one whose worker died is lost,

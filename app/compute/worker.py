@@ -30,33 +30,19 @@ from .messages import (
     CaptureArgs,
     Failure,
     InterveneArgs,
-    KeepRun,
     OutlineArgs,
     RecipeCall,
     ReplayArgs,
     Reply,
-    SharedFolder,
     TrainingArgs,
     Warmup,
     is_warmup,
-    plain_key,
 )
 from .process import cap_memory, deterministic, manual_seed, use_kernels
 
 # Statuses a recipe's exception may carry (as its `status` attribute) to say that it refused the request
 # (400: the message starts with the field at fault) or that it cannot serve any request (503).
 REFUSALS = (400, 503)
-PENDING_CHECK_SECONDS = 0.001  # how often a run kept after a reply looks for the next task
-# A lab run is kept after its reply only where the process had idled this long before the run came (a reader
-# runs their input, then thinks): one answering runs back to back, on a loaded server, would take the kept
-# runs' time from the web workers beside it (a small model's runs under load: half as many answered).
-KEEP_AFTER_IDLE_SECONDS = 0.1
-# The most of the kept runs one lab run kept ahead of need may take, so that one long input's run (a twelve-layer
-# checkpoint's on a 9-token text: 5.7 MiB laid out, more with every token) leaves room for others.
-KEPT_AHEAD_SHARE = 1 / 2
-# The most of the kept runs one recorded case kept at a warm-up may take: a case over a whole test split (a thousand
-# problems, every module's output) would push the others out; it runs in full when it is changed.
-WARM_RUN_SHARE = 1 / 16
 
 
 # The entry that replays one recorded case (run.py's replay(case=...)), where no lab endpoint runs it; named as
@@ -131,10 +117,9 @@ def environment(torch: ModuleType, seed: int, mode: str = "eval", kernels: str =
     }
 
 
-def warm(task: Warmup, seed: int, kept_runs: SizedLRU | None = None) -> None:
+def warm(task: Warmup) -> None:
     """Import the recipe's modules and call the function its [lab] warm names (loading its checkpoint, say)
-    with the server's arguments, so that the first request finds both done; then run the requests of its `keep`
-    as plain runs kept in `kept_runs` for interventions, named as an intervention names its plain run."""
+    with the server's arguments, so that the first request finds both done."""
     recipe_dir = Path(task.recipe_dir)
     declared = entry_points(recipe_dir)
     module = load_module(recipe_dir, "lab" if declared["lab"] else "run")
@@ -142,65 +127,6 @@ def warm(task: Warmup, seed: int, kept_runs: SizedLRU | None = None) -> None:
         if task.warm not in declared["warm"]:
             raise ValueError(f"{task.warm} is not the recipe's declared warm-up")
         getattr(module, task.warm)(**task.context)
-    keep = task.keep
-    if keep is None or kept_runs is None:
-        return
-    most = kept_runs.max_bytes * WARM_RUN_SHARE
-    deadline = time.monotonic() + keep.seconds  # keeping is no start: it gives up in time
-    for entry, requests in keep.entries.items():
-        function = entry_function(recipe_dir, entry)
-        for args in requests:
-            if kept_runs.size > kept_runs.max_bytes // 2 or time.monotonic() > deadline:
-                return  # the rest is for the inputs readers bring
-            kept_run(function, entry, {**args, **task.context}, KeepRun(keep.root, keep.key), seed, kept_runs,
-                     lambda seen: seen.bytes > most or time.monotonic() > deadline)
-
-
-def keep_after(call: RecipeCall, seed: int, kept_runs: SizedLRU, pending: Callable[[], bool]) -> bool:
-    """After a lab task's reply, in time the process would idle: its request run again as an intervention's
-    plain run and kept in `kept_runs`, so that a reader's first change to the input they just ran runs only the
-    changed run. Given up at the next module call once `pending()` says that a task waits (which so waits
-    for one module call at most) or once it would take more than KEPT_AHEAD_SHARE of `kept_runs`. The call's
-    `keep_run` names the plain run as an intervention names its own; whether the run was kept."""
-    if (call.keep_run is None or call.module != "lab" or not isinstance(call.args, dict)
-            or call.entry not in entry_points(call.recipe_dir)["lab"]):
-        return False
-    most = kept_runs.max_bytes * KEPT_AHEAD_SHARE  # a kept run takes what its outputs take
-    return kept_run(entry_function(call.recipe_dir, call.entry), call.entry, call.asked(call.args), call.keep_run,
-                    seed, kept_runs, lambda seen: seen.bytes > most or pending())
-
-
-def kept_run(function: Callable, entry: str, asked: dict, keep: KeepRun, seed: int, kept_runs: SizedLRU,
-             give_up: Callable | None = None) -> bool:
-    """`function` (the task's `entry`) on `asked` run as an intervention's plain run and kept in `kept_runs` under the
-    key the intervention looks for (plain_key of `keep.key`); whether it was."""
-    from . import intervene
-
-    try:
-        key = plain_key(keep.key, entry, asked)
-        intervene.plain_run(function, asked, seed, keep.root, kept_runs, key, give_up)
-    except (Exception, intervene.GaveUp):  # a request that fails here answers its error when it is asked for
-        return False
-    return True
-
-
-def every(seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:
-    """`check()`, asked at most once in `seconds` (False in between): a pipe's poll is a system call."""
-    due = time.perf_counter() + seconds
-
-    def asked() -> bool:
-        nonlocal due
-        if time.perf_counter() < due:
-            return False
-        due = time.perf_counter() + seconds
-        return check()
-
-    return asked
-
-
-def waiting_key(task: dict) -> str | None:
-    """Where the plain run of a task received (plain data) is kept; None for a warm-up, or a call that keeps none."""
-    return None if is_warmup(task) else RecipeCall.read(task).kept_run_key()
 
 
 # What each kind of call calls, by the type of its arguments: a function of (call, its arguments, seed, kept runs)
@@ -286,11 +212,11 @@ def warmed_first(call: RecipeCall) -> None:
 
 
 def execute(task: dict, torch: ModuleType, seed: int, kept_runs: SizedLRU | None = None) -> dict:
-    """Run one task (a RecipeCall's or a Warmup's plain data). `kept_runs` keeps plain runs that interventions on the
-    same input reuse (compute/intervene.py)."""
+    """Run one task (a RecipeCall's or a Warmup's plain data). `kept_runs` holds the plain runs interventions made,
+    for the next change to the same input (compute/intervene.py)."""
     if is_warmup(task):
         started = time.perf_counter()
-        warm(Warmup.read(task), seed, kept_runs)
+        warm(Warmup.read(task))
         return {"result": None, "compute_seconds": time.perf_counter() - started}
     call = RecipeCall.read(task)
     run = HANDLERS.get(type(call.args), _declared)(call, call.args, seed, kept_runs)
@@ -311,23 +237,14 @@ def encoded(result, environment: dict, compute_seconds: float) -> Reply:
 
 
 class RecipeProcess:
-    """What a process that runs recipes keeps between tasks (torch loaded, the plain runs interventions
-    reuse), and its one way to answer a task: the reply as plain JSON data, or the error that ended it."""
+    """What a process that runs recipes holds between tasks (torch loaded, the plain runs interventions made), and
+    its one way to answer a task: the reply as plain JSON data, or the error that ended it."""
 
-    def __init__(self, torch: ModuleType, seed: int, shared: SharedFolder | None = None,
-                 kernels: str = "native") -> None:
-        from .shared_runs import RunsFolder, SharedRuns
-
+    def __init__(self, torch: ModuleType, seed: int, kernels: str = "native") -> None:
         self.torch = torch
         self.seed = seed
         self.env = environment(torch, seed, kernels=kernels)
-        # This process's plain runs, for interventions on the same input, and those of every recipe process on
-        # the machine where a shared folder is set: a reader's next request may reach another web process's.
-        try:
-            folder = None if shared is None else RunsFolder(Path(shared.path), shared.max_bytes)
-        except OSError:  # a folder that cannot be made: this process keeps its runs to itself, and runs on
-            folder = None
-        self.kept_runs = SharedRuns(caches.LAYERS["runs"].size, folder)
+        self.kept_runs = caches.kept("runs")  # a reader who stacks changes on one input runs it as asked once
 
     def answer(self, task: dict, timeouts: tuple[type[BaseException], ...] = ()) -> dict:
         """The task's reply, as plain data; an exception of `timeouts` (an executor's time limit) says that it timed
@@ -362,17 +279,19 @@ def failure(exc: BaseException, task: dict) -> str:
     return f"{where} stopped with {type(exc).__name__}; nothing was answered (the server's log says more)"
 
 
-def start(torch_threads: int, seed: int, memory_mb: int, shared: SharedFolder | None = None,
-          kernels: str = "native") -> RecipeProcess:
+def start(torch_threads: int, seed: int, memory_mb: int, kernels: str = "native") -> RecipeProcess:
     """Make this process a recipe process: torch loaded with its kernel family and threads, deterministic, memory
-    capped; its kept runs shared through `shared` where it is given."""
+    capped."""
     import torch
 
+    from .intervene import follow_parents
+
+    follow_parents()  # before any recipe builds a model: a part a recipe calls alone is named in its model
     use_kernels(torch, kernels)
     cap_memory(memory_mb)
     torch.set_num_threads(torch_threads)
     deterministic(torch)
-    return RecipeProcess(torch, seed, shared, kernels)
+    return RecipeProcess(torch, seed, kernels)
 
 
 class Watchdog:
@@ -439,40 +358,18 @@ def alive(pid: int) -> bool:
 
 
 def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, web: int | None = None,
-          timeout: float = 0.0, shared: SharedFolder | None = None, kernels: str = "native") -> None:
+          timeout: float = 0.0, kernels: str = "native") -> None:
     """Answer tasks from the pipe until it closes; `web` is the web process whose runs these are."""
     watchdog = Watchdog(web if web is not None else os.getppid(), timeout)
-    process = start(torch_threads, seed, memory_mb, shared, kernels)
+    process = start(torch_threads, seed, memory_mb, kernels)
     conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
-    waiting: list[dict] = []  # a task that came while a lab run was being kept
-    idle_since = time.monotonic()
     while True:
         try:
-            task = waiting.pop() if waiting else conn.recv()
+            task = conn.recv()
         except EOFError:
             return
-        rested = time.monotonic() - idle_since
         watchdog.task()
-        reply = process.answer(task)
-        conn.send(reply)
-        if reply["ok"] and "keep_run" in task and rested >= KEEP_AFTER_IDLE_SECONDS:
-            watchdog.task()  # the run kept after the reply has a timeout of its own
-            call = RecipeCall.read(task)
-            keep_after(call, process.seed, process.kept_runs,
-                       every(PENDING_CHECK_SECONDS, partial(make_way, conn, call, waiting)))
+        conn.send(process.answer(task))
         watchdog.idle()
-        idle_since = time.monotonic()
 
 
-def make_way(conn: Connection, kept: RecipeCall, waiting: list[dict]) -> bool:
-    """Whether the lab run being kept (`kept`, the call it follows) should give way to a task that came,
-    received into `waiting`: yes, unless that task is a change to the very input being kept (a reader's
-    first "what if?" on a lab input follows its lab run at once), which would otherwise run it again."""
-    if not waiting:
-        try:
-            if not conn.poll():
-                return False
-            waiting.append(conn.recv())
-        except (EOFError, OSError):
-            return True  # the pipe closed: the next read ends the loop
-    return waiting_key(waiting[0]) != kept.kept_run_key()

@@ -48,14 +48,9 @@ LAYERS: dict[str, Layer] = {layer.name: layer for layer in (
     Layer("held", "answers the shared store refused while it was down, written back when it answers",
           "the store's key", "4 × `STATE_MAX_ENTRY_BYTES`", "written back, or its expiry passing",
           "services/state.py"),
-    Layer("runs", "plain runs of a lab entry in a recipe process (their outputs), for a change to the same input",
-          "the run key, the entry and the input", "64 MiB per recipe process",
+    Layer("runs", "the plain runs What if? made in a recipe process (their outputs), for the next change to the "
+          "same input", "the run key, the entry and the input", "64 MiB per recipe process",
           "least recently used first; the process ending", "compute/worker.py", size=64 * 2**20),
-    Layer("shared runs", "the same runs in files that every recipe process of the machine reads (another web "
-          "process's, a Celery worker's)", "a hash of the runs layer's key, checked against the key in the file "
-          "and the file's sha256 of key and content",
-          "`SHARED_RUNS_MAX_BYTES` in all (`SHARED_RUNS_DIR`)",
-          "least recently written or read first (a key names its content: never stale)", "compute/shared_runs.py"),
 )}
 
 

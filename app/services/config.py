@@ -110,15 +110,6 @@ class Config:
     # processor; "avx2"; or "portable", the scalar kernels, whose sums round as no processor's own choice does (how a
     # test plays a reader's other processor). Every answer's key names it.
     RECIPE_KERNELS: Literal["native", "avx2", "portable"] = "native"
-    # A local recipe process that answered a lab run after idling runs it again with hooks, unless a task comes
-    # first, and keeps it, so that a reader's first "what if?" on that input runs only the changed run (with celery,
-    # a compute worker does, in its machine's SHARED_RUNS_DIR, for a lab run answered while the queue was empty).
-    KEEP_LAB_RUNS: Switch = True
-    # Those kept runs (and every recorded case a recipe process keeps at its warm-up) are written to this folder too,
-    # which every recipe process of the machine reads (another web process's, a Celery worker's), up to
-    # SHARED_RUNS_MAX_BYTES (the least recently used go first); None keeps each in its own process.
-    SHARED_RUNS_DIR: Folder | None = str(PROJECT_ROOT / "instance" / "runs")
-    SHARED_RUNS_MAX_BYTES: above(0, int) = 512 * 2**20
     # One per-client budget for the recipe runs a client starts (a refused request or a kept answer starts
     # none), counted in the shared store.
     COMPUTE_BUDGET: str = "120 per minute"
@@ -149,7 +140,6 @@ class TestConfig(Config):
     TESTING = True
     RECIPE_TIMEOUT = 60.0
     STATE_PATH = None  # each test app keeps its own state
-    SHARED_RUNS_DIR = None  # each recipe process keeps its own runs (a test of sharing sets a folder)
     COMPUTE_BUDGET = "100000 per minute"
     VERIFY_WAIT = 0.0
     # The suite runs beside gunicorn, nginx, Celery and Chromium on two cores: a heartbeat may lag seconds there

@@ -7,7 +7,6 @@ from pathlib import Path
 from flask import Flask, current_app
 
 from ..compute.executor import Executor
-from ..compute.messages import SharedFolder
 from ..compute.pool import WorkerPool
 from ..domain.catalog import Catalog, LiveCatalog, Model
 from . import aside
@@ -70,7 +69,6 @@ class Workers:
                 # set aside. A run waits behind another model's for RECIPE_PATIENCE seconds at most.
                 on_failing=lambda folder, reason: aside.set_aside(app, folder, reason),
                 on_hang=lambda folder: aside.hung(app, folder),
-                shared=SharedFolder.configured(config),
                 patience=config["RECIPE_PATIENCE"],
             )
         else:  # "celery", the one other value settings() admits

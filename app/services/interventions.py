@@ -18,7 +18,7 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from ..compute.errors import RecipeRefused
-from ..compute.messages import InterveneArgs, Keep, OutlineArgs, RecipeCall, Reply
+from ..compute.messages import InterveneArgs, OutlineArgs, RecipeCall, Reply
 from ..domain.catalog import Model
 from ..domain.interventions import Step, offered, plan
 from ..domain.labs import Endpoint
@@ -26,7 +26,7 @@ from ..domain.schema import ITEMS
 from ..domain.shapes import InterventionRequest, SubjectRequest
 from . import runs
 from .checkpoints import context
-from .live import answered, plain_run_names
+from .live import answered
 from .subjects import checked, preset_requests, subject
 
 NOTE = ("Computed live on the server by the model's recipe, once as asked and once with the interventions; "
@@ -68,22 +68,6 @@ def options(model: Model, body) -> dict:
     shown, *others = reply.result
     return {"endpoint": asked.name, "case": body.get("case"),
             "nodes": offered(model.manifest, shown, dict(zip(sources, others, strict=True)))}
-
-
-def cases_to_keep(model: Model) -> Keep | None:
-    """The plain runs a recipe process keeps from its warm-up (compute/worker.py's warm): the model's recorded
-    cases as the runs What if? makes of them first (a lab's preset request, else the case replayed), named as an
-    intervention on each names its plain run, so that a reader's first change to a case (what the page offers
-    first) runs only the changed run. None without a case."""
-    cases = model.manifest["experiment"]["cases"]
-    if not cases:
-        return None
-    runs_of = [subject(model, {"case": case["id"]}) for case in cases]
-    entries: dict[str, list[dict]] = {}
-    for each in runs_of:
-        entries.setdefault(each.entry, []).append(each.args)
-    names = plain_run_names(model, runs.run_key(model))
-    return Keep(entries, names.root, names.key)
 
 
 def answer(model: Model, body) -> dict:

@@ -3,9 +3,7 @@
 import hashlib
 import json
 
-from flask import current_app
-
-from ..compute.messages import KeepRun, RecipeCall, Reply
+from ..compute.messages import RecipeCall, Reply
 from ..domain.catalog import Model
 from . import runs
 from .checkpoints import context, identity
@@ -27,19 +25,9 @@ def lab_answer(model: Model, entry: str, args: dict) -> dict:
     if not model.has_lab:
         raise NoLiveLab(f"model {model.slug!r} has no live lab")
     run_key = runs.run_key(model)
-    # The recipe process keeps the run for a reader's first change to this input (What if?), in time it
-    # would idle.
-    call = RecipeCall.lab(model.recipe_dir, entry, args, context(model.checkpoint),
-                          plain_run_names(model, run_key) if current_app.config["KEEP_LAB_RUNS"] else None)
+    call = RecipeCall.lab(model.recipe_dir, entry, args, context(model.checkpoint))
     reply, cached = runs.submit(call, _key(run_key, entry, args))
     return answered(model, args, reply, cached) | {"result_json": reply.result_json, "keys": reply.keys}
-
-
-def plain_run_names(model: Model, run_key: str) -> KeepRun:
-    """What a recipe process keeps a plain run of this model under for interventions, as an intervention names
-    its own (compute/worker.py's plain_key): the recorded model's class, whose modules the graph names, and the
-    run key."""
-    return KeepRun(model.manifest.get("className", ""), run_key)
 
 
 def answered(model: Model, args: dict, reply: Reply, cached: bool, note: str = LIVE_NOTE) -> dict:
