@@ -195,6 +195,29 @@ def test_a_recipe_that_hangs_at_start_is_set_aside_and_holds_no_other_run(tmp_pa
         parts(other).pool.shutdown()
 
 
+def test_a_run_waits_behind_another_recipes_hanging_warm_up_no_longer_than_the_patience(tmp_path):
+    """The one recipe process warms the hanging recipe (20 s to its bound) in time it would idle: a run of another
+    model that comes meanwhile takes a recipe process of its own after RECIPE_PATIENCE instead of waiting."""
+    from app.services.warmup import warm_up
+
+    tree = ModelTree(tmp_path)
+    tree.add("bert")
+    tree.add("hangs", lab_py=HANGING_LAB)
+    app = create_app(type("Warming", (TestConfig,), tree.config(WARMUP_TIMEOUT=20.0, RECIPE_WORKERS=1)))
+    try:
+        warm_up(app)
+        pool = parts(app).pool
+        eventually(lambda: pool.pids(), seconds=60)
+        time.sleep(3.0)  # bert's warm-up is done; the hanging one's has begun
+        began = time.monotonic()
+        run = app.test_client().post("/api/models/bert/runs", json=BERT_RUN)
+        assert run.status_code == 200, run.get_json()
+        assert time.monotonic() - began < 10  # well before the 20 s the warm-up may take
+        assert pool.warming()  # and that warm-up goes on
+    finally:
+        parts(app).pool.shutdown()
+
+
 # bert's lab, whose live run never ends on an input that starts with 7 (its warm-up and its other runs are sound).
 RUN_HANGS = (PROJECT_ROOT / "recipes" / "bert" / "lab.py").read_text() + """
 

@@ -98,8 +98,8 @@ class WorkerPool:
     """Runs recipe tasks in long-lived processes (worker_context), at most `size` at a time.
 
     Workers start at prestart() (or on first use) and stay warm; one that crashes or times out is killed
-    and a fresh one takes its place. A task that finds no idle worker while one is starting or warming waits
-    for it rather than starting another.
+    and a fresh one takes its place. A task that finds no idle worker while one is starting waits for it rather
+    than starting another; behind one warming a recipe (which may hang to its bound) it waits `patience` at most.
 
     Warm-ups (a recipe's imports, its checkpoint) are one per recipe folder,
     each bounded by `warmup_timeout`. A worker takes runs as soon as torch is loaded and warms in the time it
@@ -169,7 +169,8 @@ class WorkerPool:
                        self._kernels)
 
     def _take(self) -> _Worker:
-        """An idle worker: the one returned last."""
+        """An idle worker: the one returned last; else one that is starting, waited for; else, past `patience`
+        behind a worker warming a recipe (which may hang to its bound), a new one."""
         with self._lock:
             self._waiting += 1
             try:
@@ -179,8 +180,13 @@ class WorkerPool:
                         if candidate.alive():
                             return candidate
                         candidate.kill()
-                    busy = self._starting or self._aside  # a worker that will be idle soon, bounded in time
-                    if not busy or not self._returned.wait(STARTUP_TIMEOUT + self.warmup_timeout):
+                    if self._starting:  # a worker that will be idle soon
+                        waited = self._returned.wait(STARTUP_TIMEOUT)
+                    elif self._aside:  # a warm-up holds no run longer than the patience behind another model's
+                        waited = self._returned.wait(self.patience)
+                    else:
+                        break
+                    if not waited:
                         break
             finally:
                 self._waiting -= 1
