@@ -12,14 +12,17 @@ from flask import Config as Settings
 
 from app.compute.tasks import make_celery
 from app.services.config import PROJECT_ROOT, Config
+from app.services.config import settings as checked
 
 
-def settings() -> Settings:
+def settings() -> dict:
+    """The settings as the web tier reads them (Config, then the TENSORVIZ_* variables), each checked against its
+    declared type and range and of that type (services/config.settings), as the factory does: one rule for both."""
     found = Settings(str(PROJECT_ROOT))
     found.from_object(Config)
     found.from_prefixed_env("TENSORVIZ")
     found["REDIS_URL"] = found["REDIS_URL"] or os.environ.get("REDIS_URL")  # as the web tier reads it
-    return found
+    return checked(found)
 
 
 celery = make_celery(settings())

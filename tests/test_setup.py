@@ -60,6 +60,17 @@ def test_a_setting_from_the_environment_is_checked_too(monkeypatch):
         create_app()
 
 
+def test_the_compute_workers_read_the_settings_by_the_same_rule(monkeypatch):
+    """compute_worker.py checks and types the settings as the factory does: the same refusal, the same types."""
+    monkeypatch.setenv("TENSORVIZ_REDIS_URL", '"redis://127.0.0.1:1/0"')
+    monkeypatch.setenv("TENSORVIZ_RECIPE_TIMEOUT", "45")
+    read = runpy.run_path(str(PROJECT_ROOT / "compute_worker.py"))["settings"]()
+    assert read["RECIPE_TIMEOUT"] == 45.0 and isinstance(read["RECIPE_TIMEOUT"], float)
+    monkeypatch.setenv("TENSORVIZ_RECIPE_TIMEOUT", "0")
+    with pytest.raises(ConfigError, match="TENSORVIZ_RECIPE_TIMEOUT must be a number above 0, not 0"):
+        runpy.run_path(str(PROJECT_ROOT / "compute_worker.py"))
+
+
 def test_the_app_runs_with_each_setting_as_its_declared_type(monkeypatch):
     """A whole number set where seconds are declared is read as a float once, at start: no reader converts it."""
     monkeypatch.setenv("TENSORVIZ_WARMUP_TIMEOUT", "45")  # JSON: the int 45

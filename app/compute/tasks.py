@@ -59,14 +59,15 @@ def visibility_timeout(timeout: float) -> int:
 
 
 def make_celery(settings: dict) -> Celery:
-    """The compute tier's Celery application. `settings` are the app's (Config, TENSORVIZ_* overrides):
-    CELERY_BROKER_URL (else REDIS_URL), CELERY_RESULT_BACKEND, RECIPES_DIR and the RECIPE_* limits."""
+    """The compute tier's Celery application. `settings` are the app's (Config, TENSORVIZ_* overrides), checked and
+    typed (services/config.settings, as compute_worker.py reads them): CELERY_BROKER_URL (else REDIS_URL),
+    CELERY_RESULT_BACKEND, RECIPES_DIR and the RECIPE_* limits."""
     broker = settings.get("CELERY_BROKER_URL") or settings.get("REDIS_URL")
     if not broker:
         raise ValueError("the compute tier needs a broker: set TENSORVIZ_CELERY_BROKER_URL or TENSORVIZ_REDIS_URL")
     app = Celery("tensorviz-compute")
-    app.conf.update(options(broker, settings.get("CELERY_RESULT_BACKEND"), float(settings["RECIPE_TIMEOUT"]),
-                            int(settings["RECIPE_MEMORY_MB"])))
+    app.conf.update(options(broker, settings.get("CELERY_RESULT_BACKEND"), settings["RECIPE_TIMEOUT"],
+                            settings["RECIPE_MEMORY_MB"]))
     recipes = Path(settings["RECIPES_DIR"])
     held: dict = {}  # this child's recipe process, made when the child starts, and its broker client
 
@@ -74,7 +75,7 @@ def make_celery(settings: dict) -> Celery:
         # No address-space cap here: Celery's own children hold more than a pipe worker, and
         # worker_max_memory_per_child replaces one that grew.
         if "process" not in held:
-            held["process"] = worker.start(int(settings["RECIPE_TORCH_THREADS"]), int(settings["RECIPE_SEED"]), 0,
+            held["process"] = worker.start(settings["RECIPE_TORCH_THREADS"], settings["RECIPE_SEED"], 0,
                                            settings.get("RECIPE_KERNELS", "native"))
         return held["process"]
 
@@ -105,7 +106,7 @@ def make_celery(settings: dict) -> Celery:
         folder = here(task)
         if folder is None:
             missing = f"this compute worker has no recipe folder {Path(task['recipe_dir']).name}"
-            return {"ok": False, "error": missing, "words": missing}
+            return Failure(missing, missing).wire()
         if "broker" not in held:
             held["broker"] = redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
 

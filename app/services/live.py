@@ -5,6 +5,7 @@ import json
 
 from ..compute.messages import RecipeCall, Reply
 from ..domain.catalog import Model
+from ..domain.labs import LabSpec
 from . import runs
 from .checkpoints import context, identity
 from .refusals import NoLiveLab
@@ -17,13 +18,18 @@ def _key(run_key: str, entry: str, args: dict) -> str:
     return f"live-reply:{entry}:{run_key}:{request}"
 
 
+def live_lab(model: Model) -> LabSpec:
+    """The model's live lab; NoLiveLab (404) for a model without one: the one place that says so."""
+    if not model.has_lab:
+        raise NoLiveLab(f"model {model.slug!r} has no live lab")
+    return model.lab
+
+
 def lab_answer(model: Model, entry: str, args: dict) -> dict:
     """`entry(**args)` of the model's lab recipe, through the compute service (identical requests come from
     its cache); a failed run raises its error, which answers with the status runs.status_of gives it. The
     result is the JSON text the recipe process wrote (`result_json`, with its top-level `keys`), to be
-    answered as it is."""
-    if not model.has_lab:
-        raise NoLiveLab(f"model {model.slug!r} has no live lab")
+    answered as it is. The model has a lab (live_lab)."""
     run_key = runs.run_key(model)
     call = RecipeCall.lab(model.recipe_dir, entry, args, context(model.checkpoint))
     reply, cached = runs.submit(call, _key(run_key, entry, args))

@@ -405,9 +405,7 @@ def training_of(slug: str):
 def lab_endpoint(slug: str, action: str):
     """A live-lab endpoint the model's recipe declares: what-if runs, samplers, generation, traces."""
     found = get_model(slug)
-    if not found.has_lab:
-        abort(404, f"model {slug!r} has no live lab")
-    declared = found.lab.endpoints.get(action)
+    declared = live.live_lab(found).endpoints.get(action)
     if declared is None:
         abort(404, f"model {slug!r} has no lab endpoint {action!r}; it has {', '.join(found.lab.endpoints)}")
     allowed = [declared.method, "HEAD"] if declared.method == "GET" else [declared.method]
