@@ -213,6 +213,6 @@ def test_an_ops_recorded_name_is_read_out_in_its_details(watched):
     choose_node(page, "add@GPT#0")
     details = page.locator("#node-details")
     expect(details.locator("h3")).to_have_text("add@GPT#0")  # the raw name stays, above its reading
-    expect(details.locator(".node-said")).to_have_text("In words: the 1st Tensor.add in the model's own forward.")
+    expect(details.locator(".node-in-words")).to_have_text("In words: the 1st Tensor.add in the model's own forward.")
     choose_node(page, "h.0.mlp")
-    expect(details.locator(".node-said")).to_have_count(0)  # a module's name needs no reading
+    expect(details.locator(".node-in-words")).to_have_count(0)  # a module's name needs no reading

@@ -344,7 +344,7 @@ def test_the_graph_as_drawn_gives_each_node_its_text(client):
     assert layers["input:idx"]["shown"] == {"label": "idx", "op": "Input 1,8"}
     index = next(layer for layer in drawn["layers"] if layer["id"].startswith("index@h.0.attn"))
     assert index["shown"]["op"] == "indexing [:, :, :8, :8]"
-    assert layers["add@GPT#0"]["shown"]["said"] == "the 1st Tensor.add in the model's own forward"
+    assert layers["add@GPT#0"]["shown"]["in_words"] == "the 1st Tensor.add in the model's own forward"
     assert len(drawn["connections"]) == len(client.get("/api/models/gpt").get_json()["connections"])
     seed = {layer["id"]: layer for layer in client.get("/models/bert/graph.json").get_json()["layers"]}
     assert seed["python@encoder.attention#0"]["shown"]["label"] == "unflatten"  # named by [graph.ops]
@@ -437,10 +437,10 @@ def test_the_transformers_case_opens_with_an_overview_of_each_attention(client):
 
 
 def test_an_ops_recorded_name_reads_as_words():
-    from app.domain.graphlayout import said
+    from app.domain.graphlayout import in_words
 
-    assert said({"id": "add@encoder#1", "op": "torch.add"}, "Bert") == "the 2nd torch.add in encoder's forward"
-    assert said({"id": "cat@Bert#0", "op": "torch.cat"}, "Bert") == "the 1st torch.cat in the model's own forward"
-    assert said({"id": "python@encoder.attention#11", "op": "Python"}, "Bert") == \
+    assert in_words({"id": "add@encoder#1", "op": "torch.add"}, "Bert") == "the 2nd torch.add in encoder's forward"
+    assert in_words({"id": "cat@Bert#0", "op": "torch.cat"}, "Bert") == "the 1st torch.cat in the model's own forward"
+    assert in_words({"id": "python@encoder.attention#11", "op": "Python"}, "Bert") == \
         "the 12th Python in encoder.attention's forward"
-    assert said({"id": "encoder.attention", "op": "Module"}, "Bert") is None
+    assert in_words({"id": "encoder.attention", "op": "Module"}, "Bert") is None

@@ -383,7 +383,7 @@ class Baseline:
             keys = [key for key, tensor in outputs.items() if tensor.is_floating_point()]
         shapes = [outputs[key].shape for key in keys]
         if not consume:
-            return cls.laid(keys, end_to_end([outputs[key] for key in keys]), shapes)
+            return cls.from_flat(keys, end_to_end([outputs[key] for key in keys]), shapes)
         dtype = functools.reduce(torch.promote_types, [outputs[key].dtype for key in keys]) if keys else torch.float32
         values = torch.empty(sum(math.prod(shape) for shape in shapes), dtype=dtype)
         start = 0
@@ -391,10 +391,10 @@ class Baseline:
             tensor = outputs.pop(key)
             values[start:start + tensor.numel()].copy_(tensor.reshape(-1))
             start += tensor.numel()
-        return replace(cls.laid(keys, values, shapes), rest=rest)
+        return replace(cls.from_flat(keys, values, shapes), rest=rest)
 
     @classmethod
-    def laid(cls, keys: list[str], values: Tensor, shapes: list[torch.Size],
+    def from_flat(cls, keys: list[str], values: Tensor, shapes: list[torch.Size],
              squares: list[float] | None = None) -> "Baseline":
         """The baseline of outputs already laid end to end in `values` (each of its shape in `shapes`), whose
         squared norms are `squares` (summed here where not given): what `of` makes, and what a run kept in another
@@ -638,7 +638,7 @@ def outlines(function: Callable, requests: list[dict], seed: int, root: str, kep
     return found
 
 
-def said(interventions: list[Step]) -> str:
+def in_words(interventions: list[Step]) -> str:
     """The interventions in words: "scaling decoder by 3", "zeroing head 2 of h.0.attn and patching h.1"."""
     verbs = {"zero": "zeroing", "mean": "averaging", "scale": "scaling", "patch": "patching"}
     parts = []
@@ -743,7 +743,7 @@ def intervene(function: Callable, args: dict, steps: list[Step], sources: list[d
     except Exception as exc:  # the run as asked succeeded: the change is what a later part cannot take
         if out_of_memory(exc):  # unless the process ran out of memory: the server's limit, not the change's fault
             raise
-        raise Refused(f"interventions: {said(steps)} gives values that a later part of the model cannot "
+        raise Refused(f"interventions: {in_words(steps)} gives values that a later part of the model cannot "
                       f"take (it stopped with {type(exc).__name__}); try a factor nearer 1, another action or another "
                       "node") from None
     for index, count in enumerate(applied):

@@ -137,7 +137,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._returned = threading.Condition(self._lock)  # a worker joined the idle ones, or a start ended
         self._starting = 0  # workers being started in the background
-        self._aside: list[_Worker] = []  # idle workers taken aside to run one warm-up
+        self._warming: list[_Worker] = []  # idle workers taken out to run one warm-up
         self._waiting = 0  # runs waiting for a worker: idle time is theirs before any warm-up's
         self._warmups: dict[str, Warmup] = {}  # by recipe folder: what every new worker runs when it idles
         self._failures: dict[str, int] = {}  # by recipe folder: warm-ups failed in a row
@@ -182,7 +182,7 @@ class WorkerPool:
                         candidate.kill()
                     if self._starting:  # a worker that will be idle soon
                         waited = self._returned.wait(STARTUP_TIMEOUT)
-                    elif self._aside:  # a warm-up holds no run longer than the patience behind another model's
+                    elif self._warming:  # a warm-up holds no run longer than the patience behind another model's
                         waited = self._returned.wait(self.patience)
                     else:
                         break
@@ -197,8 +197,8 @@ class WorkerPool:
         start made. Then let an idle worker warm, where no run waits."""
         with self._lock:
             self._starting -= started
-            if w in self._aside:
-                self._aside.remove(w)
+            if w in self._warming:
+                self._warming.remove(w)
             kept = len(self._idle) < self.size and not self._closed
             if kept:
                 self._idle.append(w)
@@ -315,7 +315,7 @@ class WorkerPool:
             if found is None:
                 return
             self._idle.remove(found)
-            self._aside.append(found)
+            self._warming.append(found)
             task = found.pending.pop(0)
 
         def warm() -> None:
@@ -323,7 +323,7 @@ class WorkerPool:
                 self._release(found)
             else:
                 with self._lock:
-                    self._aside.remove(found)
+                    self._warming.remove(found)
                     self._returned.notify_all()
                 self._start_in_background(1)
 
@@ -377,7 +377,7 @@ class WorkerPool:
                     self._hangs[folder] = (until, reason)
                 return
             self.failing.setdefault(folder, reason)
-            for w in (*self._idle, *self._aside):
+            for w in (*self._idle, *self._warming):
                 w.pending = [step for step in w.pending if step.recipe_dir != folder]
 
     def _why(self, folder: str) -> str:
@@ -388,12 +388,12 @@ class WorkerPool:
         """Workers starting or warming aside, and warm-up steps the idle ones have still to run: 0 once the warming
         in idle time is done (for tests and diagnostics)."""
         with self._lock:
-            return self._starting + len(self._aside) + sum(len(w.pending) for w in self._idle)
+            return self._starting + len(self._warming) + sum(len(w.pending) for w in self._idle)
 
     def pids(self) -> list[int]:
         """Process ids of the idle workers, those warming in idle time included (for tests and diagnostics)."""
         with self._lock:
-            return [w.pid for w in (*self._idle, *self._aside) if w.pid is not None]
+            return [w.pid for w in (*self._idle, *self._warming) if w.pid is not None]
 
     def shutdown(self) -> None:
         with self._lock:

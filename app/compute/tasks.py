@@ -79,7 +79,7 @@ def make_celery(settings: dict) -> Celery:
                                            settings.get("RECIPE_KERNELS", "native"))
         return held["process"]
 
-    def here(task: dict) -> Path | None:
+    def local_folder(task: dict) -> Path | None:
         """This machine's folder of the task's recipe (named by name: every machine holds the same recipes), or None."""
         folder = recipes / Path(task["recipe_dir"]).name
         return folder if folder.is_dir() else None
@@ -90,7 +90,7 @@ def make_celery(settings: dict) -> Celery:
     def run_recipe(task: dict) -> dict:
         """One recipe task, as a pipe worker runs it, in this machine's folder of the same name."""
         process = recipe_process()  # made here where no child started it (a solo pool)
-        folder = here(task)
+        folder = local_folder(task)
         if folder is None:  # a machine set up with other recipes than the web tier's
             missing = f"this compute worker has no recipe folder {Path(task['recipe_dir']).name}"
             return Failure(missing, missing).wire()
@@ -103,7 +103,7 @@ def make_celery(settings: dict) -> Celery:
     def retrain_recipe(self, task: dict) -> dict:
         """One retraining (compute/retraining.py) in this machine's folder of the same name: its progress written as
         the task's state, a stop asked through the broker (cancel_key) heard while it trains."""
-        folder = here(task)
+        folder = local_folder(task)
         if folder is None:
             missing = f"this compute worker has no recipe folder {Path(task['recipe_dir']).name}"
             return Failure(missing, missing).wire()

@@ -49,7 +49,7 @@ class Tolerance:
                          "step envelope" if field == STEP_ENVELOPE else "envelope", envelope["moved"],
                          envelope["amplifies"], envelope["rtol"] > self.rtol or envelope["atol"] > self.atol)
 
-    def said(self, recorded) -> dict:
+    def described(self, recorded) -> dict:
         """The tolerance as a value's report gives it, and, for an envelope, what it means in words."""
         said = {"rtol": self.rtol, "atol": self.atol, "source": self.source, "widened": self.widened}
         if self.moved is None:
@@ -97,7 +97,7 @@ def compare_items(items: list[tuple]) -> list[dict]:
     results: list[dict] = []
     wants, gots, placed, rtols, atols = [], [], [], [], []  # the values of matching shapes, where each result goes
     for key, label, kind, recorded, replayed, tol in items:
-        result: dict = {"kind": kind, "key": key, "label": label, "tolerance": tol.said(recorded)}
+        result: dict = {"kind": kind, "key": key, "label": label, "tolerance": tol.described(recorded)}
         results.append(result)
         if replayed is None:
             result |= {"status": "failed", "message": f"the replay produced no {kind} with the key {key!r}"}
@@ -173,7 +173,7 @@ def compare_steps(recorded: dict, replayed: dict | None, floor: Tolerance) -> di
     states, names = recorded["states"], recorded["names"]
     tol = floor.of(recorded, STEP_ENVELOPE)
     largest = max((abs(x) for row in states for x in row), default=0.0)
-    report: dict = {"key": recorded["key"], "steps": len(states), "tolerance": tol.said(largest)}
+    report: dict = {"key": recorded["key"], "steps": len(states), "tolerance": tol.described(largest)}
     got = (replayed or {}).get("states", [])
     rows = compare_items([(str(k), str(k), "vector", want, got[k] if k < len(got) else None, tol)
                           for k, want in enumerate(states)])

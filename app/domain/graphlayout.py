@@ -60,7 +60,7 @@ def ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-def said(layer: dict, model: str) -> str | None:
+def in_words(layer: dict, model: str) -> str | None:
     """An op's recorded name in plain words (`add@encoder#0`: "the 1st torch.add in encoder's forward"), where
     `model` is the model's class, whose own forward is named by it; None for a node whose name needs no reading."""
     found = OP_CALL.match(layer["id"])
@@ -72,8 +72,8 @@ def said(layer: dict, model: str) -> str | None:
 
 def shown(layer: dict, model: str) -> dict:
     """What a node says: its label and op, and, for an op, its recorded name in words."""
-    words = said(layer, model)
-    return {"label": short_label(layer), "op": op_label(layer)} | ({"said": words} if words else {})
+    words = in_words(layer, model)
+    return {"label": short_label(layer), "op": op_label(layer)} | ({"in_words": words} if words else {})
 
 
 def drawing_document(manifest: dict) -> bytes:

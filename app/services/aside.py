@@ -16,7 +16,7 @@ FOLLOW_FLOOR = 1.0  # seconds: the store is read at most this often, even where 
 
 def set_aside(app: Flask, folder: str, reason: str, seconds: float | None = None) -> None:
     """A recipe cannot start (the pool's word; `seconds` None: until its files change) or hung (for `seconds`): its
-    model is set aside here and in every other process."""
+    model is set aside this and in every other process."""
     live = parts(app).catalog
     slug = folder.rstrip("/").rsplit("/", 1)[-1]
     model = live.current().models.get(slug)
@@ -31,7 +31,7 @@ def set_aside(app: Flask, folder: str, reason: str, seconds: float | None = None
 
 def hung(app: Flask, folder: str) -> None:
     """A run of this recipe ran past RECIPE_TIMEOUT and was stopped (whichever executor ran it): its model is set
-    aside for RECIPE_ASIDE_SECONDS, here, where this process's runs of it that wait are refused at once, and in every
+    aside for RECIPE_ASIDE_SECONDS, this, where this process's runs of it that wait are refused at once, and in every
     other process."""
     config = app.config
     reason = f"a run of it did not finish in {config['RECIPE_TIMEOUT']:g} s and was stopped"
@@ -44,19 +44,19 @@ def follow(app: Flask, every: float) -> None:
     """Take in, at most once in `every` seconds, what the other processes set aside: the catalog lists those models
     as unavailable (while their files are those set aside, and their time lasts) and this process's recipe workers
     never warm them (or refuse their runs, while a hang's time lasts)."""
-    here = parts(app)
+    this = parts(app)
     now = time.monotonic()
-    if here.store is None or now - here.aside_checked < every:
+    if this.store is None or now - this.aside_checked < every:
         return
-    here.aside_checked = now
-    found = here.store.get(KEY)
+    this.aside_checked = now
+    found = this.store.get(KEY)
     if not isinstance(found, dict):
         return
     for slug, (digest, reason, *rest) in found.items():
         until = rest[0] if rest else None
-        model = here.catalog.current().models.get(slug)
+        model = this.catalog.current().models.get(slug)
         if model is None or model.recipe_sha256 != digest or until is not None and until <= time.time():
             continue
-        here.catalog.set_aside(slug, reason, until)
-        if here.pool is not None:
-            here.pool.set_aside(str(model.recipe_dir), reason, until)
+        this.catalog.set_aside(slug, reason, until)
+        if this.pool is not None:
+            this.pool.set_aside(str(model.recipe_dir), reason, until)

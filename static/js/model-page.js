@@ -265,8 +265,8 @@ async function showDetails(layer) {
   fact(dl, layer.callSource ? "declared" : "source", src ? lines(src) : "—");
   if (layer.callSource) fact(dl, "runs at", lines(layer.callSource));
   // An op's recorded name read out (add@encoder#0: "the 1st torch.add in encoder's forward"); the name stays above.
-  const said = layer.shown?.said ? el("p", { class: "node-said" }, `In words: ${layer.shown.said}.`) : null;
-  const children = [title, said, dl].filter(Boolean);
+  const inWords = layer.shown?.in_words ? el("p", { class: "node-in-words" }, `In words: ${layer.shown.in_words}.`) : null;
+  const children = [title, inWords, dl].filter(Boolean);
   if (layer.kind === "module" && graph) {
     const button = document.createElement("button");
     button.type = "button";
