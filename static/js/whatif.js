@@ -75,8 +75,11 @@ export class WhatIf {
       const answer = requireData(response, await readJson(response));
       if (key !== this.asked) return; // another subject was asked for meanwhile
       this.options = answer;
+      this.showFields();
+      if (this.addWhenKnown) this.add(); // a press of Add that came while the options were asked for
     } catch (error) {
       if (key === this.asked) this.asked = null; // asked again with the next selection
+      this.addWhenKnown = false;
       showStatus(this.status, `Could not learn what this run can change: ${error.message}`, true);
     }
     this.showFields();
@@ -139,6 +142,9 @@ export class WhatIf {
   }
 
   add() {
+    // Add pressed while the options of a new subject are still being asked for (the lab's input just changed):
+    // the change is made once they are known, not dropped.
+    this.addWhenKnown = this.options === null && this.asked !== null;
     if (!this.options?.nodes[this.node]?.actions.includes(this.action.value)) return;
     this.changes.push(this.described());
     this.showList();
