@@ -148,20 +148,23 @@ def test_a_patch_takes_its_source_from_a_kept_run_and_answers_as_if_it_had_run_i
     assert len(calls) == 2  # the source ran for its projection's input, then the changed run
 
 
+class Shifted(torch.nn.Module):
+    """Two layers, the first's output written into in place after it answered: `a`, then a + 1 into `b`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.a(x)
+        y.add_(1.0)  # written into after `a` answered it
+        return self.b(y)
+
+
 def test_an_output_the_recipe_writes_into_in_place_is_measured_as_its_module_made_it():
     """Outputs are kept without copying them; where the recipe writes into one later in the run, the run is
     made again with copies, so that a node's value and its change are what the module answered."""
     from app.compute.intervene import intervene, run_recording
-
-    class Shifted(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.a, self.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            y = self.a(x)
-            y.add_(1.0)  # written into after `a` answered it
-            return self.b(y)
 
     torch.manual_seed(0)
     model, x = Shifted().eval(), torch.randn(2, 3)
@@ -215,16 +218,6 @@ def test_a_run_too_large_for_one_window_is_measured_a_window_at_a_time_as_if_who
 def test_an_output_written_into_in_place_is_measured_as_made_in_every_window(monkeypatch):
     """A window made again copies outputs that the recipe writes into in place, as a whole run does."""
     from app.compute import intervene as module
-
-    class Shifted(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.a, self.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            y = self.a(x)
-            y.add_(1.0)
-            return self.b(y)
 
     torch.manual_seed(0)
     model, x = Shifted().eval(), torch.randn(2, 3)

@@ -106,7 +106,7 @@ class Tracker:
         # This run's answers by id (a weak map's lookup costs a weak reference per call); each module is held
         # so that its id stays its own until the run ends.
         self.known: dict[int, tuple[nn.Module, str | None]] = {}
-        self.under_way: list[nn.Module] = []  # the module calls under way, outermost first
+        self.under_way: list[tuple[nn.Module, str | None]] = []  # the module calls under way and their nodes
 
     @staticmethod
     def name_from(model: nn.Module) -> None:
@@ -118,7 +118,7 @@ class Tracker:
         if module not in NAMES:
             model = module if type(module).__name__ == self.root else outermost(module)
             if model is None or type(model).__name__ != self.root:
-                model = next((m for m in self.under_way if type(m).__name__ == self.root), None)
+                model = next((m for m, _ in self.under_way if type(m).__name__ == self.root), None)
             if model is not None:
                 self.name_from(model)
         return NAMES.get(module)
@@ -256,19 +256,16 @@ def hooked(on_input: Callable | None, on_output: Callable, root: str):
     before a module's own, so that a recipe's own hooks (a capture of attention maps) see the changed output."""
     follow_parents()
     tracker = Tracker(root)
-    nodes: list[str | None] = []  # the node of each module call under way, innermost last
 
     def before(module: nn.Module, args: tuple) -> tuple | None:
         node = tracker.node(module)
-        nodes.append(node)
-        tracker.under_way.append(module)
+        tracker.under_way.append((module, node))
         if node and on_input is not None and (replaced := on_input(module, node, args)) is not None:
             return replaced if isinstance(replaced, tuple) else (replaced,)
         return None
 
     def after(module: nn.Module, args: tuple, output: Any) -> Any:
-        node = nodes.pop()
-        tracker.under_way.pop()
+        _, node = tracker.under_way.pop()
         return on_output(module, node, output) if node and output is not None else None
 
     entering = nn.modules.module.register_module_forward_pre_hook(before)

@@ -177,7 +177,11 @@ class Retrainings(Jobs):
             except BaseException:
                 state.store.delete(client)
                 raise
-            return lambda: state.store.get(client) == job_id and state.store.delete(client)
+            def release() -> None:  # the client's start, unless another start holds it already
+                if state.store.get(client) == job_id:
+                    state.store.delete(client)
+
+            return release
 
         def finished(report: dict) -> None:
             if report["status"] in ("passed", "failed"):  # an error or a cancel may end otherwise next time

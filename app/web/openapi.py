@@ -40,9 +40,9 @@ ERRORS = {
     504: "Too slow: the recipe ran past its timeout and was stopped, or a proxy in front of the server gave up waiting "
          "(Retry-After, where given, says when to ask again).",
 }
-RETRY = (429, 503, 504)  # the errors that may say when to try again
 # What any operation may answer when the server is busy or a part of it is out of reach, whatever it serves: a
-# stored manifest's GET behind a proxy too. Added to every operation in one place (build_spec), never listed per route.
+# stored manifest's GET behind a proxy too; each may say when to try again (Retry-After). Added to every operation in
+# one place (build_spec), never listed per route.
 BUSY = (429, 503, 504)
 GET_ERRORS = (404, 412)
 POST_ERRORS = (400, 403, 404, 413, 415)  # and BUSY, as every operation
@@ -268,7 +268,7 @@ def build_spec(catalog: Catalog) -> dict:
     for name, header in HEADERS.items():
         spec.components.header(name, header)
     for code, description in ERRORS.items():
-        spec.components.response(f"E{code}", response_of(ref("Error"), description, *(("Retry-After",) if code in RETRY
+        spec.components.response(f"E{code}", response_of(ref("Error"), description, *(("Retry-After",) if code in BUSY
                                                                                      else ())))
     trained = {m.slug: [c["id"] for c in m.manifest["experiment"]["cases"]] for m in served if m.training is not None}
     paths = route_paths(Fixed.of(bodies, [m.slug for m in served], trained,

@@ -75,14 +75,13 @@ export class WhatIf {
       const answer = requireData(response, await readJson(response));
       if (key !== this.asked) return; // another subject was asked for meanwhile
       this.options = answer;
-      this.showFields();
-      if (this.addWhenKnown) this.add(); // a press of Add that came while the options were asked for
     } catch (error) {
       if (key === this.asked) this.asked = null; // asked again with the next selection
       this.addWhenKnown = false;
       showStatus(this.status, `Could not learn what this run can change: ${error.message}`, true);
     }
     this.showFields();
+    if (this.addWhenKnown && this.options) this.add(); // a press of Add that came while the options were asked for
   }
 
   /** The lab kind's module is loaded: use its own view of an answer, where it has one. */
