@@ -4,6 +4,7 @@ import gc
 import multiprocessing
 import os
 
+from app.compute.pool import start_worker_server
 from app.services.config import Config
 from app.services.parts import KEY
 from app.services.warmup import warm_up
@@ -34,6 +35,11 @@ accesslog = "-"
 errorlog = "-"
 loglevel = os.environ.get("TENSORVIZ_LOG_LEVEL", "info")
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
+
+
+def post_fork(server, worker) -> None:
+    """Start the worker's recipe process server (a torch import) while the worker loads the app."""
+    start_worker_server()
 
 
 def post_worker_init(worker) -> None:

@@ -1,6 +1,6 @@
 """Pretrained checkpoints in the Hugging Face layout, as the recipes that read one load them: config.json, the
 weights file, the size check against the recipe process's memory cap, one loaded checkpoint kept per process, and
-the errors a request or a checkpoint gets (their `status` is the HTTP status the server answers with)."""
+the errors a request or a checkpoint gets (the kit's refusals: recipekit/refusals.py)."""
 
 import json
 import resource
@@ -12,23 +12,22 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .refusals import Refused, Unavailable
+
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # looked for in this order
 SIGNIFICANT = 8  # digits kept of the values an answer lists: about float32's own precision
 
 
-class CheckpointError(RuntimeError):
-    """The checkpoint folder cannot be used; the message names the file and the problem."""
-
-    status = 503  # the server's checkpoint, not the request, is at fault
+class CheckpointError(Unavailable):
+    """The checkpoint folder cannot be used (the server's checkpoint, not the request, is at fault); the message
+    names the file and the problem."""
 
     def __init__(self, problem: str) -> None:
         super().__init__(f"the checkpoint cannot be used: {problem}")
 
 
-class InputError(ValueError):
+class InputError(Refused):
     """The request cannot be run; the message starts with the field at fault."""
-
-    status = 400
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
@@ -52,8 +51,7 @@ def read_config(folder: Path, model_type: str, name: str) -> dict:
         raise CheckpointError(f"config.json cannot be read as JSON: {exc}") from exc
     if not isinstance(data, dict) or data.get("model_type") != model_type:
         kind = data.get("model_type") if isinstance(data, dict) else None
-        raise CheckpointError(f"config.json describes a {kind!r} model, not a {name} model (model_type "
-                              f"'{model_type}')")
+        raise CheckpointError(f"config.json describes a {kind!r} model, not a {name} model (model_type '{model_type}')")
     return data
 
 
@@ -83,7 +81,8 @@ def check_size(parameters: int, shape: str) -> None:
     if used + needed > cap:
         raise CheckpointError(
             f"config.json describes {parameters:,} parameters ({needed / 2**20:,.0f} MiB in float32: {shape}); this "
-            f"recipe process may add {max(cap - used, 0) / 2**20:,.0f} MiB (RECIPE_MEMORY_MB)")
+            f"recipe process may add {max(cap - used, 0) / 2**20:,.0f} MiB (RECIPE_MEMORY_MB)"
+        )
 
 
 def read_weights(folder: Path) -> tuple[str, dict[str, Tensor]]:
@@ -98,12 +97,19 @@ def read_weights(folder: Path) -> tuple[str, dict[str, Tensor]]:
             return path.name, load_file(path)
         return path.name, torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated or foreign file: each format raises its own error types
-        raise CheckpointError(f"{path.name} cannot be read as {path.suffix[1:]} weights: "
-                              f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+        raise CheckpointError(
+            f"{path.name} cannot be read as {path.suffix[1:]} weights: {type(exc).__name__}: {str(exc)[:200]}"
+        ) from exc
 
 
-def assign(build: Callable[[], nn.Module], tensors: dict[str, Tensor], rename: Callable[[str], str | None],
-           source: str, where: str, what: str) -> nn.Module:
+def assign(
+    build: Callable[[], nn.Module],
+    tensors: dict[str, Tensor],
+    rename: Callable[[str], str | None],
+    source: str,
+    where: str,
+    what: str,
+) -> nn.Module:
     """The model `build()` makes, its parameters the checkpoint's tensors, in eval mode. `rename(name)` gives a
     tensor's parameter name (None: not computed here) and may return it reshaped as `(name, tensor)`; `where` and
     `what` name the model in messages ("a 12-layer model", "a BERT encoder"). CheckpointError names a missing,
@@ -120,13 +126,16 @@ def assign(build: Callable[[], nn.Module], tensors: dict[str, Tensor], rename: C
         if target not in expected:
             raise CheckpointError(f"{source}: {name} has no place in {where}")
         if tensor.shape != expected[target]:
-            raise CheckpointError(f"{source}: {name} has shape {list(tensor.shape)}, config.json implies "
-                                  f"{list(expected[target])}")
+            raise CheckpointError(
+                f"{source}: {name} has shape {list(tensor.shape)}, config.json implies {list(expected[target])}"
+            )
         state[target] = tensor.float().contiguous()
     missing = sorted(set(expected) - set(state))
     if missing:
-        raise CheckpointError(f"{source} lacks {len(missing)} tensor{'s' * (len(missing) > 1)} of {what}, such as "
-                              f"the one for {missing[0]}")
+        raise CheckpointError(
+            f"{source} lacks {len(missing)} tensor{'s' * (len(missing) > 1)} of {what}, such as "
+            f"the one for {missing[0]}"
+        )
     model.load_state_dict(state, assign=True)
     return model.eval()
 
@@ -142,12 +151,17 @@ class Loaded:
     probe: dict | None = None
 
 
-def load(checkpoint: str, model: Callable[[Path], Any], vocabulary: Callable[[Path, Any], Any],
-         probing: Callable[[Loaded], dict] | None = None) -> Loaded:
+def load(
+    checkpoint: str,
+    model: Callable[[Path], Any],
+    vocabulary: Callable[[Path, Any], Any],
+    probing: Callable[[Loaded], dict] | None = None,
+) -> Loaded:
     """The checkpoint's model (`model(folder)`) and tokenizer (`vocabulary(folder, model)`), loaded once per
     process and again only when its files change, and probed as it is loaded (`probing(loaded)`): a few forward
     passes once, not per request, and at the lab's warm-up, before any run (What if? counts every module call of a
     run, and the probe's are none of them)."""
+
     def build(folder: Path) -> Loaded:
         built = model(folder)
         loaded = Loaded(built, vocabulary(folder, built), weights_file(folder))
@@ -206,6 +220,9 @@ def spread(probabilities: Tensor) -> float:
 
 def probe(measured: float, untrained: bool, rule: str) -> dict:
     """What a lab says of its checkpoint's weights after reading its own probe inputs with them."""
-    note = (f"These weights look untrained ({rule}: {measured:.3g}): the predictions may mean nothing."
-            if untrained else f"These weights read the probe inputs as trained weights do ({rule}: {measured:.3g}).")
+    note = (
+        f"These weights look untrained ({rule}: {measured:.3g}): the predictions may mean nothing."
+        if untrained
+        else f"These weights read the probe inputs as trained weights do ({rule}: {measured:.3g})."
+    )
     return {"looks_untrained": untrained, "measured": measured, "rule": rule, "note": note}

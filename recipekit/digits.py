@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from . import weights
+from .items import metric
 
 HELD_OUT = Path(__file__).with_name("test_digits.safetensors")  # the test split, written by split.main()
 LEVELS = 16  # the digits' grey levels run 0..16
@@ -29,8 +30,13 @@ def split() -> dict[str, Tensor]:
     labels = torch.tensor(digits.target, dtype=torch.int64)  # (1797,)
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(SPLIT_SEED))
     test, train = order[:TEST_SIZE].sort().values, order[TEST_SIZE:]
-    return {"train_images": images[train], "train_labels": labels[train],
-            "test_images": images[test], "test_labels": labels[test], "test_indices": test}
+    return {
+        "train_images": images[train],
+        "train_labels": labels[train],
+        "test_images": images[test],
+        "test_labels": labels[test],
+        "test_indices": test,
+    }
 
 
 def held_out() -> tuple[Tensor, Tensor]:
@@ -57,8 +63,9 @@ def accuracy(predicted: Tensor, labels: Tensor) -> float:
     return (predicted == labels).double().mean().item()
 
 
-def tested(classifier_accuracy: Callable[[nn.Module, Tensor, Tensor], float],
-           made: dict[str, Tensor]) -> Callable[[nn.Module], dict[str, float]]:
+def tested(
+    classifier_accuracy: Callable[[nn.Module, Tensor, Tensor], float], made: dict[str, Tensor]
+) -> Callable[[nn.Module], dict[str, float]]:
     """fit()'s `evaluate` for a digits classifier: its accuracy on the split's held-out digits after each epoch."""
     return lambda model: {"test_accuracy": classifier_accuracy(model, made["test_images"], made["test_labels"])}
 
@@ -80,8 +87,7 @@ def unusual(image: list[list[int]] | Tensor) -> dict:
     drawn = torch.as_tensor(image, dtype=torch.float64).reshape(1, -1)
     nearest = torch.cdist(drawn, held_out()[0].reshape(TEST_SIZE, -1).double()).min().item()
     share = (_neighbour_distances() < nearest).double().mean().item()
-    return {"key": "unusual", "label": "Held-out digits nearer to one another than this drawing is to any of them",
-            "value": share}
+    return metric("unusual", "Held-out digits nearer to one another than this drawing is to any of them", share)
 
 
 def main() -> None:

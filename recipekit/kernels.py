@@ -29,8 +29,11 @@ NAMES = (NATIVE, *FAMILIES)
 # What torch.backends.cpu.get_cpu_capability() answers once a family is in force.
 CAPABILITY = {"avx2": "AVX2", "portable": "DEFAULT"}
 # In words, for reports and pages.
-DESCRIBED = {NATIVE: "the kernels torch chose for this processor", "avx2": "the AVX2 kernels",
-             "portable": "the portable kernels (no vector extension past SSE4)"}
+DESCRIBED = {
+    NATIVE: "the kernels torch chose for this processor",
+    "avx2": "the AVX2 kernels",
+    "portable": "the portable kernels (no vector extension past SSE4)",
+}
 
 TRAINING = "avx2"  # the family a training runs on (recipekit.training.run)
 KERNELS = FAMILIES[TRAINING]
@@ -53,8 +56,25 @@ def available(machine: str | None = None) -> tuple[str, ...]:
 
 # The processor's vector extensions a report names: those that decide which kernels torch may choose and so how
 # its sums round (a training is held to AVX2 on every x86-64 machine).
-VECTOR_EXTENSIONS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-                     "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2")
+VECTOR_EXTENSIONS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "asimd",
+    "sve",
+    "sve2",
+)
 
 
 def processor() -> tuple[str, list[str]]:

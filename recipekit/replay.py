@@ -117,8 +117,9 @@ def _made(case_id: str, make: Callable[[], dict]) -> tuple[dict, dict]:
     return made, {name: {"states": p.states, "names": p.names} for name, p in processes.items()}
 
 
-def cases(made: Mapping[str, Callable[[], dict]], checks: Mapping[str, Callable[[], dict]],
-          case: str | None = None) -> dict:
+def cases(
+    made: Mapping[str, Callable[[], dict]], checks: Mapping[str, Callable[[], dict]], case: str | None = None
+) -> dict:
     """{"cases": {id: case}, "checks": [{"name", "passed", "detail"}]}: every case and check, or with `case`
     that case alone and no check; and, where a case runs an iterated process, "steps": {id: {process: {"states",
     "names"}}}."""
@@ -130,8 +131,10 @@ def cases(made: Mapping[str, Callable[[], dict]], checks: Mapping[str, Callable[
         replayed[case_id], processes = _made(case_id, make)
         if processes:
             steps[case_id] = processes
-    result = {"cases": replayed,
-              "checks": [] if case is not None else [{"name": name, **check()} for name, check in checks.items()]}
+    result = {
+        "cases": replayed,
+        "checks": [] if case is not None else [{"name": name, **check()} for name, check in checks.items()],
+    }
     return result | ({"steps": steps} if steps else {})
 
 
@@ -143,9 +146,16 @@ def reproduced(replayed: float, trained: float, allowed: float, why: str) -> dic
     """A check that a figure train.py measured and stored is measured again: within `allowed` (0 for a count, which
     rounding cannot move but through a near tie), and `why` that much: what the figure sums and in what precision."""
     difference = abs(replayed - trained)
-    return {"passed": difference <= allowed,
-            "detail": {"replayed": replayed, "at_training": trained, "difference": difference, "allowed": allowed,
-                       "why": why}}
+    return {
+        "passed": difference <= allowed,
+        "detail": {
+            "replayed": replayed,
+            "at_training": trained,
+            "difference": difference,
+            "allowed": allowed,
+            "why": why,
+        },
+    }
 
 
 def main(replay: Callable[..., dict], argv: list[str]) -> int:

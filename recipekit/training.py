@@ -49,8 +49,17 @@ class Listener:
         self.runs += 1
 
     def ended(self, epoch: int, epochs: int, loss: float | None, metrics: dict[str, float], unit: str) -> None:
-        self.write({"event": "epoch", "run": max(self.runs, 1), "epoch": epoch, "epochs": epochs, "unit": unit,
-                    "loss": loss if loss is None or math.isfinite(loss) else None, "metrics": metrics})
+        self.write(
+            {
+                "event": "epoch",
+                "run": max(self.runs, 1),
+                "epoch": epoch,
+                "epochs": epochs,
+                "unit": unit,
+                "loss": loss if loss is None or math.isfinite(loss) else None,
+                "metrics": metrics,
+            }
+        )
 
 
 # Who hears the training this process runs: set by train_main --report, else no one (a plain train.py run).
@@ -64,8 +73,9 @@ def began() -> None:
         listener.began()
 
 
-def epoch_ended(epoch: int, epochs: int, loss: float | None, metrics: dict[str, float] | None = None,
-                unit: str = "epoch") -> None:
+def epoch_ended(
+    epoch: int, epochs: int, loss: float | None, metrics: dict[str, float] | None = None, unit: str = "epoch"
+) -> None:
     """An epoch (or another `unit` of the recipe's: an episode) of `epochs` ended with this mean training loss and
     held-out metrics: the listener, if any, hears of it. fit() says so itself; a loop of the recipe's own calls this."""
     listener = LISTENER.get()
@@ -84,9 +94,17 @@ class Fitted:
     snapshots: dict[int, dict[str, Tensor]] = field(default_factory=dict)
 
 
-def fit(model: nn.Module, optimizer: torch.optim.Optimizer, epochs: int, batches: Callable[[], Iterable],
-        loss_of: Callable[[object], Tensor], *, after_step: Callable[[], None] | None = None,
-        keep: tuple[int, ...] = (), evaluate: Callable[[nn.Module], dict[str, float]] | None = None) -> Fitted:
+def fit(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    epochs: int,
+    batches: Callable[[], Iterable],
+    loss_of: Callable[[object], Tensor],
+    *,
+    after_step: Callable[[], None] | None = None,
+    keep: tuple[int, ...] = (),
+    evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
+) -> Fitted:
     """Train `model` for `epochs`: each epoch, every batch `batches()` yields (in the order the recipe's seeded
     generator draws) gives `loss_of(batch)`, a gradient step and `after_step()` (a learning-rate schedule).
     The weights are kept before each epoch in `keep` (0: at initialisation); `evaluate(model)`, in eval mode and
@@ -160,6 +178,7 @@ def train_main(argv: list[str], trained: Callable[[], Trained], tolerance: float
     on stdout: each epoch as it ends, then the comparison."""
     torch.use_deterministic_algorithms(True)
     if "--report" in argv:
+
         def write(event: dict) -> None:
             sys.stdout.write(json.dumps(event) + "\n")
             sys.stdout.flush()
@@ -194,14 +213,24 @@ def compared(made: Trained, tolerance: float, elsewhere: Elsewhere) -> dict:
         try:
             stored, stored_meta = weights.read(path)
         except Exception as exc:  # noqa: BLE001 - any unreadable stored file is a failed comparison, said by name
-            tensors.append({"file": path.name, "name": None, "shape": None, "largest_difference": None,
-                            "identical": False, "problem": f"the stored file cannot be read ({type(exc).__name__})"})
+            tensors.append(
+                {
+                    "file": path.name,
+                    "name": None,
+                    "shape": None,
+                    "largest_difference": None,
+                    "identical": False,
+                    "problem": f"the stored file cannot be read ({type(exc).__name__})",
+                }
+            )
             continue
         for name in sorted(set(retrained) | set(stored)):
             difference = _tensor_difference(stored.get(name), retrained.get(name))
             tensors.append({"file": path.name, "name": name} | difference)
-        figures += [{"file": path.name, "name": key} | _figure(stored_meta.get(key), retrained_meta.get(key))
-                    for key in sorted((set(stored_meta) | set(retrained_meta)) - {"torch", "trained_on"})]
+        figures += [
+            {"file": path.name, "name": key} | _figure(stored_meta.get(key), retrained_meta.get(key))
+            for key in sorted((set(stored_meta) | set(retrained_meta)) - {"torch", "trained_on"})
+        ]
     differences = [t["largest_difference"] for t in tensors]
     worst = None if None in differences else max(differences, default=0.0)
     facts = [{"name": name, "held": bool(held)} for name, held in made.same.items()]
@@ -225,13 +254,23 @@ def compared(made: Trained, tolerance: float, elsewhere: Elsewhere) -> dict:
     else:
         guarantee = "none"
     held = all(f["held"] for f in facts)
-    return {"summary": made.summary, "weights_sha256": digest.hexdigest(), "tolerance": tolerance,
-            "passed": guarantee != "none" and held, "largest_difference": worst, "identical": identical,
-            "guarantee": guarantee, "bound": elsewhere.weights if guarantee == "behaviour" else tolerance,
-            "trained_here": here,
-            "verdict": _verdict(guarantee, worst, tolerance, elsewhere, behaviour, facts, len(tensors), here),
-            "elsewhere": {"weights": elsewhere.weights, "why": elsewhere.why}, "behaviour": behaviour,
-            "tensors": tensors, "figures": figures, "facts": facts}
+    return {
+        "summary": made.summary,
+        "weights_sha256": digest.hexdigest(),
+        "tolerance": tolerance,
+        "passed": guarantee != "none" and held,
+        "largest_difference": worst,
+        "identical": identical,
+        "guarantee": guarantee,
+        "bound": elsewhere.weights if guarantee == "behaviour" else tolerance,
+        "trained_here": here,
+        "verdict": _verdict(guarantee, worst, tolerance, elsewhere, behaviour, facts, len(tensors), here),
+        "elsewhere": {"weights": elsewhere.weights, "why": elsewhere.why},
+        "behaviour": behaviour,
+        "tensors": tensors,
+        "figures": figures,
+        "facts": facts,
+    }
 
 
 def trained_here(made: Trained) -> bool | None:
@@ -258,36 +297,67 @@ def _behaviour(figures: list[dict], elsewhere: Elsewhere) -> list[dict]:
         figure = found.get(name, {})
         stored, retrained = figure.get("stored"), figure.get("retrained")
         difference = None if stored is None or retrained is None else abs(retrained - stored)
-        behaviour.append({"name": name, "stored": stored, "retrained": retrained, "difference": difference,
-                          "allowed": bound.allowed, "why": bound.why,
-                          "held": difference is not None and difference <= bound.allowed})
+        behaviour.append(
+            {
+                "name": name,
+                "stored": stored,
+                "retrained": retrained,
+                "difference": difference,
+                "allowed": bound.allowed,
+                "why": bound.why,
+                "held": difference is not None and difference <= bound.allowed,
+            }
+        )
     return behaviour
 
 
-def _verdict(guarantee: str, worst: float | None, tolerance: float, elsewhere: Elsewhere, behaviour: list[dict],
-             facts: list[dict], count: int, here: bool | None) -> str:
+def _verdict(
+    guarantee: str,
+    worst: float | None,
+    tolerance: float,
+    elsewhere: Elsewhere,
+    behaviour: list[dict],
+    facts: list[dict],
+    count: int,
+    here: bool | None,
+) -> str:
     """What the retraining showed, in the words a reader is told (train.py --check, the page, tensorviz verify)."""
     unheld = "".join(f" “{f['name']}” did not hold." for f in facts if not f["held"])
-    said = "; ".join(f"{b['name'].replace('_', ' ')} {_number(b['retrained'])} against {_number(b['stored'])} stored "
-                     f"(allowed ±{b['allowed']:g}{'' if b['held'] else ': NOT HELD'})" for b in behaviour)
+    said = "; ".join(
+        f"{b['name'].replace('_', ' ')} {_number(b['retrained'])} against {_number(b['stored'])} stored "
+        f"(allowed ±{b['allowed']:g}{'' if b['held'] else ': NOT HELD'})"
+        for b in behaviour
+    )
     if guarantee == "same bits":
         return f"The same bits: all {count} tensors came out bit for bit as stored.{unheld}"
     if guarantee == "tolerance":
-        return (f"The same weights within the recipe's tolerance: the largest difference is {worst:.3g} (at most "
-                f"{tolerance:g}): the last bits of another processor's or torch build's sums.{unheld}")
+        return (
+            f"The same weights within the recipe's tolerance: the largest difference is {worst:.3g} (at most "
+            f"{tolerance:g}): the last bits of another processor's or torch build's sums.{unheld}"
+        )
     if guarantee == "behaviour":
-        machine_said = "the stored weights do not say which machine trained them" if here is None else \
-            "another machine than the one that trained them"
-        return (f"Not the same bits ({machine_said}): the weights differ by up to {worst:.3g}, within "
-                f"{elsewhere.weights:g}, as far as a training on kernels that round otherwise may take them "
-                f"({elsewhere.why}). What the model does holds: {said}.{unheld}")
+        machine_said = (
+            "the stored weights do not say which machine trained them"
+            if here is None
+            else "another machine than the one that trained them"
+        )
+        return (
+            f"Not the same bits ({machine_said}): the weights differ by up to {worst:.3g}, within "
+            f"{elsewhere.weights:g}, as far as a training on kernels that round otherwise may take them "
+            f"({elsewhere.why}). What the model does holds: {said}.{unheld}"
+        )
     if worst is None:
         return f"A tensor could not be compared (missing, or another shape).{unheld}"
     if here:
-        return (f"On the machine and torch that trained them a retraining gives the same bits (or weights within "
-                f"{tolerance:g}); these differ by up to {worst:.3g}.{unheld}")
-    beyond = f"beyond even the {elsewhere.weights:g} a training elsewhere may reach" if worst > elsewhere.weights \
+        return (
+            f"On the machine and torch that trained them a retraining gives the same bits (or weights within "
+            f"{tolerance:g}); these differ by up to {worst:.3g}.{unheld}"
+        )
+    beyond = (
+        f"beyond even the {elsewhere.weights:g} a training elsewhere may reach"
+        if worst > elsewhere.weights
         else "and what the model does did not hold"
+    )
     return f"The weights differ by up to {worst:.3g}, {beyond}: {said}.{unheld}"
 
 
@@ -297,8 +367,11 @@ def _number(value: float | None) -> str:
 
 def _worst(report: dict) -> str:
     """The comparison's worst tensor in words: its difference (or its problem) and its name."""
-    worst = max(report["tensors"], default=None,
-                key=lambda t: float("inf") if t["largest_difference"] is None else t["largest_difference"])
+    worst = max(
+        report["tensors"],
+        default=None,
+        key=lambda t: float("inf") if t["largest_difference"] is None else t["largest_difference"],
+    )
     if worst is None:
         return "0 (no tensors)"
     said = worst["problem"] if worst["largest_difference"] is None else f"{worst['largest_difference']:.2e}"
@@ -309,22 +382,39 @@ def _tensor_difference(stored: Tensor | None, retrained: Tensor | None) -> dict:
     """One tensor of a comparison: its shape, largest |difference| in double precision, whether the bits are equal."""
     if stored is None or retrained is None:
         shape = list((retrained if stored is None else stored).shape)
-        return {"shape": shape, "largest_difference": None, "identical": False,
-                "problem": "not in the stored file" if stored is None else "the retraining made no such tensor"}
+        return {
+            "shape": shape,
+            "largest_difference": None,
+            "identical": False,
+            "problem": "not in the stored file" if stored is None else "the retraining made no such tensor",
+        }
     if stored.shape != retrained.shape:
-        return {"shape": list(retrained.shape), "largest_difference": None, "identical": False,
-                "problem": f"stored with shape {list(stored.shape)}"}
+        return {
+            "shape": list(retrained.shape),
+            "largest_difference": None,
+            "identical": False,
+            "problem": f"stored with shape {list(stored.shape)}",
+        }
     worst = (retrained.double() - stored.double()).abs().max().item() if stored.numel() else 0.0
-    return {"shape": list(stored.shape), "largest_difference": worst if math.isfinite(worst) else None,
-            "identical": torch.equal(stored, retrained), "problem": None if math.isfinite(worst) else "not finite"}
+    return {
+        "shape": list(stored.shape),
+        "largest_difference": worst if math.isfinite(worst) else None,
+        "identical": torch.equal(stored, retrained),
+        "problem": None if math.isfinite(worst) else "not finite",
+    }
 
 
 def _figure(stored: str | None, retrained: str | None) -> dict:
     """One metadata entry of a comparison: the same text or not and, where both are numbers (or lists of them), how
     many and their largest difference; a single number is given on both sides."""
     found = [_numbers(text) for text in (stored, retrained)]
-    figure = {"same": stored == retrained, "values": None, "largest_difference": None, "stored": None,
-              "retrained": None}
+    figure = {
+        "same": stored == retrained,
+        "values": None,
+        "largest_difference": None,
+        "stored": None,
+        "retrained": None,
+    }
     if found[0] is not None and found[1] is not None and len(found[0]) == len(found[1]):
         differences = [abs(a - b) for a, b in zip(*found, strict=True)]
         figure |= {"values": len(found[0]), "largest_difference": max(differences, default=0.0)}
@@ -350,8 +440,10 @@ def _numbers(text: str | None) -> list[float] | None:
 def metadata(**values) -> dict[str, str]:
     """A weights file's metadata: numbers as Python writes them exactly (repr), lists as JSON, and the torch and the
     machine that trained them (where a retraining gives the same bits: compared())."""
-    return {k: json.dumps(v) if isinstance(v, list) else repr(v) if isinstance(v, float) else str(v)
-            for k, v in values.items()} | {"torch": torch.__version__, "trained_on": machine()}
+    return {
+        k: json.dumps(v) if isinstance(v, list) else repr(v) if isinstance(v, float) else str(v)
+        for k, v in values.items()
+    } | {"torch": torch.__version__, "trained_on": machine()}
 
 
 def run(main: Callable[[list[str]], int]) -> None:

@@ -43,8 +43,13 @@ def kept(snapshots: dict[int, dict[str, Tensor]]) -> dict[str, Tensor]:
 def stages(epochs: tuple[int, ...]) -> list[dict[str, str]]:
     """The stages of a snapshots file kept at these epochs ({id, label}, 0 the initialisation), in its metadata's
     words."""
-    return [{"id": f"epoch-{epoch}", "label": "at initialisation" if epoch == 0 else
-             f"after {epoch} epoch{'s' if epoch > 1 else ''}"} for epoch in epochs]
+    return [
+        {
+            "id": f"epoch-{epoch}",
+            "label": "at initialisation" if epoch == 0 else f"after {epoch} epoch{'s' if epoch > 1 else ''}",
+        }
+        for epoch in epochs
+    ]
 
 
 def equal(a: dict[str, Tensor], b: dict[str, Tensor]) -> bool:

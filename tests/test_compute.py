@@ -2,7 +2,15 @@
 
 import pytest
 
-from app.compute.errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeTimeout
+from app.compute.errors import (
+    ComputeUnavailable,
+    PoolBusy,
+    RecipeCrashed,
+    RecipeError,
+    RecipeRefused,
+    RecipeTimeout,
+    RecipeUnavailable,
+)
 from app.compute.messages import CaptureArgs, RecipeCall
 from app.compute.pool import WorkerPool
 from app.domain.checkpoints import CheckpointUnavailable
@@ -10,18 +18,19 @@ from app.domain.labs.fields import FieldError
 from app.services import runs
 from app.services.parts import parts
 from app.services.refusals import BudgetSpent, ModelMissing, NoLiveLab
+from app.web.errors import status_of
 
 from .conftest import BERT_RECIPE
 
 
 @pytest.mark.parametrize(("error", "status"), [
     (PoolBusy("full"), 429), (RecipeTimeout("slow"), 504), (RecipeCrashed("died"), 503),
-    (RecipeError("raised"), 503), (RecipeRefused(400, "input_ids: bad"), 400), (RecipeRefused(503, "no"), 503),
+    (RecipeError("raised"), 503), (RecipeRefused("input_ids: bad"), 400), (RecipeUnavailable("no checkpoint"), 503),
     (CheckpointUnavailable("no checkpoint"), 503), (FieldError("input_ids: must be a list"), 400),
     (ComputeUnavailable("no queue"), 503), (ModelMissing("no model 'x'"), 404), (NoLiveLab("no lab"), 404),
     (BudgetSpent("spent", retry_after=3), 429)])
 def test_one_table_maps_every_refusal_and_failed_run_to_its_status(error, status):
-    assert runs.status_of(error) == status
+    assert status_of(error) == status
 
 
 def test_a_ticket_gives_its_place_back_once_whoever_releases_it():
@@ -76,7 +85,8 @@ def test_every_message_reads_back_as_it_was_written():
         assert RecipeCall.read(json.loads(json.dumps(call.wire()))) == call
     warmup = Warmup(str(BERT_RECIPE), "load", {"checkpoint": "/srv"})
     assert Warmup.read(json.loads(json.dumps(warmup.wire()))) == warmup
-    for reply in (Reply('{"a":1}', True, ["a"], {"torch": "2"}, 0.5), Failure("ValueError: x", "failed", refused=400)):
+    for reply in (Reply('{"a":1}', True, ["a"], {"torch": "2"}, 0.5),
+                  Failure("ValueError: x", "failed", refused="request")):
         assert read_reply(json.loads(json.dumps(reply.wire()))) == reply
 
 

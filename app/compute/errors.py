@@ -31,11 +31,11 @@ class RecipeSetAside(RecipeError):
 
 
 class RecipeRefused(RecipeError):
-    """The recipe refused the request (400, the message names the field) or cannot serve it (503)."""
+    """The recipe refused the request (recipekit.refusals.Refused): the message starts with the field at fault."""
 
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+
+class RecipeUnavailable(RecipeError):
+    """The recipe cannot serve any request now (recipekit.refusals.Unavailable: a checkpoint it lacks)."""
 
 
 def out_of_memory(exc: BaseException) -> bool:

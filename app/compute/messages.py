@@ -9,7 +9,7 @@ import json
 from dataclasses import asdict, dataclass, field, is_dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from ..domain.jsonbytes import loads
 from ..domain.steps import Step
@@ -196,13 +196,14 @@ class Reply:
 @dataclass(frozen=True)
 class Failure:
     """Why a call, a warm-up or a retraining did not answer: the exception (`error`, `traceback`, for the server's
-    log), what went wrong in words a reader can use (`words`), and where the recipe refused the request its status
-    (`refused`, 400 or 503) and own message, or that it ran past its time limit (`timed_out`) or was cancelled."""
+    log), what went wrong in words a reader can use (`words`), and where the recipe refused the request how
+    (`refused`: "request", the request is wrong; "unavailable", the recipe cannot serve any) and its own message,
+    or that it ran past its time limit (`timed_out`) or was cancelled."""
 
     error: str
     words: str
     traceback: str = ""
-    refused: int | None = None
+    refused: Literal["request", "unavailable"] | None = None
     message: str = ""
     timed_out: bool = False
     cancelled: bool = False

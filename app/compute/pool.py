@@ -5,6 +5,7 @@ The errors a run ends with (errors.py) are named here too, where the services ta
 import logging
 import math
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import threading
 import time
@@ -14,7 +15,15 @@ from pathlib import Path
 
 from ..domain.folders import without_paths
 from . import worker
-from .errors import PoolBusy, RecipeCrashed, RecipeError, RecipeRefused, RecipeSetAside, RecipeTimeout
+from .errors import (
+    PoolBusy,
+    RecipeCrashed,
+    RecipeError,
+    RecipeRefused,
+    RecipeSetAside,
+    RecipeTimeout,
+    RecipeUnavailable,
+)
 from .messages import Failure, RecipeCall, Reply, Warmup, read_reply
 from .retraining import RetrainCall, Retrained, retrain_watched
 
@@ -33,7 +42,8 @@ def outcome(reply: Reply | Failure, call: RecipeCall) -> Reply:
         return reply
     roots = (str(Path(call.recipe_dir).parent), *(v for v in call.context.values() if isinstance(v, str)))
     if reply.refused:
-        raise RecipeRefused(reply.refused, without_paths(reply.message, roots))
+        refusal = RecipeRefused if reply.refused == "request" else RecipeUnavailable
+        raise refusal(without_paths(reply.message, roots))
     log.warning("recipe %s failed: %s\n%s", Path(call.recipe_dir).name, without_paths(reply.error, roots),
                 without_paths(reply.traceback, roots))
     if reply.timed_out:
@@ -92,6 +102,14 @@ def worker_context() -> multiprocessing.context.BaseContext:
     # imports, so that each recipe process starts without either.
     context.set_forkserver_preload(["app.compute.worker", "torch", "torch._inductor.config"])
     return context
+
+
+def start_worker_server() -> None:
+    """Start this web process's forkserver now (its torch import takes seconds) rather than when the first recipe
+    process is asked for: gunicorn calls it as soon as a web worker is forked, so the import runs while the worker
+    loads the app, and the first What if? after a start waits for it that much less."""
+    worker_context()
+    multiprocessing.forkserver.ensure_running()
 
 
 class WorkerPool:

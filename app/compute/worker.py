@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from recipekit.kernels import processor
+from recipekit.refusals import Refused, Unavailable
 
 from ..domain import caches
 from ..domain.jsonbytes import dumps
@@ -39,11 +40,6 @@ from .messages import (
     is_warmup,
 )
 from .process import cap_memory, deterministic, manual_seed, use_kernels
-
-# Statuses a recipe's exception may carry (as its `status` attribute) to say that it refused the request
-# (400: the message starts with the field at fault) or that it cannot serve any request (503).
-REFUSALS = (400, 503)
-
 
 # The entry that replays one recorded case (run.py's replay(case=...)), where no lab endpoint runs it; named as
 # the service names it (services/subjects.py).
@@ -255,10 +251,9 @@ class RecipeProcess:
             # unpickling a torch object would import torch into the web process).
             return encoded(ran["result"], self.env, ran["compute_seconds"]).wire()
         except Exception as exc:  # a recipe's own error goes back to the caller, the process lives on
-            status = getattr(exc, "status", None)
-            refused = status in REFUSALS  # the recipe refused the request (400) or cannot serve it (503)
+            refused = "request" if isinstance(exc, Refused) else "unavailable" if isinstance(exc, Unavailable) else None
             return Failure(f"{type(exc).__name__}: {exc}", failure(exc, task), traceback.format_exc(limit=8),
-                           status if refused else None, str(exc) if refused else "", isinstance(exc, timeouts)).wire()
+                           refused, str(exc) if refused else "", isinstance(exc, timeouts)).wire()
 
 
 def failure(exc: BaseException, task: dict) -> str:

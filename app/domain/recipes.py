@@ -1,9 +1,9 @@
 """Recipe folders as Python packages under slug-qualified names.
 
 Every recipe has its own `model.py` and `run.py`. Loaded as `tensorviz_recipe_<slug>.model` and
-`tensorviz_recipe_<slug>.run`, two recipes live side by side in one process (a recipe worker, a test
-session) and never shadow each other through a bare `model` module. Nothing here imports torch: the
-web process uses it only for names and hashes.
+`tensorviz_recipe_<slug>.run` (the names a recipe run as a script gives itself: recipekit/script.py), two recipes
+live side by side in one process (a recipe worker, a test session) and never shadow each other through a bare
+`model` module. Nothing here imports torch: the web process uses it only for names and hashes.
 """
 
 import hashlib
@@ -14,14 +14,9 @@ import tomllib
 from pathlib import Path
 from types import ModuleType
 
+from recipekit.script import package_name
+
 from .folders import FolderError, read_inside
-
-PACKAGE_PREFIX = "tensorviz_recipe_"
-
-
-def package_name(recipe_dir: Path) -> str:
-    """`recipes/bert-base` -> `tensorviz_recipe_bert_base`."""
-    return PACKAGE_PREFIX + recipe_dir.name.replace("-", "_")
 
 
 def source_digest(recipe_dir: Path) -> str:

@@ -46,7 +46,7 @@ def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -
     asked = json.dumps(asdict(arguments), sort_keys=True)  # the request, the steps as run, the sources
     key = f"intervened:{entry}:{run_key}:{hashlib.sha256(asked.encode()).hexdigest()}"
     changed = ", ".join(dict.fromkeys(step.node for step in steps))
-    blame = RecipeRefused(400, f"interventions: the changes to {changed} made the answer NaN or infinite, which "
+    blame = RecipeRefused(f"interventions: the changes to {changed} made the answer NaN or infinite, which "
                                "JSON cannot carry; a smaller factor, or another action, may keep it finite")
     reply, cached = runs.submit(call, key, blame)
     return reply, cached, steps

@@ -27,7 +27,7 @@ def live_lab(model: Model) -> LabSpec:
 
 def lab_answer(model: Model, entry: str, args: dict) -> dict:
     """`entry(**args)` of the model's lab recipe, through the compute service (identical requests come from
-    its cache); a failed run raises its error, which answers with the status runs.status_of gives it. The
+    its cache); a failed run raises its error, which the web tier answers with its status (web/errors.py). The
     result is the JSON text the recipe process wrote (`result_json`, with its top-level `keys`), to be
     answered as it is. The model has a lab (live_lab)."""
     run_key = runs.run_key(model)

@@ -1,5 +1,5 @@
 """What a service refuses a request with, in its own words and without HTTP: the web tier answers each with the
-status runs.status_of gives it (the one table)."""
+status the web tier's one table gives it (web/errors.py STATUS)."""
 
 
 class ModelMissing(LookupError):

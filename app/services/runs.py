@@ -8,8 +8,8 @@
 
 `submit(call, key)` is all of it for a request that waits for its answer: the cached answer under `key`
 (`run_key` names everything it depends on), else admission, the run, the answer checked to be JSON
-(`answerable`) and kept. `status_of(error)` is the one table from a refused request or a failed run to
-an HTTP status; the web tier's error handler answers with it. Every
+(`answerable`) and kept. A refused request or a failed run raises its own type of error (never an HTTP
+exception): the web tier's one table (web/errors.py) answers each with its status. Every
 recipe run of a request (lab endpoints, verifications, and next, interventions) goes through here; the
 recorder's CLI runs its own pool directly.
 """
@@ -21,24 +21,15 @@ from importlib import metadata
 from flask import current_app
 
 from ..compute.errors import (
-    ComputeUnavailable,
-    PoolBusy,
-    RecipeCrashed,
     RecipeError,
     RecipeRefused,
-    RecipeSetAside,
-    RecipeTimeout,
 )
 from ..compute.executor import Executor
 from ..compute.messages import RecipeCall, Reply, read_reply
 from ..compute.pool import REPLY_FORMAT
-from ..domain.checkpoints import CheckpointUnavailable
-from ..domain.labs.fields import FieldError
 from . import budget, checkpoints
 from .cache import cache
 from .extensions import workers
-from .refusals import BudgetSpent, ModelMissing, ModelSetAside, NoLiveLab, NotYours, RequirementMissing
-from .state import StateUnavailable
 
 
 @once
@@ -60,26 +51,6 @@ def run_key(model) -> str:
     key = (f"{model.slug}:{model.etag}:{model.recipe_sha256}:torch-{torch_version()}:seed-{seed}:kernels-{kernels}"
            f":reply-{REPLY_FORMAT}")
     return key if model.checkpoint is None else f"{key}:checkpoint-{checkpoints.find(model.checkpoint).digest}"
-
-
-# From a refused request or a failed run to the status it answers (a recipe's refusal carries its own); the
-# services raise these, never an HTTP exception.
-# A failed run is the server's (503: the recipe, its process or the compute tier; 504: its time ran out), never the
-# client's: a request the recipe refuses carries its own 400 (RecipeRefused).
-STATUS = ((FieldError, 400), (ModelMissing, 404), (NoLiveLab, 404), (BudgetSpent, 429), (NotYours, 403),
-          (ModelSetAside, 503), (RecipeSetAside, 503), (CheckpointUnavailable, 503), (RequirementMissing, 503),
-          (PoolBusy, 429), (RecipeTimeout, 504), (RecipeCrashed, 503), (ComputeUnavailable, 503),
-          (StateUnavailable, 503), (RecipeError, 503))
-# Nothing was answered, and a moment later may be: the answer says when to ask again.
-RETRY = (PoolBusy, RecipeCrashed, ComputeUnavailable, StateUnavailable)
-REFUSALS = tuple(error for error, _ in STATUS)  # what the error handler answers with status_of
-
-
-def status_of(error: Exception) -> int:
-    """The HTTP status of a request refused with `error`, or of a run that failed with it."""
-    if isinstance(error, RecipeRefused):
-        return error.status
-    return next(status for kind, status in STATUS if isinstance(error, kind))
 
 
 class Ticket:
@@ -120,8 +91,8 @@ def answerable(call: RecipeCall, reply: Reply, blame: RecipeRefused | None = Non
 
 def submit(call: RecipeCall, key: str, blame: RecipeRefused | None = None) -> tuple[Reply, bool]:
     """The reply to the call and whether it came from the cache (kept under `key`, which names everything
-    the answer depends on, for CACHE_SECONDS); a failed run raises its RecipeError (see status_of), a result that
-    is not finite `blame` where given (see answerable)."""
+    the answer depends on, for CACHE_SECONDS); a failed run raises its RecipeError (web/errors.py answers it), a
+    result that is not finite `blame` where given (see answerable)."""
     found = cache.get(key)
     if found is not None:
         return read_reply(found), True

@@ -3,8 +3,32 @@
 from flask import Flask, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException, InternalServerError, default_exceptions
 
+from ..compute.errors import (
+    ComputeUnavailable,
+    PoolBusy,
+    RecipeCrashed,
+    RecipeError,
+    RecipeRefused,
+    RecipeSetAside,
+    RecipeTimeout,
+    RecipeUnavailable,
+)
+from ..domain.checkpoints import CheckpointUnavailable
+from ..domain.labs.fields import FieldError
 from ..domain.shapes import Error
-from ..services.runs import REFUSALS, RETRY, status_of
+from ..services.refusals import BudgetSpent, ModelMissing, ModelSetAside, NoLiveLab, NotYours, RequirementMissing
+from ..services.state import StateUnavailable
+
+# The one table from what the services and the compute tier refuse or fail with (their own types, never HTTP) to
+# the status it answers, the first that matches. A failed run is the server's (503: the recipe, its process or the
+# compute tier; 504: its time ran out), never the client's: a request the recipe refuses is a 400 (RecipeRefused).
+STATUS = ((FieldError, 400), (RecipeRefused, 400), (ModelMissing, 404), (NoLiveLab, 404), (BudgetSpent, 429),
+          (NotYours, 403), (ModelSetAside, 503), (RecipeSetAside, 503), (CheckpointUnavailable, 503),
+          (RequirementMissing, 503), (RecipeUnavailable, 503), (PoolBusy, 429), (RecipeTimeout, 504),
+          (RecipeCrashed, 503), (ComputeUnavailable, 503), (StateUnavailable, 503), (RecipeError, 503))
+# Nothing was answered, and a moment later may be: the answer says when to ask again.
+RETRY = (PoolBusy, RecipeCrashed, ComputeUnavailable, StateUnavailable)
+REFUSALS = tuple(error for error, _ in STATUS)  # what handle_refusal answers
 
 BUSY_RETRY_AFTER = 5  # seconds: about the time a queue of warm recipe runs takes to drain
 
@@ -31,8 +55,13 @@ def handle_http_error(error: HTTPException):
     return response, status, extra
 
 
+def status_of(error: Exception) -> int:
+    """The HTTP status of a request refused with `error`, or of a run that failed with it."""
+    return next(status for kind, status in STATUS if isinstance(error, kind))
+
+
 def handle_refusal(error: Exception):
-    """A request refused, or a recipe run that failed: the status from runs.status_of, with the reason;
+    """A request refused, or a recipe run that failed: the status from STATUS, with the reason;
     Retry-After too where a moment later may succeed (the workers and their queue full, 429; a worker that
     crashed or a compute queue that cannot be reached, 503; a spent budget, when it frees)."""
     status = status_of(error)

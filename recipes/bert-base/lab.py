@@ -28,11 +28,10 @@ from recipekit.checkpoints import (
     values,
 )
 from recipekit.checkpoints import load as kept_checkpoint
+from recipekit.script import package
 
-try:
-    from .model import Bert, Vocabulary, load_checkpoint, load_vocabulary
-except ImportError:  # run as a script: python lab.py
-    from model import Bert, Vocabulary, load_checkpoint, load_vocabulary
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import Bert, Vocabulary, load_checkpoint, load_vocabulary
 
 MAX_TOKENS = 128  # WordPiece tokens a text may become, [CLS] and [SEP] included
 MASK = "[MASK]"
@@ -44,8 +43,12 @@ LENS_TOP = 3  # predictions listed per layer by the logit lens
 def load(checkpoint: str) -> Loaded:
     """The checkpoint's model and vocabulary, loaded once per process and again only when its files change, its
     weights probed as they are loaded (probe_weights)."""
-    return kept_checkpoint(checkpoint, load_checkpoint,
-                           lambda folder, model: load_vocabulary(folder, model.config.vocab_size), probe_weights)
+    return kept_checkpoint(
+        checkpoint,
+        load_checkpoint,
+        lambda folder, model: load_vocabulary(folder, model.config.vocab_size),
+        probe_weights,
+    )
 
 
 # The sentences the weights are probed with: a trained MLM head is sure of these words, a trained encoder tells the
@@ -58,11 +61,19 @@ def describe(checkpoint: str) -> dict:
     an encoder read by sentence pooling), and whether its weights look trained."""
     loaded = load(checkpoint)
     c = loaded.model.config
-    return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads,
-            "intermediate": c.intermediate_size, "vocab": c.vocab_size, "max_positions": c.max_position_embeddings,
-            "lowercase": loaded.vocabulary.lowercase, "weights": loaded.weights,
-            "parameters": sum(p.numel() for p in loaded.model.parameters()),
-            "head": "mlm" if c.mlm else "sentence", "probe": loaded.probe}
+    return {
+        "layers": c.num_hidden_layers,
+        "hidden": c.hidden_size,
+        "heads": c.num_attention_heads,
+        "intermediate": c.intermediate_size,
+        "vocab": c.vocab_size,
+        "max_positions": c.max_position_embeddings,
+        "lowercase": loaded.vocabulary.lowercase,
+        "weights": loaded.weights,
+        "parameters": sum(p.numel() for p in loaded.model.parameters()),
+        "head": "mlm" if c.mlm else "sentence",
+        "probe": loaded.probe,
+    }
 
 
 @torch.no_grad()
@@ -71,12 +82,18 @@ def probe_weights(loaded: Loaded) -> dict:
     probes' sentence embeddings are (nearly the same: untrained)."""
     read = [loaded.vocabulary.encode(text) for text in PROBES]
     if loaded.model.config.mlm:
-        measured = sum(spread(loaded.model(torch.tensor([ids]))[0, tokens.index(MASK)].softmax(-1))
-                       for tokens, ids in read if MASK in tokens) / len(read)
-        return probe(measured, measured > UNTRAINED_SPREAD,
-                     "the [MASK]'s entropy in the probe sentences, over the uniform distribution's")
+        measured = sum(
+            spread(loaded.model(torch.tensor([ids]))[0, tokens.index(MASK)].softmax(-1))
+            for tokens, ids in read
+            if MASK in tokens
+        ) / len(read)
+        return probe(
+            measured,
+            measured > UNTRAINED_SPREAD,
+            "the [MASK]'s entropy in the probe sentences, over the uniform distribution's",
+        )
     embedded = [loaded.model(torch.tensor([ids]))[0] for _, ids in read]  # (C,) each, of length one
-    pairs = [(a, b) for i, a in enumerate(embedded) for b in embedded[i + 1:]]
+    pairs = [(a, b) for i, a in enumerate(embedded) for b in embedded[i + 1 :]]
     measured = sum(float(a @ b) for a, b in pairs) / len(pairs)
     return probe(measured, measured > UNTRAINED_ALIKE, "the mean cosine similarity of three unrelated probe sentences")
 
@@ -95,8 +112,11 @@ def traced_position(tokens: list[str], masks: list[int], position: int | None, m
     (the first word when none is named)."""
     if mlm:
         if not masks:
-            raise InputError("text", f"holds no {MASK} token to trace; write {MASK} where a word should be "
-                                     "predicted (this checkpoint has the MLM head)")
+            raise InputError(
+                "text",
+                f"holds no {MASK} token to trace; write {MASK} where a word should be "
+                "predicted (this checkpoint has the MLM head)",
+            )
         if position is None:
             return masks[0]
         if position not in masks:
@@ -110,8 +130,10 @@ def traced_position(tokens: list[str], masks: list[int], position: int | None, m
 
 
 def token_list(tokens: list[str], ids: list[int]) -> list[dict]:
-    return [{"index": i, "token": t, "id": d, "special": t in SPECIAL}
-            for i, (t, d) in enumerate(zip(tokens, ids, strict=True))]
+    return [
+        {"index": i, "token": t, "id": d, "special": t in SPECIAL}
+        for i, (t, d) in enumerate(zip(tokens, ids, strict=True))
+    ]
 
 
 class Recorder:
@@ -145,10 +167,18 @@ def _lens(name: Callable[[int], str], states: Tensor, logits: Tensor, predicted:
     probabilities = logits.softmax(-1)  # (layers + 1, vocab)
     ranks = (logits > logits[:, predicted : predicted + 1]).sum(-1) + 1  # (layers + 1,)
     cosines = torch.nn.functional.cosine_similarity(states, states[-1:], dim=-1)  # (layers + 1,)
-    return [{"rank": int(ranks[i]), "probability": probabilities[i, predicted].item(),
-             "top": [{"token": name(j), "id": j, "probability": probabilities[i, j].item()}
-                     for j in probabilities[i].topk(LENS_TOP).indices.tolist()],
-             "cosine": cosines[i].item()} for i in range(states.size(0))]
+    return [
+        {
+            "rank": int(ranks[i]),
+            "probability": probabilities[i, predicted].item(),
+            "top": [
+                {"token": name(j), "id": j, "probability": probabilities[i, j].item()}
+                for j in probabilities[i].topk(LENS_TOP).indices.tolist()
+            ],
+            "cosine": cosines[i].item(),
+        }
+        for i in range(states.size(0))
+    ]
 
 
 def _attention(weights: Tensor, position: int) -> dict:
@@ -157,8 +187,10 @@ def _attention(weights: Tensor, position: int) -> dict:
     others = rows.clone()
     others[:, position] = -1.0  # arcs go to the context, not back to the token itself
     count = min(2, rows.size(1) - 1)
-    arcs = [[{"to": j, "weight": rows[h, j].item()} for j in others[h].topk(count).indices.tolist()]
-            for h in range(rows.size(0))]
+    arcs = [
+        [{"to": j, "weight": rows[h, j].item()} for j in others[h].topk(count).indices.tolist()]
+        for h in range(rows.size(0))
+    ]
     return {"heads": values(rows), "arcs": arcs}
 
 
@@ -166,13 +198,16 @@ def _ffn(before: Tensor, after: Tensor) -> dict:
     """The FFN's units before and after GELU: positive inputs pass almost unchanged, negative ones are squeezed
     towards zero."""
     strongest = after.abs().topk(min(STRONGEST, after.numel())).indices.tolist()
-    return {"before": values(before), "after": values(after), "passed": int((before > 0).sum()),
-            "squeezed": int((before <= 0).sum()),
-            "strongest": [{"unit": u, "before": before[u].item(), "after": after[u].item()} for u in strongest]}
+    return {
+        "before": values(before),
+        "after": values(after),
+        "passed": int((before > 0).sum()),
+        "squeezed": int((before <= 0).sum()),
+        "strongest": [{"unit": u, "before": before[u].item(), "after": after[u].item()} for u in strongest],
+    }
 
 
-def datalab(checkpoint: str, text: str, top_k: int = 10, position: int | None = None,
-            other: str | None = None) -> dict:
+def datalab(checkpoint: str, text: str, top_k: int = 10, position: int | None = None, other: str | None = None) -> dict:
     """The text's tokens, then the traced token through the embeddings and every layer (attention, FFN), ending in
     the MLM head's dot products, softmax and prediction, or in the sentence's pooled embedding; with `other`, the
     two sentences' similarity and each token's share of it."""
@@ -189,8 +224,14 @@ def datalab(checkpoint: str, text: str, top_k: int = 10, position: int | None = 
 
 
 @torch.no_grad()
-def trace(model: Bert, ids: list[int], position: int, top_k: int, name: Callable[[int], str],
-          other_ids: list[int] | None = None) -> dict:
+def trace(
+    model: Bert,
+    ids: list[int],
+    position: int,
+    top_k: int,
+    name: Callable[[int], str],
+    other_ids: list[int] | None = None,
+) -> dict:
     """One token of a sequence through every stage; `name` gives a vocabulary entry's token. With `other_ids`, the
     sequence's similarity to that one too."""
     input_ids = torch.tensor([ids])  # (1, T)
@@ -202,27 +243,35 @@ def trace(model: Bert, ids: list[int], position: int, top_k: int, name: Callable
         recorder.remove()
     seen = recorder.seen
     word = model.embeddings.word.weight  # (vocab, C)
-    states = torch.stack([seen["embedding_out"][position],
-                          *(seen[f"{i}.out"][position] for i in range(len(model.layers)))])  # (layers + 1, C)
+    states = torch.stack(
+        [seen["embedding_out"][position], *(seen[f"{i}.out"][position] for i in range(len(model.layers)))]
+    )  # (layers + 1, C)
     layers = [{"index": 0, "name": "embeddings", "state": values(states[0])}]
     for i in range(len(model.layers)):
-        layers.append({
-            "index": i + 1, "name": f"layer {i + 1}",
-            "attention": _attention(seen[f"{i}.attention"], position),
-            "post_attention": values(seen[f"{i}.post_attention"][position]),
-            "ffn": _ffn(seen[f"{i}.ffn_before"][position], seen[f"{i}.ffn_after"][position]),
-            "state": values(states[i + 1]),
-        })
+        layers.append(
+            {
+                "index": i + 1,
+                "name": f"layer {i + 1}",
+                "attention": _attention(seen[f"{i}.attention"], position),
+                "post_attention": values(seen[f"{i}.post_attention"][position]),
+                "ffn": _ffn(seen[f"{i}.ffn_before"][position], seen[f"{i}.ffn_after"][position]),
+                "state": values(states[i + 1]),
+            }
+        )
     segment = int(segment_ids[0, position])
     answer = {
         "position": position,
         "segment_ids": segment_ids[0].tolist(),
-        "embedding": {"token_id": ids[position], "position": position, "segment": segment,
-                      "word": values(word[ids[position]]),
-                      "position_vector": values(model.embeddings.position.weight[position]),
-                      "segment_vector": values(model.embeddings.segment.weight[segment]),
-                      "sum": values(seen["embedding_sum"][position]),
-                      "norm": values(seen["embedding_out"][position])},
+        "embedding": {
+            "token_id": ids[position],
+            "position": position,
+            "segment": segment,
+            "word": values(word[ids[position]]),
+            "position_vector": values(model.embeddings.position.weight[position]),
+            "segment_vector": values(model.embeddings.segment.weight[segment]),
+            "sum": values(seen["embedding_sum"][position]),
+            "norm": values(seen["embedding_out"][position]),
+        },
         "layers": layers,
     }
     final = seen[f"{len(model.layers) - 1}.out"] if len(model.layers) else seen["embedding_out"]  # (T, C)
@@ -238,8 +287,13 @@ def _sentence(model: Bert, final: Tensor) -> dict:
     then scaled to length one."""
     mean = model.head.mean(final)  # (C,)
     embedding = model.head(final)  # (C,)
-    return {"tokens": final.size(0), "mean": values(mean), "length": mean.norm().item(), "embedding": values(embedding),
-            "rule": "embedding = mean of the tokens' final states ([CLS] and [SEP] included) / its length"}
+    return {
+        "tokens": final.size(0),
+        "mean": values(mean),
+        "length": mean.norm().item(),
+        "embedding": values(embedding),
+        "rule": "embedding = mean of the tokens' final states ([CLS] and [SEP] included) / its length",
+    }
 
 
 def _masked_word(model: Bert, states: Tensor, top_k: int, name: Callable[[int], str], layers: list[dict]) -> dict:
@@ -261,15 +315,27 @@ def _masked_word(model: Bert, states: Tensor, top_k: int, name: Callable[[int], 
     top = logits.topk(min(top_k, logits.numel())).indices.tolist()
     return {
         "head_state": values(head_state),
-        "top": [{"token": name(i), "id": i, "dot": (head_state @ word[i]).item(),
-                 "bias": model.head.bias[i].item(), "logit": logits[i].item(), "exp": exp[i].item(),
-                 "probability": probabilities[i].item()} for i in top],
-        "softmax": {"max_logit": shift.item(), "shift": shift.item(), "denominator": denominator.item(),
-                    "vocabulary": logits.numel(),
-                    "rule": "probability = exp(logit - shift) / denominator, where shift is the largest logit and "
-                            "denominator sums exp(logit - shift) over the whole vocabulary"},
-        "prediction": {"token": name(predicted), "id": predicted,
-                       "probability": probabilities[predicted].item()},
+        "top": [
+            {
+                "token": name(i),
+                "id": i,
+                "dot": (head_state @ word[i]).item(),
+                "bias": model.head.bias[i].item(),
+                "logit": logits[i].item(),
+                "exp": exp[i].item(),
+                "probability": probabilities[i].item(),
+            }
+            for i in top
+        ],
+        "softmax": {
+            "max_logit": shift.item(),
+            "shift": shift.item(),
+            "denominator": denominator.item(),
+            "vocabulary": logits.numel(),
+            "rule": "probability = exp(logit - shift) / denominator, where shift is the largest logit and "
+            "denominator sums exp(logit - shift) over the whole vocabulary",
+        },
+        "prediction": {"token": name(predicted), "id": predicted, "probability": probabilities[predicted].item()},
     }
 
 
@@ -283,8 +349,12 @@ def similarity(model: Bert, final: Tensor, other_ids: list[int]) -> dict:
     means = [f.mean(dim=0) for f in finals]  # (C,) each
     units = [m / m.norm() for m in means]
     shares = [finals[k] @ units[1 - k] / (finals[k].size(0) * means[k].norm()) for k in (0, 1)]  # (T_k,) each
-    return {"cosine": (units[0] @ units[1]).item(), "text_shares": values(shares[0]), "other_shares": values(shares[1]),
-            "rule": "cosine = ê · ê_other; a token's share = its final state · ê_other / (tokens × |mean|)"}
+    return {
+        "cosine": (units[0] @ units[1]).item(),
+        "text_shares": values(shares[0]),
+        "other_shares": values(shares[1]),
+        "rule": "cosine = ê · ê_other; a token's share = its final state · ê_other / (tokens × |mean|)",
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -303,8 +373,10 @@ def main(argv: list[str]) -> int:
     for layer in answer["layers"]:
         lens = layer.get("lens")
         if lens:
-            print(f"{layer['name']:>10}: rank {lens['rank']:>6}, p {lens['probability']:.4f}, "
-                  f"cosine to final {lens['cosine']:+.3f}, top {', '.join(t['token'] for t in lens['top'])}")
+            print(
+                f"{layer['name']:>10}: rank {lens['rank']:>6}, p {lens['probability']:.4f}, "
+                f"cosine to final {lens['cosine']:+.3f}, top {', '.join(t['token'] for t in lens['top'])}"
+            )
     if "top" in answer:
         print(json.dumps(answer["top"], indent=1))
     else:

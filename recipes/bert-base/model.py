@@ -44,13 +44,13 @@ class BertConfig:
         data = read_config(folder, "bert", "BERT")
         named = data.get("architectures") or []
         if named and not set(named) & set(ARCHITECTURES):
-            raise CheckpointError(f"config.json names {', '.join(named)}; this recipe reads "
-                                  f"{', '.join(ARCHITECTURES)}")
+            raise CheckpointError(f"config.json names {', '.join(named)}; this recipe reads {', '.join(ARCHITECTURES)}")
         unsupported = {"hidden_act": "gelu", "position_embedding_type": "absolute"}
         for key, needed in unsupported.items():
             if data.get(key, needed) != needed:
-                raise CheckpointError(f"config.json: {key} {data[key]!r} is not supported; this recipe computes "
-                                      f"{key} {needed!r}")
+                raise CheckpointError(
+                    f"config.json: {key} {data[key]!r} is not supported; this recipe computes {key} {needed!r}"
+                )
         values = whole_numbers(data, [f.name for f in fields(cls) if f.name != "mlm"], "layer_norm_eps")
         config = cls(**values)
         if config.hidden_size % config.num_attention_heads:
@@ -191,8 +191,10 @@ MAPPING = [
 ]
 # Present in some checkpoints, not computed here: the NSP pooler and head, the position-id buffer, and the
 # decoder's copies of the tied embedding matrix and of the bias.
-IGNORED = re.compile(r"bert\.pooler\.|cls\.seq_relationship\.|bert\.embeddings\.position_ids$"
-                     r"|cls\.predictions\.decoder\.(weight|bias)$")
+IGNORED = re.compile(
+    r"bert\.pooler\.|cls\.seq_relationship\.|bert\.embeddings\.position_ids$"
+    r"|cls\.predictions\.decoder\.(weight|bias)$"
+)
 
 
 def recipe_name(name: str) -> str | None:
@@ -216,8 +218,7 @@ def load_checkpoint(folder: str | Path) -> Bert:
     source, tensors = read_weights(folder)
     config = replace(config, mlm=any(recipe_name(name) == "head.bias" for name in tensors))
     what = "a BERT masked-LM model" if config.mlm else "a BERT encoder"
-    return assign(lambda: Bert(config), tensors, recipe_name, source, f"a {config.num_hidden_layers}-layer model",
-                  what)
+    return assign(lambda: Bert(config), tensors, recipe_name, source, f"a {config.num_hidden_layers}-layer model", what)
 
 
 def build_model(checkpoint: str | None = None) -> Bert:
@@ -299,12 +300,21 @@ def _wordpiece_tokenizer(folder: Path) -> tuple[object, bool]:
         raise CheckpointError(f"vocab.txt cannot be read: {exc}") from exc
     if not isinstance(settings, dict):
         raise CheckpointError("tokenizer_config.json does not hold an object")
-    for name, allowed in (("do_lower_case", (bool,)), ("tokenize_chinese_chars", (bool,)),
-                          ("strip_accents", (bool, type(None)))):
+    for name, allowed in (
+        ("do_lower_case", (bool,)),
+        ("tokenize_chinese_chars", (bool,)),
+        ("strip_accents", (bool, type(None))),
+    ):
         if name in settings and not isinstance(settings[name], allowed):
-            raise CheckpointError(f"tokenizer_config.json: {name} {settings[name]!r} is not "
-                                  f"{'true or false' if len(allowed) == 1 else 'true, false or null'}")
+            raise CheckpointError(
+                f"tokenizer_config.json: {name} {settings[name]!r} is not "
+                f"{'true or false' if len(allowed) == 1 else 'true, false or null'}"
+            )
     lowercase = settings.get("do_lower_case", True)
-    tokenizer = BertWordPieceTokenizer(vocab, lowercase=lowercase, strip_accents=settings.get("strip_accents"),
-                                       handle_chinese_chars=settings.get("tokenize_chinese_chars", True))
+    tokenizer = BertWordPieceTokenizer(
+        vocab,
+        lowercase=lowercase,
+        strip_accents=settings.get("strip_accents"),
+        handle_chinese_chars=settings.get("tokenize_chinese_chars", True),
+    )
     return tokenizer, lowercase

@@ -10,12 +10,12 @@ import sys
 
 import torch
 
-try:
-    from .lab import datalab, load, trace
-    from .model import Bert, build_model
-except ImportError:  # run as a script: python run.py
-    from lab import datalab, load, trace
-    from model import Bert, build_model
+from recipekit.items import matrix, metric, vector
+from recipekit.script import package
+
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .lab import datalab, load, trace
+from .model import Bert, build_model
 
 
 class Case:
@@ -30,14 +30,18 @@ class Case:
 
 
 CASES = {
-    "capital": Case("The capital of France is [MASK].", "The capital of France is Paris.",
-                    "Paris is the largest city of France."),
+    "capital": Case(
+        "The capital of France is [MASK].", "The capital of France is Paris.", "Paris is the largest city of France."
+    ),
     # One word, two meanings: the river's bank beside the bank that keeps money.
-    "river": Case("She sat on the bank of the [MASK] and watched the boats.",
-                  "She sat on the bank of the river and watched the boats.",
-                  "He paid the money into his account at the bank."),
-    "two-masks": Case("The [MASK] chased the cat up the [MASK].", "The dog chased the cat up the tree.",
-                      "A puppy ran after a kitten."),
+    "river": Case(
+        "She sat on the bank of the [MASK] and watched the boats.",
+        "She sat on the bank of the river and watched the boats.",
+        "He paid the money into his account at the bank.",
+    ),
+    "two-masks": Case(
+        "The [MASK] chased the cat up the [MASK].", "The dog chased the cat up the tree.", "A puppy ran after a kitten."
+    ),
 }
 TOP = 10  # predictions recorded per case
 CHECK_IDS = [101, 1996, 3007, 1997, 2605, 2003, 103, 1012, 102]  # a 9-token sequence for the weight-free checks
@@ -48,46 +52,61 @@ def case(answer: dict) -> dict:
     """A DataLab answer as recorded vectors, matrices and metrics."""
     layers = answer["layers"]
     vectors = [
-        {"key": "input_ids", "label": "Token ids", "values": [t["id"] for t in answer["tokens"]]},
-        {"key": "embedding", "label": "Embedding of the traced token after LayerNorm",
-         "values": answer["embedding"]["norm"]},
-        {"key": "final_state", "label": "Final state of the traced token", "values": layers[-1]["state"]},
-        {"key": "text_shares", "label": "Each token's share of the similarity to the second sentence",
-         "values": answer["similarity"]["text_shares"]},
+        vector("input_ids", "Token ids", [t["id"] for t in answer["tokens"]]),
+        vector("embedding", "Embedding of the traced token after LayerNorm", answer["embedding"]["norm"]),
+        vector("final_state", "Final state of the traced token", layers[-1]["state"]),
+        vector(
+            "text_shares",
+            "Each token's share of the similarity to the second sentence",
+            answer["similarity"]["text_shares"],
+        ),
     ]
-    metrics = [{"key": "similarity", "label": "Cosine similarity to the second sentence",
-                "value": answer["similarity"]["cosine"]}]
+    metrics = [metric("similarity", "Cosine similarity to the second sentence", answer["similarity"]["cosine"])]
     if "prediction" in answer:  # the MLM head's stages
         vectors += [
-            {"key": "top_ids", "label": f"Top {TOP} predicted token ids", "values": [t["id"] for t in answer["top"]]},
-            {"key": "top_probabilities", "label": f"Top {TOP} probabilities",
-             "values": [t["probability"] for t in answer["top"]]},
-            {"key": "top_logits", "label": f"Top {TOP} logits", "values": [t["logit"] for t in answer["top"]]},
-            {"key": "lens_probability", "label": "Probability of the prediction after each layer (logit lens)",
-             "values": [layer["lens"]["probability"] for layer in layers]},
-            {"key": "lens_cosine", "label": "Cosine of each layer's state to the final state",
-             "values": [layer["lens"]["cosine"] for layer in layers]},
+            vector("top_ids", f"Top {TOP} predicted token ids", [t["id"] for t in answer["top"]]),
+            vector("top_probabilities", f"Top {TOP} probabilities", [t["probability"] for t in answer["top"]]),
+            vector("top_logits", f"Top {TOP} logits", [t["logit"] for t in answer["top"]]),
+            vector(
+                "lens_probability",
+                "Probability of the prediction after each layer (logit lens)",
+                [layer["lens"]["probability"] for layer in layers],
+            ),
+            vector(
+                "lens_cosine",
+                "Cosine of each layer's state to the final state",
+                [layer["lens"]["cosine"] for layer in layers],
+            ),
         ]
         metrics += [
-            {"key": "prediction_id", "label": "Predicted token id", "value": answer["prediction"]["id"]},
-            {"key": "confidence", "label": "Probability of the prediction",
-             "value": answer["prediction"]["probability"]},
-            {"key": "denominator", "label": "Softmax denominator (after the max shift)",
-             "value": answer["softmax"]["denominator"]},
+            metric("prediction_id", "Predicted token id", answer["prediction"]["id"]),
+            metric("confidence", "Probability of the prediction", answer["prediction"]["probability"]),
+            metric("denominator", "Softmax denominator (after the max shift)", answer["softmax"]["denominator"]),
         ]
     else:
-        vectors.append({"key": "sentence_embedding", "label": "The sentence's embedding (mean pooling, length one)",
-                        "values": answer["sentence"]["embedding"]})
+        vectors.append(
+            vector(
+                "sentence_embedding",
+                "The sentence's embedding (mean pooling, length one)",
+                answer["sentence"]["embedding"],
+            )
+        )
     return {
         "vectors": vectors,
         "matrices": [
-            {"key": "attention_last", "label": "Last layer: every head's attention from the traced token",
-             "values": layers[-1]["attention"]["heads"],
-             "rows": [f"head {h + 1}" for h in range(len(layers[-1]["attention"]["heads"]))],
-             "cols": [f"{t['index']}:{t['token']}" for t in answer["tokens"]]},
-            {"key": "ffn_last", "label": "Last layer: the FFN's units before and after GELU",
-             "values": [layers[-1]["ffn"]["before"], layers[-1]["ffn"]["after"]],
-             "rows": ["before GELU", "after GELU"]},
+            matrix(
+                "attention_last",
+                "Last layer: every head's attention from the traced token",
+                layers[-1]["attention"]["heads"],
+                rows=[f"head {h + 1}" for h in range(len(layers[-1]["attention"]["heads"]))],
+                columns=[f"{t['index']}:{t['token']}" for t in answer["tokens"]],
+            ),
+            matrix(
+                "ffn_last",
+                "Last layer: the FFN's units before and after GELU",
+                [layers[-1]["ffn"]["before"], layers[-1]["ffn"]["after"]],
+                rows=["before GELU", "after GELU"],
+            ),
         ],
         "metrics": metrics,
     }
@@ -107,35 +126,53 @@ def checks(answers: list[tuple[list[int], dict]], model: Bert) -> list[dict]:
     """What holds for any weights, under the same four names with or without the MLM head (a recording made with one
     checkpoint is replayed with another): the trace is the model's forward, attention sums to one, the tokens'
     shares of a similarity sum to it, and the head reads out by its rule."""
+
     def check(name: str, worst: dict[str, float], tolerance: dict[str, float]) -> dict:
-        return {"name": name, "passed": all(worst[k] < tolerance[k] for k in worst),
-                "detail": {f"worst_{k}": v for k, v in worst.items()}
-                | {f"tolerance_{k}": v for k, v in tolerance.items()}}
+        return {
+            "name": name,
+            "passed": all(worst[k] < tolerance[k] for k in worst),
+            "detail": {f"worst_{k}": v for k, v in worst.items()} | {f"tolerance_{k}": v for k, v in tolerance.items()},
+        }
 
     found = [a for _, a in answers]
     forward = max(forward_difference(model, ids, a) for ids, a in answers)
-    attention = max(abs(sum(row) - 1) for a in found for layer in a["layers"][1:]
-                    for row in layer["attention"]["heads"])
-    shares = max(abs(sum(a["similarity"][k]) - a["similarity"]["cosine"]) for a in found
-                 for k in ("text_shares", "other_shares"))
+    attention = max(
+        abs(sum(row) - 1) for a in found for layer in a["layers"][1:] for row in layer["attention"]["heads"]
+    )
+    shares = max(
+        abs(sum(a["similarity"][k]) - a["similarity"]["cosine"]) for a in found for k in ("text_shares", "other_shares")
+    )
     if model.config.mlm:  # each logit is the head's state · the word's embedding + its bias; the softmax's ratios
-        rule = {"decoder": max(abs(t["dot"] + t["bias"] - t["logit"]) for a in found for t in a["top"]),
-                "softmax": max(abs(t["exp"] / a["softmax"]["denominator"] - t["probability"])
-                               for a in found for t in a["top"])}
+        rule = {
+            "decoder": max(abs(t["dot"] + t["bias"] - t["logit"]) for a in found for t in a["top"]),
+            "softmax": max(
+                abs(t["exp"] / a["softmax"]["denominator"] - t["probability"]) for a in found for t in a["top"]
+            ),
+        }
         limits = {"decoder": 1e-4, "softmax": 1e-6}
     else:  # the sentence embedding is scaled to length one
         rule = {"length": max(abs(sum(v * v for v in a["sentence"]["embedding"]) ** 0.5 - 1) for a in found)}
         limits = {"length": 1e-5}
     return [
-        check("The trace's read-out (the MLM head's logits, or the sentence embedding) is the model's own forward "
-              "over the whole sequence", {"difference": forward}, {"difference": 1e-4}),
-        check("Every head's attention from the traced token sums to one", {"difference": attention},
-              {"difference": 1e-5}),
-        check("Each sentence's token shares sum to the cosine similarity", {"difference": shares},
-              {"difference": 1e-5}),
-        check("The head reads out by its rule: each logit is the MLM state's dot product with the word's embedding "
-              "plus its bias (the decoder is tied) and each probability is exp(logit - max logit) over the "
-              "denominator; without the MLM head, the sentence embedding has length one", rule, limits),
+        check(
+            "The trace's read-out (the MLM head's logits, or the sentence embedding) is the model's own forward "
+            "over the whole sequence",
+            {"difference": forward},
+            {"difference": 1e-4},
+        ),
+        check(
+            "Every head's attention from the traced token sums to one", {"difference": attention}, {"difference": 1e-5}
+        ),
+        check(
+            "Each sentence's token shares sum to the cosine similarity", {"difference": shares}, {"difference": 1e-5}
+        ),
+        check(
+            "The head reads out by its rule: each logit is the MLM state's dot product with the word's embedding "
+            "plus its bias (the decoder is tied) and each probability is exp(logit - max logit) over the "
+            "denominator; without the MLM head, the sentence embedding has length one",
+            rule,
+            limits,
+        ),
     ]
 
 
@@ -175,8 +212,10 @@ if __name__ == "__main__":
     result = replay(sys.argv[1] if len(sys.argv) > 1 else None)
     for case_id, found in result["cases"].items():
         metrics = {m["key"]: m["value"] for m in found["metrics"]}
-        print(f"{case_id}: {found['request']['text']!r} -> similarity {metrics['similarity']:.3f} to "
-              f"{found['request']['other']!r}" + (f", id {metrics['prediction_id']} (p {metrics['confidence']:.3f})"
-                                                  if "prediction_id" in metrics else ""))
+        print(
+            f"{case_id}: {found['request']['text']!r} -> similarity {metrics['similarity']:.3f} to "
+            f"{found['request']['other']!r}"
+            + (f", id {metrics['prediction_id']} (p {metrics['confidence']:.3f})" if "prediction_id" in metrics else "")
+        )
     for check in result["checks"]:
         print(("PASS " if check["passed"] else "FAIL ") + check["name"], check["detail"])

@@ -12,15 +12,12 @@ import argparse
 import sys
 
 from recipekit import masked_lm
+from recipekit.script import package
 
-try:
-    from .model import CLS, MASK, SEP, WORDS, build_model, causal_twin
-    from .run import CaseInputs, beside_twin
-    from .train import SEGMENTS
-except ImportError:  # run as a script: python lab.py
-    from model import CLS, MASK, SEP, WORDS, build_model, causal_twin
-    from run import CaseInputs, beside_twin
-    from train import SEGMENTS
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import CLS, MASK, SEP, WORDS, build_model, causal_twin
+from .run import CaseInputs, beside_twin
+from .train import SEGMENTS
 
 
 def model_for(attention: str):
@@ -28,8 +25,14 @@ def model_for(attention: str):
     return causal_twin() if attention == "causal" else build_model()
 
 
-def live_run(input_ids: list[int], segment_ids: list[int], mlm_positions: list[int], original_ids: list[int],
-             nsp_label: int, attention: str) -> dict:
+def live_run(
+    input_ids: list[int],
+    segment_ids: list[int],
+    mlm_positions: list[int],
+    original_ids: list[int],
+    nsp_label: int,
+    attention: str,
+) -> dict:
     """A what-if case in the manifest's case shape: on the trained model (bidirectional) or on its causal twin."""
     case = CaseInputs(input_ids, original_ids, segment_ids, sorted(mlm_positions), nsp_label)
     if attention == "causal":
@@ -46,18 +49,18 @@ def sample_corruption(input_ids: list[int], seed: int, segment_ids: list[int]) -
 CAPTIONS = masked_lm.CAPTIONS | {
     "tokens": "The two sentences as token ids; the traced position is the one we follow.",
     "embeddings": "Three learned vectors are looked up and added: the word's embedding, its position's and its "
-                  "sentence's (A or B).",
+    "sentence's (A or B).",
     "attention": "Each head compares this word's query with every position's key; softmax turns the scaled "
-                 "scores into weights that sum to one, and the output mixes the positions' values by them. "
-                 "The trained heads look where the answer is: a masked determiner at its noun, a noun at its verb.",
+    "scores into weights that sum to one, and the output mixes the positions' values by them. "
+    "The trained heads look where the answer is: a masked determiner at its noun, a noun at its verb.",
     "ffn_up": "The feed-forward network widens the vector to 64 values and applies GELU, which passes "
-              "positive values nearly unchanged and squeezes negative ones towards zero.",
+    "positive values nearly unchanged and squeezes negative ones towards zero.",
     "ffn_down": "A second linear layer brings the 64 values back to 32; residual plus LayerNorm again gives "
-                "the encoder's output for this word.",
+    "the encoder's output for this word.",
     "logits": "Each word's logit is the dot product of the vector with that word's row of the embedding matrix "
-              "(the decoder weight is tied to it) plus the decoder's bias.",
+    "(the decoder weight is tied to it) plus the decoder's bias.",
     "nsp": "For the sentence pair, the [CLS] position's output goes through the tanh pooler and a two-way "
-           "head: IsNext (the second sentence goes on about the first one's animals) or NotNext.",
+    "head: IsNext (the second sentence goes on about the first one's animals) or NotNext.",
 }
 
 

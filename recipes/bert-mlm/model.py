@@ -18,13 +18,32 @@ CAUSAL_WEIGHTS = Path(__file__).with_name("causal.safetensors")  # its causal tw
 
 # The language's words (recipe.toml's names say the same): a token id is a position in this tuple.
 WORDS = (
-    "[CLS]", "[SEP]", "[MASK]",
-    "a", "two",  # determiners: one animal, or two
-    "big", "small", "old", "young",  # adjectives: the language's one free choice
-    "dog", "dogs", "cat", "cats", "bird", "birds",
-    "barks", "bark", "meows", "meow", "sings", "sing",
-    "it", "they",
-    "loudly", "softly", "sweetly",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "a",
+    "two",  # determiners: one animal, or two
+    "big",
+    "small",
+    "old",
+    "young",  # adjectives: the language's one free choice
+    "dog",
+    "dogs",
+    "cat",
+    "cats",
+    "bird",
+    "birds",
+    "barks",
+    "bark",
+    "meows",
+    "meow",
+    "sings",
+    "sing",
+    "it",
+    "they",
+    "loudly",
+    "softly",
+    "sweetly",
 )
 CLS, SEP, MASK = 0, 1, 2
 LENGTH = 10  # [CLS] a big dog barks [SEP] it barks loudly [SEP]

@@ -14,15 +14,13 @@ import torch
 
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.items import metric, vector
 from recipekit.masked_lm import CaseInputs, run_case, unpack
+from recipekit.script import package
 
-try:
-    from .model import CAUSAL_WEIGHTS, MASK, WEIGHTS, WORDS, TinyBert, build_model, causal_twin
-    from .train import ID, IS_NEXT, NOT_NEXT, SEGMENTS, accuracy, held_out, pair
-except ImportError:  # run as a script: python run.py
-    from model import CAUSAL_WEIGHTS, MASK, WEIGHTS, WORDS, TinyBert, build_model, causal_twin
-    from train import ID, IS_NEXT, NOT_NEXT, SEGMENTS, accuracy, held_out, pair
-
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import CAUSAL_WEIGHTS, MASK, WEIGHTS, WORDS, TinyBert, build_model, causal_twin
+from .train import ID, IS_NEXT, NOT_NEXT, SEGMENTS, accuracy, held_out, pair
 
 
 def masked(text: str, label: int) -> CaseInputs:
@@ -30,7 +28,7 @@ def masked(text: str, label: int) -> CaseInputs:
     original, corrupted, selected = [], [], []
     for position, word in enumerate(text.split()):
         if word.startswith("[MASK:"):
-            word = word[len("[MASK:"):-1]
+            word = word[len("[MASK:") : -1]
             selected.append(position)
         original.append(ID[word])
         corrupted.append(MASK if position in selected else ID[word])
@@ -49,9 +47,9 @@ CASES = {
 
 def named(case: dict) -> dict:
     """The case with its token vectors' entries named by the language's words."""
-    for vector in case["vectors"]:
-        if vector["key"].startswith(("first_mask_", "probabilities_at_", "twin_")):
-            vector["names"] = list(WORDS)
+    for item in case["vectors"]:
+        if item["key"].startswith(("first_mask_", "probabilities_at_", "twin_")):
+            item["names"] = list(WORDS)
     return case
 
 
@@ -60,21 +58,33 @@ def beside_twin(model: TinyBert, twin: TinyBert, case: CaseInputs) -> dict:
     """The case on the model, with what the causal twin answers first: each masked word's probability under
     both, and the twin's whole distribution at the first masked position."""
     found = run_case(model, case)
-    twin_probs = unpack(twin(torch.tensor([case.input_ids]), torch.tensor([case.segment_ids]), causal=True),
-                        len(case.input_ids))[0][0].softmax(-1)  # (T, vocab)
+    twin_probs = unpack(
+        twin(torch.tensor([case.input_ids]), torch.tensor([case.segment_ids]), causal=True), len(case.input_ids)
+    )[0][0].softmax(-1)  # (T, vocab)
     probs = {v["key"]: v["values"] for v in found["vectors"]}
     outcome = []
     for position in case.selected:
         word = case.original_ids[position]
         outcome += [
-            {"key": f"right_{position}", "label": f"Probability of “{WORDS[word]}” at position {position}",
-             "value": probs[f"probabilities_at_{position}"][word]},
-            {"key": f"twin_right_{position}", "label": f"The causal twin's probability of “{WORDS[word]}” there",
-             "value": twin_probs[position, word].item()},
+            metric(
+                f"right_{position}",
+                f"Probability of “{WORDS[word]}” at position {position}",
+                probs[f"probabilities_at_{position}"][word],
+            ),
+            metric(
+                f"twin_right_{position}",
+                f"The causal twin's probability of “{WORDS[word]}” there",
+                twin_probs[position, word].item(),
+            ),
         ]
     first = min(case.selected)
-    found["vectors"].append({"key": "twin_first_mask_probabilities", "values": twin_probs[first].tolist(),
-                             "label": f"The causal twin's prediction at position {first}"})
+    found["vectors"].append(
+        vector(
+            "twin_first_mask_probabilities",
+            f"The causal twin's prediction at position {first}",
+            twin_probs[first],
+        )
+    )
     found["metrics"] = outcome + found["metrics"]
     return named(found)
 
@@ -89,21 +99,31 @@ def held_out_case(model: TinyBert, twin: TinyBert) -> dict:
     return {
         "label": f"{len(pairs)} held-out sentence pairs, never trained on",
         "vectors": [
-            {"key": "accuracy_per_epoch", "label": "Held-out words right after each epoch (bidirectional)",
-             "values": json.loads(curves[WEIGHTS]["accuracy_per_epoch"]), "first": 1},
-            {"key": "twin_accuracy_per_epoch", "label": "Held-out words right after each epoch (the causal twin)",
-             "values": json.loads(curves[CAUSAL_WEIGHTS]["accuracy_per_epoch"]), "first": 1},
-            {"key": "training_loss", "label": "Mean training loss in each epoch (bidirectional)",
-             "values": json.loads(curves[WEIGHTS]["loss_per_epoch"]), "first": 1},
+            vector(
+                "accuracy_per_epoch",
+                "Held-out words right after each epoch (bidirectional)",
+                json.loads(curves[WEIGHTS]["accuracy_per_epoch"]),
+                first=1,
+            ),
+            vector(
+                "twin_accuracy_per_epoch",
+                "Held-out words right after each epoch (the causal twin)",
+                json.loads(curves[CAUSAL_WEIGHTS]["accuracy_per_epoch"]),
+                first=1,
+            ),
+            vector(
+                "training_loss",
+                "Mean training loss in each epoch (bidirectional)",
+                json.loads(curves[WEIGHTS]["loss_per_epoch"]),
+                first=1,
+            ),
         ],
         "metrics": [
-            {"key": "accuracy", "label": "Masked words right, each masked alone (bidirectional)",
-             "value": mine["accuracy"]},
-            {"key": "twin_accuracy", "label": "Masked words right (the causal twin)", "value": theirs["accuracy"]},
-            {"key": "nsp_accuracy", "label": "Sentence pairs right (bidirectional)", "value": mine["nsp_accuracy"]},
-            {"key": "twin_nsp_accuracy", "label": "Sentence pairs right (the causal twin)",
-             "value": theirs["nsp_accuracy"]},
-            {"key": "held_out_pairs", "label": "Held-out sentence pairs", "value": len(pairs)},
+            metric("accuracy", "Masked words right, each masked alone (bidirectional)", mine["accuracy"]),
+            metric("twin_accuracy", "Masked words right (the causal twin)", theirs["accuracy"]),
+            metric("nsp_accuracy", "Sentence pairs right (bidirectional)", mine["nsp_accuracy"]),
+            metric("twin_nsp_accuracy", "Sentence pairs right (the causal twin)", theirs["nsp_accuracy"]),
+            metric("held_out_pairs", "Held-out sentence pairs", len(pairs)),
         ],
     }
 
@@ -111,8 +131,10 @@ def held_out_case(model: TinyBert, twin: TinyBert) -> dict:
 # The four checks. Each measures something that a broken recipe would get wrong, and says what it saw.
 
 CHECK_ACCURACY = "The stored weights reproduce the held-out accuracy measured when they were trained"
-CHECK_LATER_WORD = ("A later word decides an earlier [MASK]: the model reads each held-out determiner from the noun "
-                    "after it, which its causal twin cannot see")
+CHECK_LATER_WORD = (
+    "A later word decides an earlier [MASK]: the model reads each held-out determiner from the noun "
+    "after it, which its causal twin cannot see"
+)
 CHECK_TWIN_CAUSAL = "The causal twin never reads a later word: changing the last word moves no earlier logit"
 CHECK_TIED_DECODER = "The masked-word decoder shares the token-embedding weight"
 CHANGED = 1e-4  # an earlier logit moving by more than this counts as influenced
@@ -122,13 +144,18 @@ GUESS = 0.75  # the twin, guessing a determiner between two, is right about half
 
 @torch.no_grad()
 def check_accuracy(model: TinyBert) -> dict:
-    return kit.reproduced(accuracy(model, held_out(), causal=False)["accuracy"],
-                          float(stored.read(WEIGHTS)[1].get("accuracy", "nan")), 0, kit.COUNTED)
+    return kit.reproduced(
+        accuracy(model, held_out(), causal=False)["accuracy"],
+        float(stored.read(WEIGHTS)[1].get("accuracy", "nan")),
+        0,
+        kit.COUNTED,
+    )
 
 
 @torch.no_grad()
 def check_later_word(model: TinyBert) -> dict:
     """Every held-out sentence with its determiner masked: the share each model fills in right."""
+
     def right(m: TinyBert, causal: bool) -> float:
         pairs = [p for p in held_out() if p.label == IS_NEXT]
         inputs = torch.tensor([[MASK if i == 1 else t for i, t in enumerate(p.ids)] for p in pairs])
@@ -147,13 +174,16 @@ def check_twin_causal(model: TinyBert) -> dict:
     later = [*ids[:-2], ID["softly"], ids[-1]]  # "they bark loudly" becomes "they bark softly"
 
     def shift(m: TinyBert, causal: bool) -> float:
-        before, after = (unpack(m(torch.tensor([x]), torch.tensor([SEGMENTS]), causal=causal), len(x))[0]
-                         for x in (ids, later))
+        before, after = (
+            unpack(m(torch.tensor([x]), torch.tensor([SEGMENTS]), causal=causal), len(x))[0] for x in (ids, later)
+        )
         return (after[0, :-2] - before[0, :-2]).abs().max().item()
 
     twin, bidirectional = shift(causal_twin(), True), shift(model, False)
-    return {"passed": twin <= UNCHANGED and bidirectional > CHANGED,
-            "detail": {"causal_twin_max_shift": twin, "bidirectional_max_shift": bidirectional}}
+    return {
+        "passed": twin <= UNCHANGED and bidirectional > CHANGED,
+        "detail": {"causal_twin_max_shift": twin, "bidirectional_max_shift": bidirectional},
+    }
 
 
 def check_tied_decoder(model: TinyBert) -> dict:
@@ -161,8 +191,12 @@ def check_tied_decoder(model: TinyBert) -> dict:
     return {"passed": shared, "detail": {"shares_storage": shared}}
 
 
-CHECKS = {CHECK_ACCURACY: check_accuracy, CHECK_LATER_WORD: check_later_word, CHECK_TWIN_CAUSAL: check_twin_causal,
-          CHECK_TIED_DECODER: check_tied_decoder}
+CHECKS = {
+    CHECK_ACCURACY: check_accuracy,
+    CHECK_LATER_WORD: check_later_word,
+    CHECK_TWIN_CAUSAL: check_twin_causal,
+    CHECK_TIED_DECODER: check_tied_decoder,
+}
 
 
 def replay(model: TinyBert | None = None, case: str | None = None) -> dict:

@@ -23,11 +23,10 @@ from torch import Tensor, nn
 
 from recipekit import training, weights
 from recipekit.masked_lm import mlm_loss, unpack
+from recipekit.script import package
 
-try:
-    from .model import CAUSAL_WEIGHTS, MASK, WEIGHTS, WORDS, BertConfig, TinyBert
-except ImportError:  # run as a script: python train.py
-    from model import CAUSAL_WEIGHTS, MASK, WEIGHTS, WORDS, BertConfig, TinyBert
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .model import CAUSAL_WEIGHTS, MASK, WEIGHTS, WORDS, BertConfig, TinyBert
 
 TRAIN_SEED = 2018  # initial weights and every draw of the training (BERT's year)
 EPOCHS = 30
@@ -47,12 +46,16 @@ ELSEWHERE = training.Elsewhere(
         "weights.safetensors:accuracy": training.Bound(0.05, "the held-out masked words: 2 of 36"),
         "weights.safetensors:nsp_accuracy": training.Bound(0.1, "the held-out sentence pairs: 1 of 10"),
         "causal.safetensors:accuracy": training.Bound(0.1, "the causal twin guesses: 4 of 36"),
-    })
+    },
+)
 
 ID = {word: i for i, word in enumerate(WORDS)}
 # Each animal's words: (singular noun, plural noun, singular verb, plural verb, adverb).
-ANIMALS = (("dog", "dogs", "barks", "bark", "loudly"), ("cat", "cats", "meows", "meow", "softly"),
-           ("bird", "birds", "sings", "sing", "sweetly"))
+ANIMALS = (
+    ("dog", "dogs", "barks", "bark", "loudly"),
+    ("cat", "cats", "meows", "meow", "softly"),
+    ("bird", "birds", "sings", "sing", "sweetly"),
+)
 ADJECTIVES = ("big", "small", "old", "young")
 DETERMINERS = ("a", "two")  # by number: one, many
 PRONOUNS = ("it", "they")
@@ -73,8 +76,18 @@ def pair(number: int, adjective: str, animal: int, next_number: int, next_animal
     """Sentence A about `number` (0 one, 1 two) animals of kind `animal`, and B going on about `next_number` of
     `next_animal`."""
     a, b = ANIMALS[animal], ANIMALS[next_animal]
-    words = ("[CLS]", DETERMINERS[number], adjective, a[number], a[2 + number], "[SEP]",
-             PRONOUNS[next_number], b[2 + next_number], b[4], "[SEP]")
+    words = (
+        "[CLS]",
+        DETERMINERS[number],
+        adjective,
+        a[number],
+        a[2 + number],
+        "[SEP]",
+        PRONOUNS[next_number],
+        b[2 + next_number],
+        b[4],
+        "[SEP]",
+    )
     label = IS_NEXT if (number, animal) == (next_number, next_animal) else NOT_NEXT
     return Pair(tuple(ID[w] for w in words), label, (adjective, a[0]) in HELD_OUT)
 
@@ -82,10 +95,15 @@ def pair(number: int, adjective: str, animal: int, next_number: int, next_animal
 def pairs() -> list[Pair]:
     """Every sentence pair of the language: each sentence A with its continuation (IsNext) and with each sentence
     about another animal (NotNext): 24 and 96."""
-    return [pair(number, adjective, animal, next_number, next_animal)
-            for number in (0, 1) for adjective in ADJECTIVES for animal in range(len(ANIMALS))
-            for next_animal in range(len(ANIMALS)) for next_number in (0, 1)
-            if next_animal != animal or next_number == number]
+    return [
+        pair(number, adjective, animal, next_number, next_animal)
+        for number in (0, 1)
+        for adjective in ADJECTIVES
+        for animal in range(len(ANIMALS))
+        for next_animal in range(len(ANIMALS))
+        for next_number in (0, 1)
+        if next_animal != animal or next_number == number
+    ]
 
 
 def training_pairs() -> tuple[list[Pair], list[Pair]]:
@@ -125,11 +143,13 @@ def batch(generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     return torch.tensor(inputs), torch.tensor(targets), torch.tensor(selected), torch.tensor(labels)
 
 
-def pretraining_loss(model: TinyBert, inputs: Tensor, targets: Tensor, selected: Tensor, labels: Tensor,
-                     causal: bool) -> Tensor:
+def pretraining_loss(
+    model: TinyBert, inputs: Tensor, targets: Tensor, selected: Tensor, labels: Tensor, causal: bool
+) -> Tensor:
     """Masked-word cross entropy over the selected positions, plus the sentence-pair cross entropy."""
-    mlm_logits, nsp_logits = unpack(model(inputs, torch.tensor(SEGMENTS).expand_as(inputs), causal=causal),
-                                    inputs.size(1))  # (B, T, vocab), (B, 2)
+    mlm_logits, nsp_logits = unpack(
+        model(inputs, torch.tensor(SEGMENTS).expand_as(inputs), causal=causal), inputs.size(1)
+    )  # (B, T, vocab), (B, 2)
     return mlm_loss(mlm_logits, targets, selected) + nn.functional.cross_entropy(nsp_logits, labels)
 
 
@@ -144,11 +164,14 @@ def accuracy(model: TinyBert, held: list[Pair], causal: bool) -> dict[str, float
             masked[position] = MASK
             inputs.append(masked)
             targets.append((position, p.ids[position]))
-    mlm_logits, _ = unpack(model(torch.tensor(inputs), torch.tensor(SEGMENTS).expand(len(inputs), -1), causal=causal),
-                           len(SEGMENTS))  # (N, T, vocab)
+    mlm_logits, _ = unpack(
+        model(torch.tensor(inputs), torch.tensor(SEGMENTS).expand(len(inputs), -1), causal=causal), len(SEGMENTS)
+    )  # (N, T, vocab)
     right = sum(int(mlm_logits[n, position].argmax()) == word for n, (position, word) in enumerate(targets))
-    _, nsp_logits = unpack(model(torch.tensor([p.ids for p in held]), torch.tensor(SEGMENTS).expand(len(held), -1),
-                                 causal=causal), len(SEGMENTS))  # (pairs, 2)
+    _, nsp_logits = unpack(
+        model(torch.tensor([p.ids for p in held]), torch.tensor(SEGMENTS).expand(len(held), -1), causal=causal),
+        len(SEGMENTS),
+    )  # (pairs, 2)
     nsp_right = (nsp_logits.argmax(-1) == torch.tensor([p.label for p in held])).sum().item()
     return {"accuracy": right / len(targets), "nsp_accuracy": nsp_right / len(held)}
 
@@ -164,9 +187,14 @@ def train(causal: bool) -> training.Fitted:
         model = TinyBert(BertConfig())
         optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
         generator = torch.Generator().manual_seed(TRAIN_SEED)
-        return training.fit(model, optimizer, EPOCHS, lambda: (batch(generator) for _ in range(STEPS)),
-                            lambda b: pretraining_loss(model, *b, causal=causal),
-                            evaluate=lambda m: accuracy(m, held_out(), causal))
+        return training.fit(
+            model,
+            optimizer,
+            EPOCHS,
+            lambda: (batch(generator) for _ in range(STEPS)),
+            lambda b: pretraining_loss(model, *b, causal=causal),
+            evaluate=lambda m: accuracy(m, held_out(), causal),
+        )
 
 
 def trained() -> training.Trained:
@@ -175,15 +203,31 @@ def trained() -> training.Trained:
         fitted = train(causal)
         measured = fitted.metrics[-1]
         # The tied decoder is the embedding, so it is stored once (as word_embeddings.weight).
-        files[path] = (weights.state_of(fitted.model, leave_out=("mlm_decoder.weight",)), training.metadata(
-            accuracy=measured["accuracy"], nsp_accuracy=measured["nsp_accuracy"], loss_per_epoch=fitted.losses,
-            accuracy_per_epoch=[m["accuracy"] for m in fitted.metrics], train_seed=TRAIN_SEED, epochs=EPOCHS,
-            attention="causal" if causal else "bidirectional"))
-        said.append(f"{'causal' if causal else 'bidirectional'}: held-out accuracy {measured['accuracy']:.4f}, "
-                    f"sentence pairs {measured['nsp_accuracy']:.4f}, last loss {fitted.losses[-1]:.4f}")
-    return training.Trained(files=files, summary="; ".join(said),
-                            same={"the held-out sentences are never trained on": not any(
-                                p.held_out for group in training_pairs() for p in group)})
+        files[path] = (
+            weights.state_of(fitted.model, leave_out=("mlm_decoder.weight",)),
+            training.metadata(
+                accuracy=measured["accuracy"],
+                nsp_accuracy=measured["nsp_accuracy"],
+                loss_per_epoch=fitted.losses,
+                accuracy_per_epoch=[m["accuracy"] for m in fitted.metrics],
+                train_seed=TRAIN_SEED,
+                epochs=EPOCHS,
+                attention="causal" if causal else "bidirectional",
+            ),
+        )
+        said.append(
+            f"{'causal' if causal else 'bidirectional'}: held-out accuracy {measured['accuracy']:.4f}, "
+            f"sentence pairs {measured['nsp_accuracy']:.4f}, last loss {fitted.losses[-1]:.4f}"
+        )
+    return training.Trained(
+        files=files,
+        summary="; ".join(said),
+        same={
+            "the held-out sentences are never trained on": not any(
+                p.held_out for group in training_pairs() for p in group
+            )
+        },
+    )
 
 
 def main(argv: list[str]) -> int:

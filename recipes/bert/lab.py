@@ -11,17 +11,21 @@ import json
 import sys
 
 from recipekit import masked_lm
+from recipekit.script import package
 
-try:
-    from .model import CLS, MASK, SEP, VOCAB, build_model
-    from .run import CaseInputs, run_case
-except ImportError:  # run as a script: python lab.py
-    from model import CLS, MASK, SEP, VOCAB, build_model
-    from run import CaseInputs, run_case
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import CLS, MASK, SEP, VOCAB, build_model
+from .run import CaseInputs, run_case
 
 
-def live_run(input_ids: list[int], segment_ids: list[int], mlm_positions: list[int], original_ids: list[int],
-             nsp_label: int, attention: str) -> dict:
+def live_run(
+    input_ids: list[int],
+    segment_ids: list[int],
+    mlm_positions: list[int],
+    original_ids: list[int],
+    nsp_label: int,
+    attention: str,
+) -> dict:
     """A what-if case on the recorded weights, in the manifest's case shape."""
     case = CaseInputs(input_ids, original_ids, segment_ids, sorted(mlm_positions), nsp_label)
     return run_case(build_model(), case, causal=attention == "causal")
@@ -36,17 +40,17 @@ def sample_corruption(input_ids: list[int], seed: int, segment_ids: list[int]) -
 CAPTIONS = masked_lm.CAPTIONS | {
     "tokens": "The sequence as token ids; the traced position is the one we follow.",
     "embeddings": "Three learned vectors are looked up and added: the token's word embedding, its position's "
-                  "embedding and its segment's (A or B) embedding.",
+    "embedding and its segment's (A or B) embedding.",
     "attention": "Each head compares this token's query with every position's key; softmax turns the scaled "
-                 "scores into weights that sum to one, and the output mixes the positions' values by them.",
+    "scores into weights that sum to one, and the output mixes the positions' values by them.",
     "ffn_up": "The feed-forward network widens the vector to 32 values and applies GELU, which passes "
-              "positive values nearly unchanged and squeezes negative ones towards zero.",
+    "positive values nearly unchanged and squeezes negative ones towards zero.",
     "ffn_down": "A second linear layer brings the 32 values back to 8; residual plus LayerNorm again gives "
-                "the encoder's output for this token.",
+    "the encoder's output for this token.",
     "logits": "Each vocabulary entry's logit is the dot product of the vector with that token's row of the "
-              "word-embedding matrix (the decoder weight is tied to it) plus the decoder's bias.",
+    "word-embedding matrix (the decoder weight is tied to it) plus the decoder's bias.",
     "nsp": "For the sentence pair, the CLS position's output goes through the tanh pooler and a two-way "
-           "head: IsNext or NotNext.",
+    "head: IsNext or NotNext.",
 }
 
 
@@ -79,8 +83,10 @@ def main(argv: list[str]) -> int:
         print(f"== {stage['id']}: {stage['caption']}")
         if stage["id"] == "softmax":
             for row in stage["table"][:5]:
-                print(f"   token {row['token']:2}  logit {row['logit']:8.4f}  exp {row['exp']:10.4f}  "
-                      f"p {row['probability']:.4f}")
+                print(
+                    f"   token {row['token']:2}  logit {row['logit']:8.4f}  exp {row['exp']:10.4f}  "
+                    f"p {row['probability']:.4f}"
+                )
             print(f"   sum of exp {stage['sum_exp']:.4f}; predicted token {stage['predicted']}")
         elif "values" in stage:
             print("   " + " ".join(f"{v:.4g}" for v in stage["values"][:12]))

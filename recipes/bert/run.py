@@ -14,11 +14,10 @@ import torch
 
 from recipekit import replay as kit
 from recipekit.masked_lm import CaseInputs, forward, run_case
+from recipekit.script import package
 
-try:
-    from .model import MASK, TinyBertPretraining, build_model, mlm_loss, unpack
-except ImportError:  # run as a script: python run.py
-    from model import MASK, TinyBertPretraining, build_model, mlm_loss, unpack
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import MASK, TinyBertPretraining, build_model, mlm_loss, unpack
 
 SEGMENT_IDS = [0, 0, 0, 0, 1, 1]  # segments A,A,A,A,B,B
 ORIGINAL_IDS = [1, 4, 5, 2, 6, 2]  # CLS 4 5 SEP 6 SEP
@@ -43,9 +42,7 @@ CASES = {
 CHECK_BIDIRECTIONAL = "A later token can change earlier token logits through bidirectional attention"
 CHECK_IGNORED_TARGETS = "MLM cross entropy ignores all unselected token positions"
 CHECK_TIED_DECODER = "The MLM decoder shares the token-embedding weight and receives a learning signal"
-CHECK_PACKED_OUTPUT = (
-    "Packed MLM/NSP logits have the declared shapes and sentence-pair probabilities sum to one"
-)
+CHECK_PACKED_OUTPUT = "Packed MLM/NSP logits have the declared shapes and sentence-pair probabilities sum to one"
 CHANGED = 1e-4  # an earlier logit moving by more than this counts as influenced
 UNCHANGED = 1e-7  # and by no more than this as untouched
 
@@ -117,8 +114,7 @@ def check_packed_output(model: TinyBertPretraining) -> dict:
     nsp_sum = nsp_logits.softmax(-1).sum().item()
     shapes = {"output": list(output.shape), "mlm": list(mlm_logits.shape), "nsp": list(nsp_logits.shape)}
     return {
-        "passed": shapes == {"output": [1, 98], "mlm": [1, 6, 16], "nsp": [1, 2]}
-        and abs(nsp_sum - 1.0) <= 1e-6,
+        "passed": shapes == {"output": [1, 98], "mlm": [1, 6, 16], "nsp": [1, 2]} and abs(nsp_sum - 1.0) <= 1e-6,
         "detail": {**shapes, "nsp_probability_sum": nsp_sum},
     }
 
@@ -134,8 +130,11 @@ CHECKS = {
 def replay(model: TinyBertPretraining | None = None, case: str | None = None) -> dict:
     """Every recorded case and every check, or the case named alone, on the seeded model unless one is given."""
     model = model if model is not None else build_model()
-    return kit.cases({case_id: partial(run_case, model, spec) for case_id, spec in CASES.items()},
-                     {name: partial(check, model) for name, check in CHECKS.items()}, case)
+    return kit.cases(
+        {case_id: partial(run_case, model, spec) for case_id, spec in CASES.items()},
+        {name: partial(check, model) for name, check in CHECKS.items()},
+        case,
+    )
 
 
 def print_table(result: dict) -> None:

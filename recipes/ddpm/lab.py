@@ -11,13 +11,11 @@ import argparse
 import sys
 
 from recipekit import digits
+from recipekit.script import package
 
-try:
-    from .model import build_model
-    from .run import denoise_case, sample_case
-except ImportError:  # run as a script: python lab.py
-    from model import build_model
-    from run import denoise_case, sample_case
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import build_model
+from .run import denoise_case, sample_case
 
 
 def sample(seed: int) -> dict:
@@ -45,12 +43,17 @@ def main(argv: list[str]) -> int:
     else:
         case = denoise(digits.held_out()[0][args.digit].tolist(), args.start, args.noise_seed)
     chain = next(m for m in case["matrices"] if m["key"] == "chain")
-    shown = [(name, row) for name, row in zip(chain["rows"], chain["values"], strict=True)][::10] + \
-        [(chain["rows"][-1], chain["values"][-1])]
+    shown = [(name, row) for name, row in zip(chain["rows"], chain["values"], strict=True)][::10] + [
+        (chain["rows"][-1], chain["values"][-1])
+    ]
     print("  ".join(f"{name:<8}" for name, _ in shown))
     for r in range(8):  # the steps side by side, one character per pixel
-        print("  ".join(f"{''.join(' .:-=+*#%@'[min(9, int(v * 10 / 16.01))] for v in row[8 * r:8 * r + 8]):<8}"
-                        for _, row in shown))
+        print(
+            "  ".join(
+                f"{''.join(' .:-=+*#%@'[min(9, int(v * 10 / 16.01))] for v in row[8 * r : 8 * r + 8]):<8}"
+                for _, row in shown
+            )
+        )
     return 0
 
 

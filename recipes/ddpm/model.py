@@ -127,7 +127,7 @@ def to_model(levels: Tensor | list) -> Tensor:
 
 def to_levels(x: Tensor) -> Tensor:
     """The model's images (B, 1, 8, 8) as grey levels (B, 8, 8), clipped to 0..16 for display."""
-    return ((x[:, 0].clamp(-1, 1) + 1) * (LEVELS / 2))
+    return (x[:, 0].clamp(-1, 1) + 1) * (LEVELS / 2)
 
 
 def simple_loss(model: UNet, schedule: Schedule, x0: Tensor, t: Tensor, noise: Tensor) -> Tensor:

@@ -18,11 +18,11 @@ from torch import Tensor
 from recipekit import digits
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.items import matrix, metric, vector
+from recipekit.script import package
 
-try:
-    from .model import WEIGHTS, DDPMConfig, Schedule, UNet, build_model, simple_loss, to_levels, to_model
-except ImportError:  # run as a script: python run.py
-    from model import WEIGHTS, DDPMConfig, Schedule, UNet, build_model, simple_loss, to_levels, to_model
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import WEIGHTS, DDPMConfig, Schedule, UNet, build_model, simple_loss, to_levels, to_model
 
 SAMPLE_SEED = 7  # the recorded sample's noise: x_T and every step's z
 DENOISED = 14  # the recorded drawing noised and denoised back: test digit 14, a 3
@@ -116,19 +116,37 @@ def chain_items(chain: Chain, against: Tensor, against_name: str) -> tuple[list[
     steps = list(range(chain.start, 0, -1))
     levels = to_levels(chain.images)
     at = sorted({chain.start, *(t for t in SHOWN if t <= chain.start), 0}, reverse=True)  # its start, some, its end
-    shown = [{"key": f"step_c{t}", "label": f"x_{t}" if t else "x_0, the end of the chain",
-              "values": levels[chain.start - t].tolist()} for t in at]
-    matrices = [*shown,  # side by side first: the whole chain, a row per step, follows
-        {"key": "chain", "label": "The image at every step (grey levels), x_t from the first step down to x_0",
-         "values": flat(levels[:, None]), "rows": [f"t = {t}" for t in [*steps, 0]], "columns": PIXELS},
-        {"key": "noise", "label": "The noise the model predicts at every step, ε_θ(x_t, t)",
-         "values": flat(chain.noise), "rows": [f"t = {t}" for t in steps], "columns": PIXELS},
-        {"key": "predicted", "label": "The clean image each step's prediction implies, x̂_0 (grey levels)",
-         "values": flat(to_levels(chain.predicted)[:, None]), "rows": [f"t = {t}" for t in steps],
-         "columns": PIXELS}]
+    shown = [matrix(f"step_c{t}", f"x_{t}" if t else "x_0, the end of the chain", levels[chain.start - t]) for t in at]
+    matrices = [
+        *shown,  # side by side first: the whole chain, a row per step, follows
+        matrix(
+            "chain",
+            "The image at every step (grey levels), x_t from the first step down to x_0",
+            flat(levels[:, None]),
+            rows=[f"t = {t}" for t in [*steps, 0]],
+            columns=PIXELS,
+        ),
+        matrix(
+            "noise",
+            "The noise the model predicts at every step, ε_θ(x_t, t)",
+            flat(chain.noise),
+            rows=[f"t = {t}" for t in steps],
+            columns=PIXELS,
+        ),
+        matrix(
+            "predicted",
+            "The clean image each step's prediction implies, x̂_0 (grey levels)",
+            flat(to_levels(chain.predicted)[:, None]),
+            rows=[f"t = {t}" for t in steps],
+            columns=PIXELS,
+        ),
+    ]
     terms = step_terms(chain, against)
-    vectors = [{"key": "step_loss", "label": f"Each step's loss term ‖ε − ε̂‖² against {against_name}, by timestep",
-                "values": terms.tolist(), "first": 1}]
+    vectors = [
+        vector(
+            "step_loss", f"Each step's loss term ‖ε − ε̂‖² against {against_name}, by timestep", terms.tolist(), first=1
+        )
+    ]
     return matrices, vectors
 
 
@@ -136,10 +154,17 @@ def sample_case(model: UNet, seed: int) -> dict:
     """A sample in the manifest's case shape: every step, and each step's loss term against the digit it became."""
     chain = sample(model, seed)
     matrices, vectors = chain_items(chain, chain.images[-1:], "the sample it became")
-    return {"label": f"Sampled from seed {seed}", "matrices": matrices, "vectors": vectors,
-            "metrics": [{"key": "seed", "label": "Seed", "value": seed},
-                        {"key": "mean_step_loss", "label": "Mean loss term over the steps",
-                         "value": step_terms(chain, chain.images[-1:]).mean().item()}]}
+    return {
+        "label": f"Sampled from seed {seed}",
+        "matrices": matrices,
+        "vectors": vectors,
+        "metrics": [
+            metric("seed", "Seed", seed),
+            metric(
+                "mean_step_loss", "Mean loss term over the steps", step_terms(chain, chain.images[-1:]).mean().item()
+            ),
+        ],
+    }
 
 
 def denoise_case(model: UNet, image: list[list[int]] | Tensor, start: int, seed: int, title: str = "Live run") -> dict:
@@ -150,14 +175,26 @@ def denoise_case(model: UNet, image: list[list[int]] | Tensor, start: int, seed:
     matrices, vectors = chain_items(chain, x0, "the drawing")
     drawn = torch.as_tensor(image, dtype=torch.float32)
     end = to_levels(chain.images[-1:])[0]
-    matrices = [{"key": "image", "label": "The drawing (grey levels 0-16)", "values": drawn.tolist()}, *matrices]
-    return {"label": title, "matrices": matrices, "vectors": vectors,
-            "metrics": [{"key": "start", "label": "Noised to step", "value": start},
-                        {"key": "noise_seed", "label": "Seed of the noise", "value": seed},
-                        {"key": "signal", "label": "√ᾱ_t at that step: how much of the drawing is left",
-                         "value": schedule().alpha_bars[start - 1].sqrt().item()},
-                        {"key": "distance", "label": "Mean |difference| of the end from the drawing (grey levels)",
-                         "value": (end - drawn).abs().mean().item()}]}
+    matrices = [matrix("image", "The drawing (grey levels 0-16)", drawn.tolist()), *matrices]
+    return {
+        "label": title,
+        "matrices": matrices,
+        "vectors": vectors,
+        "metrics": [
+            metric("start", "Noised to step", start),
+            metric("noise_seed", "Seed of the noise", seed),
+            metric(
+                "signal",
+                "√ᾱ_t at that step: how much of the drawing is left",
+                schedule().alpha_bars[start - 1].sqrt().item(),
+            ),
+            metric(
+                "distance",
+                "Mean |difference| of the end from the drawing (grey levels)",
+                (end - drawn).abs().mean().item(),
+            ),
+        ],
+    }
 
 
 @torch.no_grad()
@@ -167,18 +204,22 @@ def forward_case(images: Tensor) -> dict:
     s = schedule()
     x0 = to_model(images[DENOISED])
     eps = torch.randn(x0.shape, generator=torch.Generator().manual_seed(DENOISE_SEED))
-    shown = [to_levels(x0)[0] if t == 0 else to_levels(s.noised(x0, torch.tensor([t]), eps))[0]
-             for t in FORWARD_SHOWN]
-    return {"label": f"Test digit {DENOISED}, noised step by step",
-            "matrices": [{"key": f"forward_c{t}", "label": f"x_{t}" if t else "x_0, the digit",
-                          "values": image.tolist()} for t, image in zip(FORWARD_SHOWN, shown, strict=True)],
-            "vectors": [{"key": "beta", "label": "β_t: the noise each step adds", "values": s.betas.tolist(),
-                         "first": 1},
-                        {"key": "signal", "label": "√ᾱ_t: how much of x_0 is left in x_t",
-                         "values": s.alpha_bars.sqrt().tolist(), "first": 1}],
-            "metrics": [{"key": "steps", "label": "Steps T", "value": s.steps},
-                        {"key": "last_signal", "label": "√ᾱ_T: what is left of x_0 at the last step",
-                         "value": s.alpha_bars[-1].sqrt().item()}]}
+    shown = [to_levels(x0)[0] if t == 0 else to_levels(s.noised(x0, torch.tensor([t]), eps))[0] for t in FORWARD_SHOWN]
+    return {
+        "label": f"Test digit {DENOISED}, noised step by step",
+        "matrices": [
+            matrix(f"forward_c{t}", f"x_{t}" if t else "x_0, the digit", image.tolist())
+            for t, image in zip(FORWARD_SHOWN, shown, strict=True)
+        ],
+        "vectors": [
+            vector("beta", "β_t: the noise each step adds", s.betas.tolist(), first=1),
+            vector("signal", "√ᾱ_t: how much of x_0 is left in x_t", s.alpha_bars.sqrt().tolist(), first=1),
+        ],
+        "metrics": [
+            metric("steps", "Steps T", s.steps),
+            metric("last_signal", "√ᾱ_T: what is left of x_0 at the last step", s.alpha_bars[-1].sqrt().item()),
+        ],
+    }
 
 
 @torch.no_grad()
@@ -187,8 +228,9 @@ def loss_by_timestep(model: UNet, images: Tensor) -> Tensor:
     s = schedule()
     x0 = to_model(images)
     eps = torch.randn(x0.shape, generator=torch.Generator().manual_seed(CURVE_SEED))
-    return torch.stack([simple_loss(model, s, x0, torch.full((len(x0),), t), eps).mean()
-                        for t in range(1, s.steps + 1)])
+    return torch.stack(
+        [simple_loss(model, s, x0, torch.full((len(x0),), t), eps).mean() for t in range(1, s.steps + 1)]
+    )
 
 
 @torch.no_grad()
@@ -206,17 +248,28 @@ def test_case(model: UNet) -> dict:
     images, _ = digits.held_out()
     metadata = stored.read(WEIGHTS)[1]
     by_t = loss_by_timestep(model, images[:CURVE_DIGITS])
-    return {"label": "All held-out test digits",
-            "matrices": [],
-            "vectors": [{"key": "loss_by_timestep",
-                         "label": f"L_simple at each timestep over the first {CURVE_DIGITS} test digits",
-                         "values": by_t.tolist(), "first": 1},
-                        {"key": "training_loss", "label": "Mean training loss (L_simple at uniform timesteps) in "
-                                                          "each epoch, as train.py measured it",
-                         "values": json.loads(metadata["loss_per_epoch"]), "first": 1}],
-            "metrics": [{"key": "test_loss", "label": "Mean L_simple on the test split (uniform timesteps)",
-                         "value": held_out_loss(model, images)},
-                        {"key": "test_size", "label": "Test digits", "value": len(images)}]}
+    return {
+        "label": "All held-out test digits",
+        "matrices": [],
+        "vectors": [
+            vector(
+                "loss_by_timestep",
+                f"L_simple at each timestep over the first {CURVE_DIGITS} test digits",
+                by_t.tolist(),
+                first=1,
+            ),
+            vector(
+                "training_loss",
+                "Mean training loss (L_simple at uniform timesteps) in each epoch, as train.py measured it",
+                json.loads(metadata["loss_per_epoch"]),
+                first=1,
+            ),
+        ],
+        "metrics": [
+            metric("test_loss", "Mean L_simple on the test split (uniform timesteps)", held_out_loss(model, images)),
+            metric("test_size", "Test digits", len(images)),
+        ],
+    }
 
 
 # The checks. Each measures something that a broken recipe would get wrong, and says what it saw.
@@ -248,14 +301,24 @@ def check_forward() -> dict:
         closed_mean, closed_variance = s.alpha_bars[t].sqrt() * x0, 1 - s.alpha_bars[t]
         worst_mean = max(worst_mean, (x.mean(0) - closed_mean).abs().max().item())
         worst_variance = max(worst_variance, (x.var(0) - closed_variance).abs().max().item())
-        worst_recursion = max(worst_recursion, abs(mean_coefficient - s.alpha_bars[t].sqrt()).item(),
-                              abs(variance - closed_variance).item())
+        worst_recursion = max(
+            worst_recursion,
+            abs(mean_coefficient - s.alpha_bars[t].sqrt()).item(),
+            abs(variance - closed_variance).item(),
+        )
     # Five standard errors, at most: of a mean of variance ≤ 1 (1 / √n) and of a Gaussian's variance ≤ 1 (√(2 / n)).
-    mean_error, variance_error = 5 / CHAIN_SAMPLES ** 0.5, 5 * (2 / CHAIN_SAMPLES) ** 0.5
-    return {"passed": worst_mean <= mean_error and worst_variance <= variance_error and worst_recursion <= 1e-12,
-            "detail": {"largest_mean_difference": worst_mean, "mean_error_allowed": mean_error,
-                       "largest_variance_difference": worst_variance, "variance_error_allowed": variance_error,
-                       "largest_recursion_difference": worst_recursion, "copies": CHAIN_SAMPLES}}
+    mean_error, variance_error = 5 / CHAIN_SAMPLES**0.5, 5 * (2 / CHAIN_SAMPLES) ** 0.5
+    return {
+        "passed": worst_mean <= mean_error and worst_variance <= variance_error and worst_recursion <= 1e-12,
+        "detail": {
+            "largest_mean_difference": worst_mean,
+            "mean_error_allowed": mean_error,
+            "largest_variance_difference": worst_variance,
+            "variance_error_allowed": variance_error,
+            "largest_recursion_difference": worst_recursion,
+            "copies": CHAIN_SAMPLES,
+        },
+    }
 
 
 @torch.no_grad()
@@ -273,8 +336,10 @@ def check_loss(model: UNet) -> dict:
     noisy = alpha_bar.sqrt()[:, None, None, None] * x0 + (1 - alpha_bar).sqrt()[:, None, None, None] * eps
     by_hand = ((eps - model(noisy, t)) ** 2).sum((1, 2, 3)) / 64
     worst = (loss - by_hand).abs().max().item()
-    return {"passed": worst <= CLOSE, "detail": {"largest_difference": worst, "digits": len(x0),
-                                                   "mean_loss": loss.mean().item()}}
+    return {
+        "passed": worst <= CLOSE,
+        "detail": {"largest_difference": worst, "digits": len(x0), "mean_loss": loss.mean().item()},
+    }
 
 
 @torch.no_grad()
@@ -287,9 +352,9 @@ def check_posterior(model: UNet) -> dict:
     chain = sample(model, SAMPLE_SEED)
     worst = 0.0
     for index, t in enumerate(range(s.steps, 0, -1)):
-        x, eps = chain.images[index:index + 1], chain.noise[index:index + 1]
+        x, eps = chain.images[index : index + 1], chain.noise[index : index + 1]
         alpha_bar = math.prod(1 - b for b in betas[:t])
-        previous = math.prod(1 - b for b in betas[:t - 1])  # ᾱ_0 = 1
+        previous = math.prod(1 - b for b in betas[: t - 1])  # ᾱ_0 = 1
         beta, alpha = betas[t - 1], 1 - betas[t - 1]
         x_t = x.double()
         x0_hat = (x_t - math.sqrt(1 - alpha_bar) * eps.double()) / math.sqrt(alpha_bar)
@@ -303,12 +368,20 @@ def check_held_out(model: UNet) -> dict:
     images, _ = digits.held_out()
     replayed = held_out_loss(model, images)  # float32, as train.py measured
     trained = float(stored.read(WEIGHTS)[1].get("test_loss", "nan"))
-    return kit.reproduced(replayed, trained, CLOSE, "a float32 mean of 360 terms of about 0.06: another order of "
-                          "summation moves it by a few 1e-8 (1.5e-8 seen)")
+    return kit.reproduced(
+        replayed,
+        trained,
+        CLOSE,
+        "a float32 mean of 360 terms of about 0.06: another order of summation moves it by a few 1e-8 (1.5e-8 seen)",
+    )
 
 
-CHECKS = {CHECK_FORWARD: lambda model: check_forward(), CHECK_LOSS: check_loss, CHECK_POSTERIOR: check_posterior,
-          CHECK_HELD_OUT: check_held_out}
+CHECKS = {
+    CHECK_FORWARD: lambda model: check_forward(),
+    CHECK_LOSS: check_loss,
+    CHECK_POSTERIOR: check_posterior,
+    CHECK_HELD_OUT: check_held_out,
+}
 
 
 def replay(model: UNet | None = None, case: str | None = None) -> dict:
@@ -318,9 +391,14 @@ def replay(model: UNet | None = None, case: str | None = None) -> dict:
     images, labels = digits.held_out()
     cases = {
         "sample": partial(sample_case, model, SAMPLE_SEED),
-        "denoise": partial(denoise_case, model, images[DENOISED].tolist(), DENOISE_FROM, DENOISE_SEED,
-                           f"Test digit {DENOISED}, a {int(labels[DENOISED])}, noised to step {DENOISE_FROM} and "
-                           "denoised back"),
+        "denoise": partial(
+            denoise_case,
+            model,
+            images[DENOISED].tolist(),
+            DENOISE_FROM,
+            DENOISE_SEED,
+            f"Test digit {DENOISED}, a {int(labels[DENOISED])}, noised to step {DENOISE_FROM} and denoised back",
+        ),
         "forward": partial(forward_case, images),
         "test-split": partial(test_case, model),
     }

@@ -13,13 +13,11 @@ import torch
 from torch import Tensor
 
 from recipekit import digits, training, weights
+from recipekit.script import package
 
-try:
-    from .model import WEIGHTS, DDPMConfig, Schedule, UNet, simple_loss, to_model
-    from .run import HELD_OUT_SEED, held_out_loss
-except ImportError:  # run as a script: python train.py
-    from model import WEIGHTS, DDPMConfig, Schedule, UNet, simple_loss, to_model
-    from run import HELD_OUT_SEED, held_out_loss
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .model import WEIGHTS, DDPMConfig, Schedule, UNet, simple_loss, to_model
+from .run import HELD_OUT_SEED, held_out_loss
 
 TRAIN_SEED = 2020  # initial weights, batch order, timesteps and noise (Ho, Jain & Abbeel, 2020)
 EPOCHS = 200
@@ -36,7 +34,8 @@ ELSEWHERE = training.Elsewhere(
     "1.1e-3 apart seen on another vendor's processor",
     {
         "test_loss": training.Bound(0.002, "the held-out L_simple, a mean over random timesteps: about 3% of it"),
-    })
+    },
+)
 
 
 def train(split: dict[str, Tensor]) -> training.Fitted:
@@ -55,8 +54,9 @@ def train(split: dict[str, Tensor]) -> training.Fitted:
             noise = torch.randn(len(batch), 1, config.side, config.side, generator=draw)
             return simple_loss(model, schedule, x0[batch], t, noise).mean()
 
-        return training.fit(model, optimizer, EPOCHS, lambda: torch.randperm(len(x0), generator=draw).split(BATCH),
-                            loss_of)
+        return training.fit(
+            model, optimizer, EPOCHS, lambda: torch.randperm(len(x0), generator=draw).split(BATCH), loss_of
+        )
 
 
 def trained() -> training.Trained:
@@ -64,12 +64,23 @@ def trained() -> training.Trained:
     fitted = train(split)
     loss = held_out_loss(fitted.model, split["test_images"])
     return training.Trained(
-        files={WEIGHTS: (weights.state_of(fitted.model), training.metadata(
-            test_loss=loss, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, split_seed=digits.SPLIT_SEED,
-            epochs=EPOCHS, held_out_seed=HELD_OUT_SEED))},
+        files={
+            WEIGHTS: (
+                weights.state_of(fitted.model),
+                training.metadata(
+                    test_loss=loss,
+                    loss_per_epoch=fitted.losses,
+                    train_seed=TRAIN_SEED,
+                    split_seed=digits.SPLIT_SEED,
+                    epochs=EPOCHS,
+                    held_out_seed=HELD_OUT_SEED,
+                ),
+            )
+        },
         summary=f"held-out L_simple {loss:.4f} on {digits.TEST_SIZE} digits; loss per epoch "
-                + ", ".join(f"{x:.4f}" for x in fitted.losses[::20]),
-        same={"same test split": digits.same_split(split)})
+        + ", ".join(f"{x:.4f}" for x in fitted.losses[::20]),
+        same={"same test split": digits.same_split(split)},
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -16,11 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-MAP = ("....G",
-       ".#.#P",
-       ".#...",
-       "...#.",
-       "S....")
+MAP = ("....G", ".#.#P", ".#...", "...#.", "S....")
 SIZE = len(MAP)
 ACTIONS = ("up", "right", "down", "left")
 MOVES = ((-1, 0), (0, 1), (1, 0), (0, -1))  # (row, column) of each action

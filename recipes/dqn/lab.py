@@ -10,16 +10,13 @@ Needs torch, safetensors, model.py, train.py, run.py, gridworld.py and weights.s
 import argparse
 import sys
 
-try:
-    from .gridworld import ACTIONS
-    from .model import build_model
-    from .run import episode as run_episode
-    from .run import policy as run_policy
-except ImportError:  # run as a script: python lab.py
-    from gridworld import ACTIONS
-    from model import build_model
-    from run import episode as run_episode
-    from run import policy as run_policy
+from recipekit.script import package
+
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .gridworld import ACTIONS
+from .model import build_model
+from .run import episode as run_episode
+from .run import policy as run_policy
 
 
 def episode(start: list[int], epsilon: float = 0.0, seed: int = 0) -> dict:
@@ -43,10 +40,14 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     found = episode([args.row, args.column], args.epsilon, args.seed)
     items = {i["key"]: i for part in ("matrices", "vectors", "metrics") for i in found[part]}
-    for where, q, action in zip(items["q_values"]["rows"], items["q_values"]["values"], items["actions"]["values"],
-                                strict=True):
-        print(f"{where:<18} " + "  ".join(f"{a} {v:+.3f}" for a, v in zip(ACTIONS, q, strict=True))
-              + f"  -> {ACTIONS[action]}")
+    for where, q, action in zip(
+        items["q_values"]["rows"], items["q_values"]["values"], items["actions"]["values"], strict=True
+    ):
+        print(
+            f"{where:<18} "
+            + "  ".join(f"{a} {v:+.3f}" for a, v in zip(ACTIONS, q, strict=True))
+            + f"  -> {ACTIONS[action]}"
+        )
     print(f"return {items['return']['value']:.2f} in {items['moves']['value']} moves")
     return 0
 

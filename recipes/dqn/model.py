@@ -10,10 +10,7 @@ from torch import Tensor, nn
 
 from recipekit import weights as stored
 
-try:
-    from .gridworld import ACTIONS, CHANNELS, SIZE, START, observe
-except ImportError:  # run as a script
-    from gridworld import ACTIONS, CHANNELS, SIZE, START, observe
+from .gridworld import ACTIONS, CHANNELS, SIZE, START, observe
 
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
 

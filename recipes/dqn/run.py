@@ -15,26 +15,19 @@ import torch
 
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.items import matrix, metric, vector
+from recipekit.refusals import Refused
+from recipekit.script import package
 
-try:
-    from .gridworld import ACTIONS, GOAL, MAX_STEPS, OPEN, PIT, SIZE, START, WALLS, observe, observe_all, step, terminal
-    from .model import WEIGHTS, QNetwork, build_model
-    from .train import GAMMA, greedy, optimal_q, q_error, targets
-except ImportError:  # run as a script: python run.py
-    from gridworld import ACTIONS, GOAL, MAX_STEPS, OPEN, PIT, SIZE, START, WALLS, observe, observe_all, step, terminal
-    from model import WEIGHTS, QNetwork, build_model
-    from train import GAMMA, greedy, optimal_q, q_error, targets
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .gridworld import ACTIONS, GOAL, MAX_STEPS, OPEN, PIT, SIZE, START, WALLS, observe, observe_all, step, terminal
+from .model import WEIGHTS, QNetwork, build_model
+from .train import GAMMA, greedy, optimal_q, q_error, targets
 
 EXPLORED = ((2, 2), 0.3, 5)  # the recorded ε-greedy episode: its start, ε and seed
 ROWS = [f"row {r}" for r in range(SIZE)]
 COLUMNS = [f"column {c}" for c in range(SIZE)]
 KINDS = {"open": 0, "wall": 1, "goal": 2, "pit": 3, "start": 4}  # the map's codes
-
-
-class Refused(ValueError):
-    """A request the environment cannot take: answered 400, the message starting with the field at fault."""
-
-    status = 400
 
 
 def name(cell: tuple[int, int]) -> str:
@@ -76,32 +69,48 @@ def episode(model: QNetwork, start: tuple[int, int], epsilon: float = 0.0, seed:
     where = [start]
     for action in moves:
         where.append(step(where[-1], action).cell)
-    return {"label": f"From {name(start)}, " + ("greedy" if epsilon == 0 else f"ε = {epsilon:g}, seed {seed}"),
-            "matrices": [
-                {"key": "q_values", "label": "Q(s, a) of every move at each state of the episode",
-                 "values": q_rows, "rows": [f"move {k + 1} at {name(c)}" for k, c in enumerate(where[:-1])],
-                 "columns": list(ACTIONS)},
-                {"key": "cells", "label": "The cell the agent stands on before each move, and at the end",
-                 "values": [list(c) for c in where], "columns": ["row", "column"]},
-                {"key": "path", "label": "Where the agent was: the move after which it stood on each cell (1: the "
-                                         "start), 0 where it never went", "values": visited, "rows": ROWS,
-                 "columns": COLUMNS},
-                {"key": "map", "label": "The grid: 0 open, 1 wall, 2 goal, 3 pit, 4 the start", "values": grid_map(),
-                 "rows": ROWS, "columns": COLUMNS}],
-            "vectors": [
-                {"key": "actions", "label": "The move made at each state (0 up, 1 right, 2 down, 3 left)",
-                 "values": moves, "first": 1},
-                {"key": "explored", "label": "Whether each move was a random one (1) or the greedy one (0)",
-                 "values": explored, "first": 1},
-                {"key": "rewards", "label": "What each move paid", "values": rewards, "first": 1},
-                {"key": "start", "label": "The start: row, column", "values": list(start)}],
-            "metrics": [
-                {"key": "return", "label": "Return: the rewards summed, undiscounted", "value": sum(rewards)},
-                {"key": "moves", "label": "Moves", "value": len(moves)},
-                {"key": "reached", "label": "Reached the goal (1) or not (0)", "value": int(cell == GOAL)},
-                {"key": "fell", "label": "Fell into the pit (1) or not (0)", "value": int(cell == PIT)},
-                {"key": "epsilon", "label": "ε: the chance of a random move", "value": epsilon},
-                {"key": "seed", "label": "Seed of the random moves", "value": seed}]}
+    return {
+        "label": f"From {name(start)}, " + ("greedy" if epsilon == 0 else f"ε = {epsilon:g}, seed {seed}"),
+        "matrices": [
+            matrix(
+                "q_values",
+                "Q(s, a) of every move at each state of the episode",
+                q_rows,
+                rows=[f"move {k + 1} at {name(c)}" for k, c in enumerate(where[:-1])],
+                columns=list(ACTIONS),
+            ),
+            matrix(
+                "cells",
+                "The cell the agent stands on before each move, and at the end",
+                [list(c) for c in where],
+                columns=["row", "column"],
+            ),
+            matrix(
+                "path",
+                "Where the agent was: the move after which it stood on each cell (1: the start), 0 where it never went",
+                visited,
+                rows=ROWS,
+                columns=COLUMNS,
+            ),
+            matrix(
+                "map", "The grid: 0 open, 1 wall, 2 goal, 3 pit, 4 the start", grid_map(), rows=ROWS, columns=COLUMNS
+            ),
+        ],
+        "vectors": [
+            vector("actions", "The move made at each state (0 up, 1 right, 2 down, 3 left)", moves, first=1),
+            vector("explored", "Whether each move was a random one (1) or the greedy one (0)", explored, first=1),
+            vector("rewards", "What each move paid", rewards, first=1),
+            vector("start", "The start: row, column", list(start)),
+        ],
+        "metrics": [
+            metric("return", "Return: the rewards summed, undiscounted", sum(rewards)),
+            metric("moves", "Moves", len(moves)),
+            metric("reached", "Reached the goal (1) or not (0)", int(cell == GOAL)),
+            metric("fell", "Fell into the pit (1) or not (0)", int(cell == PIT)),
+            metric("epsilon", "ε: the chance of a random move", epsilon),
+            metric("seed", "Seed of the random moves", seed),
+        ],
+    }
 
 
 @torch.no_grad()
@@ -117,38 +126,74 @@ def policy(model: QNetwork) -> dict:
         values[cell[0]][cell[1]] = max(row)
         best[cell[0]][cell[1]] = row.index(max(row))
     agree = sum(exact[c][best[c[0]][c[1]]] >= max(exact[c]) - 1e-9 for c in states)  # ties: any best move counts
-    return {"label": "The greedy policy over the grid",
-            "matrices": [
-                {"key": "values", "label": "V(s) = max_a Q(s, a): the return the network expects from each cell (0 on "
-                                           "walls and where episodes end)", "values": values, "rows": ROWS,
-                 "columns": COLUMNS},
-                {"key": "policy", "label": "The greedy move from each cell (0 up, 1 right, 2 down, 3 left; -1 none)",
-                 "values": best, "rows": ROWS, "columns": COLUMNS},
-                {"key": "q_values", "label": "Q(s, a) of every open cell", "values": q.tolist(),
-                 "rows": [name(c) for c in states], "columns": list(ACTIONS)},
-                {"key": "optimal", "label": "Q*(s, a) by value iteration over the known grid", "values":
-                    [exact[c] for c in states], "rows": [name(c) for c in states], "columns": list(ACTIONS)},
-                {"key": "map", "label": "The grid: 0 open, 1 wall, 2 goal, 3 pit, 4 the start", "values": grid_map(),
-                 "rows": ROWS, "columns": COLUMNS}],
-            "vectors": [],
-            "metrics": [
-                {"key": "agree", "label": "Cells whose greedy move is an optimal one (value iteration)",
-                 "value": agree},
-                {"key": "cells", "label": "Cells an episode can be in", "value": len(states)},
-                {"key": "largest_error", "label": "Largest |Q − Q*|", "value": q_error(model)}]}
+    return {
+        "label": "The greedy policy over the grid",
+        "matrices": [
+            matrix(
+                "values",
+                "V(s) = max_a Q(s, a): the return the network expects from each cell (0 on "
+                "walls and where episodes end)",
+                values,
+                rows=ROWS,
+                columns=COLUMNS,
+            ),
+            matrix(
+                "policy",
+                "The greedy move from each cell (0 up, 1 right, 2 down, 3 left; -1 none)",
+                best,
+                rows=ROWS,
+                columns=COLUMNS,
+            ),
+            matrix(
+                "q_values",
+                "Q(s, a) of every open cell",
+                q.tolist(),
+                rows=[name(c) for c in states],
+                columns=list(ACTIONS),
+            ),
+            matrix(
+                "optimal",
+                "Q*(s, a) by value iteration over the known grid",
+                [exact[c] for c in states],
+                rows=[name(c) for c in states],
+                columns=list(ACTIONS),
+            ),
+            matrix(
+                "map", "The grid: 0 open, 1 wall, 2 goal, 3 pit, 4 the start", grid_map(), rows=ROWS, columns=COLUMNS
+            ),
+        ],
+        "vectors": [],
+        "metrics": [
+            metric("agree", "Cells whose greedy move is an optimal one (value iteration)", agree),
+            metric("cells", "Cells an episode can be in", len(states)),
+            metric("largest_error", "Largest |Q − Q*|", q_error(model)),
+        ],
+    }
 
 
 def training_case() -> dict:
     metadata = stored.read(WEIGHTS)[1]
     returns = json.loads(metadata["return_per_episode"])
-    return {"label": "Training: the return of every episode",
-            "matrices": [],
-            "vectors": [{"key": "training_return", "label": "The return of each training episode (ε-greedy, from a "
-                                                            "random open cell)", "values": returns, "first": 1}],
-            "metrics": [{"key": "last_50", "label": "Mean return of the last 50 episodes",
-                         "value": sum(returns[-50:]) / 50},
-                        {"key": "greedy_return", "label": "Greedy return from the start, as train.py measured it",
-                         "value": float(metadata["greedy_return"])}]}
+    return {
+        "label": "Training: the return of every episode",
+        "matrices": [],
+        "vectors": [
+            vector(
+                "training_return",
+                "The return of each training episode (ε-greedy, from a random open cell)",
+                returns,
+                first=1,
+            )
+        ],
+        "metrics": [
+            metric("last_50", "Mean return of the last 50 episodes", sum(returns[-50:]) / 50),
+            metric(
+                "greedy_return",
+                "Greedy return from the start, as train.py measured it",
+                float(metadata["greedy_return"]),
+            ),
+        ],
+    }
 
 
 # The checks. Each measures something that a broken recipe would get wrong, and says what it saw.
@@ -166,13 +211,20 @@ def check_bellman(model: QNetwork) -> dict:
     episode, else r + γ times the largest of the four values the network gives the next cell alone."""
     moves = [(cell, action) for cell in OPEN if not terminal(cell) for action in range(4)]
     results = [step(cell, action) for cell, action in moves]
-    batch = targets(model, torch.tensor([m.reward for m in results]), observe_all([m.cell for m in results]),
-                    torch.tensor([m.done for m in results], dtype=torch.float32))
-    by_hand = [m.reward if m.done else m.reward + GAMMA * max(model(observe(m.cell)[None])[0].tolist())
-               for m in results]
+    batch = targets(
+        model,
+        torch.tensor([m.reward for m in results]),
+        observe_all([m.cell for m in results]),
+        torch.tensor([m.done for m in results], dtype=torch.float32),
+    )
+    by_hand = [
+        m.reward if m.done else m.reward + GAMMA * max(model(observe(m.cell)[None])[0].tolist()) for m in results
+    ]
     worst = max(abs(a - b) for a, b in zip(batch.tolist(), by_hand, strict=True))
-    return {"passed": worst <= CLOSE, "detail": {"largest_difference": worst, "transitions": len(moves),
-                                                  "ending": sum(m.done for m in results)}}
+    return {
+        "passed": worst <= CLOSE,
+        "detail": {"largest_difference": worst, "transitions": len(moves), "ending": sum(m.done for m in results)},
+    }
 
 
 def shortest() -> dict[tuple[int, int], int]:
@@ -193,8 +245,10 @@ def check_shortest(model: QNetwork) -> dict:
     distance = shortest()
     found = {cell: greedy(model, cell)[0] for cell in OPEN if not terminal(cell)}
     longer = [name(c) for c, path in found.items() if path[-1] != GOAL or len(path) - 1 != distance[c]]
-    return {"passed": not longer, "detail": {"cells": len(found), "not_shortest": longer,
-                                             "longest_shortest_way": max(distance.values())}}
+    return {
+        "passed": not longer,
+        "detail": {"cells": len(found), "not_shortest": longer, "longest_shortest_way": max(distance.values())},
+    }
 
 
 def check_optimal(model: QNetwork) -> dict:
@@ -205,12 +259,21 @@ def check_optimal(model: QNetwork) -> dict:
 def check_held(model: QNetwork) -> dict:
     replayed = greedy(model)[1]
     trained = float(stored.read(WEIGHTS)[1].get("greedy_return", "nan"))
-    return kit.reproduced(replayed, trained, 0, "the rewards of the greedy episode's moves, the same numbers "
-                          "summed in the same order: rounding moves it only where it flips a move at a near tie")
+    return kit.reproduced(
+        replayed,
+        trained,
+        0,
+        "the rewards of the greedy episode's moves, the same numbers "
+        "summed in the same order: rounding moves it only where it flips a move at a near tie",
+    )
 
 
-CHECKS = {CHECK_BELLMAN: check_bellman, CHECK_SHORTEST: check_shortest, CHECK_OPTIMAL: check_optimal,
-          CHECK_HELD: check_held}
+CHECKS = {
+    CHECK_BELLMAN: check_bellman,
+    CHECK_SHORTEST: check_shortest,
+    CHECK_OPTIMAL: check_optimal,
+    CHECK_HELD: check_held,
+}
 
 
 def replay(model: QNetwork | None = None, case: str | None = None) -> dict:
@@ -218,8 +281,12 @@ def replay(model: QNetwork | None = None, case: str | None = None) -> dict:
     given."""
     model = model if model is not None else build_model()
     start, epsilon, seed = EXPLORED
-    cases = {"greedy": partial(episode, model, START), "explore": partial(episode, model, start, epsilon, seed),
-             "policy": partial(policy, model), "training": training_case}
+    cases = {
+        "greedy": partial(episode, model, START),
+        "explore": partial(episode, model, start, epsilon, seed),
+        "policy": partial(policy, model),
+        "training": training_case,
+    }
     return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
 
 

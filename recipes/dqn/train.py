@@ -13,13 +13,11 @@ import torch
 from torch import Tensor, nn
 
 from recipekit import training, weights
+from recipekit.script import package
 
-try:
-    from .gridworld import MAX_STEPS, OPEN, START, observe, observe_all, step, terminal
-    from .model import WEIGHTS, QConfig, QNetwork
-except ImportError:  # run as a script: python train.py
-    from gridworld import MAX_STEPS, OPEN, START, observe, observe_all, step, terminal
-    from model import WEIGHTS, QConfig, QNetwork
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .gridworld import MAX_STEPS, OPEN, START, observe, observe_all, step, terminal
+from .model import WEIGHTS, QConfig, QNetwork
 
 TRAIN_SEED = 2015  # initial weights, starts, exploration and replay sampling (Mnih et al., 2015)
 EPISODES = 400
@@ -37,13 +35,13 @@ RETRAIN_TOLERANCE = 1e-3
 # guarantees there is what the model does, each figure within its bound of the stored one.
 ELSEWHERE = training.Elsewhere(
     1.0,
-    "400 episodes of Q-learning amplify a last-bit difference: 0.20 and 0.42 apart seen on other "
-    "processors",
+    "400 episodes of Q-learning amplify a last-bit difference: 0.20 and 0.42 apart seen on other processors",
     {
         "greedy_return": training.Bound(0.0, "the greedy episode from the start: the same moves pay the same"),
         "greedy_moves": training.Bound(0.0, "the greedy episode from the start takes the shortest way"),
         "largest_q_error": training.Bound(0.04, "|Q − Q*| over every cell and move: 0.021 seen on another processor"),
-    })
+    },
+)
 
 
 def exploring(moves: int) -> float:
@@ -90,8 +88,9 @@ def train() -> tuple[QNetwork, list[float]]:
                 if len(memory) >= WARMUP:
                     picked = [memory[i] for i in torch.randint(len(memory), (BATCH,), generator=draw).tolist()]
                     before, actions, rewards, after, done = zip(*picked, strict=True)
-                    y = targets(target, torch.tensor(rewards), observe_all(list(after)),
-                                torch.tensor(done, dtype=torch.float32))
+                    y = targets(
+                        target, torch.tensor(rewards), observe_all(list(after)), torch.tensor(done, dtype=torch.float32)
+                    )
                     q = online(observe_all(list(before))).gather(1, torch.tensor(actions)[:, None])[:, 0]
                     loss = nn.functional.smooth_l1_loss(q, y)  # the paper's clipped error: Huber
                     optimizer.zero_grad()
@@ -104,8 +103,9 @@ def train() -> tuple[QNetwork, list[float]]:
                 if moved.done:
                     break
             returns.append(total)
-            training.epoch_ended(episode + 1, EPISODES, sum(losses) / len(losses) if losses else None,
-                                 {"return": total}, unit="episode")
+            training.epoch_ended(
+                episode + 1, EPISODES, sum(losses) / len(losses) if losses else None, {"return": total}, unit="episode"
+            )
     return online.eval(), returns
 
 
@@ -153,11 +153,22 @@ def trained() -> training.Trained:
     model, returns = train()
     path, total = greedy(model)
     return training.Trained(
-        files={WEIGHTS: (weights.state_of(model), training.metadata(
-            greedy_return=total, greedy_moves=len(path) - 1, largest_q_error=q_error(model),
-            return_per_episode=returns, train_seed=TRAIN_SEED, episodes=EPISODES))},
+        files={
+            WEIGHTS: (
+                weights.state_of(model),
+                training.metadata(
+                    greedy_return=total,
+                    greedy_moves=len(path) - 1,
+                    largest_q_error=q_error(model),
+                    return_per_episode=returns,
+                    train_seed=TRAIN_SEED,
+                    episodes=EPISODES,
+                ),
+            )
+        },
         summary=f"greedy from the start: {len(path) - 1} moves, return {total:.2f}; mean return of the last 50 "
-                f"training episodes {sum(returns[-50:]) / 50:.3f}")
+        f"training episodes {sum(returns[-50:]) / 50:.3f}",
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -15,8 +15,10 @@ from recipekit import weights
 DATA = Path(__file__).with_name("karate.safetensors")
 SIDES = ("Mr. Hi", "Officer")  # networkx's names of the two clubs after the split, in the order of the classes
 LAYOUT_SEED = 1977  # the drawing's spring layout (the year of Zachary's paper)
-SOURCE = ("networkx karate_club_graph: W. W. Zachary, An information flow model for conflict and fission in small "
-          "groups, Journal of Anthropological Research 33(4), 452-473 (1977)")
+SOURCE = (
+    "networkx karate_club_graph: W. W. Zachary, An information flow model for conflict and fission in small "
+    "groups, Journal of Anthropological Research 33(4), 452-473 (1977)"
+)
 
 
 def made() -> dict[str, Tensor]:

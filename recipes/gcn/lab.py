@@ -11,12 +11,11 @@ Needs torch, safetensors, model.py, train.py, run.py, data.py and karate.safeten
 import argparse
 import sys
 
-try:
-    from .data import karate
-    from .run import NAMES, edited_case
-except ImportError:  # run as a script: python lab.py
-    from data import karate
-    from run import NAMES, edited_case
+from recipekit.script import package
+
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .data import karate
+from .run import NAMES, edited_case
 
 
 def runs(edges: list[list[int]], given: list[int]) -> dict:

@@ -11,10 +11,7 @@ from torch import Tensor, nn
 
 from recipekit import weights as stored
 
-try:
-    from .data import karate
-except ImportError:  # run as a script
-    from data import karate
+from .data import karate
 
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
 MEMBERS = 34

@@ -17,23 +17,22 @@ from torch import Tensor
 
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.items import matrix, metric, vector
+from recipekit.script import package
 
-try:
-    from .data import SIDES, karate
-    from .model import GCN, WEIGHTS, GCNConfig, adjacency, build_model, features
-    from .train import GIVEN, RETRAIN_TOLERANCE, TRAIN_SEED, accuracy, train
-except ImportError:  # run as a script: python run.py
-    from data import SIDES, karate
-    from model import GCN, WEIGHTS, GCNConfig, adjacency, build_model, features
-    from train import GIVEN, RETRAIN_TOLERANCE, TRAIN_SEED, accuracy, train
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .data import SIDES, karate
+from .model import GCN, WEIGHTS, GCNConfig, adjacency, build_model, features
+from .train import GIVEN, RETRAIN_TOLERANCE, TRAIN_SEED, accuracy, train
 
 NAMES = tomllib.loads(Path(__file__).with_name("recipe.toml").read_text())["lab"]["names"]  # the members, as the lab
 SIDE_NAMES = [f"{side}'s side" for side in SIDES]
 CUT = [8, 33]  # the recorded what-if: member 8's friendship with the Officer removed
 
 
-def case(model: GCN, edges: Tensor | list, given: tuple[int, int], label: str,
-         losses: list[float] | None = None) -> dict:
+def case(
+    model: GCN, edges: Tensor | list, given: tuple[int, int], label: str, losses: list[float] | None = None
+) -> dict:
     """A graph's case in the manifest's shape: the friendships and the members given, what the model makes of every
     member (its embedding after the first layer, its probability of each side) and of the graph (Â), against the
     side each member joined."""
@@ -48,41 +47,73 @@ def case(model: GCN, edges: Tensor | list, given: tuple[int, int], label: str,
     right = int((predicted[others] == graph["sides"][others]).sum())
     pairs = torch.as_tensor(edges, dtype=torch.int64).view(-1, 2).tolist()
     units = [f"unit {u + 1}" for u in range(hidden.shape[1])]
-    found = {"label": label,
-             "matrices": [
-                 {"key": "probabilities", "label": "The probability of each side, member by member",
-                  "values": probabilities.tolist(), "rows": NAMES, "columns": SIDE_NAMES},
-                 {"key": "hidden", "label": "Each member's embedding after the first graph convolution (ReLU)",
-                  "values": hidden.tolist(), "rows": NAMES, "columns": units},
-                 {"key": "normalised", "label": "The normalised adjacency Â = D̃^-½ (A + I) D̃^-½",
-                  "values": normalised.tolist(), "rows": NAMES, "columns": NAMES},
-                 {"key": "edges", "label": "The friendships: the two members of each", "values": pairs,
-                  "columns": ["member", "friend"]},
-                 {"key": "layout", "label": "Where the page draws each member (a spring layout of Zachary's graph)",
-                  "values": graph["layout"].tolist(), "rows": NAMES, "columns": ["x", "y"]}],
-             "vectors": [
-                 {"key": "predicted", "label": f"The side each member is placed on (0: {SIDE_NAMES[0]}, 1: "
-                                               f"{SIDE_NAMES[1]})", "values": predicted.tolist(), "names": NAMES},
-                 {"key": "sides", "label": "The side each member joined when the club split (Zachary, 1977)",
-                  "values": graph["sides"].tolist(), "names": NAMES},
-                 {"key": "given", "label": f"The members whose sides are given: {SIDE_NAMES[0]}, then "
-                                           f"{SIDE_NAMES[1]}", "values": list(given)}],
-             "metrics": [
-                 {"key": "accuracy", "label": "Members not given placed on the side they joined",
-                  "value": right / len(others)},
-                 {"key": "right", "label": "Of the 32 members not given, placed right", "value": right},
-                 {"key": "friendships", "label": "Friendships", "value": len(pairs)}]}
+    found = {
+        "label": label,
+        "matrices": [
+            matrix(
+                "probabilities",
+                "The probability of each side, member by member",
+                probabilities.tolist(),
+                rows=NAMES,
+                columns=SIDE_NAMES,
+            ),
+            matrix(
+                "hidden",
+                "Each member's embedding after the first graph convolution (ReLU)",
+                hidden.tolist(),
+                rows=NAMES,
+                columns=units,
+            ),
+            matrix(
+                "normalised",
+                "The normalised adjacency Â = D̃^-½ (A + I) D̃^-½",
+                normalised.tolist(),
+                rows=NAMES,
+                columns=NAMES,
+            ),
+            matrix("edges", "The friendships: the two members of each", pairs, columns=["member", "friend"]),
+            matrix(
+                "layout",
+                "Where the page draws each member (a spring layout of Zachary's graph)",
+                graph["layout"].tolist(),
+                rows=NAMES,
+                columns=["x", "y"],
+            ),
+        ],
+        "vectors": [
+            vector(
+                "predicted",
+                f"The side each member is placed on (0: {SIDE_NAMES[0]}, 1: {SIDE_NAMES[1]})",
+                predicted.tolist(),
+                names=NAMES,
+            ),
+            vector(
+                "sides",
+                "The side each member joined when the club split (Zachary, 1977)",
+                graph["sides"].tolist(),
+                names=NAMES,
+            ),
+            vector("given", f"The members whose sides are given: {SIDE_NAMES[0]}, then {SIDE_NAMES[1]}", list(given)),
+        ],
+        "metrics": [
+            metric("accuracy", "Members not given placed on the side they joined", right / len(others)),
+            metric("right", "Of the 32 members not given, placed right", right),
+            metric("friendships", "Friendships", len(pairs)),
+        ],
+    }
     if losses is not None:
-        found["vectors"].append({"key": "training_loss", "label": "The cross entropy of the two given members in "
-                                                                   "each epoch", "values": losses, "first": 1})
+        found["vectors"].append(
+            vector("training_loss", "The cross entropy of the two given members in each epoch", losses, first=1)
+        )
     return found
 
 
 def club_case(model: GCN) -> dict:
     """Zachary's graph with Mr. Hi's and the Officer's sides given, on the stored weights, and the training curve."""
     losses = json.loads(stored.read(WEIGHTS)[1]["loss_per_epoch"])
-    return case(model, karate()["edges"], GIVEN, "Zachary's karate club, Mr. Hi's and the Officer's sides given",
-                losses)
+    return case(
+        model, karate()["edges"], GIVEN, "Zachary's karate club, Mr. Hi's and the Officer's sides given", losses
+    )
 
 
 def edited_case(edges: Tensor | list, given: tuple[int, int], label: str) -> dict:
@@ -135,11 +166,15 @@ def check_sparse(model: GCN) -> dict:
     normalised = model.normalise(adjacency(edges))
     dense_hidden = model.relu(model.conv1(features(), normalised))
     dense_scores = model.conv2(dense_hidden, normalised)
-    worst = {"normalised": (normalised.double() - a_hat.to_dense()).abs().max().item(),
-             "layer_1": (dense_hidden.double() - hidden).abs().max().item(),
-             "layer_2": (dense_scores.double() - scores).abs().max().item()}
-    return {"passed": all(v <= CLOSE for v in worst.values()),
-            "detail": {"largest_difference": worst, "stored_entries": a_hat.values().numel()}}
+    worst = {
+        "normalised": (normalised.double() - a_hat.to_dense()).abs().max().item(),
+        "layer_1": (dense_hidden.double() - hidden).abs().max().item(),
+        "layer_2": (dense_scores.double() - scores).abs().max().item(),
+    }
+    return {
+        "passed": all(v <= CLOSE for v in worst.values()),
+        "detail": {"largest_difference": worst, "stored_entries": a_hat.values().numel()},
+    }
 
 
 @torch.no_grad()
@@ -153,10 +188,19 @@ def check_spectrum(model: GCN) -> dict:
     symmetric = (normalised - normalised.T).abs().max().item()
     # Each bound is CLOSE: a float64 eigendecomposition of a 34 x 34 matrix built from float32 products, whose order
     # (and so whose last bits) the kernels choose.
-    return {"passed": abs(values[-1].item() - 1) <= CLOSE and values[0].item() >= -1 - CLOSE and along <= CLOSE
-            and symmetric <= CLOSE,
-            "detail": {"largest": values[-1].item(), "smallest": values[0].item(), "eigenvector_difference": along,
-                       "asymmetry": symmetric, "allowed": CLOSE}}
+    return {
+        "passed": abs(values[-1].item() - 1) <= CLOSE
+        and values[0].item() >= -1 - CLOSE
+        and along <= CLOSE
+        and symmetric <= CLOSE,
+        "detail": {
+            "largest": values[-1].item(),
+            "smallest": values[0].item(),
+            "eigenvector_difference": along,
+            "asymmetry": symmetric,
+            "allowed": CLOSE,
+        },
+    }
 
 
 def check_held(model: GCN) -> dict:
@@ -166,20 +210,27 @@ def check_held(model: GCN) -> dict:
     members, friendships = len(graph["sides"]), len(graph["edges"])
     on_each = torch.bincount(graph["sides"]).tolist()
     held = kit.reproduced(replayed, trained, 0, kit.COUNTED)
-    return {"passed": held["passed"] and (members, friendships) == (34, 78),
-            "detail": held["detail"] | {"members": members, "friendships": friendships,
-                                        "members_on_each_side": on_each}}
+    return {
+        "passed": held["passed"] and (members, friendships) == (34, 78),
+        "detail": held["detail"] | {"members": members, "friendships": friendships, "members_on_each_side": on_each},
+    }
 
 
 def check_retrain(model: GCN) -> dict:
     retrained = train(karate()["edges"]).model
     worst = stored.largest_difference(stored.state_of(retrained), stored.state_of(model))
-    return {"passed": worst <= RETRAIN_TOLERANCE, "detail": {"largest_weight_difference": worst,
-                                                              "tolerance": RETRAIN_TOLERANCE}}
+    return {
+        "passed": worst <= RETRAIN_TOLERANCE,
+        "detail": {"largest_weight_difference": worst, "tolerance": RETRAIN_TOLERANCE},
+    }
 
 
-CHECKS = {CHECK_SPARSE: check_sparse, CHECK_SPECTRUM: check_spectrum, CHECK_HELD: check_held,
-          CHECK_RETRAIN: check_retrain}
+CHECKS = {
+    CHECK_SPARSE: check_sparse,
+    CHECK_SPECTRUM: check_spectrum,
+    CHECK_HELD: check_held,
+    CHECK_RETRAIN: check_retrain,
+}
 
 
 def replay(model: GCN | None = None, case: str | None = None) -> dict:

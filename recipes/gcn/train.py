@@ -13,13 +13,11 @@ import torch
 from torch import Tensor, nn
 
 from recipekit import training, weights
+from recipekit.script import package
 
-try:
-    from .data import karate
-    from .model import GCN, WEIGHTS, GCNConfig, adjacency, features
-except ImportError:  # run as a script: python train.py
-    from data import karate
-    from model import GCN, WEIGHTS, GCNConfig, adjacency, features
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .data import karate
+from .model import GCN, WEIGHTS, GCNConfig, adjacency, features
 
 TRAIN_SEED = 2017  # initial weights and dropout (Kipf & Welling, 2017)
 EPOCHS = 200
@@ -36,7 +34,8 @@ ELSEWHERE = training.Elsewhere(
     "3e-7 apart seen on another vendor's processor",
     {
         "accuracy": training.Bound(0.0625, "the 32 members not given: 2 of them"),
-    })
+    },
+)
 
 
 def train(edges: Tensor | list, given: tuple[int, int] = GIVEN) -> training.Fitted:
@@ -68,11 +67,21 @@ def trained() -> training.Trained:
     fitted = train(graph["edges"])
     right = accuracy(fitted.model, graph["edges"], graph["sides"])
     return training.Trained(
-        files={WEIGHTS: (weights.state_of(fitted.model), training.metadata(
-            accuracy=right, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, epochs=EPOCHS,
-            given=",".join(map(str, GIVEN))))},
+        files={
+            WEIGHTS: (
+                weights.state_of(fitted.model),
+                training.metadata(
+                    accuracy=right,
+                    loss_per_epoch=fitted.losses,
+                    train_seed=TRAIN_SEED,
+                    epochs=EPOCHS,
+                    given=",".join(map(str, GIVEN)),
+                ),
+            )
+        },
         summary=f"{right:.1%} of the 32 members not given placed on the side they joined; loss per epoch "
-                + ", ".join(f"{x:.4f}" for x in fitted.losses[::20]))
+        + ", ".join(f"{x:.4f}" for x in fitted.losses[::20]),
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -17,10 +17,10 @@ import torch
 from safetensors.torch import save_file
 from tokenizers import Regex, Tokenizer, models, pre_tokenizers
 
-try:
-    from .model import GPTConfig, build_model
-except ImportError:  # run as a script: python export.py
-    from model import GPTConfig, build_model
+from recipekit.script import package
+
+__package__ = package(__file__, __package__)  # python export.py: its folder is the package the server loads
+from .model import GPTConfig, build_model
 
 LINEAR = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")  # GPT-2 stores these as Conv1D: (in, out)
 WORDS: list[str] = tomllib.loads(Path(__file__).with_name("recipe.toml").read_text())["lab"]["names"]
@@ -28,12 +28,26 @@ WORDS: list[str] = tomllib.loads(Path(__file__).with_name("recipe.toml").read_te
 
 def config(c: GPTConfig) -> dict:
     """config.json as transformers' GPT2Config writes the keys the layout needs."""
-    return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": c.vocab_size,
-            "n_positions": c.block_size, "n_ctx": c.block_size, "n_embd": c.n_embd, "n_layer": c.n_layer,
-            "n_head": c.n_head, "n_inner": None, "activation_function": "gelu_new",
-            "layer_norm_epsilon": c.layer_norm_epsilon, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
-            "scale_attn_weights": True, "tie_word_embeddings": True, "bos_token_id": WORDS.index("="),
-            "eos_token_id": WORDS.index("=")}
+    return {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "vocab_size": c.vocab_size,
+        "n_positions": c.block_size,
+        "n_ctx": c.block_size,
+        "n_embd": c.n_embd,
+        "n_layer": c.n_layer,
+        "n_head": c.n_head,
+        "n_inner": None,
+        "activation_function": "gelu_new",
+        "layer_norm_epsilon": c.layer_norm_epsilon,
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "attn_pdrop": 0.0,
+        "scale_attn_weights": True,
+        "tie_word_embeddings": True,
+        "bos_token_id": WORDS.index("="),
+        "eos_token_id": WORDS.index("="),
+    }
 
 
 def tensors() -> dict[str, torch.Tensor]:
@@ -52,8 +66,9 @@ def tensors() -> dict[str, torch.Tensor]:
 def tokenizer() -> Tokenizer:
     """A word-level tokenizer of the recipe's tokens: each character a token, whitespace only a separator."""
     made = Tokenizer(models.WordLevel({word: i for i, word in enumerate(WORDS)}, unk_token="[UNK]"))
-    made.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
-                                                  pre_tokenizers.Split(Regex("."), behavior="isolated")])
+    made.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex("."), behavior="isolated")]
+    )
     return made
 
 

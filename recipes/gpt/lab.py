@@ -13,12 +13,11 @@ import sys
 import torch
 from torch import Tensor
 
-try:
-    from .model import build_model
-    from .run import WORDS, encode, run_case
-except ImportError:  # run as a script: python lab.py
-    from model import build_model
-    from run import WORDS, encode, run_case
+from recipekit.script import package
+
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import build_model
+from .run import WORDS, encode, run_case
 
 TOP = 5  # tokens listed at each generation step
 
@@ -30,13 +29,18 @@ def live_run(input_ids: list[int]) -> dict:
 
 def _top(probs: Tensor, k: int = TOP) -> list[dict]:
     values, ids = probs.topk(min(k, probs.numel()))
-    return [{"token": int(i), "word": WORDS[int(i)], "probability": v.item()}
-            for v, i in zip(values, ids, strict=True)]
+    return [{"token": int(i), "word": WORDS[int(i)], "probability": v.item()} for v, i in zip(values, ids, strict=True)]
 
 
 @torch.no_grad()
-def generate(input_ids: list[int], steps: int = 3, strategy: str = "greedy", temperature: float = 1.0,
-             top_k: int | None = None, seed: int = 0) -> dict:
+def generate(
+    input_ids: list[int],
+    steps: int = 3,
+    strategy: str = "greedy",
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int = 0,
+) -> dict:
     """Extend the prompt one token at a time. At each step: the model's distribution for the next token,
     the distribution actually drawn from (temperature, then top-k), and the pick."""
     model = build_model()
@@ -52,12 +56,30 @@ def generate(input_ids: list[int], steps: int = 3, strategy: str = "greedy", tem
             scaled = scaled.masked_fill(scaled < cutoff, float("-inf"))
         drawn = scaled.softmax(-1)
         pick = int(drawn.argmax()) if strategy == "greedy" else int(torch.multinomial(drawn, 1, generator=generator))
-        record.append({"position": len(ids), "context": list(ids), "top": _top(probs), "drawn_top": _top(drawn),
-                       "probabilities": probs.tolist(), "drawn": drawn.tolist(), "pick": pick, "word": WORDS[pick],
-                       "pick_probability": probs[pick].item()})
+        record.append(
+            {
+                "position": len(ids),
+                "context": list(ids),
+                "top": _top(probs),
+                "drawn_top": _top(drawn),
+                "probabilities": probs.tolist(),
+                "drawn": drawn.tolist(),
+                "pick": pick,
+                "word": WORDS[pick],
+                "pick_probability": probs[pick].item(),
+            }
+        )
         ids.append(pick)
-    return {"prompt": list(input_ids), "strategy": strategy, "temperature": temperature, "top_k": top_k,
-            "seed": seed, "steps": record, "output_ids": ids, "text": " ".join(WORDS[t] for t in ids)}
+    return {
+        "prompt": list(input_ids),
+        "strategy": strategy,
+        "temperature": temperature,
+        "top_k": top_k,
+        "seed": seed,
+        "steps": record,
+        "output_ids": ids,
+        "text": " ".join(WORDS[t] for t in ids),
+    }
 
 
 def _hooks(model) -> tuple[dict[str, Tensor], list]:
@@ -66,10 +88,14 @@ def _hooks(model) -> tuple[dict[str, Tensor], list]:
     handles = []
     for name, module in model.named_modules():
         if name:
-            handles.append(module.register_forward_pre_hook(
-                lambda _m, args, name=name: seen.__setitem__(f"{name}:in", args[0].detach())))
-            handles.append(module.register_forward_hook(
-                lambda _m, _args, out, name=name: seen.__setitem__(name, out.detach())))
+            handles.append(
+                module.register_forward_pre_hook(
+                    lambda _m, args, name=name: seen.__setitem__(f"{name}:in", args[0].detach())
+                )
+            )
+            handles.append(
+                module.register_forward_hook(lambda _m, _args, out, name=name: seen.__setitem__(name, out.detach()))
+            )
     return seen, handles
 
 
@@ -94,43 +120,91 @@ def trace(input_ids: list[int], position: int) -> dict:
     def at(name: str) -> list[float]:
         return seen[name][0, position].tolist()
 
-    stages = [{"id": "tokens", "values": list(input_ids), "words": [WORDS[t] for t in input_ids],
-               "position": position, "token": input_ids[position]},
-              {"id": "embeddings", "token_embedding": at("wte"), "position_embedding": seen["wpe"][position].tolist(),
-               "values": seen["h.0:in"][0, position].tolist()}]
+    stages = [
+        {
+            "id": "tokens",
+            "values": list(input_ids),
+            "words": [WORDS[t] for t in input_ids],
+            "position": position,
+            "token": input_ids[position],
+        },
+        {
+            "id": "embeddings",
+            "token_embedding": at("wte"),
+            "position_embedding": seen["wpe"][position].tolist(),
+            "values": seen["h.0:in"][0, position].tolist(),
+        },
+    ]
     for b in range(len(model.h)):
         scores = seen[f"h.{b}.attn.softmax:in"][0, :, position]  # (heads, T), -inf right of the position
         weights = seen[f"h.{b}.attn.softmax"][0, :, position]  # (heads, T)
         heads = []
         for h in range(n_head):
             order = [j for j in weights[h].argsort(descending=True).tolist() if j != position and j <= position]
-            heads.append({"head": h, "scores": _masked(scores[h].tolist()), "weights": weights[h].tolist(),
-                          "top_context": [{"position": j, "token": input_ids[j], "weight": weights[h, j].item()}
-                                          for j in order[:2]]})
+            heads.append(
+                {
+                    "head": h,
+                    "scores": _masked(scores[h].tolist()),
+                    "weights": weights[h].tolist(),
+                    "top_context": [
+                        {"position": j, "token": input_ids[j], "weight": weights[h, j].item()} for j in order[:2]
+                    ],
+                }
+            )
         up = at(f"h.{b}.mlp.c_fc")
-        stages.append({
-            "id": f"block{b}", "block": b, "input": at(f"h.{b}.ln_1:in"), "ln_1": at(f"h.{b}.ln_1"),
-            "heads": heads, "masked_after": position, "attention_output": at(f"h.{b}.attn"),
-            "after_attention": at(f"h.{b}.ln_2:in"), "ln_2": at(f"h.{b}.ln_2"),
-            "before_gelu": up, "after_gelu": at(f"h.{b}.mlp.gelu"),
-            "passed": [i for i, x in enumerate(up) if x > 0], "squeezed": [i for i, x in enumerate(up) if x <= 0],
-            "mlp_output": at(f"h.{b}.mlp"),
-            "values": (seen[f"h.{b}.ln_2:in"][0, position] + seen[f"h.{b}.mlp"][0, position]).tolist(),
-        })
+        stages.append(
+            {
+                "id": f"block{b}",
+                "block": b,
+                "input": at(f"h.{b}.ln_1:in"),
+                "ln_1": at(f"h.{b}.ln_1"),
+                "heads": heads,
+                "masked_after": position,
+                "attention_output": at(f"h.{b}.attn"),
+                "after_attention": at(f"h.{b}.ln_2:in"),
+                "ln_2": at(f"h.{b}.ln_2"),
+                "before_gelu": up,
+                "after_gelu": at(f"h.{b}.mlp.gelu"),
+                "passed": [i for i, x in enumerate(up) if x > 0],
+                "squeezed": [i for i, x in enumerate(up) if x <= 0],
+                "mlp_output": at(f"h.{b}.mlp"),
+                "values": (seen[f"h.{b}.ln_2:in"][0, position] + seen[f"h.{b}.mlp"][0, position]).tolist(),
+            }
+        )
     hidden = seen["ln_f"][0, position]  # (C,) what the head reads
     logits = seen["lm_head"][0, position]  # (vocab,)
     probs = logits.softmax(-1)
     shift = logits.max()
     exps = (logits.double() - shift.double()).exp()
-    rows = ({"token": v, "word": WORDS[v], "dot": (hidden @ model.wte.weight[v]).item(), "logit": logits[v].item(),
-             "exp": exps[v].item(), "probability": probs[v].item()} for v in range(logits.numel()))
+    rows = (
+        {
+            "token": v,
+            "word": WORDS[v],
+            "dot": (hidden @ model.wte.weight[v]).item(),
+            "logit": logits[v].item(),
+            "exp": exps[v].item(),
+            "probability": probs[v].item(),
+        }
+        for v in range(logits.numel())
+    )
     table = sorted(rows, key=lambda row: row["logit"], reverse=True)
-    stages += [{"id": "final_norm", "input": at("ln_f:in"), "values": hidden.tolist()},
-               {"id": "logits", "table": table, "values": logits.tolist(),
-                "max_shift": shift.item(), "sum_exp": exps.sum().item()},
-               {"id": "prediction", "token": table[0]["token"], "word": table[0]["word"],
-                "probability": table[0]["probability"],
-                "actual_next": input_ids[position + 1] if position + 1 < len(input_ids) else None}]
+    stages += [
+        {"id": "final_norm", "input": at("ln_f:in"), "values": hidden.tolist()},
+        {
+            "id": "logits",
+            "table": table,
+            "values": logits.tolist(),
+            "max_shift": shift.item(),
+            "sum_exp": exps.sum().item(),
+        },
+        {
+            "id": "prediction",
+            "token": table[0]["token"],
+            "word": table[0]["word"],
+            "probability": table[0]["probability"],
+            "actual_next": input_ids[position + 1] if position + 1 < len(input_ids) else None,
+        },
+    ]
     return {"input_ids": list(input_ids), "position": position, "stages": stages}
 
 
@@ -149,8 +223,14 @@ def main(argv: list[str]) -> int:
     t.add_argument("--position", type=int, required=True)
     args = parser.parse_args(argv)
     if args.command == "generate":
-        result = generate(encode(args.prompt), args.steps, "sample" if args.sample else "greedy", args.temperature,
-                          args.top_k, args.seed)
+        result = generate(
+            encode(args.prompt),
+            args.steps,
+            "sample" if args.sample else "greedy",
+            args.temperature,
+            args.top_k,
+            args.seed,
+        )
         for step in result["steps"]:
             tops = ", ".join(f"{t['word']} {t['probability']:.3f}" for t in step["drawn_top"])
             print(f"step at position {step['position']}: {tops} -> {step['word']!r}")

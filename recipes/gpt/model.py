@@ -35,8 +35,13 @@ class CausalSelfAttention(nn.Module):
         self.softmax = nn.Softmax(dim=-1)  # a module, so a forward hook can read the attention weights
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         # GPT-2 keeps its causal mask as a buffer: 1 where query i may read key j (j <= i)
-        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
-                             .view(1, 1, config.block_size, config.block_size), persistent=False)
+        self.register_buffer(
+            "bias",
+            torch.tril(torch.ones(config.block_size, config.block_size)).view(
+                1, 1, config.block_size, config.block_size
+            ),
+            persistent=False,
+        )
 
     def forward(self, x: Tensor, causal: bool = True) -> Tensor:
         B, T, C = x.size()  # batch, time, channels

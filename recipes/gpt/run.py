@@ -18,13 +18,12 @@ from torch import Tensor
 
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.items import matrix, metric, vector
+from recipekit.script import package
 
-try:
-    from .model import DIGITS, EQUALS, GPT, WEIGHTS, build_model, next_token_loss
-    from .train import answer_loss, exact_match, greedy, held_out, solved
-except ImportError:  # run as a script: python run.py
-    from model import DIGITS, EQUALS, GPT, WEIGHTS, build_model, next_token_loss
-    from train import answer_loss, exact_match, greedy, held_out, solved
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import DIGITS, EQUALS, GPT, WEIGHTS, build_model, next_token_loss
+from .train import answer_loss, exact_match, greedy, held_out, solved
 
 WORDS: list[str] = tomllib.loads(Path(__file__).with_name("recipe.toml").read_text())["lab"]["names"]
 
@@ -40,14 +39,13 @@ def answered(problem: list[int], model: GPT) -> list[int]:
     """The problem, "=" and the first DIGITS - 1 digits the model writes: the context it reads to write the
     last one, so every answer digit is a prediction in the case."""
     written = greedy(model, torch.tensor([problem]))[0].tolist()
-    return solved(torch.tensor([problem]))[0, :DIGITS + 1].tolist() + written[:-1]
+    return solved(torch.tensor([problem]))[0, : DIGITS + 1].tolist() + written[:-1]
 
 
 def forward(model: GPT, ids: list[int], causal: bool = True) -> tuple[Tensor, list[Tensor]]:
     """Logits (T, vocab) and every block's attention weights (heads, T, T), read by hooks on the softmax."""
     captured: list[Tensor] = []
-    hooks = [block.attn.softmax.register_forward_hook(lambda _m, _a, out: captured.append(out[0]))
-             for block in model.h]
+    hooks = [block.attn.softmax.register_forward_hook(lambda _m, _a, out: captured.append(out[0])) for block in model.h]
     try:
         logits = model(torch.tensor([ids]), causal=causal)
     finally:
@@ -62,25 +60,34 @@ def run_case(model: GPT, ids: list[int]) -> dict:
     each position, the loss of each position against the next token, and their mean."""
     logits, attention = forward(model, ids)
     probs = logits.softmax(-1)  # (T, vocab)
-    matrices = [{"key": f"attention_b{b}_h{h}", "label": f"Block {b} · head {h} attention (causal)",
-                 "values": weights[h].tolist()}
-                for b, weights in enumerate(attention) for h in range(weights.size(0))]
-    matrices.append({"key": "next_token_probs", "label": "Next-token distribution at every position",
-                     "values": probs.tolist()})
-    result = {"label": "Live run · " + " ".join(WORDS[t] for t in ids), "matrices": matrices,
-              "vectors": [{"key": "input_ids", "label": "Token IDs", "values": list(ids)}], "metrics": []}
+    matrices = [
+        matrix(f"attention_b{b}_h{h}", f"Block {b} · head {h} attention (causal)", weights[h].tolist())
+        for b, weights in enumerate(attention)
+        for h in range(weights.size(0))
+    ]
+    matrices.append(matrix("next_token_probs", "Next-token distribution at every position", probs.tolist()))
+    result = {
+        "label": "Live run · " + " ".join(WORDS[t] for t in ids),
+        "matrices": matrices,
+        "vectors": [vector("input_ids", "Token IDs", list(ids))],
+        "metrics": [],
+    }
     if is_problem(ids):
         result["vectors"] += answer_vectors(ids, probs)
         result["metrics"].append(answer_metric(model, ids))
     if len(ids) > 1:
         targets = torch.tensor(ids[1:])
         per_position = -probs[:-1].log().gather(1, targets[:, None])[:, 0]  # (T - 1,)
-        result["vectors"].append({"key": "position_loss", "label": "Next-token loss at each position",
-                                  "values": per_position.tolist()})
+        result["vectors"].append(vector("position_loss", "Next-token loss at each position", per_position.tolist()))
         loss = next_token_loss(logits[None], torch.tensor([ids]))
         # Every position counts here, the problem's own digits too: they are random, and no model predicts them.
-        result["metrics"].append({"key": "loss", "label": "Mean next-token cross entropy over every position, the "
-                                  "problem's random digits included", "value": loss.item()})
+        result["metrics"].append(
+            metric(
+                "loss",
+                "Mean next-token cross entropy over every position, the problem's random digits included",
+                loss.item(),
+            )
+        )
     return result
 
 
@@ -88,23 +95,26 @@ def answer_vectors(ids: list[int], probs: Tensor) -> list[dict]:
     """The model's answer, read from this run alone (no further forward pass, which What if? would see as more
     calls): its likeliest token after "=" and after each answer digit the input holds; and the right answer, the
     problem's digits in order."""
-    return [{"key": "answer", "label": "The model's answer (its likeliest token after “=” and after each digit)",
-             "values": probs[DIGITS:].argmax(-1).tolist()},  # (DIGITS,)
-            {"key": "expected", "label": "The right answer: the problem's digits in order",
-             "values": sorted(ids[:DIGITS])}]
+    return [
+        vector(
+            "answer",
+            "The model's answer (its likeliest token after “=” and after each digit)",
+            probs[DIGITS:].argmax(-1),  # (DIGITS,)
+        ),
+        vector("expected", "The right answer: the problem's digits in order", sorted(ids[:DIGITS])),
+    ]
 
 
 def is_problem(ids: list[int]) -> bool:
     """A whole problem, "=" and three answer digits: the context that writes an answer's last digit."""
-    return len(ids) == 2 * DIGITS and ids[DIGITS] == EQUALS and EQUALS not in ids[:DIGITS] + ids[DIGITS + 1:]
+    return len(ids) == 2 * DIGITS and ids[DIGITS] == EQUALS and EQUALS not in ids[:DIGITS] + ids[DIGITS + 1 :]
 
 
 def answer_metric(model: GPT, ids: list[int]) -> dict:
     """The loss of the problem's true answer, each digit read after the true digits before it."""
     sequence = solved(torch.tensor([ids[:DIGITS]]))
     loss = answer_loss(model(sequence[:, :-1]), sequence).item()
-    return {"key": "answer_loss", "label": "Cross entropy of the true answer's digits (the positions the training "
-            "scored)", "value": loss}
+    return metric("answer_loss", "Cross entropy of the true answer's digits (the positions the training scored)", loss)
 
 
 @torch.no_grad()
@@ -113,14 +123,24 @@ def test_case(model: GPT) -> dict:
     problems = held_out()
     right = greedy(model, problems) == problems.sort(1).values  # (N, DIGITS)
     _, metadata = stored.read(WEIGHTS)
-    return {"label": f"{len(problems)} held-out problems, never trained on",
-            "vectors": [{"key": "digit_accuracy", "label": "Answer digits right, by place (1st to 4th)",
-                         "values": right.float().mean(0).tolist(), "first": 1},
-                        {"key": "training_loss", "label": "Mean training loss in each epoch, as train.py measured it",
-                         "values": json.loads(metadata["loss_per_epoch"]), "first": 1}],
-            "metrics": [{"key": "test_exact_match", "label": "Answers exactly right, held-out problems",
-                         "value": right.all(1).float().mean().item()},
-                        {"key": "test_size", "label": "Held-out problems", "value": len(problems)}]}
+    return {
+        "label": f"{len(problems)} held-out problems, never trained on",
+        "vectors": [
+            vector(
+                "digit_accuracy", "Answer digits right, by place (1st to 4th)", right.float().mean(0).tolist(), first=1
+            ),
+            vector(
+                "training_loss",
+                "Mean training loss in each epoch, as train.py measured it",
+                json.loads(metadata["loss_per_epoch"]),
+                first=1,
+            ),
+        ],
+        "metrics": [
+            metric("test_exact_match", "Answers exactly right, held-out problems", right.all(1).float().mean().item()),
+            metric("test_size", "Held-out problems", len(problems)),
+        ],
+    }
 
 
 # The five checks. Each measures something that a broken recipe would get wrong, and says what it saw.
@@ -146,8 +166,10 @@ def _earlier_shift(model: GPT, causal: bool) -> float:
 @torch.no_grad()
 def check_causal(model: GPT) -> dict:
     shift, control = _earlier_shift(model, causal=True), _earlier_shift(model, causal=False)
-    return {"passed": shift <= UNCHANGED and control > CHANGED,
-            "detail": {"causal_max_shift": shift, "unmasked_max_shift": control}}
+    return {
+        "passed": shift <= UNCHANGED and control > CHANGED,
+        "detail": {"causal_max_shift": shift, "unmasked_max_shift": control},
+    }
 
 
 @torch.no_grad()
@@ -160,8 +182,10 @@ def check_shifted_loss(model: GPT, loss_fn=next_token_loss) -> dict:
     by_hand = -logp[:-1].gather(1, ids[0, 1:, None]).mean()
     unshifted = -logp.gather(1, ids[0, :, None]).mean()
     loss = loss_fn(logits, ids)
-    return {"passed": abs(loss.item() - by_hand.item()) <= 1e-6 and abs(loss.item() - unshifted.item()) > 1e-3,
-            "detail": {"loss": loss.item(), "by_hand": by_hand.item(), "unshifted": unshifted.item()}}
+    return {
+        "passed": abs(loss.item() - by_hand.item()) <= 1e-6 and abs(loss.item() - unshifted.item()) > 1e-3,
+        "detail": {"loss": loss.item(), "by_hand": by_hand.item(), "unshifted": unshifted.item()},
+    }
 
 
 def check_tied_head(model: GPT) -> dict:
@@ -184,8 +208,10 @@ def check_shapes(model: GPT) -> dict:
     logits = model(torch.tensor([ids]))
     sums = logits.softmax(-1).sum(-1)
     worst = (sums - 1).abs().max().item()
-    return {"passed": list(logits.shape) == [1, len(ids), len(WORDS)] and worst <= 1e-6,
-            "detail": {"logits": list(logits.shape), "worst_sum_error": worst}}
+    return {
+        "passed": list(logits.shape) == [1, len(ids), len(WORDS)] and worst <= 1e-6,
+        "detail": {"logits": list(logits.shape), "worst_sum_error": worst},
+    }
 
 
 @torch.no_grad()
@@ -196,8 +222,13 @@ def check_accuracy(model: GPT) -> dict:
     return kit.reproduced(replayed, trained, 0, kit.COUNTED)
 
 
-CHECKS = {CHECK_CAUSAL: check_causal, CHECK_SHIFTED_LOSS: check_shifted_loss, CHECK_TIED_HEAD: check_tied_head,
-          CHECK_SHAPES: check_shapes, CHECK_ACCURACY: check_accuracy}
+CHECKS = {
+    CHECK_CAUSAL: check_causal,
+    CHECK_SHIFTED_LOSS: check_shifted_loss,
+    CHECK_TIED_HEAD: check_tied_head,
+    CHECK_SHAPES: check_shapes,
+    CHECK_ACCURACY: check_accuracy,
+}
 
 
 def replay(model: GPT | None = None, case: str | None = None) -> dict:

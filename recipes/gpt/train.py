@@ -13,11 +13,10 @@ import torch
 from torch import Tensor, nn
 
 from recipekit import training, weights
+from recipekit.script import package
 
-try:
-    from .model import DIGITS, EQUALS, GPT, WEIGHTS, GPTConfig
-except ImportError:  # run as a script: python train.py
-    from model import DIGITS, EQUALS, GPT, WEIGHTS, GPTConfig
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .model import DIGITS, EQUALS, GPT, WEIGHTS, GPTConfig
 
 TRAIN_SEED = 1337  # initial weights, the split and the order of the batches (nanoGPT's seed)
 HELD_OUT = 1000  # problems never trained on
@@ -34,7 +33,8 @@ ELSEWHERE = training.Elsewhere(
     "10 epochs of AdamW amplify a last-bit difference: 0.11 apart seen on another vendor's processor",
     {
         "exact_match": training.Bound(0.02, "the held-out problems: 20 of 1,000"),
-    })
+    },
+)
 
 
 def problems() -> tuple[Tensor, Tensor]:
@@ -67,7 +67,7 @@ def greedy(model: GPT, problem: Tensor) -> Tensor:
     ids = torch.cat([problem, torch.full((len(problem), 1), EQUALS)], 1)
     for _ in range(DIGITS):
         ids = torch.cat([ids, model(ids)[:, -1:].argmax(-1)], 1)
-    return ids[:, DIGITS + 1:]
+    return ids[:, DIGITS + 1 :]
 
 
 @torch.no_grad()
@@ -89,8 +89,13 @@ def train() -> training.Fitted:
             sequences = solved(training_problems[batch])  # (B, 2·DIGITS + 1)
             return answer_loss(model(sequences[:, :-1]), sequences)
 
-        return training.fit(model, optimizer, EPOCHS,
-                            lambda: torch.randperm(len(training_problems), generator=order).split(BATCH), loss_of)
+        return training.fit(
+            model,
+            optimizer,
+            EPOCHS,
+            lambda: torch.randperm(len(training_problems), generator=order).split(BATCH),
+            loss_of,
+        )
 
 
 def trained() -> training.Trained:
@@ -98,10 +103,17 @@ def trained() -> training.Trained:
     measured = exact_match(fitted.model, held_out())
     # The tied head is the embedding, so it is stored once (as wte.weight).
     return training.Trained(
-        files={WEIGHTS: (weights.state_of(fitted.model, leave_out=("lm_head.weight",)), training.metadata(
-            exact_match=measured, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, epochs=EPOCHS))},
+        files={
+            WEIGHTS: (
+                weights.state_of(fitted.model, leave_out=("lm_head.weight",)),
+                training.metadata(
+                    exact_match=measured, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, epochs=EPOCHS
+                ),
+            )
+        },
         summary=f"held-out exact match {measured:.4f} of {HELD_OUT} problems; loss per epoch "
-                + ", ".join(f"{x:.3f}" for x in fitted.losses))
+        + ", ".join(f"{x:.3f}" for x in fitted.losses),
+    )
 
 
 def main(argv: list[str]) -> int:

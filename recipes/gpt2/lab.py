@@ -16,11 +16,10 @@ from torch import Tensor
 
 from recipekit.checkpoints import UNTRAINED_SPREAD, CheckpointError, InputError, Loaded, probe, spread, values
 from recipekit.checkpoints import load as kept_checkpoint
+from recipekit.script import package
 
-try:
-    from .model import GPT2, Vocabulary, load_checkpoint, load_vocabulary
-except ImportError:  # run as a script: python lab.py
-    from model import GPT2, Vocabulary, load_checkpoint, load_vocabulary
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import GPT2, Vocabulary, load_checkpoint, load_vocabulary
 
 MAX_TOKENS = 48  # byte-level BPE tokens a prompt may become: every head's full attention map is in the answer
 LENS_TOP = 3  # tokens listed per block by the logit lens
@@ -30,8 +29,12 @@ LISTED = 10  # tokens listed per generation step
 def load(checkpoint: str) -> Loaded:
     """The checkpoint's model and tokenizer, loaded once per process and again only when its files change, its
     weights probed as they are loaded (probe_weights)."""
-    return kept_checkpoint(checkpoint, load_checkpoint,
-                           lambda folder, model: load_vocabulary(folder, model.config.vocab_size), probe_weights)
+    return kept_checkpoint(
+        checkpoint,
+        load_checkpoint,
+        lambda folder, model: load_vocabulary(folder, model.config.vocab_size),
+        probe_weights,
+    )
 
 
 # The prompts the weights are probed with: any GPT-2-layout vocabulary spells them, the project's digit sorter's too.
@@ -41,9 +44,16 @@ PROBES = ("3 1 4 1 =", "7 0 7 7 =", "9 6 5 2 =")
 def describe(loaded: Loaded) -> dict:
     """What the checkpoint is: its architecture, vocabulary and weights file, and whether its weights look trained."""
     c = loaded.model.config
-    return {"layers": c.n_layer, "heads": c.n_head, "width": c.n_embd, "vocab": c.vocab_size,
-            "positions": c.n_positions, "weights": loaded.weights,
-            "parameters": sum(p.numel() for p in loaded.model.parameters()), "probe": loaded.probe}
+    return {
+        "layers": c.n_layer,
+        "heads": c.n_head,
+        "width": c.n_embd,
+        "vocab": c.vocab_size,
+        "positions": c.n_positions,
+        "weights": loaded.weights,
+        "parameters": sum(p.numel() for p in loaded.model.parameters()),
+        "probe": loaded.probe,
+    }
 
 
 @torch.no_grad()
@@ -58,8 +68,11 @@ def probe_weights(loaded: Loaded) -> dict:
         if ids and len(ids) <= loaded.model.config.n_positions:
             spreads.append(spread(loaded.model(torch.tensor([ids]))[0, -1].softmax(-1)))
     measured = sum(spreads) / len(spreads) if spreads else 0.0
-    return probe(measured, bool(spreads) and measured > UNTRAINED_SPREAD,
-                 "the next token's entropy after the probe prompts, over the uniform distribution's")
+    return probe(
+        measured,
+        bool(spreads) and measured > UNTRAINED_SPREAD,
+        "the next token's entropy after the probe prompts, over the uniform distribution's",
+    )
 
 
 def tokenize(loaded: Loaded, text: str, field: str = "prompt") -> list[int]:
@@ -69,8 +82,10 @@ def tokenize(loaded: Loaded, text: str, field: str = "prompt") -> list[int]:
         _, ids = loaded.vocabulary.encode(text)
     except Exception as exc:  # noqa: BLE001 - the tokenizer's own error: a piece its vocabulary lacks
         known = " ".join(sorted(loaded.vocabulary.tokenizer.get_vocab(), key=loaded.vocabulary.tokenizer.token_to_id))
-        raise InputError(field, f"holds what this checkpoint's vocabulary cannot spell ({str(exc)[:80]}); "
-                                f"its tokens are {known[:200]}") from None
+        raise InputError(
+            field,
+            f"holds what this checkpoint's vocabulary cannot spell ({str(exc)[:80]}); its tokens are {known[:200]}",
+        ) from None
     limit = min(MAX_TOKENS, loaded.model.config.n_positions)
     if not ids:
         raise InputError(field, "becomes no token")
@@ -104,8 +119,9 @@ class Recorder:
         self.handles = [model.h[-1].register_forward_hook(lambda _m, _a, out: self.streams.append(out))]
         for block in model.h:
             self.handles.append(block.register_forward_pre_hook(lambda _m, args: self.streams.append(args[0])))
-            self.handles.append(block.attn.softmax.register_forward_hook(
-                lambda _m, _a, out: self.attention.append(out[0])))  # (heads, T, T)
+            self.handles.append(
+                block.attn.softmax.register_forward_hook(lambda _m, _a, out: self.attention.append(out[0]))
+            )  # (heads, T, T)
 
     def remove(self) -> None:
         for handle in self.handles:
@@ -144,21 +160,37 @@ def traced(loaded: Loaded, ids: list[int], top_k: int) -> dict:
         "checkpoint": describe(loaded),
         "tokens": token_list(vocabulary, ids),
         "attention": [values(a) for a in recorder.attention],  # (blocks, heads, T, T)
-        "residual": [{"name": "embeddings" if i == 0 else f"block {i}", "norms": values(s.norm(dim=-1)),
-                      "last": values(s[-1])} for i, s in enumerate(streams)],
-        "lens": [{"name": "embeddings" if i == 0 else f"block {i}", "rank": int(ranks[i]),
-                  "probability": probabilities[i, answer].item(),
-                  "top": [word(vocabulary, j) | {"probability": probabilities[i, j].item()}
-                          for j in probabilities[i].topk(LENS_TOP).indices.tolist()]}
-                 for i in range(streams.size(0))],
+        "residual": [
+            {"name": "embeddings" if i == 0 else f"block {i}", "norms": values(s.norm(dim=-1)), "last": values(s[-1])}
+            for i, s in enumerate(streams)
+        ],
+        "lens": [
+            {
+                "name": "embeddings" if i == 0 else f"block {i}",
+                "rank": int(ranks[i]),
+                "probability": probabilities[i, answer].item(),
+                "top": [
+                    word(vocabulary, j) | {"probability": probabilities[i, j].item()}
+                    for j in probabilities[i].topk(LENS_TOP).indices.tolist()
+                ],
+            }
+            for i in range(streams.size(0))
+        ],
         "top": [word(vocabulary, j) | {"logit": logits[j].item(), "probability": final[j].item()} for j in top],
         "prediction": word(vocabulary, answer) | {"probability": final[answer].item()},
     }
 
 
 @torch.no_grad()
-def generate(checkpoint: str, prompt: str, steps: int = 5, strategy: str = "greedy", seed: int = 0,
-             temperature: float = 1.0, top_k: int | None = None) -> dict:
+def generate(
+    checkpoint: str,
+    prompt: str,
+    steps: int = 5,
+    strategy: str = "greedy",
+    seed: int = 0,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+) -> dict:
     """A few tokens after the prompt, each chosen greedily or sampled (seeded) from the next token's distribution
     at the temperature given (among the `top_k` most likely tokens only, where given), with each step's ten most
     likely tokens."""
@@ -166,8 +198,9 @@ def generate(checkpoint: str, prompt: str, steps: int = 5, strategy: str = "gree
     model, vocabulary = loaded.model, loaded.vocabulary
     ids = tokenize(loaded, prompt)
     if len(ids) + steps > model.config.n_positions:
-        raise InputError("steps", f"{steps} tokens after {len(ids)} pass the checkpoint's {model.config.n_positions} "
-                                  "positions")
+        raise InputError(
+            "steps", f"{steps} tokens after {len(ids)} pass the checkpoint's {model.config.n_positions} positions"
+        )
     generator = torch.Generator().manual_seed(seed)
     chosen = []
     for _ in range(steps):
@@ -180,14 +213,25 @@ def generate(checkpoint: str, prompt: str, steps: int = 5, strategy: str = "gree
         else:
             token = int(torch.multinomial(distribution, 1, generator=generator))
         top = distribution.topk(min(LISTED, distribution.numel())).indices.tolist()
-        chosen.append(word(vocabulary, token) | {
-            "probability": distribution[token].item(),
-            "top": [word(vocabulary, j) | {"probability": distribution[j].item()} for j in top]})
+        chosen.append(
+            word(vocabulary, token)
+            | {
+                "probability": distribution[token].item(),
+                "top": [word(vocabulary, j) | {"probability": distribution[j].item()} for j in top],
+            }
+        )
         ids = [*ids, token]
-    return {"checkpoint": describe(loaded), "prompt": token_list(vocabulary, ids[: len(ids) - steps]),
-            # decoded whole: a word-level vocabulary puts its spaces back between tokens, a byte-level one its bytes
-            "steps": chosen, "text": vocabulary.tokenizer.decode(ids),
-            "strategy": strategy, "seed": seed, "temperature": temperature, "top_k": top_k}
+    return {
+        "checkpoint": describe(loaded),
+        "prompt": token_list(vocabulary, ids[: len(ids) - steps]),
+        # decoded whole: a word-level vocabulary puts its spaces back between tokens, a byte-level one its bytes
+        "steps": chosen,
+        "text": vocabulary.tokenizer.decode(ids),
+        "strategy": strategy,
+        "seed": seed,
+        "temperature": temperature,
+        "top_k": top_k,
+    }
 
 
 class HeadOutputs:
@@ -222,6 +266,7 @@ class HeadOutputs:
 
     def _hook(self, action) -> None:
         for layer, block in enumerate(self.model.h):
+
             def hook(_module, args, layer=layer):
                 out = action(layer, args[0])
                 return None if out is None else (out,)
@@ -258,8 +303,11 @@ def patched(loaded: Loaded, clean_ids: list[int], corrupted_ids: list[int]) -> d
     """patching() of token ids on a loaded model."""
     model, vocabulary = loaded.model, loaded.vocabulary
     if len(clean_ids) != len(corrupted_ids):
-        raise InputError("corrupted", f"becomes {len(corrupted_ids)} tokens; the prompt becomes {len(clean_ids)}, "
-                                      "and a head's output is patched position by position")
+        raise InputError(
+            "corrupted",
+            f"becomes {len(corrupted_ids)} tokens; the prompt becomes {len(clean_ids)}, "
+            "and a head's output is patched position by position",
+        )
     heads = model.config.n_head
     # Every run in a batch as wide as the patched runs: the same kernels, so that a head patched from an equal
     # prompt reads exactly the clean value.
@@ -291,9 +339,20 @@ def patched(loaded: Loaded, clean_ids: list[int], corrupted_ids: list[int]) -> d
         finally:
             hooks.remove()
     measured = torch.stack(grid)  # (blocks, heads)
-    streams = torch.stack([measure(patch_streams(model, entering[layer][0], corrupted_recorder.streams[layer][0], layer,
-                                                 [[p] for p in range(len(clean_ids))]))
-                           for layer in range(model.config.n_layer)])  # (blocks, tokens)
+    streams = torch.stack(
+        [
+            measure(
+                patch_streams(
+                    model,
+                    entering[layer][0],
+                    corrupted_recorder.streams[layer][0],
+                    layer,
+                    [[p] for p in range(len(clean_ids))],
+                )
+            )
+            for layer in range(model.config.n_layer)
+        ]
+    )  # (blocks, tokens)
     span = dirty - clean
 
     def effect(patched: Tensor) -> list:
@@ -305,13 +364,13 @@ def patched(loaded: Loaded, clean_ids: list[int], corrupted_ids: list[int]) -> d
         "corrupted_tokens": token_list(vocabulary, corrupted_ids),
         "answer": word(vocabulary, answer),
         "foil": word(vocabulary, foil),
-        "clean": clean, "corrupted": dirty,
+        "clean": clean,
+        "corrupted": dirty,
         "patched": values(measured),
         "effect": effect(measured),
         "stream_patched": values(streams),
         "stream_effect": effect(streams),
-        "measure": "logit(answer) - logit(foil) at the last position; effect = (patched - clean) / "
-                   "(corrupted - clean)",
+        "measure": "logit(answer) - logit(foil) at the last position; effect = (patched - clean) / (corrupted - clean)",
     }
 
 
@@ -339,13 +398,17 @@ def main(argv: list[str]) -> int:
         return 1
     print("|".join(t["text"] for t in answer["tokens"]))
     for lens in answer["lens"]:
-        print(f"{lens['name']:>10}: rank {lens['rank']:>6}, p {lens['probability']:.4f}, "
-              f"top {', '.join(repr(t['text']) for t in lens['top'])}")
+        print(
+            f"{lens['name']:>10}: rank {lens['rank']:>6}, p {lens['probability']:.4f}, "
+            f"top {', '.join(repr(t['text']) for t in lens['top'])}"
+        )
     print(f"next: {answer['prediction']['text']!r} (p {answer['prediction']['probability']:.3f})")
     if patched:
         best = max(((e, b, h) for b, row in enumerate(patched["effect"]) for h, e in enumerate(row)))
-        print(f"patching from {args.patch_from!r}: {patched['answer']['text']!r} vs {patched['foil']['text']!r}, "
-              f"strongest head {best[1]}.{best[2]} (effect {best[0]:.3f})")
+        print(
+            f"patching from {args.patch_from!r}: {patched['answer']['text']!r} vs {patched['foil']['text']!r}, "
+            f"strongest head {best[1]}.{best[2]} (effect {best[0]:.3f})"
+        )
     return 0
 
 

@@ -38,12 +38,18 @@ class GPT2Config:
         named = data.get("architectures") or []
         if named and not set(named) & set(ARCHITECTURES):
             raise CheckpointError(f"config.json names {', '.join(named)}; this recipe reads {', '.join(ARCHITECTURES)}")
-        computed = {"activation_function": "gelu_new", "scale_attn_weights": True,
-                    "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False, "n_inner": None}
+        computed = {
+            "activation_function": "gelu_new",
+            "scale_attn_weights": True,
+            "scale_attn_by_inverse_layer_idx": False,
+            "reorder_and_upcast_attn": False,
+            "n_inner": None,
+        }
         for key, needed in computed.items():
             if data.get(key, needed) != needed:
-                raise CheckpointError(f"config.json: {key} {data[key]!r} is not supported; this recipe computes "
-                                      f"{key} {needed!r}")
+                raise CheckpointError(
+                    f"config.json: {key} {data[key]!r} is not supported; this recipe computes {key} {needed!r}"
+                )
         values = whole_numbers(data, [f.name for f in fields(cls)], "layer_norm_epsilon")
         config = cls(**values)
         if config.n_embd % config.n_head:
@@ -221,6 +227,7 @@ def load_vocabulary(folder: str | Path, vocab_size: int) -> Vocabulary:
     tokenizer.no_padding()
     tokenizer.no_truncation()
     if tokenizer.get_vocab_size() > vocab_size:
-        raise CheckpointError(f"the tokenizer holds {tokenizer.get_vocab_size()} tokens; config.json's vocab_size is "
-                              f"{vocab_size}")
+        raise CheckpointError(
+            f"the tokenizer holds {tokenizer.get_vocab_size()} tokens; config.json's vocab_size is {vocab_size}"
+        )
     return Vocabulary(tokenizer)

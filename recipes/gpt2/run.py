@@ -11,12 +11,12 @@ from dataclasses import replace
 
 import torch
 
-try:
-    from .lab import Loaded, load, patched, patching, probe_weights, trace, traced
-    from .model import GPT2, GPT2Config, Vocabulary
-except ImportError:  # run as a script: python run.py
-    from lab import Loaded, load, patched, patching, probe_weights, trace, traced
-    from model import GPT2, GPT2Config, Vocabulary
+from recipekit.items import matrix, metric, vector
+from recipekit.script import package
+
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .lab import Loaded, load, patched, patching, probe_weights, trace, traced
+from .model import GPT2, GPT2Config, Vocabulary
 
 # Each recorded case: a prompt, and the prompt it is patched from (as many tokens, the smallest digit changed). Any
 # GPT-2-layout checkpoint reads them, the project's own digit sorter (recipe.toml's [checkpoint.made]) included.
@@ -35,27 +35,40 @@ def case(answer: dict) -> dict:
     names = [f"{t['index']}:{t['text']}" for t in answer["tokens"]]
     return {
         "vectors": [
-            {"key": "input_ids", "label": "Token ids", "values": [t["id"] for t in answer["tokens"]]},
-            {"key": "top_ids", "label": f"Top {TOP} next token ids", "values": [t["id"] for t in answer["top"]]},
-            {"key": "top_probabilities", "label": f"Top {TOP} probabilities",
-             "values": [t["probability"] for t in answer["top"]]},
-            {"key": "top_logits", "label": f"Top {TOP} logits", "values": [t["logit"] for t in answer["top"]]},
-            {"key": "lens_probability", "label": "Probability of the prediction after each block (logit lens)",
-             "values": [lens["probability"] for lens in answer["lens"]]},
-            {"key": "residual_last", "label": "The residual stream at the last token after the last block",
-             "values": answer["residual"][-1]["last"]},
+            vector("input_ids", "Token ids", [t["id"] for t in answer["tokens"]]),
+            vector("top_ids", f"Top {TOP} next token ids", [t["id"] for t in answer["top"]]),
+            vector("top_probabilities", f"Top {TOP} probabilities", [t["probability"] for t in answer["top"]]),
+            vector("top_logits", f"Top {TOP} logits", [t["logit"] for t in answer["top"]]),
+            vector(
+                "lens_probability",
+                "Probability of the prediction after each block (logit lens)",
+                [lens["probability"] for lens in answer["lens"]],
+            ),
+            vector(
+                "residual_last",
+                "The residual stream at the last token after the last block",
+                answer["residual"][-1]["last"],
+            ),
         ],
         "matrices": [
-            {"key": "residual_norms", "label": "Norm of the residual stream, by block and token",
-             "values": [r["norms"] for r in answer["residual"]], "rows": [r["name"] for r in answer["residual"]],
-             "cols": names},
-            {"key": "attention_last_head0", "label": "Last block, head 1: attention (query rows, key columns)",
-             "values": last[0], "rows": names, "cols": names},
+            matrix(
+                "residual_norms",
+                "Norm of the residual stream, by block and token",
+                [r["norms"] for r in answer["residual"]],
+                rows=[r["name"] for r in answer["residual"]],
+                columns=names,
+            ),
+            matrix(
+                "attention_last_head0",
+                "Last block, head 1: attention (query rows, key columns)",
+                last[0],
+                rows=names,
+                columns=names,
+            ),
         ],
         "metrics": [
-            {"key": "prediction_id", "label": "Predicted next token id", "value": answer["prediction"]["id"]},
-            {"key": "confidence", "label": "Probability of the prediction",
-             "value": answer["prediction"]["probability"]},
+            metric("prediction_id", "Predicted next token id", answer["prediction"]["id"]),
+            metric("confidence", "Probability of the prediction", answer["prediction"]["probability"]),
         ],
     }
 
@@ -64,22 +77,36 @@ def case(answer: dict) -> dict:
 def checks(model: GPT2, answers: list[tuple[list[int], dict]], patches: list[dict]) -> list[dict]:
     """What holds for any weights: the trace is the model's forward, the logit lens's last row is the prediction,
     attention is causal and sums to one, and patching a prompt from itself moves nothing."""
+
     def check(name: str, worst: float, tolerance: float) -> dict:
-        return {"name": name, "passed": worst < tolerance,
-                "detail": {"worst_difference": worst, "tolerance": tolerance}}
+        return {
+            "name": name,
+            "passed": worst < tolerance,
+            "detail": {"worst_difference": worst, "tolerance": tolerance},
+        }
 
     # Relative to the logit's size: random weights of gpt2 small's shape give logits in the hundreds, whose last
     # float32 digits differ between an unembedding of one position and of all of them.
-    forward = max(abs(model(torch.tensor([ids]))[0, -1, t["id"]].item() - t["logit"]) / max(1.0, abs(t["logit"]))
-                  for ids, a in answers for t in a["top"])
+    forward = max(
+        abs(model(torch.tensor([ids]))[0, -1, t["id"]].item() - t["logit"]) / max(1.0, abs(t["logit"]))
+        for ids, a in answers
+        for t in a["top"]
+    )
     lens = max(abs(a["lens"][-1]["probability"] - a["prediction"]["probability"]) for _, a in answers)
     rows = max(abs(sum(row) - 1) for _, a in answers for block in a["attention"] for head in block for row in head)
-    future = max(abs(w) for _, a in answers for block in a["attention"] for head in block
-                 for i, row in enumerate(head) for w in row[i + 1:])
+    future = max(
+        abs(w)
+        for _, a in answers
+        for block in a["attention"]
+        for head in block
+        for i, row in enumerate(head)
+        for w in row[i + 1 :]
+    )
     itself = max(abs(v - p["clean"]) for p in patches for row in p["patched"] for v in row)
     return [
-        check("The trace's logits are the model's own forward over the whole prompt (relative difference)", forward,
-              1e-5),
+        check(
+            "The trace's logits are the model's own forward over the whole prompt (relative difference)", forward, 1e-5
+        ),
         check("The logit lens after the last block is the prediction itself", lens, 1e-6),
         check("Every head's attention from every token sums to one", rows, 1e-5),
         check("No token attends to a token after it (the mask is causal)", future, 1e-12),
@@ -101,8 +128,10 @@ def replay(checkpoint: str | None = None, case: str | None = None) -> dict:
     answers = {case_id: trace(checkpoint, prompt, TOP) for case_id, (prompt, _) in CASES.items()}
     patches = [patching(checkpoint, prompt, prompt) for prompt, _ in CASES.values()]
     ids = [[t["id"] for t in a["tokens"]] for a in answers.values()]
-    return {"cases": {case_id: shown(answer, case_id) for case_id, answer in answers.items()},
-            "checks": checks(load(checkpoint).model, list(zip(ids, answers.values(), strict=True)), patches)}
+    return {
+        "cases": {case_id: shown(answer, case_id) for case_id, answer in answers.items()},
+        "checks": checks(load(checkpoint).model, list(zip(ids, answers.values(), strict=True)), patches),
+    }
 
 
 def _random_checks() -> list[dict]:

@@ -13,13 +13,11 @@ import torch
 from torch import Tensor
 
 from recipekit import digits
+from recipekit.script import package
 
-try:
-    from .model import build_model
-    from .run import forward, run_case, test_split
-except ImportError:  # run as a script: python lab.py
-    from model import build_model
-    from run import forward, run_case, test_split
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import build_model
+from .run import forward, run_case, test_split
 
 # Where the trace stops, from the output back to the drawing: (module whose output is read, title).
 TRACE_STAGES = (
@@ -43,9 +41,14 @@ def _stage(stage_id: str, title: str, activation: Tensor, grad: Tensor) -> dict:
     """One stage of the trace: what it holds, and activation × gradient of the class's logit, per unit and
     summed per channel (for maps)."""
     attribution = activation * grad
-    entry = {"id": stage_id, "title": title, "shape": list(activation.shape),
-             "activation": activation.tolist(), "attribution": attribution.tolist(),
-             "total": attribution.sum().item()}
+    entry = {
+        "id": stage_id,
+        "title": title,
+        "shape": list(activation.shape),
+        "activation": activation.tolist(),
+        "attribution": attribution.tolist(),
+        "total": attribution.sum().item(),
+    }
     if activation.dim() == 3:  # (channels, H, W)
         entry["channel_totals"] = attribution.sum((1, 2)).tolist()
     return entry
@@ -67,18 +70,39 @@ def trace(image: list[list[int]], target: int | None = None) -> dict:
     weights = model.fc2.weight[target].detach()  # (hidden,)
     contributions = weights * hidden
     order = contributions.abs().argsort(descending=True).tolist()
-    head = {"id": "logit", "title": f"Logit of digit {target}", "logit": logits[target].item(),
-            "bias": model.fc2.bias[target].item(), "probability": probs[target].item(),
-            "weights": weights.tolist(), "hidden": hidden.tolist(), "contributions": contributions.tolist(),
-            "strongest": [{"unit": j, "weight": weights[j].item(), "activation": hidden[j].item(),
-                           "contribution": contributions[j].item()} for j in order[:5]],
-            "check": (contributions.sum() + model.fc2.bias[target]).item()}
-    stages = [head] + [_stage(name, title, seen[name][0].detach(), grad[0])
-                       for (name, title), grad in zip(TRACE_STAGES, grads[:-1], strict=True)]
+    head = {
+        "id": "logit",
+        "title": f"Logit of digit {target}",
+        "logit": logits[target].item(),
+        "bias": model.fc2.bias[target].item(),
+        "probability": probs[target].item(),
+        "weights": weights.tolist(),
+        "hidden": hidden.tolist(),
+        "contributions": contributions.tolist(),
+        "strongest": [
+            {
+                "unit": j,
+                "weight": weights[j].item(),
+                "activation": hidden[j].item(),
+                "contribution": contributions[j].item(),
+            }
+            for j in order[:5]
+        ],
+        "check": (contributions.sum() + model.fc2.bias[target]).item(),
+    }
+    stages = [head] + [
+        _stage(name, title, seen[name][0].detach(), grad[0])
+        for (name, title), grad in zip(TRACE_STAGES, grads[:-1], strict=True)
+    ]
     stages.append(_stage("input", "The drawing (pixels / 16)", x[0, 0].detach(), grads[-1][0, 0]))
-    return {"target": target, "predicted": predicted, "probabilities": probs.tolist(), "stages": stages,
-            "method": "exact at the last layer; activation × gradient (a first-order estimate) before it. Tanh "
-                      "bends the signal between stages, so the shares of earlier stages only approximate the logit"}
+    return {
+        "target": target,
+        "predicted": predicted,
+        "probabilities": probs.tolist(),
+        "stages": stages,
+        "method": "exact at the last layer; activation × gradient (a first-order estimate) before it. Tanh "
+        "bends the signal between stages, so the shares of earlier stages only approximate the logit",
+    }
 
 
 def main(argv: list[str]) -> int:

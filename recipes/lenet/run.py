@@ -10,23 +10,28 @@ import sys
 from functools import partial
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from recipekit import digits
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.classifier import held_out_case, read_as
 from recipekit.digits import pixels
+from recipekit.items import matrix
+from recipekit.script import package
 
-try:
-    from .model import WEIGHTS, LeNet, build_model
-except ImportError:  # run as a script: python run.py
-    from model import WEIGHTS, LeNet, build_model
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import WEIGHTS, LeNet, build_model
 
 # The recorded digits, by position in the test split: three read correctly, one misread (a 2 read as a 3).
 DIGITS = {"zero": 0, "three": 14, "seven": 5, "misread": 345}
 STAGES = ("stage1.act", "stage1.pool", "stage2.act", "stage2.pool")  # the feature maps a case records
-STAGE_LABELS = {"stage1.act": "Stage 1 conv + tanh", "stage1.pool": "Stage 1 pooled",
-                "stage2.act": "Stage 2 conv + tanh", "stage2.pool": "Stage 2 pooled"}
+STAGE_LABELS = {
+    "stage1.act": "Stage 1 conv + tanh",
+    "stage1.pool": "Stage 1 pooled",
+    "stage2.act": "Stage 2 conv + tanh",
+    "stage2.pool": "Stage 2 pooled",
+}
 
 
 def test_split() -> tuple[Tensor, Tensor, dict[str, str]]:
@@ -38,8 +43,11 @@ def test_split() -> tuple[Tensor, Tensor, dict[str, str]]:
 def forward(model: LeNet, image) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """Logits (classes,), the input (1, 1, 8, 8) with its gradient graph, and every module's output."""
     seen: dict[str, Tensor] = {}
-    hooks = [module.register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out))
-             for name, module in model.named_modules() if name]
+    hooks = [
+        module.register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out))
+        for name, module in model.named_modules()
+        if name
+    ]
     x = pixels(image).requires_grad_(True)
     try:
         logits = model(x)[0]
@@ -57,47 +65,27 @@ def run_case(model: LeNet, image: list[list[int]], label: int | None = None, tit
         predicted = int(logits.argmax())
         (grad,) = torch.autograd.grad(logits[predicted], x)
     saliency = (x * grad)[0, 0]  # (8, 8) input times gradient: what the predicted class's score rests on
-    probs = logits.detach().softmax(-1)
-    matrices = [{"key": "image", "label": "Input image (grey levels 0-16)", "values": [list(r) for r in image]}]
+    matrices = [matrix("image", "Input image (grey levels 0-16)", [list(r) for r in image])]
     for stage in STAGES:
         maps = seen[stage][0].detach()  # (channels, H, W)
-        matrices += [{"key": f"{stage.replace('.', '_')}_c{c}",
-                      "label": f"{STAGE_LABELS[stage]} · channel {c} ({maps.size(1)}×{maps.size(2)})",
-                      "values": maps[c].tolist()} for c in range(maps.size(0))]
-    matrices.append({"key": "saliency", "label": f"Saliency of class {predicted}: input × gradient of its logit",
-                     "values": saliency.tolist()})
-    case = {"label": title, "matrices": matrices,
-            "vectors": [{"key": "probabilities", "label": "Class probabilities (digits 0-9)", "values": probs.tolist()},
-                        {"key": "logits", "label": "Logits (digits 0-9)", "values": logits.detach().tolist()}],
-            "metrics": [{"key": "prediction", "label": "Read as", "value": predicted},
-                        {"key": "confidence", "label": "Probability of the digit read",
-                         "value": probs[predicted].item()}]}
-    if label is not None:
-        loss = nn.functional.cross_entropy(logits.detach()[None], torch.tensor([label]))
-        case["metrics"] += [{"key": "label", "label": "True digit", "value": label},
-                            {"key": "loss", "label": "Cross entropy against the true digit", "value": loss.item()}]
-    return case
+        matrices += [
+            matrix(
+                f"{stage.replace('.', '_')}_c{c}",
+                f"{STAGE_LABELS[stage]} · channel {c} ({maps.size(1)}×{maps.size(2)})",
+                maps[c],
+            )
+            for c in range(maps.size(0))
+        ]
+    matrices.append(matrix("saliency", f"Saliency of class {predicted}: input × gradient of its logit", saliency))
+    vectors, metrics = read_as(logits, label)
+    return {"label": title, "matrices": matrices, "vectors": vectors, "metrics": metrics}
 
 
 @torch.no_grad()
 def test_case(model: LeNet) -> dict:
     """The whole held-out split: accuracy, mean loss, per-digit accuracy and the confusion matrix."""
     images, labels, _ = test_split()
-    logits = model(pixels(images))
-    predicted = logits.argmax(-1)
-    classes = logits.size(-1)
-    confusion = torch.zeros(classes, classes, dtype=torch.int64)
-    confusion.index_put_((labels, predicted), torch.ones_like(labels), accumulate=True)
-    per_class = confusion.diag().double() / confusion.sum(1).double()
-    return {"label": "All held-out test digits",
-            "matrices": [{"key": "confusion", "label": "Confusion: true digit (rows) × digit read (columns)",
-                          "values": confusion.tolist()}],
-            "vectors": [{"key": "class_accuracy", "label": "Accuracy per true digit (0-9)",
-                         "values": per_class.tolist()}],
-            "metrics": [{"key": "test_accuracy", "label": "Test accuracy", "value": digits.accuracy(predicted, labels)},
-                        {"key": "test_loss", "label": "Mean cross entropy on the test split",
-                         "value": nn.functional.cross_entropy(logits, labels).item()},
-                        {"key": "test_size", "label": "Test digits", "value": len(labels)}]}
+    return held_out_case(model(pixels(images)), labels)
 
 
 # The four checks. Each measures something that a broken recipe would get wrong, and says what it saw.
@@ -120,8 +108,10 @@ def check_shift(model: LeNet) -> dict:
         shifted = torch.zeros_like(x)
         shifted[..., 1:] = x[..., :-1]  # one pixel right; a zero column enters on the left
         before, after = conv(x), conv(shifted)  # (1, out, 8, 8)
-        detail[name] = {"max_difference": (after[..., 2:7] - before[..., 1:6]).abs().max().item(),
-                        "unshifted_difference": (after[..., 2:7] - before[..., 2:7]).abs().max().item()}
+        detail[name] = {
+            "max_difference": (after[..., 2:7] - before[..., 1:6]).abs().max().item(),
+            "unshifted_difference": (after[..., 2:7] - before[..., 2:7]).abs().max().item(),
+        }
     passed = all(d["max_difference"] <= EXACT and d["unshifted_difference"] > 1e-3 for d in detail.values())
     return {"passed": passed, "detail": detail}
 
@@ -135,10 +125,17 @@ def check_pooling(model: LeNet) -> dict:
         inp, out = seen[f"{stage}.act"], seen[f"{stage}.pool"]  # (1, C, H, W) and (1, C, H/2, W/2)
         B, C, H, W = inp.shape
         by_hand = inp.reshape(B, C, H // 2, 2, W // 2, 2).mean((3, 5))
-        detail[stage] = {"in": [H, W], "out": list(out.shape[2:]),
-                         "max_difference": (out - by_hand).abs().max().item() if out.shape == by_hand.shape else None}
-    passed = all(d["out"] == [d["in"][0] // 2, d["in"][1] // 2] and d["max_difference"] is not None
-                 and d["max_difference"] <= EXACT for d in detail.values())
+        detail[stage] = {
+            "in": [H, W],
+            "out": list(out.shape[2:]),
+            "max_difference": (out - by_hand).abs().max().item() if out.shape == by_hand.shape else None,
+        }
+    passed = all(
+        d["out"] == [d["in"][0] // 2, d["in"][1] // 2]
+        and d["max_difference"] is not None
+        and d["max_difference"] <= EXACT
+        for d in detail.values()
+    )
     return {"passed": passed, "detail": detail}
 
 
@@ -158,8 +155,12 @@ def check_accuracy(model: LeNet) -> dict:
     return kit.reproduced(replayed, trained, 0, kit.COUNTED)
 
 
-CHECKS = {CHECK_SHIFT: check_shift, CHECK_POOLING: check_pooling, CHECK_PROBABILITIES: check_probabilities,
-          CHECK_ACCURACY: check_accuracy}
+CHECKS = {
+    CHECK_SHIFT: check_shift,
+    CHECK_POOLING: check_pooling,
+    CHECK_PROBABILITIES: check_probabilities,
+    CHECK_ACCURACY: check_accuracy,
+}
 
 
 def replay(model: LeNet | None = None, case: str | None = None) -> dict:
@@ -167,8 +168,10 @@ def replay(model: LeNet | None = None, case: str | None = None) -> dict:
     given."""
     model = model if model is not None else build_model()
     images, labels, _ = test_split()
-    cases = {case_id: partial(run_case, model, images[i].tolist(), int(labels[i]), f"Test digit {i}")
-             for case_id, i in DIGITS.items()}
+    cases = {
+        case_id: partial(run_case, model, images[i].tolist(), int(labels[i]), f"Test digit {i}")
+        for case_id, i in DIGITS.items()
+    }
     cases["test-split"] = partial(test_case, model)
     return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
 

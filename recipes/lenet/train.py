@@ -15,11 +15,10 @@ from torch import Tensor, nn
 
 from recipekit import digits, training, weights
 from recipekit.digits import pixels
+from recipekit.script import package
 
-try:
-    from .model import SNAPSHOTS, WEIGHTS, LeNet, LeNetConfig
-except ImportError:  # run as a script: python train.py
-    from model import SNAPSHOTS, WEIGHTS, LeNet, LeNetConfig
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .model import SNAPSHOTS, WEIGHTS, LeNet, LeNetConfig
 
 TRAIN_SEED = 1989  # initial weights and batch order (LeCun et al., 1989)
 EPOCHS = 50
@@ -38,7 +37,8 @@ ELSEWHERE = training.Elsewhere(
     "5e-6 apart seen on another vendor's processor",
     {
         "test_accuracy": training.Bound(0.02, "the held-out digits: 7 of 360"),
-    })
+    },
+)
 
 
 @torch.no_grad()
@@ -54,9 +54,15 @@ def train(split: dict[str, Tensor]) -> training.Fitted:
         optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
         order = torch.Generator().manual_seed(TRAIN_SEED)
         x, y = pixels(split["train_images"]), split["train_labels"]
-        return training.fit(model, optimizer, EPOCHS, lambda: torch.randperm(len(y), generator=order).split(BATCH),
-                            lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]), keep=SNAPSHOT_EPOCHS,
-                            evaluate=digits.tested(accuracy, split))
+        return training.fit(
+            model,
+            optimizer,
+            EPOCHS,
+            lambda: torch.randperm(len(y), generator=order).split(BATCH),
+            lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]),
+            keep=SNAPSHOT_EPOCHS,
+            evaluate=digits.tested(accuracy, split),
+        )
 
 
 def trained() -> training.Trained:
@@ -65,13 +71,25 @@ def trained() -> training.Trained:
     test_accuracy = accuracy(fitted.model, split["test_images"], split["test_labels"])
     stages = weights.stages(SNAPSHOT_EPOCHS)
     return training.Trained(
-        files={WEIGHTS: (weights.state_of(fitted.model), training.metadata(
-                   test_accuracy=test_accuracy, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED,
-                   split_seed=digits.SPLIT_SEED, epochs=EPOCHS)),
-               SNAPSHOTS: (weights.kept(fitted.snapshots), {
-                   "stages": json.dumps(stages), "trained": f"after {EPOCHS} epochs (the recorded weights)"})},
+        files={
+            WEIGHTS: (
+                weights.state_of(fitted.model),
+                training.metadata(
+                    test_accuracy=test_accuracy,
+                    loss_per_epoch=fitted.losses,
+                    train_seed=TRAIN_SEED,
+                    split_seed=digits.SPLIT_SEED,
+                    epochs=EPOCHS,
+                ),
+            ),
+            SNAPSHOTS: (
+                weights.kept(fitted.snapshots),
+                {"stages": json.dumps(stages), "trained": f"after {EPOCHS} epochs (the recorded weights)"},
+            ),
+        },
         summary=f"test accuracy {test_accuracy:.4f} on {digits.TEST_SIZE} held-out digits",
-        same={"same test split": digits.same_split(split)})
+        same={"same test split": digits.same_split(split)},
+    )
 
 
 def main(argv: list[str]) -> int:

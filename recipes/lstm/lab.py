@@ -7,12 +7,11 @@ Needs torch, safetensors, model.py, train.py and run.py beside this file.
 
 import sys
 
-try:
-    from .model import TOKENS, build_model
-    from .run import run_case, tokens_of
-except ImportError:  # run as a script: python lab.py
-    from model import TOKENS, build_model
-    from run import run_case, tokens_of
+from recipekit.script import package
+
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import TOKENS, build_model
+from .run import run_case, tokens_of
 
 
 def live_run(tokens: list[int]) -> dict:

@@ -15,24 +15,29 @@ from torch import Tensor, nn
 
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.items import matrix, metric, vector
+from recipekit.script import package
 
-try:
-    from .model import TOKENS, WEIGHTS, BracketLSTM, build_model, depths_of
-    from .train import LENGTHS, TEST_SEED, TEST_STRINGS, batch_of, bracket_strings, scores
-except ImportError:  # run as a script: python run.py
-    from model import TOKENS, WEIGHTS, BracketLSTM, build_model, depths_of
-    from train import LENGTHS, TEST_SEED, TEST_STRINGS, batch_of, bracket_strings, scores
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import TOKENS, WEIGHTS, BracketLSTM, build_model, depths_of
+from .train import LENGTHS, TEST_SEED, TEST_STRINGS, batch_of, bracket_strings, scores
 
 # The recorded strings: nesting as in the training strings, the deepest nesting trained, a flat run, and one
 # longer than any training string, where the count drifts.
-STRINGS = {"nested": "(()(()))", "deep": "(((((((())))))))", "flat": "()()()()()()",
-           "longer": "((()((((()(())(()()())(()))))))"}
+STRINGS = {
+    "nested": "(()(()))",
+    "deep": "(((((((())))))))",
+    "flat": "()()()()()()",
+    "longer": "((()((((()(())(()()())(()))))))",
+}
 LONGER = {"longer-21-30": (21, 30), "longer-31-40": (31, 40)}  # held-out strings past the trained lengths
 # Each state the cell keeps or computes at every step, by the module whose output it is.
-STATES = (("input_gate", "input_gate", "Input gate i_t: how much of the candidate is written"),
-          ("forget_gate", "forget_gate", "Forget gate f_t: how much of the old cell state is kept"),
-          ("candidate", "candidate", "Candidate g_t: what may be written (tanh)"),
-          ("output_gate", "output_gate", "Output gate o_t: how much of the cell is shown"))
+STATES = (
+    ("input_gate", "input_gate", "Input gate i_t: how much of the candidate is written"),
+    ("forget_gate", "forget_gate", "Forget gate f_t: how much of the old cell state is kept"),
+    ("candidate", "candidate", "Candidate g_t: what may be written (tanh)"),
+    ("output_gate", "output_gate", "Output gate o_t: how much of the cell is shown"),
+)
 
 
 def tokens_of(text: str) -> list[int]:
@@ -53,8 +58,12 @@ def steps(model: BracketLSTM, tokens: list[int]) -> tuple[Tensor, dict[str, Tens
         h, c = kit.step_state("scan", (h, c), f"token {len(seen['hidden']) + 1}")  # step by step: the recorded state
         return x, h, c
 
-    hooks = [getattr(model.cell, name).register_forward_hook(
-        lambda _m, _a, out, key=key: seen.setdefault(key, []).append(out[0])) for key, name, _ in STATES]
+    hooks = [
+        getattr(model.cell, name).register_forward_hook(
+            lambda _m, _a, out, key=key: seen.setdefault(key, []).append(out[0])
+        )
+        for key, name, _ in STATES
+    ]
     hooks += [model.cell.register_forward_hook(keep), model.cell.register_forward_pre_hook(enter)]
     try:
         logits = model(torch.tensor([tokens]))[0]
@@ -72,24 +81,27 @@ def run_case(model: BracketLSTM, tokens: list[int], title: str = "Live run") -> 
     logits, states = steps(model, tokens)
     probs = logits.softmax(-1)  # (T, depths)
     predicted = logits.argmax(-1)
-    matrices = [{"key": key, "label": f"{label} (step × unit)", "values": states[key].tolist()}
-                for key, _, label in STATES]
-    matrices += [{"key": "cell", "label": "Cell state c_t = f_t·c_{t-1} + i_t·g_t (step × unit)",
-                  "values": states["cell"].tolist()},
-                 {"key": "hidden", "label": "Hidden state h_t = o_t·tanh(c_t) (step × unit)",
-                  "values": states["hidden"].tolist()},
-                 {"key": "probabilities", "label": "Probability of each depth after each token (step × depth)",
-                  "values": probs.tolist()}]
-    vectors = [{"key": "tokens", "label": "Tokens (0 opens, 1 closes)", "values": tokens},
-               {"key": "predicted", "label": "Depth read after each token", "values": predicted.tolist()}]
-    metrics = [{"key": "steps", "label": "Tokens", "value": len(tokens)}]
+    matrices = [matrix(key, f"{label} (step × unit)", states[key].tolist()) for key, _, label in STATES]
+    matrices += [
+        matrix("cell", "Cell state c_t = f_t·c_{t-1} + i_t·g_t (step × unit)", states["cell"].tolist()),
+        matrix("hidden", "Hidden state h_t = o_t·tanh(c_t) (step × unit)", states["hidden"].tolist()),
+        matrix("probabilities", "Probability of each depth after each token (step × depth)", probs.tolist()),
+    ]
+    vectors = [
+        vector("tokens", "Tokens (0 opens, 1 closes)", tokens),
+        vector("predicted", "Depth read after each token", predicted.tolist()),
+    ]
+    metrics = [metric("steps", "Tokens", len(tokens))]
     depths = torch.tensor(depths_of(tokens))
     if bool(((depths >= 0) & (depths < logits.size(-1))).all()):
-        vectors.insert(1, {"key": "expected", "label": "True depth after each token", "values": depths.tolist()})
-        metrics = [{"key": "steps_right", "label": "Tokens whose depth is read right",
-                    "value": int((predicted == depths).sum())}, *metrics,
-                   {"key": "loss", "label": "Mean cross entropy against the true depths",
-                    "value": nn.functional.cross_entropy(logits, depths).item()}]
+        vectors.insert(1, vector("expected", "True depth after each token", depths.tolist()))
+        metrics = [
+            metric("steps_right", "Tokens whose depth is read right", int((predicted == depths).sum())),
+            *metrics,
+            metric(
+                "loss", "Mean cross entropy against the true depths", nn.functional.cross_entropy(logits, depths).item()
+            ),
+        ]
     return {"label": title, "matrices": matrices, "vectors": vectors, "metrics": metrics}
 
 
@@ -102,19 +114,26 @@ def test_case(model: BracketLSTM) -> dict:
     """The held-out strings, and held-out strings longer than any the network was trained on."""
     metrics = []
     for key, lengths in {"test": LENGTHS, **LONGER}.items():
-        measured = scores(model, bracket_strings(TEST_STRINGS, TEST_SEED + lengths[0], lengths)
-                          if key != "test" else held_out())
+        measured = scores(
+            model, bracket_strings(TEST_STRINGS, TEST_SEED + lengths[0], lengths) if key != "test" else held_out()
+        )
         where = "held-out strings" if key == "test" else f"strings of {lengths[0]}-{lengths[1]} tokens"
-        metrics += [{"key": f"{key}_token_accuracy", "label": f"Depths read right, {where}",
-                     "value": measured["token_accuracy"]},
-                    {"key": f"{key}_string_accuracy", "label": f"Strings read wholly right, {where}",
-                     "value": measured["string_accuracy"]}]
+        metrics += [
+            metric(f"{key}_token_accuracy", f"Depths read right, {where}", measured["token_accuracy"]),
+            metric(f"{key}_string_accuracy", f"Strings read wholly right, {where}", measured["string_accuracy"]),
+        ]
     _, trained = stored.read(WEIGHTS)
-    curve = {"key": "training_loss", "label": "Mean training loss in each epoch, as train.py measured it",
-             "values": json.loads(trained["loss_per_epoch"]), "first": 1}  # epochs count from 1
-    return {"label": f"{TEST_STRINGS} held-out strings of {LENGTHS[0]}-{LENGTHS[1]} tokens, and longer ones",
-            "vectors": [curve],
-            "metrics": metrics + [{"key": "test_size", "label": "Strings in each set", "value": TEST_STRINGS}]}
+    curve = vector(
+        "training_loss",
+        "Mean training loss in each epoch, as train.py measured it",
+        json.loads(trained["loss_per_epoch"]),
+        first=1,
+    )  # epochs count from 1
+    return {
+        "label": f"{TEST_STRINGS} held-out strings of {LENGTHS[0]}-{LENGTHS[1]} tokens, and longer ones",
+        "vectors": [curve],
+        "metrics": metrics + [metric("test_size", "Strings in each set", TEST_STRINGS)],
+    }
 
 
 # The four checks. Each measures something that a broken recipe would get wrong, and says what it saw.
@@ -126,8 +145,9 @@ CHECK_ACCURACY = "The stored weights reproduce the held-out accuracy measured wh
 EXACT = 1e-5  # float32 sums of a few dozen terms agree to about this
 
 
-def reference_lstm(model: BracketLSTM, order: tuple[str, ...] = ("input_gate", "forget_gate", "candidate",
-                                                                  "output_gate")) -> nn.LSTM:
+def reference_lstm(
+    model: BracketLSTM, order: tuple[str, ...] = ("input_gate", "forget_gate", "candidate", "output_gate")
+) -> nn.LSTM:
     """torch.nn.LSTM given the cell's weights: its gates are stacked in the order i, f, g, o."""
     cell = model.cell
     gates = [getattr(cell, name) for name in order]
@@ -158,10 +178,12 @@ def check_torch(model: BracketLSTM) -> dict:
     ours = hidden_states(model, tokens)
     theirs, _ = reference_lstm(model)(model.embed(tokens))
     swapped, _ = reference_lstm(model, ("forget_gate", "input_gate", "candidate", "output_gate"))(model.embed(tokens))
-    detail = {"strings": len(tokens), "max_difference": (ours - theirs).abs().max().item(),
-              "swapped_gates_difference": (ours - swapped).abs().max().item()}
-    return {"passed": detail["max_difference"] <= EXACT and detail["swapped_gates_difference"] > 1e-3,
-            "detail": detail}
+    detail = {
+        "strings": len(tokens),
+        "max_difference": (ours - theirs).abs().max().item(),
+        "swapped_gates_difference": (ours - swapped).abs().max().item(),
+    }
+    return {"passed": detail["max_difference"] <= EXACT and detail["swapped_gates_difference"] > 1e-3, "detail": detail}
 
 
 @torch.no_grad()
@@ -190,8 +212,10 @@ def check_recurrence(model: BracketLSTM) -> dict:
         cell = s["forget_gate"] * previous + s["input_gate"] * s["candidate"]
         worst_c = max(worst_c, (cell - s["cell"]).abs().max().item())
         worst_h = max(worst_h, (s["output_gate"] * torch.tanh(s["cell"]) - s["hidden"]).abs().max().item())
-    return {"passed": worst_c <= 1e-6 and worst_h <= 1e-6,
-            "detail": {"strings": 50, "cell_max_difference": worst_c, "hidden_max_difference": worst_h}}
+    return {
+        "passed": worst_c <= 1e-6 and worst_h <= 1e-6,
+        "detail": {"strings": 50, "cell_max_difference": worst_c, "hidden_max_difference": worst_h},
+    }
 
 
 @torch.no_grad()
@@ -202,8 +226,12 @@ def check_accuracy(model: BracketLSTM) -> dict:
     return kit.reproduced(replayed, trained, 0, kit.COUNTED)
 
 
-CHECKS = {CHECK_TORCH: check_torch, CHECK_RANGES: check_ranges, CHECK_RECURRENCE: check_recurrence,
-          CHECK_ACCURACY: check_accuracy}
+CHECKS = {
+    CHECK_TORCH: check_torch,
+    CHECK_RANGES: check_ranges,
+    CHECK_RECURRENCE: check_recurrence,
+    CHECK_ACCURACY: check_accuracy,
+}
 
 
 def replay(model: BracketLSTM | None = None, case: str | None = None) -> dict:

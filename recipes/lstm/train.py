@@ -15,11 +15,10 @@ import torch
 from torch import Tensor, nn
 
 from recipekit import training, weights
+from recipekit.script import package
 
-try:
-    from .model import SNAPSHOTS, WEIGHTS, BracketLSTM, LSTMConfig, depths_of
-except ImportError:  # run as a script: python train.py
-    from model import SNAPSHOTS, WEIGHTS, BracketLSTM, LSTMConfig, depths_of
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .model import SNAPSHOTS, WEIGHTS, BracketLSTM, LSTMConfig, depths_of
 
 TRAIN_SEED = 1997  # initial weights, the training strings and their order (Hochreiter & Schmidhuber, 1997)
 TEST_SEED = 2000  # the held-out strings (Gers et al., 2000)
@@ -40,11 +39,13 @@ ELSEWHERE = training.Elsewhere(
     {
         "token_accuracy": training.Bound(0.01, "the held-out tokens: 1 in 100"),
         "string_accuracy": training.Bound(0.02, "the held-out strings: 10 of 500"),
-    })
+    },
+)
 
 
-def bracket_strings(count: int, seed: int, lengths: tuple[int, int] = LENGTHS,
-                    deepest: int = LSTMConfig.depths - 1) -> list[list[int]]:
+def bracket_strings(
+    count: int, seed: int, lengths: tuple[int, int] = LENGTHS, deepest: int = LSTMConfig.depths - 1
+) -> list[list[int]]:
     """Random strings of brackets (0 opens, 1 closes) that never go below depth 0 nor above `deepest`."""
     generator = torch.Generator().manual_seed(seed)
     strings = []
@@ -65,8 +66,8 @@ def batch_of(strings: list[list[int]]) -> tuple[Tensor, Tensor]:
     tokens = torch.zeros(len(strings), longest, dtype=torch.int64)
     depths = torch.full((len(strings), longest), -100, dtype=torch.int64)
     for row, string in enumerate(strings):
-        tokens[row, :len(string)] = torch.tensor(string)
-        depths[row, :len(string)] = torch.tensor(depths_of(string))
+        tokens[row, : len(string)] = torch.tensor(string)
+        depths[row, : len(string)] = torch.tensor(depths_of(string))
     return tokens, depths
 
 
@@ -76,8 +77,10 @@ def scores(model: BracketLSTM, strings: list[list[int]]) -> dict[str, float]:
     tokens, depths = batch_of(strings)
     right = (model(tokens).argmax(-1) == depths) | (depths == -100)
     counted = depths != -100
-    return {"token_accuracy": (right & counted).sum().item() / counted.sum().item(),
-            "string_accuracy": right.all(1).float().mean().item()}
+    return {
+        "token_accuracy": (right & counted).sum().item() / counted.sum().item(),
+        "string_accuracy": right.all(1).float().mean().item(),
+    }
 
 
 def train() -> training.Fitted:
@@ -93,23 +96,43 @@ def train() -> training.Fitted:
             tokens, depths = batch_of([strings[i] for i in batch])
             return nn.functional.cross_entropy(model(tokens).flatten(0, 1), depths.flatten())
 
-        return training.fit(model, optimizer, EPOCHS,
-                            lambda: torch.randperm(len(strings), generator=order).split(BATCH), loss_of,
-                            keep=SNAPSHOT_EPOCHS)
+        return training.fit(
+            model,
+            optimizer,
+            EPOCHS,
+            lambda: torch.randperm(len(strings), generator=order).split(BATCH),
+            loss_of,
+            keep=SNAPSHOT_EPOCHS,
+        )
 
 
 def trained() -> training.Trained:
     fitted = train()
     held_out = scores(fitted.model, bracket_strings(TEST_STRINGS, TEST_SEED))
     return training.Trained(
-        files={WEIGHTS: (weights.state_of(fitted.model), training.metadata(
-                   token_accuracy=held_out["token_accuracy"], string_accuracy=held_out["string_accuracy"],
-                   loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, test_seed=TEST_SEED, epochs=EPOCHS)),
-               SNAPSHOTS: (weights.kept(fitted.snapshots), {
-                   "stages": json.dumps(weights.stages(SNAPSHOT_EPOCHS)),
-                   "trained": f"after {EPOCHS} epochs (the recorded weights)"})},
+        files={
+            WEIGHTS: (
+                weights.state_of(fitted.model),
+                training.metadata(
+                    token_accuracy=held_out["token_accuracy"],
+                    string_accuracy=held_out["string_accuracy"],
+                    loss_per_epoch=fitted.losses,
+                    train_seed=TRAIN_SEED,
+                    test_seed=TEST_SEED,
+                    epochs=EPOCHS,
+                ),
+            ),
+            SNAPSHOTS: (
+                weights.kept(fitted.snapshots),
+                {
+                    "stages": json.dumps(weights.stages(SNAPSHOT_EPOCHS)),
+                    "trained": f"after {EPOCHS} epochs (the recorded weights)",
+                },
+            ),
+        },
         summary=f"held-out accuracy {held_out['token_accuracy']:.4f} per token, {held_out['string_accuracy']:.4f} of "
-                f"{TEST_STRINGS} strings wholly right")
+        f"{TEST_STRINGS} strings wholly right",
+    )
 
 
 def main(argv: list[str]) -> int:

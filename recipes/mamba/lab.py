@@ -8,14 +8,12 @@ file.
 
 import sys
 
-try:
-    from .model import build_lstm, build_model
-    from .run import run_case
-    from .task import VOCAB, text, tokens_of
-except ImportError:  # run as a script: python lab.py
-    from model import build_lstm, build_model
-    from run import run_case
-    from task import VOCAB, text, tokens_of
+from recipekit.script import package
+
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import build_lstm, build_model
+from .run import run_case
+from .task import VOCAB, text, tokens_of
 
 
 def live_run(tokens: list[int]) -> dict:
@@ -31,8 +29,9 @@ def main(argv: list[str]) -> int:
     for k, token in enumerate(vectors["tokens"]):
         print(f"{VOCAB[token]}  mean Δ {vectors['mean_delta_1'][k]:.3f} {vectors['mean_delta_2'][k]:.3f}")
     right = vectors.get("expected", [None] * len(vectors["answered_at"]))
-    for at, mamba, lstm, true in zip(vectors["answered_at"], vectors["predicted"], vectors["baseline_predicted"], right,
-                                     strict=True):
+    for at, mamba, lstm, true in zip(
+        vectors["answered_at"], vectors["predicted"], vectors["baseline_predicted"], right, strict=True
+    ):
         said = "no right answer" if true is None else f"right {VOCAB[true]}"
         print(f"at {at + 1}: Mamba {VOCAB[mamba]}, LSTM {VOCAB[lstm]}, {said}")
     return 0

@@ -15,10 +15,7 @@ from torch import Tensor, nn
 
 from recipekit import weights as stored
 
-try:
-    from .task import VOCAB, example
-except ImportError:  # run as a script
-    from task import VOCAB, example
+from .task import VOCAB, example
 
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # Mamba, written by train.py
 LSTM_WEIGHTS = Path(__file__).with_name("lstm.safetensors")  # the LSTM on the same task, written by train.py
@@ -88,9 +85,10 @@ class MambaMixer(nn.Module):
         self.gate = nn.SiLU()
         self.out_proj = nn.Linear(d_inner, config.d_model, bias=False)
         with torch.no_grad():  # the paper's Δ initialisation: softplus(bias) spread log-uniformly in [dt_min, dt_max]
-            dt = torch.exp(torch.rand(d_inner) * (torch.log(torch.tensor(config.dt_max))
-                                                  - torch.log(torch.tensor(config.dt_min)))
-                           + torch.log(torch.tensor(config.dt_min)))
+            dt = torch.exp(
+                torch.rand(d_inner) * (torch.log(torch.tensor(config.dt_max)) - torch.log(torch.tensor(config.dt_min)))
+                + torch.log(torch.tensor(config.dt_min))
+            )
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # the inverse of softplus
 
     def forward(self, u: Tensor) -> Tensor:

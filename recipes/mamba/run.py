@@ -15,32 +15,28 @@ from torch import Tensor, nn
 
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.items import matrix, metric, vector
+from recipekit.refusals import Refused
+from recipekit.script import package
 
-try:
-    from .model import LSTM_WEIGHTS, WEIGHTS, LSTMBaseline, Mamba, SelectiveScan, build_lstm, build_model
-    from .task import MARKER, VOCAB, answers, example, text
-    from .train import accuracy, held_out
-except ImportError:  # run as a script: python run.py
-    from model import LSTM_WEIGHTS, WEIGHTS, LSTMBaseline, Mamba, SelectiveScan, build_lstm, build_model
-    from task import MARKER, VOCAB, answers, example, text
-    from train import accuracy, held_out
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import LSTM_WEIGHTS, WEIGHTS, LSTMBaseline, Mamba, SelectiveScan, build_lstm, build_model
+from .task import MARKER, VOCAB, answers, example, text
+from .train import accuracy, held_out
 
 LONGEST = 48  # tokens a typed sequence may have
 MOVED = [0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 7, 1, 0, 0, 0, 5, 9, 9, 9, 9]  # the example's data, elsewhere in the span
 LONGER = [0, 3, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 9, 9, 9, 9]
 
 
-class Refused(ValueError):
-    """A sequence the recipe cannot read: answered 400, the message starting with the field at fault."""
-
-    status = 400
-
-
 def scans_of(model: Mamba, tokens: Tensor) -> tuple[Tensor, list[tuple[Tensor, ...]]]:
     """The logits (B, T, vocab) and what each layer's scan was given, (x, Δ, A, B, C, D), in layer order."""
     seen: list[tuple[Tensor, ...]] = []
-    hooks = [m.register_forward_hook(lambda _m, args, _out: seen.append(tuple(a.detach() for a in args)))
-             for m in model.modules() if isinstance(m, SelectiveScan)]
+    hooks = [
+        m.register_forward_hook(lambda _m, args, _out: seen.append(tuple(a.detach() for a in args)))
+        for m in model.modules()
+        if isinstance(m, SelectiveScan)
+    ]
     try:
         logits = model(tokens)
     finally:
@@ -96,42 +92,80 @@ def run_case(model: Mamba, lstm: LSTMBaseline, tokens: list[int], title: str = "
     predicted = probs.argmax(-1).tolist()
     lstm_read = lstm(batch)[0, at].argmax(-1).tolist()
     names = [f"{k + 1} {VOCAB[t]}" for k, t in enumerate(tokens)]
-    matrices = [{"key": "probabilities", "label": "Mamba's probability of each token at each marker",
-                 "values": probs.tolist(), "rows": [names[k] for k in at], "columns": list(VOCAB)}]
-    vectors = [{"key": "tokens", "label": f"Tokens ({', '.join(f'{k} {v}' for k, v in enumerate(VOCAB))})",
-                "values": tokens},
-               {"key": "answered_at", "label": "The markers' positions (from 0), where the answers are",
-                "values": at},
-               {"key": "predicted", "label": "Mamba's answer at each marker", "values": predicted},
-               {"key": "baseline_predicted", "label": "The LSTM's answer at each marker", "values": lstm_read}]
+    matrices = [
+        matrix(
+            "probabilities",
+            "Mamba's probability of each token at each marker",
+            probs.tolist(),
+            rows=[names[k] for k in at],
+            columns=list(VOCAB),
+        )
+    ]
+    vectors = [
+        vector("tokens", f"Tokens ({', '.join(f'{k} {v}' for k, v in enumerate(VOCAB))})", tokens),
+        vector("answered_at", "The markers' positions (from 0), where the answers are", at),
+        vector("predicted", "Mamba's answer at each marker", predicted),
+        vector("baseline_predicted", "The LSTM's answer at each marker", lstm_read),
+    ]
     for layer, (x, delta, A, B, C, _D) in enumerate(scans, start=1):
         states = SelectiveScan().states(x, delta, A, B)[0]  # (T, d_inner, N)
         matrices += [
-            {"key": f"delta_{layer}", "label": f"Layer {layer}: the step size Δ of each channel at each token",
-             "values": delta[0].tolist(), "rows": names},
-            {"key": f"B_{layer}", "label": f"Layer {layer}: B, how each token writes into the state (token × state)",
-             "values": B[0].tolist(), "rows": names},
-            {"key": f"C_{layer}", "label": f"Layer {layer}: C, how each output reads the state (token × state)",
-             "values": C[0].tolist(), "rows": names},
-            {"key": f"state_{layer}", "label": f"Layer {layer}: the size of each channel's state after each token, "
-                                               "‖h_t‖", "values": states.norm(dim=-1).tolist(), "rows": names},
-            {"key": f"mixing_{layer}", "label": f"Layer {layer}: how much of each earlier token (column) each output "
-                                                "(row) is made of, |M[t, s]| averaged over the channels",
-             "values": mixing(delta, A, B, C)[0].abs().mean(0).tolist(), "rows": names, "columns": names}]
-        vectors.append({"key": f"mean_delta_{layer}", "label": f"Layer {layer}: the mean step size Δ at each token",
-                        "values": delta[0].mean(-1).tolist(), "first": 1})
-    metrics = [{"key": "steps", "label": "Tokens", "value": len(tokens)},
-               {"key": "markers", "label": "Markers: answers asked for", "value": len(at)}]
+            matrix(
+                f"delta_{layer}",
+                f"Layer {layer}: the step size Δ of each channel at each token",
+                delta[0].tolist(),
+                rows=names,
+            ),
+            matrix(
+                f"B_{layer}",
+                f"Layer {layer}: B, how each token writes into the state (token × state)",
+                B[0].tolist(),
+                rows=names,
+            ),
+            matrix(
+                f"C_{layer}",
+                f"Layer {layer}: C, how each output reads the state (token × state)",
+                C[0].tolist(),
+                rows=names,
+            ),
+            matrix(
+                f"state_{layer}",
+                f"Layer {layer}: the size of each channel's state after each token, ‖h_t‖",
+                states.norm(dim=-1).tolist(),
+                rows=names,
+            ),
+            matrix(
+                f"mixing_{layer}",
+                f"Layer {layer}: how much of each earlier token (column) each output "
+                "(row) is made of, |M[t, s]| averaged over the channels",
+                mixing(delta, A, B, C)[0].abs().mean(0).tolist(),
+                rows=names,
+                columns=names,
+            ),
+        ]
+        vectors.append(
+            vector(
+                f"mean_delta_{layer}",
+                f"Layer {layer}: the mean step size Δ at each token",
+                delta[0].mean(-1).tolist(),
+                first=1,
+            )
+        )
+    metrics = [metric("steps", "Tokens", len(tokens)), metric("markers", "Markers: answers asked for", len(at))]
     if right is not None:
-        vectors.insert(3, {"key": "expected", "label": "The right answer at each marker: the data tokens in order",
-                           "values": right})
+        vectors.insert(3, vector("expected", "The right answer at each marker: the data tokens in order", right))
         target = torch.tensor(right)
-        metrics += [{"key": "right", "label": "Mamba's answers right",
-                     "value": sum(p == r for p, r in zip(predicted, right, strict=True))},
-                    {"key": "lstm_right", "label": "The LSTM's answers right",
-                     "value": sum(p == r for p, r in zip(lstm_read, right, strict=True))},
-                    {"key": "loss", "label": "Mamba's cross entropy at the markers",
-                     "value": nn.functional.cross_entropy(logits[0, at], target).item()}]
+        metrics += [
+            metric("right", "Mamba's answers right", sum(p == r for p, r in zip(predicted, right, strict=True))),
+            metric(
+                "lstm_right", "The LSTM's answers right", sum(p == r for p, r in zip(lstm_read, right, strict=True))
+            ),
+            metric(
+                "loss",
+                "Mamba's cross entropy at the markers",
+                nn.functional.cross_entropy(logits[0, at], target).item(),
+            ),
+        ]
     return {"label": title, "matrices": matrices, "vectors": vectors, "metrics": metrics}
 
 
@@ -142,15 +176,25 @@ def test_case(model: Mamba, lstm: LSTMBaseline) -> dict:
     for name, key, net, path in (("Mamba", "mamba", model, WEIGHTS), ("The LSTM", "lstm", lstm, LSTM_WEIGHTS)):
         right, whole = accuracy(net, tokens, targets)
         trained = stored.read(path)[1]
-        metrics += [{"key": f"{key}_right", "label": f"{name}: answers right of {int(trained['test_answers']):,}",
-                     "value": right},
-                    {"key": f"{key}_whole", "label": f"{name}: sequences wholly right of {len(tokens):,}",
-                     "value": whole},
-                    {"key": f"{key}_weights", "label": f"{name}: weights", "value": int(trained["parameters"])}]
-        vectors += [{"key": f"{key}_training_loss", "label": f"{name}: mean training loss in each epoch (25 steps)",
-                     "values": json.loads(trained["loss_per_epoch"]), "first": 1},
-                    {"key": f"{key}_accuracy", "label": f"{name}: held-out answers right after each epoch",
-                     "values": json.loads(trained["accuracy_per_epoch"]), "first": 1}]
+        metrics += [
+            metric(f"{key}_right", f"{name}: answers right of {int(trained['test_answers']):,}", right),
+            metric(f"{key}_whole", f"{name}: sequences wholly right of {len(tokens):,}", whole),
+            metric(f"{key}_weights", f"{name}: weights", int(trained["parameters"])),
+        ]
+        vectors += [
+            vector(
+                f"{key}_training_loss",
+                f"{name}: mean training loss in each epoch (25 steps)",
+                json.loads(trained["loss_per_epoch"]),
+                first=1,
+            ),
+            vector(
+                f"{key}_accuracy",
+                f"{name}: held-out answers right after each epoch",
+                json.loads(trained["accuracy_per_epoch"]),
+                first=1,
+            ),
+        ]
     return {"label": "All held-out sequences", "matrices": [], "vectors": vectors, "metrics": metrics}
 
 
@@ -184,9 +228,16 @@ def check_scan(model: Mamba) -> dict:
         steps = [sequential(x[k], delta[k], A, B[k], C[k], D) for k in range(len(x))]
         worst_h = max(worst_h, relative(h, torch.stack([states for states, _ in steps])))
         worst_y = max(worst_y, relative(y, torch.stack([outputs for _, outputs in steps])))
-    return {"passed": max(worst_h, worst_y) <= CLOSE,
-            "detail": {"largest_relative_state_difference": worst_h, "largest_relative_output_difference": worst_y,
-                       "sequences": CHECKED_SEQUENCES + 1, "layers": len(scans), "allowed": CLOSE}}
+    return {
+        "passed": max(worst_h, worst_y) <= CLOSE,
+        "detail": {
+            "largest_relative_state_difference": worst_h,
+            "largest_relative_output_difference": worst_y,
+            "sequences": CHECKED_SEQUENCES + 1,
+            "layers": len(scans),
+            "allowed": CLOSE,
+        },
+    }
 
 
 def check_mixing(model: Mamba) -> dict:
@@ -209,12 +260,18 @@ def replay(model: Mamba | None = None, case: str | None = None) -> dict:
     given."""
     model = model if model is not None else build_model()
     lstm = build_lstm()
-    cases = {"example": partial(run_case, model, lstm, example(), text(example())),
-             "moved": partial(run_case, model, lstm, MOVED, text(MOVED)),
-             "longer": partial(run_case, model, lstm, LONGER, text(LONGER)),
-             "test-split": partial(test_case, model, lstm)}
-    checks = {CHECK_SCAN: partial(check_scan, model), CHECK_MIXING: partial(check_mixing, model),
-              CHECK_HELD: partial(check_held, model), CHECK_LSTM: partial(check_held, lstm, LSTM_WEIGHTS)}
+    cases = {
+        "example": partial(run_case, model, lstm, example(), text(example())),
+        "moved": partial(run_case, model, lstm, MOVED, text(MOVED)),
+        "longer": partial(run_case, model, lstm, LONGER, text(LONGER)),
+        "test-split": partial(test_case, model, lstm),
+    }
+    checks = {
+        CHECK_SCAN: partial(check_scan, model),
+        CHECK_MIXING: partial(check_mixing, model),
+        CHECK_HELD: partial(check_held, model),
+        CHECK_LSTM: partial(check_held, lstm, LSTM_WEIGHTS),
+    }
     return kit.cases(cases, checks, case)
 
 

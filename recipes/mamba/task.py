@@ -36,9 +36,9 @@ def answers(tokens: list[int]) -> tuple[list[int], list[int] | None]:
     None where the sequence has no right answer: a marker before a data token, or more markers than data tokens."""
     at = [k for k, t in enumerate(tokens) if t == MARKER]
     data = [t for t in tokens if t in DATA]
-    if not at or len(at) > len(data) or any(t in DATA for t in tokens[at[0]:]):
+    if not at or len(at) > len(data) or any(t in DATA for t in tokens[at[0] :]):
         return at, None
-    return at, data[:len(at)]
+    return at, data[: len(at)]
 
 
 def text(tokens: list[int]) -> str:

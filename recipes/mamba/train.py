@@ -11,13 +11,11 @@ import torch
 from torch import Tensor, nn
 
 from recipekit import training, weights
+from recipekit.script import package
 
-try:
-    from .model import LSTM_WEIGHTS, WEIGHTS, LSTMBaseline, LSTMConfig, Mamba, MambaConfig
-    from .task import batch
-except ImportError:  # run as a script: python train.py
-    from model import LSTM_WEIGHTS, WEIGHTS, LSTMBaseline, LSTMConfig, Mamba, MambaConfig
-    from task import batch
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .model import LSTM_WEIGHTS, WEIGHTS, LSTMBaseline, LSTMConfig, Mamba, MambaConfig
+from .task import batch
 
 TRAIN_SEED = 2023  # initial weights and the training sequences (Gu & Dao, 2023)
 TEST_SEED = 1997  # the held-out sequences
@@ -35,7 +33,8 @@ ELSEWHERE = training.Elsewhere(
     {
         "weights.safetensors:test_right": training.Bound(40, "the Mamba's held-out answers: 1% of 4,000"),
         "lstm.safetensors:test_right": training.Bound(80, "the LSTM's held-out answers: 2% of 4,000"),
-    })
+    },
+)
 
 
 def held_out() -> tuple[Tensor, Tensor]:
@@ -48,7 +47,7 @@ def accuracy(model: nn.Module, tokens: Tensor, targets: Tensor, chunk: int = 200
     """How many answers (tokens at the markers) and how many whole sequences the model gets right."""
     right = whole = 0
     for start in range(0, len(tokens), chunk):  # chunks: the closed-form scan holds (B, d_inner, N, T, T)
-        logits, want = model(tokens[start:start + chunk]), targets[start:start + chunk]
+        logits, want = model(tokens[start : start + chunk]), targets[start : start + chunk]
         marked = want != -100
         correct = (logits.argmax(-1) == want) | ~marked
         right += int((correct & marked).sum())
@@ -70,8 +69,14 @@ def fit(model: nn.Module) -> training.Fitted:
     def evaluate(trained: nn.Module) -> dict[str, float]:
         return {"accuracy": accuracy(trained, tokens, targets)[0] / int((targets != -100).sum())}
 
-    return training.fit(model, optimizer, EPOCHS, lambda: (batch(BATCH, draw) for _ in range(STEPS_PER_EPOCH)),
-                        loss_of, evaluate=evaluate)
+    return training.fit(
+        model,
+        optimizer,
+        EPOCHS,
+        lambda: (batch(BATCH, draw) for _ in range(STEPS_PER_EPOCH)),
+        loss_of,
+        evaluate=evaluate,
+    )
 
 
 def train() -> tuple[training.Fitted, training.Fitted]:
@@ -90,12 +95,23 @@ def trained() -> training.Trained:
     for path, name, fitted in zip((WEIGHTS, LSTM_WEIGHTS), ("Mamba", "LSTM"), train(), strict=True):
         right, whole = accuracy(fitted.model, tokens, targets)
         count = sum(p.numel() for p in fitted.model.parameters())
-        files[path] = (weights.state_of(fitted.model), training.metadata(
-            test_right=right, test_answers=answers, test_whole=whole, test_sequences=len(tokens), parameters=count,
-            loss_per_epoch=fitted.losses, accuracy_per_epoch=[m["accuracy"] for m in fitted.metrics],
-            train_seed=TRAIN_SEED, steps=EPOCHS * STEPS_PER_EPOCH))
-        said.append(f"{name} ({count:,} weights): {right} of {answers} answers right, {whole} of {len(tokens)} "
-                    "sequences whole")
+        files[path] = (
+            weights.state_of(fitted.model),
+            training.metadata(
+                test_right=right,
+                test_answers=answers,
+                test_whole=whole,
+                test_sequences=len(tokens),
+                parameters=count,
+                loss_per_epoch=fitted.losses,
+                accuracy_per_epoch=[m["accuracy"] for m in fitted.metrics],
+                train_seed=TRAIN_SEED,
+                steps=EPOCHS * STEPS_PER_EPOCH,
+            ),
+        )
+        said.append(
+            f"{name} ({count:,} weights): {right} of {answers} answers right, {whole} of {len(tokens)} sequences whole"
+        )
     return training.Trained(files=files, summary="; ".join(said))
 
 

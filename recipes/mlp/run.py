@@ -15,11 +15,11 @@ import torch
 
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.items import matrix, metric, vector
+from recipekit.script import package
 
-try:
-    from .model import MLP, NAMES, WEIGHTS, build_model, xor
-except ImportError:  # run as a script: python run.py
-    from model import MLP, NAMES, WEIGHTS, build_model, xor
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import MLP, NAMES, WEIGHTS, build_model, xor
 
 SIDE = 21  # the input plane is drawn on a SIDE x SIDE grid
 LOW, HIGH = -0.5, 1.5  # from just below 0 to just above 1 on both inputs
@@ -37,18 +37,27 @@ def xor_case(model: MLP) -> dict:
     x, target = xor()
     hidden, answer = units(model, x)
     unit_names = [f"h{i + 1}" for i in range(hidden.size(1))]
-    return {"label": "XOR's four cases",
-            "matrices": [{"key": "inputs", "label": "The inputs (x1, x2)", "values": x.tolist(),
-                          "rows": list(NAMES), "columns": ["x1", "x2"]},
-                         {"key": "hidden", "label": "What each hidden unit outputs for each input",
-                          "values": hidden.tolist(), "rows": list(NAMES), "columns": unit_names}],
-            "vectors": [{"key": "answer", "label": "The network's answer", "values": answer.tolist(),
-                         "names": list(NAMES)},
-                        {"key": "target", "label": "XOR", "values": target[:, 0].tolist(), "names": list(NAMES)}],
-            "metrics": [{"key": "error", "label": "Mean squared error",
-                         "value": ((answer - target[:, 0]) ** 2).mean().item()},
-                        {"key": "right", "label": "Cases on the right side of 0.5",
-                         "value": int(((answer > 0.5) == (target[:, 0] > 0.5)).sum())}]}
+    return {
+        "label": "XOR's four cases",
+        "matrices": [
+            matrix("inputs", "The inputs (x1, x2)", x.tolist(), rows=list(NAMES), columns=["x1", "x2"]),
+            matrix(
+                "hidden",
+                "What each hidden unit outputs for each input",
+                hidden.tolist(),
+                rows=list(NAMES),
+                columns=unit_names,
+            ),
+        ],
+        "vectors": [
+            vector("answer", "The network's answer", answer.tolist(), names=list(NAMES)),
+            vector("target", "XOR", target[:, 0].tolist(), names=list(NAMES)),
+        ],
+        "metrics": [
+            metric("error", "Mean squared error", ((answer - target[:, 0]) ** 2).mean().item()),
+            metric("right", "Cases on the right side of 0.5", int(((answer > 0.5) == (target[:, 0] > 0.5)).sum())),
+        ],
+    }
 
 
 def plane() -> tuple[torch.Tensor, list[str]]:
@@ -67,23 +76,36 @@ def plane_case(model: MLP) -> dict:
     hidden, answer = units(model, points)
     maps = [*hidden.T, answer]  # each (SIDE²,)
     titles = [*(f"hidden unit h{i + 1}" for i in range(hidden.size(1))), "the output"]
-    return {"label": "Each unit over the input plane",
-            "matrices": [{"key": f"plane_c{i}", "label": f"{title}, over x1 (columns) and x2 (rows)",
-                          "values": unit.reshape(SIDE, SIDE).tolist(), "rows": coordinates[::-1],
-                          "columns": coordinates} for i, (unit, title) in enumerate(zip(maps, titles, strict=True))],
-            "vectors": [], "metrics": []}
+    return {
+        "label": "Each unit over the input plane",
+        "matrices": [
+            matrix(
+                f"plane_c{i}",
+                f"{title}, over x1 (columns) and x2 (rows)",
+                unit.reshape(SIDE, SIDE).tolist(),
+                rows=coordinates[::-1],
+                columns=coordinates,
+            )
+            for i, (unit, title) in enumerate(zip(maps, titles, strict=True))
+        ],
+        "vectors": [],
+        "metrics": [],
+    }
 
 
 def training_case() -> dict:
     """How the error fell, step by step, as train.py measured it."""
     metadata = stored.read(WEIGHTS)[1]
     losses = json.loads(metadata["loss_per_epoch"])
-    return {"label": "Training",
-            "vectors": [{"key": "loss_per_epoch", "label": "Mean squared error after each step of training",
-                         "values": losses, "first": 1}],
-            "metrics": [{"key": "steps", "label": "Steps of gradient descent", "value": len(losses)},
-                        {"key": "final_error", "label": "Mean squared error at the last step", "value": losses[-1]}],
-            "matrices": []}
+    return {
+        "label": "Training",
+        "vectors": [vector("loss_per_epoch", "Mean squared error after each step of training", losses, first=1)],
+        "metrics": [
+            metric("steps", "Steps of gradient descent", len(losses)),
+            metric("final_error", "Mean squared error at the last step", losses[-1]),
+        ],
+        "matrices": [],
+    }
 
 
 # The four checks. Each measures something that a broken recipe would get wrong, and says what it saw.
@@ -137,16 +159,19 @@ def check_linear(model: MLP) -> dict:
     with torch.no_grad():
         network = ((model(xor()[0])[:, 0].double() - target[:, 0]) ** 2).mean().item()
     passed = torch.allclose(linear, torch.full_like(linear, 0.5), atol=1e-12) and network < error / 100
-    return {"passed": passed, "detail": {"linear_answers": linear.tolist(), "linear_error": error,
-                                         "network_error": network}}
+    return {
+        "passed": passed,
+        "detail": {"linear_answers": linear.tolist(), "linear_error": error, "network_error": network},
+    }
 
 
 @torch.no_grad()
 def check_error(model: MLP) -> dict:
     replayed = ((model(xor()[0]) - xor()[1]) ** 2).mean().item()
     trained = float(stored.read(WEIGHTS)[1].get("error", "nan"))
-    return kit.reproduced(replayed, trained, 1e-9, "a float32 mean of four squared errors of about 1e-4: "
-                          "rounding moves it by about 1e-11")
+    return kit.reproduced(
+        replayed, trained, 1e-9, "a float32 mean of four squared errors of about 1e-4: rounding moves it by about 1e-11"
+    )
 
 
 CHECKS = {CHECK_GRADIENTS: check_gradients, CHECK_XOR: check_xor, CHECK_LINEAR: check_linear, CHECK_ERROR: check_error}

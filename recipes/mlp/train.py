@@ -10,11 +10,10 @@ import torch
 from torch import Tensor
 
 from recipekit import training, weights
+from recipekit.script import package
 
-try:
-    from .model import MLP, WEIGHTS, MLPConfig, xor
-except ImportError:  # run as a script: python train.py
-    from model import MLP, WEIGHTS, MLPConfig, xor
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .model import MLP, WEIGHTS, MLPConfig, xor
 
 TRAIN_SEED = 1986  # the initial weights (Rumelhart, Hinton & Williams, 1986); seed 8 gets stuck: README
 EPOCHS = 2000  # each a step on all four cases (the paper's batch learning)
@@ -30,7 +29,8 @@ ELSEWHERE = training.Elsewhere(
     "1e-6 apart seen on another vendor's processor",
     {
         "error": training.Bound(0.0001, "the mean squared error on XOR's four cases, about 3e-4"),
-    })
+    },
+)
 
 
 def squared_error(model: MLP, x: Tensor, target: Tensor) -> Tensor:
@@ -53,9 +53,14 @@ def trained() -> training.Trained:
     with torch.no_grad():
         error = squared_error(fitted.model, *xor()).item()
     return training.Trained(
-        files={WEIGHTS: (weights.state_of(fitted.model), training.metadata(
-            error=error, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, epochs=EPOCHS))},
-        summary=f"mean squared error {error:.6f} on XOR's four cases after {EPOCHS} steps")
+        files={
+            WEIGHTS: (
+                weights.state_of(fitted.model),
+                training.metadata(error=error, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, epochs=EPOCHS),
+            )
+        },
+        summary=f"mean squared error {error:.6f} on XOR's four cases after {EPOCHS} steps",
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -16,19 +16,22 @@ from torch import Tensor, nn
 from recipekit import digits
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.classifier import held_out_case, read_as
 from recipekit.digits import pixels
+from recipekit.items import matrix
+from recipekit.script import package
 
-try:
-    from .model import WEIGHTS, ResNet, build_model
-except ImportError:  # run as a script: python run.py
-    from model import WEIGHTS, ResNet, build_model
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import WEIGHTS, ResNet, build_model
 
 # The recorded digits, by position in the test split (the LeNet recipe's split): three read right, one not.
 DIGITS = {"zero": 0, "three": 14, "seven": 5, "misread": 345}
 # The feature maps a case records per channel, by the module whose output they are: the stem and each block.
-MAPS = {"stem": ("relu", "Stem: conv, BatchNorm, ReLU"),
-        "block1": ("block1.relu2", "Block 1 output (identity shortcut)"),
-        "block2": ("block2.relu2", "Block 2 output (projection shortcut)")}
+MAPS = {
+    "stem": ("relu", "Stem: conv, BatchNorm, ReLU"),
+    "block1": ("block1.relu2", "Block 1 output (identity shortcut)"),
+    "block2": ("block2.relu2", "Block 2 output (projection shortcut)"),
+}
 BLOCKS = ("block1", "block2")
 
 
@@ -41,8 +44,11 @@ def test_split() -> tuple[Tensor, Tensor, dict[str, str]]:
 def forward(model: ResNet, x: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
     """Logits (B, classes) and every module's output, by module name."""
     seen: dict[str, Tensor] = {}
-    hooks = [module.register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out))
-             for name, module in model.named_modules() if name]
+    hooks = [
+        module.register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out))
+        for name, module in model.named_modules()
+        if name
+    ]
     try:
         logits = model(x)
     finally:
@@ -60,56 +66,32 @@ def run_case(model: ResNet, image: list[list[int]], label: int | None = None, ti
         logits, seen = forward(model, x)
         predicted = int(logits[0].argmax())
         (grad,) = torch.autograd.grad(logits[0, predicted], x)
-    logits = logits[0].detach()
-    probs = logits.softmax(-1)
-    matrices = [{"key": "image", "label": "Input image (grey levels 0-16)", "values": [list(r) for r in image]}]
+    matrices = [matrix("image", "Input image (grey levels 0-16)", [list(r) for r in image])]
     for key, (module, title_) in MAPS.items():
         maps = seen[module][0].detach()  # (channels, H, W)
-        matrices += [{"key": f"{key}_c{c}", "label": f"{title_} · channel {c} ({maps.size(1)}×{maps.size(2)})",
-                      "values": maps[c].tolist()} for c in range(maps.size(0))]
+        matrices += [
+            matrix(f"{key}_c{c}", f"{title_} · channel {c} ({maps.size(1)}×{maps.size(2)})", maps[c])
+            for c in range(maps.size(0))
+        ]
     for block in BLOCKS:
-        for part, module, what in (("branch", f"{block}.bn2", "residual branch F(x)"),
-                                   ("shortcut", f"{block}.shortcut", "shortcut")):
+        for part, module, what in (
+            ("branch", f"{block}.bn2", "residual branch F(x)"),
+            ("shortcut", f"{block}.shortcut", "shortcut"),
+        ):
             values = seen[module][0].detach().flatten(1)  # (channels, H·W)
-            matrices.append({"key": f"{block}_{part}", "label": f"Block {block[-1]} {what} (channel × position)",
-                             "values": values.tolist()})
-    matrices.append({"key": "saliency", "label": f"Saliency of class {predicted}: input × gradient of its logit",
-                     "values": (x * grad)[0, 0].detach().tolist()})
-    case = {"label": title, "matrices": matrices,
-            "vectors": [{"key": "probabilities", "label": "Class probabilities (digits 0-9)", "values": probs.tolist()},
-                        {"key": "logits", "label": "Logits (digits 0-9)", "values": logits.tolist()}],
-            "metrics": [{"key": "prediction", "label": "Read as", "value": predicted},
-                        {"key": "confidence", "label": "Probability of the digit read",
-                         "value": probs[predicted].item()}]}
-    if label is not None:
-        loss = nn.functional.cross_entropy(logits[None], torch.tensor([label]))
-        case["metrics"] += [{"key": "label", "label": "True digit", "value": label},
-                            {"key": "loss", "label": "Cross entropy against the true digit", "value": loss.item()}]
-    return case
+            matrices.append(matrix(f"{block}_{part}", f"Block {block[-1]} {what} (channel × position)", values))
+    matrices.append(
+        matrix("saliency", f"Saliency of class {predicted}: input × gradient of its logit", (x * grad)[0, 0].detach())
+    )
+    vectors, metrics = read_as(logits[0], label)
+    return {"label": title, "matrices": matrices, "vectors": vectors, "metrics": metrics}
 
 
 @torch.no_grad()
 def test_case(model: ResNet) -> dict:
     """The whole held-out split: accuracy, mean loss, per-digit accuracy, the confusion matrix, the curve."""
     images, labels, metadata = test_split()
-    logits = model(pixels(images))
-    predicted = logits.argmax(-1)
-    classes = logits.size(-1)
-    confusion = torch.zeros(classes, classes, dtype=torch.int64)
-    confusion.index_put_((labels, predicted), torch.ones_like(labels), accumulate=True)
-    per_class = confusion.diag().double() / confusion.sum(1).double()
-    return {"label": "All held-out test digits",
-            "matrices": [{"key": "confusion", "label": "Confusion: true digit (rows) × digit read (columns)",
-                          "values": confusion.tolist()}],
-            "vectors": [{"key": "class_accuracy", "label": "Accuracy per true digit (0-9)",
-                         "values": per_class.tolist()},
-                        {"key": "training_loss", "label": "Mean training loss in each epoch, as train.py measured it",
-                         "values": json.loads(metadata["loss_per_epoch"]), "first": 1}],
-            "metrics": [{"key": "test_accuracy", "label": "Test accuracy",
-                         "value": digits.accuracy(predicted, labels)},
-                        {"key": "test_loss", "label": "Mean cross entropy on the test split",
-                         "value": nn.functional.cross_entropy(logits, labels).item()},
-                        {"key": "test_size", "label": "Test digits", "value": len(labels)}]}
+    return held_out_case(model(pixels(images)), labels, json.loads(metadata["loss_per_epoch"]))
 
 
 # The three checks. Each measures something that a broken recipe would get wrong, and says what it saw.
@@ -131,8 +113,10 @@ def check_residual(model: ResNet) -> dict:
     for block, before in zip(BLOCKS, ("relu", "block1.relu2"), strict=True):
         shortcut = model.get_submodule(f"{block}.shortcut")(seen[before])
         out, branch = seen[f"{block}.relu2"], seen[f"{block}.bn2"]
-        detail[block] = {"max_difference": (torch.relu(branch + shortcut) - out).abs().max().item(),
-                         "without_shortcut": (torch.relu(branch) - out).abs().max().item()}
+        detail[block] = {
+            "max_difference": (torch.relu(branch + shortcut) - out).abs().max().item(),
+            "without_shortcut": (torch.relu(branch) - out).abs().max().item(),
+        }
     passed = all(d["max_difference"] <= EXACT and d["without_shortcut"] > 1e-3 for d in detail.values())
     return {"passed": passed, "detail": detail}
 
@@ -144,8 +128,10 @@ def check_batchnorm(model: ResNet) -> dict:
     images, _, _ = test_split()
     inputs: dict[str, Tensor] = {}
     norms = {name: m for name, m in model.named_modules() if isinstance(m, nn.BatchNorm2d)}
-    hooks = [m.register_forward_hook(lambda _m, args, _o, name=name: inputs.__setitem__(name, args[0]))
-             for name, m in norms.items()]
+    hooks = [
+        m.register_forward_hook(lambda _m, args, _o, name=name: inputs.__setitem__(name, args[0]))
+        for name, m in norms.items()
+    ]
     try:
         _, seen = forward(model, pixels(images))
     finally:
@@ -160,8 +146,10 @@ def check_batchnorm(model: ResNet) -> dict:
         batchwise = (x - mean) / torch.sqrt(var + bn.eps)
         worst = max(worst, (running * scale + shift - seen[name]).abs().max().item())
         batch = max(batch, (batchwise * scale + shift - seen[name]).abs().max().item())
-    return {"passed": worst <= EXACT and batch > 1e-3,
-            "detail": {"norms": len(norms), "max_difference": worst, "batch_statistics_difference": batch}}
+    return {
+        "passed": worst <= EXACT and batch > 1e-3,
+        "detail": {"norms": len(norms), "max_difference": worst, "batch_statistics_difference": batch},
+    }
 
 
 @torch.no_grad()
@@ -180,8 +168,10 @@ def replay(model: ResNet | None = None, case: str | None = None) -> dict:
     given."""
     model = model if model is not None else build_model()
     images, labels, _ = test_split()
-    cases = {case_id: partial(run_case, model, images[i].tolist(), int(labels[i]), f"Test digit {i}")
-             for case_id, i in DIGITS.items()}
+    cases = {
+        case_id: partial(run_case, model, images[i].tolist(), int(labels[i]), f"Test digit {i}")
+        for case_id, i in DIGITS.items()
+    }
     cases["test-split"] = partial(test_case, model)
     return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
 

@@ -13,11 +13,10 @@ from torch import Tensor, nn
 
 from recipekit import digits, training, weights
 from recipekit.digits import pixels
+from recipekit.script import package
 
-try:
-    from .model import WEIGHTS, ResNet, ResNetConfig
-except ImportError:  # run as a script: python train.py
-    from model import WEIGHTS, ResNet, ResNetConfig
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .model import WEIGHTS, ResNet, ResNetConfig
 
 TRAIN_SEED = 2015  # initial weights and batch order (He et al., 2015)
 EPOCHS = 30
@@ -34,7 +33,8 @@ ELSEWHERE = training.Elsewhere(
     "on another vendor's processor",
     {
         "test_accuracy": training.Bound(0.02, "the held-out digits: 7 of 360"),
-    })
+    },
+)
 
 
 @torch.no_grad()
@@ -51,9 +51,14 @@ def train(split: dict[str, Tensor]) -> training.Fitted:
         optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
         order = torch.Generator().manual_seed(TRAIN_SEED)
         x, y = pixels(split["train_images"]), split["train_labels"]
-        return training.fit(model, optimizer, EPOCHS, lambda: torch.randperm(len(y), generator=order).split(BATCH),
-                            lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]),
-                            evaluate=digits.tested(accuracy, split))
+        return training.fit(
+            model,
+            optimizer,
+            EPOCHS,
+            lambda: torch.randperm(len(y), generator=order).split(BATCH),
+            lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]),
+            evaluate=digits.tested(accuracy, split),
+        )
 
 
 def trained() -> training.Trained:
@@ -61,12 +66,22 @@ def trained() -> training.Trained:
     fitted = train(split)
     test_accuracy = accuracy(fitted.model, split["test_images"], split["test_labels"])
     return training.Trained(
-        files={WEIGHTS: (weights.state_of(fitted.model), training.metadata(  # running statistics included
-            test_accuracy=test_accuracy, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED,
-            split_seed=digits.SPLIT_SEED, epochs=EPOCHS))},
+        files={
+            WEIGHTS: (
+                weights.state_of(fitted.model),
+                training.metadata(  # running statistics included
+                    test_accuracy=test_accuracy,
+                    loss_per_epoch=fitted.losses,
+                    train_seed=TRAIN_SEED,
+                    split_seed=digits.SPLIT_SEED,
+                    epochs=EPOCHS,
+                ),
+            )
+        },
         summary=f"test accuracy {test_accuracy:.4f} on {digits.TEST_SIZE} held-out digits; loss per epoch "
-                + ", ".join(f"{x:.3f}" for x in fitted.losses),
-        same={"same test split": digits.same_split(split)})
+        + ", ".join(f"{x:.3f}" for x in fitted.losses),
+        same={"same test split": digits.same_split(split)},
+    )
 
 
 def main(argv: list[str]) -> int:

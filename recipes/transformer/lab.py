@@ -7,12 +7,11 @@ Needs torch, safetensors, model.py, train.py and run.py beside this file.
 
 import sys
 
-try:
-    from .model import build_model
-    from .run import run_case, tokens_of, written
-except ImportError:  # run as a script: python lab.py
-    from model import build_model
-    from run import run_case, tokens_of, written
+from recipekit.script import package
+
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import build_model
+from .run import run_case, tokens_of, written
 
 
 def live_run(source: list[int]) -> dict:
@@ -27,8 +26,10 @@ def main(argv: list[str]) -> int:
     print(f"source {written(vectors['source'])}")
     for step, (read, wrote) in enumerate(zip(vectors["decoder_input"], vectors["output"], strict=True)):
         looked = max(range(len(vectors["source"])), key=lambda k: cross[step][k])
-        print(f"step {step + 1}: read {written([read]):4} wrote {written([wrote]):4} "
-              f"(last layer's first head looked most at source position {looked + 1})")
+        print(
+            f"step {step + 1}: read {written([read]):4} wrote {written([wrote]):4} "
+            f"(last layer's first head looked most at source position {looked + 1})"
+        )
     return 0
 
 

@@ -123,14 +123,14 @@ class Transformer(nn.Module):
         self.config = config
         self.embed = nn.Embedding(config.vocab, config.d_model)  # shared by source, target and output (3.4)
         # N(0, 1/d_model), so that the scaled embedding has unit size and the tied output starts near uniform.
-        nn.init.normal_(self.embed.weight, std=config.d_model ** -0.5)
+        nn.init.normal_(self.embed.weight, std=config.d_model**-0.5)
         self.register_buffer("positions", sinusoids(config.positions, config.d_model), persistent=False)
         self.encoder = nn.ModuleList(EncoderLayer(config) for _ in range(config.encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(config) for _ in range(config.decoder_layers))
 
     def embed_tokens(self, tokens: Tensor) -> Tensor:
         """Embeddings scaled by √d_model, plus the sinusoid of each position."""
-        return self.embed(tokens) * math.sqrt(self.config.d_model) + self.positions[:tokens.size(1)]
+        return self.embed(tokens) * math.sqrt(self.config.d_model) + self.positions[: tokens.size(1)]
 
     def encode(self, source: Tensor) -> Tensor:
         memory = self.embed_tokens(source)  # (B, S, d_model)
@@ -151,8 +151,9 @@ class Transformer(nn.Module):
 
 
 @torch.no_grad()
-def greedy(model: Transformer, sources: Tensor, steps: int | None = None,
-           process: str | None = None) -> list[list[int]]:
+def greedy(
+    model: Transformer, sources: Tensor, steps: int | None = None, process: str | None = None
+) -> list[list[int]]:
     """Decode sources (B, S) one token at a time, each time taking the likeliest, until every row has written
     </s> or after `steps` tokens (by default S + 1: a reversal and its end). Each row's answer excludes <s>
     and ends at its first </s>, if it wrote one. With `process`, the tokens entering each step are a recorded
@@ -165,7 +166,7 @@ def greedy(model: Transformer, sources: Tensor, steps: int | None = None,
         out = torch.cat([out, model.decode(out, memory)[:, -1:].argmax(-1)], 1)  # (B, steps so far + 1)
         if bool((out == EOS).any(1).all()):
             break
-    return [row[:row.index(EOS) + 1] if EOS in row else row for row in out[:, 1:].tolist()]
+    return [row[: row.index(EOS) + 1] if EOS in row else row for row in out[:, 1:].tolist()]
 
 
 def build_model(config: TransformerConfig | None = None, weights: Path = WEIGHTS) -> Transformer:

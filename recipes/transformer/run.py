@@ -15,21 +15,22 @@ from torch import Tensor, nn
 
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.items import matrix, metric, vector
+from recipekit.script import package
 
-try:
-    from .model import BOS, DIGITS, TOKENS, WEIGHTS, Transformer, build_model, greedy
-    from .train import LENGTHS, TEST_SEED, TEST_SEQUENCES, by_length, digit_sequences, exact_match, pair, reversal
-except ImportError:  # run as a script: python run.py
-    from model import BOS, DIGITS, TOKENS, WEIGHTS, Transformer, build_model, greedy
-    from train import LENGTHS, TEST_SEED, TEST_SEQUENCES, by_length, digit_sequences, exact_match, pair, reversal
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import BOS, DIGITS, TOKENS, WEIGHTS, Transformer, build_model, greedy
+from .train import LENGTHS, TEST_SEED, TEST_SEQUENCES, by_length, digit_sequences, exact_match, pair, reversal
 
 # The recorded sources: short, the longest trained, one with repeated digits, and one longer than any trained.
 SOURCES = {"short": "123", "eight": "31415926", "repeats": "5500770", "longer": "2718281828"}
 LONGER = (9, 10)  # held-out sources past the trained lengths
 # Each attention the model computes, by the key its weights are recorded under and the module that makes them.
-STACKS = (("encoder", "self_attn", "Encoder self-attention"),
-          ("decoder", "self_attn", "Decoder masked self-attention"),
-          ("decoder", "cross_attn", "Cross-attention"))
+STACKS = (
+    ("encoder", "self_attn", "Encoder self-attention"),
+    ("decoder", "self_attn", "Decoder masked self-attention"),
+    ("decoder", "cross_attn", "Cross-attention"),
+)
 
 
 def tokens_of(text: str) -> list[int]:
@@ -49,8 +50,11 @@ def attention(model: Transformer, source: Tensor, target: Tensor) -> tuple[Tenso
     def keep(key: str):
         return lambda _module, _args, out: seen.__setitem__(key, out)
 
-    hooks = [getattr(layer, part).softmax.register_forward_hook(keep(attention_name(stack, part, i)))
-             for stack, part, _ in STACKS for i, layer in enumerate(getattr(model, stack))]
+    hooks = [
+        getattr(layer, part).softmax.register_forward_hook(keep(attention_name(stack, part, i)))
+        for stack, part, _ in STACKS
+        for i, layer in enumerate(getattr(model, stack))
+    ]
     try:
         logits = model(source, target)
     finally:
@@ -73,26 +77,38 @@ def run_case(model: Transformer, source: list[int], title: str = "Live run") -> 
         for layer in range(len(getattr(model, stack))):
             name = attention_name(stack, part, layer)
             w = weights[name][0]  # (heads, T_query, T_key)
-            rows, cols = ("source", "source") if stack == "encoder" and part == "self_attn" else (
-                ("step", "step") if part == "self_attn" else ("step", "source token"))
-            matrices += [{"key": f"{name}_h{head}",
-                          "label": f"{label}, layer {layer + 1}, head {head + 1} ({rows} × {cols})",
-                          "values": w[head].tolist()} for head in range(w.size(0))]
-    matrices.append({"key": "probabilities", "label": "Probability of each token at each step (step × token)",
-                     "values": logits[0].softmax(-1).tolist()})
+            rows, cols = (
+                ("source", "source")
+                if stack == "encoder" and part == "self_attn"
+                else (("step", "step") if part == "self_attn" else ("step", "source token"))
+            )
+            matrices += [
+                matrix(
+                    f"{name}_h{head}",
+                    f"{label}, layer {layer + 1}, head {head + 1} ({rows} × {cols})",
+                    w[head].tolist(),
+                )
+                for head in range(w.size(0))
+            ]
+    matrices.append(
+        matrix("probabilities", "Probability of each token at each step (step × token)", logits[0].softmax(-1).tolist())
+    )
     expected = reversal(source)
     right = sum(a == b for a, b in zip(output, expected, strict=False))
     true_input, answer = pair(torch.tensor([source]))
     loss = nn.functional.cross_entropy(model(torch.tensor([source]), true_input)[0], answer[0]).item()
-    vectors = [{"key": "source", "label": "Source digits", "values": source},
-               {"key": "decoder_input", "label": "What the decoder read at each step", "values": decoder_input},
-               {"key": "output", "label": "What the decoder wrote at each step", "values": output},
-               {"key": "expected", "label": "The true reversal", "values": expected}]
-    metrics = [{"key": "steps_right", "label": "Steps that wrote the right token", "value": right},
-               {"key": "steps", "label": "Steps of the true reversal", "value": len(expected)},
-               {"key": "exact", "label": "Written exactly right (1) or not (0)", "value": int(output == expected)},
-               {"key": "loss", "label": "Mean cross entropy of the true reversal, read with the true prefix",
-                "value": loss}]
+    vectors = [
+        vector("source", "Source digits", source),
+        vector("decoder_input", "What the decoder read at each step", decoder_input),
+        vector("output", "What the decoder wrote at each step", output),
+        vector("expected", "The true reversal", expected),
+    ]
+    metrics = [
+        metric("steps_right", "Steps that wrote the right token", right),
+        metric("steps", "Steps of the true reversal", len(expected)),
+        metric("exact", "Written exactly right (1) or not (0)", int(output == expected)),
+        metric("loss", "Mean cross entropy of the true reversal, read with the true prefix", loss),
+    ]
     return {"label": title, "matrices": matrices, "vectors": vectors, "metrics": metrics}
 
 
@@ -104,19 +120,36 @@ def held_out(lengths: tuple[int, int] = LENGTHS) -> list[list[int]]:
 def test_case(model: Transformer) -> dict:
     """The held-out sources, held-out sources longer than any trained, exact match by length, the curve."""
     trained, longer = held_out(), held_out(LONGER)
-    by_length = [exact_match(model, [s for s in trained + longer if len(s) == n])
-                 for n in range(LENGTHS[0], LONGER[1] + 1)]
+    by_length = [
+        exact_match(model, [s for s in trained + longer if len(s) == n]) for n in range(LENGTHS[0], LONGER[1] + 1)
+    ]
     _, metadata = stored.read(WEIGHTS)
-    return {"label": f"{TEST_SEQUENCES} held-out sources of {LENGTHS[0]}-{LENGTHS[1]} digits, and longer ones",
-            "vectors": [{"key": "exact_match_by_length", "label": f"Exact match by source length "
-                         f"({LENGTHS[0]} to {LONGER[1]} digits)", "values": by_length, "first": LENGTHS[0]},
-                        {"key": "training_loss", "label": "Mean training loss in each epoch, as train.py measured it",
-                         "values": json.loads(metadata["loss_per_epoch"]), "first": 1}],
-            "metrics": [{"key": "test_exact_match", "label": "Written exactly right, held-out sources",
-                         "value": exact_match(model, trained)},
-                        {"key": "longer_exact_match", "label": f"Written exactly right, sources of "
-                         f"{LONGER[0]}-{LONGER[1]} digits", "value": exact_match(model, longer)},
-                        {"key": "test_size", "label": "Sources in each set", "value": TEST_SEQUENCES}]}
+    return {
+        "label": f"{TEST_SEQUENCES} held-out sources of {LENGTHS[0]}-{LENGTHS[1]} digits, and longer ones",
+        "vectors": [
+            vector(
+                "exact_match_by_length",
+                f"Exact match by source length ({LENGTHS[0]} to {LONGER[1]} digits)",
+                by_length,
+                first=LENGTHS[0],
+            ),
+            vector(
+                "training_loss",
+                "Mean training loss in each epoch, as train.py measured it",
+                json.loads(metadata["loss_per_epoch"]),
+                first=1,
+            ),
+        ],
+        "metrics": [
+            metric("test_exact_match", "Written exactly right, held-out sources", exact_match(model, trained)),
+            metric(
+                "longer_exact_match",
+                f"Written exactly right, sources of {LONGER[0]}-{LONGER[1]} digits",
+                exact_match(model, longer),
+            ),
+            metric("test_size", "Sources in each set", TEST_SEQUENCES),
+        ],
+    }
 
 
 # The three checks. Each measures something that a broken recipe would get wrong, and says what it saw.
@@ -132,8 +165,9 @@ LOGITS = 1e-4
 def reference(model: Transformer) -> nn.Transformer:
     """torch.nn.Transformer given the recipe's weights: queries, keys and values stacked in in_proj."""
     c = model.config
-    ref = nn.Transformer(c.d_model, c.heads, c.encoder_layers, c.decoder_layers, c.d_ff, dropout=0.0,
-                         batch_first=True, norm_first=False)
+    ref = nn.Transformer(
+        c.d_model, c.heads, c.encoder_layers, c.decoder_layers, c.d_ff, dropout=0.0, batch_first=True, norm_first=False
+    )
     ref.encoder.norm = ref.decoder.norm = None  # torch ends each stack with a LayerNorm; the paper's post-LN has none
 
     def attention_into(theirs: nn.MultiheadAttention, ours) -> None:
@@ -143,8 +177,11 @@ def reference(model: Transformer) -> nn.Transformer:
         theirs.out_proj.bias.copy_(ours.out.bias)
 
     def rest_into(theirs, ours, norms: int) -> None:
-        for mine, name in ((ours.ffn.fc1, "linear1"), (ours.ffn.fc2, "linear2"),
-                           *((getattr(ours, f"norm{n}"), f"norm{n}") for n in range(1, norms + 1))):
+        for mine, name in (
+            (ours.ffn.fc1, "linear1"),
+            (ours.ffn.fc2, "linear2"),
+            *((getattr(ours, f"norm{n}"), f"norm{n}") for n in range(1, norms + 1)),
+        ):
             getattr(theirs, name).load_state_dict(mine.state_dict())
 
     for theirs, ours in zip(ref.encoder.layers, model.encoder, strict=True):
@@ -169,9 +206,10 @@ def check_causal(model: Transformer) -> dict:
             above = max(above, w.triu(1).abs().max().item())
             off_one = max(off_one, (w.sum(-1) - 1).abs().max().item())
     # Above the diagonal a weight is exp(-inf), which is 0 exactly on every machine: no rounding to allow for there.
-    return {"passed": above == 0.0 and off_one <= EXACT,
-            "detail": {"largest_weight_above_diagonal": above, "largest_row_sum_error": off_one,
-                       "row_sum_allowed": EXACT}}
+    return {
+        "passed": above == 0.0 and off_one <= EXACT,
+        "detail": {"largest_weight_above_diagonal": above, "largest_row_sum_error": off_one, "row_sum_allowed": EXACT},
+    }
 
 
 @torch.no_grad()
@@ -211,8 +249,10 @@ def replay(model: Transformer | None = None, case: str | None = None) -> dict:
     """Every recorded case and every check, or the case named alone, on the stored weights unless a model is
     given."""
     model = model if model is not None else build_model()
-    cases = {case_id: partial(run_case, model, tokens_of(text), f"{text} → {text[::-1]}")
-             for case_id, text in SOURCES.items()}
+    cases = {
+        case_id: partial(run_case, model, tokens_of(text), f"{text} → {text[::-1]}")
+        for case_id, text in SOURCES.items()
+    }
     cases["test-split"] = partial(test_case, model)
     return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
 

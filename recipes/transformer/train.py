@@ -12,11 +12,10 @@ import torch
 from torch import Tensor, nn
 
 from recipekit import training, weights
+from recipekit.script import package
 
-try:
-    from .model import BOS, EOS, WEIGHTS, Transformer, TransformerConfig, greedy
-except ImportError:  # run as a script: python train.py
-    from model import BOS, EOS, WEIGHTS, Transformer, TransformerConfig, greedy
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .model import BOS, EOS, WEIGHTS, Transformer, TransformerConfig, greedy
 
 TRAIN_SEED = 2017  # initial weights, the training sequences and their order (Vaswani et al., 2017)
 TEST_SEED = 1706  # the held-out sequences (arXiv:1706.03762)
@@ -36,14 +35,19 @@ ELSEWHERE = training.Elsewhere(
     "30 epochs of Adam amplify a last-bit difference: 0.76 apart seen on another vendor's processor",
     {
         "exact_match": training.Bound(0.05, "the held-out sequences: 25 of 500"),
-    })
+    },
+)
 
 
 def digit_sequences(count: int, seed: int, lengths: tuple[int, int] = LENGTHS) -> list[list[int]]:
     """Random digit sequences of random lengths."""
     generator = torch.Generator().manual_seed(seed)
-    return [torch.randint(0, 10, (int(torch.randint(lengths[0], lengths[1] + 1, (), generator=generator)),),
-                          generator=generator).tolist() for _ in range(count)]
+    return [
+        torch.randint(
+            0, 10, (int(torch.randint(lengths[0], lengths[1] + 1, (), generator=generator)),), generator=generator
+        ).tolist()
+        for _ in range(count)
+    ]
 
 
 def reversal(source: list[int]) -> list[int]:
@@ -60,7 +64,7 @@ def pair(sources: Tensor) -> tuple[Tensor, Tensor]:
 def schedule(step: int) -> float:
     """lrate = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), the paper's warm-up then decay."""
     step = max(step, 1)
-    return TransformerConfig.d_model ** -0.5 * min(step ** -0.5, step * WARMUP ** -1.5)
+    return TransformerConfig.d_model**-0.5 * min(step**-0.5, step * WARMUP**-1.5)
 
 
 def by_length(sources: list[list[int]]) -> list[Tensor]:
@@ -71,8 +75,11 @@ def by_length(sources: list[list[int]]) -> list[Tensor]:
 @torch.no_grad()
 def exact_match(model: Transformer, sources: list[list[int]]) -> float:
     """The share of sources whose greedy decoding is exactly their reversal and its end."""
-    right = sum(answer == reversal(source) for batch in by_length(sources)
-                for source, answer in zip(batch.tolist(), greedy(model, batch), strict=True))
+    right = sum(
+        answer == reversal(source)
+        for batch in by_length(sources)
+        for source, answer in zip(batch.tolist(), greedy(model, batch), strict=True)
+    )
     return right / len(sources)
 
 
@@ -102,11 +109,21 @@ def trained() -> training.Trained:
     fitted = train()
     held_out = exact_match(fitted.model, digit_sequences(TEST_SEQUENCES, TEST_SEED))
     return training.Trained(
-        files={WEIGHTS: (weights.state_of(fitted.model), training.metadata(
-            exact_match=held_out, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, test_seed=TEST_SEED,
-            epochs=EPOCHS))},
+        files={
+            WEIGHTS: (
+                weights.state_of(fitted.model),
+                training.metadata(
+                    exact_match=held_out,
+                    loss_per_epoch=fitted.losses,
+                    train_seed=TRAIN_SEED,
+                    test_seed=TEST_SEED,
+                    epochs=EPOCHS,
+                ),
+            )
+        },
         summary=f"held-out exact match {held_out:.4f} of {TEST_SEQUENCES} sequences; loss per epoch "
-                + ", ".join(f"{x:.3f}" for x in fitted.losses))
+        + ", ".join(f"{x:.3f}" for x in fitted.losses),
+    )
 
 
 def main(argv: list[str]) -> int:

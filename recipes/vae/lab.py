@@ -12,14 +12,12 @@ import sys
 
 import torch
 
-try:
-    from .model import build_model
-    from .run import decode as decode_codes
-    from .run import interpolation, latent_map, run_case, test_split
-except ImportError:  # run as a script: python lab.py
-    from model import build_model
-    from run import decode as decode_codes
-    from run import interpolation, latent_map, run_case, test_split
+from recipekit.script import package
+
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import build_model
+from .run import decode as decode_codes
+from .run import interpolation, latent_map, run_case, test_split
 
 
 def live_run(image: list[list[int]]) -> dict:

@@ -88,7 +88,6 @@ def loss_terms(model: VAE, x: Tensor, noise: Tensor | None = None) -> tuple[Tens
     return reconstruction + kl, reconstruction, kl
 
 
-
 def build_model(config: VAEConfig | None = None, weights: Path = WEIGHTS) -> VAE:
     """The recorded model: the trained weights, in eval mode."""
     model = VAE(config or VAEConfig())

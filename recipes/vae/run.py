@@ -17,11 +17,11 @@ from recipekit import digits
 from recipekit import replay as kit
 from recipekit import weights as stored
 from recipekit.digits import pixels
+from recipekit.items import matrix, metric, vector
+from recipekit.script import package
 
-try:
-    from .model import VAE, WEIGHTS, build_model, kl_term, loss_terms
-except ImportError:  # run as a script: python run.py
-    from model import VAE, WEIGHTS, build_model, kl_term, loss_terms
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import VAE, WEIGHTS, build_model, kl_term, loss_terms
 
 # The recorded digits, by position in the test split (the LeNet recipe's split).
 DIGITS = {"zero": 0, "three": 14, "seven": 5, "two": 345}
@@ -57,18 +57,23 @@ def run_case(model: VAE, image: list[list[int]], title: str = "Live run") -> dic
     x = pixels(image)
     loss, reconstruction, kl = loss_terms(model, x)
     mean, sigma = encode(model, image)
-    drawn = {"key": "image", "label": "Input image (grey levels 0-16)", "values": [list(r) for r in image]}
-    rebuilt = {"key": "reconstruction", "label": "Reconstruction from z = μ (probability of ink × 16)",
-               "values": decode(model, mean[None])[0].tolist()}
-    case = {"label": title, "matrices": [drawn, rebuilt],
-            "vectors": [{"key": "mean", "label": "Latent code: the mean μ of q(z | x), one value per dimension",
-                         "values": mean.tolist()},
-                        {"key": "sigma", "label": "Latent code: the standard deviation σ of q(z | x)",
-                         "values": sigma.tolist()}],
-            "metrics": [{"key": "reconstruction_term", "label": "Reconstruction term −log p(x | z = μ) (nats)",
-                         "value": reconstruction.item()},
-                        {"key": "kl", "label": "KL(q(z | x) ‖ N(0, I)) (nats)", "value": kl.item()},
-                        {"key": "loss", "label": "Negative ELBO: reconstruction + KL (nats)", "value": loss.item()}]}
+    drawn = matrix("image", "Input image (grey levels 0-16)", [list(r) for r in image])
+    rebuilt = matrix(
+        "reconstruction", "Reconstruction from z = μ (probability of ink × 16)", decode(model, mean[None])[0]
+    )
+    case = {
+        "label": title,
+        "matrices": [drawn, rebuilt],
+        "vectors": [
+            vector("mean", "Latent code: the mean μ of q(z | x), one value per dimension", mean.tolist()),
+            vector("sigma", "Latent code: the standard deviation σ of q(z | x)", sigma.tolist()),
+        ],
+        "metrics": [
+            metric("reconstruction_term", "Reconstruction term −log p(x | z = μ) (nats)", reconstruction.item()),
+            metric("kl", "KL(q(z | x) ‖ N(0, I)) (nats)", kl.item()),
+            metric("loss", "Negative ELBO: reconstruction + KL (nats)", loss.item()),
+        ],
+    }
     return case
 
 
@@ -108,23 +113,38 @@ def test_case(model: VAE) -> dict:
     mean, _ = model.encoder(pixels(images))
     by_digit = torch.stack([mean[labels == d].mean(0) for d in range(10)])  # (10, latent)
     axis, grid = latent_map(model)
-    return {"label": "All held-out test digits",
-            "matrices": [{"key": "latent_map", "label": f"The decoder's digits across the latent plane: z₁ from "
-                                                       f"{axis[0]:.1f} to {axis[-1]:.1f} left to right, z₂ from "
-                                                       f"{axis[-1]:.1f} to {axis[0]:.1f} top to bottom",
-                          "values": side_by_side(grid)},
-                         {"key": "digit_means", "label": "Where each digit's codes lie: the mean μ of the held-out "
-                                                         "digits 0-9 (rows) in each latent dimension (columns)",
-                          "values": by_digit.tolist()}],
-            "vectors": [{"key": "training_loss", "label": "Mean training loss (negative ELBO, one sampled code per "
-                                                          "image) in each epoch, as train.py measured it",
-                         "values": json.loads(metadata["loss_per_epoch"]), "first": 1}],
-            "metrics": [{"key": "test_loss", "label": "Mean negative ELBO on the test split (nats, z = μ)",
-                         "value": loss.mean().item()},
-                        {"key": "test_reconstruction", "label": "Mean reconstruction term (nats)",
-                         "value": reconstruction.mean().item()},
-                        {"key": "test_kl", "label": "Mean KL term (nats)", "value": kl.mean().item()},
-                        {"key": "test_size", "label": "Test digits", "value": len(labels)}]}
+    return {
+        "label": "All held-out test digits",
+        "matrices": [
+            matrix(
+                "latent_map",
+                f"The decoder's digits across the latent plane: z₁ from "
+                f"{axis[0]:.1f} to {axis[-1]:.1f} left to right, z₂ from "
+                f"{axis[-1]:.1f} to {axis[0]:.1f} top to bottom",
+                side_by_side(grid),
+            ),
+            matrix(
+                "digit_means",
+                "Where each digit's codes lie: the mean μ of the held-out "
+                "digits 0-9 (rows) in each latent dimension (columns)",
+                by_digit.tolist(),
+            ),
+        ],
+        "vectors": [
+            vector(
+                "training_loss",
+                "Mean training loss (negative ELBO, one sampled code per image) in each epoch, as train.py measured it",
+                json.loads(metadata["loss_per_epoch"]),
+                first=1,
+            )
+        ],
+        "metrics": [
+            metric("test_loss", "Mean negative ELBO on the test split (nats, z = μ)", loss.mean().item()),
+            metric("test_reconstruction", "Mean reconstruction term (nats)", reconstruction.mean().item()),
+            metric("test_kl", "Mean KL term (nats)", kl.mean().item()),
+            metric("test_size", "Test digits", len(labels)),
+        ],
+    }
 
 
 # The three checks. Each measures something that a broken recipe would get wrong, and says what it saw.
@@ -150,11 +170,18 @@ def check_elbo(model: VAE) -> dict:
     flat = x.flatten(1)
     by_hand_reconstruction = -(flat * p.log() + (1 - flat) * (1 - p).log()).sum(1)
     by_hand_kl = 0.5 * (mean**2 + sigma**2 - 1 - sigma.pow(2).log()).sum(1)
-    worst = {name: ((got - want).abs() / want.abs().clamp(min=1)).max().item() for name, got, want in (
-        ("reconstruction", reconstruction, by_hand_reconstruction), ("kl", kl, by_hand_kl),
-        ("loss", loss, by_hand_reconstruction + by_hand_kl))}
-    return {"passed": all(v <= CLOSE for v in worst.values()),
-            "detail": {"largest_relative_difference": worst, "digits": len(x), "mean_loss": loss.mean().item()}}
+    worst = {
+        name: ((got - want).abs() / want.abs().clamp(min=1)).max().item()
+        for name, got, want in (
+            ("reconstruction", reconstruction, by_hand_reconstruction),
+            ("kl", kl, by_hand_kl),
+            ("loss", loss, by_hand_reconstruction + by_hand_kl),
+        )
+    }
+    return {
+        "passed": all(v <= CLOSE for v in worst.values()),
+        "detail": {"largest_relative_difference": worst, "digits": len(x), "mean_loss": loss.mean().item()},
+    }
 
 
 def check_kl(model: VAE) -> dict:
@@ -162,8 +189,10 @@ def check_kl(model: VAE) -> dict:
     zero = kl_term(torch.zeros(1, latent), torch.zeros(1, latent)).item() + 0.0  # N(0, 1) itself (+ 0.0: no −0.0)
     shifted = kl_term(torch.ones(1, latent), torch.zeros(1, latent)).item()  # μ = 1: ½ μ² per dimension
     # KL(N(0, 1) ‖ N(0, 1)) is ½(0 + 1 − 1 − log 1), each operation exact in floating point: 0 on every machine.
-    return {"passed": zero == 0.0 and abs(shifted - 0.5 * latent) <= 1e-6,
-            "detail": {"standard_normal": zero, "mean_one": shifted, "expected_mean_one": 0.5 * latent}}
+    return {
+        "passed": zero == 0.0 and abs(shifted - 0.5 * latent) <= 1e-6,
+        "detail": {"standard_normal": zero, "mean_one": shifted, "expected_mean_one": 0.5 * latent},
+    }
 
 
 @torch.no_grad()
@@ -171,9 +200,13 @@ def check_held_out(model: VAE) -> dict:
     images, _, metadata = test_split()
     replayed = loss_terms(model, pixels(images))[0].mean().item()  # float32, as train.py measured
     trained = float(metadata.get("test_loss", "nan"))
-    return kit.reproduced(replayed, trained, HELD_OUT_CLOSE * abs(trained),
-                          "a float32 mean over 360 digits of 64 pixel terms each: another order of summation "
-                          "moves it by about 1e-7 of itself (1.6e-7 seen under the portable kernels)")
+    return kit.reproduced(
+        replayed,
+        trained,
+        HELD_OUT_CLOSE * abs(trained),
+        "a float32 mean over 360 digits of 64 pixel terms each: another order of summation "
+        "moves it by about 1e-7 of itself (1.6e-7 seen under the portable kernels)",
+    )
 
 
 CHECKS = {CHECK_ELBO: check_elbo, CHECK_KL: check_kl, CHECK_HELD_OUT: check_held_out}
@@ -183,13 +216,19 @@ def between_case(model: VAE, images) -> dict:
     """The decoder's images along the line between two recorded digits' codes."""
     a, b = (images[DIGITS[case_id]].tolist() for case_id in BETWEEN)
     codes, steps = interpolation(model, a, b)
-    return {"label": f"From test digit {DIGITS[BETWEEN[0]]} to test digit {DIGITS[BETWEEN[1]]}",
-            "matrices": [{"key": "path", "label": f"The decoder's images at {STEPS} codes on the line "
-                                                  "from the first digit's μ to the second's",
-                          "values": side_by_side(steps)},
-                         {"key": "codes", "label": "The codes along the line: step (rows) × latent "
-                                                   "dimension (columns)", "values": codes.tolist()}],
-            "vectors": [], "metrics": []}
+    return {
+        "label": f"From test digit {DIGITS[BETWEEN[0]]} to test digit {DIGITS[BETWEEN[1]]}",
+        "matrices": [
+            matrix(
+                "path",
+                f"The decoder's images at {STEPS} codes on the line from the first digit's μ to the second's",
+                side_by_side(steps),
+            ),
+            matrix("codes", "The codes along the line: step (rows) × latent dimension (columns)", codes.tolist()),
+        ],
+        "vectors": [],
+        "metrics": [],
+    }
 
 
 def replay(model: VAE | None = None, case: str | None = None) -> dict:
@@ -197,8 +236,10 @@ def replay(model: VAE | None = None, case: str | None = None) -> dict:
     given."""
     model = model if model is not None else build_model()
     images, labels, _ = test_split()
-    cases = {case_id: partial(run_case, model, images[i].tolist(), f"Test digit {i}, a {int(labels[i])}")
-             for case_id, i in DIGITS.items()}
+    cases = {
+        case_id: partial(run_case, model, images[i].tolist(), f"Test digit {i}, a {int(labels[i])}")
+        for case_id, i in DIGITS.items()
+    }
     cases["between"] = partial(between_case, model, images)
     cases["test-split"] = partial(test_case, model)
     return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)

@@ -14,11 +14,10 @@ from torch import Tensor
 
 from recipekit import digits, training, weights
 from recipekit.digits import pixels
+from recipekit.script import package
 
-try:
-    from .model import VAE, WEIGHTS, VAEConfig, loss_terms
-except ImportError:  # run as a script: python train.py
-    from model import VAE, WEIGHTS, VAEConfig, loss_terms
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .model import VAE, WEIGHTS, VAEConfig, loss_terms
 
 TRAIN_SEED = 2013  # initial weights, batch order and the sampled noise (Kingma & Welling, 2013)
 EPOCHS = 200
@@ -34,7 +33,8 @@ ELSEWHERE = training.Elsewhere(
     "2e-5 apart seen on another vendor's processor",
     {
         "test_loss": training.Bound(0.25, "the held-out negative ELBO, about 23 nats: 1% of it"),
-    })
+    },
+)
 
 
 @torch.no_grad()
@@ -58,8 +58,9 @@ def train(split: dict[str, Tensor]) -> training.Fitted:
             noise = torch.randn(len(batch), model.config.latent, generator=order)  # after the batch's order
             return loss_terms(model, x[batch], noise)[0].mean()
 
-        return training.fit(model, optimizer, EPOCHS, lambda: torch.randperm(len(x), generator=order).split(BATCH),
-                            loss_of)
+        return training.fit(
+            model, optimizer, EPOCHS, lambda: torch.randperm(len(x), generator=order).split(BATCH), loss_of
+        )
 
 
 def trained() -> training.Trained:
@@ -67,13 +68,25 @@ def trained() -> training.Trained:
     fitted = train(split)
     test = held_out(fitted.model, split["test_images"])
     return training.Trained(
-        files={WEIGHTS: (weights.state_of(fitted.model), training.metadata(
-            test_loss=test["loss"], test_reconstruction=test["reconstruction"], test_kl=test["kl"],
-            loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, split_seed=digits.SPLIT_SEED, epochs=EPOCHS))},
+        files={
+            WEIGHTS: (
+                weights.state_of(fitted.model),
+                training.metadata(
+                    test_loss=test["loss"],
+                    test_reconstruction=test["reconstruction"],
+                    test_kl=test["kl"],
+                    loss_per_epoch=fitted.losses,
+                    train_seed=TRAIN_SEED,
+                    split_seed=digits.SPLIT_SEED,
+                    epochs=EPOCHS,
+                ),
+            )
+        },
         summary=f"held-out negative ELBO {test['loss']:.3f} (reconstruction {test['reconstruction']:.3f}, KL "
-                f"{test['kl']:.3f}) on {digits.TEST_SIZE} digits; loss per epoch "
-                + ", ".join(f"{x:.3f}" for x in fitted.losses),
-        same={"same test split": digits.same_split(split)})
+        f"{test['kl']:.3f}) on {digits.TEST_SIZE} digits; loss per epoch "
+        + ", ".join(f"{x:.3f}" for x in fitted.losses),
+        same={"same test split": digits.same_split(split)},
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -14,13 +14,11 @@ from torch import Tensor
 
 from recipekit import digits
 from recipekit.digits import pixels
+from recipekit.script import package
 
-try:
-    from .model import build_model
-    from .run import forward, run_case, test_split
-except ImportError:  # run as a script: python lab.py
-    from model import build_model
-    from run import forward, run_case, test_split
+__package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
+from .model import build_model
+from .run import forward, run_case, test_split
 
 
 def live_run(image: list[list[int]], label: int | None = None) -> dict:
@@ -34,8 +32,14 @@ def live_run(image: list[list[int]], label: int | None = None) -> dict:
 def _stage(stage_id: str, title: str, activation: Tensor, grad: Tensor) -> dict:
     """One stage of the trace: what it holds and activation × gradient of the class's logit, per unit."""
     attribution = activation * grad
-    return {"id": stage_id, "title": title, "shape": list(activation.shape), "activation": activation.tolist(),
-            "attribution": attribution.tolist(), "total": attribution.sum().item()}
+    return {
+        "id": stage_id,
+        "title": title,
+        "shape": list(activation.shape),
+        "activation": activation.tolist(),
+        "attribution": attribution.tolist(),
+        "total": attribution.sum().item(),
+    }
 
 
 def trace(image: list[list[int]], target: int | None = None) -> dict:
@@ -46,9 +50,14 @@ def trace(image: list[list[int]], target: int | None = None) -> dict:
     pixels."""
     model = build_model()
     layers = len(model.blocks)
-    stages = [(f"blocks.{i}.{part}", f"What block {i + 1}'s {name} wrote into the stream (token × feature; token 0 "
-                                      "is the class token)")
-              for i in reversed(range(layers)) for part, name in (("mlp", "MLP"), ("attn", "attention"))]
+    stages = [
+        (
+            f"blocks.{i}.{part}",
+            f"What block {i + 1}'s {name} wrote into the stream (token × feature; token 0 is the class token)",
+        )
+        for i in reversed(range(layers))
+        for part, name in (("mlp", "MLP"), ("attn", "attention"))
+    ]
     x = pixels(image).requires_grad_(True)
     with torch.enable_grad():
         logits, seen = forward(model, x)
@@ -61,19 +70,40 @@ def trace(image: list[list[int]], target: int | None = None) -> dict:
     weights = model.head.weight[target].detach()
     contributions = weights * hidden
     order = contributions.abs().argsort(descending=True).tolist()
-    head = {"id": "logit", "title": f"Logit of class {target}", "logit": logits[target].item(),
-            "bias": model.head.bias[target].item(), "probability": probs[target].item(),
-            "weights": weights.tolist(), "hidden": hidden.tolist(), "contributions": contributions.tolist(),
-            "strongest": [{"unit": j, "weight": weights[j].item(), "activation": hidden[j].item(),
-                           "contribution": contributions[j].item()} for j in order[:5]],
-            "check": (contributions.sum() + model.head.bias[target]).item()}
-    traced = [_stage(name, title, seen[name][0].detach(), grad[0])
-              for (name, title), grad in zip(stages, grads[:-1], strict=True)]
+    head = {
+        "id": "logit",
+        "title": f"Logit of class {target}",
+        "logit": logits[target].item(),
+        "bias": model.head.bias[target].item(),
+        "probability": probs[target].item(),
+        "weights": weights.tolist(),
+        "hidden": hidden.tolist(),
+        "contributions": contributions.tolist(),
+        "strongest": [
+            {
+                "unit": j,
+                "weight": weights[j].item(),
+                "activation": hidden[j].item(),
+                "contribution": contributions[j].item(),
+            }
+            for j in order[:5]
+        ],
+        "check": (contributions.sum() + model.head.bias[target]).item(),
+    }
+    traced = [
+        _stage(name, title, seen[name][0].detach(), grad[0])
+        for (name, title), grad in zip(stages, grads[:-1], strict=True)
+    ]
     traced.append(_stage("input", "The drawing (pixels / 16)", x[0, 0].detach(), grads[-1][0, 0]))
-    return {"target": target, "predicted": predicted, "probabilities": probs.tolist(), "stages": [head, *traced],
-            "method": "exact at the head (the final LayerNorm's output for the class token, times the head's "
-                      "weights); activation × gradient (a first-order estimate) before it. Attention, LayerNorm "
-                      "and GELU are not linear, so the shares of earlier stages only approximate the logit"}
+    return {
+        "target": target,
+        "predicted": predicted,
+        "probabilities": probs.tolist(),
+        "stages": [head, *traced],
+        "method": "exact at the head (the final LayerNorm's output for the class token, times the head's "
+        "weights); activation × gradient (a first-order estimate) before it. Attention, LayerNorm "
+        "and GELU are not linear, so the shares of earlier stages only approximate the logit",
+    }
 
 
 def main(argv: list[str]) -> int:

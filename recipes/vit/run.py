@@ -16,12 +16,13 @@ from torch import Tensor, nn
 from recipekit import digits
 from recipekit import replay as kit
 from recipekit import weights as stored
+from recipekit.classifier import held_out_case, read_as
 from recipekit.digits import pixels
+from recipekit.items import matrix, vector
+from recipekit.script import package
 
-try:
-    from .model import WEIGHTS, ViT, build_model, patchify
-except ImportError:  # run as a script: python run.py
-    from model import WEIGHTS, ViT, build_model, patchify
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import WEIGHTS, ViT, build_model, patchify
 
 # The recorded digits, by position in the test split (the LeNet and ResNet recipes' split).
 DIGITS = {"zero": 0, "three": 14, "seven": 5, "two": 345, "misread": 307}
@@ -37,8 +38,11 @@ def forward(model: ViT, x: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
     """Logits (B, classes) and every module's output, by module name (each attention's weights are its
     softmax's output: (B, heads, tokens, tokens))."""
     seen: dict[str, Tensor] = {}
-    hooks = [module.register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out))
-             for name, module in model.named_modules() if name]
+    hooks = [
+        module.register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out))
+        for name, module in model.named_modules()
+        if name
+    ]
     try:
         logits = model(x)
     finally:
@@ -57,63 +61,49 @@ def run_case(model: ViT, image: list[list[int]], label: int | None = None, title
         logits, seen = forward(model, x)
         predicted = int(logits[0].argmax())
         (grad,) = torch.autograd.grad(logits[0, predicted], x)
-    logits = logits[0].detach()
-    probs = logits.softmax(-1)
     patches = patchify(torch.as_tensor(image, dtype=torch.float32)[None, None], config.patch)[0]
-    matrices = [{"key": "image", "label": "Input image (grey levels 0-16)", "values": [list(r) for r in image]},
-                {"key": "patches", "label": f"The {len(patches)} patch tokens before embedding: patch (row by row) "
-                                            f"× its {config.patch}×{config.patch} pixels (grey levels)",
-                 "values": patches.tolist()}]
+    matrices = [
+        matrix("image", "Input image (grey levels 0-16)", [list(r) for r in image]),
+        matrix(
+            "patches",
+            f"The {len(patches)} patch tokens before embedding: patch (row by row) "
+            f"× its {config.patch}×{config.patch} pixels (grey levels)",
+            patches,
+        ),
+    ]
     to_itself = []
     for layer in range(config.layers):
         weights = seen[f"blocks.{layer}.attn.softmax"][0, :, 0].detach()  # (heads, tokens): the class token's row
         to_itself.append(weights[:, 0])
-        matrices += [{"key": f"attn{layer}_c{head}",
-                      "label": f"Block {layer}, head {head}: the class token's attention to each patch "
-                               f"({config.grid}×{config.grid} patch grid)",
-                      "values": weights[head, 1:].view(config.grid, config.grid).tolist()}
-                     for head in range(config.heads)]
-    matrices.append({"key": "saliency", "label": f"Saliency of class {predicted}: input × gradient of its logit",
-                     "values": (x * grad)[0, 0].detach().tolist()})
-    case = {"label": title, "matrices": matrices,
-            "vectors": [{"key": "probabilities", "label": "Class probabilities (digits 0-9)", "values": probs.tolist()},
-                        {"key": "logits", "label": "Logits (digits 0-9)", "values": logits.tolist()},
-                        {"key": "cls_to_itself", "label": f"The class token's attention to itself, by block then head "
-                                                          f"({config.layers} × {config.heads}; the rest goes to the "
-                                                          "patches)",
-                         "values": torch.cat(to_itself).tolist()}],
-            "metrics": [{"key": "prediction", "label": "Read as", "value": predicted},
-                        {"key": "confidence", "label": "Probability of the digit read",
-                         "value": probs[predicted].item()}]}
-    if label is not None:
-        loss = nn.functional.cross_entropy(logits[None], torch.tensor([label]))
-        case["metrics"] += [{"key": "label", "label": "True digit", "value": label},
-                            {"key": "loss", "label": "Cross entropy against the true digit", "value": loss.item()}]
-    return case
+        matrices += [
+            matrix(
+                f"attn{layer}_c{head}",
+                f"Block {layer}, head {head}: the class token's attention to "
+                f"each patch ({config.grid}×{config.grid} patch grid)",
+                weights[head, 1:].view(config.grid, config.grid),
+            )
+            for head in range(config.heads)
+        ]
+    matrices.append(
+        matrix("saliency", f"Saliency of class {predicted}: input × gradient of its logit", (x * grad)[0, 0].detach())
+    )
+    vectors, metrics = read_as(logits[0], label)
+    vectors.append(
+        vector(
+            "cls_to_itself",
+            f"The class token's attention to itself, by block then head "
+            f"({config.layers} × {config.heads}; the rest goes to the patches)",
+            torch.cat(to_itself),
+        )
+    )
+    return {"label": title, "matrices": matrices, "vectors": vectors, "metrics": metrics}
 
 
 @torch.no_grad()
 def test_case(model: ViT) -> dict:
     """The whole held-out split: accuracy, mean loss, per-digit accuracy, the confusion matrix, the curve."""
     images, labels, metadata = test_split()
-    logits = model(pixels(images))
-    predicted = logits.argmax(-1)
-    classes = logits.size(-1)
-    confusion = torch.zeros(classes, classes, dtype=torch.int64)
-    confusion.index_put_((labels, predicted), torch.ones_like(labels), accumulate=True)
-    per_class = confusion.diag().double() / confusion.sum(1).double()
-    return {"label": "All held-out test digits",
-            "matrices": [{"key": "confusion", "label": "Confusion: true digit (rows) × digit read (columns)",
-                          "values": confusion.tolist()}],
-            "vectors": [{"key": "class_accuracy", "label": "Accuracy per true digit (0-9)",
-                         "values": per_class.tolist()},
-                        {"key": "training_loss", "label": "Mean training loss in each epoch, as train.py measured it",
-                         "values": json.loads(metadata["loss_per_epoch"]), "first": 1}],
-            "metrics": [{"key": "test_accuracy", "label": "Test accuracy",
-                         "value": digits.accuracy(predicted, labels)},
-                        {"key": "test_loss", "label": "Mean cross entropy on the test split",
-                         "value": nn.functional.cross_entropy(logits, labels).item()},
-                        {"key": "test_size", "label": "Test digits", "value": len(labels)}]}
+    return held_out_case(model(pixels(images)), labels, json.loads(metadata["loss_per_epoch"]))
 
 
 # The two checks. Each measures something that a broken recipe would get wrong, and says what it saw.
@@ -148,7 +138,8 @@ def check_attention(model: ViT) -> dict:
         out, weights = reference_attention(block.attn)(tokens, tokens, tokens, average_attn_weights=False)
         detail[f"blocks.{layer}"] = {
             "output_difference": (out - seen[f"blocks.{layer}.attn"]).abs().max().item(),
-            "weights_difference": (weights - seen[f"blocks.{layer}.attn.softmax"]).abs().max().item()}
+            "weights_difference": (weights - seen[f"blocks.{layer}.attn.softmax"]).abs().max().item(),
+        }
     passed = all(d["output_difference"] <= EXACT and d["weights_difference"] <= EXACT for d in detail.values())
     return {"passed": passed, "detail": detail | {"tolerance": EXACT, "digits": len(images)}}
 
@@ -169,8 +160,10 @@ def replay(model: ViT | None = None, case: str | None = None) -> dict:
     given."""
     model = model if model is not None else build_model()
     images, labels, _ = test_split()
-    cases = {case_id: partial(run_case, model, images[i].tolist(), int(labels[i]), f"Test digit {i}")
-             for case_id, i in DIGITS.items()}
+    cases = {
+        case_id: partial(run_case, model, images[i].tolist(), int(labels[i]), f"Test digit {i}")
+        for case_id, i in DIGITS.items()
+    }
     cases["test-split"] = partial(test_case, model)
     return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
 

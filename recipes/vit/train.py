@@ -15,11 +15,10 @@ from torch import Tensor, nn
 
 from recipekit import digits, training, weights
 from recipekit.digits import pixels
+from recipekit.script import package
 
-try:
-    from .model import WEIGHTS, ViT, ViTConfig
-except ImportError:  # run as a script: python train.py
-    from model import WEIGHTS, ViT, ViTConfig
+__package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
+from .model import WEIGHTS, ViT, ViTConfig
 
 TRAIN_SEED = 2020  # initial weights and batch order (Dosovitskiy et al., 2020)
 EPOCHS = 60
@@ -35,7 +34,8 @@ ELSEWHERE = training.Elsewhere(
     "60 epochs of AdamW amplify a last-bit difference: 0.06 apart seen on another vendor's processor",
     {
         "test_accuracy": training.Bound(0.03, "the held-out digits: 11 of 360"),
-    })
+    },
+)
 
 
 @torch.no_grad()
@@ -54,11 +54,18 @@ def train(split: dict[str, Tensor]) -> training.Fitted:
         x, y = pixels(split["train_images"]), split["train_labels"]
         steps = EPOCHS * -(-len(y) // BATCH)
         warmup = -(-len(y) // BATCH)
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
-            (step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * step / steps))))
-        return training.fit(model, optimizer, EPOCHS, lambda: torch.randperm(len(y), generator=order).split(BATCH),
-                            lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]),
-                            after_step=schedule.step, evaluate=digits.tested(accuracy, split))
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: min((step + 1) / warmup, 0.5 * (1 + math.cos(math.pi * step / steps)))
+        )
+        return training.fit(
+            model,
+            optimizer,
+            EPOCHS,
+            lambda: torch.randperm(len(y), generator=order).split(BATCH),
+            lambda batch: nn.functional.cross_entropy(model(x[batch]), y[batch]),
+            after_step=schedule.step,
+            evaluate=digits.tested(accuracy, split),
+        )
 
 
 def trained() -> training.Trained:
@@ -66,12 +73,22 @@ def trained() -> training.Trained:
     fitted = train(split)
     test_accuracy = accuracy(fitted.model, split["test_images"], split["test_labels"])
     return training.Trained(
-        files={WEIGHTS: (weights.state_of(fitted.model), training.metadata(
-            test_accuracy=test_accuracy, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED,
-            split_seed=digits.SPLIT_SEED, epochs=EPOCHS))},
+        files={
+            WEIGHTS: (
+                weights.state_of(fitted.model),
+                training.metadata(
+                    test_accuracy=test_accuracy,
+                    loss_per_epoch=fitted.losses,
+                    train_seed=TRAIN_SEED,
+                    split_seed=digits.SPLIT_SEED,
+                    epochs=EPOCHS,
+                ),
+            )
+        },
         summary=f"test accuracy {test_accuracy:.4f} on {digits.TEST_SIZE} held-out digits; loss per epoch "
-                + ", ".join(f"{x:.3f}" for x in fitted.losses),
-        same={"same test split": digits.same_split(split)})
+        + ", ".join(f"{x:.3f}" for x in fitted.losses),
+        same={"same test split": digits.same_split(split)},
+    )
 
 
 def main(argv: list[str]) -> int:

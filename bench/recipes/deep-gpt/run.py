@@ -3,10 +3,10 @@ check, enough for a recording; the benchmark is about the graph."""
 
 import torch
 
-try:
-    from .model import build_model
-except ImportError:  # run as a script
-    from model import build_model
+from recipekit.script import package
+
+__package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
+from .model import build_model
 
 PROMPT = [1, 2, 3, 4]
 
@@ -17,10 +17,14 @@ def replay(case: str | None = None) -> dict:
     model = build_model()
     probs = model(torch.tensor([PROMPT]))[0, -1].softmax(-1)  # (vocab,)
     return {
-        "cases": {"prompt": {"vectors": [{"key": "next", "label": "Next-token distribution",
-                                          "values": probs.tolist()}], "matrices": [], "metrics": []}},
-        "checks": [{"name": "The next-token distribution sums to one",
-                    "passed": abs(float(probs.sum()) - 1) < 1e-5}],
+        "cases": {
+            "prompt": {
+                "vectors": [{"key": "next", "label": "Next-token distribution", "values": probs.tolist()}],
+                "matrices": [],
+                "metrics": [],
+            }
+        },
+        "checks": [{"name": "The next-token distribution sums to one", "passed": abs(float(probs.sum()) - 1) < 1e-5}],
     }
 
 
