@@ -64,6 +64,7 @@ serve-production: setup checkpoints
 
 lint: setup-test
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check recipes recipekit bench/recipes
 	$(BIN)/lint-imports --no-logo --no-cache
 	npx --no-install eslint static/js app
 

@@ -8,7 +8,7 @@ This process plays a web worker: it creates one app per arrangement and calls it
 (`RESPONSE_CACHE_BYTES`, `COMPRESS_CACHE_BYTES`) and otherwise by making it keep nothing (its size 0). Every app is
 made and warmed first; then the arrangements are measured in turn, `--rounds` times `--repeat` requests of each
 kind, and the medians are compared with those of every layer on, measured in the same run. The `runs` layer (a
-recipe process's kept plain runs) is measured by bench/interventions.py, `held` keeps what an outage would lose and
+recipe process's plain runs) is measured by bench/whatif.py, `unwritten` keeps what an outage would lose and
 is no speed layer, and `proxy` (nginx) by bench/load.py's production column.
 """
 
@@ -43,7 +43,6 @@ ARRANGEMENTS = {
     # The rendered pages kept in the shared store too (the answers layer): a page then renders every time.
     "pages, answers off": ({"CACHE_TYPE": "NullCache"}, ("pages",)),
     "compressed off": ({"COMPRESS_CACHE_BYTES": 0}, ()),
-    "near off": ({}, ("near",)),
 }
 
 

@@ -8,12 +8,12 @@ manifest that comes to hold NaN, then the web worker killed (its replacement mus
 edited keeping its size and its mtime; 8. a verification asked while Redis is down; 9. a manifest whose
 parents loop, added while the app runs; 10. a recipe.toml of wrong types and an unknown table; 11. a link to
 /etc/passwd in a recipe folder; 12. a recipe that hangs at start (served from the boot: the other models' first
-runs, and when it is set aside); 13. a What if? that a later part of the model cannot take; 14. another site's
+runs, and when it is suspended); 13. a What if? that a later part of the model cannot take; 14. another site's
 page starting a run (a GET marked cross-site, a form POST); 15. a job polled while Redis is down; 16. another
-model's run while a model hangs (its usual time, and the hanging model set aside, in words); 17. a forged history
+model's run while a model hangs (its usual time, and the hanging model suspended, in words); 17. a forged history
 entry (NaN, a reader's "passed" that would pass for the server's); 18. a retraining started while Redis is down;
 The app serves a copy of the models plus a "slow" one whose what-if run and replay sleep for a minute, and a
-"hangs" one whose lab.py never finishes importing, with a 3 s recipe timeout, a 3 s warm-up bound, a hang set aside
+"hangs" one whose lab.py never finishes importing, with a 3 s recipe timeout, a 3 s warm-up bound, a hang suspended
 for 5 s and one web worker (so the drill can find its recipe process). Then, with the default timeouts on three web
 workers behind one trusted proxy hop: 19. three retrainings started at once by three readers (one trains at a time
 on the machine) and a stranger's cancel; 20. What if? on every recorded case of every model (each a 200, or a 400
@@ -189,7 +189,7 @@ def drills(rows: Rows, base: str, manifests: Path, recipes: Path, redis: "Redis 
     until(lambda: request("GET", base + "/api/models/hangs")[0] == 404, 120)
     status, _, body = request("GET", base + "/api/models/hangs")
     rows.append((f"hangs at start (first run {first_run:.1f} s from boot)", f"{status} {message(body)}",
-                 time.monotonic() - booted))  # recovered: set aside, this long after the boot
+                 time.monotonic() - booted))  # recovered: suspended, this long after the boot
 
     # 1. kill the recipe worker while it runs the slow recipe
     answer: dict = {}
@@ -211,7 +211,7 @@ def drills(rows: Rows, base: str, manifests: Path, recipes: Path, redis: "Redis 
     waited = time.monotonic() - started
     recovery = until(lambda: run_ok(base), 120)
     rows.append((f"recipe hangs (answered after {waited:.1f} s)", f"{status} {message(body)}", recovery))
-    until(lambda: request("GET", base + "/api/models/slow")[0] == 200, 30)  # set aside for 5 s, then back
+    until(lambda: request("GET", base + "/api/models/slow")[0] == 200, 30)  # suspended for 5 s, then back
 
     # 3. a manifest corrupted on disk, then mended
     path = manifests / "bert" / "manifest.json"
@@ -387,7 +387,7 @@ def gpt_run(base: str) -> tuple[int, float]:
 
 def hang_drill(base: str) -> list:
     """Drill 16: gpt's runs while the slow model hangs (its run sleeps past the 3 s timeout): their usual time,
-    and the slow model set aside with the reason, then served again."""
+    and the slow model suspended with the reason, then served again."""
     usual = sorted(gpt_run(base)[1] for _ in range(3))[1]
     hung = [threading.Thread(target=request, args=("POST", base + "/api/models/slow/runs",
                                                    json.dumps(json.loads(RUN) | {"mlm_positions": [n]}).encode()))

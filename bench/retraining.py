@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def alone(slug: str) -> float:
+def train_alone(slug: str) -> float:
     """Seconds `python train.py --check` takes in the recipe folder (exit status 0 required)."""
     started = time.perf_counter()
     subprocess.run([sys.executable, "train.py", "--check"], cwd=ROOT / "recipes" / slug, check=True,
@@ -64,7 +64,7 @@ def main() -> None:
     for slug in args.models.split(","):
         solo, api = [], []
         for _ in range(args.repeat):
-            solo.append(alone(slug))
+            solo.append(train_alone(slug))
             api.append(through_the_api(slug))
         a, b = statistics.median(solo), statistics.median(api)
         print(f"{slug:8} {a:14.2f}s {b:15.2f}s {b / a:5.2f}x")

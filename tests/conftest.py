@@ -141,7 +141,7 @@ def check_units_and_lists(store) -> None:
 
 def kept_stages(path: Path) -> dict:
     """The weights a recipe's train.py kept on the way (stages named epoch-<n>), by epoch, as the server reads them."""
-    from app.compute.training import read_snapshots
+    from app.compute.training_stages import read_snapshots
 
     _, _, weights = read_snapshots(path)
     return {int(stage.removeprefix("epoch-")): state for stage, state in weights.items()}

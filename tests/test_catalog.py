@@ -1,4 +1,4 @@
-"""The manifest store: the recording kept as is, bad manifests set aside with their reason."""
+"""The manifest store: the recording kept as is, bad manifests left out with their reason."""
 
 import hashlib
 import json
@@ -185,14 +185,14 @@ def test_a_weights_declaration_that_says_nothing_true_makes_the_model_unavailabl
     assert reason in catalog.unavailable["bert"].reason
 
 
-def test_a_model_set_aside_for_a_while_is_served_again_whatever_is_set_aside_meanwhile():
-    """A hang sets its model aside for a while, a recipe that cannot start until its files change: one set aside
+def test_a_model_suspended_for_a_while_is_served_again_whatever_is_suspended_meanwhile():
+    """A hang suspends its model for a while, a recipe that cannot start until its files change: one suspended
     after the other leaves the first's time as it was."""
     live = LiveCatalog(PROJECT_ROOT / "manifests", PROJECT_ROOT / "recipes", interval=0)
-    live.set_aside("mlp", "a run of it did not finish in 120 s and was stopped", until=time.time() + 0.5)
-    live.set_aside("gcn", "warming it ran past 30 s (2 times in a row)")
+    live.suspend("mlp", "a run of it did not finish in 120 s and was stopped", until=time.time() + 0.5)
+    live.suspend("gcn", "warming it ran past 30 s (2 times in a row)")
     assert {"mlp", "gcn"} <= set(live.current().unavailable) and "mlp" not in live.current().models
-    assert "set aside until" in live.current().unavailable["mlp"].reason
+    assert "suspended until" in live.current().unavailable["mlp"].reason
     time.sleep(0.6)
     assert "mlp" in live.current().models and "mlp" not in live.current().unavailable
     assert "it is tried again when its files change" in live.current().unavailable["gcn"].reason

@@ -54,7 +54,7 @@ def test_calls_are_typed_and_the_worker_receives_plain_data():
     replay = RecipeCall.replay(BERT_RECIPE, states=states)
     assert replay.wire()["module"] == "replay" and replay.wire()["args"]["states"] == states
     assert RecipeCall.read(replay.wire()) == replay
-    capture = RecipeCall.of(BERT_RECIPE, "capture", CaptureArgs([{"shape": [1, 6]}]))
+    capture = RecipeCall.make(BERT_RECIPE, "capture", CaptureArgs([{"shape": [1, 6]}]))
     assert capture.wire()["args"] == {"inputs": [{"shape": [1, 6]}]} and capture.wire()["module"] == "capture"
     assert RecipeCall.read(capture.wire()) == capture  # read back into the same typed call
 
@@ -76,10 +76,10 @@ def test_every_message_reads_back_as_it_was_written():
     from app.domain.steps import Step
 
     steps = [Step("h.0.attn", "patch", "h.0.attn.c_proj", "input", head=1, heads="n_head", from_case="pi", source=0)]
-    calls = [RecipeCall.of(BERT_RECIPE, "live_run", InterveneArgs({"input_ids": [1]}, steps, [{"case": "pi"}], "GPT",
+    calls = [RecipeCall.make(BERT_RECIPE, "live_run", InterveneArgs({"input_ids": [1]}, steps, [{"case": "pi"}], "GPT",
                                                                   "run-key"), {"checkpoint": "/srv/ckpt"}),
-             RecipeCall.of(BERT_RECIPE, "live_run", OutlineArgs([{"input_ids": [1]}], "GPT", "run-key")),
-             RecipeCall.of(BERT_RECIPE, "run.replay", TrainingArgs({"case": "pi"}, "GPT")),
+             RecipeCall.make(BERT_RECIPE, "live_run", OutlineArgs([{"input_ids": [1]}], "GPT", "run-key")),
+             RecipeCall.make(BERT_RECIPE, "run.replay", TrainingArgs({"case": "pi"}, "GPT")),
              RecipeCall.lab(BERT_RECIPE, "trace", {"position": 2}, {"checkpoint": "/srv"})]
     for call in calls:
         assert RecipeCall.read(json.loads(json.dumps(call.wire()))) == call
@@ -137,7 +137,7 @@ def test_both_executors_answer_the_one_declared_interface_with_its_signatures():
 
     declared = {name: inspect.signature(member) for name, member in vars(Executor).items()
                 if callable(member) and not name.startswith("_")}
-    assert set(declared) == {"admit", "release", "run", "retrain", "set_aside", "prestart", "pids", "shutdown"}
+    assert set(declared) == {"admit", "release", "run", "retrain", "suspend", "prestart", "pids", "shutdown"}
     for executor in (WorkerPool, CeleryExecutor):
         assert issubclass(executor, Executor)
         for name, signature in declared.items():

@@ -15,6 +15,7 @@ from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.extensions import models
 from app.services.parts import parts
 from app.services.warmup import warm_up
+from recipekit.refusals import Unavailable
 
 from .bert_checkpoints import make_checkpoint
 from .conftest import MINILM_SHA256, recipe_module
@@ -203,7 +204,7 @@ def test_a_bad_checkpoint_is_named_and_explained(tmp_path, case):
     lab = recipe_module(RECIPE, "lab")
     with pytest.raises(Exception) as raised:
         lab.datalab(str(folder), TEXT)
-    assert type(raised.value).__name__ == "CheckpointError" and raised.value.status == 503
+    assert type(raised.value).__name__ == "CheckpointError" and isinstance(raised.value, Unavailable)
     assert str(raised.value).startswith("the checkpoint cannot be used: ")
     assert message in str(raised.value)
     assert str(tmp_path) not in str(raised.value)

@@ -107,16 +107,16 @@ def test_the_plain_run_is_kept_for_the_next_intervention_on_the_same_input():
         calls.append(args)
         return entry(**args)
 
-    kept_runs, args = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}
+    plain_runs, args = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}
     zero = [Step(node="h.0.mlp", action="zero", target="h.0.mlp", on="output")]
     scale = [Step(node="h.1.mlp", action="scale", factor=2.0, target="h.1.mlp", on="output")]
-    assert not intervene(counted, args, zero, [], 0, "GPT", kept_runs, "run-key:input")["plain_run_kept"]
-    assert len(calls) == 2 and len(kept_runs) == 1
-    kept = intervene(counted, args, scale, [], 0, "GPT", kept_runs, "run-key:input")
-    assert len(calls) == 3 and kept["plain_run_kept"]  # the plain run came from those kept
-    assert kept | {"plain_run_kept": False} == intervene(entry, args, scale, [], 0, "GPT")  # as if nothing were kept
-    intervene(counted, {"input_ids": [1, 5]}, scale, [], 0, "GPT", kept_runs, "run-key:other input")
-    assert len(calls) == 5 and len(kept_runs) == 2
+    assert not intervene(counted, args, zero, [], 0, "GPT", plain_runs, "run-key:input")["plain_run_cached"]
+    assert len(calls) == 2 and len(plain_runs) == 1
+    kept = intervene(counted, args, scale, [], 0, "GPT", plain_runs, "run-key:input")
+    assert len(calls) == 3 and kept["plain_run_cached"]  # the plain run came from those kept
+    assert kept | {"plain_run_cached": False} == intervene(entry, args, scale, [], 0, "GPT")  # as if nothing were kept
+    intervene(counted, {"input_ids": [1, 5]}, scale, [], 0, "GPT", plain_runs, "run-key:other input")
+    assert len(calls) == 5 and len(plain_runs) == 2
 
 
 def test_a_patch_takes_its_source_from_a_kept_run_and_answers_as_if_it_had_run_it():
@@ -133,18 +133,18 @@ def test_a_patch_takes_its_source_from_a_kept_run_and_answers_as_if_it_had_run_i
         calls.append(args)
         return entry(**args)
 
-    kept_runs, here, there = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}, {"input_ids": [2, 2, 9, 4]}
+    plain_runs, here, there = SizedLRU(1 << 26), {"input_ids": [1, 5, 7, 3]}, {"input_ids": [2, 2, 9, 4]}
     for args, key in ((here, "here"), (there, "there")):
-        plain_run(entry, args, 0, "GPT", kept_runs, key)
+        plain_run(entry, args, 0, "GPT", plain_runs, key)
     patch = [Step(node="h.0.mlp", action="patch", source=0, target="h.0.mlp", on="output")]
-    kept = intervene(counted, here, patch, [there], 0, "GPT", kept_runs, "here", ["there"])
-    assert len(calls) == 1 and kept["plain_run_kept"]  # the changed run alone
+    kept = intervene(counted, here, patch, [there], 0, "GPT", plain_runs, "here", ["there"])
+    assert len(calls) == 1 and kept["plain_run_cached"]  # the changed run alone
     ran = intervene(entry, here, patch, [there], 0, "GPT")
-    assert kept | {"plain_run_kept": False} == ran and max(ran["effects"].values()) > 0
+    assert kept | {"plain_run_cached": False} == ran and max(ran["effects"].values()) > 0
     head = [Step(node="h.0.attn", action="patch", head=1, heads=4, source=0, target="h.0.attn.c_proj",
              on="input")]
     calls.clear()
-    intervene(counted, here, head, [there], 0, "GPT", kept_runs, "here", ["there"])
+    intervene(counted, here, head, [there], 0, "GPT", plain_runs, "here", ["there"])
     assert len(calls) == 2  # the source ran for its projection's input, then the changed run
 
 
@@ -200,19 +200,19 @@ def test_a_run_too_large_for_one_window_is_measured_a_window_at_a_time_as_if_who
     monkeypatch.setattr(module, "WINDOW_BYTES", window)
     _, first = module.window_run(entry, here, 0, "GPT", 0)
     assert first.rest is not None and first.bytes() <= max(window, first.parts[0].nbytes)
-    kept_runs = SizedLRU(1 << 26)
+    plain_runs = SizedLRU(1 << 26)
     for each, measured in zip(steps, whole, strict=True):
-        windowed = module.intervene(entry, here, each, [there], 0, "GPT", kept_runs, "here")
+        windowed = module.intervene(entry, here, each, [there], 0, "GPT", plain_runs, "here")
         assert windowed["before"] == measured["before"] and windowed["after"] == measured["after"]
         assert windowed["effects"].keys() == measured["effects"].keys()
         for node, moved in measured["effects"].items():  # the same squares, summed in blocks of another size
             assert windowed["effects"][node] == pytest.approx(moved, rel=1e-6, abs=1e-12), node
-    assert max(whole[0]["effects"].values()) > 0 and len(kept_runs) == 0
+    assert max(whole[0]["effects"].values()) > 0 and len(plain_runs) == 0
     zeroed = module.intervene(entry, here, [Step(node="h.0.mlp", action="zero", target="h.0.mlp", on="output")],
                               [], 0, "GPT")
     assert zeroed["effects"]["h.0.mlp"] == 1.0  # each window's change summed as its baseline was
-    assert module.outlines(entry, [here, there], 0, "GPT", kept_runs, ["here", "there"]) == outline
-    assert len(kept_runs) == 0
+    assert module.outlines(entry, [here, there], 0, "GPT", plain_runs, ["here", "there"]) == outline
+    assert len(plain_runs) == 0
 
 
 def test_an_output_written_into_in_place_is_measured_as_made_in_every_window(monkeypatch):
@@ -295,7 +295,7 @@ def test_a_change_is_measured_on_the_nodes_both_runs_share_alike():
 
     before = {"a": torch.tensor([3.0, 4.0]), "b": torch.tensor([1.0]), "c": torch.ones(2, 2), "i": torch.tensor([1])}
     shorter = {"a": torch.tensor([6.0, 8.0]), "c": torch.ones(3, 2), "d": torch.ones(1)}
-    for base in (before, Baseline.of(before)):
+    for base in (before, Baseline.from_outputs(before)):
         assert effects(base, shorter) == pytest.approx({"a": 1.0})
         assert effects(base, {"a": torch.zeros(2), "b": torch.tensor([1.5]), "c": torch.ones(2, 2)}) == \
             pytest.approx({"a": 1.0, "b": 0.5, "c": 0.0})
@@ -305,7 +305,7 @@ def test_a_change_is_measured_on_the_nodes_both_runs_share_alike():
     for outputs in ({"a": torch.tensor([3.0, 4.0])}, {"a": torch.tensor([3.0, 4.0]), "b": torch.ones(2)},
                     {"a": torch.tensor([3.0, 4.0], dtype=torch.float64)}):
         changed = {node: tensor * 2 for node, tensor in outputs.items()}
-        base = Baseline.of(outputs)
+        base = Baseline.from_outputs(outputs)
         assert effects(base, changed) == pytest.approx(dict.fromkeys(outputs, 1.0))
         assert all(torch.equal(changed[node], tensor * 2) for node, tensor in outputs.items())
         outputs["a"].add_(1.0)
@@ -324,7 +324,7 @@ def test_a_change_measured_as_the_run_goes_reads_as_the_kept_outputs_measured_wh
     keys = [iv.occurrence(node, call) for call in range(7) for node in ("a", "b", "c")]  # a sampler's 7 calls
     before = {key: torch.randn(shape) for key in keys}
     after = {key: before[key] * (1 + 0.1 * i) - 0.01 * (i % 3) for i, key in enumerate(keys)}
-    assert iv.Baseline.of(before).block == (1 if shape == (3, 5) else 32)
+    assert iv.Baseline.from_outputs(before).block == (1 if shape == (3, 5) else 32)
 
     def exact(after: dict) -> dict[str, float]:
         def total(node: str, values) -> float:
@@ -334,7 +334,7 @@ def test_a_change_measured_as_the_run_goes_reads_as_the_kept_outputs_measured_wh
                                 / total(node, lambda k: before[k])) for node in "abc"}
 
     def measured(outputs: dict) -> iv.Moved:
-        moved = iv.Moved(iv.Baseline.of(before))
+        moved = iv.Moved(iv.Baseline.from_outputs(before))
         for key in keys:
             moved.keep(iv.node_of(key), outputs[key])
         return moved
@@ -347,8 +347,8 @@ def test_a_change_measured_as_the_run_goes_reads_as_the_kept_outputs_measured_wh
         for outputs in (after, mixed, huge):
             moved = measured(outputs)
             assert moved.effects() == pytest.approx(exact(outputs), rel=1e-6) and moved.intact
-            assert iv.effects(iv.Baseline.of(before), outputs) == pytest.approx(exact(outputs), rel=1e-6)
-        assert iv.effects(iv.Baseline.of(before), gaps) == pytest.approx(exact(gaps), rel=1e-6)
+            assert iv.effects(iv.Baseline.from_outputs(before), outputs) == pytest.approx(exact(outputs), rel=1e-6)
+        assert iv.effects(iv.Baseline.from_outputs(before), gaps) == pytest.approx(exact(gaps), rel=1e-6)
         zeroed = measured({key: before[key] * 0.0 for key in keys}).effects()
         assert zeroed == dict.fromkeys("abc", 1.0)  # exactly: summed as the baseline was, a chunk or whole
     written = {key: tensor.clone() for key, tensor in after.items()}
@@ -547,7 +547,7 @@ def test_the_options_say_what_each_node_can_do_and_keep_the_run_for_the_change_a
         assert nodes["h.0.mlp"] == {"actions": ["zero", "mean", "scale", "patch"],
                                     "from_cases": ["repeats", "falling", "in-order"], "why_not": {}}
         assert client.post(URL.format("gpt"), json={"case": "pi", "interventions": [
-            {"node": "h.0.mlp", "action": "patch", "from_case": "falling"}]}).get_json()["plain_run_kept"]
+            {"node": "h.0.mlp", "action": "patch", "from_case": "falling"}]}).get_json()["plain_run_cached"]
         # A lab request of another length: no case to patch from; its run is kept for the change asked next.
         other = client.post(url, json={"request": {"input_ids": [1, 5]}}).get_json()["nodes"]["h.0.mlp"]
         assert other == {"actions": ["zero", "mean", "scale"], "from_cases": [], "why_not": {

@@ -1,6 +1,6 @@
 """No file, recipe or request can stop the server or another model: each bad file beside a good catalog makes its
 own model unavailable with the reason (and every page and answer of the others stays up); a link out of a model's
-folder is never followed; a recipe whose process cannot start is set aside; the state file keeps to its cap."""
+folder is never followed; a recipe whose process cannot start is suspended; the state file keeps to its cap."""
 
 import json
 import os
@@ -158,7 +158,7 @@ def test_a_link_inside_a_model_folder_is_followed(tmp_path):
 HANGING_LAB = "import time\ntime.sleep(3600)  # importing this recipe never ends\n"
 
 
-def test_a_recipe_that_hangs_at_start_is_set_aside_and_holds_no_other_run(tmp_path):
+def test_a_recipe_that_hangs_at_start_is_suspended_and_holds_no_other_run(tmp_path):
     """Its warm-up runs in idle time, bounded, one recipe at a time: the good model's first run answers in
     seconds; after two warm-ups ran past their bound the hanging model is unavailable with the reason, in this
     web process and, through the shared store, in another that never warmed it, until its files change."""
@@ -237,16 +237,17 @@ BERT_RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], 
 def test_a_run_that_hangs_costs_only_its_own_model(tmp_path):
     """Two runs of a model hang in a web process with one recipe worker: another model's run answers while they
     still hang (it waits behind another model's run for RECIPE_PATIENCE at most, then takes a worker of its own);
-    past RECIPE_TIMEOUT the hung run is killed (504), the model set aside with the reason in this process and
+    past RECIPE_TIMEOUT the hung run is killed (504), the model suspended with the reason in this process and
     another (503 with Retry-After, its waiting run refused rather than hung in turn), and served again after
-    RECIPE_ASIDE_SECONDS."""
+    RECIPE_SUSPEND_SECONDS."""
     import threading
 
     tree = ModelTree(tmp_path)
     tree.add("bert")
     tree.add("hangs", lab_py=RUN_HANGS)
     config = type("Hangs", (TestConfig,), tree.config(RECIPE_WORKERS=1, RECIPE_QUEUE=4, RECIPE_TIMEOUT=8.0,
-                                                      RECIPE_ASIDE_SECONDS=6.0, STATE_PATH=str(tmp_path / "s.sqlite3")))
+                                                      RECIPE_SUSPEND_SECONDS=6.0,
+                                                      STATE_PATH=str(tmp_path / "s.sqlite3")))
     app, other = create_app(config), create_app(config)
     client = app.test_client()
     hung = BERT_RUN | {"input_ids": [7, 4, 3, 2, 6, 2]}
@@ -268,14 +269,14 @@ def test_a_run_that_hangs_costs_only_its_own_model(tmp_path):
         statuses = sorted(a.status_code for a in answers)
         assert statuses == [503, 504], [a.get_json() for a in answers]
         refused = next(a for a in answers if a.status_code == 503)  # waited behind its own model, then refused
-        assert int(refused.headers["Retry-After"]) > 0 and "set aside" in refused.get_json()["error"]["message"]
+        assert int(refused.headers["Retry-After"]) > 0 and "suspended" in refused.get_json()["error"]["message"]
         for each in (client, other.test_client()):  # told through the store to the process that never ran it
-            aside = eventually(lambda each=each: each.get("/api/models/hangs"), lambda r: r.status_code == 503)
-            assert "did not finish in 8 s and was stopped" in aside.get_json()["error"]["message"]
-            assert int(aside.headers["Retry-After"]) <= 6
+            suspended = eventually(lambda each=each: each.get("/api/models/hangs"), lambda r: r.status_code == 503)
+            assert "did not finish in 8 s and was stopped" in suspended.get_json()["error"]["message"]
+            assert int(suspended.headers["Retry-After"]) <= 6
             assert each.post("/api/models/bert/runs", json=BERT_RUN).status_code == 200
         listed = {u["slug"]: u["reason"] for u in client.get("/api/models").get_json()["unavailable"]}
-        assert "set aside until" in listed["hangs"]
+        assert "suspended until" in listed["hangs"]
         back = eventually(lambda: client.post("/api/models/hangs/runs", json=BERT_RUN), lambda r: r.status_code == 200,
                           seconds=15)
         assert back.get_json()["cached"] is True or back.status_code == 200
@@ -291,13 +292,13 @@ def test_a_pool_counts_a_warm_up_that_kills_its_process_against_its_recipe(tmp_p
     (recipe / "recipe.toml").write_text('[lab]\nkind = "causal-lm"\n'
                                         '[lab.endpoints.pid]\nmethod = "GET"\nentry = "pid"\n')
     (recipe / "lab.py").write_text("import os\nos._exit(3)  # importing it ends the process\n")
-    set_aside = []
+    suspend = []
     pool = WorkerPool(size=1, timeout=30, torch_threads=1, seed=0, warmup_timeout=5,
-                      on_failing=lambda folder, reason: set_aside.append((folder, reason)))
+                      on_failing=lambda folder, reason: suspend.append((folder, reason)))
     try:
         pool.prestart([Warmup(str(recipe))])
-        eventually(lambda: set_aside)
-        assert set_aside == [(str(recipe), "its process died while warming it (exit code 3) (2 times in a row)")]
+        eventually(lambda: suspend)
+        assert suspend == [(str(recipe), "its process died while warming it (exit code 3) (2 times in a row)")]
         replay = pool.run(RecipeCall.replay(PROJECT_ROOT / "recipes" / "mlp"))  # the others run on
         assert replay.result["checks"]
     finally:
@@ -368,7 +369,7 @@ def live_run(**request):
 '''
 
 
-def test_a_recipe_whose_cases_take_long_to_keep_is_not_set_aside(tmp_path):
+def test_a_recipe_whose_cases_take_long_to_keep_is_not_suspended(tmp_path):
     """Keeping the recorded cases is no start: past its time it is dropped for that recipe, which stays served, and a
     run asked while it was being kept is run by a fresh process."""
     from app.services.warmup import warm_up

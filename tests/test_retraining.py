@@ -41,7 +41,7 @@ def trainers() -> list[str]:
             line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "app.compute.trainer" in line:
+        if "app.compute.retraining" in line:
             found.append(line)
     return found
 

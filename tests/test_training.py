@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from app import create_app
-from app.compute.training import NoModel, movement, weights_of
+from app.compute.training_stages import NoModel, movement, weights_of
 from app.domain.labs.fields import DeclarationError
-from app.domain.training import declared_training
+from app.domain.training_stages import declared_training
 from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.parts import parts
 

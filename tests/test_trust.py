@@ -331,7 +331,7 @@ def test_the_store_degrades_when_its_file_breaks(tmp_path):
         tmp_path.chmod(0o700)
 
 
-def test_a_relabelled_recorded_item_is_served_by_its_key_or_set_aside_with_the_reason(tree):
+def test_a_relabelled_recorded_item_is_served_by_its_key_or_suspended_with_the_reason(tree):
     from .conftest import GPT_RECIPE
 
     seed_raw = json.loads(BERT_MANIFEST.read_text())  # the original capture: its items have no keys

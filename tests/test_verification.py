@@ -109,7 +109,7 @@ def fault_app(tmp_path_factory):
     tree.add("crash", run_py=CRASHING)
     tree.add("hang", run_py=HANGING)
     tree.add("raises", run_py=RAISING)
-    app = create_app(type("FaultConfig", (TestConfig,), tree.config(RECIPE_TIMEOUT=3.0, RECIPE_ASIDE_SECONDS=2.0)))
+    app = create_app(type("FaultConfig", (TestConfig,), tree.config(RECIPE_TIMEOUT=3.0, RECIPE_SUSPEND_SECONDS=2.0)))
     yield app
     parts(app).pool.shutdown()
 
@@ -156,10 +156,10 @@ def test_a_hanging_recipe_is_killed_at_its_timeout(fault_app):
     assert report["status"] == "error"
     assert "past its 3 s timeout" in report["message"]
     assert elapsed < 60
-    # The model is set aside for a while (a retry now would hang too), then a retry runs again: errors are not cached.
-    aside = client.post("/api/models/hang/verifications")
-    assert aside.status_code == 503 and 0 < int(aside.headers["Retry-After"]) <= 2
-    assert "a run of it did not finish in 3 s and was stopped" in aside.get_json()["error"]["message"]
+    # The model is suspended for a while (a retry now would hang too), then a retry runs again: errors are not cached.
+    suspended = client.post("/api/models/hang/verifications")
+    assert suspended.status_code == 503 and 0 < int(suspended.headers["Retry-After"]) <= 2
+    assert "a run of it did not finish in 3 s and was stopped" in suspended.get_json()["error"]["message"]
     assert eventually(lambda: client.post("/api/models/hang/verifications").status_code,
                       lambda status: status == 202, seconds=10) == 202
 
@@ -230,7 +230,6 @@ def test_a_finished_job_stays_finished_however_often_its_heartbeat_beats():
             with app.app_context():
                 key = cache_key(models.get("bert"))
                 state.store.delete(key)
-                parts(app).jobs.near.discard(key)
             started = client.post("/api/models/bert/verifications")
             if started.status_code == 200:  # the job ended before the POST looked (VERIFY_WAIT 0): no poll to make
                 assert started.get_json()["status"] == "passed"

@@ -238,9 +238,9 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
     meta["experiment"].setdefault("kind", declaration.experiment.kind)
     checkpoint = _checkpoint(meta, settings)
     context = {"checkpoint": str(checkpoint.folder)} if checkpoint else {}
-    reply = pool.run(RecipeCall.of(recipe_dir, "capture", CaptureArgs(meta["recording"].get("inputs")), context))
+    reply = pool.run(RecipeCall.make(recipe_dir, "capture", CaptureArgs(meta["recording"].get("inputs")), context))
     graph, replay = reply.result["graph"], reply.result["replay"]
-    _alone_as_among_others(replay, reply.result["alone"], declaration)
+    _alone_as_among_others(replay, reply.result["each_case"], declaration)
     manifest: dict = {"schemaVersion": 1, "slug": slug}
     for key in HEAD_FIELDS:
         value = graph["className"] if key == "className" else meta.get(key)
@@ -323,7 +323,7 @@ def _differences(stored, fresh, where: str, tol, out: list[str], limit: int = 20
         return
     if isinstance(stored, dict) and isinstance(fresh, dict):
         if tol is not None:  # a recorded item's numbers are compared within the envelope stored with it
-            tol = tol.of(stored, ENVELOPE)
+            tol = tol.for_field(stored, ENVELOPE)
         for key in sorted((set(stored) | set(fresh)) - set(MEASURED), key=str):
             if key not in fresh:
                 out.append(f"{where}.{key}: stored, not recorded now")

@@ -628,10 +628,11 @@ def capture(recipe_dir: str, inputs: list[dict] | None, **context) -> dict:
     replay_of = load_module(recipe, "run").replay
     torch.manual_seed(0)
     replay = replay_of(**context)
-    return {"graph": graph, "replay": replay, "alone": alone(replay_of, list(replay.get("cases", {})), context)}
+    cases = list(replay.get("cases", {}))
+    return {"graph": graph, "replay": replay, "each_case": each_case_alone(replay_of, cases, context)}
 
 
-def alone(replay_of, cases: list[str], context: dict) -> dict:
+def each_case_alone(replay_of, cases: list[str], context: dict) -> dict:
     """Each case replayed alone (`replay(case=...)`), as What if? and the training stages run one, from the same
     seed as the whole replay; a case that cannot be is said in words (a replay that takes no `case`, an error)."""
     found: dict = {}

@@ -78,7 +78,7 @@ class CeleryExecutor:
     def __init__(self, broker: str, backend: str | None, timeout: float, queue: int, memory_mb: int,
                  on_hang: Callable[[str], None] | None = None) -> None:
         self.timeout = timeout
-        self._on_hang = on_hang  # told of a run that ran past its time limit (its recipe is set aside for a while)
+        self._on_hang = on_hang  # told of a run that ran past its time limit (its recipe is suspended for a while)
         self.capacity = queue
         self.celery = Celery("tensorviz-web")
         self.celery.conf.update(options(broker, backend, timeout, memory_mb))
@@ -99,8 +99,8 @@ class CeleryExecutor:
     def release(self) -> None:
         pass
 
-    def set_aside(self, folder: str, reason: str, until: float | None = None) -> None:
-        """Nothing here: the compute workers warm no recipe ahead, and a model set aside is refused before its runs
+    def suspend(self, folder: str, reason: str, until: float | None = None) -> None:
+        """Nothing here: the compute workers warm no recipe ahead, and a model suspended is refused before its runs
         reach the queue (the catalog lists it unavailable in every web process)."""
 
     def run(self, call: RecipeCall) -> Reply:

@@ -21,8 +21,8 @@ class ComputeUnavailable(RecipeError):
     """The compute tier cannot take the run now (its queue cannot be reached): nothing was started."""
 
 
-class RecipeSetAside(RecipeError):
-    """The recipe is set aside for a while (a run of it hung and was stopped): nothing was started. `retry_after`:
+class RecipeSuspended(RecipeError):
+    """The recipe is suspended for a while (a run of it hung and was stopped): nothing was started. `retry_after`:
     the seconds until it is tried again."""
 
     def __init__(self, message: str, retry_after: int) -> None:

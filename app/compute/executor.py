@@ -27,7 +27,7 @@ class Executor(Protocol):
         """Train the recipe again (compute/retraining.py), telling `progressed` its curves as they grow and asking
         `cancelled` meanwhile: the trainer's reply."""
 
-    def set_aside(self, folder: str, reason: str, until: float | None = None) -> None:
+    def suspend(self, folder: str, reason: str, until: float | None = None) -> None:
         """This recipe cannot start (warm it no more), or its runs hang (refuse them till the epoch time `until`),
         where this executor holds its runs."""
 

@@ -133,7 +133,7 @@ class Tracker:
         return name if count == 1 else f"{name}#{count}"
 
 
-class Kept:
+class Recording:
     """Tensors a run made, kept as they are rather than copied (a copy of every call's output cost 7% of an
     intervention on a model of many small modules), each with its version: `intact()` tells whether the
     recipe wrote into one of them in place later in the run, and then the run is made again with copies."""
@@ -178,13 +178,14 @@ class Kept:
         return all(tensor._version == version for tensor, version in self.versions)
 
 
-def until_intact(run: Callable[[Kept], Any], seed: int, first: int = 0, most: int | None = None) -> tuple[Any, Kept]:
-    """`run` from the seed keeping tensors as they are (those of the window `first`, `most`: Kept, which stops a
+def until_intact(run: Callable[[Recording], Any], seed: int, first: int = 0,
+                 most: int | None = None) -> tuple[Any, Recording]:
+    """`run` from the seed keeping tensors as they are (those of the window `first`, `most`: Recording, which stops a
     run past a window that is not its first); again from the seed, copying them, if one was written into in place.
     Each run starts from the seed, as a plain run does: sampling draws the same."""
     for copy in (False, True):
         manual_seed(torch, seed)
-        kept = Kept(copy, first, most, stop=first > 0)
+        kept = Recording(copy, first, most, stop=first > 0)
         result = run(kept)
         if kept.intact():  # copies are never watched: a run that copies is always intact
             break
@@ -277,8 +278,8 @@ def hooked(on_input: Callable | None, on_output: Callable, root: str):
 def run_recording(function: Callable, args: dict, seed: int, root: str, wanted: Callable[[str], bool],
                   inputs: set[str], first: int = 0, most: int | None = None) -> tuple:
     """The entry's result from the seed, the outputs of every node `wanted` names (the inputs of those in
-    `inputs`) in the window `first`, `most` (Kept), and the first output past that window (None: none is)."""
-    def run(seen: Kept) -> Any:
+    `inputs`) in the window `first`, `most` (Recording), and the first output past that window (None: none is)."""
+    def run(seen: Recording) -> Any:
         def on_input(module, node, call_args):
             if node in inputs and call_args and isinstance(call_args[0], Tensor):
                 seen.keep(f"{node}:input", call_args[0])
@@ -367,7 +368,7 @@ class Baseline:
     rest: int | None = None  # a window of a run (WINDOW_BYTES): the first of its outputs past it; None: the whole run
 
     @classmethod
-    def of(cls, outputs: dict[str, Tensor], keys: list[str] | None = None, consume: bool = False,
+    def from_outputs(cls, outputs: dict[str, Tensor], keys: list[str] | None = None, consume: bool = False,
            rest: int | None = None) -> "Baseline":
         """The baseline of a run's outputs; `consume`: the outputs are the caller's to give up, and each leaves
         `outputs` as it is copied, so that a run of many calls (a held-out split decoded step by step: 445 MB) is
@@ -463,7 +464,7 @@ def effects(before: Baseline | dict[str, Tensor], after: dict[str, Tensor]) -> d
     """How much each node's output moved from `before` to the outputs `after` holds, measured on the outputs both
     runs share alike (a run that skipped a node or gave it another shape, a decoder that stopped elsewhere), as
     a changed run is measured as it goes (Moved)."""
-    base = before if isinstance(before, Baseline) else Baseline.of(before)
+    base = before if isinstance(before, Baseline) else Baseline.from_outputs(before)
     moved = Moved(base)
     for at, (key, part) in enumerate(zip(base.keys, base.parts, strict=True)):
         if (tensor := after.get(key)) is not None and tensor.shape == part.shape:
@@ -566,18 +567,18 @@ class Moved:
             self.base.totals(self.measured, torch.cat(self.squares).double().tolist(), totals)
 
 
-def plain_run(function: Callable, args: dict, seed: int, root: str, kept_runs: SizedLRU | None,
+def plain_run(function: Callable, args: dict, seed: int, root: str, plain_runs: SizedLRU | None,
               key: str | None) -> tuple[Any, Baseline, bool]:
     """The entry's result on `args` as asked, every node's output laid out as a Baseline, and whether both
-    were found in `kept_runs`, where they are kept under `key` (which names the recipe's content, the checkpoint,
+    were found in `plain_runs`, where they are kept under `key` (which names the recipe's content, the checkpoint,
     torch and the seed): a reader who stacks changes on one input (or asks the options, then a change) runs it
     unchanged once."""
-    found = kept_runs.get(key) if kept_runs is not None and key else None
+    found = plain_runs.get(key) if plain_runs is not None and key else None
     if found is not None:
         return *found, True
     plain, base = window_run(function, args, seed, root, 0)
-    if kept_runs is not None and key and base.rest is None:
-        kept_runs.put(key, (plain, base), base.bytes() + len(json.dumps(plain, default=str)))
+    if plain_runs is not None and key and base.rest is None:
+        plain_runs.put(key, (plain, base), base.bytes() + len(json.dumps(plain, default=str)))
     return plain, base, False
 
 
@@ -585,7 +586,7 @@ def window_run(function: Callable, args: dict, seed: int, root: str, first: int)
     """The entry's result, and the Baseline of its outputs from the `first`-th on, as many as WINDOW_BYTES hold
     (`rest` names the first past them)."""
     plain, before, rest = run_recording(function, args, seed, root, lambda node: True, set(), first, WINDOW_BYTES)
-    return plain, Baseline.of(before, consume=True, rest=rest)
+    return plain, Baseline.from_outputs(before, consume=True, rest=rest)
 
 
 def call_shapes(function: Callable, args: dict, seed: int, root: str) -> dict[str, list[list[int] | None]]:
@@ -604,17 +605,17 @@ def call_shapes(function: Callable, args: dict, seed: int, root: str) -> dict[st
     return shapes
 
 
-def outlines(function: Callable, requests: list[dict], seed: int, root: str, kept_runs: SizedLRU | None = None,
+def outlines(function: Callable, requests: list[dict], seed: int, root: str, plain_runs: SizedLRU | None = None,
              keys: list[str | None] | None = None) -> list[dict[str, list] | None]:
     """The outputs that an intervention can change (those of floating point) in the entry's run on each request,
     node by node: the shape of each of the node's calls in turn, as [shape, calls in a row] pairs (a sampler's 100
     steps of one shape are one pair). The first request is the run to be changed, the others the runs a patch may
-    take outputs from: where one of those fails, its outline is None. Each run is kept in `kept_runs` under its key
+    take outputs from: where one of those fails, its outline is None. Each run is kept in `plain_runs` under its key
     (plain_run), so that a change asked next finds it."""
     found: list[dict[str, list] | None] = []
     for index, args in enumerate(requests):
         try:
-            _, base, _ = plain_run(function, args, seed, root, kept_runs, keys[index] if keys else None)
+            _, base, _ = plain_run(function, args, seed, root, plain_runs, keys[index] if keys else None)
             calls = {node: [list(base.shapes[at]) if at >= 0 else None for at in places]
                      for node, places in base.places.items()} if base.rest is None \
                 else call_shapes(function, args, seed, root)
@@ -651,28 +652,28 @@ def in_words(interventions: list[Step]) -> str:
 
 
 def intervene(function: Callable, args: dict, steps: list[Step], sources: list[dict], seed: int,
-              root: str, kept_runs: SizedLRU | None = None, key: str | None = None,
+              root: str, plain_runs: SizedLRU | None = None, key: str | None = None,
               source_keys: list[str | None] | None = None) -> dict:
     """The entry run on `args`, then with the interventions; `sources[i]` is the request whose run a patch
     step with `source` i takes its tensor from.
     `root` is the class name of the recorded model, whose modules the graph names; the run as asked is
-    taken from `kept_runs` where `key` finds it (plain_run), and a source's outputs where `source_keys[i]` finds
+    taken from `plain_runs` where `key` finds it (plain_run), and a source's outputs where `source_keys[i]` finds
     its run kept there (a recorded case, kept at warm-up), without running it."""
     patched: dict[int, dict[str, Tensor]] = {}
     for index, source in enumerate(sources):
         targets = {i.target for i in steps if i.source == index}
         inputs = {i.target for i in steps if i.source == index and i.on == "input"}
         key_of_source = source_keys[index] if source_keys else None
-        stored = kept_runs.get(key_of_source) if kept_runs is not None and key_of_source else None
+        stored = plain_runs.get(key_of_source) if plain_runs is not None and key_of_source else None
         found = stored[1].outputs(targets) if stored is not None and not inputs else None  # a head needs its input
         patched[index] = found if found is not None else \
             run_recording(function, source, seed, root, lambda node, t=targets: node in t, inputs)[1]
-    plain, before, kept = plain_run(function, args, seed, root, kept_runs, key)
+    plain, before, kept = plain_run(function, args, seed, root, plain_runs, key)
     targets = {(item.target, item.on) for item in steps}
     counted = {item.node for item in steps if item.on == "input"}  # modules whose heads a change counts
     changed_outputs = {target for target, on in targets if on == "output"}
 
-    def run(after: Kept | Moved) -> tuple[Any, list[int]]:
+    def run(after: Recording | Moved) -> tuple[Any, list[int]]:
         applied = [0] * len(steps)
         called: dict[str, nn.Module] = {}  # node -> the module making that call
         met: dict[tuple[str, str], int] = {}  # how many times each target was met: in which call of the model
@@ -746,4 +747,4 @@ def intervene(function: Callable, args: dict, steps: list[Step], sources: list[d
     for index, count in enumerate(applied):
         if not count:
             raise Refused(f"interventions[{index}].node: {steps[index].node} does not run for this input")
-    return {"before": plain, "after": result, "effects": relative(totals), "plain_run_kept": kept}
+    return {"before": plain, "after": result, "effects": relative(totals), "plain_run_cached": kept}

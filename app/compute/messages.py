@@ -121,7 +121,7 @@ class RecipeCall:
         return cls(Path(recipe_dir), "lab", entry, args or {}, context or {})
 
     @classmethod
-    def of(cls, recipe_dir: Path, entry: str, arguments: Arguments, context: dict | None = None) -> "RecipeCall":
+    def make(cls, recipe_dir: Path, entry: str, arguments: Arguments, context: dict | None = None) -> "RecipeCall":
         """A lab.py entry (or a recorded case replayed) run as its `arguments` say: intervened, outlined, on each
         stage of training, or the graph's capture."""
         return cls(Path(recipe_dir), arguments.MODULE, entry, arguments, context or {})

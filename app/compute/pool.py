@@ -20,7 +20,7 @@ from .errors import (
     RecipeCrashed,
     RecipeError,
     RecipeRefused,
-    RecipeSetAside,
+    RecipeSuspended,
     RecipeTimeout,
     RecipeUnavailable,
 )
@@ -123,14 +123,14 @@ class WorkerPool:
     each bounded by `warmup_timeout`. A worker takes runs as soon as torch is loaded and warms in the time it
     would idle, one recipe at a time, so that no recipe's warm-up holds another recipe's run for more than one
     step; a run of a recipe whose warm-up this worker has not made yet makes that one first. A recipe whose warm-up
-    fails (hangs, crashes the process or raises) FAILS_IN_A_ROW times in a row is set aside: no worker warms it
+    fails (hangs, crashes the process or raises) FAILS_IN_A_ROW times in a row is suspended: no worker warms it
     again, and `on_failing(recipe_dir, reason)` tells the service, which makes its model unavailable.
 
     A hang costs only its own recipe. A run waits for a worker behind runs of its own recipe, but behind another's
     for at most `patience` seconds: then it runs in a worker of its own (at most `size` such at once), so that a
     recipe that hangs holds no other model's request. A run past `timeout` is killed (RecipeTimeout), and
-    `on_hang(recipe_dir)` tells the service before the run's place is given back, which sets the recipe aside for a
-    while (set_aside with `until`): its runs waiting meanwhile are refused (RecipeSetAside) rather than hang in turn.
+    `on_hang(recipe_dir)` tells the service before the run's place is given back, which suspends the recipe for a
+    while (suspend with `until`): its runs waiting meanwhile are refused (RecipeSuspended) rather than hang in turn.
     """
 
     FAILS_IN_A_ROW = 2
@@ -211,7 +211,7 @@ class WorkerPool:
         return self._new_worker()
 
     def _release(self, w: _Worker, started: bool = False) -> None:
-        """Return a worker to the idle ones (a worker warming aside is back); `started`: it is one the background
+        """Return a worker to the idle ones (a worker taken out to warm is back); `started`: it is one the background
         start made. Then let an idle worker warm, where no run waits."""
         with self._lock:
             self._starting -= started
@@ -247,20 +247,20 @@ class WorkerPool:
             if not extra:
                 self._slots.release()
 
-    def _refuse_set_aside(self, folder: str) -> None:
+    def _refuse_suspended(self, folder: str) -> None:
         with self._lock:
             until, reason = self._hangs.get(folder, (0.0, ""))
         left = until - time.time()
         if left > 0:
-            raise RecipeSetAside(f"this model is set aside: {reason}; it is tried again in {math.ceil(left)} s",
+            raise RecipeSuspended(f"this model is suspended: {reason}; it is tried again in {math.ceil(left)} s",
                                  math.ceil(left))
 
     def run(self, call: RecipeCall) -> Reply:
         """Run the call in a worker; returns the worker's reply, or raises a RecipeError saying why not."""
         folder = str(call.recipe_dir)
-        self._refuse_set_aside(folder)
+        self._refuse_suspended(folder)
         with self._turn(folder):
-            self._refuse_set_aside(folder)  # set aside while this run waited its turn
+            self._refuse_suspended(folder)  # suspended while this run waited its turn
             w = self._ready(self._take(), folder)
             try:
                 w.conn.send(call.wire())
@@ -325,7 +325,7 @@ class WorkerPool:
         threading.Thread(target=start, name="recipe-start", daemon=True).start()
 
     def _warm_when_idle(self) -> None:
-        """Take an idle worker with a warm-up still to run aside to run it, unless a run waits for a worker."""
+        """Take an idle worker out to run one of its warm-ups still to run, unless a run waits for a worker."""
         with self._lock:
             if self._waiting:
                 return
@@ -386,7 +386,7 @@ class WorkerPool:
         if self._on_failing is not None:
             self._on_failing(folder, reason)
 
-    def set_aside(self, folder: str, reason: str, until: float | None = None) -> None:
+    def suspend(self, folder: str, reason: str, until: float | None = None) -> None:
         """This recipe cannot start (another process found: warm it no more), or its runs hang (refuse them till the
         epoch time `until`)."""
         with self._lock:
@@ -403,7 +403,7 @@ class WorkerPool:
             return self.failing.get(folder) or self._last_error.get(folder, "its warm-up failed")
 
     def warming(self) -> int:
-        """Workers starting or warming aside, and warm-up steps the idle ones have still to run: 0 once the warming
+        """Workers starting or taken out to warm, and warm-up steps the idle ones have still to run: 0 once the warming
         in idle time is done (for tests and diagnostics)."""
         with self._lock:
             return self._starting + len(self._warming) + sum(len(w.pending) for w in self._idle)
@@ -415,7 +415,7 @@ class WorkerPool:
 
     def shutdown(self) -> None:
         with self._lock:
-            self._closed = True  # a worker warming aside is killed when it returns
+            self._closed = True  # a worker taken out to warm is killed when it returns
             for w in self._idle:
                 w.kill()
             self._idle.clear()

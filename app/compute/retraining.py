@@ -1,5 +1,6 @@
-"""A recipe's training run again on the server (compute/trainer.py, train.py --report in a process of its own),
-heard epoch by epoch, stopped at its time limit or when it is cancelled.
+"""A recipe's training run again on the server (train.py --report in a process of its own, started as
+`python -m app.compute.retraining <recipe folder> [memory headroom MB]`: `train` below), heard epoch by epoch,
+stopped at its time limit or when it is cancelled.
 
     retrained = retrain(RetrainCall(recipe_dir, timeout, memory_mb), heard, cancelled)
 
@@ -29,7 +30,8 @@ from .messages import Failure
 
 PROGRESS_SECONDS = 0.5  # how often a retraining's progress is passed on (every epoch of 2,000 would be too often)
 LOOK_SECONDS = 0.25  # how often a training that says nothing is asked whether it was cancelled or ran out of time
-STDERR_LINES = 20  # what is kept of a failed training's error output, for the log and the message
+STDERR_LINES = 20  # the lines of a failed training's error output given to the log and the message
+ORPHAN_CHECK_SECONDS = 1.0  # how often the training process looks whether the process that started it is gone
 
 
 class Cancelled(RecipeError):
@@ -84,7 +86,7 @@ def retrain(call: RetrainCall, heard: Callable[[dict], None], cancelled: Callabl
     started = time.perf_counter()
     process = subprocess.Popen(
         # -I: the recipe folder it starts in is not on its import path (a file there named as a module shadows none)
-        [sys.executable, "-I", "-m", "app.compute.trainer", str(call.recipe_dir), str(call.memory_mb)],
+        [sys.executable, "-I", "-m", "app.compute.retraining", str(call.recipe_dir), str(call.memory_mb)],
         cwd=call.recipe_dir, env=os.environ | KERNELS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)  # its own process group: a stop ends whatever it started too
     lines: queue.Queue = queue.Queue()
@@ -187,3 +189,47 @@ def _event(line: str) -> dict:
     except ValueError:
         return {}
     return event if isinstance(event, dict) else {}
+
+
+def end_with_parent() -> None:
+    """End this process when the one that started it is gone (a web process or a compute worker stopped mid-job:
+    nothing would stop a training it left behind, nor read its report)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_CHECK_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
+def train(argv: list[str]) -> int:
+    """The training process: train.py's main with `--report`, with the kit's training kernels set as train.py run
+    alone sets them. It writes JSON lines on stdout: first the environment it trains in, then the report (each epoch
+    as it ends, then the comparison with the stored files, tensor by tensor); its exit status is train.py's (1: the
+    retraining differs)."""
+    end_with_parent()
+    import torch
+
+    from recipekit.kernels import TRAINING
+
+    from ..domain.recipes import load_module
+    from .process import cap_memory
+    from .worker import environment
+
+    recipe_dir = Path(argv[0])
+    cap_memory(int(argv[1]) if len(argv) > 1 else 0)
+    torch.use_deterministic_algorithms(True)
+    module = load_module(recipe_dir, "train")
+    torch.set_num_threads(1)  # as training.one_thread trains, so that the environment says what the training ran on
+    sys.stdout.write(json.dumps({"event": "environment",
+                                 "environment": environment(torch, int(getattr(module, "TRAIN_SEED", 0)), "train",
+                                                              kernels=TRAINING)}))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    return module.main(["--report"])
+
+
+if __name__ == "__main__":
+    sys.exit(train(sys.argv[1:]))

@@ -69,15 +69,15 @@ def make_celery(settings: dict) -> Celery:
     app.conf.update(options(broker, settings.get("CELERY_RESULT_BACKEND"), settings["RECIPE_TIMEOUT"],
                             settings["RECIPE_MEMORY_MB"]))
     recipes = Path(settings["RECIPES_DIR"])
-    held: dict = {}  # this child's recipe process, made when the child starts, and its broker client
+    made: dict = {}  # this child's recipe process, made when the child starts, and its broker client
 
     def recipe_process() -> worker.RecipeProcess:
         # No address-space cap here: Celery's own children hold more than a pipe worker, and
         # worker_max_memory_per_child replaces one that grew.
-        if "process" not in held:
-            held["process"] = worker.start(settings["RECIPE_TORCH_THREADS"], settings["RECIPE_SEED"], 0,
+        if "process" not in made:
+            made["process"] = worker.start(settings["RECIPE_TORCH_THREADS"], settings["RECIPE_SEED"], 0,
                                            settings.get("RECIPE_KERNELS", "native"))
-        return held["process"]
+        return made["process"]
 
     def local_folder(task: dict) -> Path | None:
         """This machine's folder of the task's recipe (named by name: every machine holds the same recipes), or None."""
@@ -107,12 +107,12 @@ def make_celery(settings: dict) -> Celery:
         if folder is None:
             missing = f"this compute worker has no recipe folder {Path(task['recipe_dir']).name}"
             return Failure(missing, missing).wire()
-        if "broker" not in held:
-            held["broker"] = redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
+        if "broker" not in made:
+            made["broker"] = redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
 
         def cancelled() -> bool:
             try:
-                return bool(held["broker"].exists(cancel_key(self.request.id)))
+                return bool(made["broker"].exists(cancel_key(self.request.id)))
             except redis.RedisError:
                 return False  # the broker out of reach for a moment: train on, the time limit still holds
 

@@ -128,7 +128,7 @@ def warm(task: Warmup) -> None:
 # What each kind of call calls, by the type of its arguments: a function of (call, its arguments, seed, kept runs)
 # that answers the function to run. A call with a request of a client's runs a declared entry of the recipe's own
 # module (run.py, lab.py).
-def _capture(call: RecipeCall, arguments: CaptureArgs, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _capture(call: RecipeCall, arguments: CaptureArgs, seed: int, plain_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import capture
 
     if call.entry != "capture":
@@ -136,24 +136,24 @@ def _capture(call: RecipeCall, arguments: CaptureArgs, seed: int, kept_runs: Siz
     return partial(capture.capture, **call.asked({"recipe_dir": str(call.recipe_dir), "inputs": arguments.inputs}))
 
 
-def _intervene(call: RecipeCall, arguments: InterveneArgs, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _intervene(call: RecipeCall, arguments: InterveneArgs, seed: int, plain_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import intervene
 
     asked, sources = call.asked(arguments.args), [call.asked(source) for source in arguments.sources]
     keys = [call.plain_key(each, arguments.key) for each in [arguments.args, *arguments.sources]]
     return partial(intervene.intervene, entry_function(call.recipe_dir, call.entry), asked, arguments.steps,
-                   sources, seed, arguments.root, kept_runs, keys[0], keys[1:])
+                   sources, seed, arguments.root, plain_runs, keys[0], keys[1:])
 
 
-def _outline(call: RecipeCall, arguments: OutlineArgs, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _outline(call: RecipeCall, arguments: OutlineArgs, seed: int, plain_runs: SizedLRU | None) -> Callable[[], Any]:
     from . import intervene
 
     return partial(intervene.outlines, entry_function(call.recipe_dir, call.entry),
-                   [call.asked(each) for each in arguments.requests], seed, arguments.root, kept_runs,
+                   [call.asked(each) for each in arguments.requests], seed, arguments.root, plain_runs,
                    [call.plain_key(each, arguments.key) for each in arguments.requests])
 
 
-def _replay(call: RecipeCall, arguments: ReplayArgs, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _replay(call: RecipeCall, arguments: ReplayArgs, seed: int, plain_runs: SizedLRU | None) -> Callable[[], Any]:
     import torch
 
     from . import rounding
@@ -164,12 +164,12 @@ def _replay(call: RecipeCall, arguments: ReplayArgs, seed: int, kept_runs: Sized
                    seed, torch, call.context)
 
 
-def _training(call: RecipeCall, arguments: TrainingArgs, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
-    from . import training
+def _training(call: RecipeCall, arguments: TrainingArgs, seed: int, plain_runs: SizedLRU | None) -> Callable[[], Any]:
+    from . import training_stages
 
     snapshots = call.recipe_dir / read_metadata(call.recipe_dir)["training"]["snapshots"]  # the recipe's own
-    return partial(training.stages, entry_function(call.recipe_dir, call.entry), call.asked(arguments.args), seed,
-                   arguments.root, snapshots)
+    entry = entry_function(call.recipe_dir, call.entry)
+    return partial(training_stages.stages, entry, call.asked(arguments.args), seed, arguments.root, snapshots)
 
 
 HANDLERS: dict[type, Callable[..., Callable[[], Any]]] = {
@@ -177,7 +177,7 @@ HANDLERS: dict[type, Callable[..., Callable[[], Any]]] = {
     ReplayArgs: _replay}
 
 
-def _declared(call: RecipeCall, request: dict, seed: int, kept_runs: SizedLRU | None) -> Callable[[], Any]:
+def _declared(call: RecipeCall, request: dict, seed: int, plain_runs: SizedLRU | None) -> Callable[[], Any]:
     """A declared entry of the recipe's run.py or lab.py, called with the client's request."""
     if call.entry not in entry_points(call.recipe_dir).get(call.module, ()):
         raise ValueError(f"{call.module}.{call.entry} is not a recipe entry point")
@@ -207,15 +207,15 @@ def warmed_first(call: RecipeCall) -> None:
     _warmed.add(key)
 
 
-def execute(task: dict, torch: ModuleType, seed: int, kept_runs: SizedLRU | None = None) -> dict:
-    """Run one task (a RecipeCall's or a Warmup's plain data). `kept_runs` holds the plain runs interventions made,
+def execute(task: dict, torch: ModuleType, seed: int, plain_runs: SizedLRU | None = None) -> dict:
+    """Run one task (a RecipeCall's or a Warmup's plain data). `plain_runs` holds the plain runs interventions made,
     for the next change to the same input (compute/intervene.py)."""
     if is_warmup(task):
         started = time.perf_counter()
         warm(Warmup.read(task))
         return {"result": None, "compute_seconds": time.perf_counter() - started}
     call = RecipeCall.read(task)
-    run = HANDLERS.get(type(call.args), _declared)(call, call.args, seed, kept_runs)
+    run = HANDLERS.get(type(call.args), _declared)(call, call.args, seed, plain_runs)
     warmed_first(call)
     manual_seed(torch, seed)
     started = time.perf_counter()
@@ -240,13 +240,13 @@ class RecipeProcess:
         self.torch = torch
         self.seed = seed
         self.env = environment(torch, seed, kernels=kernels)
-        self.kept_runs = caches.kept("runs")  # a reader who stacks changes on one input runs it as asked once
+        self.plain_runs = caches.lru("runs")  # a reader who stacks changes on one input runs it as asked once
 
     def answer(self, task: dict, timeouts: tuple[type[BaseException], ...] = ()) -> dict:
         """The task's reply, as plain data; an exception of `timeouts` (an executor's time limit) says that it timed
         out."""
         try:
-            ran = execute(task, self.torch, self.seed, self.kept_runs)
+            ran = execute(task, self.torch, self.seed, self.plain_runs)
             # Encoded once, here: the text travels to the cache and the client as it is (plain JSON data only:
             # unpickling a torch object would import torch into the web process).
             return encoded(ran["result"], self.env, ran["compute_seconds"]).wire()

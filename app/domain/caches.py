@@ -1,9 +1,8 @@
 """Every cache layer of the app, named once: what it keeps, under which key, how far it may grow, and what lets an
-entry go. An in-process layer is made here alone (`kept`); docs/operations.md's table of layers is held to LAYERS
+entry go. An in-process layer is made here alone (`lru`); docs/operations.md's table of layers is held to LAYERS
 (tests/test_docs.py).
 
-The project's one word for it is *kept*: an answer kept, the pages kept, the runs a recipe process keeps. A request
-meets the layers in the order below, from the browser down; each key names what the answer depends on (content
+A request meets the layers in the order below, from the browser down; each key names what the answer depends on (content
 hashes, the catalog it was made from), so that a layer is never read stale by a later release or a changed file.
 bench/caches.py measures what each in-process layer buys (bench/README.md, "Cache layers").
 """
@@ -43,9 +42,7 @@ LAYERS: dict[str, Layer] = {layer.name: layer for layer in (
           "files; torch, the seed) and the request; a page's: those hashes, the page version and its view",
           "`STATE_MAX_BYTES`, `STATE_MAX_ENTRY_BYTES`, `CACHE_SECONDS`",
           "its seconds passing; over the cap, those nearest their expiry", "services/cache.py, services/state.py"),
-    Layer("near", "the cached reports this process read lately", "the report's key", "2 MiB, 2 s each",
-          "its two seconds passing; least recently used first", "services/verification.py", size=2 * 2**20),
-    Layer("held", "answers the shared store refused while it was down, written back when it answers",
+    Layer("unwritten", "answers the shared store refused while it was down, written back when it answers",
           "the store's key", "4 × `STATE_MAX_ENTRY_BYTES`", "written back, or its expiry passing",
           "services/state.py"),
     Layer("runs", "the plain runs What if? made in a recipe process (their outputs), for the next change to the "
@@ -54,7 +51,7 @@ LAYERS: dict[str, Layer] = {layer.name: layer for layer in (
 )}
 
 
-def kept(name: str, max_bytes: int | None = None) -> SizedLRU:
+def lru(name: str, max_bytes: int | None = None) -> SizedLRU:
     """The in-process store of layer `name`, bounded in bytes (`max_bytes` where a setting sets the bound, else the
     layer's own size): the one place a cache layer is made."""
     layer = LAYERS[name]

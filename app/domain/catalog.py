@@ -31,7 +31,7 @@ from .recipes import kit_digest, kit_folder
 from .schema import FILE_NAME, ITEMS, ManifestError, validate_manifest
 from .shapes import FileEntry
 from .stamps import file_stamp
-from .training import Training, declared_training
+from .training_stages import Training, declared_training
 from .weights import Weights, declared_weights
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,7 @@ class Unavailable:
 
     slug: str
     reason: str
-    until: float | None = None  # set aside for a while (its recipe hung): the epoch time it is served again
+    until: float | None = None  # suspended for a while (its recipe hung): the epoch time it is served again
 
 
 @dataclass(frozen=True)
@@ -427,7 +427,7 @@ def load_model(folder: Path, recipes_dir: Path, most_bytes: int = MANIFEST_MOST_
 
 
 def load_catalog(manifests_dir: Path, recipes_dir: Path, most_bytes: int = MANIFEST_MOST_BYTES) -> Catalog:
-    """Every manifest folder, sorted by slug; a bad one is set aside with its reason, never fatal: whatever a
+    """Every manifest folder, sorted by slug; a bad one is left out with its reason, never fatal: whatever a
     folder holds, the other models are served."""
     catalog = Catalog()
     folders = sorted(p for p in manifests_dir.iterdir() if p.is_dir()) if manifests_dir.is_dir() else []
@@ -442,7 +442,7 @@ def load_catalog(manifests_dir: Path, recipes_dir: Path, most_bytes: int = MANIF
         except OSError as exc:  # an unreadable recipe or layout file: said without the server's paths
             name = Path(exc.filename).name if exc.filename else "a file"
             reason = f"cannot read {name} of its manifest or recipe folder: {exc.strerror or type(exc).__name__}"
-        except Exception:  # noqa: BLE001 (a shape no check foresaw: this model alone is set aside)
+        except Exception:  # noqa: BLE001 (a shape no check foresaw: this model alone is left out)
             log.exception("manifest %s could not be loaded", folder.name)
             reason = "its manifest or recipe folder could not be read as one (the server's log says where)"
         reason = without_paths(reason, (str(manifests_dir), str(recipes_dir)))
@@ -479,10 +479,10 @@ class LiveCatalog:
         self.watched = (*self.folders, *([kit] if kit else []))  # a change to the recipe kit re-keys its recipes
         self.interval = interval
         self.most_bytes = most_bytes
-        # slug -> (its recipe's hash when set aside, why, until when: an epoch time, or None for as long as its files)
-        self.aside: dict[str, tuple[str, str, float | None]] = {}
+        # slug -> (its recipe's hash when suspended, why, until when: an epoch time, or None for as long as its files)
+        self.suspended: dict[str, tuple[str, str, float | None]] = {}
         self.signature = self._signature()
-        self.loaded = load_catalog(*self.folders, most_bytes)  # as the files are; `catalog` less what is set aside
+        self.loaded = load_catalog(*self.folders, most_bytes)  # as the files are; `catalog` less what is suspended
         self.catalog = self.loaded
         self.checked = time.monotonic()
         self.lock = threading.Lock()
@@ -495,11 +495,11 @@ class LiveCatalog:
                 if signature != self.signature:
                     log.warning("model files or installed packages changed; reloading the catalog")
                     self.loaded = load_catalog(*self.folders, self.most_bytes)
-                    self.catalog = self._without_aside()
+                    self.catalog = self._without_suspended()
                     self.signature = signature
-        if any(until is not None and until <= time.time() for _, _, until in self.aside.values()):
-            with self.lock:  # a model set aside for a while is served again
-                self.catalog = self._without_aside()
+        if any(until is not None and until <= time.time() for _, _, until in self.suspended.values()):
+            with self.lock:  # a model suspended for a while is served again
+                self.catalog = self._without_suspended()
         return self.catalog
 
     def _signature(self) -> tuple:
@@ -507,32 +507,32 @@ class LiveCatalog:
         the server runs is served at the next look, without a restart."""
         return _signature(*self.watched), requirements.installed_stamp()
 
-    def set_aside(self, slug: str, reason: str, until: float | None = None) -> None:
+    def suspend(self, slug: str, reason: str, until: float | None = None) -> None:
         """Serve the model as unavailable, with the reason, until its recipe's files change (its recipe process
         could not start: compute/pool.py), or until the epoch time `until` (a run of it hung)."""
         with self.lock:
             model = self.loaded.models.get(slug)
             if model is None:
                 return
-            self.aside[slug] = (model.recipe_sha256, reason, until)
-            self.catalog = self._without_aside()
+            self.suspended[slug] = (model.recipe_sha256, reason, until)
+            self.catalog = self._without_suspended()
 
-    def _without_aside(self) -> Catalog:
-        """The catalog as loaded with each model set aside moved to the unavailable ones, while its files are those
-        it was set aside with and its time lasts (a new Catalog, so that nothing made from the old one is served)."""
+    def _without_suspended(self) -> Catalog:
+        """The catalog as loaded with each model suspended moved to the unavailable ones, while its files are those
+        it was suspended with and its time lasts (a new Catalog, so that nothing made from the old one is served)."""
         catalog, now = self.loaded, time.time()
-        self.aside = {slug: (digest, reason, until) for slug, (digest, reason, until) in self.aside.items()
+        self.suspended = {slug: (digest, reason, until) for slug, (digest, reason, until) in self.suspended.items()
                       if slug in catalog.models and catalog.models[slug].recipe_sha256 == digest
                       and (until is None or until > now)}
-        if not self.aside:
+        if not self.suspended:
             return catalog
-        return Catalog({slug: m for slug, m in catalog.models.items() if slug not in self.aside},
-                       catalog.unavailable | {slug: Unavailable(slug, _why_aside(reason, until), until)
-                                              for slug, (_, reason, until) in self.aside.items()})
+        return Catalog({slug: m for slug, m in catalog.models.items() if slug not in self.suspended},
+                       catalog.unavailable | {slug: Unavailable(slug, _why_suspended(reason, until), until)
+                                              for slug, (_, reason, until) in self.suspended.items()})
 
 
-def _why_aside(reason: str, until: float | None) -> str:
+def _why_suspended(reason: str, until: float | None) -> str:
     if until is None:
         return f"its recipe process could not start: {reason}; it is tried again when its files change"
     when = time.strftime("%H:%M:%S UTC", time.gmtime(until))
-    return f"{reason}; it is set aside until {when} or a change to its files"
+    return f"{reason}; it is suspended until {when} or a change to its files"

@@ -39,7 +39,7 @@ class Tolerance:
             "rule": "|replayed - recorded| <= atol + rtol * |recorded|, element by element, in float64",
         }
 
-    def of(self, item: dict, field: str) -> "Tolerance":
+    def for_field(self, item: dict, field: str) -> "Tolerance":
         """The tolerance of a recorded item (or a recorded process): its envelope `field` ("envelope" for a free run,
         "stepEnvelope" step by step) where the recording measured one, else this one (the floor)."""
         envelope = item.get(field)
@@ -157,8 +157,8 @@ def _items(recorded: dict, replayed: dict, floor: Tolerance, field: str) -> list
     items = []
     for kind, group, values in ITEMS:
         produced = {item.get("key"): item[values] for item in replayed.get(group, [])}
-        items += [(item["key"], item["label"], kind, item[values], produced.get(item["key"]), floor.of(item, field))
-                  for item in recorded.get(group, [])]
+        items += [(item["key"], item["label"], kind, item[values], produced.get(item["key"]),
+                   floor.for_field(item, field)) for item in recorded.get(group, [])]
     return items
 
 
@@ -171,7 +171,7 @@ def compare_steps(recorded: dict, replayed: dict | None, floor: Tolerance) -> di
     (row k + 1, made from recorded row k; row 0 the starting state) against the recorded one, each row by the
     process's step envelope. Names the first step that left its bound."""
     states, names = recorded["states"], recorded["names"]
-    tol = floor.of(recorded, STEP_ENVELOPE)
+    tol = floor.for_field(recorded, STEP_ENVELOPE)
     largest = max((abs(x) for row in states for x in row), default=0.0)
     report: dict = {"key": recorded["key"], "steps": len(states), "tolerance": tol.described(largest)}
     got = (replayed or {}).get("states", [])

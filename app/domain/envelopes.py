@@ -102,7 +102,7 @@ def described(manifest: dict) -> dict | None:
     floor = tolerance_for(manifest)
     items = [(case, item) for case in manifest["experiment"]["cases"] for _, group, _ in ITEMS
              for item in case.get(group, [])]
-    widened = [(case, item) for case, item in items if floor.of(item, ENVELOPE).widened]
+    widened = [(case, item) for case, item in items if floor.for_field(item, ENVELOPE).widened]
     return {"recorded_on": manifest["provenance"].get("recordedOn"), "factor": rounding["factor"],
             "measured_by": rounding["measuredBy"], "floor": {"rtol": floor.rtol, "atol": floor.atol},
             "values": len(items), "widened": len(widened),

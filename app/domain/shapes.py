@@ -929,7 +929,7 @@ class Intervened(Live):
     after: NotRequired[dict]
     delta: NotRequired[dict]
     effects: dict[str, float | None]  # by module node: |after - before| / |before| of its output
-    plain_run_kept: bool  # the run as asked came from those the recipe process keeps: the changed run alone ran
+    plain_run_cached: bool  # the run as asked came from those the recipe process keeps: the changed run alone ran
 
 
 class NodeOptions(TypedDict):

@@ -95,10 +95,10 @@ class Config:
     # Runs that may wait for a worker (in the queue, with celery); beyond that, 429 at once.
     RECIPE_QUEUE: at_least(0, int) = 2
     RECIPE_TIMEOUT: above(0) = 120.0  # seconds before a run is killed
-    # A run past RECIPE_TIMEOUT sets its model aside for RECIPE_ASIDE_SECONDS (in every process: its requests are
+    # A run past RECIPE_TIMEOUT suspends its model for RECIPE_SUSPEND_SECONDS (in every process: its requests are
     # refused with 503 and Retry-After meanwhile); a run waits behind another model's for RECIPE_PATIENCE seconds at
     # most, then runs in a recipe process of its own (local): a model that hangs holds no other model's request.
-    RECIPE_ASIDE_SECONDS: above(0) = 300.0
+    RECIPE_SUSPEND_SECONDS: above(0) = 300.0
     RECIPE_PATIENCE: above(0) = 0.25
     # Seconds one recipe's warm-up in a new recipe process may take (imports, a checkpoint, its recorded cases kept
     # for What if?); past it the process is replaced, and a recipe that fails so twice in a row is unavailable.

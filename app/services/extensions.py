@@ -9,9 +9,9 @@ from flask import Flask, current_app
 from ..compute.executor import Executor
 from ..compute.pool import WorkerPool
 from ..domain.catalog import Catalog, LiveCatalog, Model
-from . import aside
+from . import suspensions
 from .parts import parts
-from .refusals import ModelMissing, ModelSetAside
+from .refusals import ModelMissing, ModelSuspended
 from .state import SharedState
 
 
@@ -25,7 +25,7 @@ class Models:
 
     @property
     def catalog(self) -> Catalog:
-        aside.follow(current_app, max(current_app.config["CATALOG_RELOAD_SECONDS"], aside.FOLLOW_FLOOR))
+        suspensions.follow(current_app, max(current_app.config["CATALOG_RELOAD_SECONDS"], suspensions.FOLLOW_FLOOR))
         return parts().catalog.current()
 
     def get(self, slug: str) -> Model | None:
@@ -33,12 +33,12 @@ class Models:
 
     def get_or_404(self, slug: str) -> Model:
         """The model with this slug, else ModelMissing (a 404) saying why it is missing (unknown, or unavailable
-        and why), or ModelSetAside (a 503 with Retry-After) while a hang keeps it aside."""
+        and why), or ModelSuspended (a 503 with Retry-After) while a hang keeps it suspended."""
         model = self.get(slug)
         if model is None:
             gone = self.catalog.unavailable.get(slug)
-            if gone is not None and gone.until is not None:  # set aside for a while: a moment later it is served
-                raise ModelSetAside(self.why_missing(slug), max(1, math.ceil(gone.until - time.time())))
+            if gone is not None and gone.until is not None:  # suspended for a while: a moment later it is served
+                raise ModelSuspended(self.why_missing(slug), max(1, math.ceil(gone.until - time.time())))
             raise ModelMissing(self.why_missing(slug))
         return model
 
@@ -66,9 +66,9 @@ class Workers:
                 memory_mb=config["RECIPE_MEMORY_MB"],
                 warmup_timeout=config["WARMUP_TIMEOUT"],
                 # A recipe whose process cannot start, or whose run hangs, is its model's fault alone: the model is
-                # set aside. A run waits behind another model's for RECIPE_PATIENCE seconds at most.
-                on_failing=lambda folder, reason: aside.set_aside(app, folder, reason),
-                on_hang=lambda folder: aside.hung(app, folder),
+                # suspended. A run waits behind another model's for RECIPE_PATIENCE seconds at most.
+                on_failing=lambda folder, reason: suspensions.suspend(app, folder, reason),
+                on_hang=lambda folder: suspensions.hung(app, folder),
                 patience=config["RECIPE_PATIENCE"],
             )
         else:  # "celery", the one other value settings() admits
@@ -77,7 +77,7 @@ class Workers:
             broker = config["CELERY_BROKER_URL"] or config["REDIS_URL"]
             parts(app).pool = CeleryExecutor(broker, config["CELERY_RESULT_BACKEND"], config["RECIPE_TIMEOUT"],
                                              config["RECIPE_QUEUE"], config["RECIPE_MEMORY_MB"],
-                                             on_hang=lambda folder: aside.hung(app, folder))
+                                             on_hang=lambda folder: suspensions.hung(app, folder))
 
     @property
     def pool(self) -> Executor:

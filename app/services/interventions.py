@@ -42,7 +42,7 @@ def run(model: Model, entry: str, args: dict, items, sources: dict[str, dict]) -
     source_args = [sources[case] for case in used]
     run_key = runs.run_key(model)
     arguments = InterveneArgs(args, steps, source_args, model.manifest.get("className", ""), run_key)
-    call = RecipeCall.of(model.recipe_dir, entry, arguments, context(model.checkpoint))
+    call = RecipeCall.make(model.recipe_dir, entry, arguments, context(model.checkpoint))
     asked = json.dumps(asdict(arguments), sort_keys=True)  # the request, the steps as run, the sources
     key = f"intervened:{entry}:{run_key}:{hashlib.sha256(asked.encode()).hexdigest()}"
     changed = ", ".join(dict.fromkeys(step.node for step in steps))
@@ -62,7 +62,7 @@ def options(model: Model, body) -> dict:
     run_key = runs.run_key(model)
     requests = [asked.args, *sources.values()]
     outlines = OutlineArgs(requests, model.manifest.get("className", ""), run_key)
-    call = RecipeCall.of(model.recipe_dir, asked.entry, outlines, context(model.checkpoint))
+    call = RecipeCall.make(model.recipe_dir, asked.entry, outlines, context(model.checkpoint))
     asked_for = hashlib.sha256(json.dumps(requests, sort_keys=True).encode()).hexdigest()
     reply, _ = runs.submit(call, f"outline:{asked.entry}:{run_key}:{asked_for}")
     shown, *others = reply.result
@@ -80,7 +80,7 @@ def answer(model: Model, body) -> dict:
         {"before": result["before"], "after": result["after"], "delta": difference(result["before"], result["after"])}
     return answered(model, asked.args, reply, cached, NOTE) | {
         "endpoint": asked.name, "case": body.get("case"), "interventions": steps_shown(steps), **compared,
-        "effects": result["effects"], "plain_run_kept": result["plain_run_kept"]}
+        "effects": result["effects"], "plain_run_cached": result["plain_run_cached"]}
 
 
 def lab_answer(model: Model, endpoint: Endpoint, args: dict, items) -> dict:
@@ -90,7 +90,7 @@ def lab_answer(model: Model, endpoint: Endpoint, args: dict, items) -> dict:
     result = reply.result
     return answered(model, args, reply, cached, NOTE) | {
         "result": result["after"], "interventions": steps_shown(steps), "effects": result["effects"],
-        "plain_run_kept": result["plain_run_kept"]}
+        "plain_run_cached": result["plain_run_cached"]}
 
 
 def steps_shown(steps: list[Step]) -> list[dict]:

@@ -19,9 +19,7 @@ from datetime import UTC, datetime
 
 from flask import Flask, current_app, url_for
 
-from ..domain import caches
 from ..domain.catalog import Model
-from ..domain.lru import SizedLRU
 from .extensions import state
 from .parts import parts
 
@@ -39,13 +37,12 @@ def owner_name() -> str:
 
 @dataclass
 class LocalJobs:
-    """The jobs this process runs (of every kind), the threads they run on, and the reports it read lately."""
+    """The jobs this process runs (of every kind) and the threads they run on."""
 
     running: dict = field(default_factory=dict)  # job id -> (job record, threading.Event, its store key)
     lock: threading.Lock = field(default_factory=threading.Lock)
     executors: dict[str, ThreadPoolExecutor] = field(default_factory=dict)  # by kind
     heartbeat: threading.Thread | None = None
-    near: SizedLRU = field(default_factory=lambda: caches.kept("near"))  # key -> (monotonic expiry, JSON bytes)
 
 
 class Jobs:

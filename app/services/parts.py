@@ -31,7 +31,7 @@ class Parts:
     assets: str = ""  # the static files' version, in their URLs
     pages: str = ""  # the version of what renders a page (templates and code), in shared page keys
     compressed: Any = None  # the web tier's compressed bodies (web.compression.CompressedBodies)
-    aside_checked: float = float("-inf")  # when the recipes other processes set aside were last read
+    suspensions_checked: float = float("-inf")  # when the recipes other processes suspended were last read
 
 
 def parts(app: Flask | None = None) -> Parts:

@@ -28,8 +28,8 @@ class NotYours(Exception):
     """The request acts on what another client started (a retraining's cancel without its starter's token)."""
 
 
-class ModelSetAside(Exception):
-    """The model is set aside for a while (a run of it hung): `retry_after` seconds until it is served again."""
+class ModelSuspended(Exception):
+    """The model is suspended for a while (a run of it hung): `retry_after` seconds until it is served again."""
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)

@@ -58,13 +58,13 @@ class Ticket:
 
     def __init__(self, pool: Executor) -> None:
         self._pool = pool
-        self._held = True
+        self._taken = True
         self._lock = threading.Lock()
 
     def release(self) -> None:
         with self._lock:
-            held, self._held = self._held, False
-        if held:
+            taken, self._taken = self._taken, False
+        if taken:
             self._pool.release()
 
 

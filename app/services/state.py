@@ -65,7 +65,7 @@ class Store:
         self.clock = clock or time.time
         self._down = False
         # Cached writes the store refused while down: key -> (JSON bytes, epoch expiry), written back on recovery.
-        self._held = caches.kept("held", 4 * max_entry)
+        self._unwritten = caches.lru("unwritten", 4 * max_entry)
         self._writing_back = threading.Lock()
 
     def _guard(self, action: str, call, fallback):
@@ -105,12 +105,12 @@ class Store:
             return  # another thread of this process is writing them
         try:
             written = 0
-            for key in self._held.keys():
-                held = self._held.get(key)
+            for key in self._unwritten.keys():
+                held = self._unwritten.get(key)
                 if held is not None and held[1] > self.clock():
                     self._set(key, held[0], held[1] - self.clock(), True)
                     written += 1
-                self._held.discard(key)
+                self._unwritten.discard(key)
             if written:
                 log.warning("shared state: %d answers held during the outage written back", written)
         except self.errors as exc:
@@ -126,7 +126,7 @@ class Store:
 
     def get_json(self, key: str, strict: bool = False) -> bytes | None:
         """The value under `key` as the JSON bytes it is kept as (to serve without parsing it)."""
-        held = self._held.get(key)
+        held = self._unwritten.get(key)
         if held is not None and held[1] > self.clock():
             return held[0]  # newer than anything the store holds: written here while it was down
         if not strict:
@@ -143,10 +143,10 @@ class Store:
             return False
         if cached and len(raw) > self.max_entry:
             return False
-        self._held.discard(key)  # this value is newer than any held one
+        self._unwritten.discard(key)  # this value is newer than any held one
         written = self._guard("set", lambda: self._set(key, raw, ttl, cached) or True, False)
         if not written and cached:
-            self._held.put(key, (raw, self.clock() + ttl), len(raw))
+            self._unwritten.put(key, (raw, self.clock() + ttl), len(raw))
         return written
 
     def add(self, key: str, value: Any, ttl: float, strict: bool = False) -> bool:
@@ -158,7 +158,7 @@ class Store:
         return self._guard("add", lambda: self._add(key, encode(value), ttl), True)
 
     def delete(self, key: str) -> None:
-        self._held.discard(key)
+        self._unwritten.discard(key)
         self._guard("delete", lambda: self._delete(key), None)
 
     def admit(self, key: str, limit: int, window: float, units: int = 1) -> float:

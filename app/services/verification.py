@@ -19,11 +19,6 @@ from . import budget, history, runs
 from .cache import cache, raw
 from .checkpoints import context, find
 from .jobs import Jobs, rfc3339
-from .parts import parts
-
-# A cached report read from the shared store is kept this long in the process that read it: its key names
-# its content, so a copy cannot be wrong, and hot reports then cost no round trip to Redis or SQLite.
-NEAR_SECONDS = 2.0
 
 
 def cache_key(model: Model) -> str:
@@ -97,16 +92,8 @@ class Verifications(Jobs):
 
     def cached(self, model: Model) -> bytes | None:
         """A finished report for exactly this recording, recipe, torch and tolerance, if one is cached: its
-        JSON bytes, served as they are kept."""
-        key = cache_key(model)
-        near = parts().jobs.near
-        kept = near.get(key)
-        if kept is not None and kept[0] > time.monotonic():
-            return kept[1]
-        found = raw(key)
-        if found is not None:
-            near.put(key, (time.monotonic() + NEAR_SECONDS, found), len(found))
-        return found
+        JSON bytes, served as they are stored."""
+        return raw(cache_key(model))
 
     def latest(self, model: Model) -> dict | None:
         return cache.get(_latest_key(model))

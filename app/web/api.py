@@ -11,7 +11,7 @@ from ..domain.compare import compare_case, tolerance_for
 from ..domain.labs import TAKEN
 from ..domain.labs.fields import parse_query, validate
 from ..domain.shapes import Links
-from ..services import budget, history, interventions, live, retraining, training
+from ..services import budget, history, interventions, live, retraining, training_stages
 from ..services.extensions import models
 from ..services.retraining import retrainings
 from ..services.state import encode
@@ -258,7 +258,7 @@ def cancel_retraining(slug: str, job_id: str):
 
 
 def _retraining(slug: str, job_id: str) -> dict:
-    """The retraining job `job_id` of this model, by its record (a model set aside meanwhile still has its jobs)."""
+    """The retraining job `job_id` of this model, by its record (a model suspended meanwhile still has its jobs)."""
     job = retrainings.job(job_id)
     if job is None or job["model"] != slug:
         abort(404, f"no retraining job {job_id!r} for model {slug!r}")
@@ -310,7 +310,7 @@ def share_verification(slug: str):
                        "Retry-After")})
 def verification_job(slug: str, job_id: str):
     """A verification job: its state and elapsed time, and the report once it is done. Its record names its model:
-    a job whose model was set aside meanwhile (it hung) still answers, with the report that says so."""
+    a job whose model was suspended meanwhile (it hung) still answers, with the report that says so."""
     job = verifications.job(job_id)
     if job is None or job["model"] != slug:
         abort(404, f"no verification job {job_id!r} for model {slug!r}")
@@ -397,7 +397,7 @@ def training_of(slug: str):
     found = get_model(slug)
     if found.training is None:
         abort(404, f"model {slug!r} keeps no weights from its training")
-    return jsonify(training.answer(found, _json_body()))
+    return jsonify(training_stages.answer(found, _json_body()))
 
 
 @bp.route("/models/<slug>/<action:action>", methods=["GET", "POST", "OPTIONS"], provide_automatic_options=False)

@@ -23,7 +23,7 @@ class CompressedBodies:
 
     def __init__(self, max_bytes: int, mimetypes: list[str]) -> None:
         self.mimetypes = frozenset(mimetypes)
-        self.kept = caches.kept("compressed", max_bytes)
+        self.kept = caches.lru("compressed", max_bytes)
 
     def get(self, body: bytes, encoding: str, etag: str | None = None) -> bytes:
         key = (etag or hashlib.sha256(body).hexdigest(), encoding)

@@ -34,7 +34,7 @@ ERRORS = {
     429: "Busy: the client's compute budget is spent, or every recipe worker and the queue are busy (Retry-After says "
          "when to ask again).",
     503: "Unavailable: the shared state or the compute queue cannot be reached, a recipe worker died before answering, "
-         "or the model is set aside (each with Retry-After); or the recipe failed on this input (the message says "
+         "or the model is suspended (each with Retry-After); or the recipe failed on this input (the message says "
          "where and why, in words), or the model's checkpoint is not on this server (the message says how to provide "
          "one).",
     504: "Too slow: the recipe ran past its timeout and was stopped, or a proxy in front of the server gave up waiting "
@@ -168,7 +168,7 @@ class Fixed:
     stages: dict
 
     @classmethod
-    def of(cls, bodies: dict[str, dict], slugs: list[str], trained: dict[str, list[str]],
+    def build(cls, bodies: dict[str, dict], slugs: list[str], trained: dict[str, list[str]],
            retrained: list[str]) -> "Fixed":
         """`bodies` are the request bodies' generated schemas (BODIES), `trained` the recorded cases of each model
         that keeps its training, `retrained` the models whose recipe trains them. The bodies are given inline, each
@@ -271,7 +271,7 @@ def build_spec(catalog: Catalog) -> dict:
         spec.components.response(f"E{code}", response_of(ref("Error"), description, *(("Retry-After",) if code in BUSY
                                                                                      else ())))
     trained = {m.slug: [c["id"] for c in m.manifest["experiment"]["cases"]] for m in served if m.training is not None}
-    paths = route_paths(Fixed.of(bodies, [m.slug for m in served], trained,
+    paths = route_paths(Fixed.build(bodies, [m.slug for m in served], trained,
                                  [m.slug for m in served if trained_here(m)]))
     for model in served:
         if model.has_lab:

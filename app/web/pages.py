@@ -137,7 +137,7 @@ def remembered(model: Model, key: tuple, render) -> Response:
     cache (services/cache.py, shared by the host's processes or the machines) under a key naming its
     content: the model's recording and recipe hashes, the page version (templates, code, assets) and `key`.
     Rendering is most of a page's cost."""
-    kept = models.catalog.derived("pages", lambda: {"pages": caches.kept("pages"), "rendering": Lock()})
+    kept = models.catalog.derived("pages", lambda: {"pages": caches.lru("pages"), "rendering": Lock()})
     page = kept["pages"].get(key)
     if page is None:
         # One render at a time: requests that arrive together for a page not yet rendered wait for the

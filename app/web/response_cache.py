@@ -76,7 +76,7 @@ class ResponseCache:
     def __init__(self, wsgi_app: Callable, live_catalog: LiveCatalog, max_bytes: int) -> None:
         self.wsgi_app = wsgi_app
         self.live_catalog = live_catalog
-        self.kept = caches.kept("responses", max_bytes)
+        self.kept = caches.lru("responses", max_bytes)
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         key = cache_key(environ)

@@ -63,7 +63,9 @@ class TinyBertPretraining(nn.Module):
     def forward(self, input_ids: Tensor, segment_ids: Tensor, causal: bool = False) -> Tensor:
         positions = torch.arange(input_ids.size(1), device=input_ids.device)  # (T,)
         x = self.embedding_norm(
-            self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.segment_embeddings(segment_ids)
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.segment_embeddings(segment_ids)
         )  # (B, T, WIDTH)
         h = self.encoder(x, attention_mask(input_ids.size(1), causal, x.device))  # (B, T, WIDTH)
         mlm_logits = self.mlm_decoder(self.mlm_norm(self.mlm_gelu(self.mlm_transform(h))))  # (B, T, VOCAB)

@@ -88,7 +88,7 @@ def stages(function: Callable, args: dict, seed: int, root: str, snapshots: Path
             result, outputs, _ = run_recording(function, args, seed, root, lambda node: True, set())
         runs.append((stage, result, outputs, used))
     _, _, first_outputs, first_weights = runs[0]
-    first = Baseline.of(first_outputs)  # laid out once for every stage's comparison
+    first = Baseline.from_outputs(first_outputs)  # laid out once for every stage's comparison
     return {"stages": [{**stage, "result": result, "weights": movement(used, first_weights),
                         "activations": effects(first, outputs)}
                        for stage, result, outputs, used in runs]}

@@ -5,7 +5,7 @@
 
 The file holds `<stage>/<parameter>` tensors of the recorded model and, in its metadata, `stages` (a JSON
 list of {"id", "label"}, first the initialisation) and `trained` (the label of the recorded weights). Only
-the file's header is read here (no torch); the recipe process reads the tensors (compute/training.py).
+the file's header is read here (no torch); the recipe process reads the tensors (compute/training_stages.py).
 """
 
 import json

@@ -34,7 +34,7 @@ def answer(model: Model, body) -> dict:
     checked(body, SubjectRequest)
     asked = subject(model, body)
     args = asked.args
-    call = RecipeCall.of(model.recipe_dir, asked.entry, TrainingArgs(args, model.manifest.get("className", "")),
+    call = RecipeCall.make(model.recipe_dir, asked.entry, TrainingArgs(args, model.manifest.get("className", "")),
                          context(model.checkpoint))
     digest = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
     reply, cached = runs.submit(call, f"training:{asked.entry}:{runs.run_key(model)}:{digest}")
