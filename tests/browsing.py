@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -23,8 +21,8 @@ PHONE = {"width": 375, "height": 740}
 
 @contextmanager
 def serving(app) -> Iterator[str]:
-    """The app served on a loopback port in a thread: its base URL; the server and its recipe processes stopped
-    after."""
+    """The app served on a loopback port in a thread: its base URL; the server stopped after (its recipe processes
+    by the Apps that made it)."""
     from werkzeug.serving import make_server
 
     server = make_server("127.0.0.1", 0, app, threaded=True)
@@ -33,13 +31,12 @@ def serving(app) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
-        parts(app).pool.shutdown()
 
 
 @pytest.fixture(scope="module")
-def live_server():
+def live_server(module_apps):
     # Every model page starts a live run; tests open pages faster than a cold worker answers them.
-    with serving(create_app(type("Browser", (TestConfig,), {"RECIPE_QUEUE": 32}))) as base:
+    with serving(module_apps(type("Browser", (TestConfig,), {"RECIPE_QUEUE": 32}))) as base:
         yield base
 
 

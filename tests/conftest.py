@@ -68,14 +68,16 @@ def check_bounded_cache(store) -> None:
     assert store.get("huge") is None  # over the per-entry cap: served, never cached
 
 
-def eventually(ask: Callable[[], Any], until: Callable[[Any], bool] = bool, seconds: float = 30.0) -> Any:
-    """ask()'s first answer that `until` holds for, asked again every 50 ms: an event another process or thread
-    brings about, awaited rather than slept for. AssertionError with the last answer after `seconds`."""
+def eventually(ask: Callable[[], Any], until: Callable[[Any], bool] = bool, seconds: float = 30.0,
+               every: float = 0.05) -> Any:
+    """ask()'s first answer that `until` holds for, asked again every `every` seconds: an event another process or
+    thread brings about (a job done), awaited rather than slept for. AssertionError with the last answer after
+    `seconds`. The one way a test polls."""
     deadline = time.monotonic() + seconds
     while not until(answer := ask()):
         if time.monotonic() > deadline:
-            raise AssertionError(f"still {answer!r} after {seconds:g} s")
-        time.sleep(0.05)
+            raise AssertionError(f"still {str(answer)[:500]} after {seconds:g} s")
+        time.sleep(every)
     return answer
 
 
@@ -256,13 +258,12 @@ def made_checkpoint() -> Path:
 
 
 @pytest.fixture
-def packaged_app(packaged_checkpoint, made_checkpoint):
+def packaged_app(packaged_checkpoint, made_checkpoint, make_app):
     """The app where every model that reads a checkpoint has the one its recording was made from: the packaged
     all-MiniLM-L6-v2 for bert-base, the project's own digit sorter for gpt2."""
-    app = create_app(TestConfig)
+    app = make_app(TestConfig)
     assert app.config["CHECKPOINTS_DIR"] == str(packaged_checkpoint.parent) == str(made_checkpoint.parent)
-    yield app
-    parts(app).pool.shutdown()
+    return app
 
 
 def lab_subject(model) -> dict:
@@ -279,12 +280,11 @@ def lab_subject(model) -> dict:
 
 
 @pytest.fixture
-def masked_lm_app(bert_checkpoint):
+def masked_lm_app(bert_checkpoint, make_app):
     """The app with BERT_CHECKPOINT set to the small random checkpoint with the MLM head."""
-    app = create_app(TestConfig)
+    app = make_app(TestConfig)
     app.config["BERT_CHECKPOINT"] = str(bert_checkpoint)
-    yield app
-    parts(app).pool.shutdown()
+    return app
 
 
 @pytest.fixture
@@ -314,27 +314,50 @@ def tree(tmp_path: Path) -> ModelTree:
     return ModelTree(tmp_path)
 
 
-@pytest.fixture
-def tree_app(tree):
-    """Apps (TestConfig with the given settings) serving the tree's models, shut down after the test."""
-    made = []
+class Apps:
+    """The one way a test makes an app: `apps(config)` is create_app(config) (a Config class, a mapping of
+    settings, or None for the defaults read from the environment), and every app made is shut down (its recipe workers stopped) by `close()`, which the fixtures below
+    call when their test, module or session ends."""
 
-    def make(**settings):
-        app = create_app(type("Tree", (TestConfig,), tree.config(**settings)))
-        made.append(app)
+    def __init__(self) -> None:
+        self.made: list = []
+
+    def __call__(self, config: Any = TestConfig):
+        app = create_app(config)
+        self.made.append(app)
         return app
 
-    yield make
-    for app in made:
-        parts(app).pool.shutdown()
+    def close(self) -> None:
+        for app in self.made:
+            parts(app).pool.shutdown()
+
+
+@pytest.fixture
+def make_app():
+    """Apps a test makes with its own settings, shut down when it ends (Apps)."""
+    apps = Apps()
+    yield apps
+    apps.close()
+
+
+@pytest.fixture
+def tree_app(tree, make_app):
+    """Apps (TestConfig with the given settings) serving the tree's models, shut down after the test."""
+    return lambda **settings: make_app(type("Tree", (TestConfig,), tree.config(**settings)))
 
 
 @pytest.fixture(scope="module")
-def module_app():
+def module_apps():
+    """Apps a test module's fixtures make (Apps), shut down when the module ends."""
+    apps = Apps()
+    yield apps
+    apps.close()
+
+
+@pytest.fixture(scope="module")
+def module_app(module_apps):
     """One app for a test module (its recipe workers stay warm from one test to the next), shut down after it."""
-    app = create_app(TestConfig)
-    yield app
-    parts(app).pool.shutdown()
+    return module_apps(TestConfig)
 
 
 @pytest.fixture(scope="module")
@@ -343,10 +366,8 @@ def module_client(module_app):
 
 
 @pytest.fixture
-def app():
-    app = create_app(TestConfig)
-    yield app
-    parts(app).pool.shutdown()
+def app(make_app):
+    return make_app(TestConfig)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from app import create_app
 from app.services.config import TestConfig
 
 from .conftest import BERT_MANIFEST, BERT_RECIPE, CATALOG_SLUGS, bert_manifest
@@ -25,10 +24,10 @@ def test_catalog_lists_every_model(client):
     assert body["unavailable"] == []
 
 
-def test_catalog_reports_unavailable_models(tree):
+def test_catalog_reports_unavailable_models(make_app, tree):
     tree.add("bert")
     tree.add("zeta", manifest=b"[]")
-    client = create_app(tree.config(TESTING=True)).test_client()
+    client = make_app(tree.config(TESTING=True)).test_client()
     body = client.get("/api/models").get_json()
     assert [m["slug"] for m in body["models"]] == ["bert"]
     assert body["unavailable"] == [{"slug": "zeta", "reason": "manifest: must be a JSON object"}]

@@ -34,7 +34,7 @@ def test_the_graph_is_one_tab_stop_and_arrow_keys_walk_it_in_view(watched):
     expect(page.locator('#graph-stage .g-node[tabindex="0"]')).to_have_count(1)
     page.locator("[data-export-graph]").focus()
     tabs = 0
-    while not page.evaluate("document.activeElement.classList.contains('g-node')"):
+    while not page.evaluate("document.activeElement.classList.contains('g-node')") and tabs < 100:
         page.keyboard.press("Tab")  # past the module toggles' row to the graph
         tabs += 1
     assert tabs == 1 + page.locator("#module-toggles button").count()
@@ -166,12 +166,11 @@ BOXES = """() => [...document.querySelectorAll('#graph-stage .g-node, #graph-sta
 
 
 @pytest.fixture(scope="module")
-def large_graph(tmp_path_factory):
+def large_graph(module_apps, tmp_path_factory):
     """A server of gpt2 recorded without any checkpoint: gpt2 small's twelve blocks, 357 nodes (the catalog's largest
     graph is smaller)."""
     import shutil
 
-    from app import create_app
     from app.services.config import PROJECT_ROOT, TestConfig
 
     from .browsing import serving
@@ -182,7 +181,7 @@ def large_graph(tmp_path_factory):
     tree = ModelTree(root / "tree")
     shutil.copytree(PROJECT_ROOT / "recipes" / "gpt2", tree.recipes / "gpt2",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    app = create_app(type("Large", (TestConfig,), tree.config(CHECKPOINTS_DIR=str(root / "none"))))
+    app = module_apps(type("Large", (TestConfig,), tree.config(CHECKPOINTS_DIR=str(root / "none"))))
     result = app.test_cli_runner().invoke(args=["record", "gpt2"])
     assert result.exit_code == 0, result.output
     with serving(app) as base:

@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
 
 from .browsing import ARTIFACTS, DESKTOP, PHONE, Watched, serving
 from .page_checks import axe_violations, choose_node, effects, graph_ready, small_text
@@ -22,7 +20,7 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def datalab_server(bert_checkpoint, tmp_path_factory):
+def datalab_server(module_apps, bert_checkpoint, tmp_path_factory):
     """A server reading the small random checkpoint with the MLM head, beside a recording of bert-base made without a
     checkpoint (no case): the lab's own input throughout, as on a server whose operator has not recorded yet."""
     import shutil
@@ -30,11 +28,10 @@ def datalab_server(bert_checkpoint, tmp_path_factory):
     manifests = tmp_path_factory.mktemp("datalab-tree") / "manifests"
     shutil.copytree(PROJECT_ROOT / "manifests", manifests, ignore=shutil.ignore_patterns("bert-base"))
     settings = {"MANIFESTS_DIR": str(manifests), "CHECKPOINTS_DIR": None}
-    recorder = create_app(type("Recorder", (TestConfig,), settings))
+    recorder = module_apps(type("Recorder", (TestConfig,), settings))
     result = recorder.test_cli_runner().invoke(args=["record", "bert-base"])
     assert result.exit_code == 0, result.output
-    parts(recorder).pool.shutdown()
-    app = create_app(type("Browser", (TestConfig,), settings | {"BERT_CHECKPOINT": str(bert_checkpoint)}))
+    app = module_apps(type("Browser", (TestConfig,), settings | {"BERT_CHECKPOINT": str(bert_checkpoint)}))
     with serving(app) as base:
         yield base
 
@@ -230,9 +227,9 @@ def test_the_datalab_at_375px_fits_the_screen(datalab_page):
 
 
 @pytest.fixture(scope="module")
-def no_checkpoint_server():
+def no_checkpoint_server(module_apps):
     """A server that finds no checkpoint: none unpacked, none set (the Hugging Face cache is empty in the tests)."""
-    with serving(create_app(type("Browser", (TestConfig,), {"CHECKPOINTS_DIR": None}))) as base:
+    with serving(module_apps(type("Browser", (TestConfig,), {"CHECKPOINTS_DIR": None}))) as base:
         yield base
 
 
@@ -328,9 +325,9 @@ def test_axe_finds_none_on_the_catalog_and_the_datalab(watched, datalab_page):
 
 
 @pytest.fixture(scope="module")
-def gpt2_server(made_checkpoint):
+def gpt2_server(module_apps, made_checkpoint):
     """What a fresh machine serves: the project's own checkpoint, the gpt recipe in GPT-2's layout."""
-    with serving(create_app(TestConfig)) as base:
+    with serving(module_apps(TestConfig)) as base:
         yield base
 
 

@@ -9,7 +9,6 @@ import pytest
 from playwright.sync_api import expect
 from werkzeug.serving import make_server
 
-from app import create_app
 from app.services.config import TestConfig
 from app.services.parts import parts
 
@@ -131,8 +130,8 @@ def test_lab_screenshot_in_compare_mode(browser, live_server):
     context.close()
 
 
-def test_the_lab_waits_and_retries_when_the_server_is_busy(browser):
-    app = create_app(type("Busy", (TestConfig,), {"RECIPE_WORKERS": 1, "RECIPE_QUEUE": 0}))
+def test_the_lab_waits_and_retries_when_the_server_is_busy(make_app, browser):
+    app = make_app(type("Busy", (TestConfig,), {"RECIPE_WORKERS": 1, "RECIPE_QUEUE": 0}))
     server = make_server("127.0.0.1", 0, app, threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     pool = parts(app).pool
@@ -147,7 +146,6 @@ def test_the_lab_waits_and_retries_when_the_server_is_busy(browser):
     finally:
         context.close()
         server.shutdown()
-        pool.shutdown()
 
 
 def test_gpt_page_lab_generates_and_traces(watched):

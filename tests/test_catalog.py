@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from app import create_app
 from app.domain.catalog import LiveCatalog, graph_document, load_catalog
 from app.domain.schema import ManifestError, validate_manifest
 from app.services.config import PROJECT_ROOT
@@ -72,13 +71,13 @@ def test_bad_manifests_are_listed_with_their_reason_and_the_good_one_still_serve
     ("-Infinity", "holds -Infinity, which is not JSON"),
     ("1e400", "holds 1e400, which no float can hold"),
 ])
-def test_a_manifest_holding_a_non_finite_number_is_unavailable_with_the_reason(tree, number, reason):
+def test_a_manifest_holding_a_non_finite_number_is_unavailable_with_the_reason(make_app, tree, number, reason):
     """JSON has no NaN nor infinity: the page, the exports and the API's strict JSON could not carry one."""
     raw = json.dumps(bert_manifest() | {"slug": "odd"})
     value = re.search(r'"value": (-?[0-9.e-]+)', raw)
     tree.add("bert")
     tree.add("odd", manifest=(raw[:value.start(1)] + number + raw[value.end(1):]).encode())
-    app = create_app(tree.config(TESTING=True))
+    app = make_app(tree.config(TESTING=True))
     client = app.test_client()
     unavailable = client.get("/api/models").get_json()["unavailable"]
     assert [u["slug"] for u in unavailable] == ["odd"] and reason in unavailable[0]["reason"]
@@ -93,8 +92,8 @@ def test_missing_recipe_makes_the_model_unavailable(tree):
     assert "run.py" in catalog.unavailable["bert"].reason
 
 
-def test_served_files_hash_what_is_on_disk():
-    app = create_app({"TESTING": True})
+def test_served_files_hash_what_is_on_disk(make_app):
+    app = make_app({"TESTING": True})
     with app.app_context():
         model = models.get("bert")
     served = model.files["model.py"]
@@ -109,10 +108,10 @@ def test_graph_document_carries_the_graph_and_tour():
     assert document["openingStep"] == "bidirectional" and len(document["steps"]) == 4
 
 
-def test_a_manifest_broken_on_disk_is_reported_then_served_again_once_mended(tree):
+def test_a_manifest_broken_on_disk_is_reported_then_served_again_once_mended(make_app, tree):
     tree.add("bert")
     tree.add("other")
-    app = create_app(tree.config(TESTING=True, CATALOG_RELOAD_SECONDS=0.01))
+    app = make_app(tree.config(TESTING=True, CATALOG_RELOAD_SECONDS=0.01))
     client = app.test_client()
     path = tree.manifests / "bert" / "manifest.json"
     good = path.read_bytes()
@@ -153,10 +152,10 @@ def test_a_name_with_a_trailing_newline_is_refused(field, value):
         validate_manifest(manifest, manifest["slug"])
 
 
-def test_an_edit_that_keeps_the_size_and_restores_the_mtime_is_noticed(tree):
+def test_an_edit_that_keeps_the_size_and_restores_the_mtime_is_noticed(make_app, tree):
     """The catalog notices changes by a stamp that holds the ctime, which no one can set back."""
     tree.add("bert")
-    app = create_app(tree.config(TESTING=True, CATALOG_RELOAD_SECONDS=0.01))
+    app = make_app(tree.config(TESTING=True, CATALOG_RELOAD_SECONDS=0.01))
     client = app.test_client()
     path = tree.manifests / "bert" / "manifest.json"
     before = client.get("/api/models/bert")

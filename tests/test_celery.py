@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
 
 from .conftest import BERT_RECIPE, CATALOG_SLUGS, ModelTree, eventually
 from .test_redis import RedisServer
@@ -84,8 +82,8 @@ def worker(broker, gpt2_checkpoint):
     started.stop()
 
 
-def celery_app(url: str, **settings):
-    return create_app(type("Celery", (TestConfig,), {"EXECUTOR": "celery", "REDIS_URL": url, **settings}))
+def celery_app(make_app, url: str, **settings):
+    return make_app(type("Celery", (TestConfig,), {"EXECUTOR": "celery", "REDIS_URL": url, **settings}))
 
 
 def lab_requests(app) -> list[tuple[str, dict]]:
@@ -106,44 +104,40 @@ def lab_requests(app) -> list[tuple[str, dict]]:
     return found
 
 
-def test_every_lab_endpoint_and_a_verification_answer_as_the_local_executor(worker, broker, gpt2_checkpoint):
+def test_every_lab_endpoint_and_a_verification_answer_as_the_local_executor(make_app, worker, broker, gpt2_checkpoint):
     # bert-base reads the packaged checkpoint its cases were recorded from; gpt2 a small random one
-    local = create_app(type("Local", (TestConfig,), {"GPT2_CHECKPOINT": str(gpt2_checkpoint)}))
-    remote = celery_app(broker.url, GPT2_CHECKPOINT=str(gpt2_checkpoint))
-    try:
-        requests = lab_requests(local)
-        with local.app_context():
-            from app.services.extensions import models
+    local = make_app(type("Local", (TestConfig,), {"GPT2_CHECKPOINT": str(gpt2_checkpoint)}))
+    remote = celery_app(make_app, broker.url, GPT2_CHECKPOINT=str(gpt2_checkpoint))
+    requests = lab_requests(local)
+    with local.app_context():
+        from app.services.extensions import models
 
-            with_lab = {slug for slug, model in models.catalog.models.items() if model.has_lab}
-        assert {path.split("/")[3] for path, _ in requests} == with_lab
-        for slug in sorted(set(CATALOG_SLUGS) - with_lab):  # a model without a lab: its cases, changed
-            case = local.test_client().get(f"/api/models/{slug}").get_json()["experiment"]["cases"][0]["id"]
-            layer = next(layer["id"] for layer in local.test_client().get(f"/api/models/{slug}").get_json()["layers"]
-                         if layer["kind"] in ("layer", "module"))
-            requests.append((f"/api/models/{slug}/interventions",
-                             {"case": case, "interventions": [{"node": layer, "action": "zero"}]}))
-        for path, body in requests:
-            here = local.test_client().post(path, json=body)
-            there = remote.test_client().post(path, json=body)
-            assert (here.status_code, there.status_code) == (200, 200), (path, there.get_json())
-            strip = ("compute_seconds", "cached", "environment")
-            assert {k: v for k, v in there.get_json().items() if k not in strip} == \
-                   {k: v for k, v in here.get_json().items() if k not in strip}, path
-        client = remote.test_client()
-        started = client.post("/api/models/bert/verifications")
-        location = started.headers.get("Location")
-        report = started.get_json()
-        for _ in range(300):
-            if location is None or report.get("state") == "done":
-                break
-            time.sleep(0.2)
-            report = client.get(location).get_json()
-        report = report.get("report", report)
-        assert report["status"] == "passed", report
-    finally:
-        parts(local).pool.shutdown()
-        parts(remote).pool.shutdown()
+        with_lab = {slug for slug, model in models.catalog.models.items() if model.has_lab}
+    assert {path.split("/")[3] for path, _ in requests} == with_lab
+    for slug in sorted(set(CATALOG_SLUGS) - with_lab):  # a model without a lab: its cases, changed
+        case = local.test_client().get(f"/api/models/{slug}").get_json()["experiment"]["cases"][0]["id"]
+        layer = next(layer["id"] for layer in local.test_client().get(f"/api/models/{slug}").get_json()["layers"]
+                     if layer["kind"] in ("layer", "module"))
+        requests.append((f"/api/models/{slug}/interventions",
+                         {"case": case, "interventions": [{"node": layer, "action": "zero"}]}))
+    for path, body in requests:
+        here = local.test_client().post(path, json=body)
+        there = remote.test_client().post(path, json=body)
+        assert (here.status_code, there.status_code) == (200, 200), (path, there.get_json())
+        strip = ("compute_seconds", "cached", "environment")
+        assert {k: v for k, v in there.get_json().items() if k not in strip} == \
+               {k: v for k, v in here.get_json().items() if k not in strip}, path
+    client = remote.test_client()
+    started = client.post("/api/models/bert/verifications")
+    location = started.headers.get("Location")
+    report = started.get_json()
+    for _ in range(300):
+        if location is None or report.get("state") == "done":
+            break
+        time.sleep(0.2)
+        report = client.get(location).get_json()
+    report = report.get("report", report)
+    assert report["status"] == "passed", report
 
 
 def test_the_web_process_with_celery_never_imports_torch(worker, broker):
@@ -182,12 +176,12 @@ def slow_tree(tmp_path) -> ModelTree:
     return tree
 
 
-def test_two_workers_share_the_queue_and_a_child_killed_mid_task_hands_it_on(own_broker, tmp_path):
+def test_two_workers_share_the_queue_and_a_child_killed_mid_task_hands_it_on(make_app, own_broker, tmp_path):
     broker = own_broker
     tree = slow_tree(tmp_path)
     settings = {"RECIPES_DIR": tree.recipes, "MANIFESTS_DIR": tree.manifests}
     workers = [CeleryWorker(broker.url, name, **settings) for name in ("left", "right")]
-    app = celery_app(broker.url, **{k: str(v) for k, v in settings.items()}, RECIPE_QUEUE=8)
+    app = celery_app(make_app, broker.url, **{k: str(v) for k, v in settings.items()}, RECIPE_QUEUE=8)
     try:
         slow = tree.recipes / "slowbert" / "slow"
         slow.touch()
@@ -218,15 +212,14 @@ def test_two_workers_share_the_queue_and_a_child_killed_mid_task_hands_it_on(own
     finally:
         for w in workers:
             w.stop()
-        parts(app).pool.shutdown()
 
 
-def test_a_run_past_its_time_limit_is_a_504(own_broker, tmp_path):
+def test_a_run_past_its_time_limit_is_a_504(make_app, own_broker, tmp_path):
     broker = own_broker
     tree = slow_tree(tmp_path)
     settings = {"RECIPES_DIR": tree.recipes, "MANIFESTS_DIR": tree.manifests, "RECIPE_TIMEOUT": 2}
     w = CeleryWorker(broker.url, "timed", **settings)
-    app = celery_app(broker.url, **{k: str(v) for k, v in settings.items()})
+    app = celery_app(make_app, broker.url, **{k: str(v) for k, v in settings.items()})
     try:
         (tree.recipes / "slowbert" / "slow").touch()
         answer = app.test_client().post("/api/models/slowbert/runs", json=RUN | {"input_ids": [1, 4, 3, 2, 6, 4]})
@@ -234,15 +227,14 @@ def test_a_run_past_its_time_limit_is_a_504(own_broker, tmp_path):
         assert "timeout" in answer.get_json()["error"]["message"]
     finally:
         w.stop()
-        parts(app).pool.shutdown()
 
 
-def test_the_broker_stopped_is_a_503_with_retry_after_and_runs_go_on_once_it_is_back(own_broker):
+def test_the_broker_stopped_is_a_503_with_retry_after_and_runs_go_on_once_it_is_back(make_app, own_broker):
     server = own_broker
     w = CeleryWorker(server.url, "outage")
     # The shared state apart from the broker: with both in one Redis, the budget that cannot be counted refuses
     # first (tests/test_redis.py); here the broker alone is out of reach.
-    app = celery_app(server.url, REDIS_URL=None, CELERY_BROKER_URL=server.url)
+    app = celery_app(make_app, server.url, REDIS_URL=None, CELERY_BROKER_URL=server.url)
     client = app.test_client()
     try:
         assert client.post("/api/models/gpt/runs", json={"input_ids": [1, 5, 7, 3]}).status_code == 200
@@ -260,18 +252,14 @@ def test_the_broker_stopped_is_a_503_with_retry_after_and_runs_go_on_once_it_is_
         assert json.loads(back.data)["request"]["input_ids"] == [1, 5, 7, 4]
     finally:
         w.stop()
-        parts(app).pool.shutdown()
 
 
-def test_a_compute_worker_without_the_recipe_says_so(worker, broker, tmp_path):
+def test_a_compute_worker_without_the_recipe_says_so(make_app, worker, broker, tmp_path):
     tree = slow_tree(tmp_path)  # the web tier serves a model whose recipe the compute machine lacks
-    app = celery_app(broker.url, RECIPES_DIR=str(tree.recipes), MANIFESTS_DIR=str(tree.manifests))
-    try:
-        answer = app.test_client().post("/api/models/slowbert/runs", json=RUN | {"input_ids": [1, 4, 3, 2, 6, 5]})
-        assert answer.status_code == 503
-        assert "compute worker has no recipe folder slowbert" in answer.get_json()["error"]["message"]
-    finally:
-        parts(app).pool.shutdown()
+    app = celery_app(make_app, broker.url, RECIPES_DIR=str(tree.recipes), MANIFESTS_DIR=str(tree.manifests))
+    answer = app.test_client().post("/api/models/slowbert/runs", json=RUN | {"input_ids": [1, 4, 3, 2, 6, 5]})
+    assert answer.status_code == 503
+    assert "compute worker has no recipe folder slowbert" in answer.get_json()["error"]["message"]
 
 
 def test_celery_reads_the_visibility_timeout_as_set_and_a_queue_admits_no_more_than_it_holds(own_broker):
@@ -304,10 +292,10 @@ def test_celery_reads_the_visibility_timeout_as_set_and_a_queue_admits_no_more_t
     executor.shutdown()
 
 
-def test_a_run_no_worker_takes_says_so_and_a_job_poll_in_an_outage_is_a_503(own_broker, tmp_path):
+def test_a_run_no_worker_takes_says_so_and_a_job_poll_in_an_outage_is_a_503(make_app, own_broker, tmp_path):
     """With no compute worker, a run waits for the queue's time and says that no worker took it (503), not that it
     ran too long; with the shared state down, polling a job that exists is a 503 with Retry-After, not a 404."""
-    app = celery_app(own_broker.url, RECIPE_TIMEOUT=1, RECIPE_QUEUE=1)
+    app = celery_app(make_app, own_broker.url, RECIPE_TIMEOUT=1, RECIPE_QUEUE=1)
     client = app.test_client()
     try:
         waited = client.post("/api/models/gpt/runs", json={"input_ids": [1, 5, 7, 3]})
@@ -325,48 +313,41 @@ def test_a_run_no_worker_takes_says_so_and_a_job_poll_in_an_outage_is_a_503(own_
         assert started.status_code == 503 and "Retry-After" in started.headers, started.get_json()
     finally:
         own_broker.start()
-        parts(app).pool.shutdown()
 
 
-def test_a_retraining_on_a_compute_worker_is_heard_as_it_learns_and_can_be_cancelled(worker, broker):
+def test_a_retraining_on_a_compute_worker_is_heard_as_it_learns_and_can_be_cancelled(make_app, worker, broker):
     """The compute tier retrains as the local executor does: progress read from the task's state, the report
     compared tensor by tensor; a cancel reaches the worker through the broker and stops its training; a training
     past its time limit is stopped by the worker."""
     from .test_retraining import poll
 
-    app = celery_app(broker.url)
+    app = celery_app(make_app, broker.url)
     client = app.test_client()
-    try:
-        started = client.post("/api/models/gcn/retrainings")
-        assert started.status_code == 202
-        seen = poll(client, started.headers["Location"])
-        heard = [job["progress"] for job in seen if job["progress"] is not None]
-        assert heard and heard[-1]["epoch"] == heard[-1]["epochs"] == 200
-        report = seen[-1]["report"]
-        assert report["status"] == "passed" and report["environment"]["mode"] == "train"
-        assert len(report["curves"][0]["loss"]) == 200 and report["tensors"]
+    started = client.post("/api/models/gcn/retrainings")
+    assert started.status_code == 202
+    seen = poll(client, started.headers["Location"])
+    heard = [job["progress"] for job in seen if job["progress"] is not None]
+    assert heard and heard[-1]["epoch"] == heard[-1]["epochs"] == 200
+    report = seen[-1]["report"]
+    assert report["status"] == "passed" and report["environment"]["mode"] == "train"
+    assert len(report["curves"][0]["loss"]) == 200 and report["tensors"]
 
-        lenet = client.post("/api/models/lenet/retrainings")
-        location = lenet.headers["Location"]
-        running = poll(client, location, until=lambda job: job["progress"] is not None)[-1]
-        assert running["state"] == "running" and running["progress"]["epochs"] == 50
-        token = {"Authorization": f"Bearer {lenet.get_json()['cancel_token']}"}
-        assert client.delete(location, headers=token).status_code == 202
-        report = poll(client, location, seconds=60)[-1]["report"]
-        assert report["status"] == "cancelled" and 0 < len(report["curves"][0]["loss"]) < 50
-    finally:
-        parts(app).pool.shutdown()
-    limited = celery_app(broker.url, RETRAINING_TIMEOUT=1.5)  # the worker's own limit stops it
-    try:
-        client = limited.test_client()
-        report = poll(client, client.post("/api/models/mlp/retrainings").headers["Location"], seconds=60)[-1]["report"]
-        assert report["status"] == "error"
-        assert report["message"] == "the retraining ran past its 1.5 s limit and was stopped"
-    finally:
-        parts(limited).pool.shutdown()
+    lenet = client.post("/api/models/lenet/retrainings")
+    location = lenet.headers["Location"]
+    running = poll(client, location, until=lambda job: job["progress"] is not None)[-1]
+    assert running["state"] == "running" and running["progress"]["epochs"] == 50
+    token = {"Authorization": f"Bearer {lenet.get_json()['cancel_token']}"}
+    assert client.delete(location, headers=token).status_code == 202
+    report = poll(client, location, seconds=60)[-1]["report"]
+    assert report["status"] == "cancelled" and 0 < len(report["curves"][0]["loss"]) < 50
+    limited = celery_app(make_app, broker.url, RETRAINING_TIMEOUT=1.5)  # the worker's own limit stops it
+    client = limited.test_client()
+    report = poll(client, client.post("/api/models/mlp/retrainings").headers["Location"], seconds=60)[-1]["report"]
+    assert report["status"] == "error"
+    assert report["message"] == "the retraining ran past its 1.5 s limit and was stopped"
 
 
-def test_a_retraining_on_a_compute_worker_is_joined_paid_for_and_fails_by_the_changed_tensors_name(own_broker,
+def test_a_retraining_on_a_compute_worker_is_joined_paid_for_and_fails_by_the_changed_tensors_name(make_app, own_broker,
                                                                                                    tmp_path):
     """On the compute worker's own copy of the recipe, whose weight file has one tensor changed: a second request
     joins the job, another model's start while it runs is refused (one at a time per client: a 429), and the report
@@ -383,7 +364,8 @@ def test_a_retraining_on_a_compute_worker_is_joined_paid_for_and_fails_by_the_ch
     weights.write(folder / "weights.safetensors", changed, metadata)
     settings = {"RECIPES_DIR": tree.recipes, "MANIFESTS_DIR": tree.manifests}
     w = CeleryWorker(own_broker.url, "retrainer", **settings)
-    app = celery_app(own_broker.url, **{k: str(v) for k, v in settings.items()}, COMPUTE_BUDGET="30 per minute")
+    app = celery_app(make_app, own_broker.url, **{k: str(v) for k, v in settings.items()},
+                     COMPUTE_BUDGET="30 per minute")
     try:
         client = app.test_client()
         started = client.post("/api/models/gcn/retrainings")
@@ -395,6 +377,5 @@ def test_a_retraining_on_a_compute_worker_is_joined_paid_for_and_fails_by_the_ch
         assert [t["name"] for t in report["tensors"] if t["largest_difference"] > report["tolerance"]] == \
             ["conv1.linear.weight"]
     finally:
-        parts(app).pool.shutdown()
         w.stop()
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.extensions import models
 from app.services.parts import parts
@@ -213,17 +212,16 @@ def test_a_bad_checkpoint_is_named_and_explained(tmp_path, case):
 # ---- through the API
 
 
-def test_a_checkpoint_too_large_for_the_worker_is_refused_before_it_is_built(tmp_path, monkeypatch):
+def test_a_checkpoint_too_large_for_the_worker_is_refused_before_it_is_built(make_app, tmp_path, monkeypatch):
     """200000 layers would hold a worker until its timeout: the size is checked against RECIPE_MEMORY_MB first."""
     folder = make_checkpoint(tmp_path / "ckpt")
     _edit_config(folder, num_hidden_layers=200_000)
-    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(folder), RECIPE_MEMORY_MB=512)
+    app = _no_checkpoint_app(make_app, tmp_path, monkeypatch, BERT_CHECKPOINT=str(folder), RECIPE_MEMORY_MB=512)
     response = app.test_client().post(URL, json={"text": "a [MASK] ."})
     assert response.status_code == 503
     message = response.get_json()["error"]["message"]
     assert "config.json describes" in message and "200000 layers of width" in message
     assert "RECIPE_MEMORY_MB" in message and str(tmp_path) not in message
-    parts(app).pool.shutdown()
 
 
 def test_the_datalab_answers_every_stage(masked_lm_app, bert_checkpoint):
@@ -273,14 +271,14 @@ def test_the_limit_is_128_tokens_where_the_checkpoint_allows_more(tmp_path):
         lab.tokenize(lab.load(str(folder)).vocabulary, "the " * 127 + "[MASK]", 512)
 
 
-def _no_checkpoint_app(tmp_path, monkeypatch, **config):
+def _no_checkpoint_app(make_app, tmp_path, monkeypatch, **config):
     """An app that finds no checkpoint but the one `config` may name: no packaged one, an empty Hugging Face cache."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    return create_app(type("Config", (TestConfig,), {"CHECKPOINTS_DIR": None} | config))
+    return make_app(type("Config", (TestConfig,), {"CHECKPOINTS_DIR": None} | config))
 
 
-def test_without_a_checkpoint_the_api_and_the_page_say_how_to_provide_one(tmp_path, monkeypatch):
-    app = _no_checkpoint_app(tmp_path, monkeypatch)
+def test_without_a_checkpoint_the_api_and_the_page_say_how_to_provide_one(make_app, tmp_path, monkeypatch):
+    app = _no_checkpoint_app(make_app, tmp_path, monkeypatch)
     client = app.test_client()
     response = client.post(URL, json={"text": "a [MASK] ."})
     assert response.status_code == 503
@@ -306,20 +304,19 @@ def test_without_a_checkpoint_the_api_and_the_page_say_how_to_provide_one(tmp_pa
     assert verification.status_code == 503 and verification.get_json()["error"]["message"] == message
     assert client.get("/api/models/bert-base/verifications/latest").status_code == 503
     assert client.post("/api/models/lenet/verifications").status_code in (200, 202)  # the rest is unaffected
-    parts(app).pool.shutdown()
 
 
-def test_a_setting_that_names_no_folder_is_explained(tmp_path, monkeypatch):
-    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(tmp_path / "nowhere"))
+def test_a_setting_that_names_no_folder_is_explained(make_app, tmp_path, monkeypatch):
+    app = _no_checkpoint_app(make_app, tmp_path, monkeypatch, BERT_CHECKPOINT=str(tmp_path / "nowhere"))
     message = app.test_client().post(URL, json={"text": "a [MASK] ."}).get_json()["error"]["message"]
     assert message.startswith("The folder TENSORVIZ_BERT_CHECKPOINT names is not a folder. Run `make checkpoints`")
     assert str(tmp_path) not in message
 
 
-def test_a_setting_that_cannot_be_checked_is_a_503_and_the_page_still_renders(tmp_path, monkeypatch):
+def test_a_setting_that_cannot_be_checked_is_a_503_and_the_page_still_renders(make_app, tmp_path, monkeypatch):
     """A path component past the system's limit makes checking the folder raise (as a denied or failing mount
     does): the lab and the verification say so with a 503, the page and the rest of the server are served."""
-    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(tmp_path / ("x" * 300)))
+    app = _no_checkpoint_app(make_app, tmp_path, monkeypatch, BERT_CHECKPOINT=str(tmp_path / ("x" * 300)))
     client = app.test_client()
     lab = client.post(URL, json={"text": "a [MASK] ."})
     assert lab.status_code == 503
@@ -331,14 +328,13 @@ def test_a_setting_that_cannot_be_checked_is_a_503_and_the_page_still_renders(tm
     assert page.status_code == 200 and "cannot be read" in page.get_data(as_text=True)
     assert client.get("/models/gpt").status_code == 200
     warm_up(app)  # a new worker's warm-up passes it by
-    parts(app).pool.shutdown()
 
 
-def test_a_folder_without_a_tokenizer_is_a_503_before_any_run(tmp_path, monkeypatch, bert_checkpoint):
+def test_a_folder_without_a_tokenizer_is_a_503_before_any_run(make_app, tmp_path, monkeypatch, bert_checkpoint):
     folder = tmp_path / "partial"
     shutil.copytree(bert_checkpoint, folder)
     (folder / "tokenizer.json").unlink()
-    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(folder))
+    app = _no_checkpoint_app(make_app, tmp_path, monkeypatch, BERT_CHECKPOINT=str(folder))
     assert app.test_client().post(URL, json={"text": "a [MASK] ."}).status_code == 200  # vocab.txt serves
     (folder / "vocab.txt").unlink()
     response = app.test_client().post(URL, json={"text": "a [MASK] ."})
@@ -346,24 +342,22 @@ def test_a_folder_without_a_tokenizer_is_a_503_before_any_run(tmp_path, monkeypa
     assert response.get_json()["error"]["message"].startswith(
         "The BERT checkpoint (the folder TENSORVIZ_BERT_CHECKPOINT names) lacks tokenizer.json or vocab.txt. Run "
         "`make checkpoints`")
-    parts(app).pool.shutdown()
 
 
-def test_a_corrupt_checkpoint_is_a_503_naming_the_file_never_a_500(tmp_path, monkeypatch, bert_checkpoint):
+def test_a_corrupt_checkpoint_is_a_503_naming_the_file_never_a_500(make_app, tmp_path, monkeypatch, bert_checkpoint):
     folder = tmp_path / "corrupt"
     shutil.copytree(bert_checkpoint, folder)
     (folder / "model.safetensors").write_bytes(b"\x00" * 64)
-    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(folder))
+    app = _no_checkpoint_app(make_app, tmp_path, monkeypatch, BERT_CHECKPOINT=str(folder))
     response = app.test_client().post(URL, json={"text": "a [MASK] ."})
     assert response.status_code == 503
     message = response.get_json()["error"]["message"]
     assert message.startswith("the checkpoint cannot be used: model.safetensors cannot be read as safetensors weights")
     assert str(tmp_path) not in message
-    parts(app).pool.shutdown()
 
 
 @pytest.mark.parametrize("variable", ["HF_HUB_CACHE", "HF_HOME"])
-def test_the_local_hugging_face_cache_is_found(tmp_path, monkeypatch, bert_checkpoint, variable):
+def test_the_local_hugging_face_cache_is_found(make_app, tmp_path, monkeypatch, bert_checkpoint, variable):
     hub = tmp_path / "hf" / "hub" if variable == "HF_HOME" else tmp_path / "hub"
     repository = hub / "models--google-bert--bert-base-uncased"
     shutil.copytree(bert_checkpoint, repository / "snapshots" / "0123abcd")
@@ -371,24 +365,22 @@ def test_the_local_hugging_face_cache_is_found(tmp_path, monkeypatch, bert_check
     (repository / "refs" / "main").write_text("0123abcd")
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv(variable, str(tmp_path / "hf" if variable == "HF_HOME" else hub))
-    app = create_app(TestConfig)
+    app = make_app(TestConfig)
     client = app.test_client()
     html = client.get("/models/bert-base").get_data(as_text=True)
     assert "Checkpoint: google-bert/bert-base-uncased in the local Hugging Face cache" in html
     assert client.post(URL, json={"text": "the [MASK] sat ."}).status_code == 200
-    parts(app).pool.shutdown()
 
 
-def test_another_checkpoint_never_answers_from_this_ones_cache(tmp_path, monkeypatch):
+def test_another_checkpoint_never_answers_from_this_ones_cache(make_app, tmp_path, monkeypatch):
     first = make_checkpoint(tmp_path / "one", seed=1)
-    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(first))
+    app = _no_checkpoint_app(make_app, tmp_path, monkeypatch, BERT_CHECKPOINT=str(first))
     client = app.test_client()
     body = {"text": "the [MASK] sat ."}
     before = client.post(URL, json=body).get_json()
     make_checkpoint(first, seed=2)  # new weights in the same folder
     after = client.post(URL, json=body).get_json()
     assert after["cached"] is False and after["top"] != before["top"]
-    parts(app).pool.shutdown()
 
 
 def test_one_request_looks_the_checkpoint_up_once(masked_lm_app, monkeypatch):
@@ -421,8 +413,8 @@ def test_the_stored_recording_is_the_packaged_checkpoints_and_is_current(package
     assert "cluster_layers" in titles and {f"layers.{i}" for i in range(6)} <= set(titles)
 
 
-def test_without_a_checkpoint_the_graph_is_bert_base_uncaseds_architecture(tmp_path, monkeypatch):
-    app = _no_checkpoint_app(tmp_path, monkeypatch)
+def test_without_a_checkpoint_the_graph_is_bert_base_uncaseds_architecture(make_app, tmp_path, monkeypatch):
+    app = _no_checkpoint_app(make_app, tmp_path, monkeypatch)
     result = app.test_cli_runner().invoke(args=["record", "bert-base", "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
@@ -435,14 +427,15 @@ def test_without_a_checkpoint_the_graph_is_bert_base_uncaseds_architecture(tmp_p
     assert {f"layers.{i}" for i in range(12)} <= set(titles) and "layers.0.attention.softmax" not in titles
 
 
-def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(tmp_path, monkeypatch, bert_checkpoint):
+def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(make_app, tmp_path, monkeypatch,
+                                                                                bert_checkpoint):
     from .conftest import ModelTree
 
     (tmp_path / "tree").mkdir()
     tree = ModelTree(tmp_path / "tree")
     shutil.copytree(RECIPE, tree.recipes / "bert-base", ignore=shutil.ignore_patterns("__pycache__"))
     # The catalog looks for the new recording at once (by default it looks every 2 s, and record may end sooner).
-    app = _no_checkpoint_app(tmp_path, monkeypatch, BERT_CHECKPOINT=str(bert_checkpoint),
+    app = _no_checkpoint_app(make_app, tmp_path, monkeypatch, BERT_CHECKPOINT=str(bert_checkpoint),
                              **tree.config(CATALOG_RELOAD_SECONDS=0.01))
     result = app.test_cli_runner().invoke(args=["record", "bert-base"])
     assert result.exit_code == 0, result.output
@@ -467,12 +460,11 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it_and_fail_on_another(t
     report = json.loads(result.stdout)  # the catalog's reload may log to stderr meanwhile
     assert report["status"] == "failed" and report["checkpoint"]["matches_recording"] is False
     assert "other checkpoint files than the recording was made from" in report["checkpoint"]["note"]
-    parts(app).pool.shutdown()
 
 
-def test_the_catalog_card_says_whether_the_checkpoint_is_here(tmp_path, monkeypatch, masked_lm_app, bert_checkpoint,
-                                                              caplog):
-    card = _no_checkpoint_app(tmp_path, monkeypatch).test_client().get("/").get_data(as_text=True)
+def test_the_catalog_card_says_whether_the_checkpoint_is_here(make_app, tmp_path, monkeypatch, masked_lm_app,
+                                                              bert_checkpoint, caplog):
+    card = _no_checkpoint_app(make_app, tmp_path, monkeypatch).test_client().get("/").get_data(as_text=True)
     assert "Reads a pretrained checkpoint:" in card and "not on this server" in card
     assert card.count("Reads a pretrained checkpoint:") == 2  # only the models that read one: bert-base, gpt2
     here = masked_lm_app.test_client()
@@ -511,13 +503,13 @@ def test_warm_up_gives_every_lab_recipe_to_new_workers_and_loads_a_present_check
     assert response.status_code == 200 and len(pool.pids()) == 1
 
 
-def test_weights_swapped_for_a_same_size_file_with_the_old_mtime_are_hashed_again(tmp_path, bert_checkpoint):
+def test_weights_swapped_for_a_same_size_file_with_the_old_mtime_are_hashed_again(make_app, tmp_path, bert_checkpoint):
     """A checkpoint's hashes (part of every key over its answers) follow its content, not its size and mtime."""
     from app.domain.checkpoints import find
 
     folder = tmp_path / "swapped"
     shutil.copytree(bert_checkpoint, folder)
-    app = create_app(TestConfig)
+    app = make_app(TestConfig)
     with app.app_context():
         spec = models.get("bert-base").checkpoint
     weights = folder / "model.safetensors"
@@ -529,4 +521,3 @@ def test_weights_swapped_for_a_same_size_file_with_the_old_mtime_are_hashed_agai
     os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     after = find(spec, str(folder)).sha256
     assert after["model.safetensors"] != before["model.safetensors"] and after["config.json"] == before["config.json"]
-    parts(app).pool.shutdown()

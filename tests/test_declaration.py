@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from app import create_app
 from app.build.cli import documented_keys
 from app.domain import catalog as catalog_module
 from app.domain.catalog import load_catalog
 from app.domain.declaration import Declaration, checked, key_table
 from app.domain.labs.fields import DeclarationError
 from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
 
 MLP = PROJECT_ROOT / "recipes" / "mlp"
 
@@ -76,25 +74,22 @@ def recipe_tree(tmp_path: Path) -> tuple[Path, Path]:
     return recipes, manifests
 
 
-def record(recipes: Path, manifests: Path, *args: str):
-    app = create_app(type("Recording", (TestConfig,), {"RECIPES_DIR": str(recipes), "MANIFESTS_DIR": str(manifests)}))
-    try:
-        return app.test_cli_runner().invoke(args=["record", "mlp", *args])
-    finally:
-        parts(app).pool.shutdown()
+def record(make_app, recipes: Path, manifests: Path, *args: str):
+    app = make_app(type("Recording", (TestConfig,), {"RECIPES_DIR": str(recipes), "MANIFESTS_DIR": str(manifests)}))
+    return app.test_cli_runner().invoke(args=["record", "mlp", *args])
 
 
-def test_record_and_its_check_refuse_a_declaration_the_schema_refuses(tmp_path):
+def test_record_and_its_check_refuse_a_declaration_the_schema_refuses(make_app, tmp_path):
     recipes, manifests = recipe_tree(tmp_path)
     toml = recipes / "mlp" / "recipe.toml"
     toml.write_text(toml.read_text().replace("year = 1986", 'year = "1986"'))
     for args in ((), ("--check",)):
-        result = record(recipes, manifests, *args)
+        result = record(make_app, recipes, manifests, *args)
         assert result.exit_code == 1
         assert "recipes/mlp/recipe.toml: milestone.year: must be an integer, not str '1986'" in result.output
 
 
-def test_a_requirement_not_installed_or_an_import_not_required_makes_the_model_unavailable(tmp_path):
+def test_a_requirement_not_installed_or_an_import_not_required_makes_the_model_unavailable(make_app, tmp_path):
     recipes, manifests = recipe_tree(tmp_path)
     required = recipes / "mlp" / "requirements.txt"
     required.write_text(required.read_text() + "no-such-package-anywhere>=1\n")
@@ -102,7 +97,7 @@ def test_a_requirement_not_installed_or_an_import_not_required_makes_the_model_u
     assert catalog.unavailable["mlp"].reason == (
         "recipes/mlp/requirements.txt needs no-such-package-anywhere>=1, which is not installed here "
         "(pip install 'no-such-package-anywhere>=1', or make setup)")
-    result = record(recipes, manifests)
+    result = record(make_app, recipes, manifests)
     assert result.exit_code == 1 and "no-such-package-anywhere" in result.output
     required.write_text("torch>=2.1\nsafetensors>=0.4\n")
     (recipes / "mlp" / "model.py").write_text("import sklearn  # noqa\n" + (MLP / "model.py").read_text())
@@ -127,7 +122,7 @@ def test_the_recipe_kit_is_in_the_key_of_every_recipe_that_imports_it(monkeypatc
     assert before.models["lenet"].kit_sha256 is not None
 
 
-def test_a_case_that_cannot_be_replayed_alone_as_among_the_others_is_refused(tmp_path):
+def test_a_case_that_cannot_be_replayed_alone_as_among_the_others_is_refused(make_app, tmp_path):
     """What if? replays a case alone: a case that draws from where the one before it left the generator is
     another case alone, and the recorder says which."""
     recipes, manifests = recipe_tree(tmp_path)
@@ -138,7 +133,7 @@ def test_a_case_that_cannot_be_replayed_alone_as_among_the_others_is_refused(tmp
     toml = recipes / "mlp" / "recipe.toml"
     cases = '[[experiment.cases]]\nid = "noise"\nlabel = "Noise"\n\n[[experiment.cases]]\nid = "more-noise"\n'
     toml.write_text(toml.read_text().replace('[recording]', cases + 'label = "More"\n\n[recording]'))
-    result = record(recipes, manifests, "--out", str(tmp_path / "out"))
+    result = record(make_app, recipes, manifests, "--out", str(tmp_path / "out"))
     assert result.exit_code == 1
     assert "run.py replay(case='more-noise') answers vector 'n' otherwise than the whole replay does" in result.output
 

@@ -13,19 +13,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app import create_app
 from app.services.config import TestConfig
-from app.services.parts import parts
 
 from .bert_checkpoints import make_checkpoint
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    app = create_app(TestConfig)
+def app(module_apps, tmp_path_factory):
+    app = module_apps(TestConfig)
     app.config["BERT_CHECKPOINT"] = str(make_checkpoint(tmp_path_factory.mktemp("checkpoint")))
-    yield app
-    parts(app).pool.shutdown()
+    return app
 
 
 class Generated:

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
 
 from .conftest import recipe_module
 from .gpt2_checkpoints import make_checkpoint
@@ -23,11 +21,10 @@ URL = "/api/models/gpt2/{}"
 
 
 @pytest.fixture
-def gpt2_app(gpt2_checkpoint):
-    app = create_app(TestConfig)
+def gpt2_app(make_app, gpt2_checkpoint):
+    app = make_app(TestConfig)
     app.config["GPT2_CHECKPOINT"] = str(gpt2_checkpoint)
     yield app
-    parts(app).pool.shutdown()
 
 
 def reference(folder: Path, text: str) -> dict:
@@ -281,8 +278,8 @@ def test_what_if_zeroing_a_head_runs_on_a_trace(gpt2_app):
     assert body["after"]["top"] != body["before"]["top"] and body["effects"]["h.1.attn"] > 0
 
 
-def test_without_a_checkpoint_the_page_and_the_api_say_how_to_provide_one(tmp_path):
-    app = create_app(type("Bare", (TestConfig,), {"CHECKPOINTS_DIR": str(tmp_path)}))  # not even the project's own
+def test_without_a_checkpoint_the_page_and_the_api_say_how_to_provide_one(make_app, tmp_path):
+    app = make_app(type("Bare", (TestConfig,), {"CHECKPOINTS_DIR": str(tmp_path)}))  # not even the project's own
     client = app.test_client()
     response = client.post(URL.format("trace"), json={"prompt": PROMPT})
     assert response.status_code == 503
@@ -295,16 +292,15 @@ def test_without_a_checkpoint_the_page_and_the_api_say_how_to_provide_one(tmp_pa
     html = client.get("/models/gpt2").get_data(as_text=True)
     assert "No checkpoint to trace yet." in html and 'id="graph-stage"' in html
     assert client.get("/api/models/gpt2").status_code == 200
-    parts(app).pool.shutdown()
 
 
-def test_recorded_with_a_checkpoint_the_cases_verify_on_it(tmp_path, gpt2_checkpoint):
+def test_recorded_with_a_checkpoint_the_cases_verify_on_it(make_app, tmp_path, gpt2_checkpoint):
     from .conftest import ModelTree
 
     (tmp_path / "tree").mkdir()
     tree = ModelTree(tmp_path / "tree")
     shutil.copytree(RECIPE, tree.recipes / "gpt2", ignore=shutil.ignore_patterns("__pycache__"))
-    app = create_app(type("C", (TestConfig,), tree.config(GPT2_CHECKPOINT=str(gpt2_checkpoint),
+    app = make_app(type("C", (TestConfig,), tree.config(GPT2_CHECKPOINT=str(gpt2_checkpoint),
                                                           CATALOG_RELOAD_SECONDS=0.01)))
     result = app.test_cli_runner().invoke(args=["record", "gpt2"])
     assert result.exit_code == 0, result.output
@@ -315,7 +311,6 @@ def test_recorded_with_a_checkpoint_the_cases_verify_on_it(tmp_path, gpt2_checkp
     report = json.loads(result.stdout)  # the catalog's reload may log to stderr meanwhile
     assert report["status"] == "passed" and report["checkpoint"]["matches_recording"] is True
     assert len(report["checks"]) == 5 and all(c["status"] == "passed" for c in report["checks"])
-    parts(app).pool.shutdown()
 
 
 def test_the_stored_recording_is_the_projects_own_checkpoint_and_current(runner, made_checkpoint):
@@ -330,13 +325,13 @@ def test_the_stored_recording_is_the_projects_own_checkpoint_and_current(runner,
     assert manifest["provenance"]["checkpoint"]["files"] == made["sha256"]
 
 
-def test_the_projects_own_checkpoint_is_the_gpt_recipe_and_gpt2_lm_head_model_computes_it(tmp_path):
+def test_the_projects_own_checkpoint_is_the_gpt_recipe_and_gpt2_lm_head_model_computes_it(make_app, tmp_path):
     """`flask checkpoints gpt2` writes the gpt recipe in GPT-2's layout, the same bytes as declared; transformers'
     GPT2LMHeadModel reads it and computes the recipe's own logits (minGPT's test against a reference)."""
     import torch
     import transformers
 
-    app = create_app(type("Made", (TestConfig,), {"CHECKPOINTS_DIR": str(tmp_path)}))
+    app = make_app(type("Made", (TestConfig,), {"CHECKPOINTS_DIR": str(tmp_path)}))
     result = app.test_cli_runner().invoke(args=["checkpoints", "gpt2"])
     assert result.exit_code == 0, result.output
     assert "written into" in result.output and "sha256 checked" in result.output
@@ -349,7 +344,6 @@ def test_the_projects_own_checkpoint_is_the_gpt_recipe_and_gpt2_lm_head_model_co
         ours = gpt.build_model()(ids)
         theirs = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()(ids).logits
     assert (ours - theirs).abs().max().item() < 1e-5
-    parts(app).pool.shutdown()
 
 
 def test_the_datalab_traces_generates_and_patches_on_the_projects_own_checkpoint(made_checkpoint, client):

@@ -10,11 +10,9 @@ import re
 import pytest
 import torch
 
-from app import create_app
 from app.domain.steps import Step
 from app.services.config import TestConfig
 from app.services.extensions import models
-from app.services.parts import parts
 
 from .conftest import CATALOG_SLUGS, GPT_RECIPE, lab_subject, recipe_module
 
@@ -502,64 +500,58 @@ def test_each_bad_request_is_a_400_naming_its_field(client, body, message):
     assert response.get_json()["error"]["message"].startswith(message)
 
 
-def test_interventions_are_kept_by_everything_they_depend_on_and_count_against_the_budget():
-    app = create_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "3 per hour"}))
+def test_interventions_are_kept_by_everything_they_depend_on_and_count_against_the_budget(make_app):
+    app = make_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "3 per hour"}))
     client = app.test_client()
-    try:
-        body = {"case": "pi", "interventions": [{"node": "h.1.attn", "action": "zero", "head": 0}]}
-        first = client.post(URL.format("gpt"), json=body).get_json()
-        again = client.post(URL.format("gpt"), json=body).get_json()
-        other = client.post(URL.format("gpt"), json=body | {"interventions": [
-            {"node": "h.1.attn", "action": "zero", "head": 1}]}).get_json()
-        assert (first["cached"], again["cached"], other["cached"]) == (False, True, False)
-        assert again["items"] == first["items"] and other["items"] != first["items"]
-        third = body | {"interventions": [{"node": "h.0.attn", "action": "zero", "head": 1}]}
-        assert client.post(URL.format("gpt"), json=third).status_code == 200  # the third run: the budget is spent
-        assert client.post(URL.format("gpt"), json=body).status_code == 200  # a kept answer spends nothing
-        fourth = body | {"interventions": [{"node": "h.0.attn", "action": "zero", "head": 0}]}
-        assert client.post(URL.format("gpt"), json=fourth).status_code == 429
-    finally:
-        parts(app).pool.shutdown()
+    body = {"case": "pi", "interventions": [{"node": "h.1.attn", "action": "zero", "head": 0}]}
+    first = client.post(URL.format("gpt"), json=body).get_json()
+    again = client.post(URL.format("gpt"), json=body).get_json()
+    other = client.post(URL.format("gpt"), json=body | {"interventions": [
+        {"node": "h.1.attn", "action": "zero", "head": 1}]}).get_json()
+    assert (first["cached"], again["cached"], other["cached"]) == (False, True, False)
+    assert again["items"] == first["items"] and other["items"] != first["items"]
+    third = body | {"interventions": [{"node": "h.0.attn", "action": "zero", "head": 1}]}
+    assert client.post(URL.format("gpt"), json=third).status_code == 200  # the third run: the budget is spent
+    assert client.post(URL.format("gpt"), json=body).status_code == 200  # a kept answer spends nothing
+    fourth = body | {"interventions": [{"node": "h.0.attn", "action": "zero", "head": 0}]}
+    assert client.post(URL.format("gpt"), json=fourth).status_code == 429
 
 
-def test_the_options_say_what_each_node_can_do_and_keep_the_run_for_the_change_asked_next():
+def test_the_options_say_what_each_node_can_do_and_keep_the_run_for_the_change_asked_next(make_app):
     """POST .../interventions/options: every module node of the graph with the actions that run on this case (or
     lab request), the other cases a patch may take it from (the same shapes), and why not the rest; in the served
     document's shape, one run of the budget (kept by its content like any answer), and the run kept, so that the
     change asked next runs only the changed run."""
     from jsonschema import Draft202012Validator
 
-    app = create_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "3 per hour"}))
+    app = make_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "3 per hour"}))
     client = app.test_client()
     url = "/api/models/gpt/interventions/options"
-    try:
-        answer = client.post(url, json={"case": "pi"}).get_json()
-        document = client.get("/api/openapi.json").get_json()
-        schema = document["components"]["schemas"]["InterventionOptions"] | {"components": document["components"]}
-        assert not list(Draft202012Validator(schema).iter_errors(answer))
-        nodes = answer["nodes"]
-        assert (answer["case"], answer["endpoint"]) == ("pi", "runs")
-        # A block's list is never called itself; every block is, on the case's 4 positions, as the cases of the
-        # same length are (the test split answers another endpoint: no source).
-        never = "this input's run gets no output of numbers from h to change (it is not called itself)"
-        assert nodes["h"] == {"actions": [], "from_cases": [], "why_not": dict.fromkeys(
-            ("zero", "mean", "scale", "patch"), never)}
-        assert nodes["h.0.mlp"] == {"actions": ["zero", "mean", "scale", "patch"],
-                                    "from_cases": ["repeats", "falling", "in-order"], "why_not": {}}
-        assert client.post(URL.format("gpt"), json={"case": "pi", "interventions": [
-            {"node": "h.0.mlp", "action": "patch", "from_case": "falling"}]}).get_json()["plain_run_cached"]
-        # A lab request of another length: no case to patch from; its run is kept for the change asked next.
-        other = client.post(url, json={"request": {"input_ids": [1, 5]}}).get_json()["nodes"]["h.0.mlp"]
-        assert other == {"actions": ["zero", "mean", "scale"], "from_cases": [], "why_not": {
-            "patch": "no other recorded case runs h.0.mlp with the same shapes as this input"}}
-        assert client.post(url, json={"case": "pi"}).status_code == 200  # kept: the budget is not spent again
-        assert client.post(url, json={"request": {"input_ids": [1, 5, 7]}}).status_code == 429  # the fourth run
-        for body, message in (({"case": "pi", "interventions": []}, "interventions: unknown field"),
-                              ({}, "case: send either a recorded case or a request"), ([1], "body: send a JSON")):
-            refused = client.post(url, json=body)
-            assert refused.status_code == 400 and refused.get_json()["error"]["message"].startswith(message)
-    finally:
-        parts(app).pool.shutdown()
+    answer = client.post(url, json={"case": "pi"}).get_json()
+    document = client.get("/api/openapi.json").get_json()
+    schema = document["components"]["schemas"]["InterventionOptions"] | {"components": document["components"]}
+    assert not list(Draft202012Validator(schema).iter_errors(answer))
+    nodes = answer["nodes"]
+    assert (answer["case"], answer["endpoint"]) == ("pi", "runs")
+    # A block's list is never called itself; every block is, on the case's 4 positions, as the cases of the
+    # same length are (the test split answers another endpoint: no source).
+    never = "this input's run gets no output of numbers from h to change (it is not called itself)"
+    assert nodes["h"] == {"actions": [], "from_cases": [], "why_not": dict.fromkeys(
+        ("zero", "mean", "scale", "patch"), never)}
+    assert nodes["h.0.mlp"] == {"actions": ["zero", "mean", "scale", "patch"],
+                                "from_cases": ["repeats", "falling", "in-order"], "why_not": {}}
+    assert client.post(URL.format("gpt"), json={"case": "pi", "interventions": [
+        {"node": "h.0.mlp", "action": "patch", "from_case": "falling"}]}).get_json()["plain_run_cached"]
+    # A lab request of another length: no case to patch from; its run is kept for the change asked next.
+    other = client.post(url, json={"request": {"input_ids": [1, 5]}}).get_json()["nodes"]["h.0.mlp"]
+    assert other == {"actions": ["zero", "mean", "scale"], "from_cases": [], "why_not": {
+        "patch": "no other recorded case runs h.0.mlp with the same shapes as this input"}}
+    assert client.post(url, json={"case": "pi"}).status_code == 200  # kept: the budget is not spent again
+    assert client.post(url, json={"request": {"input_ids": [1, 5, 7]}}).status_code == 429  # the fourth run
+    for body, message in (({"case": "pi", "interventions": []}, "interventions: unknown field"),
+                          ({}, "case: send either a recorded case or a request"), ([1], "body: send a JSON")):
+        refused = client.post(url, json=body)
+        assert refused.status_code == 400 and refused.get_json()["error"]["message"].startswith(message)
 
 
 def test_a_lab_endpoint_answers_the_intervened_run(client):

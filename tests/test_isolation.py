@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from app import create_app
 from app.compute.messages import RecipeCall, Warmup
 from app.compute.pool import WorkerPool
 from app.domain.catalog import load_catalog
@@ -89,7 +88,7 @@ def bad_tree(tmp_path) -> ModelTree:
     return tree
 
 
-def test_each_bad_file_makes_its_own_model_unavailable_and_every_page_stays_up(tmp_path):
+def test_each_bad_file_makes_its_own_model_unavailable_and_every_page_stays_up(make_app, tmp_path):
     tree = bad_tree(tmp_path)
     started = time.monotonic()
     catalog = load_catalog(tree.manifests, tree.recipes)
@@ -101,7 +100,7 @@ def test_each_bad_file_makes_its_own_model_unavailable_and_every_page_stays_up(t
         else:
             assert reason in reasons[slug], (slug, reasons[slug])
     assert str(tmp_path) not in json.dumps(reasons)
-    client = create_app(tree.config(TESTING=True)).test_client()
+    client = make_app(tree.config(TESTING=True)).test_client()
     for path in ("/", "/api/models", "/api/openapi.json", "/models/bert", "/models/bert/graph.json"):
         assert client.get(path).status_code == 200, path
     answer = client.get("/api/models").get_json()
@@ -127,14 +126,14 @@ def test_a_walk_of_parents_stops_at_a_loop():
 
 
 @pytest.mark.parametrize("target", ["/etc/passwd", "/proc/self/environ"])
-def test_a_link_out_of_a_model_folder_is_never_followed(tmp_path, target):
+def test_a_link_out_of_a_model_folder_is_never_followed(make_app, tmp_path, target):
     tree = ModelTree(tmp_path)
     tree.add("bert")
     tree.add("linked")
     os.symlink(target, tree.recipes / "linked" / "secrets.txt")
     tree.add("linked-manifest")
     os.symlink(target, tree.manifests / "linked-manifest" / "preview.svg")
-    client = create_app(tree.config(TESTING=True)).test_client()
+    client = make_app(tree.config(TESTING=True)).test_client()
     unavailable = {u["slug"]: u["reason"] for u in client.get("/api/models").get_json()["unavailable"]}
     assert unavailable == {
         "linked": "recipes/linked/secrets.txt is a link out of its folder; links may not leave it",
@@ -158,7 +157,7 @@ def test_a_link_inside_a_model_folder_is_followed(tmp_path):
 HANGING_LAB = "import time\ntime.sleep(3600)  # importing this recipe never ends\n"
 
 
-def test_a_recipe_that_hangs_at_start_is_suspended_and_holds_no_other_run(tmp_path):
+def test_a_recipe_that_hangs_at_start_is_suspended_and_holds_no_other_run(make_app, tmp_path):
     """Its warm-up runs in idle time, bounded, one recipe at a time: the good model's first run answers in
     seconds; after two warm-ups ran past their bound the hanging model is unavailable with the reason, in this
     web process and, through the shared store, in another that never warmed it, until its files change."""
@@ -169,33 +168,29 @@ def test_a_recipe_that_hangs_at_start_is_suspended_and_holds_no_other_run(tmp_pa
     tree.add("hangs", lab_py=HANGING_LAB)
     config = type("Hanging", (TestConfig,), tree.config(WARMUP_TIMEOUT=2.0, CATALOG_RELOAD_SECONDS=0.1,
                                                          STATE_PATH=str(tmp_path / "state.sqlite3")))
-    app, other = create_app(config), create_app(config)  # two web processes sharing one store
+    app, other = make_app(config), make_app(config)  # two web processes sharing one store
     client = app.test_client()
-    try:
-        warm_up(app)
-        began = time.monotonic()
-        run = client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
-                                                           "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]})
-        assert run.status_code == 200 and time.monotonic() - began < 10, run.get_json()
-        eventually(lambda: client.get("/api/models/hangs").status_code, lambda status: status != 200)
-        reason = client.get("/api/models/hangs").get_json()["error"]["message"]
-        assert "its recipe process could not start: warming it ran past 2 s (2 times in a row)" in reason, reason
-        assert "hangs" in {u["slug"] for u in client.get("/api/models").get_json()["unavailable"]}
-        # Never warmed there: told through the store, which the other process reads at most once a second.
-        told = eventually(lambda: other.test_client().get("/api/models/hangs"), lambda r: r.status_code == 404)
-        assert "warming it ran past 2 s" in told.get_json()["error"]["message"]
-        warm_up(other)
-        assert str(tree.recipes / "hangs") in parts(other).pool.failing  # and its workers never warm it
-        (tree.recipes / "hangs" / "lab.py").write_text((PROJECT_ROOT / "recipes" / "bert" / "lab.py").read_text())
-        eventually(lambda: client.get("/api/models/hangs").status_code, lambda status: status == 200, seconds=10)
-        assert client.get("/api/models/hangs").status_code == 200  # its files changed: served again
-        eventually(lambda: other.test_client().get("/api/models/hangs").status_code, lambda s: s == 200)  # everywhere
-    finally:
-        parts(app).pool.shutdown()
-        parts(other).pool.shutdown()
+    warm_up(app)
+    began = time.monotonic()
+    run = client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
+                                                       "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]})
+    assert run.status_code == 200 and time.monotonic() - began < 10, run.get_json()
+    eventually(lambda: client.get("/api/models/hangs").status_code, lambda status: status != 200)
+    reason = client.get("/api/models/hangs").get_json()["error"]["message"]
+    assert "its recipe process could not start: warming it ran past 2 s (2 times in a row)" in reason, reason
+    assert "hangs" in {u["slug"] for u in client.get("/api/models").get_json()["unavailable"]}
+    # Never warmed there: told through the store, which the other process reads at most once a second.
+    told = eventually(lambda: other.test_client().get("/api/models/hangs"), lambda r: r.status_code == 404)
+    assert "warming it ran past 2 s" in told.get_json()["error"]["message"]
+    warm_up(other)
+    assert str(tree.recipes / "hangs") in parts(other).pool.failing  # and its workers never warm it
+    (tree.recipes / "hangs" / "lab.py").write_text((PROJECT_ROOT / "recipes" / "bert" / "lab.py").read_text())
+    eventually(lambda: client.get("/api/models/hangs").status_code, lambda status: status == 200, seconds=10)
+    assert client.get("/api/models/hangs").status_code == 200  # its files changed: served again
+    eventually(lambda: other.test_client().get("/api/models/hangs").status_code, lambda s: s == 200)  # everywhere
 
 
-def test_a_run_waits_behind_another_recipes_hanging_warm_up_no_longer_than_the_patience(tmp_path):
+def test_a_run_waits_behind_another_recipes_hanging_warm_up_no_longer_than_the_patience(make_app, tmp_path):
     """The one recipe process warms the hanging recipe (20 s to its bound) in time it would idle: a run of another
     model that comes meanwhile takes a recipe process of its own after RECIPE_PATIENCE instead of waiting."""
     from app.services.warmup import warm_up
@@ -203,19 +198,16 @@ def test_a_run_waits_behind_another_recipes_hanging_warm_up_no_longer_than_the_p
     tree = ModelTree(tmp_path)
     tree.add("bert")
     tree.add("hangs", lab_py=HANGING_LAB)
-    app = create_app(type("Warming", (TestConfig,), tree.config(WARMUP_TIMEOUT=20.0, RECIPE_WORKERS=1)))
-    try:
-        warm_up(app)
-        pool = parts(app).pool
-        eventually(lambda: pool.pids(), seconds=60)
-        time.sleep(3.0)  # bert's warm-up is done; the hanging one's has begun
-        began = time.monotonic()
-        run = app.test_client().post("/api/models/bert/runs", json=BERT_RUN)
-        assert run.status_code == 200, run.get_json()
-        assert time.monotonic() - began < 10  # well before the 20 s the warm-up may take
-        assert pool.warming()  # and that warm-up goes on
-    finally:
-        parts(app).pool.shutdown()
+    app = make_app(type("Warming", (TestConfig,), tree.config(WARMUP_TIMEOUT=20.0, RECIPE_WORKERS=1)))
+    warm_up(app)
+    pool = parts(app).pool
+    eventually(lambda: pool.pids(), seconds=60)
+    time.sleep(3.0)  # bert's warm-up is done; the hanging one's has begun
+    began = time.monotonic()
+    run = app.test_client().post("/api/models/bert/runs", json=BERT_RUN)
+    assert run.status_code == 200, run.get_json()
+    assert time.monotonic() - began < 10  # well before the 20 s the warm-up may take
+    assert pool.warming()  # and that warm-up goes on
 
 
 # bert's lab, whose live run never ends on an input that starts with 7 (its warm-up and its other runs are sound).
@@ -234,7 +226,7 @@ def live_run(input_ids, *args, **kwargs):
 BERT_RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
 
 
-def test_a_run_that_hangs_costs_only_its_own_model(tmp_path):
+def test_a_run_that_hangs_costs_only_its_own_model(make_app, tmp_path):
     """Two runs of a model hang in a web process with one recipe worker: another model's run answers while they
     still hang (it waits behind another model's run for RECIPE_PATIENCE at most, then takes a worker of its own);
     past RECIPE_TIMEOUT the hung run is killed (504), the model suspended with the reason in this process and
@@ -248,42 +240,38 @@ def test_a_run_that_hangs_costs_only_its_own_model(tmp_path):
     config = type("Hangs", (TestConfig,), tree.config(RECIPE_WORKERS=1, RECIPE_QUEUE=4, RECIPE_TIMEOUT=8.0,
                                                       RECIPE_SUSPEND_SECONDS=6.0,
                                                       STATE_PATH=str(tmp_path / "s.sqlite3")))
-    app, other = create_app(config), create_app(config)
+    app, other = make_app(config), make_app(config)
     client = app.test_client()
     hung = BERT_RUN | {"input_ids": [7, 4, 3, 2, 6, 2]}
     answers: list = []
-    try:
-        assert client.post("/api/models/hangs/runs", json=BERT_RUN).status_code == 200  # sound on other inputs
-        threads = [threading.Thread(target=lambda body=body: answers.append(
-            client.post("/api/models/hangs/runs", json=body))) for body in (hung, hung | {"mlm_positions": [3]})]
-        for thread in threads:
-            thread.start()
-            time.sleep(0.5)
-        began = time.monotonic()
-        other_model = client.post("/api/models/bert/runs", json=BERT_RUN)
-        took = time.monotonic() - began
-        assert other_model.status_code == 200, other_model.get_json()
-        assert not answers and all(t.is_alive() for t in threads), "bert's run waited for the hung runs"
-        for thread in threads:
-            thread.join(30)
-        statuses = sorted(a.status_code for a in answers)
-        assert statuses == [503, 504], [a.get_json() for a in answers]
-        refused = next(a for a in answers if a.status_code == 503)  # waited behind its own model, then refused
-        assert int(refused.headers["Retry-After"]) > 0 and "suspended" in refused.get_json()["error"]["message"]
-        for each in (client, other.test_client()):  # told through the store to the process that never ran it
-            suspended = eventually(lambda each=each: each.get("/api/models/hangs"), lambda r: r.status_code == 503)
-            assert "did not finish in 8 s and was stopped" in suspended.get_json()["error"]["message"]
-            assert int(suspended.headers["Retry-After"]) <= 6
-            assert each.post("/api/models/bert/runs", json=BERT_RUN).status_code == 200
-        listed = {u["slug"]: u["reason"] for u in client.get("/api/models").get_json()["unavailable"]}
-        assert "suspended until" in listed["hangs"]
-        back = eventually(lambda: client.post("/api/models/hangs/runs", json=BERT_RUN), lambda r: r.status_code == 200,
-                          seconds=15)
-        assert back.get_json()["cached"] is True or back.status_code == 200
-        assert took < 8  # (the hung runs' timeout: bert's answer came well before it)
-    finally:
-        parts(app).pool.shutdown()
-        parts(other).pool.shutdown()
+    assert client.post("/api/models/hangs/runs", json=BERT_RUN).status_code == 200  # sound on other inputs
+    threads = [threading.Thread(target=lambda body=body: answers.append(
+        client.post("/api/models/hangs/runs", json=body))) for body in (hung, hung | {"mlm_positions": [3]})]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.5)
+    began = time.monotonic()
+    other_model = client.post("/api/models/bert/runs", json=BERT_RUN)
+    took = time.monotonic() - began
+    assert other_model.status_code == 200, other_model.get_json()
+    assert not answers and all(t.is_alive() for t in threads), "bert's run waited for the hung runs"
+    for thread in threads:
+        thread.join(30)
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [503, 504], [a.get_json() for a in answers]
+    refused = next(a for a in answers if a.status_code == 503)  # waited behind its own model, then refused
+    assert int(refused.headers["Retry-After"]) > 0 and "suspended" in refused.get_json()["error"]["message"]
+    for each in (client, other.test_client()):  # told through the store to the process that never ran it
+        suspended = eventually(lambda each=each: each.get("/api/models/hangs"), lambda r: r.status_code == 503)
+        assert "did not finish in 8 s and was stopped" in suspended.get_json()["error"]["message"]
+        assert int(suspended.headers["Retry-After"]) <= 6
+        assert each.post("/api/models/bert/runs", json=BERT_RUN).status_code == 200
+    listed = {u["slug"]: u["reason"] for u in client.get("/api/models").get_json()["unavailable"]}
+    assert "suspended until" in listed["hangs"]
+    back = eventually(lambda: client.post("/api/models/hangs/runs", json=BERT_RUN), lambda r: r.status_code == 200,
+                      seconds=15)
+    assert back.get_json()["cached"] is True or back.status_code == 200
+    assert took < 8  # (the hung runs' timeout: bert's answer came well before it)
 
 
 def test_a_pool_counts_a_warm_up_that_kills_its_process_against_its_recipe(tmp_path):
@@ -369,7 +357,7 @@ def live_run(**request):
 '''
 
 
-def test_a_recipe_whose_cases_take_long_to_keep_is_not_suspended(tmp_path):
+def test_a_recipe_whose_cases_take_long_to_keep_is_not_suspended(make_app, tmp_path):
     """Keeping the recorded cases is no start: past its time it is dropped for that recipe, which stays served, and a
     run asked while it was being kept is run by a fresh process."""
     from app.services.warmup import warm_up
@@ -377,18 +365,15 @@ def test_a_recipe_whose_cases_take_long_to_keep_is_not_suspended(tmp_path):
     tree = ModelTree(tmp_path)
     tree.add("bert")
     tree.add("slow", lab_py=SLOW_CASES_LAB)
-    app = create_app(type("Slow", (TestConfig,), tree.config(WARMUP_TIMEOUT=2.0)))
+    app = make_app(type("Slow", (TestConfig,), tree.config(WARMUP_TIMEOUT=2.0)))
     client = app.test_client()
-    try:
-        warm_up(app)
-        ran = client.post("/api/models/slow/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
-                                                         "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]})
-        assert ran.status_code == 200, ran.get_json()  # its keeping gave up in the run's process: a fresh one ran it
-        eventually(parts(app).pool.warming, lambda n: n == 0, seconds=60)  # both warmed, the slow one's cases given up
-        assert client.get("/api/models/slow").status_code == 200
-        assert parts(app).pool.failing == {}
-        assert client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
-                                                          "segment_ids": [0, 0, 0, 0, 1, 1],
-                                                          "mlm_positions": [2]}).status_code == 200
-    finally:
-        parts(app).pool.shutdown()
+    warm_up(app)
+    ran = client.post("/api/models/slow/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
+                                                     "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]})
+    assert ran.status_code == 200, ran.get_json()  # its keeping gave up in the run's process: a fresh one ran it
+    eventually(parts(app).pool.warming, lambda n: n == 0, seconds=60)  # both warmed, the slow one's cases given up
+    assert client.get("/api/models/slow").status_code == 200
+    assert parts(app).pool.failing == {}
+    assert client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
+                                                      "segment_ids": [0, 0, 0, 0, 1, 1],
+                                                      "mlm_positions": [2]}).status_code == 200

@@ -6,12 +6,10 @@ from collections import Counter
 
 import pytest
 
-from app import create_app
 from app.domain.compare import compare_case, tolerance_for
 from app.domain.labs import masked_lm
-from app.services.config import PROJECT_ROOT, TestConfig
+from app.services.config import PROJECT_ROOT
 from app.services.extensions import models
-from app.services.parts import parts
 
 from .conftest import BERT_RECIPE, bert_manifest, recipe_module
 
@@ -23,10 +21,8 @@ TRACE = "/api/models/bert/trace?input_ids=1,4,3,2,6,2&segment_ids=0,0,0,0,1,1&po
 
 
 @pytest.fixture(scope="module")
-def lab_client():
-    app = create_app(TestConfig)
-    yield app.test_client()
-    parts(app).pool.shutdown()
+def lab_client(module_app):
+    return module_app.test_client()
 
 
 def values(case: dict, key: str):

@@ -14,6 +14,8 @@ import pytest
 
 from app.services.config import PROJECT_ROOT
 
+from .conftest import eventually
+
 pytestmark = pytest.mark.processes
 
 READY_SECONDS = 600  # a fresh environment: pip installs PyTorch and the rest (from its cache where it has one)
@@ -92,9 +94,8 @@ def test_every_recorded_case_verifies(served):
             continue
         status, answer, headers = ask(f"{base}/api/models/{slug}/verifications", {})
         if status == 202:
-            while answer["state"] != "done":
-                time.sleep(0.5)
-                status, answer, _ = ask(base + headers["Location"])
+            status, answer, _ = eventually(lambda headers=headers: ask(base + headers["Location"]),
+                                           lambda asked: asked[1]["state"] == "done", seconds=600, every=0.5)
             answer = answer["report"]
         assert status == 200 and answer.get("status") == "passed", (slug, str(answer)[:500])
 

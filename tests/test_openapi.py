@@ -11,19 +11,18 @@ from hypothesis import HealthCheck, settings
 from jsonschema import Draft202012Validator, FormatChecker
 from openapi_spec_validator import validate
 
-from app import create_app
 from app.services.config import Config, TestConfig
-from app.services.parts import parts
 
 from .bert_checkpoints import make_checkpoint
-from .conftest import CATALOG_SLUGS
+from .conftest import CATALOG_SLUGS, Apps
 from .gpt2_checkpoints import make_checkpoint as make_gpt2_checkpoint
 
 # Schemathesis starts verifications of every model that run on in the background; the answers checked after
 # it wait for a recipe worker rather than being refused as a busy server's 429.
 # Retrainings are refused there as over any budget (a documented 429): each would train a model for seconds to
 # minutes; test_a_retraining_from_202_to_its_report holds their answers to the document.
-app = create_app(type("Contract", (TestConfig,), {"RECIPE_QUEUE": 64, "RETRAINING_COST": 10**6}))
+APPS = Apps()  # schemathesis reads the app as the module is imported, before any fixture runs
+app = APPS(type("Contract", (TestConfig,), {"RECIPE_QUEUE": 64, "RETRAINING_COST": 10**6}))
 # The checkpoint model answers with the packaged checkpoint its cases were recorded from (the test set-up unpacks
 # it), so that its DataLab runs; without one its operations answer the documented 503.
 app.config["CHECKPOINTS_DIR"] = Config.CHECKPOINTS_DIR
@@ -125,15 +124,14 @@ def answer_schema(path: str, method: str, status: int = 200) -> dict:
     return response["content"]["application/json"]["schema"]
 
 
-def test_a_masked_lm_checkpoints_datalab_answer_conforms_too(tmp_path):
+def test_a_masked_lm_checkpoints_datalab_answer_conforms_too(make_app, tmp_path):
     """The module's app reads the packaged encoder; a checkpoint with the MLM head answers the other stages."""
-    masked = create_app(TestConfig)
+    masked = make_app(TestConfig)
     masked.config["BERT_CHECKPOINT"] = str(make_checkpoint(tmp_path / "masked"))
     answer = masked.test_client().post("/api/models/bert-base/datalab",
                                        json={"text": "the [MASK] sat .", "other": "a dog ran ."})
     assert {"top", "softmax", "prediction", "similarity"} <= set(answer.get_json())
     conforms(answer, answer_schema("/api/models/bert-base/datalab", "post"))
-    parts(masked).pool.shutdown()
 
 
 @pytest.mark.parametrize("slug", CATALOG_SLUGS)
@@ -211,7 +209,7 @@ def test_interventions_training_the_datalab_and_errors_conform_to_their_schemas(
 @pytest.fixture(scope="module", autouse=True)
 def stop_workers():
     yield
-    parts(app).pool.shutdown()
+    APPS.close()
 
 
 def test_a_retraining_from_202_to_its_report_and_its_kept_copy_conform():

@@ -8,7 +8,6 @@ import re
 
 import pytest
 
-from app import create_app
 from app.services.config import PROJECT_ROOT
 from app.services.extensions import models
 from app.web.pages import significant
@@ -86,10 +85,10 @@ def test_catalog_filters_by_tag(client):
     assert "No model is tagged “Vision”" in page
 
 
-def test_catalog_shows_unavailable_models_with_why(tree):
+def test_catalog_shows_unavailable_models_with_why(make_app, tree):
     tree.add("bert")
     tree.add("broken", manifest=b"{")
-    page = text(create_app(tree.config(TESTING=True)).test_client().get("/"))
+    page = text(make_app(tree.config(TESTING=True)).test_client().get("/"))
     assert "Unavailable" in page and "broken" in page and "is not valid JSON" in page
 
 
@@ -255,9 +254,9 @@ def test_no_resource_leaves_the_site(client):
                 assert client.get(resource.split("#")[0]).status_code == 200, resource
 
 
-def test_page_without_a_stored_snapshot_still_renders(tree):
+def test_page_without_a_stored_snapshot_still_renders(make_app, tree):
     tree.add("bert")
-    client = create_app(tree.config(TESTING=True)).test_client()
+    client = make_app(tree.config(TESTING=True)).test_client()
     page = text(client.get("/models/bert"))
     assert "Architecture snapshot" not in page and 'data-graph-url="/models/bert/' in page
     assert "All 36 layers and ops" in page
@@ -291,13 +290,13 @@ def test_no_query_string_makes_the_server_render_again(app):
     assert "<script>x</script>" not in escaped and "&lt;script&gt;x&lt;/script&gt;" in escaped
 
 
-def test_a_recording_larger_than_the_page_draws_is_summarised_and_exported_whole(tree):
+def test_a_recording_larger_than_the_page_draws_is_summarised_and_exported_whole(make_app, tree):
     """A 1000 x 1000 matrix is drawn as 63 x 63 block means: the page stays small, the exports keep every value."""
     manifest = bert_manifest()
     big = [[(i * 1000 + j) / 1e6 for j in range(1000)] for i in range(1000)]
     manifest["experiment"]["cases"][0]["matrices"][0]["values"] = big
     tree.add("bert", manifest)
-    client = create_app(tree.config(TESTING=True)).test_client()
+    client = make_app(tree.config(TESTING=True)).test_client()
     page = client.get("/models/bert")
     assert page.status_code == 200 and len(page.data) < 2_000_000
     html = re.sub(r"\s+", " ", page.get_data(as_text=True))
@@ -307,11 +306,10 @@ def test_a_recording_larger_than_the_page_draws_is_summarised_and_exported_whole
     assert exported.count("\n") > 1_000_000
 
 
-def test_an_error_page_ends_its_message_with_one_period():
-    from app import create_app
+def test_an_error_page_ends_its_message_with_one_period(make_app):
     from app.services.config import TestConfig
 
-    app = create_app(TestConfig)
+    app = make_app(TestConfig)
 
     @app.get("/boom")
     def boom():
@@ -365,17 +363,17 @@ def test_every_layer_downloads_as_csv(client):
     assert json.loads(wte["params"]) == {"num_embeddings": 11, "embedding_dim": 32}
 
 
-def test_a_large_graph_lists_its_first_layers_and_links_every_one(tree):
+def test_a_large_graph_lists_its_first_layers_and_links_every_one(make_app, tree):
     manifest = bert_manifest()
     extra = [{"id": f"op@x#{i}", "label": f"op@x#{i}", "op": "torch.add", "kind": "layer", "parent": None,
               "params": {}} for i in range(500)]
     tree.add("bert", manifest | {"layers": manifest["layers"] + extra})
-    page = text(create_app(tree.config(TESTING=True)).test_client().get("/models/bert"))
+    page = text(make_app(tree.config(TESTING=True)).test_client().get("/models/bert"))
     assert "The first 400 of 536 layers and ops" in page and 'href="/models/bert/layers.csv"' in page
     assert page.count("<th scope=\"row\"><code>") == 400
 
 
-def test_a_matrix_that_names_only_its_columns_or_only_its_rows_is_drawn_with_those_names(tmp_path):
+def test_a_matrix_that_names_only_its_columns_or_only_its_rows_is_drawn_with_those_names(make_app, tmp_path):
     """A recipe may name one axis of a matrix and leave the other numbered (an episode's cells: row, column)."""
     from app.services.config import TestConfig
 
@@ -389,7 +387,7 @@ def test_a_matrix_that_names_only_its_columns_or_only_its_rows_is_drawn_with_tho
                         first | {"key": "by_rows", "rows": [f"row-{i}" for i in range(rows)]}]
     tree = ModelTree(tmp_path)
     tree.add("bert", manifest)
-    client = create_app(type("Named", (TestConfig,), tree.config())).test_client()
+    client = make_app(type("Named", (TestConfig,), tree.config())).test_client()
     page = client.get(f"/models/bert?case={case['id']}")
     assert page.status_code == 200
     html = page.get_data(as_text=True)

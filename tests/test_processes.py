@@ -19,7 +19,7 @@ import pytest
 
 from app.services.config import PROJECT_ROOT
 
-from .conftest import BERT_MANIFEST, BERT_RECIPE, ModelTree
+from .conftest import BERT_MANIFEST, BERT_RECIPE, ModelTree, eventually
 
 pytestmark = pytest.mark.processes
 
@@ -242,15 +242,13 @@ def test_a_killed_web_workers_job_ends_as_an_error_and_its_recipe_worker_is_gone
     try:
         status, headers, job = call(server.port, "POST", "/api/models/bert/verifications")
         assert status == 202
-        deadline = time.monotonic() + 60
-        while job["state"] != "running" and time.monotonic() < deadline:
-            time.sleep(0.2)
-            job = call(server.port, "GET", headers["Location"])[2]
+        if job["state"] != "running":
+            job = eventually(lambda: call(server.port, "GET", headers["Location"])[2],
+                             lambda job: job["state"] == "running", seconds=60, every=0.2)
         owner = int(server_record(tree, f"verification-job:{job['id']}")["owner"].rsplit(":", 1)[1])
         # The web worker's own processes: the resource tracker, the forkserver, and what it forked, the recipe
         # workers (one of them running the held replay).
-        while not [pid for server in children(owner) for pid in children(server)] and time.monotonic() < deadline:
-            time.sleep(0.2)
+        eventually(lambda: [pid for server in children(owner) for pid in children(server)], seconds=60, every=0.2)
         recipe_workers = descendants(owner)
         assert len(recipe_workers) >= 3, "the web worker runs its recipes in processes of its own"
         os.kill(owner, signal.SIGKILL)

@@ -10,9 +10,7 @@ import threading
 import pytest
 from werkzeug.serving import make_server
 
-from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
 
 pytestmark = pytest.mark.processes
 
@@ -31,21 +29,20 @@ def reader(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def serve():
+def serve(make_app):
     """Serve an app (TestConfig with `settings`) on a loopback port: its base URL."""
     running = []
 
     def start(**settings) -> str:
-        app = create_app(type("Served", (TestConfig,), settings))
+        app = make_app(type("Served", (TestConfig,), settings))
         server = make_server("127.0.0.1", 0, app, threaded=True)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         running.append((server, app))
         return f"http://127.0.0.1:{server.server_port}"
 
     yield start
-    for server, app in running:
+    for server, _ in running:
         server.shutdown()
-        parts(app).pool.shutdown()
 
 
 def test_a_model_the_server_serves_passes_here(serve):

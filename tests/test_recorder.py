@@ -6,21 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from app import create_app
 from app.domain.catalog import apply_keys
 from app.domain.compare import compare_case, tolerance_for
 from app.domain.recipes import read_metadata
-from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
+from app.services.config import PROJECT_ROOT
 
 from .conftest import BERT_MANIFEST, BERT_RECIPE, GPT_RECIPE, bert_manifest
 
 
 @pytest.fixture(scope="module")
-def recorder():
-    app = create_app(TestConfig)
-    yield app.test_cli_runner()
-    parts(app).pool.shutdown()
+def recorder(module_app):
+    return module_app.test_cli_runner()
 
 
 @pytest.fixture(scope="module")
@@ -140,17 +136,14 @@ def test_check_on_the_original_capture_says_what_checks_it_instead_of_a_stale_li
     assert stale.exit_code == 1 and "stale: provenance.recorder" in stale.output, stale.output
 
 
-def test_force_overwrites_a_recording_the_recorder_did_not_make(tree):
+def test_force_overwrites_a_recording_the_recorder_did_not_make(make_app, tree):
     tree.add("bert")
-    app = create_app(tree.config() | {"TESTING": True, "RECIPE_TIMEOUT": 60})
-    try:
-        result = app.test_cli_runner().invoke(args=["record", "bert", "--force"])
-        assert result.exit_code == 0, result.output
-        assert json.loads((tree.manifests / "bert" / "manifest.json").read_text())["provenance"]["recorder"] == 1
-        again = app.test_cli_runner().invoke(args=["record", "bert"])  # its own recording: no --force needed
-        assert again.exit_code == 0, again.output
-    finally:
-        parts(app).pool.shutdown()
+    app = make_app(tree.config() | {"TESTING": True, "RECIPE_TIMEOUT": 60})
+    result = app.test_cli_runner().invoke(args=["record", "bert", "--force"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tree.manifests / "bert" / "manifest.json").read_text())["provenance"]["recorder"] == 1
+    again = app.test_cli_runner().invoke(args=["record", "bert"])  # its own recording: no --force needed
+    assert again.exit_code == 0, again.output
 
 
 RECORDED = [f.name for f in sorted((PROJECT_ROOT / "manifests").iterdir())
@@ -200,20 +193,17 @@ def test_numbers_within_the_tolerance_are_current_though_the_revision_moves(reco
     assert result.exit_code == 1 and f"files.{GRAPH_FILE}" in result.output
 
 
-def test_source_spans_move_with_the_code(tmp_path):
+def test_source_spans_move_with_the_code(make_app, tmp_path):
     recipes = tmp_path / "recipes"
     shutil.copytree(GPT_RECIPE, recipes / "gpt", ignore=shutil.ignore_patterns("__pycache__"))
     model_py = recipes / "gpt" / "model.py"
     source = model_py.read_text()
     note = '"""A note above the classes,\nfour lines long,\nthat moves\nevery span."""\n\n'
     model_py.write_text(source.replace("@dataclass", note + "@dataclass", 1))
-    app = create_app({"MANIFESTS_DIR": str(tmp_path / "manifests"), "RECIPES_DIR": str(recipes), "TESTING": True})
-    try:
-        out = tmp_path / "out"
-        result = app.test_cli_runner().invoke(args=["record", "gpt", "--out", str(out)])
-        assert result.exit_code == 0, result.output
-    finally:
-        parts(app).pool.shutdown()
+    app = make_app({"MANIFESTS_DIR": str(tmp_path / "manifests"), "RECIPES_DIR": str(recipes), "TESTING": True})
+    out = tmp_path / "out"
+    result = app.test_cli_runner().invoke(args=["record", "gpt", "--out", str(out)])
+    assert result.exit_code == 0, result.output
     moved = {layer["id"]: layer for layer in json.loads((out / "manifest.json").read_text())["layers"]}
     stored = {layer["id"]: layer for layer in json.loads(
         (PROJECT_ROOT / "manifests" / "gpt" / "manifest.json").read_text())["layers"]}
@@ -235,7 +225,7 @@ def test_seed_items_get_their_keys_from_the_recipes_one_mapping():
     assert keys == ["original_ids", "input_ids", "mlm_positions", "first_mask_probabilities", "nsp_probabilities"]
 
 
-def test_a_lab_answer_lacking_what_its_page_reads_stops_the_recording(tmp_path):
+def test_a_lab_answer_lacking_what_its_page_reads_stops_the_recording(make_app, tmp_path):
     """The kind declares what its page reads from each endpoint (LabKind.reads); the recorder runs every
     endpoint once and names what a recipe's answer lacks, before anything is written."""
     recipes = tmp_path / "recipes"
@@ -246,12 +236,9 @@ def test_a_lab_answer_lacking_what_its_page_reads_stops_the_recording(tmp_path):
     answer = '    return {"input_ids": list(input_ids), "position": position, "stages": stages}'
     assert answer in source
     lab_py.write_text(source.replace(answer, drifted + '    return {"input_ids": list(input_ids), "stages": stages}'))
-    app = create_app({"MANIFESTS_DIR": str(tmp_path / "manifests"), "RECIPES_DIR": str(recipes), "TESTING": True})
-    try:
-        out = tmp_path / "out"
-        result = app.test_cli_runner().invoke(args=["record", "gpt", "--out", str(out)])
-    finally:
-        parts(app).pool.shutdown()
+    app = make_app({"MANIFESTS_DIR": str(tmp_path / "manifests"), "RECIPES_DIR": str(recipes), "TESTING": True})
+    out = tmp_path / "out"
+    result = app.test_cli_runner().invoke(args=["record", "gpt", "--out", str(out)])
     assert result.exit_code == 1
     assert ("lab.endpoints.trace: trace() answers without key 'position', stage 'final_norm', "
             "which the causal-lm lab reads") in result.output

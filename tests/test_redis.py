@@ -9,11 +9,10 @@ import time
 import pytest
 import redis
 
-from app import create_app
 from app.services.config import TestConfig
 from app.services.parts import parts
 
-from .conftest import check_bounded_cache, check_sliding_budget, check_units_and_lists
+from .conftest import Apps, check_bounded_cache, check_sliding_budget, check_units_and_lists
 
 pytestmark = pytest.mark.redis
 
@@ -67,16 +66,15 @@ def redis_url():
     server.stop()
 
 
-def instance(url: str, **settings):
-    return create_app(type("Shared", (TestConfig,), {"REDIS_URL": url, **settings}))
+def instance(make_app, url: str, **settings):
+    return make_app(type("Shared", (TestConfig,), {"REDIS_URL": url, **settings}))
 
 
 @pytest.fixture(scope="module")
 def two_instances(redis_url):
-    first, second = instance(redis_url), instance(redis_url)
-    yield first, second
-    for app in (first, second):
-        parts(app).pool.shutdown()
+    apps = Apps()
+    yield instance(apps, redis_url), instance(apps, redis_url)
+    apps.close()
 
 
 def test_redis_url_switches_the_store(two_instances):
@@ -113,21 +111,21 @@ def test_a_verification_job_is_polled_on_another_instance(two_instances):
     assert second.get("/api/models/bert/verifications/latest").get_json()["status"] == "passed"
 
 
-def test_the_compute_budget_is_shared(redis_url):
-    first, second = (instance(redis_url, COMPUTE_BUDGET="3 per hour").test_client() for _ in range(2))
+def test_the_compute_budget_is_shared(make_app, redis_url):
+    first, second = (instance(make_app, redis_url, COMPUTE_BUDGET="3 per hour").test_client() for _ in range(2))
     statuses = [c.post("/api/models/bert/corruptions", json={"input_ids": [1, 4, 5, 2, 6, 2], "seed": seed},
                        environ_base={"REMOTE_ADDR": "192.0.2.44"}).status_code
                 for seed, c in enumerate((first, second, first, second))]
     assert statuses == [200, 200, 200, 429]
 
 
-def test_while_redis_is_down_pages_and_kept_answers_are_served_and_nothing_starts_without_a_budget():
+def test_while_redis_is_down_pages_and_kept_answers_are_served_and_nothing_starts_without_a_budget(make_app):
     """An outage degrades: pages, manifests and the answers this process holds are served, but a run, a
     verification or a retraining, whose client's budget cannot be counted, is refused with 503 and Retry-After
     rather than started without one; it all comes back with Redis."""
     server = RedisServer()
     server.start()
-    app = instance(server.url)
+    app = instance(make_app, server.url)
     client = app.test_client()
     try:
         assert client.post("/api/models/bert/runs", json=RUN).status_code == 200
@@ -145,12 +143,11 @@ def test_while_redis_is_down_pages_and_kept_answers_are_served_and_nothing_start
         client.post("/api/models/bert/runs", json=RUN)
         assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True
     finally:
-        parts(app).pool.shutdown()
         if server.process.poll() is None:
             server.stop()
 
 
-def test_an_answer_finished_during_an_outage_is_held_served_and_written_back(monkeypatch):
+def test_an_answer_finished_during_an_outage_is_held_served_and_written_back(make_app, monkeypatch):
     """A run admitted before Redis went down finishes during the outage: its answer is held by the process that
     made it, served to that process's next request, and written to Redis when it answers again, for every
     instance."""
@@ -158,7 +155,7 @@ def test_an_answer_finished_during_an_outage_is_held_served_and_written_back(mon
 
     server = RedisServer()
     server.start()
-    app = instance(server.url)
+    app = instance(make_app, server.url)
     client = app.test_client()
     started = runs.run
 
@@ -175,12 +172,10 @@ def test_an_answer_finished_during_an_outage_is_held_served_and_written_back(mon
         assert held.status_code == 200 and held.get_json()["cached"] is True
         server.start()
         client.get("/api/models/bert/verifications/latest")  # the store's first answer writes back
-        other = instance(server.url)
+        other = instance(make_app, server.url)
         kept = other.test_client().post("/api/models/bert/runs", json=RUN)
         assert kept.status_code == 200 and kept.get_json()["cached"] is True
-        parts(other).pool.shutdown()
     finally:
-        parts(app).pool.shutdown()
         if server.process.poll() is None:
             server.stop()
 
@@ -207,14 +202,11 @@ def test_the_redis_budget_holds_over_any_window_of_its_length(redis_url):
                                                   clock=clock))
 
 
-def test_flask_cachings_own_redis_backend_shares_answers_between_instances(redis_url):
+def test_flask_cachings_own_redis_backend_shares_answers_between_instances(make_app, redis_url):
     """CACHE_TYPE = "RedisCache": the answers in Flask-Caching's Redis backend, the jobs and budgets in the store."""
-    first, second = (instance(redis_url, CACHE_TYPE="RedisCache", CACHE_REDIS_URL=redis_url) for _ in range(2))
-    try:
-        body = RUN | {"original_ids": [1, 4, 5, 2, 6, 2], "nsp_label": 1, "attention": "causal"}
-        assert first.test_client().post("/api/models/bert/runs", json=body).get_json()["cached"] is False
-        assert second.test_client().post("/api/models/bert/runs", json=body).get_json()["cached"] is True
-        assert any(key.startswith(b"flask_cache_live-reply:") for key in redis.Redis.from_url(redis_url).keys())
-    finally:
-        for app in (first, second):
-            parts(app).pool.shutdown()
+    first, second = (instance(make_app, redis_url, CACHE_TYPE="RedisCache", CACHE_REDIS_URL=redis_url)
+                     for _ in range(2))
+    body = RUN | {"original_ids": [1, 4, 5, 2, 6, 2], "nsp_label": 1, "attention": "causal"}
+    assert first.test_client().post("/api/models/bert/runs", json=body).get_json()["cached"] is False
+    assert second.test_client().post("/api/models/bert/runs", json=body).get_json()["cached"] is True
+    assert any(key.startswith(b"flask_cache_live-reply:") for key in redis.Redis.from_url(redis_url).keys())

@@ -14,6 +14,8 @@ from app.services.config import PROJECT_ROOT
 from recipekit import training, weights
 from recipekit.kernels import machine
 
+from .conftest import eventually
+
 GCN = "gcn"  # 200 epochs in about a second, beside two of a process's start: the quickest recipe to retrain
 MLP = "mlp"  # 2,000 epochs in a second or two
 LENET = "lenet"  # 50 epochs over several seconds: one to catch while it trains
@@ -22,15 +24,15 @@ LENET = "lenet"  # 50 epochs over several seconds: one to catch while it trains
 def poll(client, location: str, until=lambda job: job["state"] == "done", seconds: float = 180) -> list[dict]:
     """Every answer to polls of a job (every 0.1 s) until `until` holds of one, which is last."""
     seen = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+
+    def ask() -> dict:
         answer = client.get(location)
         assert answer.status_code == 200, answer.get_json()
         seen.append(answer.get_json())
-        if until(seen[-1]):
-            return seen
-        time.sleep(0.1)
-    raise AssertionError(f"the job did not get there in {seconds} s: {seen[-1]}")
+        return seen[-1]
+
+    eventually(ask, until, seconds, every=0.1)
+    return seen
 
 
 def trainers() -> list[str]:

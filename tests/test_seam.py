@@ -8,7 +8,6 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from app import create_app
 from app.compute.capture import trace_graph
 from app.compute.messages import RecipeCall, Reply, Warmup
 from app.compute.pool import WorkerPool
@@ -18,7 +17,6 @@ from app.domain.labs import lab_spec
 from app.domain.labs.fields import DeclarationError
 from app.domain.recipes import load_module, read_metadata
 from app.services.config import PROJECT_ROOT
-from app.services.parts import parts
 
 from .conftest import BERT_RECIPE, GPT_RECIPE
 
@@ -48,14 +46,13 @@ def test_two_recipes_run_in_the_same_worker_process():
 
 
 @pytest.fixture
-def no_lab_app(tree):
+def no_lab_app(make_app, tree):
     tree.add("plain")
     recipe = tree.recipes / "plain"
     meta = (recipe / "recipe.toml").read_text()
     (recipe / "recipe.toml").write_text(meta[: meta.index("[lab]")])
-    app = create_app(tree.config(TESTING=True))
+    app = make_app(tree.config(TESTING=True))
     yield app
-    parts(app).pool.shutdown()
 
 
 def test_a_recipe_without_a_lab_has_no_panel_and_its_lab_endpoints_answer_404_json(no_lab_app):
@@ -69,15 +66,12 @@ def test_a_recipe_without_a_lab_has_no_panel_and_its_lab_endpoints_answer_404_js
     assert client.get("/api/openapi.json").status_code == 200
 
 
-def test_a_bad_lab_declaration_makes_the_model_unavailable_with_the_reason(tree):
+def test_a_bad_lab_declaration_makes_the_model_unavailable_with_the_reason(make_app, tree):
     tree.add("odd")
     meta = tree.recipes / "odd" / "recipe.toml"
     meta.write_text(meta.read_text().replace('kind = "masked-lm"', 'kind = "telepathy"'))
-    app = create_app(tree.config(TESTING=True))
-    try:
-        body = app.test_client().get("/api/models").get_json()
-    finally:
-        parts(app).pool.shutdown()
+    app = make_app(tree.config(TESTING=True))
+    body = app.test_client().get("/api/models").get_json()
     [gone] = body["unavailable"]
     assert gone["slug"] == "odd" and "lab.kind 'telepathy'" in gone["reason"]
 

@@ -4,13 +4,12 @@ import re
 
 import pytest
 
-from app import create_app
 from app.services.config import TestConfig
 from app.services.parts import parts
 from app.web.response_cache import ResponseCache
 from app.web.security import CONTENT_SECURITY_POLICY
 
-from .conftest import CATALOG_SLUGS
+from .conftest import CATALOG_SLUGS, Apps
 
 
 class Uncached(TestConfig):
@@ -33,11 +32,11 @@ def test_hsts_only_over_https(client):
     assert "Strict-Transport-Security" in client.get("/", base_url="https://localhost").headers
 
 
-def test_forwarded_proto_is_trusted_only_when_a_proxy_is_declared():
+def test_forwarded_proto_is_trusted_only_when_a_proxy_is_declared(make_app):
     behind = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"}
-    plain = create_app(TestConfig).test_client()
+    plain = make_app(TestConfig).test_client()
     assert "Strict-Transport-Security" not in plain.get("/", headers=behind).headers
-    proxied = create_app({"TESTING": True, "PROXY_FIX": 1}).test_client()
+    proxied = make_app({"TESTING": True, "PROXY_FIX": 1}).test_client()
     assert "Strict-Transport-Security" in proxied.get("/", headers=behind).headers
 
 
@@ -81,10 +80,10 @@ def test_assets_outside_static_are_404(app, client, path):
     assert response.status_code == 404
 
 
-def test_the_same_bytes_are_compressed_once_per_encoding(monkeypatch):
+def test_the_same_bytes_are_compressed_once_per_encoding(make_app, monkeypatch):
     import brotli
 
-    client = create_app(Uncached).test_client()  # every request reaches Flask
+    client = make_app(Uncached).test_client()  # every request reaches Flask
 
     calls = []
     real = brotli.compress
@@ -152,7 +151,7 @@ def test_a_request_that_asks_more_always_reaches_flask(app, client, request_args
     assert counting.calls == 2
 
 
-def test_the_proxy_may_keep_exactly_the_answers_this_process_keeps(app, client):
+def test_the_proxy_may_keep_exactly_the_answers_this_process_keeps(make_app, app, client):
     """X-Accel-Expires (nginx's) on a kept answer, never on what reaches Flask every time nor on errors."""
     assert client.get("/api/models/bert").headers["X-Accel-Expires"] == "1"
     assert client.get("/api/models/bert").headers["X-Accel-Expires"] == "1"  # the kept copy says so too
@@ -162,7 +161,7 @@ def test_the_proxy_may_keep_exactly_the_answers_this_process_keeps(app, client):
     for path in ("/api/models/nope", "/models/bert-base", "/api/models/bert/files"):
         assert "X-Accel-Expires" not in client.get(path).headers, path
     assert "X-Accel-Expires" not in client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 2]}).headers
-    kept_nowhere = create_app({"TESTING": True, "PROXY_CACHE_SECONDS": 0}).test_client()
+    kept_nowhere = make_app({"TESTING": True, "PROXY_CACHE_SECONDS": 0}).test_client()
     assert "X-Accel-Expires" not in kept_nowhere.get("/api/models/bert").headers
 
 
@@ -183,12 +182,12 @@ def test_errors_and_pages_that_read_a_checkpoint_are_not_kept(app, client):
     assert len(counting.cache.kept) == 0
 
 
-def test_a_changed_model_file_ends_the_kept_answers(tree):
+def test_a_changed_model_file_ends_the_kept_answers(make_app, tree):
     import json
     import time
 
     tree.add("bert")
-    app = create_app(tree.config(TESTING=True, CATALOG_RELOAD_SECONDS=0.05))
+    app = make_app(tree.config(TESTING=True, CATALOG_RELOAD_SECONDS=0.05))
     client = app.test_client()
     before = client.get("/api/models/bert").get_json()
     page = client.get("/models/bert").get_data(as_text=True)
@@ -201,16 +200,16 @@ def test_a_changed_model_file_ends_the_kept_answers(tree):
     assert "A retitled BERT" not in page
 
 
-def test_the_scheme_behind_a_proxy_is_part_of_the_key():
-    proxied = create_app({"TESTING": True, "PROXY_FIX": 1}).test_client()
+def test_the_scheme_behind_a_proxy_is_part_of_the_key(make_app):
+    proxied = make_app({"TESTING": True, "PROXY_FIX": 1}).test_client()
     assert "Strict-Transport-Security" not in proxied.get("/").headers
     over_https = proxied.get("/", headers={"X-Forwarded-Proto": "https"})
     assert "Strict-Transport-Security" in over_https.headers
     assert "Strict-Transport-Security" not in proxied.get("/").headers
 
 
-def test_kept_answers_stay_under_their_bound():
-    app = create_app(TestConfig)
+def test_kept_answers_stay_under_their_bound(make_app):
+    app = make_app(TestConfig)
     cache = app.wsgi_app
     cache.kept.max_bytes = 40_000
     client = app.test_client()
@@ -220,8 +219,8 @@ def test_kept_answers_stay_under_their_bound():
     assert len(cache.kept) < len(sizes)
 
 
-def test_the_cache_can_be_turned_off():
-    app = create_app(Uncached)
+def test_the_cache_can_be_turned_off(make_app):
+    app = make_app(Uncached)
     assert not isinstance(app.wsgi_app, ResponseCache)
     assert app.test_client().get("/api/models/bert").status_code == 200
 
@@ -243,7 +242,7 @@ def test_a_sized_lru_drops_the_least_recently_used_first():
     assert lru.size == 4 and len(lru) == 1
 
 
-def test_the_catalog_page_is_kept_unless_a_card_reads_the_disk(tree, app, client):
+def test_the_catalog_page_is_kept_unless_a_card_reads_the_disk(make_app, tree, app, client):
     """A card says whether a model's checkpoint is on this server (looked at on every request): with such a
     model the catalog page always reaches Flask; without one it is kept like the others."""
     counting = CountingApp(app)
@@ -251,7 +250,7 @@ def test_the_catalog_page_is_kept_unless_a_card_reads_the_disk(tree, app, client
     client.get("/")
     assert counting.calls == 2  # this catalog has BERT-base, which reads a checkpoint
     tree.add("bert")
-    plain = create_app(tree.config(TESTING=True))
+    plain = make_app(tree.config(TESTING=True))
     counting = CountingApp(plain)
     first, again = plain.test_client().get("/"), plain.test_client().get("/")
     assert counting.calls == 1 and first.data == again.data
@@ -259,13 +258,14 @@ def test_the_catalog_page_is_kept_unless_a_card_reads_the_disk(tree, app, client
 
 def cacheable_paths() -> list[str]:
     """Every route declared @cacheable, once for each model of the catalog where it takes a slug."""
-    app = create_app(TestConfig)
+    apps = Apps()  # read while the tests are collected: no fixture runs yet
+    app = apps(TestConfig)
     paths = []
     for rule in app.url_map.iter_rules():
         if getattr(app.view_functions[rule.endpoint], "cacheable", False):
             paths += [rule.rule.replace("<slug>", slug) for slug in CATALOG_SLUGS] if "slug" in rule.arguments \
                 else [rule.rule]
-    parts(app).pool.shutdown()
+    apps.close()
     return sorted(paths)
 
 
@@ -278,17 +278,14 @@ def test_the_cacheable_routes_are_the_ones_declared():
 
 
 @pytest.mark.parametrize("path", [*CACHEABLE, "/api/openapi.json"])
-def test_a_kept_answer_equals_a_fresh_one(app, client, path):
+def test_a_kept_answer_equals_a_fresh_one(make_app, app, client, path):
     """What @cacheable declares, checked for every route that declares it: an answer served again from
     memory is the answer an app that keeps nothing makes for the same request, headers and body."""
     client.get(path)
     kept = client.get(path, headers={"Accept-Encoding": "identity"})
     kept = client.get(path, headers={"Accept-Encoding": "identity"})  # the second of this encoding: from memory
-    fresh_app = create_app(type("NoKeeping", (TestConfig,), {"RESPONSE_CACHE_BYTES": 0}))
-    try:
-        fresh = fresh_app.test_client().get(path, headers={"Accept-Encoding": "identity"})
-    finally:
-        parts(fresh_app).pool.shutdown()
+    fresh_app = make_app(type("NoKeeping", (TestConfig,), {"RESPONSE_CACHE_BYTES": 0}))
+    fresh = fresh_app.test_client().get(path, headers={"Accept-Encoding": "identity"})
     assert kept.status_code == fresh.status_code == 200
     assert kept.data == fresh.data
     assert sorted(kept.headers.items()) == sorted(fresh.headers.items())

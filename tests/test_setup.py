@@ -6,7 +6,6 @@ import sys
 
 import pytest
 
-from app import create_app
 from app.services.config import PROJECT_ROOT, ConfigError, TestConfig
 
 SCRIPT = PROJECT_ROOT / "scripts" / "torch-index"
@@ -48,16 +47,16 @@ def test_an_index_out_of_reach_is_told_apart_quickly():
     ("RECIPES_DIR", None, "TENSORVIZ_RECIPES_DIR must be text or a folder's path, not None"),
     ("EXECUTOR", "celery", "TENSORVIZ_EXECUTOR=celery needs TENSORVIZ_CELERY_BROKER_URL or TENSORVIZ_REDIS_URL"),
 ])
-def test_a_setting_out_of_range_is_refused_at_start(setting, value, message):
+def test_a_setting_out_of_range_is_refused_at_start(make_app, setting, value, message):
     with pytest.raises(ConfigError) as refused:
-        create_app(type("Config", (TestConfig,), {setting: value}))
+        make_app(type("Config", (TestConfig,), {setting: value}))
     assert str(refused.value).startswith(message)
 
 
-def test_a_setting_from_the_environment_is_checked_too(monkeypatch):
+def test_a_setting_from_the_environment_is_checked_too(make_app, monkeypatch):
     monkeypatch.setenv("TENSORVIZ_RECIPE_TIMEOUT", "0")
     with pytest.raises(ConfigError, match="TENSORVIZ_RECIPE_TIMEOUT must be a number above 0, not 0"):
-        create_app()
+        make_app(None)  # the default settings, read from the environment
 
 
 def test_the_compute_workers_read_the_settings_by_the_same_rule(monkeypatch):
@@ -71,10 +70,10 @@ def test_the_compute_workers_read_the_settings_by_the_same_rule(monkeypatch):
         runpy.run_path(str(PROJECT_ROOT / "compute_worker.py"))
 
 
-def test_the_app_runs_with_each_setting_as_its_declared_type(monkeypatch):
+def test_the_app_runs_with_each_setting_as_its_declared_type(make_app, monkeypatch):
     """A whole number set where seconds are declared is read as a float once, at start: no reader converts it."""
     monkeypatch.setenv("TENSORVIZ_WARMUP_TIMEOUT", "45")  # JSON: the int 45
-    app = create_app({"TESTING": True, "STATE_PATH": None, "STATE_MAX_BYTES": 10_000_000})
+    app = make_app({"TESTING": True, "STATE_PATH": None, "STATE_MAX_BYTES": 10_000_000})
     assert app.config["WARMUP_TIMEOUT"] == 45.0 and isinstance(app.config["WARMUP_TIMEOUT"], float)
     assert isinstance(app.config["STATE_MAX_BYTES"], int) and app.config["EXECUTOR"] == "local"
 

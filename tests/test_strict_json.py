@@ -4,8 +4,6 @@ import json
 
 import pytest
 
-from app.services.parts import parts
-
 from .conftest import ModelTree
 
 
@@ -93,28 +91,24 @@ NAN_RUN = ("\n\n_replay = replay\n\n\ndef replay(model=None):\n    result = _rep
            "    result['cases']['mask-a']['metrics'][0]['value'] = float('inf')\n    return result\n")
 
 
-def test_a_recipe_that_answers_nan_gets_a_clear_error_not_broken_json(tmp_path):
-    from app import create_app
+def test_a_recipe_that_answers_nan_gets_a_clear_error_not_broken_json(make_app, tmp_path):
     from app.services.config import TestConfig
 
     from .conftest import BERT_MANIFEST, BERT_RECIPE
 
     tree = ModelTree(tmp_path)
     tree.add("bert", BERT_MANIFEST.read_bytes(), lab_py=NAN_LAB, run_py=(BERT_RECIPE / "run.py").read_text() + NAN_RUN)
-    app = create_app(type("Nan", (TestConfig,), tree.config(VERIFY_WAIT=60)))
+    app = make_app(type("Nan", (TestConfig,), tree.config(VERIFY_WAIT=60)))
     client = app.test_client()
-    try:
-        run = client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
-                                                         "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]})
-        assert run.status_code == 503 and "NaN or infinity" in strict(run.data)["error"]["message"]
-        report = strict(client.post("/api/models/bert/verifications").data)
-        assert report["status"] == "failed"
-        [case] = [c for c in report["cases"] if c["status"] == "failed"]
-        assert case["id"] == "mask-a"
-        [value] = [v for v in case["values"] if v["status"] == "failed"]
-        assert value["kind"] == "metric" and value["replayed_at_worst"] is None  # infinity, said as null
-    finally:
-        parts(app).pool.shutdown()
+    run = client.post("/api/models/bert/runs", json={"input_ids": [1, 4, 3, 2, 6, 2],
+                                                     "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]})
+    assert run.status_code == 503 and "NaN or infinity" in strict(run.data)["error"]["message"]
+    report = strict(client.post("/api/models/bert/verifications").data)
+    assert report["status"] == "failed"
+    [case] = [c for c in report["cases"] if c["status"] == "failed"]
+    assert case["id"] == "mask-a"
+    [value] = [v for v in case["values"] if v["status"] == "failed"]
+    assert value["kind"] == "metric" and value["replayed_at_worst"] is None  # infinity, said as null
 
 
 def test_a_compact_answer_is_written_by_orjson_where_it_can_be_and_never_with_a_nan(app):

@@ -10,12 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-from app import create_app
 from app.compute.training_stages import NoModel, movement, weights_of
 from app.domain.labs.fields import DeclarationError
 from app.domain.training_stages import declared_training
 from app.services.config import PROJECT_ROOT, TestConfig
-from app.services.parts import parts
 
 from .conftest import CATALOG_SLUGS
 
@@ -115,21 +113,18 @@ def test_a_model_that_keeps_no_training_is_a_404(client):
     assert response.status_code == 404 and "keeps no weights" in response.get_json()["error"]["message"]
 
 
-def test_stages_are_kept_by_what_they_depend_on_and_count_against_the_budget():
-    app = create_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "2 per hour"}))
-    try:
-        client = app.test_client()
-        slug = TRAINED[0]
-        case = client.get(f"/api/models/{slug}").get_json()["experiment"]["cases"][0]["id"]
-        cases = [c["id"] for c in client.get(f"/api/models/{slug}").get_json()["experiment"]["cases"]]
-        first = client.post(URL.format(slug), json={"case": case}).get_json()
-        again = client.post(URL.format(slug), json={"case": case}).get_json()
-        assert (first["cached"], again["cached"]) == (False, True) and first["stages"] == again["stages"]
-        assert client.post(URL.format(slug), json={"case": cases[1]}).status_code == 200  # the second run
-        assert client.post(URL.format(slug), json={"case": case}).status_code == 200  # kept: spends nothing
-        assert client.post(URL.format(slug), json={"case": cases[2]}).status_code == 429
-    finally:
-        parts(app).pool.shutdown()
+def test_stages_are_kept_by_what_they_depend_on_and_count_against_the_budget(make_app):
+    app = make_app(type("Budget", (TestConfig,), {"COMPUTE_BUDGET": "2 per hour"}))
+    client = app.test_client()
+    slug = TRAINED[0]
+    case = client.get(f"/api/models/{slug}").get_json()["experiment"]["cases"][0]["id"]
+    cases = [c["id"] for c in client.get(f"/api/models/{slug}").get_json()["experiment"]["cases"]]
+    first = client.post(URL.format(slug), json={"case": case}).get_json()
+    again = client.post(URL.format(slug), json={"case": case}).get_json()
+    assert (first["cached"], again["cached"]) == (False, True) and first["stages"] == again["stages"]
+    assert client.post(URL.format(slug), json={"case": cases[1]}).status_code == 200  # the second run
+    assert client.post(URL.format(slug), json={"case": case}).status_code == 200  # kept: spends nothing
+    assert client.post(URL.format(slug), json={"case": cases[2]}).status_code == 429
 
 
 @pytest.mark.parametrize("declaration, message", [

@@ -9,10 +9,8 @@ import time
 
 import pytest
 
-from app import create_app
 from app.domain.graphlayout import build_preview
 from app.services.config import TestConfig
-from app.services.parts import parts
 from app.services.state import SQLiteStore, StateUnavailable
 
 from .conftest import (
@@ -27,8 +25,8 @@ from .conftest import (
 RUN = {"input_ids": [1, 4, 3, 2, 6, 2], "segment_ids": [0, 0, 0, 0, 1, 1], "mlm_positions": [2]}
 
 
-def tree_app(tree: ModelTree, **settings):
-    return create_app(type("Tree", (TestConfig,), tree.config(CATALOG_RELOAD_SECONDS=0.01, **settings)))
+def tree_app(make_app, tree: ModelTree, **settings):
+    return make_app(type("Tree", (TestConfig,), tree.config(CATALOG_RELOAD_SECONDS=0.01, **settings)))
 
 
 def verified(client) -> dict:
@@ -48,59 +46,50 @@ def verified(client) -> dict:
 # ---- 1. a report is keyed by the bytes it checked
 
 
-def test_an_edited_recording_is_verified_again_and_fails(tree):
+def test_an_edited_recording_is_verified_again_and_fails(make_app, tree):
     tree.add("bert", BERT_MANIFEST.read_bytes())
-    app = tree_app(tree)
+    app = tree_app(make_app, tree)
     client = app.test_client()
-    try:
-        first = verified(client)
-        assert first["status"] == "passed"
-        assert client.post("/api/models/bert/verifications").get_json()["cached"] is True
-        edited = json.loads(BERT_MANIFEST.read_text())
-        edited["experiment"]["cases"][0]["matrices"][0]["values"][0][0] += 0.01  # the revision stays
-        (tree.manifests / "bert" / "manifest.json").write_text(json.dumps(edited))
-        time.sleep(0.05)
-        again = verified(client)
-        assert again["cached"] is False and again["status"] == "failed"
-        assert again["revision"] == first["revision"] and again["manifest_sha256"] != first["manifest_sha256"]
-        latest = client.get("/api/models/bert/verifications/latest").get_json()
-        assert latest["status"] == "failed"
-    finally:
-        parts(app).pool.shutdown()
+    first = verified(client)
+    assert first["status"] == "passed"
+    assert client.post("/api/models/bert/verifications").get_json()["cached"] is True
+    edited = json.loads(BERT_MANIFEST.read_text())
+    edited["experiment"]["cases"][0]["matrices"][0]["values"][0][0] += 0.01  # the revision stays
+    (tree.manifests / "bert" / "manifest.json").write_text(json.dumps(edited))
+    time.sleep(0.05)
+    again = verified(client)
+    assert again["cached"] is False and again["status"] == "failed"
+    assert again["revision"] == first["revision"] and again["manifest_sha256"] != first["manifest_sha256"]
+    latest = client.get("/api/models/bert/verifications/latest").get_json()
+    assert latest["status"] == "failed"
 
 
-def test_live_runs_are_keyed_by_the_recording_too(tree):
+def test_live_runs_are_keyed_by_the_recording_too(make_app, tree):
     tree.add("bert", BERT_MANIFEST.read_bytes())
-    app = tree_app(tree)
+    app = tree_app(make_app, tree)
     client = app.test_client()
-    try:
-        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
-        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True
-        edited = json.loads(BERT_MANIFEST.read_text())
-        edited["description"] += " Edited."
-        (tree.manifests / "bert" / "manifest.json").write_text(json.dumps(edited))
-        time.sleep(0.05)
-        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
-    finally:
-        parts(app).pool.shutdown()
+    assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
+    assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True
+    edited = json.loads(BERT_MANIFEST.read_text())
+    edited["description"] += " Edited."
+    (tree.manifests / "bert" / "manifest.json").write_text(json.dumps(edited))
+    time.sleep(0.05)
+    assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
 
 
-def test_a_reply_kept_by_a_release_of_another_reply_shape_is_never_read(tree, monkeypatch):
+def test_a_reply_kept_by_a_release_of_another_reply_shape_is_never_read(make_app, tree, monkeypatch):
     """A deploy that changes what a recipe process answers starts from fresh keys: the store may still hold
     the old release's replies (a Redis, an SQLite file), and reading one in the new shape would fail."""
     from app.services import runs
 
     tree.add("bert", BERT_MANIFEST.read_bytes())
-    app = tree_app(tree)
+    app = tree_app(make_app, tree)
     client = app.test_client()
-    try:
-        monkeypatch.setattr(runs, "REPLY_FORMAT", "an older shape")
-        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
-        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True
-        monkeypatch.undo()
-        assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
-    finally:
-        parts(app).pool.shutdown()
+    monkeypatch.setattr(runs, "REPLY_FORMAT", "an older shape")
+    assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
+    assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is True
+    monkeypatch.undo()
+    assert client.post("/api/models/bert/runs", json=RUN).get_json()["cached"] is False
 
 
 # ---- 5. bad bodies and odd requests
@@ -143,15 +132,15 @@ def test_if_match_mismatch_is_a_412_in_the_error_shape(client):
 # ---- 6. hostile manifests
 
 
-def served(tree: ModelTree, manifest: dict):
+def served(make_app, tree: ModelTree, manifest: dict):
     tree.add("bert", manifest)
-    return tree_app(tree)
+    return tree_app(make_app, tree)
 
 
-def test_a_case_id_with_unicode_and_quotes_exports_with_rfc_6266_names(tree):
+def test_a_case_id_with_unicode_and_quotes_exports_with_rfc_6266_names(make_app, tree):
     manifest = bert_manifest()
     manifest["experiment"]["cases"][0]["id"] = 'résumé "quoted"'
-    app = served(tree, manifest)
+    app = served(make_app, tree, manifest)
     client = app.test_client()
     page = client.get("/models/bert").get_data(as_text=True)
     for kind in ("csv", "json"):
@@ -166,36 +155,33 @@ def test_a_case_id_with_unicode_and_quotes_exports_with_rfc_6266_names(tree):
 
 
 @pytest.mark.parametrize("case_id", ["a/b", "line\nbreak", "back\\slash", "x.json", ""])
-def test_a_case_id_the_app_cannot_serve_makes_the_model_unavailable(tree, case_id):
+def test_a_case_id_the_app_cannot_serve_makes_the_model_unavailable(make_app, tree, case_id):
     manifest = bert_manifest()
     manifest["experiment"]["cases"][0]["id"] = case_id
-    body = served(tree, manifest).test_client().get("/api/models").get_json()
+    body = served(make_app, tree, manifest).test_client().get("/api/models").get_json()
     [gone] = body["unavailable"]
     assert "experiment.cases[0].id" in gone["reason"]
 
 
-def test_a_layer_without_params_still_renders(tree):
+def test_a_layer_without_params_still_renders(make_app, tree):
     manifest = bert_manifest()
     for layer in manifest["layers"]:
         if layer["id"] in ("encoder.attention", "encoder.attention.softmax", "mlm_decoder"):
             layer.pop("params", None)
-    app = served(tree, manifest)
+    app = served(make_app, tree, manifest)
     client = app.test_client()
-    try:
-        assert client.get("/api/models").get_json()["unavailable"] == []
-        assert client.get("/models/bert").status_code == 200
-        trace = client.get("/api/models/bert/trace?input_ids=1,4,3,2,6,2&segment_ids=0,0,0,0,1,1&position=2")
-        assert trace.status_code == 200
-    finally:
-        parts(app).pool.shutdown()
+    assert client.get("/api/models").get_json()["unavailable"] == []
+    assert client.get("/models/bert").status_code == 200
+    trace = client.get("/api/models/bert/trace?input_ids=1,4,3,2,6,2&segment_ids=0,0,0,0,1,1&position=2")
+    assert trace.status_code == 200
 
 
-def test_only_http_links_are_linked(tree):
+def test_only_http_links_are_linked(make_app, tree):
     manifest = bert_manifest()
     manifest["milestone"]["papers"] = [{"title": "Script", "url": "javascript:alert(1)"},
                                        {"title": "Data", "url": "data:text/html,<b>hi</b>"},
                                        {"title": "Real", "url": "https://arxiv.org/abs/1810.04805"}]
-    page = served(tree, manifest).test_client().get("/models/bert").get_data(as_text=True)
+    page = served(make_app, tree, manifest).test_client().get("/models/bert").get_data(as_text=True)
     assert 'href="javascript:' not in page and 'href="data:' not in page
     assert '<a href="https://arxiv.org/abs/1810.04805" rel="noopener">Real</a>' in page
     assert "Script" in page and "not linked" in page
@@ -216,21 +202,18 @@ def test_dot_labels_are_escaped():
     assert 'Linear"]; evil [label="x 8→16' in texts and "back\\slash" in texts and "newline" in texts
 
 
-def test_unavailable_reasons_and_recipe_errors_name_no_server_path(tree):
+def test_unavailable_reasons_and_recipe_errors_name_no_server_path(make_app, tree):
     tree.add("bert", BERT_MANIFEST.read_bytes())
     (tree.recipes / "bert" / "lab.py").write_text(
         "def live_run(**request):\n    open('/nonexistent/folder/weights.bin')\n")
-    app = tree_app(tree)
-    try:
-        response = app.test_client().post("/api/models/bert/runs", json=RUN)
-        assert response.status_code == 503
-        message = response.get_json()["error"]["message"]
-        assert message == "the recipe's live_run() in lab.py cannot read weights.bin: No such file or directory"
-    finally:
-        parts(app).pool.shutdown()
+    app = tree_app(make_app, tree)
+    response = app.test_client().post("/api/models/bert/runs", json=RUN)
+    assert response.status_code == 503
+    message = response.get_json()["error"]["message"]
+    assert message == "the recipe's live_run() in lab.py cannot read weights.bin: No such file or directory"
     tree.add("gpt", BERT_MANIFEST.read_bytes())
     (tree.recipes / "gpt" / "model.py").chmod(0)
-    reasons = [u["reason"] for u in create_app(tree.config(TESTING=True, STATE_PATH=None)).test_client()
+    reasons = [u["reason"] for u in make_app(tree.config(TESTING=True, STATE_PATH=None)).test_client()
                .get("/api/models").get_json()["unavailable"]]
     (tree.recipes / "gpt" / "model.py").chmod(0o644)
     assert reasons and all(str(tree.recipes) not in r and "/tmp" not in r for r in reasons), reasons
@@ -240,18 +223,15 @@ def test_unavailable_reasons_and_recipe_errors_name_no_server_path(tree):
     "    open('/nonexistent/my folder/weights.bin')",  # quoted by Python's error: the quote ends the path
     "    raise RuntimeError(f'cannot use {__file__} now')",  # under the recipes' folder, which has a space
 ])
-def test_a_server_folder_with_a_space_is_not_named_either(tmp_path, body):
+def test_a_server_folder_with_a_space_is_not_named_either(make_app, tmp_path, body):
     (tmp_path / "user name").mkdir()
     tree = ModelTree(tmp_path / "user name")
     tree.add("bert", BERT_MANIFEST.read_bytes())
     (tree.recipes / "bert" / "lab.py").write_text(f"def live_run(**request):\n{body}\n")
-    app = tree_app(tree)
-    try:
-        message = app.test_client().post("/api/models/bert/runs", json=RUN).get_json()["error"]["message"]
-        assert ("weights.bin" in message or "lab.py" in message) and "name" not in message, message
-        assert "folder" not in message and "/nonexistent" not in message, message
-    finally:
-        parts(app).pool.shutdown()
+    app = tree_app(make_app, tree)
+    message = app.test_client().post("/api/models/bert/runs", json=RUN).get_json()["error"]["message"]
+    assert ("weights.bin" in message or "lab.py" in message) and "name" not in message, message
+    assert "folder" not in message and "/nonexistent" not in message, message
 
 
 # ---- 4. the shared cache is bounded
@@ -331,7 +311,7 @@ def test_the_store_degrades_when_its_file_breaks(tmp_path):
         tmp_path.chmod(0o700)
 
 
-def test_a_relabelled_recorded_item_is_served_by_its_key_or_suspended_with_the_reason(tree):
+def test_a_relabelled_recorded_item_is_served_by_its_key_or_suspended_with_the_reason(make_app, tree):
     from .conftest import GPT_RECIPE
 
     seed_raw = json.loads(BERT_MANIFEST.read_text())  # the original capture: its items have no keys
@@ -344,7 +324,7 @@ def test_a_relabelled_recorded_item_is_served_by_its_key_or_suspended_with_the_r
 
     shutil.rmtree(tree.recipes / "gpt")
     shutil.copytree(GPT_RECIPE, tree.recipes / "gpt", ignore=shutil.ignore_patterns("__pycache__"))
-    client = tree_app(tree).test_client()
+    client = tree_app(make_app, tree).test_client()
     [gone] = client.get("/api/models").get_json()["unavailable"]
     assert gone["slug"] == "bert" and "maps none for its label" in gone["reason"]
     assert client.get("/models/bert").status_code == 404

@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from app import create_app
 from app.services.config import PROJECT_ROOT, TestConfig
 from app.services.extensions import models, state
 from app.services.parts import parts
@@ -20,14 +19,11 @@ POLL_LIMIT = 180  # seconds; a cold worker imports torch first
 
 
 def poll(client, location: str) -> dict:
-    deadline = time.monotonic() + POLL_LIMIT
-    while time.monotonic() < deadline:
-        job = client.get(location).get_json()
-        if job["state"] == "done":
-            return job
-        assert job["state"] in ("queued", "running")
-        time.sleep(0.2)
-    raise AssertionError(f"{location} did not finish in {POLL_LIMIT} s")
+    def done(job: dict) -> bool:
+        assert job["state"] in ("queued", "running", "done"), job
+        return job["state"] == "done"
+
+    return eventually(lambda: client.get(location).get_json(), done, POLL_LIMIT, every=0.2)
 
 
 def verify_via_api(client, slug: str) -> dict:
@@ -39,10 +35,8 @@ def verify_via_api(client, slug: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def bert_app():
-    app = create_app(TestConfig)
-    yield app
-    parts(app).pool.shutdown()
+def bert_app(module_app):
+    return module_app
 
 
 def test_post_answers_202_then_the_job_gives_a_passing_report(bert_app):
@@ -100,7 +94,7 @@ RAISING = "def replay():\n    raise RuntimeError('shape mismatch in layer 3')\n"
 
 
 @pytest.fixture(scope="module")
-def fault_app(tmp_path_factory):
+def fault_app(module_apps, tmp_path_factory):
     tree = ModelTree(tmp_path_factory.mktemp("faults"))
     tree.add("bert")
     altered = bert_manifest() | {"slug": "altered"}
@@ -109,9 +103,7 @@ def fault_app(tmp_path_factory):
     tree.add("crash", run_py=CRASHING)
     tree.add("hang", run_py=HANGING)
     tree.add("raises", run_py=RAISING)
-    app = create_app(type("FaultConfig", (TestConfig,), tree.config(RECIPE_TIMEOUT=3.0, RECIPE_SUSPEND_SECONDS=2.0)))
-    yield app
-    parts(app).pool.shutdown()
+    return module_apps(type("FaultConfig", (TestConfig,), tree.config(RECIPE_TIMEOUT=3.0, RECIPE_SUSPEND_SECONDS=2.0)))
 
 
 def test_one_changed_cell_fails_exactly_that_case_and_matrix(fault_app):
@@ -218,28 +210,25 @@ def test_a_job_shows_no_server_host_process_or_cache_key(client):
     assert not {"owner", "key"} & set(started.get_json())
 
 
-def test_a_finished_job_stays_finished_however_often_its_heartbeat_beats():
+def test_a_finished_job_stays_finished_however_often_its_heartbeat_beats(make_app):
     """The heartbeat never writes a job's running state after its end: with a beat every half millisecond, 30
     jobs each read as done stay done (before the fix, about one in eight went back to running, and a poll
     later ended it as an error for want of a heartbeat)."""
-    app = create_app(type("Beating", (TestConfig,), {"JOB_HEARTBEAT_SECONDS": 0.0005}))
+    app = make_app(type("Beating", (TestConfig,), {"JOB_HEARTBEAT_SECONDS": 0.0005}))
     client = app.test_client()
     reverted = polled = 0
-    try:
-        for _ in range(30):
-            with app.app_context():
-                key = cache_key(models.get("bert"))
-                state.store.delete(key)
-            started = client.post("/api/models/bert/verifications")
-            if started.status_code == 200:  # the job ended before the POST looked (VERIFY_WAIT 0): no poll to make
-                assert started.get_json()["status"] == "passed"
-                continue
-            assert started.status_code == 202
-            while client.get(started.headers["Location"]).get_json()["state"] != "done":
-                time.sleep(0.002)
-            time.sleep(0.05)
-            reverted += client.get(started.headers["Location"]).get_json()["state"] != "done"
-            polled += 1
-    finally:
-        parts(app).pool.shutdown()
+    for _ in range(30):
+        with app.app_context():
+            key = cache_key(models.get("bert"))
+            state.store.delete(key)
+        started = client.post("/api/models/bert/verifications")
+        if started.status_code == 200:  # the job ended before the POST looked (VERIFY_WAIT 0): no poll to make
+            assert started.get_json()["status"] == "passed"
+            continue
+        assert started.status_code == 202
+        eventually(lambda started=started: client.get(started.headers["Location"]).get_json(),
+                   lambda job: job["state"] == "done", every=0.002)
+        time.sleep(0.05)
+        reverted += client.get(started.headers["Location"]).get_json()["state"] != "done"
+        polled += 1
     assert reverted == 0 and polled >= 20

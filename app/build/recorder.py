@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 
+from ..compute.executor import run_admitted
 from ..compute.messages import CaptureArgs, RecipeCall
 from ..compute.pool import WorkerPool
 from ..domain import requirements
@@ -132,7 +133,7 @@ def _cases(meta: dict, replay: dict, without_checkpoint: bool) -> list[dict]:
     return cases
 
 
-def _alone_as_among_others(replay: dict, alone: dict, declaration) -> None:
+def _each_case_as_among_others(replay: dict, alone: dict, declaration) -> None:
     """Each case replayed alone must equal the case in the whole replay, by the verification's rule: What if? and
     the training stages run a case alone (run.py's `replay(case=...)`)."""
     tol = tolerance_for({"experiment": declaration.experiment.model_dump(exclude_none=True)})
@@ -212,7 +213,7 @@ def _check_lab(spec: LabSpec, manifest: dict, recipe_dir: Path, pool: WorkerPool
             args = spec.kind.prepare(name, validate(request, endpoint.fields), spec)
         except FieldError as exc:
             raise RecordingError(f"{where}: the request made from the first recorded case is refused: {exc}") from exc
-        result = pool.run(RecipeCall.lab(recipe_dir, endpoint.entry, args, context)).result
+        result = run_admitted(pool, RecipeCall.lab(recipe_dir, endpoint.entry, args, context)).result
         missing = reads.missing(result)
         if missing:
             raise RecordingError(f"{where}: {endpoint.entry}() answers without {', '.join(missing)}, "
@@ -238,9 +239,10 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
     meta["experiment"].setdefault("kind", declaration.experiment.kind)
     checkpoint = _checkpoint(meta, settings)
     context = {"checkpoint": str(checkpoint.folder)} if checkpoint else {}
-    reply = pool.run(RecipeCall.make(recipe_dir, "capture", CaptureArgs(meta["recording"].get("inputs")), context))
+    capture = RecipeCall.make(recipe_dir, "capture", CaptureArgs(meta["recording"].get("inputs")), context)
+    reply = run_admitted(pool, capture)
     graph, replay = reply.result["graph"], reply.result["replay"]
-    _alone_as_among_others(replay, reply.result["each_case"], declaration)
+    _each_case_as_among_others(replay, reply.result["each_case"], declaration)
     manifest: dict = {"schemaVersion": 1, "slug": slug}
     for key in HEAD_FIELDS:
         value = graph["className"] if key == "className" else meta.get(key)

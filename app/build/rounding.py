@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from recipekit.kernels import DESCRIBED, available
 
+from ..compute.executor import run_admitted
 from ..compute.messages import RecipeCall
 from ..compute.pool import WorkerPool
 from ..compute.rounding import NUDGE_ULPS
@@ -47,12 +48,12 @@ def replayed(call: RecipeCall, rounding: Rounding, pool: WorkerPool, settings: M
     """The replay under one rounding: in `pool` where it computes with the recording's kernels, else in a pool of one
     recipe process with the family's (started for it, and stopped)."""
     if rounding.kernels == settings.get("RECIPE_KERNELS", "native"):
-        return pool.run(call).result
+        return run_admitted(pool, call).result
     other = WorkerPool(size=1, timeout=float(settings.get("RECIPE_TIMEOUT", 120.0)),
                        torch_threads=int(settings.get("RECIPE_TORCH_THREADS", 1)),
                        seed=int(settings.get("RECIPE_SEED", 0)), kernels=rounding.kernels)
     try:
-        return other.run(call).result
+        return run_admitted(other, call).result
     finally:
         other.shutdown()
 
@@ -65,7 +66,7 @@ def measure(manifest: dict, recipe_dir, context: dict, pool: WorkerPool, setting
     states = recorded_states(manifest)
     own = settings.get("RECIPE_KERNELS", "native")
     if states:  # each step from the state the recording had there: the very computation of the free run
-        again = pool.run(RecipeCall.replay(recipe_dir, context, states)).result["stepwise"]
+        again = run_admitted(pool, RecipeCall.replay(recipe_dir, context, states)).result["stepwise"]
         for case in (c for c in cases if c["id"] in states):
             compared = compare_case(case, again["cases"].get(case["id"]), floor)
             wrong = next((v for v in compared["values"] if v["status"] != "passed"), None)

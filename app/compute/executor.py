@@ -39,3 +39,13 @@ class Executor(Protocol):
 
     def shutdown(self) -> None:
         """Stop what this executor started."""
+
+
+def run_admitted(executor: Executor, call: RecipeCall) -> Reply:
+    """One run that waits for its answer in this thread (the recorder's): admitted, run, its place released, as a
+    request's run is (services/runs.py)."""
+    executor.admit()
+    try:
+        return executor.run(call)
+    finally:
+        executor.release()

@@ -134,8 +134,8 @@ class Tracker:
 
 
 class Recording:
-    """Tensors a run made, kept as they are rather than copied (a copy of every call's output cost 7% of an
-    intervention on a model of many small modules), each with its version: `intact()` tells whether the
+    """Tensors a run made, held as they are rather than copied (a copy of every call's output is a cost on a model
+    of many small modules), each with its version: `intact()` tells whether the
     recipe wrote into one of them in place later in the run, and then the run is made again with copies."""
 
     def __init__(self, copy: bool, first: int = 0, most: int | None = None, stop: bool = False) -> None:
@@ -310,7 +310,7 @@ def end_to_end(tensors: list[Tensor]) -> Tensor:
 def squares_by_part(values: Tensor, lengths: Tensor, block: int) -> Tensor:
     """The sum of squares of each part of a flat tensor (parts `lengths` long, one after another, each a whole
     number of `block`s), squared in place (it is the caller's scratch), in its own precision: summed a block at a
-    time, then by part (torch's sum by part goes a value at a time: a sampler's 5.9 million values took 9 ms).
+    time, then by part (torch's sum by part goes a value at a time, slow on a sampler's millions of values).
     A part's sum depends on its values alone, not on where the tensor begins, so that a baseline summed whole
     and a changed run summed a chunk at a time sum a node's unchanged output alike (a zeroed node reads exactly
     1)."""
@@ -383,8 +383,8 @@ class Baseline:
         start, group = 0, []
         for index, key in enumerate(keys):
             group.append(outputs.pop(key).reshape(-1))
-            # Copied a chunk at a time, one call into torch each (a sampler's 3,800 outputs one by one took a
-            # third of its plain run), each chunk let go once copied.
+            # Copied a chunk at a time, one call into torch each (a sampler's thousands of outputs copied one by one
+            # cost a good part of its plain run), each chunk let go once copied.
             if index + 1 == len(keys) or len(group) >= 256:
                 end = start + sum(t.numel() for t in group)
                 torch.cat(group, out=values[start:end])

@@ -14,15 +14,14 @@ from recipekit import kernels
 
 def deterministic(torch: ModuleType) -> None:
     """torch.use_deterministic_algorithms(True), as recipes and their trainers call it. It also sets torch.compile's
-    flag, importing torch._inductor's configuration (1.4 s): a recipe process forked from the pool's server finds it
-    imported there (pool.worker_context)."""
+    flag, importing torch._inductor's configuration (seconds of imports): a recipe process forked from the pool's
+    server finds it imported there (pool.worker_context)."""
     torch.use_deterministic_algorithms(True)
 
 
 def manual_seed(torch: ModuleType, value: int) -> None:
     """torch.manual_seed for what a recipe process runs on, the CPU: torch.manual_seed also queues a seed for
-    every accelerator not started, formatting a stack trace for each (0.1 ms or more, about what a small
-    model's whole run takes)."""
+    every accelerator not started, formatting a stack trace for each (as long as a small model's whole run)."""
     torch.default_generator.manual_seed(value)
 
 

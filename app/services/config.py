@@ -121,7 +121,7 @@ class Config:
     # How long POST /verifications waits for a fresh run before answering 202 with a Location.
     VERIFY_WAIT: at_least(0) = 0.5
     # Retraining (POST .../retrainings): train.py run again in a process of its own (on this machine, or a compute
-    # worker's), stopped past RETRAINING_TIMEOUT seconds (the longest recipe trains in about 100 s on one core);
+    # worker's), stopped past RETRAINING_TIMEOUT seconds (bench/retraining.py measures the recipes' trainings);
     # each that starts spends RETRAINING_COST runs of its client's COMPUTE_BUDGET, however it ends. RETRAINING_JOBS
     # train at once on the machine, whichever web process took them (on every machine together, with Redis: places
     # in the shared state; each takes a core); more wait their turn as queued jobs. A client starts one at a time.

@@ -197,8 +197,8 @@ class Store:
 
 
 # What the cached values take is kept as a running total, by triggers in the writes' own transactions: summing
-# it, and finding what expired, scanned every row (bench/store.py: a cached write with 20,000 answers kept took
-# 43 ms, now 0.05 ms). COUNTED sums it from the rows: once for a file made before the total, and again where the
+# it, and finding what expired, scanned every row (bench/store.py measures a cached write among 20,000 answers).
+# COUNTED sums it from the rows: once for a file made before the total, and again where the
 # total drifted.
 TOTAL = "SELECT bytes FROM totals WHERE name = 'cached'"
 COUNTED = "SELECT COALESCE(SUM(size), 0) FROM entries WHERE cached = 1"
