@@ -316,8 +316,8 @@ def tree(tmp_path: Path) -> ModelTree:
 
 class Apps:
     """The one way a test makes an app: `apps(config)` is create_app(config) (a Config class, a mapping of
-    settings, or None for the defaults read from the environment), and every app made is shut down (its recipe workers stopped) by `close()`, which the fixtures below
-    call when their test, module or session ends."""
+    settings, or None for the defaults read from the environment), and every app made is shut down (its recipe
+    workers stopped) by `close()`, which the fixtures below call when their test, module or session ends."""
 
     def __init__(self) -> None:
         self.made: list = []
