@@ -5,6 +5,7 @@ this module and torch (pool.worker_context), so the web workers never load torch
 """
 
 import functools
+import gc
 import json
 import os
 import platform
@@ -123,6 +124,10 @@ def warm(task: Warmup) -> None:
         if task.warm not in declared["warm"]:
             raise ValueError(f"{task.warm} is not the recipe's declared warm-up")
         getattr(module, task.warm)(**task.context)
+    # What the recipe imported and loaded lives as long as the process: out of the collector's walks, so that a full
+    # collection during a reader's run (a sampler's thousands of module calls can set one off) does not walk all of
+    # torch's and the recipes' objects.
+    gc.freeze()
 
 
 # What each kind of call calls, by the type of its arguments: a function of (call, its arguments, seed, kept runs)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ..domain.catalog import Model
 from ..domain.labs import Endpoint
-from ..domain.labs.fields import FieldError, validate
+from ..domain.labs.fields import FieldError, refuse_shape, validate
 from ..domain.shapes import validator
 
 # The entry a recorded case is replayed by where no lab endpoint runs it: run.py's replay(case=...), which answers
@@ -49,13 +49,7 @@ def checked(body, shape: type) -> None:
     try:
         validator(shape).validate_python(body)
     except ValidationError as exc:
-        problems = exc.errors()
-        if any(not problem["loc"] for problem in problems):
-            raise FieldError("body: send a JSON object (Content-Type: application/json)") from None
-        unknown = sorted(str(p["loc"][0]) for p in problems if p["type"] == "extra_forbidden" and len(p["loc"]) == 1)
-        if unknown:
-            fields = ", ".join(sorted(shape.__annotations__))
-            raise FieldError(f"{unknown[0]}: unknown field; the fields are {fields}") from None
+        refuse_shape(exc.errors(), shape.__annotations__)
 
 
 def endpoint_for(model: Model, body: dict) -> Endpoint:

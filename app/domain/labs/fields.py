@@ -3,13 +3,21 @@
 A recipe declares, per endpoint, fields such as
     input_ids = { type = "ints", length = "length", below = "vocab", required = true }
     image = { type = "grid", rows = "rows", cols = "cols", min = 0, max = "levels", required = true }
-where a number may name one of the lab's sizes ("vocab"), which come from the recorded graph. The
-same declaration gives the OpenAPI schema (app/web/openapi.py), so the two never disagree.
+where a number may name one of the lab's sizes ("vocab"), which come from the recorded graph. Each declared field
+is a pydantic type (`Field.annotation`): a request is validated by the TypedDict of its endpoint's fields, and the
+same types give the OpenAPI schema (app/web/openapi.py), so the two never disagree. A pydantic error is told in the
+API's words, the field at fault first (`_message`).
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property, lru_cache, partial
+from typing import Annotated, Any, Literal, NotRequired, Required
+
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
+from pydantic import Field as Constraint
+from pydantic_core import PydanticCustomError
+from typing_extensions import TypedDict
 
 # grid: rows of integers, all rows equally long; edges: an undirected graph's edges, pairs of two different integers
 TYPES = ("int", "ints", "grid", "edges", "number", "numbers", "choice", "text")
@@ -26,7 +34,7 @@ class DeclarationError(ValueError):
     """The recipe's lab declaration cannot be used; the message names the endpoint and field."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one field is one object: its request type is made once (validate)
 class Field:
     """One request field, with every size already resolved to a number."""
 
@@ -48,48 +56,43 @@ class Field:
     description: str = ""
 
     def json_schema(self) -> dict:
-        """The field as JSON Schema (OpenAPI 3.1)."""
-        if self.type == "choice":
-            schema: dict = {"type": "string", "enum": list(self.values)}
-        elif self.type == "text":
-            schema = {"type": "string"}
-            if self.min_length is not None:
-                schema["minLength"] = self.min_length
-            if self.max_length is not None:
-                schema["maxLength"] = self.max_length
-        else:
-            scalar = {"type": "number" if self.type in ("number", "numbers") else "integer"}
-            if self.min is not None:
-                scalar["minimum"] = self.min
-            if self.max is not None:
-                scalar["maximum"] = self.max
-            schema = scalar
-            if self.type == "grid":
-                row = {"type": "array", "items": scalar, "minItems": self.cols, "maxItems": self.cols}
-                schema = {"type": "array", "items": row, "minItems": self.rows, "maxItems": self.rows}
-            if self.type == "edges":
-                schema = {"type": "array", "items": {"type": "array", "items": scalar, "minItems": 2, "maxItems": 2},
-                          "uniqueItems": True}
-                if self.min_length is not None:
-                    schema["minItems"] = self.min_length
-                if self.max_length is not None:
-                    schema["maxItems"] = self.max_length
-            if self.type in ("ints", "numbers"):
-                schema = {"type": "array", "items": scalar}
-                low = self.length if self.length is not None else self.min_length
-                high = self.length if self.length is not None else self.max_length
-                if low is not None:
-                    schema["minItems"] = low
-                if high is not None:
-                    schema["maxItems"] = high
-                if self.unique:
-                    schema["uniqueItems"] = True
+        """The field as JSON Schema (OpenAPI 3.1): pydantic's own schema of the type that validates it."""
+        return dict(self._schema)
+
+    @cached_property
+    def _schema(self) -> dict:
+        schema = TypeAdapter(self.annotation()).json_schema()
         if self.default is not None:
             schema["default"] = self.default
         description = " ".join(filter(None, (self.description, EDGE_RULE if self.type == "edges" else "")))
         if description:
             schema["description"] = description
         return schema
+
+    def annotation(self) -> Any:
+        """The type a value of this field is validated as (pydantic), its bounds and rules on it: its messages are
+        told by `_message`."""
+        if self.type == "choice":
+            return Literal[self.values]
+        if self.type == "text":
+            bounds = {"minLength": self.min_length, "maxLength": self.max_length}
+            return Annotated[str, AfterValidator(partial(_text, self)),
+                             WithSchema({k: v for k, v in bounds.items() if v is not None})]
+        base = float if self.type in ("number", "numbers") else int
+        scalar = Annotated[base, Constraint(ge=self.min, le=self.max), BeforeValidator(_number_or_fail)]
+        if self.type in ("int", "number"):
+            return scalar
+        if self.type == "grid":
+            row = _sized(list[scalar], self.cols, self.cols)
+            return _sized(list[row], self.rows, self.rows)
+        if self.type == "edges":
+            pair = _sized(list[scalar], 2, 2)
+            return Annotated[_sized(list[pair], self.min_length, self.max_length),
+                             AfterValidator(partial(_edges, self)), WithSchema({"uniqueItems": True})]
+        low = self.length if self.length is not None else self.min_length
+        high = self.length if self.length is not None else self.max_length
+        return Annotated[_sized(list[scalar], low, high), AfterValidator(partial(_list, self)),
+                         WithSchema({"uniqueItems": True} if self.unique else {})]
 
     @property
     def beyond_schema(self) -> bool:
@@ -129,30 +132,68 @@ def fail(field: str, message: str):
     raise FieldError(f"{field}: {message}")
 
 
-def _int(value, field: Field, where: str) -> int:
-    """An integer in range. 2.0 is the integer 2, as JSON Schema (and so the API's document) counts it; JSON
-    true/false and 2.5 are not integers."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool):
-        fail(where, f"must be an integer, not {type(value).__name__}")
-    _in_range(value, field, where)
+class WithSchema:
+    """JSON Schema keywords a rule checked by a validator adds to a type's schema (uniqueItems, a text's length)."""
+
+    def __init__(self, extra: dict) -> None:
+        self.extra = extra
+
+    def __get_pydantic_json_schema__(self, core_schema, handler) -> dict:
+        return handler(core_schema) | self.extra
+
+
+def _refused(where: str | None, message: str) -> PydanticCustomError:
+    """A rule of the declaration broken: the message as the reader reads it, at `where` (else the value's place)."""
+    return PydanticCustomError("declared", "{message}", {"message": message, "where": where})
+
+
+def _sized(list_type: Any, low: int | None, high: int | None) -> Any:
+    """A list type of `low` to `high` items, its length checked before its items (a list of the wrong length is
+    told so, whatever its items are)."""
+    def length_first(value: Any) -> Any:
+        if isinstance(value, list) and (low is not None and len(value) < low or high is not None and len(value) > high):
+            kind = "too_short" if low is not None and len(value) < low else "too_long"
+            raise PydanticCustomError(kind, "wrong length", {"actual_length": len(value)})
+        return value
+
+    return Annotated[list_type, Constraint(min_length=low, max_length=high), BeforeValidator(length_first)]
+
+
+def _number_or_fail(value: Any) -> Any:
+    """Only JSON numbers are numbers: true/false and "2" are not (pydantic's lax mode would take them), nor NaN."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise PydanticCustomError("not_a_number", "not a number")
     return value
 
 
-def _real(value, field: Field, where: str) -> float:
-    """A number in range (an integer counts; true/false and NaN do not)."""
-    if not isinstance(value, int | float) or isinstance(value, bool) or value != value:
-        fail(where, f"must be a number, not {type(value).__name__}")
-    _in_range(value, field, where)
-    return float(value)
+def _text(field: Field, value: str) -> str:
+    """A string of a declared length in characters, without control characters but for tabs and newlines."""
+    if field.min_length is not None and len(value.strip()) < field.min_length:
+        raise _refused(None, f"must hold at least {field.min_length} character{'s' * (field.min_length != 1)}")
+    if field.max_length is not None and len(value) > field.max_length:
+        raise _refused(None, f"must hold at most {field.max_length} characters, not {len(value)}")
+    if any(ord(c) < 32 and c not in "\t\n\r" or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+        raise _refused(None, "holds a control character or an unpaired surrogate")
+    return value
 
 
-def _in_range(value, field: Field, where: str) -> None:
-    if field.min is not None and value < field.min or field.max is not None and value > field.max:
-        low = "" if field.min is None else _number(field.min)
-        high = "" if field.max is None else _number(field.max)
-        fail(where, f"{value} is out of range {low}..{high}")
+def _list(field: Field, items: list) -> list:
+    if field.unique and len(set(items)) != len(items):
+        raise _refused(None, "names a value twice")
+    return sorted(items) if field.sorted else items
+
+
+def _edges(field: Field, edges: list[list[int]]) -> list[list[int]]:
+    """No edge from a value to itself, no pair given twice in either order; the message names the pair at fault."""
+    seen: dict[frozenset, int] = {}
+    for i, (a, b) in enumerate(edges):
+        where = f"{field.name}[{i}]"
+        if a == b:
+            raise _refused(where, f"joins {a} to itself; an edge joins two different values")
+        if (key := frozenset((a, b))) in seen:
+            raise _refused(where, f"repeats {field.name}[{seen[key]}] ({a} and {b} are joined once)")
+        seen[key] = i
+    return edges
 
 
 def _number(value: float) -> str:
@@ -160,113 +201,104 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e19 else f"{value:g}"
 
 
-def _check(value, field: Field):
-    name = field.name
-    if field.type == "int":
-        return _int(value, field, name)
-    if field.type == "number":
-        return _real(value, field, name)
-    if field.type == "choice":
-        if value not in field.values:
-            fail(name, f"must be one of {', '.join(map(str, field.values))}")
-        return value
+def _plural(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}"
+
+
+def _message(field: Field, error: dict) -> tuple[str, str]:
+    """Where a pydantic error of this field's value lies (`image[2][3]`) and what is wrong there, in the words the
+    API has always used."""
+    loc = error["loc"][1:]
+    where = field.name + "".join(f"[{i}]" for i in loc)
+    kind, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
+    integers = field.type not in ("number", "numbers")
+    if kind == "declared":
+        return ctx["where"] or where, ctx["message"]
+    if not loc and value is None:
+        return where, "must not be null; leave the field out for its default"
+    if kind in ("greater_than_equal", "less_than_equal"):
+        shown = int(value) if integers and isinstance(value, float) and value.is_integer() else value
+        low = "" if field.min is None else _number(field.min)
+        high = "" if field.max is None else _number(field.max)
+        return where, f"{shown} is out of range {low}..{high}"
+    if kind in ("not_a_number", "int_type", "int_parsing", "int_from_float", "float_type", "float_parsing"):
+        return where, f"must be {'an integer' if integers else 'a number'}, not {type(value).__name__}"
+    if kind == "literal_error":
+        return where, f"must be one of {', '.join(map(str, field.values))}"
+    if kind == "string_type":
+        return where, f"must be a string, not {type(value).__name__}"
+    actual = ctx.get("actual_length", len(value) if isinstance(value, list) else 0)
     if field.type == "grid":
-        return _grid(value, field)
+        if not loc:
+            return where, (f"must be a list of {field.rows} rows" if kind == "list_type"
+                           else f"must hold exactly {field.rows} rows, not {actual}")
+        return where, (f"must be a list of {field.cols} integers" if kind == "list_type"
+                       else f"must hold exactly {field.cols} values, not {actual}")
     if field.type == "edges":
-        return _edges(value, field)
-    if field.type == "text":
-        return _text(value, field)
-    what = "numbers" if field.type == "numbers" else "integers"
-    if not isinstance(value, list):
-        fail(name, f"must be a list of {what}")
-    if field.length is not None and len(value) != field.length:
-        fail(name, f"must hold exactly {field.length} values, not {len(value)}")
-    if field.min_length is not None and len(value) < field.min_length:
-        fail(name, f"must hold at least {field.min_length} value{'s' * (field.min_length != 1)}")
-    if field.max_length is not None and len(value) > field.max_length:
-        fail(name, f"must hold at most {field.max_length} values, not {len(value)}")
-    check = _real if field.type == "numbers" else _int
-    items = [check(v, field, f"{name}[{i}]") for i, v in enumerate(value)]
-    if field.unique and len(set(items)) != len(items):
-        fail(name, "names a value twice")
-    return sorted(items) if field.sorted else items
+        if loc:
+            return where, "must be a pair [a, b] of two integers"
+        if kind == "list_type":
+            return where, "must be a list of pairs [a, b]"
+        if kind == "too_short":
+            return where, f"must hold at least {_plural(field.min_length, 'pair')}"
+        return where, f"must hold at most {field.max_length} pairs, not {actual}"
+    if kind == "list_type":
+        return where, f"must be a list of {'integers' if integers else 'numbers'}"
+    if field.length is not None:
+        return where, f"must hold exactly {field.length} values, not {actual}"
+    if kind == "too_short":
+        return where, f"must hold at least {_plural(field.min_length, 'value')}"
+    if kind == "too_long":
+        return where, f"must hold at most {field.max_length} values, not {actual}"
+    return where, error["msg"]  # a rule pydantic holds that no declaration sets: its own words
 
 
-def _text(value, field: Field) -> str:
-    """A string of a declared length in characters, without control characters but for tabs and newlines."""
-    if not isinstance(value, str):
-        fail(field.name, f"must be a string, not {type(value).__name__}")
-    if field.min_length is not None and len(value.strip()) < field.min_length:
-        fail(field.name, f"must hold at least {field.min_length} character{'s' * (field.min_length != 1)}")
-    if field.max_length is not None and len(value) > field.max_length:
-        fail(field.name, f"must hold at most {field.max_length} characters, not {len(value)}")
-    if any(ord(c) < 32 and c not in "\t\n\r" or 0xD800 <= ord(c) <= 0xDFFF for c in value):
-        fail(field.name, "holds a control character or an unpaired surrogate")
-    return value
+def refuse_shape(errors: list[dict], names: Iterable[str]) -> None:
+    """FieldError for a body that is not a JSON object, or that holds a field not among `names` (the first of
+    them), from a pydantic validation's errors: told before any field's own fault."""
+    if any(not error["loc"] for error in errors):
+        fail("body", "send a JSON object (Content-Type: application/json)")
+    unknown = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden" and len(e["loc"]) == 1)
+    if unknown:
+        fail(unknown[0], f"unknown field; the fields are {', '.join(sorted(names))}")
 
 
-def _edges(value, field: Field) -> list[list[int]]:
-    """Pairs [a, b] of two different integers in range, no pair given twice in either order (an undirected graph's
-    edges, without loops); the message names the pair at fault."""
-    name = field.name
-    if not isinstance(value, list):
-        fail(name, "must be a list of pairs [a, b]")
-    if field.min_length is not None and len(value) < field.min_length:
-        fail(name, f"must hold at least {field.min_length} pair{'s' * (field.min_length != 1)}")
-    if field.max_length is not None and len(value) > field.max_length:
-        fail(name, f"must hold at most {field.max_length} pairs, not {len(value)}")
-    seen: dict[frozenset, int] = {}
-    edges = []
-    for i, pair in enumerate(value):
-        where = f"{name}[{i}]"
-        if not isinstance(pair, list) or len(pair) != 2:
-            fail(where, "must be a pair [a, b] of two integers")
-        a, b = (_int(v, field, f"{where}[{k}]") for k, v in enumerate(pair))
-        if a == b:
-            fail(where, f"joins {a} to itself; an edge joins two different values")
-        if (key := frozenset((a, b))) in seen:
-            fail(where, f"repeats {name}[{seen[key]}] ({a} and {b} are joined once)")
-        seen[key] = i
-        edges.append([a, b])
-    return edges
-
-
-def _grid(value, field: Field) -> list[list[int]]:
-    """`rows` lists of `cols` integers in range; the message names the row or the cell at fault."""
-    name = field.name
-    if not isinstance(value, list):
-        fail(name, f"must be a list of {field.rows} rows")
-    if len(value) != field.rows:
-        fail(name, f"must hold exactly {field.rows} rows, not {len(value)}")
-    for r, row in enumerate(value):
-        if not isinstance(row, list):
-            fail(f"{name}[{r}]", f"must be a list of {field.cols} integers")
-        if len(row) != field.cols:
-            fail(f"{name}[{r}]", f"must hold exactly {field.cols} values, not {len(row)}")
-    return [[_int(v, field, f"{name}[{r}][{c}]") for c, v in enumerate(row)] for r, row in enumerate(value)]
+def request_type(fields: dict[str, Field]) -> TypeAdapter:
+    """The request body's type (a TypedDict of the declared fields, none other): what validate() checks."""
+    shape = TypedDict("Request", {name: (Required if field.required else NotRequired)[field.annotation()]
+                                  for name, field in fields.items()}, total=False)
+    shape.__pydantic_config__ = ConfigDict(extra="forbid")
+    return TypeAdapter(shape)
 
 
 def validate(body: Any, fields: dict[str, Field]) -> dict:
-    """A JSON body checked field by field; the 400's message starts with the field at fault."""
-    if not isinstance(body, dict):
-        fail("body", "send a JSON object (Content-Type: application/json)")
-    unknown = sorted(set(body) - set(fields))
-    if unknown:
-        fail(unknown[0], f"unknown field; the fields are {', '.join(sorted(fields))}")
-    args = {}
+    """A JSON body checked against the declared fields by their pydantic type (request_type); the 400's message
+    starts with the field at fault: an unknown field first, then the fields in their declared order, each at its
+    shallowest fault (a list's length before its items)."""
+    try:
+        args = dict(_request_type(tuple(fields.items())).validate_python(body))
+    except ValidationError as exc:
+        errors = exc.errors()
+        refuse_shape(errors, fields)
+        order = list(fields)
+        first = min(errors, key=lambda e: (order.index(e["loc"][0]), len(e["loc"]), e["loc"][1:]))
+        if first["type"] == "missing":
+            fail(first["loc"][0], "is required")
+        fail(*_message(fields[first["loc"][0]], first))
     for name, field in fields.items():
-        if name in body:
-            if body[name] is None:
-                fail(name, "must not be null; leave the field out for its default")
-            args[name] = _check(body[name], field)
-        elif field.required:
-            fail(name, "is required")
-        elif field.default is not None:
+        if name not in args and field.default is not None:
             args[name] = field.default
     for name, field in fields.items():
         if field.default_from and name not in args and field.default_from in args:
             args[name] = args[field.default_from]
     return args
+
+
+@lru_cache(maxsize=256)
+def _request_type(fields: tuple[tuple[str, Field], ...]) -> TypeAdapter:
+    """request_type, made once for each endpoint's fields (a TypeAdapter takes milliseconds to build); the fields of
+    catalogs that are no longer served leave as new ones come."""
+    return request_type(dict(fields))
 
 
 def parse_query(query: Mapping[str, list[str]], fields: dict[str, Field]) -> dict:
