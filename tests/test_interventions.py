@@ -334,7 +334,7 @@ def test_a_change_measured_as_the_run_goes_reads_as_the_kept_outputs_measured_wh
     def measured(outputs: dict) -> iv.Moved:
         moved = iv.Moved(iv.Baseline.from_outputs(before))
         for key in keys:
-            moved.keep(iv.node_of(key), outputs[key])
+            moved.take(iv.node_of(key), outputs[key])
         return moved
 
     gaps = {key: tensor for i, key in enumerate(keys) if i % 4 != 1 for tensor in [after[key]]}

@@ -234,7 +234,7 @@ class Capture:
     layers: dict[str, dict] = field(default_factory=dict)
     edges: dict[tuple[str, str], None] = field(default_factory=dict)  # ordered set
     producers: dict[int, str] = field(default_factory=dict)
-    keep: list = field(default_factory=list)  # tensors seen, kept alive so that their ids stay unique
+    alive: list = field(default_factory=list)  # tensors seen, kept alive so that their ids stay unique
     counters: dict[str, int] = field(default_factory=dict)
     calls: dict[str, list[str]] = field(default_factory=dict)  # module name -> the node of each call
     order: list[str] = field(default_factory=list)  # node ids in the order they ran
@@ -253,7 +253,7 @@ class Capture:
     def produced(self, values, source: str) -> None:
         for tensor in _tensors(values):
             self.producers[id(tensor)] = source
-            self.keep.append(tensor)
+            self.alive.append(tensor)
 
     def scope(self) -> str | None:
         return self.scopes[-1] if self.scopes and self.scopes[-1] else None

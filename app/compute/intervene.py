@@ -151,7 +151,7 @@ class Recording:
         self.count = 0
         self.rest: int | None = None
 
-    def keep(self, key: str, tensor: Tensor) -> None:
+    def take(self, key: str, tensor: Tensor) -> None:
         count = self.seen.get(key, 0)
         self.seen[key] = count + 1
         if count:
@@ -185,11 +185,11 @@ def until_intact(run: Callable[[Recording], Any], seed: int, first: int = 0,
     Each run starts from the seed, as a plain run does: sampling draws the same."""
     for copy in (False, True):
         manual_seed(torch, seed)
-        kept = Recording(copy, first, most, stop=first > 0)
-        result = run(kept)
-        if kept.intact():  # copies are never watched: a run that copies is always intact
+        recording = Recording(copy, first, most, stop=first > 0)
+        result = run(recording)
+        if recording.intact():  # copies are never watched: a run that copies is always intact
             break
-    return result, kept
+    return result, recording
 
 
 def first_tensor(value: Any) -> Tensor | None:
@@ -282,12 +282,12 @@ def run_recording(function: Callable, args: dict, seed: int, root: str, wanted: 
     def run(seen: Recording) -> Any:
         def on_input(module, node, call_args):
             if node in inputs and call_args and isinstance(call_args[0], Tensor):
-                seen.keep(f"{node}:input", call_args[0])
+                seen.take(f"{node}:input", call_args[0])
 
         def on_output(module, node, output):
             tensor = first_tensor(output)
             if tensor is not None and wanted(node):
-                seen.keep(node, tensor)
+                seen.take(node, tensor)
 
         with hooked(on_input if inputs else None, on_output, root):
             try:
@@ -498,7 +498,7 @@ class Moved:
         self.held_values = 0  # how many values `held` holds: measured once they reach CHUNK
         self.intact = True
 
-    def keep(self, node: str, tensor: Tensor) -> None:
+    def take(self, node: str, tensor: Tensor) -> None:
         """The node's next output in this run, measured against the baseline's output of the same call."""
         places = self.places.get(node)
         if places is None:
@@ -668,7 +668,7 @@ def intervene(function: Callable, args: dict, steps: list[Step], sources: list[d
         found = stored[1].outputs(targets) if stored is not None and not inputs else None  # a head needs its input
         patched[index] = found if found is not None else \
             run_recording(function, source, seed, root, lambda node, t=targets: node in t, inputs)[1]
-    plain, before, kept = plain_run(function, args, seed, root, plain_runs, key)
+    plain, before, cached = plain_run(function, args, seed, root, plain_runs, key)
     targets = {(item.target, item.on) for item in steps}
     counted = {item.node for item in steps if item.on == "input"}  # modules whose heads a change counts
     changed_outputs = {target for target, on in targets if on == "output"}
@@ -693,7 +693,7 @@ def intervene(function: Callable, args: dict, steps: list[Step], sources: list[d
                 tensor = changed(tensor, item, where, source, module if on == "output" else called[item.node])
                 applied[index] += 1
             if on == "output":
-                after.keep(node, tensor)
+                after.take(node, tensor)
             return replace_first(value, tensor)
 
         def on_input(module, node, call_args):
@@ -705,7 +705,7 @@ def intervene(function: Callable, args: dict, steps: list[Step], sources: list[d
             if node in changed_outputs:
                 return apply(module, node, output, "output")
             if (tensor := first_tensor(output)) is not None:
-                after.keep(node, tensor)
+                after.take(node, tensor)
             return None
 
         with hooked(on_input if counted or any(on == "input" for _, on in targets) else None, on_output, root):
@@ -747,4 +747,4 @@ def intervene(function: Callable, args: dict, steps: list[Step], sources: list[d
     for index, count in enumerate(applied):
         if not count:
             raise Refused(f"interventions[{index}].node: {steps[index].node} does not run for this input")
-    return {"before": plain, "after": result, "effects": relative(totals), "plain_run_cached": kept}
+    return {"before": plain, "after": result, "effects": relative(totals), "plain_run_cached": cached}

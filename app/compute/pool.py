@@ -217,11 +217,11 @@ class WorkerPool:
             self._starting -= started
             if w in self._warming:
                 self._warming.remove(w)
-            kept = len(self._idle) < self.size and not self._closed
-            if kept:
+            stays = len(self._idle) < self.size and not self._closed
+            if stays:
                 self._idle.append(w)
             self._returned.notify_all()  # a worker to take, or one start fewer to wait for
-        if not kept:
+        if not stays:
             w.kill()  # a replacement started while a request started its own: keep no more than size
         self._warm_when_idle()
 

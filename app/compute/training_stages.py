@@ -40,12 +40,12 @@ def weights_of(state: dict[str, Tensor] | None, root: str) -> Iterator[dict[str,
     """Run with `state` in every module of the class `root` the entry calls (None: as they are); yields the
     weights the model ran with, filled once it has run. The modules' own weights are restored after."""
     used: dict[str, Tensor] = {}
-    kept: dict[nn.Module, dict[str, Tensor]] = {}
+    originals: dict[nn.Module, dict[str, Tensor]] = {}
 
     def before(module: nn.Module, args: tuple) -> None:
-        if type(module).__name__ != root or module in kept:
+        if type(module).__name__ != root or module in originals:
             return
-        kept[module] = {k: v.detach().clone() for k, v in module.state_dict().items()}
+        originals[module] = {k: v.detach().clone() for k, v in module.state_dict().items()}
         if state is not None:
             module.load_state_dict(state)
         used.update({k: v.detach().clone() for k, v in module.state_dict().items()})
@@ -55,9 +55,9 @@ def weights_of(state: dict[str, Tensor] | None, root: str) -> Iterator[dict[str,
         yield used
     finally:
         handle.remove()
-        for module, original in kept.items():
+        for module, original in originals.items():
             module.load_state_dict(original)
-    if not kept:
+    if not originals:
         raise NoModel(f"the entry never called its {root} model, so no stage's weights could be used")
 
 
@@ -81,9 +81,9 @@ def movement(weights: dict[str, Tensor], start: dict[str, Tensor]) -> dict[str, 
 def stages(function: Callable, args: dict, seed: int, root: str, snapshots: Path) -> dict:
     """The entry's result on every stage's weights and on the trained ones, each with how far every module's
     weights (`weights`) and its output on this input (`activations`) had moved from the first stage."""
-    kept, trained, weights = read_snapshots(snapshots)
+    stages, trained, weights = read_snapshots(snapshots)
     runs = []
-    for stage in [*kept, {"id": "trained", "label": trained}]:
+    for stage in [*stages, {"id": "trained", "label": trained}]:
         with weights_of(weights.get(stage["id"]), root) as used:
             result, outputs, _ = run_recording(function, args, seed, root, lambda node: True, set())
         runs.append((stage, result, outputs, used))

@@ -33,15 +33,15 @@ def record(model: Model, entry: dict, client: str | None = None) -> dict:
     """Keep one entry (history.verification_entry's or retraining_entry's) in its reporter's list (a reader's in the
     list of its `client`, named in the list of the model's clients): the entry as kept, with its time."""
     config = current_app.config
-    kept = entry | {"at": rfc3339(time.time())}
+    stored = entry | {"at": rfc3339(time.time())}
     if client is None:
-        state.store.push(_key(model, entry["reported_by"]), kept, config["HISTORY_LIMIT"], config["HISTORY_SECONDS"])
-        return kept
+        state.store.push(_key(model, entry["reported_by"]), stored, config["HISTORY_LIMIT"], config["HISTORY_SECONDS"])
+        return stored
     key = _client_key(model, client)
-    state.store.push(key, kept, CLIENT_ENTRIES, config["HISTORY_SECONDS"])
+    state.store.push(key, stored, CLIENT_ENTRIES, config["HISTORY_SECONDS"])
     if key not in state.store.items(_key(model, "client")):  # named once: a flood does not push out other clients
         state.store.push(_key(model, "client"), key, config["HISTORY_LIMIT"], config["HISTORY_SECONDS"])
-    return kept
+    return stored
 
 
 def verified(model: Model, report: dict) -> None:

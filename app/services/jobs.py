@@ -120,11 +120,11 @@ class Jobs:
 
     def start(self, model: Model, key: str, work: Callable[[dict], dict], *,
               admit: Callable[[str], Callable[[], None]], limit: float, finished: Callable[[dict], None],
-              kept: dict | None = None) -> dict:
+              private: dict | None = None) -> dict:
         """The job already running the work `key` names (in any process), or a new one that runs `work(record)` for
         its report in a thread of this process. `admit(job id)` is asked first (it spends the client's budget,
         claims a place, and may refuse with an HTTP error) and answers what releases that place; `limit` is the most
-        the work may take, in seconds; `finished(report)` keeps the report (caches it) before the job ends. `kept`:
+        the work may take, in seconds; `finished(report)` keeps the report (caches it) before the job ends. `private`:
         what the server keeps on a new job's record and never shows a poller (a digest of its cancel token)."""
         found = self.running(key)
         if found is not None:
@@ -135,7 +135,7 @@ class Jobs:
         record = {"id": job_id, "model": model.slug, "key": key, "state": "queued", "created": now,
                   "finished": None, "owner": owner_name(), "heartbeat": now,
                   "location": url_for(self.endpoint, slug=model.slug, job_id=job_id), "report": None,
-                  **dict.fromkeys(self.known), **(kept or {})}
+                  **dict.fromkeys(self.known), **(private or {})}
         # A job the shared store cannot hold (Redis down) is not promised to a poller: its request waits for the
         # report instead (the API's own choice).
         record["recorded"] = state.store.set(self.job_key(job_id), record, KEEP_JOB_SECONDS)

@@ -190,14 +190,14 @@ class Retrainings(Jobs):
 
         job = super().start(model, key, lambda record: retrain(model, record), admit=admit,
                             limit=2 * current_app.config["RETRAINING_TIMEOUT"], finished=finished,
-                            kept={"cancel_sha256": _digest(token)})
+                            private={"cancel_sha256": _digest(token)})
         return job, token if job.get("cancel_sha256") == _digest(token) else None
 
     def cancel(self, job: dict, token: str | None) -> None:
         """Ask the job to stop, whichever process runs it: it ends as cancelled at its next look (within a second).
         Only its starter's token cancels it (NotYours, 403, otherwise)."""
-        kept = job.get("cancel_sha256")
-        if not token or not kept or not hmac.compare_digest(_digest(token), kept):
+        digest = job.get("cancel_sha256")
+        if not token or not digest or not hmac.compare_digest(_digest(token), digest):
             raise NotYours("only the client that started this retraining can cancel it: send the cancel_token its "
                            "POST answered, as Authorization: Bearer <token>")
         state.store.set(_cancel_key(job["id"]), True, KEEP_JOB_SECONDS)
