@@ -241,6 +241,7 @@ def test_a_drag_from_a_node_pans_and_a_click_still_selects(watched):
     graph_ready(page)
     settled(page)
     viewport = page.locator("#graph-stage .viewport")
+    page.locator("#graph-stage").scroll_into_view_if_needed()  # below the lab, which the page leads with
     node = page.locator("#graph-stage .g-node.is-target")  # the tour's step: in the middle of the view
     box = node.bounding_box()
     before = viewport.get_attribute("transform")

@@ -63,6 +63,7 @@ def test_what_if_offers_only_the_changes_that_run_on_the_case_shown(watched):
     graph_ready(page)
     panel = page.locator("#whatif")
     expect(panel.locator("#whatif-run")).to_have_count(0)
+    page.locator("#graph-stage").scroll_into_view_if_needed()  # below the lab, which the page leads with
     box = page.locator('#graph-stage .g-cluster[data-id="h"] > rect').bounding_box()  # h is open: a box
     stage = page.locator("#graph-stage").bounding_box()
     page.mouse.click(max(box["x"], stage["x"]) + 5, max(box["y"], stage["y"]) + 26)  # inside it, below its title

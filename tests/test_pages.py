@@ -8,11 +8,12 @@ import re
 
 import pytest
 
+from app.domain.recipes import read_metadata
 from app.services.config import PROJECT_ROOT
 from app.services.extensions import models
 from app.web.pages import significant
 
-from .conftest import CATALOG_SLUGS, bert_manifest
+from .conftest import CATALOG_SLUGS, bert_manifest, eventually
 
 
 def text(response) -> str:
@@ -108,9 +109,10 @@ def test_model_page_header_and_snapshot(client):
 def test_every_page_opens_with_what_it_holds_and_a_section_navigation(client):
     """Two lines say what the page shows and what a reader can try; the navigation names only the sections the
     page has, each a link to its anchor."""
-    for slug, expected in (("lenet", ["architecture", "example", "lab", "whatif", "verification", "retraining",
+    for slug, expected in (("lenet", ["lab", "architecture", "example", "whatif", "verification", "retraining",
                                       "about"]),
-                           ("bert", ["architecture", "example", "lab", "whatif", "verification", "about"])):
+                           ("bert", ["lab", "architecture", "example", "whatif", "verification", "about"]),
+                           ("mlp", ["example", "architecture", "whatif", "verification", "retraining", "about"])):
         page = text(client.get(f"/models/{slug}"))
         nav = re.search(r'<nav class="section-nav".*?</nav>', page, re.S).group(0)
         anchors = re.findall(r'href="#([a-z-]+)"', nav)
@@ -271,7 +273,8 @@ def test_prerender_fills_the_page_memo_that_requests_then_use(app):
     assert {key[0] for key in kept["pages"]} == set(CATALOG_SLUGS)
     before = dict(kept["pages"])
     app.test_client().get("/models/gpt")
-    key = ("gpt", "pi", "overview", "None")  # slug, the case and the step shown, the checkpoint's state (none)
+    # slug, the case and the step shown, the checkpoint's state (none), then the neighbours the page links
+    key = next(key for key in before if key[:4] == ("gpt", "pi", "overview", "None"))
     assert kept["pages"][key] is before[key]  # served, not rendered again
 
 
@@ -442,3 +445,57 @@ def test_an_ops_recorded_name_reads_as_words():
     assert in_words({"id": "python@encoder.attention#11", "op": "Python"}, "Bert") == \
         "the 12th Python in encoder.attention's forward"
     assert in_words({"id": "encoder.attention", "op": "Module"}, "Bert") is None
+
+
+def _path(client) -> list[dict]:
+    """The catalog's path through the milestones, worked out here from the manifests: by year, then name, then
+    slug."""
+    listed = [client.get(f"/api/models/{m['slug']}").get_json() for m in client.get("/api/models").get_json()["models"]]
+    return sorted(listed, key=lambda m: (m["milestone"]["year"], m["milestone"]["name"], m["slug"]))
+
+
+def test_every_page_links_the_milestones_before_and_after_it_on_the_path(client):
+    path = _path(client)
+    assert len(path) > 2
+    for at, manifest in enumerate(path):
+        page = client.get(f"/models/{manifest['slug']}").get_data(as_text=True)
+        nav = re.search(r'<nav class="path-nav".*?</nav>', page, re.S)
+        before = path[at - 1] if at else None
+        after = path[at + 1] if at + 1 < len(path) else None
+        links = re.findall(r'rel="(prev|next)" href="/models/([^"]+)"', nav.group(0)) if nav else []
+        expected = ([("prev", before["slug"])] if before else []) + ([("next", after["slug"])] if after else [])
+        assert links == expected, manifest["slug"]
+        if after:  # what the next one adds: the question it answers
+            adds = re.search(r'<p class="path-adds[^"]*"[^>]*>(.*?)</p>', nav.group(0), re.S).group(1)
+            assert html.unescape(adds) == after["question"]
+
+
+def test_a_model_with_random_weights_says_so_first_and_points_to_its_trained_twin(client):
+    path = _path(client)
+    weights = {m["slug"]: read_metadata(PROJECT_ROOT / "recipes" / m["slug"]).get("weights", {}).get("state")
+               for m in path}
+    assert "random" in weights.values()
+    for manifest in path:
+        page = client.get(f"/models/{manifest['slug']}").get_data(as_text=True)
+        notice = re.search(r'<p class="notice random-weights".*?</p>', page, re.S)
+        if weights[manifest["slug"]] != "random":
+            assert notice is None, manifest["slug"]
+            continue
+        twins = [m["slug"] for m in path if m["milestone"]["name"] == manifest["milestone"]["name"]
+                 and weights[m["slug"]] not in (None, "random")]
+        assert twins and notice and "predictions mean nothing" in notice.group(0)
+        assert re.findall(r'href="/models/([^"]+)"', notice.group(0)) == twins
+        assert page.index('id="random-weights"') < page.index('id="lab"')  # at the top, before the lab
+
+
+def test_a_page_links_a_milestone_added_to_the_catalog_after_it_was_rendered(tree, tree_app):
+    """A page's neighbours are other models: a new one between them is linked at once, never a copy rendered
+    before it came."""
+    tree.copy("mlp")
+    tree.copy("lenet")
+    app = tree_app(CATALOG_RELOAD_SECONDS=0.01)
+    client = app.test_client()
+    assert 'rel="next" href="/models/lenet"' in client.get("/models/mlp").get_data(as_text=True)
+    tree.copy("lstm")  # 1997: between back-propagation (1986) and LeNet (1998)
+    page = eventually(lambda: client.get("/models/mlp").get_data(as_text=True), lambda html: "/models/lstm" in html)
+    assert 'rel="next" href="/models/lstm"' in page

@@ -206,6 +206,27 @@ class Catalog:
     _derived: dict = field(default_factory=dict, repr=False, compare=False)
     _deriving: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
+    def path(self) -> list[Model]:
+        """A path through the milestones in the order they came (year, then name): each answers a question an
+        earlier one left open."""
+        return sorted(self.models.values(),
+                      key=lambda m: (m.manifest["milestone"]["year"], m.manifest["milestone"]["name"], m.slug))
+
+    def neighbours(self, model: Model) -> tuple[Model | None, Model | None]:
+        """The milestones before and after `model` on the path (None at either end)."""
+        path = self.path()
+        at = path.index(model)
+        return (path[at - 1] if at else None), (path[at + 1] if at + 1 < len(path) else None)
+
+    def trained_twins(self, model: Model) -> list[Model]:
+        """For a model whose weights are random, the models of the same milestone whose weights are not: where a
+        learner finds predictions that mean something."""
+        if model.weights is None or model.weights.state != "random":
+            return []
+        name = model.manifest["milestone"]["name"]
+        return [m for m in self.path() if m is not model and m.manifest["milestone"]["name"] == name
+                and m.weights is not None and m.weights.state != "random"]
+
     def derived(self, name: str, make: Callable[[], Any]) -> Any:
         """What is made from this catalog alone (the OpenAPI document, the rendered pages kept), made once
         and gone with the catalog: a changed model file can never leave a stale copy behind."""

@@ -119,8 +119,7 @@ def index():
     by_category = groupby(shown, key=lambda m: m.manifest["category"])
     groups = [(category, list(items)) for category, items in by_category]
     found = {m.slug: checkpoints.status(m.checkpoint) for m in shown if m.checkpoint}
-    # A path through the milestones in the order they came: each answers a question an earlier one left open.
-    path = sorted(listed, key=lambda m: (m.manifest["milestone"]["year"], m.manifest["milestone"]["name"]))
+    path = models.catalog.path()
     names = [m.manifest["milestone"]["name"] for m in path]
     repeated = {name for name in names if names.count(name) > 1}  # told apart on the path by their weights
     return render_template("index.html", groups=groups, tags=all_tags, tag=tag, checkpoints=found, path=path,
@@ -173,7 +172,10 @@ def model_page(slug: str):
     case, step, notices = shown(model, request.args.get("case"), request.args.get("step"))
     # Keyed by what is shown, not by what was asked: an unknown ?case= is the page shown instead, rendered once,
     # with its notice set in, so no query string makes the server render again.
-    key = (slug, case and case["id"], step["id"], repr(checkpoint))
+    # The neighbours on the path and a random model's trained twins are other models' pages: named by their hashes.
+    around = [(m.slug, m.etag) if m else None for m in (*models.catalog.neighbours(model),
+                                                          *models.catalog.trained_twins(model))]
+    key = (slug, case and case["id"], step["id"], repr(checkpoint), repr(around))
     page = remembered(model, key, lambda: render_model_page(model, case, step, checkpoint))
     return with_notices(page, notices) if notices else page
 
@@ -292,7 +294,8 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
         lab=lab_settings(model) if model.has_lab else None, checkpoint=checkpoint,
         files=file_listing(model), whatif=whatif_settings(model), training=training_settings(model),
         retraining={"url": url_for("api.retrain", slug=model.slug)} if trained_here(model) else None,
-        glossary=GLOSSARY, rounding=described(m),
+        glossary=GLOSSARY, rounding=described(m), neighbours=models.catalog.neighbours(model),
+        twins=models.catalog.trained_twins(model),
     )
 
 

@@ -1,0 +1,39 @@
+"""Try it first: every model page leads with something to try, within the first screen or so as loaded, whatever
+the width. A page with a lab leads with the lab, its first control within 1,200 px of the top at 1280 px and 1,600 px
+at 375 px, answered for its default input; a page without one leads with its recorded cases."""
+
+import pytest
+from playwright.sync_api import expect
+
+from .browsing import DESKTOP, PHONE
+from .conftest import CATALOG_SLUGS, RECORDED_LAB_SLUGS
+from .page_checks import graph_ready, lab_kind, lab_ready
+
+FIRST_SCREEN = {DESKTOP["width"]: 1_200, PHONE["width"]: 1_600}  # px from the top, as loaded
+
+CONTROLS = "input:visible, button:visible, select:visible, textarea:visible"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+@pytest.mark.parametrize("slug", CATALOG_SLUGS)
+def test_the_page_leads_with_what_a_learner_can_try(watched, slug, viewport):
+    page = watched(f"/models/{slug}", viewport)
+    graph_ready(page)
+    limit = FIRST_SCREEN[viewport["width"]]
+    top = "e => e.getBoundingClientRect().top + window.scrollY"
+    if lab_kind(slug):
+        expect(page.locator("#lab[data-ready]")).to_have_count(1)
+        if slug in RECORDED_LAB_SLUGS:
+            lab_ready(page)  # its default input, a recorded case, answered as the page loads
+        first = page.locator("#lab").locator(CONTROLS).first
+        assert first.evaluate(top) < limit, f"{slug}: the lab's first control at {first.evaluate(top):.0f} px"
+        # the lab comes before the graph, the recorded cases and the verification
+        for later in ("#architecture", "#example", "#verification"):
+            if page.locator(later).count():
+                assert page.locator("#lab").evaluate(top) < page.locator(later).evaluate(top), later
+    else:
+        cases = page.locator("#example")
+        assert cases.evaluate(top) < limit, f"{slug}: the recorded cases at {cases.evaluate(top):.0f} px"
+        assert cases.evaluate(top) < page.locator("#architecture").evaluate(top)
+        expect(page.locator("#case-panel")).to_be_visible()
