@@ -9,7 +9,8 @@ Values may be tensors (written as the nested lists `tolist()` gives) or plain li
 epoch curve starts at 1).
 """
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -42,3 +43,14 @@ def vector(key: str, label: str, values: Any, *, names: Sequence[str] | None = N
 
 def metric(key: str, label: str, value: Any) -> dict:
     return {"key": key, "label": label, "value": _plain(value)}
+
+
+def loss_curve(metadata: Mapping[str, str]) -> dict:
+    """train.py's mean training loss in each epoch (the `loss_per_epoch` its weights' metadata holds:
+    recipekit.training.metadata), as a vector whose entries count epochs from 1."""
+    return vector(
+        "training_loss",
+        "Mean training loss in each epoch, as train.py measured it",
+        json.loads(metadata["loss_per_epoch"]),
+        first=1,
+    )

@@ -208,14 +208,15 @@ class Catalog:
 
     def path(self) -> list[Model]:
         """A path through the milestones in the order they came (year, then name): each answers a question an
-        earlier one left open."""
-        return sorted(self.models.values(),
-                      key=lambda m: (m.manifest["milestone"]["year"], m.manifest["milestone"]["name"], m.slug))
+        earlier one left open. Sorted once for the catalog (every page asks for its place on it)."""
+        return self.derived("path", lambda: sorted(
+            self.models.values(),
+            key=lambda m: (m.manifest["milestone"]["year"], m.manifest["milestone"]["name"], m.slug)))
 
     def neighbours(self, model: Model) -> tuple[Model | None, Model | None]:
         """The milestones before and after `model` on the path (None at either end)."""
         path = self.path()
-        at = path.index(model)
+        at = [m.slug for m in path].index(model.slug)
         return (path[at - 1] if at else None), (path[at + 1] if at + 1 < len(path) else None)
 
     def trained_twins(self, model: Model) -> list[Model]:

@@ -7,7 +7,6 @@ Needs torch, safetensors, model.py, train.py (which makes the held-out problems)
 vocabulary) beside this file.
 """
 
-import json
 import sys
 import tomllib
 from functools import partial
@@ -18,7 +17,7 @@ from torch import Tensor
 
 from recipekit import replay as kit
 from recipekit import weights as stored
-from recipekit.items import matrix, metric, vector
+from recipekit.items import loss_curve, matrix, metric, vector
 from recipekit.script import package
 
 __package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
@@ -129,12 +128,7 @@ def test_case(model: GPT) -> dict:
             vector(
                 "digit_accuracy", "Answer digits right, by place (1st to 4th)", right.float().mean(0).tolist(), first=1
             ),
-            vector(
-                "training_loss",
-                "Mean training loss in each epoch, as train.py measured it",
-                json.loads(metadata["loss_per_epoch"]),
-                first=1,
-            ),
+            loss_curve(metadata),
         ],
         "metrics": [
             metric("test_exact_match", "Answers exactly right, held-out problems", right.all(1).float().mean().item()),

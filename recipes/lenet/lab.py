@@ -10,9 +10,9 @@ import argparse
 import sys
 
 import torch
-from torch import Tensor
 
 from recipekit import digits
+from recipekit.classifier import logit_head, traced_stage
 from recipekit.script import package
 
 __package__ = package(__file__, __package__)  # python lab.py: its folder is the package the server loads
@@ -37,23 +37,6 @@ def live_run(image: list[list[int]], label: int | None = None) -> dict:
     return case
 
 
-def _stage(stage_id: str, title: str, activation: Tensor, grad: Tensor) -> dict:
-    """One stage of the trace: what it holds, and activation × gradient of the class's logit, per unit and
-    summed per channel (for maps)."""
-    attribution = activation * grad
-    entry = {
-        "id": stage_id,
-        "title": title,
-        "shape": list(activation.shape),
-        "activation": activation.tolist(),
-        "attribution": attribution.tolist(),
-        "total": attribution.sum().item(),
-    }
-    if activation.dim() == 3:  # (channels, H, W)
-        entry["channel_totals"] = attribution.sum((1, 2)).tolist()
-    return entry
-
-
 def trace(image: list[list[int]], target: int | None = None) -> dict:
     """Follow one class's logit back to the drawing. The last layer is exact: the logit is the bias plus
     each hidden unit's weight times its activation. Earlier stages show activation × gradient, the first-order
@@ -66,35 +49,12 @@ def trace(image: list[list[int]], target: int | None = None) -> dict:
         names = [name for name, _ in TRACE_STAGES]
         grads = torch.autograd.grad(logits[target], [seen[n] for n in names] + [x])
     probs = logits.detach().softmax(-1)
-    hidden = seen["act"][0].detach()  # (hidden,)
-    weights = model.fc2.weight[target].detach()  # (hidden,)
-    contributions = weights * hidden
-    order = contributions.abs().argsort(descending=True).tolist()
-    head = {
-        "id": "logit",
-        "title": f"Logit of digit {target}",
-        "logit": logits[target].item(),
-        "bias": model.fc2.bias[target].item(),
-        "probability": probs[target].item(),
-        "weights": weights.tolist(),
-        "hidden": hidden.tolist(),
-        "contributions": contributions.tolist(),
-        "strongest": [
-            {
-                "unit": j,
-                "weight": weights[j].item(),
-                "activation": hidden[j].item(),
-                "contribution": contributions[j].item(),
-            }
-            for j in order[:5]
-        ],
-        "check": (contributions.sum() + model.fc2.bias[target]).item(),
-    }
+    head = logit_head(model.fc2, seen["act"][0].detach(), logits, target, "digit")  # the hidden layer (hidden,)
     stages = [head] + [
-        _stage(name, title, seen[name][0].detach(), grad[0])
+        traced_stage(name, title, seen[name][0].detach(), grad[0])
         for (name, title), grad in zip(TRACE_STAGES, grads[:-1], strict=True)
     ]
-    stages.append(_stage("input", "The drawing (pixels / 16)", x[0, 0].detach(), grads[-1][0, 0]))
+    stages.append(traced_stage("input", "The drawing (pixels / 16)", x[0, 0].detach(), grads[-1][0, 0]))
     return {
         "target": target,
         "predicted": predicted,

@@ -6,7 +6,6 @@
 Needs torch, safetensors, model.py and train.py (which makes the held-out strings) beside this file.
 """
 
-import json
 import sys
 from functools import partial
 
@@ -15,7 +14,7 @@ from torch import Tensor, nn
 
 from recipekit import replay as kit
 from recipekit import weights as stored
-from recipekit.items import matrix, metric, vector
+from recipekit.items import loss_curve, matrix, metric, vector
 from recipekit.script import package
 
 __package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
@@ -123,12 +122,7 @@ def test_case(model: BracketLSTM) -> dict:
             metric(f"{key}_string_accuracy", f"Strings read wholly right, {where}", measured["string_accuracy"]),
         ]
     _, trained = stored.read(WEIGHTS)
-    curve = vector(
-        "training_loss",
-        "Mean training loss in each epoch, as train.py measured it",
-        json.loads(trained["loss_per_epoch"]),
-        first=1,
-    )  # epochs count from 1
+    curve = loss_curve(trained)
     return {
         "label": f"{TEST_STRINGS} held-out strings of {LENGTHS[0]}-{LENGTHS[1]} tokens, and longer ones",
         "vectors": [curve],

@@ -10,9 +10,9 @@ import argparse
 import sys
 
 import torch
-from torch import Tensor
 
 from recipekit import digits
+from recipekit.classifier import logit_head, traced_stage
 from recipekit.digits import pixels
 from recipekit.script import package
 
@@ -37,23 +37,6 @@ def live_run(image: list[list[int]], label: int | None = None) -> dict:
     return case
 
 
-def _stage(stage_id: str, title: str, activation: Tensor, grad: Tensor) -> dict:
-    """One stage of the trace: what it holds, and activation × gradient of the class's logit, per unit and
-    summed per channel (for maps)."""
-    attribution = activation * grad
-    entry = {
-        "id": stage_id,
-        "title": title,
-        "shape": list(activation.shape),
-        "activation": activation.tolist(),
-        "attribution": attribution.tolist(),
-        "total": attribution.sum().item(),
-    }
-    if activation.dim() == 3:  # (channels, H, W)
-        entry["channel_totals"] = attribution.sum((1, 2)).tolist()
-    return entry
-
-
 def trace(image: list[list[int]], target: int | None = None) -> dict:
     """Follow one class's logit back to the drawing. The last layer is exact: the logit is the bias plus each
     pooled channel's weight times its mean. Earlier stages show activation × gradient, the first-order share
@@ -67,36 +50,13 @@ def trace(image: list[list[int]], target: int | None = None) -> dict:
         target = predicted if target is None else target
         grads = torch.autograd.grad(logits[target], [seen[n] for n, _ in TRACE_STAGES] + [x])
     probs = logits.detach().softmax(-1)
-    pooled = seen["pool"][0].detach().flatten()  # (wide,)
-    weights = model.fc.weight[target].detach()  # (wide,)
-    contributions = weights * pooled
-    order = contributions.abs().argsort(descending=True).tolist()
-    head = {
-        "id": "logit",
-        "title": f"Logit of class {target}",
-        "logit": logits[target].item(),
-        "bias": model.fc.bias[target].item(),
-        "probability": probs[target].item(),
-        "weights": weights.tolist(),
-        "hidden": pooled.tolist(),
-        "contributions": contributions.tolist(),
-        "strongest": [
-            {
-                "unit": j,
-                "weight": weights[j].item(),
-                "activation": pooled[j].item(),
-                "contribution": contributions[j].item(),
-            }
-            for j in order[:5]
-        ],
-        "check": (contributions.sum() + model.fc.bias[target]).item(),
-    }
+    head = logit_head(model.fc, seen["pool"][0].detach().flatten(), logits, target)  # the pooled channels (wide,)
     # The pooled channels (wide, 1, 1) are traced as a vector; every other stage as maps (channels, H, W).
     stages = [head] + [
-        _stage(name, title, *(t.flatten() if name == "pool" else t for t in (seen[name][0].detach(), grad[0])))
+        traced_stage(name, title, *(t.flatten() if name == "pool" else t for t in (seen[name][0].detach(), grad[0])))
         for (name, title), grad in zip(TRACE_STAGES, grads[:-1], strict=True)
     ]
-    stages.append(_stage("input", "The drawing (pixels / 16)", x[0, 0].detach(), grads[-1][0, 0]))
+    stages.append(traced_stage("input", "The drawing (pixels / 16)", x[0, 0].detach(), grads[-1][0, 0]))
     return {
         "target": target,
         "predicted": predicted,

@@ -6,7 +6,6 @@
 Needs torch, safetensors, model.py and train.py (which makes the held-out sequences) beside this file.
 """
 
-import json
 import sys
 from functools import partial
 
@@ -15,7 +14,7 @@ from torch import Tensor, nn
 
 from recipekit import replay as kit
 from recipekit import weights as stored
-from recipekit.items import matrix, metric, vector
+from recipekit.items import loss_curve, matrix, metric, vector
 from recipekit.script import package
 
 __package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
@@ -133,12 +132,7 @@ def test_case(model: Transformer) -> dict:
                 by_length,
                 first=LENGTHS[0],
             ),
-            vector(
-                "training_loss",
-                "Mean training loss in each epoch, as train.py measured it",
-                json.loads(metadata["loss_per_epoch"]),
-                first=1,
-            ),
+            loss_curve(metadata),
         ],
         "metrics": [
             metric("test_exact_match", "Written exactly right, held-out sources", exact_match(model, trained)),

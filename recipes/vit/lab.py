@@ -10,9 +10,9 @@ import argparse
 import sys
 
 import torch
-from torch import Tensor
 
 from recipekit import digits
+from recipekit.classifier import logit_head, traced_stage
 from recipekit.digits import pixels
 from recipekit.script import package
 
@@ -27,19 +27,6 @@ def live_run(image: list[list[int]], label: int | None = None) -> dict:
     case = run_case(build_model(), image, label)
     case["metrics"].append(digits.unusual(image))
     return case
-
-
-def _stage(stage_id: str, title: str, activation: Tensor, grad: Tensor) -> dict:
-    """One stage of the trace: what it holds and activation × gradient of the class's logit, per unit."""
-    attribution = activation * grad
-    return {
-        "id": stage_id,
-        "title": title,
-        "shape": list(activation.shape),
-        "activation": activation.tolist(),
-        "attribution": attribution.tolist(),
-        "total": attribution.sum().item(),
-    }
 
 
 def trace(image: list[list[int]], target: int | None = None) -> dict:
@@ -66,35 +53,13 @@ def trace(image: list[list[int]], target: int | None = None) -> dict:
         target = predicted if target is None else target
         grads = torch.autograd.grad(logits[target], [seen[name] for name, _ in stages] + [x])
     probs = logits.detach().softmax(-1)
-    hidden = seen["ln"][0, 0].detach()  # (dim,): the normalised class token the head reads
-    weights = model.head.weight[target].detach()
-    contributions = weights * hidden
-    order = contributions.abs().argsort(descending=True).tolist()
-    head = {
-        "id": "logit",
-        "title": f"Logit of class {target}",
-        "logit": logits[target].item(),
-        "bias": model.head.bias[target].item(),
-        "probability": probs[target].item(),
-        "weights": weights.tolist(),
-        "hidden": hidden.tolist(),
-        "contributions": contributions.tolist(),
-        "strongest": [
-            {
-                "unit": j,
-                "weight": weights[j].item(),
-                "activation": hidden[j].item(),
-                "contribution": contributions[j].item(),
-            }
-            for j in order[:5]
-        ],
-        "check": (contributions.sum() + model.head.bias[target]).item(),
-    }
+    # (dim,): the normalised class token the head reads
+    head = logit_head(model.head, seen["ln"][0, 0].detach(), logits, target)
     traced = [
-        _stage(name, title, seen[name][0].detach(), grad[0])
+        traced_stage(name, title, seen[name][0].detach(), grad[0])
         for (name, title), grad in zip(stages, grads[:-1], strict=True)
     ]
-    traced.append(_stage("input", "The drawing (pixels / 16)", x[0, 0].detach(), grads[-1][0, 0]))
+    traced.append(traced_stage("input", "The drawing (pixels / 16)", x[0, 0].detach(), grads[-1][0, 0]))
     return {
         "target": target,
         "predicted": predicted,
