@@ -123,7 +123,8 @@ class Jobs:
               private: dict | None = None) -> dict:
         """The job already running the work `key` names (in any process), or a new one that runs `work(record)` for
         its report in a thread of this process. `admit(job id)` is asked first (it spends the client's budget,
-        claims a place, and may refuse with an HTTP error) and answers what releases that place; `limit` is the most
+        claims a place, and may refuse with an HTTP error) and answers what releases that place (and whatever else
+        the job held), called once the job's end is recorded; `limit` is the most
         the work may take, in seconds; `finished(report)` keeps the report (caches it) before the job ends. `private`:
         what the server keeps on a new job's record and never shows a poller (a digest of its cancel token)."""
         found = self.running(key)
@@ -173,19 +174,22 @@ class Jobs:
             record["heartbeat"] = time.time()
             state.store.set(self.job_key(record["id"]), record, KEEP_JOB_SECONDS)
             try:
-                report = work(record)
-            except Exception as exc:  # never leave a poller waiting on a job that died
-                app.logger.exception("%s of %s failed unexpectedly", self.kind, model.slug)
-                report = {"model": model.slug, "status": "error", "message": f"internal error: {exc}"}
+                try:
+                    report = work(record)
+                except Exception as exc:  # never leave a poller waiting on a job that died
+                    app.logger.exception("%s of %s failed unexpectedly", self.kind, model.slug)
+                    report = {"model": model.slug, "status": "error", "message": f"internal error: {exc}"}
+                report["cached"] = False
+                finished(report)
+                local = parts(app).jobs
+                with local.lock:  # the heartbeat's lock: the job's end is its last write
+                    record.update(self._finish(record, report))
+                    _, done, _ = local.running.pop(record["id"])
+                state.store.delete(self._running_key(record["key"]))
             finally:
+                # What the job holds (a run's place, a retraining's place on the machine) is given back once its end
+                # is recorded: no poller sees it running beside the job that took its place.
                 release()
-            report["cached"] = False
-            finished(report)
-            local = parts(app).jobs
-            with local.lock:  # the heartbeat's lock: the job's end is its last write
-                record.update(self._finish(record, report))
-                _, done, _ = local.running.pop(record["id"])
-            state.store.delete(self._running_key(record["key"]))
             done.set()
 
 

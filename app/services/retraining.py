@@ -88,19 +88,22 @@ def _claim(key: str, job_id: str, ttl: float) -> bool:
     return holder == job_id
 
 
-def _place(record: dict) -> str:
-    """Wait, queued, for one of the machine's RETRAINING_JOBS places, and answer its key; Cancelled when the job is
-    cancelled meanwhile, RecipeError when no place frees within RETRAINING_TIMEOUT."""
+def _places() -> list[str]:
+    """The keys of the machine's RETRAINING_JOBS places, each holding the id of the job that trains in it."""
+    return [f"retraining-place:{n}" for n in range(current_app.config["RETRAINING_JOBS"])]
+
+
+def _place(record: dict) -> None:
+    """Wait, queued, for one of the machine's places (_places) and take it; Cancelled when the job is cancelled
+    meanwhile, RecipeError when no place frees within RETRAINING_TIMEOUT. The job's release gives it back."""
     config = current_app.config
     ttl = config["RETRAINING_TIMEOUT"] + 60  # the training is stopped at its timeout; a place outlives it by little
     waited = time.monotonic()
     while True:
         if state.store.get(_cancel_key(record["id"])) is not None:
             raise Cancelled("cancelled while it waited for a place to train")
-        for place in range(config["RETRAINING_JOBS"]):
-            key = f"retraining-place:{place}"
-            if _claim(key, record["id"], ttl):
-                return key
+        if any(_claim(key, record["id"], ttl) for key in _places()):
+            return
         if time.monotonic() - waited > config["RETRAINING_TIMEOUT"]:
             raise RecipeError(f"no place to train freed in {config['RETRAINING_TIMEOUT']:g} s (this server trains "
                               f"{config['RETRAINING_JOBS']} at a time); start it again later")
@@ -113,10 +116,9 @@ def retrain(model: Model, record: dict) -> RetrainingReport:
     report: dict = {"model": model.slug, "started_at": rfc3339(time.time())}
     call = RetrainCall(model.recipe_dir, current_app.config["RETRAINING_TIMEOUT"],
                        current_app.config["RECIPE_MEMORY_MB"])
-    place = None
     try:
         retrainings.made_known(record, state="queued")
-        place = _place(record)
+        _place(record)
         retrainings.made_known(record, state="running", started=time.time())
         report["started_at"] = rfc3339(time.time())
         reply = workers.pool.retrain(call, lambda progress: retrainings.made_known(record, progress=progress),
@@ -139,9 +141,7 @@ def retrain(model: Model, record: dict) -> RetrainingReport:
     if "curves" not in report:
         report["curves"] = (record.get("progress") or {}).get("curves", [])  # as far as it got
     report["duration_seconds"] = time.perf_counter() - clock
-    if place is not None and state.store.get(place) == record["id"]:
-        state.store.delete(place)
-    return report
+    return report  # its place on the machine is given back when its end is recorded (the job's release)
 
 
 class Retrainings(Jobs):
@@ -177,9 +177,10 @@ class Retrainings(Jobs):
             except BaseException:
                 state.store.delete(client)
                 raise
-            def release() -> None:  # the client's start, unless another start holds it already
-                if state.store.get(client) == job_id:
-                    state.store.delete(client)
+            def release() -> None:  # the client's start and the machine's place the job trained in, each if it holds it
+                for held in (client, *_places()):
+                    if state.store.get(held) == job_id:
+                        state.store.delete(held)
 
             return release
 
