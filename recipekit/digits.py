@@ -90,6 +90,23 @@ def unusual(image: list[list[int]] | Tensor) -> dict:
     return metric("unusual", "Held-out digits nearer to one another than this drawing is to any of them", share)
 
 
+@cache
+def _class_means() -> Tensor:
+    """Each digit's average held-out image (10, 64), in grey levels."""
+    images, labels = held_out()
+    flat = images.reshape(TEST_SIZE, -1).double()
+    return torch.stack([flat[labels == digit].mean(0) for digit in range(10)])
+
+
+def looks_like(image: list[list[float]] | Tensor, key: str = "looks_like", of: str = "it") -> dict:
+    """The digit an image (8 x 8 grey levels) looks most like, as a case's metric: the one whose average held-out
+    image lies nearest it. The simplest reading by eye, no trained classifier's: what a generator drew or a
+    decoder gave back, said in a word. `key` and `of` name the metric and what it reads ("the drawing")."""
+    drawn = torch.as_tensor(image, dtype=torch.float64).reshape(1, -1)
+    nearest = int(torch.cdist(drawn, _class_means()).argmin())
+    return metric(key, f"The digit {of} looks most like (nearest the average held-out image of each)", nearest)
+
+
 def main() -> None:
     """Write the held-out split beside this file (python -m recipekit.digits): it never changes."""
     made = split()

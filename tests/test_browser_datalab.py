@@ -149,7 +149,7 @@ def test_the_datalab_traces_the_mask_chosen_and_honours_reduced_motion(datalab_p
 
 def shown(value: float, digits: int = 4) -> str:
     """A number as the page's sig() writes it (the server's filter, which a test holds equal to it)."""
-    from app.web.pages import significant
+    from app.domain.numbers import significant
 
     return significant(value, digits)
 

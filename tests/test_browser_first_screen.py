@@ -1,12 +1,15 @@
 """Try it first: every model page leads with something to try, within the first screen or so as loaded, whatever
 the width. A page with a lab leads with the lab, its first control within 1,200 px of the top at 1280 px and 1,600 px
-at 375 px, answered for its default input; a page without one leads with its recorded cases."""
+at 375 px, answered for its default input, the outcome said first in words (the sentence its recorded case opens
+with) and how it was computed folded under it; a page without one leads with its recorded cases."""
+
+import re
 
 import pytest
 from playwright.sync_api import expect
 
 from .browsing import DESKTOP, PHONE
-from .conftest import CATALOG_SLUGS, RECORDED_LAB_SLUGS
+from .conftest import CATALOG_SLUGS, RECORDED_LAB_SLUGS, TestConfig
 from .page_checks import graph_ready, lab_kind, lab_ready
 
 FIRST_SCREEN = {DESKTOP["width"]: 1_200, PHONE["width"]: 1_600}  # px from the top, as loaded
@@ -14,10 +17,23 @@ FIRST_SCREEN = {DESKTOP["width"]: 1_200, PHONE["width"]: 1_600}  # px from the t
 CONTROLS = "input:visible, button:visible, select:visible, textarea:visible"
 
 
+@pytest.fixture(scope="module")
+def first_outcomes(module_apps) -> dict[str, str | None]:
+    """What each page's lab should say first: the outcome of the recorded case it starts from."""
+    with module_apps(TestConfig).app_context():
+        from app.services.extensions import models
+
+        found = {}
+        for slug, model in models.catalog.models.items():
+            presets = model.lab.kind.presets(model.manifest["experiment"]["cases"], model.lab) if model.lab else []
+            found[slug] = model.outcome(model.case(presets[0]["id"])) if presets else None
+        return found
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 @pytest.mark.parametrize("slug", CATALOG_SLUGS)
-def test_the_page_leads_with_what_a_learner_can_try(watched, slug, viewport):
+def test_the_page_leads_with_what_a_learner_can_try(watched, slug, viewport, first_outcomes):
     page = watched(f"/models/{slug}", viewport)
     graph_ready(page)
     limit = FIRST_SCREEN[viewport["width"]]
@@ -26,6 +42,13 @@ def test_the_page_leads_with_what_a_learner_can_try(watched, slug, viewport):
         expect(page.locator("#lab[data-ready]")).to_have_count(1)
         if slug in RECORDED_LAB_SLUGS:
             lab_ready(page)  # its default input, a recorded case, answered as the page loads
+            status = page.locator("#lab-status")
+            if first_outcomes[slug]:  # the outcome in words first, as its recorded case says it
+                expect(status).to_have_text(first_outcomes[slug])
+            folded = page.locator("#lab-status + details#lab-provenance")
+            expect(folded.locator("summary")).to_have_text(re.compile(r"^Computed live in .* · ✓ matches the recorded"))
+            assert folded.get_attribute("open") is None
+            assert "on the server" not in status.inner_text()
         first = page.locator("#lab").locator(CONTROLS).first
         assert first.evaluate(top) < limit, f"{slug}: the lab's first control at {first.evaluate(top):.0f} px"
         # the lab comes before the graph, the recorded cases and the verification

@@ -139,18 +139,20 @@ def test_a_long_vector_scrolls_in_its_box(watched):
 
 
 def test_the_language_lab_leads_with_whether_the_answer_is_right_and_what_each_loss_counts(watched):
+    """The outcome first, in words (the server's sentence), how it was computed folded under it, then each loss
+    labelled with what it counts."""
     page = watched("/models/gpt")
     lab_ready(page)
-    results = page.locator("#lab-results")
-    verdict = results.locator("#lab-verdict")
-    expect(verdict).to_have_text(
-        "Right. The model's answer (its likeliest token after “=” and after each digit): “1 1 3 4”. "
-        "The right answer: the problem's digits in order: “1 1 3 4”.")
-    first = results.locator("#lab-verdict + dl.metrics .metric")
+    status = page.locator("#lab-status")
+    expect(status).to_have_text("After “3 1 4 1 =” it answered “1 1 3 4”: right.")
+    provenance = page.locator("#lab-status + #lab-provenance")
+    expect(provenance.locator("summary")).to_contain_text("✓ matches the recorded case “3 1 4 1 = 1 1 3 4”")
+    expect(provenance).not_to_have_attribute("open", "")
+    first = page.locator("#lab-results dl.metrics").first.locator(".metric")
     expect(first.nth(0)).to_contain_text("of the true answer's digits (the positions the training scored)")
     expect(first.nth(1)).to_contain_text("over every position, the problem's random digits included")
-    page.locator("#remove-token").click()  # no longer a whole problem: no verdict to give
-    expect(results.locator("#lab-verdict")).to_have_count(0, timeout=60_000)
+    page.locator("#remove-token").click()  # no longer a whole problem: no right answer to judge it by
+    expect(status).to_have_text("The answer is below.", timeout=60_000)
 
 
 def test_an_image_lab_says_when_a_drawing_is_unlike_anything_the_model_learned_from(watched):

@@ -79,6 +79,6 @@ def test_the_state_space_lab_at_375px_fits_and_is_tapped(watched):
     with page.expect_request(lambda r: r.url.endswith(RUNS) and sent(r)["tokens"][-1] == 7):
         add.tap()
     expect(page.locator("#lab-status")).to_contain_text(
-        "Read 21 tokens; 4 answers asked for; the recipe knows no right")
+        "Read 21 tokens; 4 answers asked for; there is no right answer for this sequence.")
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     no_violations(page, phone=True)

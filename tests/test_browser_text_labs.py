@@ -256,7 +256,7 @@ def test_lab_inputs_live_in_the_url_so_a_reload_or_a_link_shows_them_again(watch
     bert.locator("#compare-mode").check()
     expect(bert).to_have_url(re.compile(r"scored=1%2C2.*compare=1"))
     expect(bert.locator(".lab-column")).to_have_count(2)  # the runs answered: a reload aborts none
-    expect(bert.locator("#lab-status")).to_contain_text("Done:")
+    expect(bert.locator("#lab-status")).to_contain_text("Filled in")
     bert.reload()
     expect(bert.locator(".lab-column")).to_have_count(2)
     expect(bert.locator('[data-mask="1"]')).to_have_attribute("aria-pressed", "true")
@@ -287,7 +287,7 @@ def test_a_run_that_waits_shows_its_progress(watched):
 
     page.route("**/api/models/gpt/runs", slow)
     page.select_option('select[data-position="6"]', label="9")
-    expect(page.locator("#lab-status")).to_contain_text("Live run done", timeout=30_000)
+    expect(page.locator("#lab-status")).to_contain_text("it answered", timeout=30_000)
     waited = [s for s in page.evaluate("window.statuses") if "so far" in s]
     assert waited and re.match(r"Running the recipe on the server… [12] s so far; a first run after", waited[0])
 

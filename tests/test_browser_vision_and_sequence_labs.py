@@ -183,7 +183,7 @@ def test_the_autoencoder_lab_encodes_a_drawing_moves_its_code_and_walks_between_
     with page.expect_request(lambda r: r.url.endswith("/vae/runs") and any(drawn_image(r)[6])) as sent:
         stroke(page, 3, 1, 6)
     assert [row[3] for row in drawn_image(sent.value)] == [0, 16, 16, 16, 16, 16, 16, 0]
-    expect(page.locator("#lab-status")).to_contain_text("Encoded as z = (")
+    expect(page.locator("#lab-status")).to_contain_text("came back looking most like a “")
     # The keyboard moves the code with a slider, and the server decodes where it stops.
     page.locator("#latent-0").focus()
     with page.expect_request(lambda r: r.url.endswith("/vae/decode") and decoded_code(r)[0] == 3):
@@ -272,7 +272,7 @@ def test_the_recurrent_lab_is_typed_and_stepped_with_the_keyboard(watched):
     expect(text).to_have_value("(()()")
     assert "seq_step=" not in page.url  # another sequence: its last step, as any new run opens
     text.fill("())")  # it closes a bracket it never opened: read all the same, with no true answer to hold it to
-    expect(page.locator("#lab-status")).to_contain_text("Read 3 tokens; the recipe knows no true answer")
+    expect(page.locator("#lab-status")).to_contain_text("Read 3 tokens; there is no right answer for this sequence.")
     expect(page.locator("#lab-results .trace-table thead th")).to_have_count(4)  # no column of true answers
 
 
@@ -300,7 +300,7 @@ def test_the_seq2seq_lab_is_typed_and_stepped_with_the_keyboard(watched):
     typed = [9, 0, 2, 1, 0]
     with page.expect_request(lambda r: r.url.endswith("/runs") and json.loads(r.post_data)["source"] == typed):
         page.keyboard.type("90210")
-    expect(page.locator("#lab-status")).to_contain_text("Wrote 0 1 2 0 9 </s> in 6 steps, exactly the true answer")
+    expect(page.locator("#lab-status")).to_contain_text("Wrote “0 1 2 0 9” for “9 0 2 1 0”: right.")
     assert "source=9%2C0%2C2%2C1%2C0" in page.url
     expect(page.locator("#seq-step-said")).to_have_text("6 of 6: read “9”")
     page.locator("#seq-step").focus()
@@ -318,5 +318,5 @@ def test_the_seq2seq_lab_is_typed_and_stepped_with_the_keyboard(watched):
     page.keyboard.press("Backspace")
     text.fill("2718281828")  # longer than any trained source: written wrong, and the page says so
     expect(page.locator("#lab-status")).to_contain_text(
-        "Wrote 2 8 1 8 2 8 7 2 </s> in 9 steps; the true answer is 8 2 8 1 8 2 8 1 7 2 </s>")
+        "Wrote “2 8 1 8 2 8 7 2” for “2 7 1 8 2 8 1 8 2 8”: wrong, the right answer is “8 2 8 1 8 2 8 1 7 2”.")
     expect(page.locator("#lab-results .trace-table")).to_contain_text("✗ wrong")

@@ -128,8 +128,10 @@ def test_a_case_that_cannot_be_replayed_alone_as_among_the_others_is_refused(mak
     recipes, manifests = recipe_tree(tmp_path)
     run = recipes / "mlp" / "run.py"
     noise = 'lambda: {"label": "noise", "vectors": [{"key": "n", "label": "n", "values": torch.rand(3).tolist()}]}'
-    run.write_text(run.read_text().replace(
-        '"training": training_case}', f'"training": training_case, "noise": {noise}, "more-noise": {noise}}}'))
+    text = run.read_text()
+    assert '"training": training_case,\n' in text
+    run.write_text(text.replace(
+        '"training": training_case,\n', f'"training": training_case, "noise": {noise}, "more-noise": {noise},\n'))
     toml = recipes / "mlp" / "recipe.toml"
     cases = '[[experiment.cases]]\nid = "noise"\nlabel = "Noise"\n\n[[experiment.cases]]\nid = "more-noise"\n'
     toml.write_text(toml.read_text().replace('[recording]', cases + 'label = "More"\n\n[recording]'))

@@ -1,10 +1,12 @@
-"""The back-propagation network on XOR, a model without a lab: equal to an independent computation, its checks
-(each one broken), its retraining, and everything a model without a lab still offers: What if? on its recorded
-cases, named rows and columns, small multiples each on its own scale, a curve, inputs made by the recipe."""
+"""The back-propagation network on XOR: equal to an independent computation, its checks (each one broken), its
+retraining, its lab (any point of the input plane: the answer there, the decision regions, the hidden units' lines),
+and, with its lab taken away, everything a model without a lab still offers: What if? on its recorded cases, named
+rows and columns, small multiples each on its own scale, a curve, inputs made by the recipe."""
 
 import csv
 import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -14,11 +16,12 @@ from app.services.config import PROJECT_ROOT
 from recipekit import training
 from recipekit import weights as stored
 
-from .conftest import recipe_module
+from .conftest import ModelTree, TestConfig, recipe_module
 
 MLP_RECIPE = PROJECT_ROOT / "recipes" / "mlp"
 mlp = recipe_module(MLP_RECIPE, "model")
 recipe = recipe_module(MLP_RECIPE, "run")
+lab = recipe_module(MLP_RECIPE, "lab")
 train = recipe_module(MLP_RECIPE, "train")
 URL = "/api/models/mlp/interventions"
 
@@ -89,7 +92,52 @@ def test_the_graph_is_traced_on_the_inputs_the_recipe_makes():
     assert {"input:x", "hidden", "squash", "output", "decide", "output:model"} <= ids  # a module named output
 
 
-def test_what_if_changes_a_recorded_case_of_a_model_without_a_lab(module_client):
+@pytest.fixture(scope="module")
+def labless_client(tmp_path_factory, module_apps):
+    """The MLP as a model without a lab: its recipe with no [lab] declared and no lab.py."""
+    tree = ModelTree(tmp_path_factory.mktemp("labless"))
+    _, folder = tree.copy("mlp")
+    toml = (folder / "recipe.toml").read_text()
+    (folder / "recipe.toml").write_text(re.sub(r"\n\[lab\].*?(?=\n\[display\])", "\n", toml, flags=re.S))
+    (folder / "lab.py").unlink()
+    return module_apps(type("Labless", (TestConfig,), tree.config())).test_client()
+
+
+def test_the_lab_answers_any_point_of_the_plane_as_numpy_does(module_client):
+    """A point's hidden units and answer equal the network computed by hand; the regions are the answer over the
+    plane and the lines the hidden layer's own weights; the outcome says the answer, and whether it is right where
+    the point is one of XOR's cases."""
+    state, _ = stored.read(mlp.WEIGHTS)
+    for x1, x2 in ((1, 0), (0.3, 0.8), (-0.5, 1.5)):
+        answer = module_client.post("/api/models/mlp/runs", json={"x1": x1, "x2": x2})
+        assert answer.status_code == 200, answer.get_json()
+        body = answer.get_json()
+        items = {i["key"]: i for group in ("vectors", "matrices", "metrics") for i in body["case"][group]}
+        hidden, out = by_hand(state, np.array([[x1, x2]], dtype=np.float64))
+        assert items["hidden"]["values"] == pytest.approx(hidden[0].tolist(), abs=1e-6)
+        assert items["answer"]["value"] == pytest.approx(out[0], abs=1e-6)
+        grid = np.array([[a, b] for b in np.linspace(1.5, -0.5, 41) for a in np.linspace(-0.5, 1.5, 41)])
+        assert np.array(items["regions"]["values"]).ravel() == pytest.approx(by_hand(state, grid)[1], abs=1e-5)
+        weights = np.concatenate([state["hidden.weight"].numpy(), state["hidden.bias"].numpy()[:, None]], 1)
+        assert np.array(items["lines"]["values"]) == pytest.approx(weights)
+        read = int(out[0] > 0.5)
+        assert body["outcome"].startswith(f"At ({x1:g}, {x2:g}) the network answers {out[0]:.2f}, so {read}")
+        corner = (x1, x2) in mlp.INPUTS
+        assert ("right, the training data says 1 there" in body["outcome"]) == corner
+        assert ("No training case is there" in body["outcome"]) == (not corner)
+
+
+def test_the_lab_replays_its_recorded_point_and_refuses_a_point_off_the_plane(module_client):
+    replayed = module_client.post("/api/models/mlp/runs", json={"x1": 1, "x2": 0, "compare_with": "point"})
+    assert replayed.get_json()["record_check"]["status"] == "passed"
+    for body, field in (({"x1": 1.6, "x2": 0}, "x1"), ({"x1": 0}, "x2"), ({"x1": 0, "x2": "a"}, "x2")):
+        refused = module_client.post("/api/models/mlp/runs", json=body)
+        assert refused.status_code == 400 and refused.get_json()["error"]["message"].startswith(f"{field}:")
+    assert lab.main(["0.3", "0.8"]) == 0  # python lab.py 0.3 0.8
+
+
+def test_what_if_changes_a_recorded_case_of_a_model_without_a_lab(labless_client):
+    module_client = labless_client
     answer = module_client.post(URL, json={"case": "xor", "interventions": [{"node": "squash", "action": "zero"}]})
     assert answer.status_code == 200, answer.get_json()
     body = answer.get_json()
@@ -108,7 +156,16 @@ def test_what_if_changes_a_recorded_case_of_a_model_without_a_lab(module_client)
     assert module_client.post("/api/models/mlp/runs", json={}).status_code == 404
 
 
-def test_the_page_names_rows_and_columns_draws_a_curve_and_maps_each_on_its_own_scale(module_client):
+def test_a_page_without_a_lab_leads_with_its_recorded_cases(labless_client):
+    page = labless_client.get("/models/mlp").get_data(as_text=True)
+    nav = re.search(r'<nav class="section-nav".*?</nav>', page, re.S).group(0)
+    assert re.findall(r'href="#([a-z-]+)"', nav) == ["example", "architecture", "whatif", "verification", "retraining",
+                                                     "about"]
+    assert 'id="lab"' not in page
+
+
+def test_the_page_names_rows_and_columns_draws_a_curve_and_maps_each_on_its_own_scale(labless_client):
+    module_client = labless_client
     xor = module_client.get("/models/mlp?case=xor").get_data(as_text=True)
     assert ">0: 0 0</th>" in xor and ">1: h2</th>" in xor  # the rows by input, the columns by unit
     assert 'data-chart="whatif"' not in xor and 'value="case" checked' in xor and 'value="lab"' not in xor

@@ -7,11 +7,12 @@ import json
 import re
 
 import pytest
+from markupsafe import escape
 
+from app.domain.numbers import significant
 from app.domain.recipes import read_metadata
 from app.services.config import PROJECT_ROOT
 from app.services.extensions import models
-from app.web.pages import significant
 
 from .conftest import CATALOG_SLUGS, bert_manifest, eventually
 
@@ -112,7 +113,8 @@ def test_every_page_opens_with_what_it_holds_and_a_section_navigation(client):
     for slug, expected in (("lenet", ["lab", "architecture", "example", "whatif", "verification", "retraining",
                                       "about"]),
                            ("bert", ["lab", "architecture", "example", "whatif", "verification", "about"]),
-                           ("mlp", ["example", "architecture", "whatif", "verification", "retraining", "about"])):
+                           ("mlp", ["lab", "architecture", "example", "whatif", "verification", "retraining",
+                                    "about"])):
         page = text(client.get(f"/models/{slug}"))
         nav = re.search(r'<nav class="section-nav".*?</nav>', page, re.S).group(0)
         anchors = re.findall(r'href="#([a-z-]+)"', nav)
@@ -152,7 +154,7 @@ def test_case_picker_and_recorded_values(client):
     page = text(client.get("/models/bert?case=mask-b"))
     assert "<td>0.1744</td>" in page
     assert "Min 0.1037 · Max 0.2288" in page
-    assert "<dd>4.5</dd>" in page and "<dd>0.7446</dd>" in page and "<dd>5.245</dd>" in page
+    assert all(f'<dd title="{v}">{v}</dd>' in page for v in ("4.5", "0.7446", "5.245"))
     case = page.split('id="case-panel"')[1].split('class="exports"')[0]
     # (one more of each, empty, in the page's <template>s that the labs fill for live runs)
     assert case.count('class="chip chip-token"') == 18
@@ -499,3 +501,25 @@ def test_a_page_links_a_milestone_added_to_the_catalog_after_it_was_rendered(tre
     tree.copy("lstm")  # 1997: between back-propagation (1986) and LeNet (1998)
     page = eventually(lambda: client.get("/models/mlp").get_data(as_text=True), lambda html: "/models/lstm" in html)
     assert 'rel="next" href="/models/lstm"' in page
+
+
+def test_every_recorded_case_says_its_outcome_first_and_small_numbers_as_about_zero(app, client):
+    """Where a model's lab kind reads a case, the case opens with what the model answered (right or not, how sure),
+    random weights saying their answer means nothing; bars and metric cards say a number below 1e-4 as "about 0",
+    its exact value kept in the title and the tables."""
+    with app.app_context():
+        from app.services.extensions import models
+
+        said = {(slug, case["id"]): model.outcome(case) for slug, model in models.catalog.models.items()
+                for case in model.manifest["experiment"]["cases"]}
+    assert sum(1 for s in said.values() if s) >= 40
+    for (slug, case_id), outcome in said.items():
+        page = text(client.get(f"/models/{slug}?case={case_id}"))
+        shown = re.search(r'<p class="outcome" id="case-outcome">(.*?)</p>\s*<p class="case-note">', page, re.S)
+        assert (shown.group(1) if shown else None) == (str(escape(outcome)) if outcome else None), (slug, case_id)
+    assert said["lenet", "misread"] == "Read as “3” with probability 0.77: wrong, the digit is “2”."
+    assert said["bert", "mask-a"].endswith("The weights are random, so this answer means nothing.")
+    assert not said["bert-mlm", "noun"].endswith("means nothing.")
+    lenet = text(client.get("/models/lenet?case=zero"))
+    assert '<span class="bar-value" title="6.287e-17">about 0</span>' in lenet
+    assert "6.287095433550144e-17" in text(client.get("/models/lenet/cases/zero.csv"))  # the download keeps it

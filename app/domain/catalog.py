@@ -154,6 +154,14 @@ class Model:
                 found[matrix["key"]] = found.get(matrix["key"], {}) | named
         return found
 
+    def outcome(self, case: dict) -> str | None:
+        """What the model answered in a case, in a sentence, where its lab kind reads the case; else None. Random
+        weights answer at random, and the sentence says so."""
+        said = self.lab.outcome(case) if self.lab else None
+        if said and self.weights and self.weights.state == "random":
+            said += " The weights are random, so this answer means nothing."
+        return said
+
     def token_words(self, case: dict) -> dict[str, list[str]]:
         """The names of the tokens in each of a case's vectors that the lab kind says hold token ids, by key."""
         if not self.lab:

@@ -437,6 +437,8 @@ def lab_endpoint(slug: str, action: str):
     case = json.loads(raw) if result is None else result  # the axes and the record check read it
     envelope["axes"] = found.axes({"id": "live", **case})
     envelope["groups"] = found.groups(case)
+    if (said := found.outcome(case)) is not None:
+        envelope["outcome"] = said
     if compare_with is not None:
         envelope["record_check"] = _record_check(found, compare_with, case)
     if raw is not None and "id" not in (keys or ()):

@@ -19,6 +19,7 @@ from ..domain.glossary import GLOSSARY
 from ..domain.graphlayout import default_focus, open_path
 from ..domain.interventions import ACTIONS, changeable
 from ..domain.labs.cases import ATTENTION_TITLES
+from ..domain.numbers import said, significant
 from ..domain.schema import ITEMS
 from ..services import checkpoints
 from ..services.cache import cache
@@ -29,20 +30,11 @@ from .downloads import content_disposition
 from .response_cache import cacheable
 
 bp = Blueprint("pages", __name__)
-SCIENTIFIC_BELOW = 1e-4  # a number smaller than this (once rounded) is written as 1.2e-14
 LAYER_TABLE_ROWS = 400  # the page's table of layers stops here; layers.csv and the graph file hold them all
 
 
-@bp.app_template_filter("sig")
-def significant(value: float, digits: int = 4) -> str:
-    """A number to `digits` significant digits, positional (0.2461, 1234000) down to 1e-4 and scientific below it
-    (5.626e-5, 1.2e-14: a long run of zeros cannot be counted at a glance), trailing zeros dropped. charts.js's
-    sig() writes the same (a browser test holds the two equal)."""
-    rounded = float(f"{value:.{digits - 1}e}")
-    if rounded != 0 and abs(rounded) < SCIENTIFIC_BELOW:
-        mantissa, exponent = f"{rounded:.{digits - 1}e}".split("e")
-        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
-    return np.format_float_positional(value, precision=digits, unique=True, fractional=False, trim="-")
+bp.add_app_template_filter(significant, "sig")  # tables: every value (numbers.significant)
+bp.add_app_template_filter(said, "said")  # prose, bars and metric cards: "about 0" below 1e-4 (numbers.said)
 
 
 @bp.app_template_filter("inline_code")
@@ -242,12 +234,14 @@ def split_vectors(vectors: list[dict]) -> tuple[list[dict], list[dict]]:
     return shown, folded
 
 
-def drawn(case: dict | None) -> dict | None:
-    """The case as its page draws it: a matrix with more than MAX_SIDE rows or columns as the means of equal
-    blocks, with its true size, range and the blocks' index ranges (`summary`), so that a recording of any
-    size makes a page of bounded size; every value stays in the case's CSV and JSON exports."""
+def drawn(model: Model, case: dict | None) -> dict | None:
+    """The case as its page draws it: its outcome in a sentence (Model.outcome, read from the case as recorded), and
+    a matrix with more than MAX_SIDE rows or columns as the means of equal blocks, with its true size, range and the
+    blocks' index ranges (`summary`), so that a recording of any size makes a page of bounded size; every value
+    stays in the case's CSV and JSON exports."""
     if case is None:
         return None
+    outcome = model.outcome(case)
     matrices = []
     for matrix in case.get("matrices", []):
         values = np.asarray(matrix["values"], dtype=np.float64)
@@ -266,7 +260,7 @@ def drawn(case: dict | None) -> dict | None:
             "row_spans": spans[0], "col_spans": spans[1]}})
     shown, folded = split_vectors(case.get("vectors", []))
     notes = [(item["label"], amplified(item)) for _, group, _ in ITEMS for item in case.get(group, [])]
-    return case | {"matrices": matrices, "shown_vectors": shown, "folded_vectors": folded,
+    return case | {"outcome": outcome, "matrices": matrices, "shown_vectors": shown, "folded_vectors": folded,
                    "shown_figures": SHOWN_FIGURES,
                    "rounding": [{"label": label, "note": note} for label, note in notes if note]}
 
@@ -287,7 +281,8 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
                                     "server reads; `flask --app wsgi record %s` records them with these", model.slug,
                                     model.slug)
     return render_template(
-        "model.html", model=model, m=m, case=drawn(case), step=step, steps=model.tour_steps, key_step=tour.key_step(m),
+        "model.html", model=model, m=m, case=drawn(model, case), step=step, steps=model.tour_steps,
+        key_step=tour.key_step(m),
         layers=layers, graph_file=GRAPH_FILE, table_rows=LAYER_TABLE_ROWS,
         # The overview shows the model at block level; a step's link opens the graph around the recipe's focus.
         graph_open=[] if step["id"] == tour.OVERVIEW else open_path(m, model.graph_focus or default_focus(m)),
@@ -362,7 +357,7 @@ def layers_csv(slug: str):
 def case_fragment(slug: str, case_id: str):
     """One recorded case as an HTML fragment, for switching cases without reloading the page."""
     model = page_model(slug)
-    return render_template("_case.html", model=model, m=model.manifest, case=drawn(find_case(model, case_id)))
+    return render_template("_case.html", model=model, m=model.manifest, case=drawn(model, find_case(model, case_id)))
 
 
 @bp.get("/models/<slug>/cases/<case_id>.json")

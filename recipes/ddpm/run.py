@@ -163,6 +163,7 @@ def sample_case(model: UNet, seed: int) -> dict:
             metric(
                 "mean_step_loss", "Mean loss term over the steps", step_terms(chain, chain.images[-1:]).mean().item()
             ),
+            digits.looks_like(to_levels(chain.images[-1:])[0]),
         ],
     }
 
@@ -193,6 +194,7 @@ def denoise_case(model: UNet, image: list[list[int]] | Tensor, start: int, seed:
                 "Mean |difference| of the end from the drawing (grey levels)",
                 (end - drawn).abs().mean().item(),
             ),
+            digits.looks_like(end),
         ],
     }
 

@@ -22,7 +22,9 @@ __package__ = package(__file__, __package__)  # python run.py: its folder is the
 from .model import MLP, NAMES, WEIGHTS, build_model, xor
 
 SIDE = 21  # the input plane is drawn on a SIDE x SIDE grid
+REGION_SIDE = 41  # the lab's decision regions: finer, a grid step of 0.05
 LOW, HIGH = -0.5, 1.5  # from just below 0 to just above 1 on both inputs
+POINT = (1.0, 0.0)  # the point of the plane the recorded lab case is at
 
 
 def units(model: MLP, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -60,12 +62,13 @@ def xor_case(model: MLP) -> dict:
     }
 
 
-def plane() -> tuple[torch.Tensor, list[str]]:
-    """Every point of the grid over the input plane (SIDE², 2), row by row from the top (x2 = HIGH), and the
-    grid's coordinates as the page names its rows and columns."""
-    steps = torch.linspace(LOW, HIGH, SIDE)
+def plane(side: int = SIDE) -> tuple[torch.Tensor, list[str]]:
+    """Every point of a side x side grid over the input plane (side², 2), row by row from the top (x2 = HIGH), and
+    the grid's coordinates as the page names its rows and columns."""
+    steps = torch.linspace(LOW, HIGH, side)
     x2, x1 = torch.meshgrid(steps.flip(0), steps, indexing="ij")
-    return torch.stack([x1.flatten(), x2.flatten()], 1), [f"{v:.1f}" for v in steps.tolist()]
+    digits = 1 if side == SIDE else 2
+    return torch.stack([x1.flatten(), x2.flatten()], 1), [f"{v:.{digits}f}" for v in steps.tolist()]
 
 
 @torch.no_grad()
@@ -90,6 +93,46 @@ def plane_case(model: MLP) -> dict:
         ],
         "vectors": [],
         "metrics": [],
+    }
+
+
+@torch.no_grad()
+def point_case(model: MLP, x1: float, x2: float) -> dict:
+    """The network at one point of the input plane (the lab's answer): what each hidden unit outputs there and the
+    answer; over the whole plane, the answer (its decision regions) and each hidden unit's line, where its weighted
+    sum is 0; and XOR's four cases, the data it learnt."""
+    x1, x2 = float(x1), float(x2)  # a request's 1 as 1.0
+    hidden, answer = units(model, torch.tensor([[x1, x2]]))
+    grid, coordinates = plane(REGION_SIDE)
+    regions = units(model, grid)[1].reshape(REGION_SIDE, REGION_SIDE)  # (rows: x2 from the top, columns: x1)
+    lines = torch.cat([model.hidden.weight, model.hidden.bias[:, None]], 1)  # (hidden, 3): w1, w2, b
+    x, target = xor()
+    unit_names = [f"h{i + 1}" for i in range(hidden.size(1))]
+    return {
+        "label": f"The point ({x1:g}, {x2:g})",
+        "vectors": [
+            vector("point", "The point (x1, x2)", [x1, x2], names=["x1", "x2"]),
+            vector("hidden", "What each hidden unit outputs there", hidden[0].tolist(), names=unit_names),
+            vector("targets", "XOR's answer in each of its four cases", target[:, 0].tolist(), names=list(NAMES)),
+        ],
+        "matrices": [
+            matrix("data", "XOR's four cases (x1, x2)", x.tolist(), rows=list(NAMES), columns=["x1", "x2"]),
+            matrix(
+                "lines",
+                "Each hidden unit's weights and bias: its line is where w1·x1 + w2·x2 + b = 0",
+                lines.tolist(),
+                rows=unit_names,
+                columns=["w1", "w2", "b"],
+            ),
+            matrix(
+                "regions",
+                "The network's answer over the plane, x1 (columns) and x2 (rows)",
+                regions.tolist(),
+                rows=coordinates[::-1],
+                columns=coordinates,
+            ),
+        ],
+        "metrics": [metric("answer", "The network's answer there", answer.item())],
     }
 
 
@@ -181,7 +224,12 @@ def replay(model: MLP | None = None, case: str | None = None) -> dict:
     """Every recorded case and every check, or the case named alone, on the stored weights unless a model is
     given."""
     model = model if model is not None else build_model()
-    cases = {"xor": partial(xor_case, model), "plane": partial(plane_case, model), "training": training_case}
+    cases = {
+        "xor": partial(xor_case, model),
+        "point": lambda: point_case(model, *POINT) | {"request": {"x1": POINT[0], "x2": POINT[1]}},
+        "plane": partial(plane_case, model),
+        "training": training_case,
+    }
     return kit.cases(cases, {name: partial(check, model) for name, check in CHECKS.items()}, case)
 
 

@@ -58,9 +58,8 @@ def run_case(model: VAE, image: list[list[int]], title: str = "Live run") -> dic
     loss, reconstruction, kl = loss_terms(model, x)
     mean, sigma = encode(model, image)
     drawn = matrix("image", "Input image (grey levels 0-16)", [list(r) for r in image])
-    rebuilt = matrix(
-        "reconstruction", "Reconstruction from z = μ (probability of ink × 16)", decode(model, mean[None])[0]
-    )
+    decoded = decode(model, mean[None])[0]  # (side, side) grey levels
+    rebuilt = matrix("reconstruction", "Reconstruction from z = μ (probability of ink × 16)", decoded)
     case = {
         "label": title,
         "matrices": [drawn, rebuilt],
@@ -72,6 +71,8 @@ def run_case(model: VAE, image: list[list[int]], title: str = "Live run") -> dic
             metric("reconstruction_term", "Reconstruction term −log p(x | z = μ) (nats)", reconstruction.item()),
             metric("kl", "KL(q(z | x) ‖ N(0, I)) (nats)", kl.item()),
             metric("loss", "Negative ELBO: reconstruction + KL (nats)", loss.item()),
+            digits.looks_like(image, "drawn_looks_like", "the drawing"),
+            digits.looks_like(decoded, "looks_like", "the reconstruction"),
         ],
     }
     return case

@@ -36,6 +36,13 @@ export function sig(value, digits = 4) {
   return BigInt(Math.round(rounded)).toString();
 }
 
+/** A number as prose, bars and metric cards say it: sig(), except that one below 1e-4 (once rounded) is "about 0", as
+ * the server's `said` filter writes it (app/domain/numbers.py; a test holds the two equal). */
+export function said(value, digits = 4) {
+  const rounded = Number.isFinite(value) ? Number(value.toPrecision(digits)) : value;
+  return rounded !== 0 && Math.abs(rounded) < 1e-4 ? "about 0" : sig(value, digits);
+}
+
 function mix(from, to, t) {
   const c = from.map((f, i) => Math.round(f + (to[i] - f) * t));
   return `rgb(${c[0]}, ${c[1]}, ${c[2]})`;

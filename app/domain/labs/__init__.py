@@ -72,6 +72,10 @@ class LabSpec:
         """An axis of token ids: each with its name, for a heatmap's labels and its table's headers."""
         return [{"id": t, "name": self.token_name(t)} for t in ids]
 
+    def outcome(self, case: dict) -> str | None:
+        """The case's outcome in one sentence, as the kind reads it (LabKind.outcome)."""
+        return self.kind.outcome(case, self)
+
     def axes(self, case: dict) -> dict[str, dict]:
         """What the rows and columns of each of a case's matrices are, by matrix key, where the kind
         knows (tokens, positions or the vocabulary); a matrix it does not name keeps numbered axes."""

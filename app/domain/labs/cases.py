@@ -11,6 +11,16 @@ def metrics(case: dict) -> dict[str, float]:
     return {m["key"]: m["value"] for m in case.get("metrics", [])}
 
 
+def right_of(predicted: list, expected: list | None) -> int | None:
+    """How many of the answers equal the right ones, position by position; None where there are no right ones."""
+    return None if expected is None else sum(p == e for p, e in zip(predicted, expected, strict=False))
+
+
+def quoted(names: list[str]) -> str:
+    """Tokens as a learner reads them: “1 1 3 4”."""
+    return f"“{' '.join(names)}”"
+
+
 def sequence_presets(cases: list[dict], field: str) -> list[dict]:
     """Each case that holds a sequence under `field` (a vector of token ids) as the run request that replays it."""
     return [{"id": case["id"], "label": case["label"], "request": {field: sequence}}

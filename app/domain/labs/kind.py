@@ -114,6 +114,11 @@ class LabKind:
         """What the rows and columns of a case's matrices are, by matrix key, where the kind knows."""
         return {}
 
+    def outcome(self, case: dict, spec) -> str | None:
+        """What the model answered in this case (a recorded one or a live run's), whether that is right and how sure,
+        in one sentence a learner reads first; None where the case is not one the kind reads (a training curve)."""
+        return None
+
     def example(self, endpoint: str, presets: list[dict], spec) -> dict | None:
         """A request for the endpoint, for the recorder to check its result against `reads`: the first preset's
         request for it (a preset that names no endpoint is for any), restricted to the endpoint's fields; None

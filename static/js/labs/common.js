@@ -1,7 +1,7 @@
 // What every lab kind shares: JSON requests that wait out a busy server, bars, recorded items by key,
 // and the server's comparison of a live run with the recorded case it replays.
 
-import { diverging, sig } from "../charts.js";
+import { diverging, said, sig } from "../charts.js";
 import { editQuery, el, readJson, requireData, scrollBox, setDisabled, showStatus } from "../dom.js";
 
 const BUSY_RETRIES = 3;
@@ -97,6 +97,18 @@ export class LabPanel {
     showStatus(this.status, text, isError);
   }
 
+  /**
+   * Say a run's outcome first, in the status line: the sentence the server wrote for it (its lab kind reads the
+   * answer: what the model answered, whether it is right, how sure), else `fallback` (an endpoint that answers no
+   * case); `problem` (a link that could not be used) before it. Under it, folded, how the answer was computed and,
+   * where the input is the recorded case labelled `recorded`, whether it reproduces that case (provenance).
+   */
+  answered(answer, { fallback = "The answer is below.", problem = null, recorded = null } = {}) {
+    this.setStatus([problem, answer.outcome ?? fallback].filter(Boolean).join(" "));
+    this.section.querySelector("#lab-provenance")?.remove();
+    this.status.after(provenance(answer, recorded));
+  }
+
   /** Tell the page what the lab just ran (the request as the server ran it), so that What if? can run it
    * again with changes. */
   ran(endpoint, answer) {
@@ -114,7 +126,8 @@ export function metric(label, value, attrs = {}) {
   const node = part("metric");
   node.querySelector("dt").textContent = label;
   const dd = node.querySelector("dd");
-  dd.textContent = typeof value === "number" ? sig(value) : value;
+  dd.textContent = typeof value === "number" ? said(value) : value;
+  if (typeof value === "number") dd.title = sig(value);
   for (const [k, v] of Object.entries(attrs)) dd.setAttribute(k, v);
   return node;
 }
@@ -138,7 +151,9 @@ export function bar(value, max, { label, negative = value < 0 } = {}) {
   const fill = row.querySelector(".bar-fill");
   fill.setAttribute("width", Math.abs(value));
   fill.classList.toggle("bar-negative", negative);
-  row.querySelector(".bar-value").textContent = sig(value);
+  const shown = row.querySelector(".bar-value");
+  shown.textContent = said(value);
+  shown.title = sig(value);
   return row;
 }
 
@@ -402,8 +417,7 @@ export class SequenceLab extends LabPanel {
       this.showAtStep(Number(slider.value));
       this.showStep();
     });
-    return [...(this.preset && answer.record_check ? [recordCheck(answer.record_check, this.presetLabel)] : []),
-      el("dl", { class: "metrics" }, ...answer.case.metrics.map((m) => metric(m.label, m.value, { "data-key": m.key }))),
+    return [el("dl", { class: "metrics" }, ...answer.case.metrics.map((m) => metric(m.label, m.value, { "data-key": m.key }))),
       el("h3", {}, "Step by step"),
       el("div", { class: "lab-options seq-step" }, el("label", {}, "Step ", slider), el("output", { id: "seq-step-said", for: "seq-step" })),
       el("div", { id: "seq-step-view" })];
@@ -468,6 +482,23 @@ export function item(caseResult, key) {
     if (found) return found;
   }
   return undefined;
+}
+
+/**
+ * How an answer was made, folded under it: computed now by the server (how long), and, while the input is a recorded
+ * case's, whether it reproduces that case (recordCheck). The summary says both in a few words; the tolerances are
+ * inside.
+ */
+export function provenance(answer, recordedLabel = null) {
+  const check = recordedLabel && answer.record_check;
+  const passed = check?.status === "passed";
+  const checked = !check ? "" : passed ? ` · ✓ matches the recorded case “${recordedLabel}”` : ` · ✗ differs from the recorded case “${recordedLabel}”`;
+  const details = el("details", { class: `lab-provenance${check && !passed ? " is-failed" : ""}`, id: "lab-provenance" },
+    el("summary", {}, `Computed live in ${serverTime(answer)}${checked}`),
+    el("p", { class: "fine" }, `The server ran the model's code on the recorded weights for this input just now${answer.cached ? " (an identical request was answered before, so this is that answer)" : ""}.`),
+    ...(check ? [recordCheck(check, recordedLabel)] : []));
+  details.open = Boolean(check && !passed); // a failed reproduction is not folded away
+  return details;
 }
 
 /** The server's verdict on a live run of a recorded case (the tolerance rule is applied there). */

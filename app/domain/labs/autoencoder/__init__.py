@@ -3,6 +3,7 @@ decoder's reconstruction; move through the 2-D latent space (sliders, or a map o
 everywhere) and walk the straight line between two drawings' codes, decoding as you go. What an image shows
 is named in the recipe's words (`lab.words.thing`: "digit")."""
 
+from ..cases import metrics
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads
 from .shapes import Decoded, Path, Plane
@@ -55,5 +56,20 @@ class Autoencoder(LabKind):
             return {}
         return super().example(endpoint, presets, spec)
 
+
+    def outcome(self, case: dict, spec) -> str | None:
+        """“Went in looking like a “7” and came back looking like a “1””: each image read as the digit whose average
+        held-out image lies nearest (the recipe's `looks_like` metrics)."""
+        found = metrics(case)
+        if "looks_like" not in found:
+            return None
+        back = spec.token_name(int(found["looks_like"])) if spec.names else str(int(found["looks_like"]))
+        went = found.get("drawn_looks_like")
+        if went is None:
+            return f"Came back looking most like a “{back}”."
+        went = spec.token_name(int(went)) if spec.names else str(int(went))
+        if went == back:
+            return f"Went in and came back looking most like a “{back}”."
+        return f"Went in looking most like a “{went}” and came back looking most like a “{back}”."
 
 KIND = Autoencoder()

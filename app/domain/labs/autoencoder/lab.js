@@ -6,7 +6,7 @@
 import { greyPixels, greySvg, sig, svgEl } from "../charts.js";
 import { COLOUR } from "../palette.js";
 import { editQuery, el } from "../dom.js";
-import { getJson, item, LabPanel, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table } from "./common.js";
+import { getJson, item, LabPanel, linkInput, markPreset, metric, postJson, startFromLink, table } from "./common.js";
 import { DrawingPad } from "./drawing.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
@@ -98,9 +98,8 @@ export class Lab extends LabPanel {
     this.ran("runs", answer);
     const c = answer.case;
     const mean = item(c, "mean").values;
-    this.setStatus(`${problem ? `${problem} ` : ""}Encoded as z = (${mean.map((v) => sig(v, 3)).join(", ")}); negative ELBO ${sig(item(c, "loss").value, 4)} nats.`);
+    this.answered(answer, { problem, recorded: this.preset ? this.presetLabel : null });
     const parts = [];
-    if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
     const sigma = item(c, "sigma").values;
     parts.push(
       el("div", { class: "code-images" },

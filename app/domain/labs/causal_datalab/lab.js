@@ -89,7 +89,7 @@ export class Lab extends LabPanel {
     this.render(answer);
     const p = answer.prediction;
     const first = answer.lens.find((l) => l.rank === 1);
-    this.setStatus(`Next token “${shown(p)}” (p ${sig(p.probability, 3)}) after ${answer.lens.length - 1} blocks; the likeliest from ${first.name} on. ${Math.round(answer.compute_seconds * 1000)} ms on the server.${weightsWarning(answer)}`);
+    this.answered(answer, { fallback: `Next token “${shown(p)}” (p ${sig(p.probability, 3)}) after ${answer.lens.length - 1} blocks; the likeliest from ${first.name} on.${weightsWarning(answer)}` });
   }
 
   render(answer) {
@@ -149,7 +149,7 @@ export class Lab extends LabPanel {
       el("p", { class: "causal-generated" }, answer.text),
       scrollBox("Each generated token", table(["step", "token", "its probability", "the five likeliest"], rows,
         `${answer.strategy === "greedy" ? "Greedy: the likeliest token at each step" : `Sampled with seed ${answer.seed}`} (temperature ${answer.temperature})`, { reflow: true })));
-    this.setStatus(`Generated ${answer.steps.length} tokens in ${Math.round(answer.compute_seconds * 1000)} ms on the server.`);
+    this.answered(answer, { fallback: `Generated ${answer.steps.length} tokens.` });
   }
 
   async patch() {
@@ -169,7 +169,7 @@ export class Lab extends LabPanel {
         describe: (v, b, h) => `effect ${sig(v, 3)} (logit difference ${sig(answer.patched[b][h], 4)})` })),
       el("p", { class: "causal-strongest" }, `Strongest: ${heads.map(({ e, b, h }) => `block ${b + 1} head ${h + 1} (${sig(e, 3)})`).join(", ")}.`),
       streamGrid(answer));
-    this.setStatus(`Patched ${grid.length * grid[0].length} heads in ${Math.round(answer.compute_seconds * 1000)} ms on the server.`);
+    this.answered(answer, { fallback: `Patched ${grid.length * grid[0].length} heads.` });
   }
 }
 

@@ -1,7 +1,7 @@
 """The causal-LM lab kind (a decoder that predicts the next token): what-if runs, step-by-step
 generation, and a stage-by-stage trace of one position through the blocks."""
 
-from ..cases import attention_axes, input_tokens, vectors
+from ..cases import attention_axes, input_tokens, quoted, vectors
 from ..fields import fail
 from ..kind import LabKind, Reads, check_names
 from .shapes import CausalTrace, Generation
@@ -70,6 +70,21 @@ class CausalLM(LabKind):
         """The first preset's prompt; a generation of one step, which always fits."""
         request = super().example(endpoint, presets, spec)
         return request if request is None or endpoint != "generations" else request | {"steps": 1}
+
+
+    def outcome(self, case: dict, spec) -> str | None:
+        """Where the recipe says what the right answer is: “After “3 1 4 1 =” it answered “1 1 3 4”: right”, or what
+        it should be. The answer is read from the last positions, the first of them the prompt's end."""
+        found = vectors(case)
+        if "answer" not in found or "expected" not in found or "input_ids" not in found:
+            return None
+        answer, expected = ([spec.token_name(t) for t in found[key]] for key in ("answer", "expected"))
+        ids = found["input_ids"]
+        prompt = [spec.token_name(t) for t in ids[:max(1, len(ids) - len(answer) + 1)]]
+        said = f"After {quoted(prompt)} it answered {quoted(answer)}"
+        if answer == expected:
+            return f"{said}: right."
+        return f"{said}: wrong, the right answer is {quoted(expected)}."
 
 
 KIND = CausalLM()

@@ -3,7 +3,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, editQuery, el, keepingFocus, reveal, setDisabled } from "../dom.js";
-import { bars, getJson, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, vector, vectors } from "./common.js";
+import { bars, getJson, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, startFromLink, table, vector, vectors } from "./common.js";
 
 const TOP = 5;
 // The generation's settings and the traced position in the link (?gen_steps=…&trace=2), so that a link or a
@@ -11,17 +11,6 @@ const TOP = 5;
 const GENERATION = { gen_steps: "#gen-steps", gen_seed: "#gen-seed", gen_temperature: "#gen-temperature", gen_top_k: "#gen-top-k" };
 const LINKED = [...Object.keys(GENERATION), "gen_strategy", "trace"];
 const unlinked = Object.fromEntries(LINKED.map((name) => [name, null]));
-
-/** Whether the model's answer is the right one, in words, where the run reports both (items `answer` and
- * `expected`, as token ids); null where it does not. */
-function verdict(c, name) {
-  const [answer, expected] = [item(c, "answer"), item(c, "expected")];
-  if (!answer || !expected) return null;
-  const right = answer.values.length === expected.values.length && answer.values.every((t, i) => t === expected.values[i]);
-  const words = (v) => `“${v.values.map(name).join(" ")}”`;
-  return el("p", { class: `lab-verdict ${right ? "is-right" : "is-wrong"}`, id: "lab-verdict" },
-    el("strong", {}, right ? "Right. " : "Wrong. "), `${answer.label}: ${words(answer)}. ${expected.label}: ${words(expected)}.`);
-}
 
 export class Lab extends LabPanel {
   constructor(section) {
@@ -109,7 +98,7 @@ export class Lab extends LabPanel {
     const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy));
     if (!answer) return;
     this.ran("runs", answer);
-    this.setStatus(`${problem ? `${problem} ` : ""}Live run done: ${(answer.compute_seconds * 1000).toFixed(1)} ms of compute on the server${answer.cached ? " (an identical request was answered before)" : ""}.`);
+    this.answered(answer, { problem, recorded: this.preset ? this.presetLabel : null });
     this.render(answer);
     this.restoreLinked();
   }
@@ -146,11 +135,9 @@ export class Lab extends LabPanel {
     const last = probs[probs.length - 1];
     const order = last.map((p, v) => [p, v]).sort((a, b) => b[0] - a[0]).slice(0, TOP);
     const parts = [];
-    if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
-    // The outcome first: whether the answer is right (where the recipe says what the right one is), then every
-    // number the run measured, in the recipe's order, each labelled with what it counts.
-    parts.push(...[verdict(c, (id) => this.name(id))].filter(Boolean),
-      el("dl", { class: "metrics" }, ...c.metrics.map((m) => metric(m.label, m.value, m.key === loss.key ? { id: "live-loss" } : { "data-key": m.key }))),
+    // The outcome is the status line (the server's sentence); here every number the run measured, in the recipe's
+    // order, each labelled with what it counts.
+    parts.push(el("dl", { class: "metrics" }, ...c.metrics.map((m) => metric(m.label, m.value, m.key === loss.key ? { id: "live-loss" } : { "data-key": m.key }))),
       el("h3", {}, "Attention of every block and head"),
       el("p", { class: "fine" }, "Rows are queries, columns keys. Above the diagonal every weight is zero: a position never reads a later one."),
       el("div", { class: "lab-heads" }, ...heads),

@@ -252,7 +252,7 @@ export class Lab extends LabPanel {
     const read = predicts(answer) ? `[MASK] at position ${answer.position} resolved to “${p.token}” (p ${sig(p.probability, 3)}) in ${layers} layers`
       : `“${answer.tokens[answer.position].token}” traced through ${layers} layers to the sentence's embedding (${answer.sentence.embedding.length} values)`;
     const compared = answer.similarity ? `; similarity to the second sentence ${sig(answer.similarity.cosine, 3)}` : "";
-    this.setStatus(`${read}${compared}; ${Math.round(answer.compute_seconds * 1000)} ms on the server.${weightsWarning(answer)}`);
+    this.answered(answer, { fallback: `${read}${compared}.${weightsWarning(answer)}`, recorded: this.presetId ? this.settings.presets.find((p) => p.id === this.presetId)?.label : null });
   }
 
   /** The stages on screen are of another sentence than the one in the box: say so, dim them, and hide the

@@ -3,6 +3,7 @@
 step's loss term); or bury a drawing in noise up to a chosen step and watch the model bring an image back. What
 an image shows is named in the recipe's words (`lab.words.thing`: "digit")."""
 
+from ...numbers import said
 from ..cases import metrics
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads
@@ -50,5 +51,19 @@ class Diffusion(LabKind):
             presets.append({"id": case["id"], "label": case["label"], "endpoint": endpoint, "request": request})
         return presets
 
+
+    def outcome(self, case: dict, spec) -> str | None:
+        """“Drew a digit that looks most like a “7”” (a sample), or how far a drawing denoised back came (the recipe's
+        `looks_like` metric: the digit whose average held-out image lies nearest)."""
+        found = metrics(case)
+        if "looks_like" not in found:
+            return None
+        digit = f"a digit that looks most like a “{int(found['looks_like'])}”"
+        if "start" in found:
+            away = f", {said(found['distance'], 2)} grey levels from the drawing on average" if "distance" in found \
+                else ""
+            return f"Noised to step {int(found['start'])} and denoised back to {digit}{away}."
+        seed = f" from noise seed {int(found['seed'])}" if "seed" in found else ""
+        return f"Drew {digit}{seed}."
 
 KIND = Diffusion()

@@ -4,7 +4,7 @@
 
 import { curveSvg, greySvg, sig, smallMap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
-import { item, LabPanel, LinkedStep, linkInput, markPreset, postJson, recordCheck, startFromLink } from "./common.js";
+import { item, LabPanel, LinkedStep, linkInput, markPreset, postJson, startFromLink } from "./common.js";
 import { DrawingPad } from "./drawing.js";
 
 const BIG = 120; // px: the three images of the step shown
@@ -150,8 +150,7 @@ export class Lab extends LabPanel {
 
   show(answer, preset, said, about) {
     const c = answer.case;
-    this.setStatus(said);
-    this.$("chain-check").replaceChildren(...(preset && answer.record_check ? [recordCheck(answer.record_check, preset.label)] : []));
+    this.answered(answer, { fallback: said, recorded: preset?.label ?? null });
     const chain = item(c, "chain");
     this.chain = {
       names: chain.rows,

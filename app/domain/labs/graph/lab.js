@@ -6,7 +6,7 @@
 import { curveSvg, diverging, sig, svgEl, valueHeatmap } from "../charts.js";
 import { COLOUR } from "../palette.js";
 import { chartBox, el } from "../dom.js";
-import { folded, item, LabPanel, linkInput, markPreset, postJson, recordCheck, startFromLink, table } from "./common.js";
+import { folded, item, LabPanel, linkInput, markPreset, postJson, startFromLink, table } from "./common.js";
 
 const MARGIN = 0.08; // around the layout's extent, in its units: room for the nodes at its edge
 const NODE = 0.055; // a node's radius, in the layout's units
@@ -167,8 +167,7 @@ export class Lab extends LabPanel {
     const given = item(c, "given").values;
     groups.forEach((name, k) => { this.$(`given-${k}-name`).textContent = `${name}:`; });
     const { thing, group } = this.words;
-    const others = sides.length - given.length;
-    this.setStatus(`${problem ? `${problem} ` : ""}${item(c, "right").value} of the ${others} ${thing}s not given placed on the ${group} they joined (${Math.round(100 * item(c, "accuracy").value)}%), trained on ${item(c, "edges").values.length} links.`);
+    this.answered(answer, { problem, recorded: preset?.label ?? null });
     this.$("graph-canvas").querySelector(".graph-figure")?.remove();
     const swatch = (lean) => {
       const box = svgEl("svg", { width: 14, height: 14, class: "graph-swatch", "aria-hidden": "true" });
@@ -187,7 +186,6 @@ export class Lab extends LabPanel {
     const named = (names) => names.map((name) => ({ name }));
     const loss = item(c, "training_loss");
     this.$("graph-results").replaceChildren(
-      ...(preset && answer.record_check ? [recordCheck(answer.record_check, preset.label)] : []),
       table([thing, "given", "joined", ...groups.map((g) => `P(${g})`), "placed", "right"], rows, `Every ${thing}: the ${group} it joined and where the model places it`, { reflow: true }),
       folded("embedding", `Each ${thing}'s embedding after the first layer (heatmap)`,
         chartBox(hidden.label, valueHeatmap(hidden.values, hidden.label, { rows: named(hidden.rows), columns: named(hidden.columns) }))),

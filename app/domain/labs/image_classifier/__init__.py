@@ -3,6 +3,8 @@ probabilities and the saliency of every edit, and trace one class's score back t
 words for what an image shows come from `lab.words.thing` ("digit"), its feature maps' stages from
 `display.groups`."""
 
+from ...numbers import said
+from ..cases import metrics
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads, check_names
 from .shapes import ImageTrace
@@ -40,6 +42,20 @@ class ImageClassifier(LabKind):
             request = {"image": image} | ({"label": label} if isinstance(label, int) else {})
             presets.append({"id": case["id"], "label": case["label"], "request": request})
         return presets
+
+
+    def outcome(self, case: dict, spec) -> str | None:
+        """“Read as “7” with probability 0.88: right, it is a 7”; the last part where the case says what it is."""
+        found = metrics(case)
+        if "prediction" not in found or "confidence" not in found:
+            return None
+        read = spec.token_name(int(found["prediction"]))
+        said_read = f"Read as “{read}” with probability {said(found['confidence'], 2)}"
+        if found.get("label") is None:
+            return f"{said_read}."
+        meant = spec.token_name(int(found["label"]))
+        thing = spec.words.get("thing", "input")
+        return f"{said_read}: {'right' if meant == read else 'wrong'}, the {thing} is “{meant}”."
 
 
 KIND = ImageClassifier()

@@ -5,7 +5,7 @@
 
 import { sig, smallMap, valueHeatmap } from "../charts.js";
 import { chartBox, el } from "../dom.js";
-import { bars, folded, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, serverTime, startFromLink, table, vector } from "./common.js";
+import { bars, folded, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, startFromLink, table, vector } from "./common.js";
 import { DrawingPad } from "./drawing.js";
 
 const SETTLE_MS = 120; // edits closer together than this (a drag) share one run
@@ -99,9 +99,7 @@ export class Lab extends LabPanel {
     const answer = await this.latest.run((busy) => postJson(this.urls.runs, body, busy), "Reading the drawing on the server…");
     if (!answer) return;
     this.ran("runs", answer);
-    const c = answer.case;
-    const read = item(c, "prediction").value;
-    this.setStatus(`${problem ? `${problem} ` : ""}Read as ${this.name(read)} with probability ${sig(item(c, "confidence").value, 3)} (${serverTime(answer)} on the server).`);
+    this.answered(answer, { problem, recorded: this.preset ? this.presetLabel : null });
     this.render(answer);
     if (this.traceShown) this.trace();
   }
@@ -121,7 +119,6 @@ export class Lab extends LabPanel {
     const loss = item(c, "loss");
     const saliency = item(c, "saliency");
     const parts = [];
-    if (this.preset && answer.record_check) parts.push(recordCheck(answer.record_check, this.presetLabel));
     parts.push(
       el("p", { class: "draw-prediction", id: "draw-prediction" }, "Read as ", el("strong", {}, this.name(read))),
       el("figure", { class: "chart", id: "draw-probabilities" }, el("figcaption", {}, el("span", { class: "chart-title" }, item(c, "probabilities").label)),

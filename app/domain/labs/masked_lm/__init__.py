@@ -3,6 +3,7 @@ what-if runs, the pretraining corruption sampler, and a stage-by-stage trace of 
 
 import math
 
+from ...numbers import said
 from ..cases import attention_axes, input_tokens, metrics, vectors
 from ..fields import fail
 from ..kind import LabKind, Reads
@@ -76,6 +77,36 @@ class MaskedLM(LabKind):
         """The first preset's request; a corruption draw with seed 0."""
         request = super().example(endpoint, presets, spec)
         return request if request is None or endpoint != "corruptions" else request | {"seed": 0}
+
+    def outcome(self, case: dict, spec) -> str | None:
+        """“Filled in “two” (probability 0.99): right; read the second sentence as following the first (0.99)”."""
+        found = vectors(case)
+        ids = found.get("input_ids")
+        if ids is None:
+            return None
+        mask, original = spec.special["MASK"], found.get("original_ids")
+        filled = []
+        for k, position in enumerate(i for i, token in enumerate(ids) if token == mask):
+            first = found.get("first_mask_probabilities") if not k else None
+            probs = found.get(f"probabilities_at_{position}") or first
+            if not probs:
+                continue
+            best = max(range(len(probs)), key=probs.__getitem__)
+            part = f"“{spec.token_name(best)}” (probability {said(probs[best], 2)})"
+            if original is not None and original[position] != mask:
+                right = original[position] == best
+                part += ": right" if right else f": wrong, it was “{spec.token_name(original[position])}”"
+            filled.append(part)
+        parts = [f"filled in {'; '.join(filled)}"] if filled else []
+        pair = found.get("nsp_probabilities")
+        if pair and len(pair) == 2:
+            follows = pair[0] >= pair[1]
+            parts.append(f"read the second sentence as {'following' if follows else 'not following'} the first "
+                         f"(probability {said(max(pair), 2)})")
+        if not parts:
+            return None
+        sentence = "; ".join(parts)
+        return f"{sentence[0].upper()}{sentence[1:]}."
 
 
 KIND = MaskedLM()

@@ -4,7 +4,7 @@
 import { diverging, heatmapSvg, sig, svgEl, valueHeatmap } from "../charts.js";
 import { COLOUR } from "../palette.js";
 import { chartBox, editQuery, el, keepingFocus, reveal } from "../dom.js";
-import { bars, chip, getJson, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, recordCheck, startFromLink, table, vector, vectors } from "./common.js";
+import { bars, chip, getJson, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, startFromLink, table, vector, vectors } from "./common.js";
 
 const MOVED = 1e-6; // a probability moving by more than this counts as changed
 
@@ -206,14 +206,8 @@ export class Lab extends LabPanel {
       this.state = { ...this.state, seg: answers[0].request.segment_ids };
       this.showControls();
     }
-    const ms = answers.reduce((sum, a) => sum + a.compute_seconds * 1000, 0);
-    const first = answers[0].case;
-    const guesses = [...s.sel].sort((a, b) => a - b).map((p) => {
-      const probs = find(first, `probabilities_at_${p}`);
-      return `position ${p}: ${this.name(probs.indexOf(Math.max(...probs)))}`;
-    });
-    const repeated = answers.every((a) => a.cached) ? " (the same request ran before; its answer was kept)" : "";
-    this.setStatus(`Done: ${guesses.join(", ")}. ${ms.toFixed(1)} ms on the server${repeated}.`);
+    const seconds = answers.reduce((sum, a) => sum + a.compute_seconds, 0); // both attention modes, where compared
+    this.answered({ ...answers[0], compute_seconds: seconds }, { recorded: s.preset ? this.settings.presets.find((p) => p.id === s.preset)?.label : null });
     this.render(modes, answers, s);
     const linked = this.linkedTrace;
     this.linkedTrace = null;
@@ -233,10 +227,6 @@ export class Lab extends LabPanel {
   render(modes, answers, s) {
     const columns = answers.map((answer, k) => this.column(modes[k], answer, s));
     const parts = [];
-    if (s.preset && answers[0].record_check) {
-      const label = this.settings.presets.find((p) => p.id === s.preset)?.label;
-      parts.push(recordCheck(answers[0].record_check, label));
-    }
     parts.push(el("div", { class: `lab-columns${answers.length > 1 ? " is-compare" : ""}` }, ...columns));
     if (answers.length > 1) parts.push(this.difference(answers));
     this.results.replaceChildren(...parts);

@@ -1,7 +1,7 @@
 """The recurrent lab kind: type a sequence of tokens, and watch a network that reads it one step at a time:
 every state it keeps at every step, and the class it reads after each token against the true one."""
 
-from ..cases import sequence_presets, vectors
+from ..cases import right_of, sequence_presets, vectors
 from ..kind import LabKind, Reads, check_sequence_field
 
 
@@ -29,6 +29,18 @@ class Recurrent(LabKind):
             return {}
         steps = spec.tokens(tokens)
         return {m["key"]: {"rows": steps} for m in case.get("matrices", []) if len(m["values"]) == len(tokens)}
+
+
+    def outcome(self, case: dict, spec) -> str | None:
+        """“Read 8 tokens, 8 of them right”."""
+        found = vectors(case)
+        if "predicted" not in found:
+            return None
+        right = right_of(found["predicted"], found.get("expected"))
+        read = f"Read {len(found['predicted'])} tokens"
+        if right is None:
+            return f"{read}; there is no right answer for this sequence."
+        return f"{read}, {right} of them right."
 
 
 KIND = Recurrent()

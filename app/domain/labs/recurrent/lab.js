@@ -4,7 +4,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus } from "../dom.js";
-import { bars, EditedSequenceLab, folded, item, postJson, serverTime, table } from "./common.js";
+import { bars, EditedSequenceLab, folded, item, postJson, table } from "./common.js";
 
 export class Lab extends EditedSequenceLab {
   constructor(section) {
@@ -17,12 +17,7 @@ export class Lab extends EditedSequenceLab {
     const answer = await this.latest.run((busy) => postJson(this.urls.runs, this.request(), busy), "Reading the sequence on the server…");
     if (!answer) return;
     this.ran("runs", answer);
-    const c = answer.case;
-    const predicted = item(c, "predicted").values;
-    const expected = item(c, "expected")?.values;
-    const right = expected ? predicted.filter((p, k) => p === expected[k]).length : null;
-    const judged = right === null ? "; the recipe knows no true answer for this sequence" : `, ${right} of them right`;
-    this.setStatus(`${problem ? `${problem} ` : ""}Read ${predicted.length} tokens${judged} (${serverTime(answer)} on the server).`);
+    this.answered(answer, { problem, recorded: this.preset ? this.presetLabel : null });
     this.answer = answer;
     this.render();
   }

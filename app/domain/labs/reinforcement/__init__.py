@@ -2,6 +2,7 @@
 step with the value Q(s, a) of every move at every state; and see the greedy policy over the whole grid, each
 cell filled by the return the agent expects from it. The moves are named by `lab.names` ("up", "right", ...)."""
 
+from ...numbers import said
 from ..cases import metrics, vectors
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads, check_names
@@ -46,6 +47,22 @@ class Reinforcement(LabKind):
             elif any(m["key"] == "policy" for m in case.get("matrices", [])):
                 presets.append({"id": case["id"], "label": case["label"], "endpoint": "policy", "request": {}})
         return presets
+
+
+    def outcome(self, case: dict, spec) -> str | None:
+        """An episode: “From row 4, column 0: 8 moves, return 0.72, the goal reached”; the policy: how many cells'
+        greedy moves are optimal."""
+        found, counts = vectors(case), metrics(case)
+        if "agree" in counts and "cells" in counts:
+            return f"The greedy move is an optimal one in {counts['agree']} of {counts['cells']} cells."
+        if "actions" not in found or "return" not in counts:
+            return None
+        start = found.get("start", [])
+        where = f"From row {start[0]}, column {start[1]}: " if len(start) == 2 else ""
+        end = ("the goal reached" if counts.get("reached") == 1 else "into the pit" if counts.get("fell") == 1
+               else "cut off before the goal")
+        moves = len(found["actions"])
+        return f"{where}{moves} move{'s' if moves != 1 else ''}, return {said(counts['return'], 3)}, {end}."
 
 
 KIND = Reinforcement()

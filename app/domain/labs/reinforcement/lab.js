@@ -6,7 +6,7 @@
 import { diverging, sig, svgEl } from "../charts.js";
 import { COLOUR } from "../palette.js";
 import { el } from "../dom.js";
-import { bars, item, LabPanel, LinkedStep, linkInput, markPreset, postJson, recordCheck, startFromLink, table } from "./common.js";
+import { bars, item, LabPanel, LinkedStep, linkInput, markPreset, postJson, startFromLink, table } from "./common.js";
 
 const CELL = 60; // px: one cell of the grid
 const ARROWS = ["↑", "→", "↓", "←"]; // each move, as the grid draws it
@@ -90,12 +90,10 @@ export class Lab extends LabPanel {
     select.replaceChildren(...open.map(([r, col]) => el("option", { value: `${r},${col}` }, `row ${r}, column ${col}${this.map[r][col] === CODES.start ? " (the start)" : ""}`)));
     if (chosen) select.value = chosen;
     this.drawGrid();
-    const agree = item(c, "agree").value;
-    const cells = item(c, "cells").value;
     if (preset) {
       this.ran("policy", answer);
-      this.setStatus(`The greedy move is an optimal one in ${agree} of ${cells} cells (value iteration over the known grid).`);
-      this.$("rl-results").replaceChildren(...(answer.record_check ? [recordCheck(answer.record_check, preset.label)] : []), this.policyTable(c));
+      this.answered(answer, { recorded: preset.label });
+      this.$("rl-results").replaceChildren(this.policyTable(c));
     }
   }
 
@@ -167,9 +165,8 @@ export class Lab extends LabPanel {
     const actions = item(c, "actions").values;
     const cells = item(c, "cells").values;
     this.shown = { cells, actions, q: item(c, "q_values").values, explored: item(c, "explored").values, rewards: item(c, "rewards").values };
-    const reached = item(c, "reached").value === 1;
-    this.setStatus(`${problem ? `${problem} ` : ""}From row ${start[0]}, column ${start[1]}: ${actions.length} moves, return ${sig(item(c, "return").value, 3)}${reached ? ", the goal reached" : item(c, "fell").value === 1 ? ", into the pit" : ", cut off"}.`);
-    this.$("rl-results").replaceChildren(...(preset && answer.record_check ? [recordCheck(answer.record_check, preset.label)] : []),
+    this.answered(answer, { problem, recorded: preset?.label ?? null });
+    this.$("rl-results").replaceChildren(
       table(["move", "at", ...this.moves.map((m) => `Q(${m})`), "made", "paid"], actions.map((a, k) => [
         String(k + 1), `(${cells[k].join(", ")})`, ...this.shown.q[k].map((v) => sig(v, 3)),
         `${this.moves[a]}${this.shown.explored[k] ? " (random)" : ""}`, sig(this.shown.rewards[k], 2)]), "Every move of the episode", { reflow: true }));

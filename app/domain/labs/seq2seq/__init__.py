@@ -2,7 +2,7 @@
 at a time: what each step read, what it wrote and where it looked in the source (cross-attention), with the
 encoder's and the decoder's own attention."""
 
-from ..cases import attention_axes, sequence_presets, vectors
+from ..cases import attention_axes, quoted, sequence_presets, vectors
 from ..kind import LabKind, Reads, check_sequence_field
 
 # The attention a matrix holds, by its key's first word: what its rows and its columns are.
@@ -48,6 +48,23 @@ class Seq2Seq(LabKind):
             if len(matrix["values"]) == len(rows) and all(len(row) == len(columns) for row in matrix["values"]):
                 axes[matrix["key"]] = {"rows": rows, "columns": columns}
         return axes
+
+
+    def outcome(self, case: dict, spec) -> str | None:
+        """“Wrote “321” for “123”: right” (the end token left out), or what the right answer is."""
+        found = vectors(case)
+        if "output" not in found or "source" not in found:
+            return None
+        def words(ids: list[int]) -> str:
+            symbols = [spec.token_name(t) for t in ids if t < spec.sizes["symbols"]]  # the start and end left out
+            return quoted(symbols) if symbols else "nothing"
+        said_written = f"Wrote {words(found['output'])} for {words(found['source'])}"
+        expected = found.get("expected")
+        if expected is None:
+            return f"{said_written}; there is no right answer to compare it with."
+        if found["output"] == expected:
+            return f"{said_written}: right."
+        return f"{said_written}: wrong, the right answer is {words(expected)}."
 
 
 KIND = Seq2Seq()

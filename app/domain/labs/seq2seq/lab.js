@@ -5,7 +5,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, el, keepingFocus } from "../dom.js";
-import { bars, checkedTokens, folded, item, postJson, SequenceLab, serverTime, table } from "./common.js";
+import { bars, checkedTokens, folded, item, postJson, SequenceLab, table } from "./common.js";
 
 // Attention matrices by their key's first word, in the order a reader meets them on the page.
 const ATTENTION = [
@@ -43,13 +43,7 @@ export class Lab extends SequenceLab {
     const answer = await this.latest.run((busy) => postJson(this.urls.runs, this.request(), busy), "Writing the answer on the server…");
     if (!answer) return;
     this.ran("runs", answer);
-    const c = answer.case;
-    const output = item(c, "output").values;
-    const expected = item(c, "expected")?.values;
-    const judged = !expected ? "; the recipe knows no true answer for this source"
-      : output.length === expected.length && output.every((t, k) => t === expected[k]) ? ", exactly the true answer"
-      : `; the true answer is ${this.written(expected)}`;
-    this.setStatus(`${problem ? `${problem} ` : ""}Wrote ${this.written(output)} in ${output.length} steps${judged} (${serverTime(answer)} on the server).`);
+    this.answered(answer, { problem, recorded: this.preset ? this.presetLabel : null });
     this.answer = answer;
     this.render();
   }

@@ -4,7 +4,7 @@ the token is written into the state) and C (how the output reads it), and the mi
 earlier token every output is made of; the answers at the positions the recipe asks for, with a baseline's beside
 them where the recipe trains one."""
 
-from ..cases import sequence_presets
+from ..cases import right_of, sequence_presets, vectors
 from ..kind import LabKind, Reads, check_sequence_field
 
 
@@ -27,6 +27,24 @@ class StateSpace(LabKind):
     def presets(self, cases: list[dict], spec) -> list[dict]:
         """Each recorded case with tokens as the run request that replays it."""
         return sequence_presets(cases, "tokens")
+
+
+    def outcome(self, case: dict, spec) -> str | None:
+        """“Read 20 tokens; 4 answers asked for, 4 of them right; the LSTM trained beside it 3 of 4” (the baseline in
+        the recipe's words)."""
+        found = vectors(case)
+        if "predicted" not in found:
+            return None
+        asked = len(found["predicted"])
+        right = right_of(found["predicted"], found.get("expected"))
+        said = f"Read {len(found.get('tokens', []))} tokens; {asked} answer{'s' if asked != 1 else ''} asked for"
+        if right is None:
+            return f"{said}; there is no right answer for this sequence."
+        said += f", {right} of them right"
+        baseline = right_of(found.get("baseline_predicted", []), found.get("expected")) \
+            if "baseline_predicted" in found else None
+        name = spec.words.get("baseline", "the baseline")
+        return f"{said}; {name} {baseline} of {asked}." if baseline is not None else f"{said}."
 
 
 KIND = StateSpace()
