@@ -40,14 +40,20 @@ def test_switching_cases_shows_each_recorded_case(watched):
     expect(cell(page, 0, 0)).to_have_text("0.1744")
 
 
-def test_bars_share_one_scale(watched):
+def test_probabilities_are_drawn_from_0_to_1_and_other_bars_share_one_scale(watched):
+    """A probability of 0.78 fills 78% of its track, whatever else the case holds; bars that are not probabilities
+    (the MLP's hidden units over its four inputs, say) share one scale, the largest filling its track."""
     page = watched("/models/bert?case=mask-a")
     fills = page.locator("#case-panel .bar-fill")
-    expect(fills).to_have_count(18)
-    widths = fills.evaluate_all("els => els.map(e => 100 * e.getBoundingClientRect().width"
-                                " / e.closest('.bar-track').getBoundingClientRect().width)")
-    assert max(widths) == pytest.approx(100.0)  # the largest value of the case fills its track
-    assert widths[1] == pytest.approx(100.0) and 0 < widths[9] < widths[1]
+    expect(fills).to_have_count(18)  # the 16 tokens' probabilities, and the sentence pair's two
+    share = ("els => els.map(e => 100 * e.getBoundingClientRect().width"
+             " / e.closest('.bar-track').getBoundingClientRect().width)")
+    widths = fills.evaluate_all(share)
+    assert widths[1] == pytest.approx(78.49, abs=0.2) and widths[16] == pytest.approx(47.12, abs=0.2)
+    expect(page.locator(".bars-figure").first.locator(".bar-index").nth(1)).to_have_text("CLS")  # named by token
+    shared = watched("/models/mlp?case=xor").locator("#case-panel .bar-fill")  # its four answers
+    expect(shared).to_have_count(8)  # and XOR's four answers
+    assert max(shared.evaluate_all(share)) == pytest.approx(100.0)
 
 
 def test_tour_moves_the_highlight_and_centres_it(watched):
@@ -165,12 +171,12 @@ def test_charts_download_as_svg_and_numbers_as_csv(watched, tmp_path):
 def test_readable_without_javascript(watched):
     page = watched("/models/bert?case=mask-b", java_script_enabled=False)
     expect(cell(page, 0, 0)).to_have_text("0.1744")
-    # The bars are drawn by the server, on one scale: 0.7253 fills its track, 0.1248 about a sixth of it.
+    # The bars are drawn by the server, probabilities from 0 to 1: 0.7253 fills 72.5% of its track, 0.1248 an eighth.
     bars = page.locator("#case-panel .bars-figure").first.locator(".bar-row")
     expect(bars).to_have_count(16)
     widths = [bars.nth(i).locator(".bar-fill").bounding_box()["width"] for i in (14, 5)]
     track = bars.nth(14).locator(".bar-track").bounding_box()["width"]
-    assert widths[0] == pytest.approx(track, rel=0.01) and widths[1] == pytest.approx(track * 0.1248 / 0.7253, rel=0.02)
+    assert widths[0] == pytest.approx(track * 0.7253, rel=0.01) and widths[1] == pytest.approx(track * 0.1248, rel=0.02)
     # No blank column where the script would draw the heatmap: the value table starts at the figure's left edge.
     figure = page.locator("#case-panel .heatmap-figure").first
     assert figure.locator("table").bounding_box()["x"] - figure.bounding_box()["x"] < 2

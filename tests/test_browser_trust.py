@@ -111,7 +111,7 @@ def test_a_chain_says_where_its_numbers_come_from_and_is_reverified_step_by_step
     expect(where.locator("summary")).to_contain_text("140 steps one by one")
     where.locator("summary").click()
     expect(where).to_contain_text("Recorded ")
-    expect(where).to_contain_text("each of the 48 recorded values is checked within its envelope")
+    expect(where).to_contain_text("each of the 50 recorded values is checked within its envelope")
     expect(where).to_contain_text("Rounding is amplified in 1 of them: The clean image each step's prediction implies")
     expect(where).to_contain_text("reverse in “A new digit from seed 7” (100 steps)")
     rounding = page.locator("#case-rounding")

@@ -133,8 +133,8 @@ CHART_TEXT = """() => {
 def test_feature_maps_are_small_multiples_their_values_a_click_away_and_no_chart_text_is_cut(watched):
     page = watched("/models/lenet?case=three")
     lab_ready(page)
-    # The first figure shown (the drawing), the rest folded: every stage's maps among them.
-    expect(page.locator("#case-panel > .heatmap-figure").first).to_be_visible()
+    # The first figure shown (the drawing, ink on paper), the rest folded: every stage's maps among them.
+    expect(page.locator("#case-panel > .image-figure svg rect").first).to_be_visible()
     expect(page.locator("#case-panel .multiples-figure").nth(0)).to_be_hidden()
     page.locator("#case-panel .more-figures > summary").click()
     stage = page.locator("#case-panel .multiples-figure").nth(3)

@@ -193,7 +193,8 @@ def test_feature_maps_are_small_multiples_by_declared_stage_with_every_value_in_
     assert [len(re.findall(r'class="feature-map"', f)) for f in figures] == [6, 6, 16, 16]
     assert all(f.count('<table class="value-table">') == f.count('class="feature-map"') for f in figures)
     assert "Stage 2 pooled" in figures[3] and "16 channels of 2 × 2 on one scale" in figures[3]
-    assert page.count('class="chart heatmap-figure"') == 2  # the drawing and the saliency stand alone
+    assert page.count('class="chart heatmap-figure"') == 1  # the saliency stands alone
+    assert page.count('class="chart image-figure"') == 1 and 'data-ink="16' in page  # the drawing: ink on paper
     assert page.count('<details class="value-details" open>') == 6
     vit = client.get("/models/vit").get_data(as_text=True)
     assert vit.count("data-over=") == 2 and "4 heads of 4 × 4 on one scale, drawn over the input image" in vit

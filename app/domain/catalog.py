@@ -162,12 +162,13 @@ class Model:
             said += " The weights are random, so this answer means nothing."
         return said
 
-    def token_words(self, case: dict) -> dict[str, list[str]]:
-        """The names of the tokens in each of a case's vectors that the lab kind says hold token ids, by key."""
-        if not self.lab:
-            return {}
-        return {v["key"]: [t["name"] for t in self.lab.tokens(v["values"])] for v in case.get("vectors", [])
-                if v.get("key") in self.lab.kind.token_vectors}
+    def vector_names(self, case: dict) -> dict[str, list[str]]:
+        """What each entry of a case's vectors is, by key: as the recipe named them in the case, else as the lab kind
+        knows them (the tokens a vector holds, the vocabulary along a distribution); unnamed entries keep their
+        numbers."""
+        found = self.lab.kind.vector_names(case, self.lab) if self.lab else {}
+        return found | {v["key"]: [str(n) for n in v["names"]] for v in case.get("vectors", [])
+                        if isinstance(v.get("names"), list) and "key" in v}
 
     def sections(self, case: dict) -> list[dict]:
         """A case's matrices in the groups the recipe's [display] declares (Display.sections), with or without a
@@ -405,7 +406,8 @@ def resolve(declaration: Declaration, manifest: dict, recipe_dir: Path) -> dict:
     display = Display(tuple(g.model_dump(exclude_none=True) for g in shown.groups),
                       {key: curve.model_dump() for key, curve in shown.curves.items()},
                       {key: scatter.model_dump() for key, scatter in shown.scatters.items()},
-                      {key: plane.model_dump() for key, plane in shown.planes.items()})
+                      {key: plane.model_dump() for key, plane in shown.planes.items()},
+                      {key: image.model_dump() for key, image in shown.images.items()})
     focus = declaration.graph.focus
     if focus is not None and next((layer["kind"] for layer in manifest["layers"] if layer["id"] == focus),
                                   None) != "module":

@@ -262,6 +262,8 @@ class Group(Declared):
     over: Id | None = Field(None, description="The key of a matrix each of its matrices is drawn over")
     scale: Literal["shared", "own"] = Field(
         "shared", description="shared: one colour scale for the group; own: each matrix on its own scale")
+    ink: float | None = Field(
+        None, gt=0, description="Its matrices are pictures in grey levels, drawn as ink on paper: full ink's value")
 
 
 class Curve(Declared):
@@ -280,6 +282,10 @@ class Plane(Declared):
     y: Text = Field(description="What the rows run over, top to bottom")
 
 
+class Image(Declared):
+    ink: float = Field(gt=0, description="The value drawn as full ink (16 for grey levels 0-16); 0 is paper")
+
+
 class Display(Declared):
     groups: Annotated[list[Group], Field(max_length=100)] = Field(
         [], description="Matrices drawn together as small multiples, each { key, title, each, over, scale }")
@@ -289,6 +295,8 @@ class Display(Declared):
     planes: dict[Id, Plane] = Field(
         {}, description="Matrices that are a picture over two coordinates, by key: { x, y }, drawn with those "
                         "titles instead of row and column numbers")
+    images: dict[Id, Image] = Field(
+        {}, description="Matrices that are images in grey levels, by key: { ink }, drawn as ink on paper, no axes")
 
 
 class Declaration(Declared):

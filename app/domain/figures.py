@@ -1,19 +1,22 @@
 """How a case's items are drawn, as a recipe's `[display]` declares it, with or without a lab: matrices drawn
 together as small multiples (`groups`), vectors drawn as line charts (`curves`), matrices of two columns drawn as
-points (`scatters`) and matrices that picture a plane of two coordinates (`planes`)."""
+points (`scatters`), matrices that picture a plane of two coordinates (`planes`) and images in grey levels, drawn as
+ink on paper (`images`, and a group's `ink`)."""
 
 from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Display:
-    """A recipe's [display]: its groups in order (each {key, title} and optionally each, over, scale), its
-    curves by vector key (each {x, y, log}), its scatters and its planes by matrix key (each {x, y})."""
+    """A recipe's [display]: its groups in order (each {key, title} and optionally each, over, scale, ink), its
+    curves by vector key (each {x, y, log}), its scatters and its planes by matrix key (each {x, y}), its images by
+    matrix key (each {ink})."""
 
     groups: tuple[dict, ...] = ()
     curves: dict[str, dict] = field(default_factory=dict)
     scatters: dict[str, dict] = field(default_factory=dict)
     planes: dict[str, dict] = field(default_factory=dict)
+    images: dict[str, dict] = field(default_factory=dict)
 
     def sections(self, matrices: list[dict]) -> list[dict]:
         """A case's matrices as a page draws them, in order: the maps of each declared group (keyed `<key>_c<n>`)
@@ -43,6 +46,10 @@ class Display:
         """The scatter a matrix of two columns is drawn as, where it is declared one: {x, y}."""
         found = self.scatters.get(matrix["key"])
         return found if found and all(len(row) == 2 for row in matrix["values"]) else None
+
+    def image(self, matrix: dict) -> dict | None:
+        """How a matrix declared an image is drawn: {ink}, the value of full ink."""
+        return self.images.get(matrix["key"])
 
     def plane_axes(self, matrix: dict) -> dict | None:
         """A declared plane's axes as a heatmap draws them: titled, without row and column numbers."""

@@ -849,6 +849,7 @@ class CaseGroup(TypedDict):
     each: NotRequired[str]  # what one of them is: "channel" when not said
     over: NotRequired[str]  # the key of the matrix each is drawn over
     scale: Literal["shared", "own"]  # one colour scale for the group, or each map on its own
+    ink: NotRequired[float]  # its maps are pictures in grey levels, drawn as ink on paper: full ink's value
     maps: list[GroupMap]
 
 
@@ -873,6 +874,15 @@ class Change(TypedDict):
     before: Value
     after: Value
     delta: Value  # after - before
+    names: NotRequired[list[str]]  # a vector's entries by name (the recipe's, or the tokens it holds), where known
+
+
+class Outcomes(TypedDict):
+    """What the model answered before the interventions and after them, each in the sentence its lab kind writes (a
+    recorded case's outcome); None where the kind does not read the answer."""
+
+    before: str | None
+    after: str | None
 
 
 Action = Literal["zero", "mean", "scale", "patch"]  # what an intervention does to a node's output (the one list)
@@ -926,7 +936,9 @@ class Intervened(Live):
 
     endpoint: str | None  # the lab endpoint that ran; None where run.py replayed the case (no preset makes it)
     case: str | None
+    case_label: NotRequired[str]  # the recorded case's label, as its page names it
     interventions: list[Intervention]
+    outcome: NotRequired[Outcomes]  # for a case endpoint: the answer before and after, in words
     items: NotRequired[dict[str, Change]]
     before: NotRequired[dict]
     after: NotRequired[dict]

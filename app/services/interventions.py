@@ -76,10 +76,16 @@ def answer(model: Model, body) -> dict:
     asked = subject(model, body)
     reply, cached, steps = run(model, asked.entry, asked.args, body.get("interventions"), asked.sources)
     result = reply.result
-    compared = items(result["before"], result["after"]) if asked.answers_case else \
-        {"before": result["before"], "after": result["after"], "delta": difference(result["before"], result["after"])}
+    before, after = result["before"], result["after"]
+    if asked.answers_case:  # item by item, each named as its page names it, and the answer in words
+        compared = items(before, after, model.vector_names(before)) | {
+            "outcome": {"before": model.outcome(before), "after": model.outcome(after)}}
+    else:
+        compared = {"before": before, "after": after, "delta": difference(before, after)}
+    shown = model.case(body["case"]) if body.get("case") else None
     return answered(model, asked.args, reply, cached, NOTE) | {
-        "endpoint": asked.name, "case": body.get("case"), "interventions": steps_shown(steps), **compared,
+        "endpoint": asked.name, "case": body.get("case"), **({"case_label": shown["label"]} if shown else {}),
+        "interventions": steps_shown(steps), **compared,
         "effects": result["effects"], "plain_run_cached": result["plain_run_cached"]}
 
 
@@ -98,9 +104,10 @@ def steps_shown(steps: list[Step]) -> list[dict]:
     return [step.shown() for step in steps]
 
 
-def items(before: dict, after: dict) -> dict:
+def items(before: dict, after: dict, names: dict[str, list[str]] | None = None) -> dict:
     """Every item of a case answer, keyed like the recording: its kind, label, value before and after the
-    interventions, and their difference."""
+    interventions, and their difference; a vector's entries by name where they are known (`names`, by key:
+    Model.vector_names)."""
     found = {}
     for kind, group, field in ITEMS:
         new = {item["key"]: item for item in after.get(group, [])}
@@ -108,6 +115,8 @@ def items(before: dict, after: dict) -> dict:
             other = new.get(item["key"], {}).get(field)
             found[item["key"]] = {"kind": kind, "label": item["label"], "before": item[field], "after": other,
                                   "delta": difference(item[field], other)}
+            if kind == "vector" and item["key"] in (names or {}):
+                found[item["key"]]["names"] = names[item["key"]]
     return {"items": found}
 
 

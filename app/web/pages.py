@@ -58,6 +58,14 @@ def http_url(value) -> bool:
     return isinstance(value, str) and urlsplit(value).scheme.lower() in ("http", "https") and "//" in value
 
 
+@bp.app_template_test("distribution")
+def distribution(values: list) -> bool:
+    """Probabilities over some outcomes (each 0 to 1, summing to 1): drawn on a 0-1 scale of their own, never on a
+    scale shared with logits or losses, where a probability of 1 would be a sliver."""
+    numbers = [v for v in values if isinstance(v, int | float)]
+    return len(numbers) == len(values) > 1 and all(0 <= v <= 1 for v in numbers) and abs(sum(numbers) - 1) < 1e-3
+
+
 @bp.app_template_test("all_integers")
 def all_integers(values: list) -> bool:
     """Token ids and position flags (drawn as chips) rather than measurements (drawn as bars)."""

@@ -237,11 +237,12 @@ export function valueHeatmap(values, label, axes = null) {
   return heatmapSvg(values, { label, colour: (v) => diverging(v, limit), legend, axes });
 }
 
-/** A horizontal bar chart on a given shared scale, its rows numbered from `first` (for download; the page shows HTML bars). */
-export function barsSvg(values, max, label, first = 0) {
+/** A horizontal bar chart on a given shared scale, its rows named by `names` where given, else numbered from `first`
+ * (for download; the page shows HTML bars). */
+export function barsSvg(values, max, label, { first = 0, names = null } = {}) {
   const row = 18;
-  const width = 420;
-  const barX = 34;
+  const barX = names ? Math.min(LONGEST, Math.max(...names.map((n) => n.length))) * CHAR + 12 : 34;
+  const width = barX + 386;
   const barW = 280;
   const height = 26 + values.length * row;
   const svg = svgEl("svg", {
@@ -252,12 +253,12 @@ export function barsSvg(values, max, label, first = 0) {
   svg.append(svgEl("text", { x: 0, y: 14, "font-weight": 600, fill: COLOUR.ink }, label));
   values.forEach((v, i) => {
     const y = 24 + i * row;
-    svg.append(svgEl("text", { x: barX - 6, y: y + 11, "text-anchor": "end", fill: COLOUR.inkSoft }, first + i));
+    svg.append(svgEl("text", { x: barX - 6, y: y + 11, "text-anchor": "end", fill: COLOUR.inkSoft }, names ? names[i].slice(0, LONGEST) : first + i));
     svg.append(svgEl("rect", { x: barX, y, width: barW, height: row - 5, fill: COLOUR.track }));
     svg.append(svgEl("rect", {
       x: barX, y, width: max > 0 ? (barW * Math.abs(v)) / max : 0, height: row - 5, fill: v < 0 ? COLOUR.rust : COLOUR.mint,
     }));
-    svg.append(svgEl("text", { x: barX + barW + 6, y: y + 11, fill: COLOUR.ink }, sig(v)));
+    svg.append(svgEl("text", { x: barX + barW + 6, y: y + 11, fill: COLOUR.ink }, said(v)));
   });
   return svg;
 }

@@ -1,7 +1,7 @@
 // The model page: recorded cases without reloads, the tour on the interactive graph, re-verification.
 // Everything here enhances a page that is complete without JavaScript.
 
-import { LARGE_GRID, barsSvg, curveSvg, downloadSvg, scatterSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
+import { LARGE_GRID, barsSvg, curveSvg, downloadSvg, greySvg, scatterSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
 import { clampOnPhone, editQuery, el, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
 import { glossPage } from "./glossary.js";
 import { GraphView } from "./graph.js";
@@ -10,6 +10,8 @@ import { Training } from "./training.js";
 import { VerifyHistory, VerifyPanel } from "./verify.js";
 import { WhatIf } from "./whatif.js";
 
+const IMAGE_SIZE = 160; // px: a recorded image, its pixels plain to see
+const MAP_SIZE = 112; // px: each of a group's maps (a feature map's pixels visible; a 70 px swatch hid them)
 const page = document.getElementById("model-page");
 const slug = page.dataset.slug;
 const state = { case: page.dataset.case, step: page.dataset.step };
@@ -63,14 +65,20 @@ function enhanceCase(panel) {
     const axes = figure.dataset.axes ? JSON.parse(figure.dataset.axes) : null;
     figure.querySelector(".chart-canvas").replaceChildren(valueHeatmap(values, figure.dataset.label, axes));
   }
+  for (const figure of panel.querySelectorAll('[data-chart="image"]')) { // ink on paper, as the digit was drawn
+    const values = JSON.parse(figure.dataset.values);
+    figure.querySelector(".chart-canvas").replaceChildren(greySvg(values, { label: figure.dataset.label, max: Number(figure.dataset.ink), size: IMAGE_SIZE }));
+  }
   for (const figure of panel.querySelectorAll('[data-chart="multiples"]')) {
     const maps = [...figure.querySelectorAll(".feature-map")].map((map) => ({ map, values: JSON.parse(map.dataset.values) }));
     const largest = (values) => Math.max(...values.flat().map(Math.abs));
     const shared = Math.max(...maps.map(({ values }) => largest(values)));
     const under = figure.dataset.over ? JSON.parse(figure.dataset.over) : null;
+    const ink = figure.dataset.ink ? Number(figure.dataset.ink) : null; // pictures: ink on paper
     for (const { map, values } of maps) {
       const limit = figure.dataset.scale === "own" ? largest(values) : shared; // own: each map on its own scale
-      map.querySelector(".map-canvas").replaceChildren(smallMap(values, { label: map.dataset.label, limit, under }));
+      map.querySelector(".map-canvas").replaceChildren(ink ? greySvg(values, { label: map.dataset.label, max: ink, size: MAP_SIZE })
+        : smallMap(values, { label: map.dataset.label, limit, under, size: MAP_SIZE }));
     }
   }
   for (const figure of panel.querySelectorAll('[data-chart="overview"]')) drawOverview(figure);
@@ -105,9 +113,9 @@ function enhanceCase(panel) {
     button.addEventListener("click", () => {
       const figure = button.closest("figure");
       const label = figure.dataset.label;
-      const svg = ["heatmap", "curve", "scatter"].includes(figure.dataset.chart)
+      const svg = ["heatmap", "curve", "scatter", "image"].includes(figure.dataset.chart)
         ? figure.querySelector(".chart-canvas svg")
-        : barsSvg(JSON.parse(figure.dataset.values), Number(figure.dataset.max), label, Number(figure.dataset.first));
+        : barsSvg(JSON.parse(figure.dataset.values), Number(figure.dataset.max), label, { first: Number(figure.dataset.first), names: [...figure.querySelectorAll(".bar-index")].map((n) => n.textContent) });
       downloadSvg(svg, `${slug}-${panel.dataset.case}-${slugify(label)}.svg`);
     });
   }

@@ -160,7 +160,7 @@ export class WhatIf {
   showList() {
     const list = this.find("whatif-list");
     keepingFocus(list, () => list.replaceChildren(...this.changes.map((change, i) => {
-      const text = describe(change);
+      const text = describe(change, (id) => this.settings.cases.find((c) => c.id === id)?.label ?? id);
       const remove = el("button", { type: "button", class: "link-button", "data-remove": i, "aria-label": `Remove: ${text}` }, "Remove");
       remove.addEventListener("click", () => this.remove(i));
       return el("li", {}, text, " ", remove);
@@ -224,7 +224,7 @@ export class WhatIf {
       return;
     }
     const request = ++this.requests;
-    const what = subject.case ? `“${subject.case}”` : "your lab input";
+    const what = subject.case ? `“${this.settings.cases.find((c) => c.id === subject.case)?.label ?? subject.case}”` : "your lab input";
     showStatus(this.status, `Running ${what} with ${this.changes.length} change${this.changes.length > 1 ? "s" : ""}…`);
     try {
       const response = await fetch(this.settings.url, {
@@ -260,16 +260,16 @@ export class WhatIf {
     });
     const changed = items.filter((i) => i.change > 0).sort((a, b) => b.moved - a.moved);
     const unchanged = items.filter((i) => !(i.change > 0));
-    const subject = answer.case ? `“${answer.case}”` : "Your lab input";
+    const subject = answer.case ? `“${answer.case_label ?? answer.case}”` : "Your lab input";
     const table = (rows, caption, label) => el("div", { class: "table-wrap", tabindex: 0, role: "region", "aria-label": label },
       el("table", {}, el("caption", {}, caption),
         el("thead", {}, el("tr", {}, ...["item", "before", "after", "largest change"].map((h) => el("th", { scope: "col" }, h)))),
         el("tbody", {}, ...rows.map(({ key, item, change }) => {
-          const value = (v) => (typeof v === "number" ? sig(v) : item.kind === "vector" ? `largest at ${top(v)}` : "—");
+          const value = (v) => (typeof v === "number" ? sig(v) : item.kind === "vector" ? `largest at ${item.names?.[top(v)] ?? top(v)}` : "—");
           return el("tr", { "data-item": key }, el("th", { scope: "row" }, item.label),
             el("td", { class: "number" }, value(item.before)), el("td", { class: "number" }, value(item.after)), el("td", { class: "number" }, sig(change)));
         }))));
-    const parts = [el("p", { class: "whatif-outcome" }, outcome(changed, this.settings.numbers))];
+    const parts = [el("p", { class: "whatif-outcome" }, inWords(answer.outcome) ?? outcome(changed, this.settings.numbers))];
     if (changed.length) parts.push(table(changed, `${subject}: what the changes moved, most for its size first`, "The items the changes moved"));
     if (unchanged.length) {
       parts.push(el("details", { class: "whatif-unchanged" },
@@ -282,7 +282,7 @@ export class WhatIf {
       const max = Math.max(...item.before.map(Math.abs), ...item.after.map(Math.abs));
       return el("figure", { class: "chart whatif-bars" }, el("figcaption", {}, `${item.label}: before and after`),
         el("div", { class: "lab-columns is-compare" }, ...["before", "after"].map((when) =>
-          chartBox(`${item.label}, ${when}`, barsSvg(item[when], max, `${item.label}, ${when}`)))));
+          chartBox(`${item.label}, ${when}`, barsSvg(item[when], max, `${item.label}, ${when}`, { names: item.names ?? null })))));
     });
     results.replaceChildren(heading, ...parts, ...figures);
     reveal(results);
@@ -300,14 +300,23 @@ function outcome(changed, order) {
   return "With these changes, nothing recorded for this case changes.";
 }
 
+/** The answer before and after the changes, in the sentences the server wrote (the lab kind's outcome of each), where
+ * it wrote both; null where it could not. */
+function inWords(said) {
+  if (!said?.before || !said?.after) return null;
+  if (said.before === said.after) return `With these changes the answer stays: ${said.after}`;
+  return `Before the changes: ${said.before} With them: ${said.after}`;
+}
+
 /** A whole answer's largest change, where the kind draws no view of its own. */
 function rawChange(answer) {
   return el("p", {}, `The largest change of any number in the answer: ${sig(largest(answer.delta))}.`);
 }
 
-function describe(change) {
+/** A change in words; `label(id)` names a recorded case as its page does. */
+function describe(change, label) {
   const head = change.head !== undefined ? ` head ${change.head}` : "";
-  const detail = change.action === "scale" ? ` × ${change.factor}` : change.action === "patch" ? ` from “${change.from_case}”` : "";
+  const detail = change.action === "scale" ? ` × ${change.factor}` : change.action === "patch" ? ` from “${label(change.from_case)}”` : "";
   return `${change.action} ${change.node}${head}${detail}`;
 }
 

@@ -114,6 +114,22 @@ class LabKind:
         """What the rows and columns of a case's matrices are, by matrix key, where the kind knows."""
         return {}
 
+    def vector_names(self, case: dict, spec) -> dict[str, list[str]]:
+        """What each entry of a case's vectors is, by key, where the kind knows: the tokens a token vector holds
+        (`token_vectors`), and the vocabulary's words along a distribution over it (a vector of the vocabulary's
+        length that is not of token ids)."""
+        found = {}
+        vocab = spec.sizes.get("vocab")
+        for vector in case.get("vectors", []):
+            key, values = vector.get("key"), vector.get("values")
+            if not isinstance(values, list) or key is None:
+                continue
+            if key in self.token_vectors:
+                found[key] = [spec.token_name(t) for t in values]
+            elif vocab and len(values) == vocab and not all(isinstance(v, int) for v in values):
+                found[key] = spec.token_names()
+        return found
+
     def outcome(self, case: dict, spec) -> str | None:
         """What the model answered in this case (a recorded one or a live run's), whether that is right and how sure,
         in one sentence a learner reads first; None where the case is not one the kind reads (a training curve)."""

@@ -9,6 +9,8 @@ from ..fields import fail
 from ..kind import LabKind, Reads
 from .shapes import Corruption, MaskedTrace
 
+NSP = ("IsNext", "NotNext")  # the sentence-pair head's answers, in its order (the second sentence follows, or not)
+
 
 def default_segments(input_ids: list[int], spec) -> list[int]:
     """Segment A up to and including the first SEP, segment B after it."""
@@ -77,6 +79,13 @@ class MaskedLM(LabKind):
         """The first preset's request; a corruption draw with seed 0."""
         request = super().example(endpoint, presets, spec)
         return request if request is None or endpoint != "corruptions" else request | {"seed": 0}
+
+    def vector_names(self, case: dict, spec) -> dict[str, list[str]]:
+        """The sentence-pair head's two answers by name, beside the tokens and the vocabulary (LabKind's)."""
+        found = super().vector_names(case, spec)
+        if len(vectors(case).get("nsp_probabilities", [])) == len(NSP):
+            found["nsp_probabilities"] = list(NSP)
+        return found
 
     def outcome(self, case: dict, spec) -> str | None:
         """“Filled in “two” (probability 0.99): right; read the second sentence as following the first (0.99)”."""

@@ -49,6 +49,14 @@ class Reinforcement(LabKind):
         return presets
 
 
+    def vector_names(self, case: dict, spec) -> dict[str, list[str]]:
+        """The moves an episode made, by name (`names`: up, right, ...), not by their codes."""
+        found = super().vector_names(case, spec)
+        actions = vectors(case).get("actions")
+        if actions is not None and spec.names:
+            found["actions"] = [spec.token_name(int(a)) for a in actions]
+        return found
+
     def outcome(self, case: dict, spec) -> str | None:
         """An episode: “From row 4, column 0: 8 moves, return 0.72, the goal reached”; the policy: how many cells'
         greedy moves are optimal."""

@@ -30,8 +30,8 @@ class StateSpace(LabKind):
 
 
     def outcome(self, case: dict, spec) -> str | None:
-        """“Read 20 tokens; 4 answers asked for, 4 of them right; the LSTM trained beside it 3 of 4” (the baseline in
-        the recipe's words)."""
+        """“Read 20 tokens; 4 answers asked for, 4 of them right; the baseline 3 of 4”, the baseline named in the
+        recipe's words (`lab.words.baseline`)."""
         found = vectors(case)
         if "predicted" not in found:
             return None
