@@ -344,6 +344,11 @@ def test_the_gpt2_datalab_traces_generates_and_patches_with_the_keyboard(browser
     trace.focus()
     page.keyboard.press("Enter")
     expect(page.locator("#lab-status")).to_contain_text("Next token “1”", timeout=120_000)
+    # the distribution a generation would draw from, redrawn as the temperature moves (before anything is drawn)
+    preview = page.locator("#gen-preview figcaption")
+    expect(preview).to_contain_text("(temperature 1, every token): greedy takes “1”", timeout=60_000)
+    page.locator("#gen-temperature").fill("2")
+    expect(preview).to_contain_text("(temperature 2, every token)", timeout=60_000)
     results = page.locator("#causal-results")
     expect(results.locator(".datalab-token")).to_have_count(5)  # 3 1 4 1 =
     attention = results.locator(".causal-attention svg")

@@ -100,10 +100,14 @@ def test_a_drawing_is_noised_to_the_step_chosen_and_denoised_back(watched):
     expect(grid_cell(again, 3, 4)).to_have_attribute("aria-label", "Row 4, column 5: level 16")
 
 
-def test_a_bad_seed_is_said_and_sends_nothing(watched):
+def test_a_seed_typed_draws_its_digit_and_a_bad_one_is_said_and_sends_nothing(watched):
     page = watched("/models/ddpm", bypass_csp=True)
     lab_ready(page)
+    with page.expect_request(lambda r: r.url.endswith(SAMPLE) and sent(r) == {"seed": 12}):
+        page.locator("#sample-seed").fill("12")  # typed: no button to press
+    expect(page.locator("#lab-status")).to_contain_text("from noise seed 12.", timeout=60_000)
     page.locator("#sample-seed").fill("-3")
+    expect(page.locator("#lab-status")).to_have_text("The seed must be a whole number from 0 to 2147483647.")
     page.locator("#sample-run").click()
     expect(page.locator("#lab-status")).to_have_text("The seed must be a whole number from 0 to 2147483647.")
     no_violations(page)

@@ -180,6 +180,30 @@ def test_gpt_page_lab_generates_and_traces(watched):
     expect(page.locator('#graph-stage .g-cluster[data-id="h.1"]')).to_have_count(1)
 
 
+def test_gpt_s_next_token_distribution_is_redrawn_as_temperature_and_top_k_move(watched):
+    """Before anything is sampled, the distribution a step would draw from follows the controls: a higher temperature
+    flattens it, top-k keeps the k likeliest (each answer the recipe's own, one step asked of the server)."""
+    page = watched("/models/gpt")
+    lab_ready(page)
+    preview = page.locator("#gen-preview")
+    caption = preview.locator("figcaption")
+    expect(caption).to_have_text("The next token as it would be drawn (temperature 1, every token): greedy takes “4”",
+                                 timeout=60_000)
+    first = lambda: float(preview.locator(".bar-value").first.get_attribute("title"))  # noqa: E731
+    cold = first()
+    page.locator("#gen-temperature").fill("4")
+    expect(caption).to_contain_text("temperature 4, every token", timeout=30_000)
+    assert first() < cold  # flatter
+    page.locator("#gen-top-k").fill("2")
+    expect(caption).to_contain_text("temperature 4, the 2 likeliest only", timeout=30_000)
+    values = [float(v) for v in preview.locator(".bar-value").evaluate_all("els => els.map(e => e.title)")]
+    assert values[2:] == [0] * (len(values) - 2) and sum(values[:2]) == pytest.approx(1, abs=1e-3)
+    page.get_by_label("sample").check()
+    expect(caption).to_contain_text("sampling draws from these", timeout=30_000)
+    page.locator("#gen-temperature").fill("9")
+    expect(preview).to_have_text("The temperature must be from 0.05 to 5.")
+
+
 def test_a_large_heatmap_is_one_image_that_names_the_cell_under_the_pointer_and_its_table_joins_when_opened(watched):
     """A map of more than 20 x 20 cells (the sampler's chain, 51 x 64 block means) is one image, not a rectangle
     and a title per cell; the pointer's cell is named as a cell's title would name it, with the table's value;

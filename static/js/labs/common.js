@@ -199,6 +199,69 @@ export function table(headers, rows, caption, { reflow = false } = {}) {
     el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((v, i) => (i === 0 ? el("th", { scope: "row" }, v) : el("td", { "data-label": headers[i] }, v))))))));
 }
 
+const PREVIEW_SETTLE_MS = 120; // a slider's steps closer together than this share one request
+
+/**
+ * The next token's distribution as a generation would draw it (templates/labs/_generation.html's #gen-preview),
+ * redrawn as the temperature, top-k or the way of picking moves, before anything is generated: each change asks the
+ * server for one step, so that the recipe's own rule (temperature, then top-k) draws it, never a copy of it here.
+ * `ask(fields)` sends a one-step generation with those fields; `read(answer)` gives its drawn distribution's
+ * likeliest tokens as [name, probability] pairs. draw() redraws it for a new prompt.
+ */
+export class SamplingPreview {
+  constructor(section, ask, read) {
+    this.section = section;
+    this.box = section.querySelector("#gen-preview");
+    this.ask = ask;
+    this.read = read;
+    this.count = 0;
+    for (const id of ["gen-temperature", "gen-top-k"]) section.querySelector(`#${id}`).addEventListener("input", () => this.soon());
+    for (const radio of section.querySelectorAll("[name=strategy]")) radio.addEventListener("change", () => this.soon());
+  }
+
+  soon() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.draw(), PREVIEW_SETTLE_MS);
+  }
+
+  /** The fields the controls hold, or an Error saying which is out of its bounds. */
+  fields() {
+    const input = (id) => this.section.querySelector(`#${id}`);
+    const temperature = input("gen-temperature");
+    const t = Number(temperature.value);
+    if (temperature.value === "" || !(t >= Number(temperature.min) && t <= Number(temperature.max))) {
+      throw new Error(`The temperature must be from ${Number(temperature.min)} to ${Number(temperature.max)}`);
+    }
+    const topK = input("gen-top-k");
+    const strategy = this.section.querySelector("[name=strategy]:checked").value;
+    if (topK.value === "") return { temperature: t, strategy };
+    const k = Number(topK.value);
+    if (!(Number.isInteger(k) && k >= Number(topK.min) && k <= Number(topK.max))) throw new Error(`Top-k must be a whole number from ${Number(topK.min)} to ${Number(topK.max)}, or empty for all`);
+    return { temperature: t, top_k: k, strategy };
+  }
+
+  async draw() {
+    const mine = ++this.count;
+    let fields;
+    try {
+      fields = this.fields();
+    } catch (error) {
+      this.box.replaceChildren(el("p", { class: "notice" }, `${error.message}.`));
+      return;
+    }
+    try {
+      const pairs = this.read(await this.ask(fields));
+      if (mine !== this.count) return; // a later move of the controls asked again
+      const how = `temperature ${fields.temperature}${fields.top_k ? `, the ${fields.top_k} likeliest only` : ", every token"}`;
+      const picks = fields.strategy === "greedy" ? `greedy takes “${pairs[0][0]}”` : "sampling draws from these";
+      this.box.replaceChildren(el("figcaption", { class: "chart-title" }, `The next token as it would be drawn (${how}): ${picks}`),
+        bars(pairs.map(([, p]) => p), pairs.map(([name]) => name), 1));
+    } catch (error) {
+      if (mine === this.count) this.box.replaceChildren(el("p", { class: "notice" }, `The distribution could not be drawn: ${error.message}`));
+    }
+  }
+}
+
 const unfolded = new Set(); // the folded parts a reader opened: a new answer draws them open again
 
 /**

@@ -5,7 +5,7 @@
 
 import { curveSvg, diverging, heatmapSvg, sig } from "../charts.js";
 import { chartBox, el, scrollBox } from "../dom.js";
-import { bars, LabPanel, linkInput, markPreset, postJson, startFromLink, table, weightsWarning } from "./common.js";
+import { bars, LabPanel, linkInput, markPreset, postJson, SamplingPreview, startFromLink, table, weightsWarning } from "./common.js";
 
 const STRONGEST = 5; // heads named as the strongest of a patching grid
 
@@ -48,6 +48,8 @@ export class Lab extends LabPanel {
       this.presetId = null;
     });
     this.$("generate").addEventListener("click", () => this.generate());
+    this.preview = new SamplingPreview(section, (fields) => postJson(this.urls.generations, { prompt: this.prompt.value, steps: 1, seed: 0, ...fields }),
+      (answer) => answer.steps[0].top.map((t) => [shown(t), t.probability]));
     this.$("causal-patch").addEventListener("click", () => this.patch());
     for (const button of section.querySelectorAll("[data-preset]")) {
       button.addEventListener("click", () => this.usePreset(this.settings.presets.find((p) => p.id === button.dataset.preset)));
@@ -87,6 +89,7 @@ export class Lab extends LabPanel {
     this.ran("trace", answer);
     this.link();
     this.render(answer);
+    this.preview.draw();
     const p = answer.prediction;
     const first = answer.lens.find((l) => l.rank === 1);
     this.answered(answer, { fallback: `Next token “${shown(p)}” (p ${sig(p.probability, 3)}) after ${answer.lens.length - 1} blocks; the likeliest from ${first.name} on.${weightsWarning(answer)}` });

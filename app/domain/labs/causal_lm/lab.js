@@ -3,7 +3,7 @@
 
 import { sig, valueHeatmap } from "../charts.js";
 import { chartBox, editQuery, el, keepingFocus, reveal, setDisabled } from "../dom.js";
-import { bars, getJson, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, startFromLink, table, vector, vectors } from "./common.js";
+import { bars, getJson, item, LabPanel, linkedInts, linkInput, markPreset, metric, postJson, SamplingPreview, startFromLink, table, vector, vectors } from "./common.js";
 
 const TOP = 5;
 // The generation's settings and the traced position in the link (?gen_steps=…&trace=2), so that a link or a
@@ -19,6 +19,8 @@ export class Lab extends LabPanel {
     this.wantedSteps = Number(section.querySelector("#gen-steps").value);
     this.results = section.querySelector("#lab-results");
     this.generation = section.querySelector("#generation");
+    this.preview = new SamplingPreview(section, (fields) => postJson(this.urls.generations, { input_ids: this.ids, steps: 1, seed: 0, ...fields }),
+      (answer) => answer.steps[0].drawn_top.map((t) => [t.word, t.probability]));
     this.traceBox = section.querySelector("#trace");
     for (const button of section.querySelectorAll("[data-preset]")) {
       button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
@@ -100,6 +102,7 @@ export class Lab extends LabPanel {
     this.ran("runs", answer);
     this.answered(answer, { problem, recorded: this.preset ? this.presetLabel : null });
     this.render(answer);
+    this.preview.draw();
     this.restoreLinked();
   }
 

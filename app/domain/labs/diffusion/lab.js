@@ -13,6 +13,7 @@ const STRIP_EVERY = 10; // the strip shows every tenth step, and the last
 const PLAY_MS = 90; // a step every 90 ms while playing
 const NOISE_LIMIT = 3; // the predicted noise is drawn on one diverging scale, ±3 standard deviations
 const SEED_MAX = 2147483647;
+const SEED_SETTLE_MS = 250; // digits of a seed typed closer together than this share one sample
 
 /** A row of 64 values (a chain's step) as the 8x8 image it is. */
 function square(row, cols) {
@@ -35,6 +36,12 @@ export class Lab extends LabPanel {
     this.pad = new DrawingPad(section, this.sizes, () => this.edited());
     this.$("clear-drawing").addEventListener("click", () => this.pad.replace(this.pad.blank(), true));
     this.$("sample-run").addEventListener("click", () => this.sample());
+    // A new seed draws its digit as it is typed (or stepped with the arrows): the noise a seed starts from is felt,
+    // not asked for. A seed being typed waits for a pause, and one out of range is said, not sent.
+    this.$("sample-seed").addEventListener("input", () => {
+      clearTimeout(this.seedTimer);
+      this.seedTimer = setTimeout(() => this.sample(), SEED_SETTLE_MS);
+    });
     this.$("sample-next").addEventListener("click", () => {
       this.$("sample-seed").value = String(((seedOf(this.$("sample-seed")) ?? 0) + 1) % (SEED_MAX + 1));
       this.sample();
