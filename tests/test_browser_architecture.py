@@ -154,7 +154,7 @@ def test_every_module_can_be_open_at_once_each_holding_its_contents_with_no_two_
 def test_module_toggles_are_pressed_when_open(watched):
     page = watched("/models/gpt?step=causal")
     graph_ready(page)
-    expect(page.locator('#graph-stage .g-node[data-id="h.1"]')).to_contain_text("Block")  # closed: its class
+    expect(page.locator('#graph-stage .g-node[data-id="h.1"]')).to_contain_text("transformer block")  # closed: its name
     toggle = page.locator('#module-toggles button[data-module="h.1"]')
     expect(toggle).to_have_attribute("aria-pressed", "false")
     expect(toggle).to_have_text("▸ h.1")

@@ -16,6 +16,21 @@ FIRST_SCREEN = {DESKTOP["width"]: 1_200, PHONE["width"]: 1_600}  # px from the t
 
 CONTROLS = "input:visible, button:visible, select:visible, textarea:visible"
 
+# Text a learner reads as prose (outside the tables, the folded values, code and the charts' own axes) that writes a
+# number with a two-digit negative exponent: such a number is "about 0" there (app/domain/numbers.py).
+TINY_IN_PROSE = r"""() => {
+  const found = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    if (/\de-\d\d/.test(node.textContent)
+        && !node.parentElement.closest("table, .value-details, code, pre, script, template, svg")) {
+      found.push(node.textContent.trim().slice(0, 80));
+    }
+  }
+  return found;
+}"""
+
 
 @pytest.fixture(scope="module")
 def first_outcomes(module_apps) -> dict[str, str | None]:
@@ -38,6 +53,7 @@ def test_the_page_leads_with_what_a_learner_can_try(watched, slug, viewport, fir
     graph_ready(page)
     limit = FIRST_SCREEN[viewport["width"]]
     top = "e => e.getBoundingClientRect().top + window.scrollY"
+    assert page.evaluate(TINY_IN_PROSE) == []
     if lab_kind(slug):
         expect(page.locator("#lab[data-ready]")).to_have_count(1)
         if slug in RECORDED_LAB_SLUGS:
@@ -49,6 +65,7 @@ def test_the_page_leads_with_what_a_learner_can_try(watched, slug, viewport, fir
             expect(folded.locator("summary")).to_have_text(re.compile(r"^Computed live in .* · ✓ matches the recorded"))
             assert folded.get_attribute("open") is None
             assert "on the server" not in status.inner_text()
+            assert page.evaluate(TINY_IN_PROSE) == [], slug  # nor in the lab's answer
         first = page.locator("#lab").locator(CONTROLS).first
         assert first.evaluate(top) < limit, f"{slug}: the lab's first control at {first.evaluate(top):.0f} px"
         # the lab comes before the graph, the recorded cases and the verification

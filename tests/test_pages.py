@@ -139,7 +139,8 @@ def test_tour_opens_on_the_overview_and_follows_the_url(client):
     page = text(client.get("/models/bert"))
     assert re.search(r'class="tour-step is-current" id="step-overview"', page)
     assert page.count('data-step-id="') == 5
-    assert "model.py line 19" in page  # the softmax the opening step targets
+    # the softmax the heart of the tour targets, by its plain name (its source line is in the node's details)
+    assert "On the graph: softmax · <code>encoder.attention.softmax</code>" in page
     assert ">step 3, " in page and 'data-step-link="bidirectional"' in page
     page = text(client.get("/models/bert?step=masked"))
     assert re.search(r'class="tour-step is-current" id="step-masked"', page)
@@ -343,9 +344,15 @@ def test_the_graph_as_drawn_gives_each_node_its_text(client):
     assert answer.status_code == 200 and answer.content_type == "application/json"
     drawn = answer.get_json()
     layers = {layer["id"]: layer for layer in drawn["layers"]}
-    assert layers["h.0"]["shown"] == {"label": "h.0", "op": "Block"}  # a closed module: its class
-    assert layers["lm_head"]["shown"] == {"label": "lm_head", "op": "Linear 32→11 · shared"}  # tied to wte
-    assert layers["input:idx"]["shown"] == {"label": "idx", "op": "Input 1,8"}
+    # a closed module: its class, and its plain name as the recipe declares it ("h.*" = "transformer block")
+    assert layers["h.0"]["shown"] == {"label": "h.0", "op": "Block", "plain": "transformer block"}
+    assert layers["lm_head"]["shown"] == {"label": "lm_head", "op": "Linear 32→11 · shared",  # tied to wte
+                                          "plain": "next-token scores"}
+    assert layers["input:idx"]["shown"] == {"label": "idx", "op": "Input 1,8", "plain": "input"}
+    assert layers["h.0.attn.softmax"]["shown"]["plain"] == "softmax"  # by the rule for torch's modules
+    page = text(client.get("/models/gpt"))  # the tour's steps name their nodes so too
+    assert "On the graph: token embedding · <code>wte</code>" in page
+    assert "On the graph: final layer norm · <code>ln_f</code>" in page
     index = next(layer for layer in drawn["layers"] if layer["id"].startswith("index@h.0.attn"))
     assert index["shown"]["op"] == "indexing [:, :, :8, :8]"
     assert layers["add@GPT#0"]["shown"]["in_words"] == "the 1st Tensor.add in the model's own forward"

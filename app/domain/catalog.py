@@ -27,6 +27,7 @@ from .interventions import Heads, declared_heads
 from .jsonbytes import finite
 from .labs import LabSpec, lab_spec
 from .labs.fields import DeclarationError
+from .plain_names import plain_name
 from .recipes import kit_digest, kit_folder
 from .schema import FILE_NAME, ITEMS, ManifestError, validate_manifest
 from .shapes import FileEntry
@@ -95,6 +96,7 @@ class Model:
     training: Training | None = None  # the weights kept during training, where the recipe trains its model
     weights: Weights | None = None  # what the recorded weights are: trained (on what), pretrained or random
     display: Display = field(default_factory=Display)  # how the recorded items are drawn (recipe.toml [display])
+    names: dict[str, str] = field(default_factory=dict)  # the graph nodes' plain names (recipe.toml [names])
     kit_sha256: str | None = None  # the recipe kit's files, where the recipe imports it: its runs depend on them
 
     @property
@@ -134,7 +136,7 @@ class Model:
     @cached_property
     def drawing(self) -> bytes:
         """The graph as the interactive graph draws it (graphlayout.drawing_document), made once."""
-        return drawing_document(self.manifest)
+        return drawing_document(self.manifest, self.names)
 
     def case(self, case_id: str) -> dict | None:
         """The recorded case with this id, if there is one."""
@@ -153,6 +155,11 @@ class Model:
             if named:
                 found[matrix["key"]] = found.get(matrix["key"], {}) | named
         return found
+
+    def plain_name(self, node: str) -> str | None:
+        """A graph node's plain name (plain_names.plain_name), the recipe's where it declares one."""
+        layer = next((layer for layer in self.manifest["layers"] if layer["id"] == node), None)
+        return plain_name(layer, self.names) if layer else None
 
     def outcome(self, case: dict) -> str | None:
         """What the model answered in a case, in a sentence, where its lab kind reads the case; else None. Random
@@ -422,7 +429,7 @@ def resolve(declaration: Declaration, manifest: dict, recipe_dir: Path) -> dict:
             checkpoint = checkpoint_spec(declaration.checkpoint.model_dump())
         except CheckpointDeclarationError as exc:
             raise DeclarationError(str(exc)) from exc
-    return {"lab": lab, "checkpoint": checkpoint, "graph_focus": focus, "display": display,
+    return {"lab": lab, "checkpoint": checkpoint, "graph_focus": focus, "display": display, "names": declaration.names,
             "heads": declared_heads(declaration.interventions.model_dump(), manifest), "training": training,
             "weights": declared_weights(declaration.weights.model_dump())}
 

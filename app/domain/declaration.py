@@ -321,6 +321,9 @@ class Declaration(Declared):
     recording: Recording = Field(description="How the graph is traced: method, scope, inputs, keys")
     graph: Graph = Field(Graph(), description="focus, ops")
     display: Display = Field(Display(), description="How recorded items are drawn: groups, curves")
+    names: dict[Id, Annotated[str, StringConstraints(min_length=1, max_length=80)]] = Field(
+        {}, description="Plain names of graph nodes, by node id (\"wte\" = \"token embedding\"; a * stands for one "
+                        "part of a path: \"h.*\" = \"transformer block\"), shown beside each node's path")
     lab: Lab | None = Field(None, description="The live lab: kind, sizes, endpoints (docs/recipes.md)")
     checkpoint: Checkpoint | None = Field(None, description="Weights read from a folder on the server")
     interventions: Interventions = Field(Interventions(), description="heads")

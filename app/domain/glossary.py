@@ -32,6 +32,17 @@ GLOSSARY: dict[str, str] = {
                        "carries information from layer to layer.",
     "rtol": "Relative tolerance: the difference a replayed number may have from the recorded one, as a share of "
             "the recorded value (with atol, the allowance is atol + rtol × |recorded|).",
+    "BatchNorm": "Batch normalisation: each channel shifted to mean 0 and scaled to variance 1 with the statistics "
+                 "learnt in training, then scaled and shifted by learned weights.",
+    "Q(s, a)": "The value of a move: the return the agent expects after making move a in state s and playing well "
+               "from then on. The greedy move is the one with the largest Q.",
+    "ε": "Epsilon: the chance that the agent makes a random move instead of the greedy one (0: always greedy).",
+    "x̂_0": "The clean image a denoising step's predicted noise implies: the noisy image with that noise taken away "
+           "in one go.",
+    "Δ": "Mamba's step size, chosen for each token: a large one lets go of the state and writes the token in; a "
+         "small one keeps the state and lets the token pass by.",
+    "decision regions": "The parts of the input plane where the network answers 1, and where it answers 0: the "
+                        "line between them is where its answer crosses 0.5.",
     "saliency": "How much each input pixel moves the answer's score: here, each pixel times the gradient of "
                 "the score with respect to it.",
     "softmax": "Turns scores into probabilities: e raised to each score, divided by the sum of them all, so "

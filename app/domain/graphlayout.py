@@ -12,6 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .plain_names import plain_name
+
 FONT = "DejaVu Sans"
 # The graph's colours, here alone: the snapshot draws with them, and graph.json carries them to the page.
 PALETTE = {
@@ -70,20 +72,23 @@ def in_words(layer: dict, model: str) -> str | None:
     return f"the {ordinal(int(found['index']) + 1)} {layer['op']} in {where}"
 
 
-def shown(layer: dict, model: str) -> dict:
-    """What a node says: its label and op, and, for an op, its recorded name in words."""
+def shown(layer: dict, model: str, names: dict[str, str] | None = None) -> dict:
+    """What a node says: its label and op, its plain name (plain_names.plain_name: `names` are the recipe's), and,
+    for an op, its recorded name in words."""
     words = in_words(layer, model)
-    return {"label": short_label(layer), "op": op_label(layer)} | ({"in_words": words} if words else {})
+    plain = plain_name(layer, names or {})
+    return {"label": short_label(layer), "op": op_label(layer)} | ({"plain": plain} if plain else {}) \
+        | ({"in_words": words} if words else {})
 
 
-def drawing_document(manifest: dict) -> bytes:
+def drawing_document(manifest: dict, names: dict[str, str] | None = None) -> bytes:
     """The graph as the interactive graph draws it: the recorded layers, each with the text its node shows
     (`shown`: label and op, by the rule the snapshot uses, and an op's name in plain words) and the modules around
     it (`chain`, outermost first: the parent walk is made here alone), and the connections. Compact: it grows with
     the graph, about 350 bytes a node (docs/recipes.md, "At scale")."""
     model = manifest.get("className", "")
     by_id = {layer["id"]: layer for layer in manifest["layers"]}
-    layers = [layer | {"shown": shown(layer, model), "chain": ancestors(by_id, layer["id"])[::-1]}
+    layers = [layer | {"shown": shown(layer, model, names), "chain": ancestors(by_id, layer["id"])[::-1]}
               for layer in manifest["layers"]]
     document = {"layers": layers, "connections": [{"source": c["source"], "target": c["target"]}
                                                   for c in manifest["connections"]], "palette": PALETTE}

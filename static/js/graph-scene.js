@@ -128,9 +128,9 @@ export class GraphScene {
         const title = this.measure(`${id}  ▾`, TITLE_FONT) + 2 * GROUP_PAD;
         box = { w: Math.max(inner.width + 2 * GROUP_PAD, title), h: inner.height + TITLE + GROUP_PAD, inner };
       } else {
-        const { label, op } = this.text.get(id);
+        const { label, op, plain } = this.text.get(id);
         const extra = this.layers.get(id).kind === "module" ? 14 : 0; // the ▸ after a closed module's name
-        box = { w: Math.max(this.measure(label) + extra, this.measure(op)) + NODE_PAD, h: NODE_HEIGHT };
+        box = { w: Math.max(this.measure(label) + extra, this.measure(plain ?? op)) + NODE_PAD, h: NODE_HEIGHT };
       }
       size.set(id, box);
       return box;
@@ -150,8 +150,8 @@ export class GraphScene {
           origin.set(id, at);
           place(own.inner, at);
         } else {
-          const { label, op } = this.text.get(id);
-          nodes.push({ ...box, label, op, kind: this.layers.get(id).kind });
+          const { label, op, plain } = this.text.get(id);
+          nodes.push({ ...box, label, op, plain, kind: this.layers.get(id).kind });
         }
       }
     };

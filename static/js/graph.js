@@ -436,13 +436,14 @@ function drawing(view, scene, near) {
     const g = svgEl("g", {
       class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, "data-layer": n.id, tabindex: -1, role: "button",
       // The name starts with the visible text (label, then op), as speech-input users say what they see.
-      "aria-label": `${n.label} ${n.op}${isModule ? ", closed module: press Enter for details" : ""} (${n.id})${view.effects?.[n.id] !== undefined ? `, ${view.shading.what} ${sig(100 * view.effects[n.id], 3)}%` : ""}`,
+      "aria-label": `${n.label} ${n.plain ? `${n.plain}, ` : ""}${n.op}${isModule ? ", closed module: press Enter for details" : ""} (${n.id})${view.effects?.[n.id] !== undefined ? `, ${view.shading.what} ${sig(100 * view.effects[n.id], 3)}%` : ""}`,
     });
     const effect = view.effects?.[n.id];
     if (effect !== undefined) g.dataset.effect = sig(effect, 3);
     g.append(svgEl("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: effect > 0 ? deviationColour(effect / view.shading.scale) : colours.fill, stroke: colours.stroke }));
     g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: palette.node.text }, isModule ? `${n.label} ▸ ` : `${n.label} `)); // the space parts label and op in the text a name must contain
-    g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: palette.node.op }, n.op));
+    // Beside the path, the node's plain name (its op and class are in its details), else its op
+    g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: palette.node.op }, n.plain ?? n.op));
     g.addEventListener("click", () => view.select(n.id));
     g.addEventListener("focus", () => view.rove(n.id));
     g.addEventListener("keydown", (ev) => view.nodeKey(ev, n.id));

@@ -251,6 +251,7 @@ async function showDetails(layer) {
   const panel = document.getElementById("node-details");
   const title = Object.assign(document.createElement("h3"), { id: "node-details-title", textContent: layer.id });
   const dl = document.createElement("dl");
+  if (layer.shown?.plain) fact(dl, "what it is", layer.shown.plain);
   fact(dl, "op", layer.op);
   fact(dl, "kind", layer.kind);
   const params = Object.entries(layer.params || {}).map(([k, v]) => `${k}=${v}`).join(", ");
