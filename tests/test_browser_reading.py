@@ -101,7 +101,8 @@ def test_a_case_shows_its_outcome_and_first_figures_and_folds_the_rest_under_the
     page = watched("/models/lenet?case=three", PHONE, bypass_csp=True)
     graph_ready(page)
     case = page.locator("#case-panel")
-    expect(case.locator(".case-outcome")).to_contain_text("Read as")  # the outcome before any figure
+    expect(case.locator("#case-outcome")).to_have_text("Read as “3” with probability 1: right, the digit is “3”.")
+    expect(case.locator(".case-outcome")).to_contain_text("Read as")  # the numbers before any figure
     container = page.locator("#case-container")
     expect(container).to_have_class(re.compile(r"\bis-cut\b"))
     assert container.bounding_box()["height"] == pytest.approx(320, abs=1)  # 20 rem
@@ -110,7 +111,7 @@ def test_a_case_shows_its_outcome_and_first_figures_and_folds_the_rest_under_the
     expect(show).to_be_hidden()
     expect(container).to_be_focused()  # the reader's place kept where the button was
     assert page.evaluate("(box) => box.scrollHeight <= box.clientHeight + 1", container.element_handle())
-    first = case.locator(":scope > figure.heatmap-figure")
+    first = case.locator(":scope > figure.image-figure")  # the digit, ink on paper
     expect(first).to_have_attribute("data-label", "Input image (grey levels 0-16)")
     more = case.locator("details.more-figures")
     summary = more.locator(":scope > summary")

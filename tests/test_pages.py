@@ -531,3 +531,20 @@ def test_every_recorded_case_says_its_outcome_first_and_small_numbers_as_about_z
     lenet = text(client.get("/models/lenet?case=zero"))
     assert '<span class="bar-value" title="6.287e-17">about 0</span>' in lenet
     assert "6.287095433550144e-17" in text(client.get("/models/lenet/cases/zero.csv"))  # the download keeps it
+
+
+def test_every_node_of_every_graph_has_a_plain_name(app, client):
+    """Each node the graph draws says what it is in a learner's words beside its path (the recipe's [names], else
+    the rule for torch's common modules and ops), and each tour step names its node so."""
+    with app.app_context():
+        from app.services.extensions import models
+
+        slugs = list(models.catalog.models)
+    for slug in slugs:
+        layers = client.get(f"/models/{slug}/graph.json").get_json()["layers"]
+        unnamed = [layer["id"] for layer in layers if not layer["shown"].get("plain")]
+        assert unnamed == [], slug
+        page = text(client.get(f"/models/{slug}"))
+        for target in re.findall(r'data-target="([^"]+)"', page):
+            named = rf"On the graph: [^<]+ · <code>{re.escape(html.escape(target))}</code>"
+            assert re.search(named, page), (slug, target)

@@ -16,6 +16,17 @@ BY_OP = {
     "SiLU": "SiLU activation", "Tanh": "tanh activation", "Sigmoid": "sigmoid", "Softplus": "softplus",
     "LSTM": "LSTM", "LSTMCell": "LSTM cell", "ModuleList": "stack of blocks", "Sequential": "sequence of layers",
     "Input": "input", "Output": "output",
+    # The classes recipes conventionally give their building blocks (nanoGPT's Block and MLP, a ResBlock), by what
+    # they are; a recipe names its own otherwise.
+    "Block": "transformer block", "MLP": "feed-forward network", "FeedForward": "feed-forward network",
+    "SelfAttention": "self-attention", "CausalSelfAttention": "causal self-attention",
+    "MultiHeadAttention": "multi-head attention", "EncoderLayer": "encoder layer", "DecoderLayer": "decoder layer",
+    "Encoder": "encoder", "Decoder": "decoder", "Embeddings": "embeddings", "ResBlock": "residual block",
+    "BasicBlock": "residual block", "Projection": "projection", "Gate": "gate", "TimeEmbedding": "timestep embedding",
+    "GraphConv": "graph convolution", "ConvStage": "convolution stage", "SelectiveScan": "selective scan",
+    "SentencePooling": "sentence pooling",
+    "zeros": "zeros", "zeros_like": "zeros", "new_zeros": "zeros", "ones": "ones", "float": "to float",
+    "Python": "Python code", "Tensor property": "tensor attribute",
     "add": "sum", "mul": "product", "div": "division", "matmul": "matrix product", "masked_fill": "mask",
     "transpose": "transpose", "view": "reshape", "reshape": "reshape", "unflatten": "split into heads",
     "flatten": "flatten", "split": "split", "chunk": "split", "cat": "join", "stack": "stack", "exp": "exponential",
