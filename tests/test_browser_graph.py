@@ -1,7 +1,9 @@
 """The graph lab in a real browser: a link added with the keyboard and removed with two clicks, another member
 given, a link that brings the graph back, and a phone's width; axe after every interaction."""
 
+import itertools
 import json
+import math
 import re
 
 import pytest
@@ -28,6 +30,11 @@ def test_a_link_is_added_with_the_keyboard_and_removed_with_two_clicks(watched):
     lab_ready(page)  # Zachary's graph, the two leaders given, trained again and reproducing the recording
     expect(page.locator("#lab-status")).to_contain_text("31 of the 32 members not given placed on the side they joined")
     expect(page.locator(".graph-node")).to_have_count(34)
+    # No node hides another: every two circles as drawn lie apart
+    circles = page.evaluate("""() => [...document.querySelectorAll('.graph-drawing circle')].map((c) => {
+        const r = c.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2, r.width / 2]; })""")
+    assert not [(a, b) for a, b in itertools.combinations(circles, 2)
+                if math.hypot(a[0] - b[0], a[1] - b[1]) < a[2] + b[2]]
     expect(page.locator(".graph-node.is-wrong")).to_have_count(1)
     expect(page.locator('.graph-node[data-member="8"]')).to_have_class(re.compile("is-wrong"))
     no_violations(page)

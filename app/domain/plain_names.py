@@ -13,8 +13,8 @@ BY_OP = {
     "Conv2d": "convolution", "AvgPool2d": "average pooling", "AdaptiveAvgPool2d": "average pooling",
     "MaxPool2d": "max pooling", "Upsample": "upsampling", "Flatten": "flatten", "Dropout": "dropout",
     "Identity": "pass-through", "Softmax": "softmax", "GELU": "GELU activation", "ReLU": "ReLU activation",
-    "SiLU": "SiLU activation", "Tanh": "tanh activation", "Sigmoid": "sigmoid", "Softplus": "softplus",
-    "LSTM": "LSTM", "LSTMCell": "LSTM cell", "ModuleList": "stack of blocks", "Sequential": "sequence of layers",
+    "SiLU": "SiLU activation", "Sigmoid": "sigmoid", "Softplus": "softplus", "ModuleList": "stack of blocks",
+    "Sequential": "sequence of layers",
     "Input": "input", "Output": "output",
     # The classes recipes conventionally give their building blocks (nanoGPT's Block and MLP, a ResBlock), by what
     # they are; a recipe names its own otherwise.
@@ -30,7 +30,7 @@ BY_OP = {
     "add": "sum", "mul": "product", "div": "division", "matmul": "matrix product", "masked_fill": "mask",
     "transpose": "transpose", "view": "reshape", "reshape": "reshape", "unflatten": "split into heads",
     "flatten": "flatten", "split": "split", "chunk": "split", "cat": "join", "stack": "stack", "exp": "exponential",
-    "tanh": "tanh", "triu": "causal mask", "arange": "positions", "neg": "negation", "permute": "reorder",
+    "triu": "causal mask", "arange": "positions", "neg": "negation", "permute": "reorder",
     "expand": "broadcast", "sin": "sine", "cos": "cosine", "linear": "linear map", "indexing": "pick",
 }
 

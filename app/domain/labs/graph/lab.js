@@ -12,6 +12,35 @@ const MARGIN = 0.08; // around the layout's extent, in its units: room for the n
 const NODE = 0.055; // a node's radius, in the layout's units
 const LABEL = 0.05; // a node's number, in the layout's units (about 12 px where the drawing is 560 px wide)
 
+const APART = 2.3 * NODE; // the least distance between two nodes' centres as drawn: no node hides another
+const SPREAD_ROUNDS = 60;
+
+/**
+ * The layout as drawn: the recipe's positions (y up), each pair of nodes closer than APART pushed apart along the line
+ * between them, half the shortfall each, round after round: a picture in which no node hides another, moved as little
+ * as that takes. Deterministic: the same layout draws the same way.
+ */
+function spread(layout) {
+  const at = layout.map(([x, y]) => [x, -y]);
+  for (let round = 0; round < SPREAD_ROUNDS; round++) {
+    let moved = false;
+    for (let a = 0; a < at.length; a++) {
+      for (let b = a + 1; b < at.length; b++) {
+        let [dx, dy] = [at[b][0] - at[a][0], at[b][1] - at[a][1]];
+        let d = Math.hypot(dx, dy);
+        if (d >= APART) continue;
+        if (d < 1e-9) [dx, dy, d] = [1, 0, 1]; // one on top of another: apart along x
+        const push = (APART - d) / 2 / d;
+        at[a][0] -= dx * push; at[a][1] -= dy * push;
+        at[b][0] += dx * push; at[b][1] += dy * push;
+        moved = true;
+      }
+    }
+    if (!moved) break;
+  }
+  return at;
+}
+
 /** A link's key, the same either way round. */
 function key(a, b) {
   return a < b ? `${a}-${b}` : `${b}-${a}`;
@@ -198,13 +227,14 @@ export class Lab extends LabPanel {
    * the model's group, ringed where given, dashed where placed on a group other than its own. */
   drawing(layout, edges, probabilities, predicted, sides, given, groups) {
     const { thing, group } = this.words;
-    const xs = layout.map(([x]) => x);
-    const ys = layout.map(([, y]) => -y);
+    const placed = spread(layout); // y down, as the picture is drawn
+    const xs = placed.map(([x]) => x);
+    const ys = placed.map(([, y]) => y);
     const [left, top] = [Math.min(...xs) - MARGIN, Math.min(...ys) - MARGIN];
     const [width, height] = [Math.max(...xs) + MARGIN - left, Math.max(...ys) + MARGIN - top];
     const svg = svgEl("svg", { viewBox: `${left} ${top} ${width} ${height}`, class: "graph-drawing", role: "group",
       "aria-label": `The graph: ${layout.length} ${thing}s and ${edges.length} links, each ${thing} filled by the ${group} the model places it in. Click two ${thing}s to add or remove a link; the menus below do the same.` });
-    const at = (m) => [layout[m][0], -layout[m][1]];
+    const at = (m) => placed[m];
     const line = ([a, b], cls) => {
       const [[x1, y1], [x2, y2]] = [at(a), at(b)];
       return svgEl("line", { x1, y1, x2, y2, class: cls });
