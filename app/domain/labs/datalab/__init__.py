@@ -3,6 +3,8 @@
 prediction of a [MASK], or, for an encoder-only checkpoint, in the sentence's pooled embedding; and the
 similarity of two sentences with each token's share of it."""
 
+from ...numbers import said
+from ..cases import metrics
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads
 from .shapes import DataLabTrace
@@ -30,6 +32,14 @@ class DataLab(LabKind):
         """Each recorded case with the DataLab request that traced it."""
         return [{"id": case["id"], "label": case["label"], "request": case["request"]}
                 for case in cases if isinstance(case.get("request"), dict) and "text" in case["request"]]
+
+    def outcome(self, case: dict, spec) -> str | None:
+        """A sentence compared with another: how alike their embeddings point ("cosine similarity 0.84")."""
+        similarity = metrics(case).get("similarity")
+        if similarity is None:
+            return None
+        return (f"The two sentences' embeddings point alike to a cosine similarity of {said(similarity, 2)} (1: the "
+                "same direction; 0: unrelated).")
 
 
 KIND = DataLab()

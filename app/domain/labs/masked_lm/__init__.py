@@ -9,6 +9,18 @@ from ..fields import fail
 from ..kind import LabKind, Reads
 from .shapes import Corruption, MaskedTrace
 
+
+def held_out(scores: dict, spec) -> str | None:
+    """The held-out pairs' score: the masked tokens filled in right, and the causal twin's beside it where trained."""
+    if "accuracy" not in scores or "held_out_pairs" not in scores:
+        return None
+    pairs = int(scores["held_out_pairs"])
+    sentence = f"Right on {100 * scores['accuracy']:.0f}% of the masked tokens of {pairs} held-out sentence pairs"
+    twin = scores.get("twin_accuracy")
+    causal = spec.words.get("causal")
+    return f"{sentence}; {causal}, {100 * twin:.0f}%." if twin is not None and causal else f"{sentence}."
+
+
 NSP = ("IsNext", "NotNext")  # the sentence-pair head's answers, in its order (the second sentence follows, or not)
 
 
@@ -89,10 +101,10 @@ class MaskedLM(LabKind):
 
     def outcome(self, case: dict, spec) -> str | None:
         """“Filled in “two” (probability 0.99): right; read the second sentence as following the first (0.99)”."""
-        found = vectors(case)
+        found, scores = vectors(case), metrics(case)
         ids = found.get("input_ids")
         if ids is None:
-            return None
+            return held_out(scores, spec)
         mask, original = spec.special["MASK"], found.get("original_ids")
         filled = []
         for k, position in enumerate(i for i, token in enumerate(ids) if token == mask):
