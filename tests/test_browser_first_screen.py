@@ -65,6 +65,7 @@ def test_the_page_leads_with_what_a_learner_can_try(watched, slug, viewport, fir
             expect(folded.locator("summary")).to_have_text(re.compile(r"^Computed live in .* · ✓ matches the recorded"))
             assert folded.get_attribute("open") is None
             assert "on the server" not in status.inner_text()
+            assert status.evaluate(top) < limit, f"{slug}: the outcome at {status.evaluate(top):.0f} px"
             assert page.evaluate(TINY_IN_PROSE) == [], slug  # nor in the lab's answer
         first = page.locator("#lab").locator(CONTROLS).first
         assert first.evaluate(top) < limit, f"{slug}: the lab's first control at {first.evaluate(top):.0f} px"
