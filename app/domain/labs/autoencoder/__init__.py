@@ -63,11 +63,11 @@ class Autoencoder(LabKind):
         found = metrics(case)
         if "looks_like" not in found:
             return None
-        back = spec.token_name(int(found["looks_like"])) if spec.names else str(int(found["looks_like"]))
+        back = spec.token_name(int(found["looks_like"]))  # its declared name, else its number
         went = found.get("drawn_looks_like")
         if went is None:
             return f"Came back looking most like a “{back}”."
-        went = spec.token_name(int(went)) if spec.names else str(int(went))
+        went = spec.token_name(int(went))
         if went == back:
             return f"Went in and came back looking most like a “{back}”."
         return f"Went in looking most like a “{went}” and came back looking most like a “{back}”."

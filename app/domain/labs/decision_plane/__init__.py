@@ -33,8 +33,8 @@ class DecisionPlane(LabKind):
     def outcome(self, case: dict, spec) -> str | None:
         """"At (1, 0) the network answers 0.98, so 1: right, the training data says 1 there." A point that is none of
         the data's is said to be the network's own guess."""
-        found, answer = vectors(case), metrics(case).get("answer")
-        right = metrics(case).get("right")
+        found, scores = vectors(case), metrics(case)
+        answer, right = scores.get("answer"), scores.get("right")
         if "point" not in found and right is not None and found.get("answer"):  # the training cases, all at once
             return f"{int(right)} of its {len(found['answer'])} training cases answered on the right side of 0.5."
         if "point" not in found or answer is None:
