@@ -102,9 +102,18 @@ def looks_like(image: list[list[float]] | Tensor, key: str = "looks_like", of: s
     """The digit an image (8 x 8 grey levels) looks most like, as a case's metric: the one whose average held-out
     image lies nearest it. The simplest reading by eye, no trained classifier's: what a generator drew or a
     decoder gave back, said in a word. `key` and `of` name the metric and what it reads ("the drawing")."""
-    drawn = torch.as_tensor(image, dtype=torch.float64).reshape(1, -1)
-    nearest = int(torch.cdist(drawn, _class_means()).argmin())
-    return metric(key, f"The digit {of} looks most like (nearest the average held-out image of each)", nearest)
+    return metric(
+        key,
+        f"The digit {of} looks most like (nearest the average held-out image of each)",
+        nearest_digits(torch.as_tensor(image).reshape(1, -1))[0],
+    )
+
+
+def nearest_digits(images: list | Tensor) -> list[int]:
+    """The digit each of some images (n, 8, 8), or (n, 64), looks most like, read as `looks_like` reads one."""
+    drawn = torch.as_tensor(images, dtype=torch.float64)
+    drawn = drawn.reshape(drawn.shape[0], -1)
+    return torch.cdist(drawn, _class_means()).argmin(dim=1).tolist()
 
 
 def main() -> None:

@@ -272,16 +272,16 @@ SIG_VALUES = [1.2345e-7, -1.2345e-7, 5.6257e-5, 0.2461, 1234567.0, 1.5e22, 3.0, 
 def test_the_browser_rounds_numbers_as_the_server_does(watched):
     """One rule for significant figures: the page's sig() writes what the server's filter writes, positional down
     to 1e-4 and scientific below it (1.2e-14, never 0.000000000000012)."""
-    from app.domain.numbers import said, significant
+    from app.domain.numbers import in_prose, significant
 
     page = watched("/models/bert")
     graph_ready(page)
     charts = page.evaluate("""async (values) => {
         const src = document.querySelector('script[type="module"]').src.replace(/model-page\\.js$/, "charts.js");
-        const { said, sig } = await import(src);
-        return [values.map((v) => sig(v)), values.map((v) => said(v))];
+        const { inProse, sig } = await import(src);
+        return [values.map((v) => sig(v)), values.map((v) => inProse(v))];
     }""", SIG_VALUES)
     assert charts[0] == [significant(v) for v in SIG_VALUES]
-    assert charts[1] == [said(v) for v in SIG_VALUES]  # prose: "about 0" below 1e-4
-    assert said(6.287e-17) == "about 0" and said(0.0) == "0" and said(1e-4) == "0.0001"
+    assert charts[1] == [in_prose(v) for v in SIG_VALUES]  # prose: "about 0" below 1e-4
+    assert in_prose(6.287e-17) == "about 0" and in_prose(0.0) == "0" and in_prose(1e-4) == "0.0001"
 

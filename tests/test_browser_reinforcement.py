@@ -29,19 +29,24 @@ def test_an_episode_is_stepped_through_with_the_keyboard_and_another_started_on_
     lab_ready(page)  # the greedy episode from the start, reproduced
     expect(page.locator("#lab-status")).to_contain_text("From row 4, column 0: 8 moves, return 0.72, the goal reached")
     expect(page.locator(".rl-cell")).to_have_count(25)
+    # Every greedy move an arrow, as the server names the moves (its kind's settings): the start's is up.
+    expect(page.locator('.rl-cell[data-cell="4,0"] text')).to_have_text("↑")
+    # The recorded episode's moves are arrows and words, not codes 0-3.
+    moves = page.locator("#case-panel").get_by_text("↑ up", exact=True)
+    expect(moves.first).to_be_visible()
     no_violations(page)
     page.locator("#rl-step").focus()
     page.keyboard.press("End")
     expect(page.locator("#rl-where")).to_have_text("The end, after 8 moves, at row 0, column 4.")
     page.keyboard.press("ArrowLeft")
-    expect(page.locator("#rl-where")).to_contain_text("Move 8 of 8, at row 0, column 3: the best move, right")
+    expect(page.locator("#rl-where")).to_contain_text("Move 8 of 8, at row 0, column 3: the best move, → right")
     expect(page.locator("#rl-q .bar-row")).to_have_count(4)
     assert page.evaluate("document.activeElement.id") == "rl-step"
     no_violations(page)
     assert "move=7" in page.url  # the move shown is in the link: a reload shows it again
     page.reload()
     lab_ready(page)
-    expect(page.locator("#rl-where")).to_contain_text("Move 8 of 8, at row 0, column 3: the best move, right")
+    expect(page.locator("#rl-where")).to_contain_text("Move 8 of 8, at row 0, column 3: the best move, → right")
     expect(page.locator("#rl-step")).to_have_value("7")
     with page.expect_request(lambda r: r.url.endswith(EPISODE) and sent(r)["start"] == [2, 2]):
         page.locator('.rl-cell[data-cell="2,2"]').click()

@@ -136,8 +136,8 @@ def test_the_recorded_cases():
     assert items["moved"]["predicted"]["values"] == [3, 7, 1, 5]
     split = items["test-split"]
     stored = {path: recipe.stored.read(path)[1] for path in (mamba.WEIGHTS, mamba.LSTM_WEIGHTS)}
-    assert split["mamba_right"]["value"] == int(stored[mamba.WEIGHTS]["test_right"])
-    assert split["lstm_right"]["value"] == int(stored[mamba.LSTM_WEIGHTS]["test_right"])
+    assert split["test_right"]["value"] == int(stored[mamba.WEIGHTS]["test_right"])
+    assert split["baseline_test_right"]["value"] == int(stored[mamba.LSTM_WEIGHTS]["test_right"])
     assert len(split["mamba_training_loss"]["values"]) == train.EPOCHS
 
 

@@ -113,7 +113,9 @@ class Gunicorn:
     def stop(self) -> None:
         self.process.send_signal(signal.SIGQUIT)  # quick shutdown: a test does not wait for runs to finish
         try:
-            self.process.wait(timeout=60)
+            # A worker that does not quit at once (one still in post_fork has not yet taken gunicorn's handlers)
+            # keeps the arbiter waiting its graceful timeout, the recipe timeout and more: seen as a 65 s test.
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
         # A worker quit a second after it booted can outlive its master (seen: one in several runs, with its

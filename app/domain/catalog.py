@@ -97,6 +97,7 @@ class Model:
     weights: Weights | None = None  # what the recorded weights are: trained (on what), pretrained or random
     display: Display = field(default_factory=Display)  # how the recorded items are drawn (recipe.toml [display])
     names: dict[str, str] = field(default_factory=dict)  # the graph nodes' plain names (recipe.toml [names])
+    glossary: dict[str, str] = field(default_factory=dict)  # the page's own terms (recipe.toml [glossary])
     kit_sha256: str | None = None  # the recipe kit's files, where the recipe imports it: its runs depend on them
 
     @property
@@ -430,8 +431,8 @@ def resolve(declaration: Declaration, manifest: dict, recipe_dir: Path) -> dict:
         except CheckpointDeclarationError as exc:
             raise DeclarationError(str(exc)) from exc
     return {"lab": lab, "checkpoint": checkpoint, "graph_focus": focus, "display": display, "names": declaration.names,
-            "heads": declared_heads(declaration.interventions.model_dump(), manifest), "training": training,
-            "weights": declared_weights(declaration.weights.model_dump())}
+            "glossary": declaration.glossary, "heads": declared_heads(declaration.interventions.model_dump(), manifest),
+            "training": training, "weights": declared_weights(declaration.weights.model_dump())}
 
 
 def load_model(folder: Path, recipes_dir: Path, most_bytes: int = MANIFEST_MOST_BYTES) -> Model:

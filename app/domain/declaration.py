@@ -324,6 +324,11 @@ class Declaration(Declared):
     names: dict[Id, Annotated[str, StringConstraints(min_length=1, max_length=80)]] = Field(
         {}, description="Plain names of graph nodes, by node id (\"wte\" = \"token embedding\"; a * stands for one "
                         "part of a path: \"h.*\" = \"transformer block\"), shown beside each node's path")
+    glossary: dict[Annotated[str, StringConstraints(min_length=1, max_length=40)],
+                   Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=r"\.\Z")]] = Field(
+        {}, description="The symbols and words of this page a newcomer may not know, each said plainly in a sentence "
+                        "(\"β_t\" = \"The noise step t adds.\"), beside the catalog's glossary; the recipe's wins "
+                        "on its page (ε is exploration in one model and noise in another)")
     lab: Lab | None = Field(None, description="The live lab: kind, sizes, endpoints (docs/recipes.md)")
     checkpoint: Checkpoint | None = Field(None, description="Weights read from a folder on the server")
     interventions: Interventions = Field(Interventions(), description="heads")

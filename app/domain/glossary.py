@@ -1,5 +1,6 @@
 """The words a page uses that a newcomer may not know, each said plainly once; the page shows them on hover and
-focus wherever the word appears (static/js/glossary.js finds them)."""
+focus wherever the word appears (static/js/glossary.js finds them). A model's own symbols (ε, β_t, Q(s, a)) are its
+recipe's to say, in recipe.toml's [glossary], which the page adds to these."""
 
 # A term is matched as a whole word (or with a plural s), letter case as written where it has capitals (ELBO, KL), else
 # in any case.
@@ -34,13 +35,6 @@ GLOSSARY: dict[str, str] = {
             "the recorded value (with atol, the allowance is atol + rtol × |recorded|).",
     "BatchNorm": "Batch normalisation: each channel shifted to mean 0 and scaled to variance 1 with the statistics "
                  "learnt in training, then scaled and shifted by learned weights.",
-    "Q(s, a)": "The value of a move: the return the agent expects after making move a in state s and playing well "
-               "from then on. The greedy move is the one with the largest Q.",
-    "ε": "Epsilon: the chance that the agent makes a random move instead of the greedy one (0: always greedy).",
-    "x̂_0": "The clean image a denoising step's predicted noise implies: the noisy image with that noise taken away "
-           "in one go.",
-    "Δ": "Mamba's step size, chosen for each token: a large one lets go of the state and writes the token in; a "
-         "small one keeps the state and lets the token pass by.",
     "decision regions": "The parts of the input plane where the network answers 1, and where it answers 0: the "
                         "line between them is where its answer crosses 0.5.",
     "saliency": "How much each input pixel moves the answer's score: here, each pixel times the gradient of "

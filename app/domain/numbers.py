@@ -1,5 +1,5 @@
 """How the pages write a number. Tables and downloads give every value to four significant digits (`significant`);
-prose, bars and metric cards, what a learner reads as words, say a number too small to matter as "about 0" (`said`).
+prose, bars and metric cards, what a learner reads as words, say a number too small to matter as "about 0" (`in_prose`).
 static/js/charts.js writes both the same way, and a browser test holds the two equal over a table of values."""
 
 import numpy as np
@@ -18,7 +18,7 @@ def significant(value: float, digits: int = 4) -> str:
     return np.format_float_positional(value, precision=digits, unique=True, fractional=False, trim="-")
 
 
-def said(value: float, digits: int = 4) -> str:
+def in_prose(value: float, digits: int = 4) -> str:
     """A number as prose says it: `significant`, except that one below 1e-4 (once rounded), which a table writes
     in scientific notation, is "about 0"."""
     rounded = float(f"{value:.{digits - 1}e}")

@@ -19,7 +19,7 @@ from ..domain.glossary import GLOSSARY
 from ..domain.graphlayout import default_focus, open_path
 from ..domain.interventions import ACTIONS, changeable
 from ..domain.labs.cases import ATTENTION_TITLES
-from ..domain.numbers import said, significant
+from ..domain.numbers import in_prose, significant
 from ..domain.schema import ITEMS
 from ..services import checkpoints
 from ..services.cache import cache
@@ -34,7 +34,7 @@ LAYER_TABLE_ROWS = 400  # the page's table of layers stops here; layers.csv and 
 
 
 bp.add_app_template_filter(significant, "sig")  # tables: every value (numbers.significant)
-bp.add_app_template_filter(said, "said")  # prose, bars and metric cards: "about 0" below 1e-4 (numbers.said)
+bp.add_app_template_filter(in_prose, "prose")  # prose, bars and metric cards: "about 0" below 1e-4 (numbers.in_prose)
 
 
 @bp.app_template_filter("inline_code")
@@ -88,7 +88,7 @@ def lab_settings(model: Model) -> dict:
                              "method": e.method,
                              "fields": {f: field.json_schema() for f, field in e.fields.items()}}
                       for name, e in spec.endpoints.items()},
-    }
+    } | spec.kind.settings(spec)
 
 
 def page_model(slug: str) -> Model:
@@ -297,7 +297,7 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
         lab=lab_settings(model) if model.has_lab else None, checkpoint=checkpoint,
         files=file_listing(model), whatif=whatif_settings(model), training=training_settings(model),
         retraining={"url": url_for("api.retrain", slug=model.slug)} if trained_here(model) else None,
-        glossary=GLOSSARY, rounding=described(m), neighbours=models.catalog.neighbours(model),
+        glossary=GLOSSARY | model.glossary, rounding=described(m), neighbours=models.catalog.neighbours(model),
         twins=models.catalog.trained_twins(model),
     )
 

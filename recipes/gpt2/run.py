@@ -33,12 +33,20 @@ def case(answer: dict) -> dict:
     """A trace as recorded vectors, matrices and metrics."""
     last = answer["attention"][-1]  # (heads, T, T): the last block's
     names = [f"{t['index']}:{t['text']}" for t in answer["tokens"]]
+    top = [t["text"] for t in answer["top"]]  # the next tokens as text, most likely first
     return {
         "vectors": [
-            vector("input_ids", "Token ids", [t["id"] for t in answer["tokens"]]),
-            vector("top_ids", f"Top {TOP} next token ids", [t["id"] for t in answer["top"]]),
-            vector("top_probabilities", f"Top {TOP} probabilities", [t["probability"] for t in answer["top"]]),
-            vector("top_logits", f"Top {TOP} logits", [t["logit"] for t in answer["top"]]),
+            vector(
+                "input_ids",
+                "Token ids",
+                [t["id"] for t in answer["tokens"]],
+                names=[t["text"] for t in answer["tokens"]],
+            ),
+            vector("top_ids", f"Top {TOP} next token ids", [t["id"] for t in answer["top"]], names=top),
+            vector(
+                "top_probabilities", f"Top {TOP} probabilities", [t["probability"] for t in answer["top"]], names=top
+            ),
+            vector("top_logits", f"Top {TOP} logits", [t["logit"] for t in answer["top"]], names=top),
             vector(
                 "lens_probability",
                 "Probability of the prediction after each block (logit lens)",

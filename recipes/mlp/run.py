@@ -92,7 +92,11 @@ def plane_case(model: MLP) -> dict:
             for i, (unit, title) in enumerate(zip(maps, titles, strict=True))
         ],
         "vectors": [],
-        "metrics": [],
+        "metrics": [
+            metric(
+                "ones", "Share of the plane the network answers 1 (above 0.5)", (answer > 0.5).double().mean().item()
+            )
+        ],
     }
 
 

@@ -227,7 +227,14 @@ def between_case(model: VAE, images) -> dict:
             ),
             matrix("codes", "The codes along the line: step (rows) × latent dimension (columns)", codes.tolist()),
         ],
-        "vectors": [],
+        "vectors": [
+            vector(
+                "looks_like",
+                "The digit each image along the line looks most like",
+                digits.nearest_digits(steps),
+                first=1,
+            )
+        ],
         "metrics": [],
     }
 

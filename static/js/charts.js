@@ -37,8 +37,8 @@ export function sig(value, digits = 4) {
 }
 
 /** A number as prose, bars and metric cards say it: sig(), except that one below 1e-4 (once rounded) is "about 0", as
- * the server's `said` filter writes it (app/domain/numbers.py; a test holds the two equal). */
-export function said(value, digits = 4) {
+ * the server's `prose` filter writes it (app/domain/numbers.py; a test holds the two equal). */
+export function inProse(value, digits = 4) {
   const rounded = Number.isFinite(value) ? Number(value.toPrecision(digits)) : value;
   return rounded !== 0 && Math.abs(rounded) < 1e-4 ? "about 0" : sig(value, digits);
 }
@@ -258,7 +258,7 @@ export function barsSvg(values, max, label, { first = 0, names = null } = {}) {
     svg.append(svgEl("rect", {
       x: barX, y, width: max > 0 ? (barW * Math.abs(v)) / max : 0, height: row - 5, fill: v < 0 ? COLOUR.rust : COLOUR.mint,
     }));
-    svg.append(svgEl("text", { x: barX + barW + 6, y: y + 11, fill: COLOUR.ink }, said(v)));
+    svg.append(svgEl("text", { x: barX + barW + 6, y: y + 11, fill: COLOUR.ink }, inProse(v)));
   });
   return svg;
 }

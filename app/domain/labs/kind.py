@@ -130,6 +130,11 @@ class LabKind:
                 found[key] = spec.token_names()
         return found
 
+    def settings(self, spec) -> dict:
+        """What the kind's ES module reads beside the declaration (lab_settings): a rule the server also applies
+        (a threshold, the arrow of each move), stated once here rather than again in JavaScript."""
+        return {}
+
     def outcome(self, case: dict, spec) -> str | None:
         """What the model answered in this case (a recorded one or a live run's), whether that is right and how sure,
         in one sentence a learner reads first; None where the case is not one the kind reads (a training curve)."""

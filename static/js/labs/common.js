@@ -1,7 +1,7 @@
 // What every lab kind shares: JSON requests that wait out a busy server, bars, recorded items by key,
 // and the server's comparison of a live run with the recorded case it replays.
 
-import { diverging, said, sig } from "../charts.js";
+import { diverging, inProse, sig } from "../charts.js";
 import { editQuery, el, readJson, requireData, scrollBox, setDisabled, showStatus } from "../dom.js";
 
 const BUSY_RETRIES = 3;
@@ -126,7 +126,7 @@ export function metric(label, value, attrs = {}) {
   const node = part("metric");
   node.querySelector("dt").textContent = label;
   const dd = node.querySelector("dd");
-  dd.textContent = typeof value === "number" ? said(value) : value;
+  dd.textContent = typeof value === "number" ? inProse(value) : value;
   if (typeof value === "number") dd.title = sig(value);
   for (const [k, v] of Object.entries(attrs)) dd.setAttribute(k, v);
   return node;
@@ -152,7 +152,7 @@ export function bar(value, max, { label, negative = value < 0 } = {}) {
   fill.setAttribute("width", Math.abs(value));
   fill.classList.toggle("bar-negative", negative);
   const shown = row.querySelector(".bar-value");
-  shown.textContent = said(value);
+  shown.textContent = inProse(value);
   shown.title = sig(value);
   return row;
 }

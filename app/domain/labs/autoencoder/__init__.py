@@ -3,7 +3,8 @@ decoder's reconstruction; move through the 2-D latent space (sliders, or a map o
 everywhere) and walk the straight line between two drawings' codes, decoding as you go. What an image shows
 is named in the recipe's words (`lab.words.thing`: "digit")."""
 
-from ..cases import metrics
+from ...numbers import in_prose
+from ..cases import metrics, vectors
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads
 from .shapes import Decoded, Path, Plane
@@ -61,6 +62,15 @@ class Autoencoder(LabKind):
         """“Went in looking like a “7” and came back looking like a “1””: each image read as the digit whose average
         held-out image lies nearest (the recipe's `looks_like` metrics)."""
         found = metrics(case)
+        path = vectors(case).get("looks_like")
+        if path:  # decoded along a line of codes
+            drawn = ", ".join(spec.token_name(int(d)) for d in path)
+            return (f"Along the line from the first code to the second the decoder draws digits that look most like "
+                    f"{drawn}.")
+        if {"test_loss", "test_reconstruction", "test_kl", "test_size"} <= found.keys():
+            loss, missed, kl = (in_prose(found[key], 3) for key in ("test_loss", "test_reconstruction", "test_kl"))
+            return (f"The {int(found['test_size']):,} held-out digits come back at a loss of {loss} nats each on "
+                    f"average: {missed} for what the reconstruction misses, {kl} for the code (the KL term).")
         if "looks_like" not in found:
             return None
         back = spec.token_name(int(found["looks_like"]))  # its declared name, else its number

@@ -3,6 +3,8 @@ prediction, block by block (byte-level BPE tokens, every head's attention, the r
 logit lens); a few tokens generated greedily or by seeded sampling; and activation patching of every head from a
 second prompt of the same length."""
 
+from ...numbers import in_prose
+from ..cases import metrics
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads
 from .shapes import PromptGeneration, PromptPatching, PromptTrace
@@ -50,6 +52,16 @@ class CausalDataLab(LabKind):
             return None
         return {"trace": {"prompt": prompt}, "generations": {"prompt": prompt, "steps": 2},
                 "patching": {"prompt": prompt, "corrupted": prompt}}[endpoint]
+
+    def outcome(self, case: dict, spec) -> str | None:
+        """“After “3 1 4 1 =” it predicts “1” next, with probability 1.”: the recorded trace's most likely next token,
+        named by the recording (the checkpoint's tokenizer's text)."""
+        names = next((v.get("names") for v in case.get("vectors", []) if v["key"] == "top_ids"), None)
+        confidence = metrics(case).get("confidence")
+        prompt = case.get("request", {}).get("prompt")
+        if not names or confidence is None or not isinstance(prompt, str):
+            return None
+        return f"After “{prompt}” it predicts “{names[0]}” next, with probability {in_prose(confidence, 2)}."
 
 
 KIND = CausalDataLab()

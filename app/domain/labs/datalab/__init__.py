@@ -3,7 +3,7 @@
 prediction of a [MASK], or, for an encoder-only checkpoint, in the sentence's pooled embedding; and the
 similarity of two sentences with each token's share of it."""
 
-from ...numbers import said
+from ...numbers import in_prose
 from ..cases import metrics
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads
@@ -38,8 +38,8 @@ class DataLab(LabKind):
         similarity = metrics(case).get("similarity")
         if similarity is None:
             return None
-        return (f"The two sentences' embeddings point alike to a cosine similarity of {said(similarity, 2)} (1: the "
-                "same direction; 0: unrelated).")
+        return (f"The two sentences' embeddings point alike to a cosine similarity of {in_prose(similarity, 2)} "
+                "(1: the same direction; 0: unrelated).")
 
 
 KIND = DataLab()

@@ -2,6 +2,7 @@
 and the recipe answers what each hidden unit outputs there and the network's answer; with it, the answer over the
 whole plane (its decision regions), each hidden unit's line (where its weighted sum is 0) and the data it learnt."""
 
+from ...numbers import in_prose
 from ..cases import metrics, vectors
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads
@@ -30,11 +31,21 @@ class DecisionPlane(LabKind):
         return [{"id": case["id"], "label": case["label"], "request": case["request"]} for case in cases
                 if isinstance(case.get("request"), dict) and {"x1", "x2"} <= case["request"].keys()]
 
+    def settings(self, spec) -> dict:
+        return {"threshold": THRESHOLD}
+
     def outcome(self, case: dict, spec) -> str | None:
         """"At (1, 0) the network answers 0.98, so 1: right, the training data says 1 there." A point that is none of
         the data's is said to be the network's own guess."""
         found, scores = vectors(case), metrics(case)
         answer, right = scores.get("answer"), scores.get("right")
+        if "ones" in scores:  # every unit over the plane
+            return (f"Over the plane the network answers 1 on {scores['ones']:.0%} of the points and 0 on the rest: "
+                    "the hidden units' lines cut it into its regions.")
+        if "final_error" in scores and found.get("loss_per_epoch"):  # the training curve
+            start = found["loss_per_epoch"][0]
+            return (f"In {int(scores['steps']):,} steps of gradient descent the mean squared error fell from "
+                    f"{in_prose(start, 2)} to {in_prose(scores['final_error'], 2)}.")
         if "point" not in found and right is not None and found.get("answer"):  # the training cases, all at once
             return f"{int(right)} of its {len(found['answer'])} training cases answered on the right side of 0.5."
         if "point" not in found or answer is None:

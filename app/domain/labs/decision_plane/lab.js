@@ -11,7 +11,6 @@ import { bars, item, LabPanel, linkInput, markPreset, postJson, startFromLink, t
 const SIZE = 400; // the drawing's side in its own units (it scales to its box)
 const STEP = 0.05; // how far an arrow key moves the point, and what a click is rounded to
 const SETTLE_MS = 120; // typed digits closer together than this share one run
-const THRESHOLD = 0.5; // an answer above it reads as 1
 
 /** The ends of the line w1·x1 + w2·x2 + b = 0 inside the square [lo, hi]², or null where it misses it. */
 function clipped([w1, w2, b], lo, hi) {
@@ -143,7 +142,7 @@ export class Lab extends LabPanel {
     const step = SIZE / (cols - 1);
     const shade = svgEl("g", { "shape-rendering": "crispEdges" });
     regions.forEach((row, r) => row.forEach((v, k) => shade.append(svgEl("rect", {
-      x: k * step - step / 2, y: r * step - step / 2, width: step, height: step, fill: diverging(v - THRESHOLD, THRESHOLD) }))));
+      x: k * step - step / 2, y: r * step - step / 2, width: step, height: step, fill: diverging(v - this.settings.threshold, this.settings.threshold) }))));
     svg.append(shade);
     svg.append(svgEl("rect", { x: 0, y: 0, width: SIZE, height: SIZE, fill: "none", stroke: COLOUR.axis }));
     for (const tick of [0, 1]) {
@@ -172,7 +171,7 @@ export class Lab extends LabPanel {
     svg.prepend(defs);
     const targets = item(c, "targets").values;
     item(c, "data").values.forEach(([d1, d2], k) => {
-      const on = targets[k] > THRESHOLD;
+      const on = targets[k] > this.settings.threshold;
       svg.append(svgEl("circle", { class: "plane-data", cx: x(d1), cy: y(d2), r: 9, fill: on ? COLOUR.ink : COLOUR.paper, stroke: COLOUR.ink, "stroke-width": 2 }));
       const below = d2 < (this.lo + this.hi) / 2;
       svg.append(svgEl("text", { x: x(d1), y: y(d2) + (below ? -16 : 26), "text-anchor": "middle", "font-size": 16, fill: COLOUR.ink }, `${d1} ${d2} → ${targets[k]}`));
@@ -193,9 +192,9 @@ export class Lab extends LabPanel {
     const read = item(c, "answer").value;
     this.results.replaceChildren(
       el("h3", {}, "What each hidden unit outputs here"),
-      bars(hidden.values, hidden.names.map((name, k) => `${name} ${hidden.values[k] > THRESHOLD ? "on" : "off"}`), 1),
+      bars(hidden.values, hidden.names.map((name, k) => `${name} ${hidden.values[k] > this.settings.threshold ? "on" : "off"}`), 1),
       el("h3", {}, "The answer"),
-      bars([read], [`${read > THRESHOLD ? 1 : 0}`], 1),
+      bars([read], [`${read > this.settings.threshold ? 1 : 0}`], 1),
       table(["unit", ...lines.columns], lines.values.map((row, k) => [lines.rows[k], ...row.map((v) => sig(v, 3))]),
         "Each hidden unit's line: where w1·x1 + w2·x2 + b = 0 (the unit is on where the sum is above 0)", { reflow: true }));
   }

@@ -3,7 +3,7 @@
 step's loss term); or bury a drawing in noise up to a chosen step and watch the model bring an image back. What
 an image shows is named in the recipe's words (`lab.words.thing`: "digit")."""
 
-from ...numbers import said
+from ...numbers import in_prose
 from ..cases import metrics
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads
@@ -56,12 +56,18 @@ class Diffusion(LabKind):
         """“Drew a digit that looks most like a “7”” (a sample), or how far a drawing denoised back came (the recipe's
         `looks_like` metric: the digit whose average held-out image lies nearest)."""
         found = metrics(case)
+        if "last_signal" in found and "steps" in found:  # the forward process
+            return (f"After {int(found['steps'])} steps of added noise {found['last_signal']:.1%} of the digit is "
+                    "left: sampling starts from what is all but pure noise.")
+        if "test_loss" in found and "test_size" in found:  # the held-out split
+            return (f"Predicts the noise added to the {int(found['test_size']):,} held-out digits with a mean squared "
+                    f"error of {in_prose(found['test_loss'], 2)} (guessing no noise at all scores 1).")
         if "looks_like" not in found:
             return None
         digit = f"a digit that looks most like a “{int(found['looks_like'])}”"
         if "start" in found:
-            away = f", {said(found['distance'], 2)} grey levels from the drawing on average" if "distance" in found \
-                else ""
+            away = (f", {in_prose(found['distance'], 2)} grey levels from the drawing on average"
+                    if "distance" in found else "")
             return f"Noised to step {int(found['start'])} and denoised back to {digit}{away}."
         seed = f" from noise seed {int(found['seed'])}" if "seed" in found else ""
         return f"Drew {digit}{seed}."

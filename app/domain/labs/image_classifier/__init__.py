@@ -3,7 +3,7 @@ probabilities and the saliency of every edit, and trace one class's score back t
 words for what an image shows come from `lab.words.thing` ("digit"), its feature maps' stages from
 `display.groups`."""
 
-from ...numbers import said
+from ...numbers import in_prose
 from ..cases import metrics
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads, check_names
@@ -50,7 +50,7 @@ class ImageClassifier(LabKind):
         if "prediction" not in found or "confidence" not in found:
             return None
         read = spec.token_name(int(found["prediction"]))
-        said_read = f"Read as “{read}” with probability {said(found['confidence'], 2)}"
+        said_read = f"Read as “{read}” with probability {in_prose(found['confidence'], 2)}"
         if found.get("label") is None:
             return f"{said_read}."
         meant = spec.token_name(int(found["label"]))

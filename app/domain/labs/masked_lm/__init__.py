@@ -3,7 +3,7 @@ what-if runs, the pretraining corruption sampler, and a stage-by-stage trace of 
 
 import math
 
-from ...numbers import said
+from ...numbers import in_prose
 from ..cases import attention_axes, input_tokens, metrics, vectors
 from ..fields import fail
 from ..kind import LabKind, Reads
@@ -113,7 +113,7 @@ class MaskedLM(LabKind):
             if not probs:
                 continue
             best = max(range(len(probs)), key=probs.__getitem__)
-            part = f"“{spec.token_name(best)}” (probability {said(probs[best], 2)})"
+            part = f"“{spec.token_name(best)}” (probability {in_prose(probs[best], 2)})"
             if original is not None and original[position] != mask:
                 right = original[position] == best
                 part += ": right" if right else f": wrong, it was “{spec.token_name(original[position])}”"
@@ -123,7 +123,7 @@ class MaskedLM(LabKind):
         if pair and len(pair) == 2:
             follows = pair[0] >= pair[1]
             parts.append(f"read the second sentence as {'following' if follows else 'not following'} the first "
-                         f"(probability {said(max(pair), 2)})")
+                         f"(probability {in_prose(max(pair), 2)})")
         if not parts:
             return None
         sentence = "; ".join(parts)

@@ -2,10 +2,12 @@
 step with the value Q(s, a) of every move at every state; and see the greedy policy over the whole grid, each
 cell filled by the return the agent expects from it. The moves are named by `lab.names` ("up", "right", ...)."""
 
-from ...numbers import said
+from ...numbers import in_prose
 from ..cases import metrics, vectors
 from ..fields import DeclarationError
 from ..kind import LabKind, Reads, check_names
+
+ARROWS = {"up": "↑", "right": "→", "down": "↓", "left": "←"}  # a move by its name, as the grid and the chips draw it
 
 
 class Reinforcement(LabKind):
@@ -54,13 +56,28 @@ class Reinforcement(LabKind):
         found = super().vector_names(case, spec)
         actions = vectors(case).get("actions")
         if actions is not None and spec.names:
-            found["actions"] = [spec.token_name(int(a)) for a in actions]
+            found["actions"] = [self.arrowed(spec.token_name(int(a))) for a in actions]
         return found
+
+    @staticmethod
+    def arrowed(move: str) -> str:
+        """“↑ up”: a move's arrow beside its name, where the move is one of the four a grid has."""
+        return f"{ARROWS[move]} {move}" if move in ARROWS else move
+
+    def settings(self, spec) -> dict:
+        return {"arrows": [ARROWS.get(move, "") for move in spec.names]}
 
     def outcome(self, case: dict, spec) -> str | None:
         """An episode: “From row 4, column 0: 8 moves, return 0.72, the goal reached”; the policy: how many cells'
         greedy moves are optimal."""
         found, counts = vectors(case), metrics(case)
+        if "greedy_return" in counts and found.get("training_return"):  # the training episodes
+            returns = found["training_return"]
+            recent = (f" to {in_prose(counts['last_50'], 2)} on average over the last 50" if "last_50" in counts
+                      else "")
+            return (f"Over {len(returns):,} training episodes the return went from {in_prose(returns[0], 2)} in the "
+                    f"first{recent}; played greedily from the start, the trained agent's return is "
+                    f"{in_prose(counts['greedy_return'], 2)}.")
         if "agree" in counts and "cells" in counts:
             return f"The greedy move is an optimal one in {counts['agree']} of {counts['cells']} cells."
         if "actions" not in found or "return" not in counts:
@@ -70,7 +87,7 @@ class Reinforcement(LabKind):
         end = ("the goal reached" if counts.get("reached") == 1 else "into the pit" if counts.get("fell") == 1
                else "cut off before the goal")
         moves = len(found["actions"])
-        return f"{where}{moves} move{'s' if moves != 1 else ''}, return {said(counts['return'], 3)}, {end}."
+        return f"{where}{moves} move{'s' if moves != 1 else ''}, return {in_prose(counts['return'], 3)}, {end}."
 
 
 KIND = Reinforcement()

@@ -9,7 +9,6 @@ import { el } from "../dom.js";
 import { bars, item, LabPanel, LinkedStep, linkInput, markPreset, postJson, startFromLink, table } from "./common.js";
 
 const CELL = 60; // px: one cell of the grid
-const ARROWS = ["↑", "→", "↓", "←"]; // each move, as the grid draws it
 const CODES = { wall: 1, goal: 2, pit: 3, start: 4 }; // a case's map, as the recipe codes it
 const PLAY_MS = 450;
 const SEED_MAX = 2147483647;
@@ -33,6 +32,11 @@ export class Lab extends LabPanel {
     const episodes = this.settings.presets.filter((p) => p.endpoint === "episode");
     const start = startFromLink(episodes, (params) => this.linked(params));
     this.ready.then(() => (start.input ? this.fromLink(start.input) : start.preset && this.load(start.preset, start.problem)));
+  }
+
+  /** “↑ up”: a move's arrow (the kind's, from the server) beside its name. */
+  named(move) {
+    return [this.settings.arrows[move], this.moves[move]].filter(Boolean).join(" ");
   }
 
   linked(params) {
@@ -123,7 +127,7 @@ export class Lab extends LabPanel {
       } else if (kind === "open") {
         const move = this.best[r][c];
         g.append(svgEl("title", {}, `Row ${r}, column ${c}: expects ${sig(this.values[r][c], 3)}, would move ${this.moves[move]}`));
-        g.append(svgEl("text", { x: x + CELL / 2, y: y + CELL / 2 + 9, "text-anchor": "middle", "font-size": 26, fill: COLOUR.ink }, ARROWS[move] ?? ""));
+        g.append(svgEl("text", { x: x + CELL / 2, y: y + CELL / 2 + 9, "text-anchor": "middle", "font-size": 26, fill: COLOUR.ink }, this.settings.arrows[move] ?? ""));
         if (code === CODES.start) g.append(svgEl("rect", { x: x + 3, y: y + 3, width: CELL - 6, height: CELL - 6, fill: "none", stroke: COLOUR.accent, "stroke-width": 3 }));
         g.addEventListener("click", () => {
           this.$("rl-start").value = `${r},${c}`;
@@ -169,7 +173,7 @@ export class Lab extends LabPanel {
     this.$("rl-results").replaceChildren(
       table(["move", "at", ...this.moves.map((m) => `Q(${m})`), "made", "paid"], actions.map((a, k) => [
         String(k + 1), `(${cells[k].join(", ")})`, ...this.shown.q[k].map((v) => sig(v, 3)),
-        `${this.moves[a]}${this.shown.explored[k] ? " (random)" : ""}`, sig(this.shown.rewards[k], 2)]), "Every move of the episode", { reflow: true }));
+        `${this.named(a)}${this.shown.explored[k] ? " (random)" : ""}`, sig(this.shown.rewards[k], 2)]), "Every move of the episode", { reflow: true }));
     this.stop();
     const slider = this.$("rl-step");
     slider.max = String(actions.length);
@@ -186,7 +190,7 @@ export class Lab extends LabPanel {
     const [r, c] = cells[this.move];
     if (this.move < actions.length) {
       const a = actions[this.move];
-      this.$("rl-where").textContent = `Move ${this.move + 1} of ${actions.length}, at row ${r}, column ${c}: ${explored[this.move] ? "a random move" : "the best move"}, ${this.moves[a]}, which pays ${sig(rewards[this.move], 2)}.`;
+      this.$("rl-where").textContent = `Move ${this.move + 1} of ${actions.length}, at row ${r}, column ${c}: ${explored[this.move] ? "a random move" : "the best move"}, ${this.named(a)}, which pays ${sig(rewards[this.move], 2)}.`;
       const max = Math.max(...q[this.move].map(Math.abs));
       this.$("rl-q").replaceChildren(el("p", { class: "fine" }, "Q(s, a) of each move here:"), bars(q[this.move], this.moves, max));
     } else {

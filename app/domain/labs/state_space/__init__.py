@@ -4,7 +4,7 @@ the token is written into the state) and C (how the output reads it), and the mi
 earlier token every output is made of; the answers at the positions the recipe asks for, with a baseline's beside
 them where the recipe trains one."""
 
-from ..cases import right_of, sequence_presets, vectors
+from ..cases import metrics, right_of, sequence_presets, vectors
 from ..kind import LabKind, Reads, check_sequence_field
 
 
@@ -34,7 +34,7 @@ class StateSpace(LabKind):
         recipe's words (`lab.words.baseline`)."""
         found = vectors(case)
         if "predicted" not in found:
-            return None
+            return held_out_answers(metrics(case), spec.words.get("baseline", "the baseline"))
         asked = len(found["predicted"])
         right = right_of(found["predicted"], found.get("expected"))
         said = f"Read {len(found.get('tokens', []))} tokens; {asked} answer{'s' if asked != 1 else ''} asked for"
@@ -45,6 +45,19 @@ class StateSpace(LabKind):
             if "baseline_predicted" in found else None
         name = spec.words.get("baseline", "the baseline")
         return f"{said}; {name} {baseline} of {asked}." if baseline is not None else f"{said}."
+
+
+def held_out_answers(found: dict, baseline: str) -> str | None:
+    """“Right on 3,993 of the 4,000 held-out answers (993 of the 1,000 sequences wholly); the LSTM 3,782 (802).”"""
+    if not {"test_right", "test_answers"} <= found.keys():
+        return None
+    said = f"Right on {int(found['test_right']):,} of the {int(found['test_answers']):,} held-out answers"
+    if "test_whole" in found and "test_size" in found:
+        said += f" ({int(found['test_whole']):,} of the {int(found['test_size']):,} sequences wholly)"
+    if "baseline_test_right" in found:
+        whole = f" ({int(found['baseline_test_whole']):,})" if "baseline_test_whole" in found else ""
+        said += f"; {baseline} {int(found['baseline_test_right']):,}{whole}"
+    return f"{said}."
 
 
 KIND = StateSpace()
