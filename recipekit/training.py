@@ -12,10 +12,10 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from . import weights
 from .kernels import KERNELS, machine
+from .knobs import SETTINGS, Knob, KnobError, chosen, given, moved, out_folder
 
 
 @contextmanager
@@ -171,12 +172,39 @@ class Trained:
     same: dict[str, bool] = field(default_factory=dict)
 
 
-def train_main(argv: list[str], trained: Callable[[], Trained], tolerance: float, elsewhere: Elsewhere) -> int:
+def train_main(
+    argv: list[str],
+    trained: Callable[..., Trained],
+    tolerance: float,
+    elsewhere: Elsewhere,
+    knobs: Mapping[str, Knob] | None = None,
+) -> int:
     """train.py's main: train and write the recipe's files, or with --check retrain in memory and compare every
     tensor of every file with the stored one, and say which guarantee held (compared()): exit status 1 when none
     did, a tensor is missing or reshaped, or a fact of `same` does not hold. --report is --check told as JSON lines
-    on stdout: each epoch as it ends, then the comparison."""
+    on stdout: each epoch as it ends, then the comparison.
+
+    A recipe that declares knobs passes them: `trained(values)` is then called with every knob's value (`--knob
+    name=value`, TENSORVIZ_KNOBS: recipekit.knobs), and a variant (a knob moved) is written to, and checked against,
+    a folder of its own with its knobs.json, never the recorded files. A knob refused is exit status 2."""
     torch.use_deterministic_algorithms(True)
+    if knobs is not None:
+        try:
+            values = chosen(knobs, given(argv))
+            recipe_dir = Path(trained.__code__.co_filename).resolve().parent  # train.py's folder
+            out = out_folder(argv, recipe_dir, moved(knobs, values))
+        except KnobError as exc:
+            print(f"train.py: {exc}", file=sys.stderr)
+            return 2
+        recorded = trained
+
+        def trained() -> Trained:
+            made = recorded(values)
+            if out is None:
+                return made
+            return replace(made, files={out / path.name: written for path, written in made.files.items()})
+    else:
+        out = None
     if "--report" in argv:
 
         def write(event: dict) -> None:
@@ -194,9 +222,13 @@ def train_main(argv: list[str], trained: Callable[[], Trained], tolerance: float
         print(f"retrained: {made.summary}; largest weight difference {_worst(report)}{facts}")
         print(f"{'PASSED' if report['passed'] else 'FAILED'}: {report['verdict']}")
         return 0 if report["passed"] else 1
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / SETTINGS).write_text(json.dumps(values, indent=2) + "\n")
     for path, (tensors, metadata) in made.files.items():
         weights.write(path, tensors, metadata)
-    print(f"{made.summary}; wrote {', '.join(path.name for path in made.files)}")
+    where = f" in {out}" if out is not None else ""
+    print(f"{made.summary}; wrote {', '.join(path.name for path in made.files)}{where}")
     return 0
 
 

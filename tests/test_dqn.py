@@ -113,12 +113,12 @@ def test_the_recorded_cases():
 
 def test_train_check_exits_0_on_the_stored_weights_and_1_on_a_changed_one(model, train_check, capsys, monkeypatch):
     """`train.py --check` on the stored weights standing in for a retraining (15 s: README)."""
-    monkeypatch.setattr(train, "train", lambda: (model, [0.0]))
+    monkeypatch.setattr(train, "train", lambda settings: (model, [0.0]))
     assert train.main(["--check"]) == 0
     changed = dqn.build_model()
     with torch.no_grad():
         changed.values.fc.bias[0] += 0.01
-    monkeypatch.setattr(train, "train", lambda: (changed, [0.0]))
+    monkeypatch.setattr(train, "train", lambda settings: (changed, [0.0]))
     assert train.main(["--check"]) == 1
     assert "largest weight difference 1.00e-02" in capsys.readouterr().out
 

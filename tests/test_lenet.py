@@ -124,8 +124,7 @@ RETRAINED_EPOCHS = 4
 
 def test_training_from_the_seed_passes_through_the_stored_stages(monkeypatch, split):
     pytest.importorskip("sklearn")
-    monkeypatch.setattr(train, "EPOCHS", RETRAINED_EPOCHS)
-    snapshots = train.train(digits.split()).snapshots
+    snapshots = train.train(digits.split(), train.RECORDED | {"epochs": RETRAINED_EPOCHS}).snapshots
     kept = kept_stages(lenet.SNAPSHOTS)
     assert sorted(snapshots) == [e for e in train.SNAPSHOT_EPOCHS if e < RETRAINED_EPOCHS] == [0, 1, 3]
     worst, where = largest_stage_difference(snapshots, kept)

@@ -17,6 +17,9 @@ from typing import Any
 
 import orjson
 
+from recipekit.knobs import Knob, KnobError
+from recipekit.knobs import declared as declared_knobs
+
 from . import attention, requirements, tour
 from .checkpoints import CheckpointDeclarationError, CheckpointSpec, checkpoint_spec
 from .declaration import Declaration, read_declaration
@@ -94,6 +97,7 @@ class Model:
     graph_focus: str | None = None  # the module the interactive graph opens with (recipe.toml [graph] focus)
     heads: dict[str, Heads] = field(default_factory=dict)  # attention modules whose heads interventions reach
     training: Training | None = None  # the weights kept during training, where the recipe trains its model
+    knobs: dict[str, Knob] = field(default_factory=dict)  # what a learner may move to train a variant
     weights: Weights | None = None  # what the recorded weights are: trained (on what), pretrained or random
     display: Display = field(default_factory=Display)  # how the recorded items are drawn (recipe.toml [display])
     names: dict[str, str] = field(default_factory=dict)  # the graph nodes' plain names (recipe.toml [names])
@@ -422,6 +426,10 @@ def resolve(declaration: Declaration, manifest: dict, recipe_dir: Path) -> dict:
         raise DeclarationError(f"graph.focus: {focus!r} is not a module of the recorded graph")
     lab = _lab(declaration, manifest, recipe_dir, display)
     training = declared_training(declaration.training.model_dump() if declaration.training else {}, recipe_dir)
+    try:
+        knobs = declared_knobs(recipe_dir)  # as train.py reads them: whole numbers stay whole
+    except KnobError as exc:
+        raise DeclarationError(str(exc)) from None
     if training is not None and lab is None:
         raise DeclarationError("[training] needs a [lab], whose entries run on the kept weights")
     checkpoint = None
@@ -432,7 +440,7 @@ def resolve(declaration: Declaration, manifest: dict, recipe_dir: Path) -> dict:
             raise DeclarationError(str(exc)) from exc
     return {"lab": lab, "checkpoint": checkpoint, "graph_focus": focus, "display": display, "names": declaration.names,
             "glossary": declaration.glossary, "heads": declared_heads(declaration.interventions.model_dump(), manifest),
-            "training": training, "weights": declared_weights(declaration.weights.model_dump())}
+            "training": training, "knobs": knobs, "weights": declared_weights(declaration.weights.model_dump())}
 
 
 def load_model(folder: Path, recipes_dir: Path, most_bytes: int = MANIFEST_MOST_BYTES) -> Model:

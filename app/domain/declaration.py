@@ -250,9 +250,24 @@ class Interventions(Declared):
     heads: dict[Id, Heads] = Field({}, description="Attention modules (\"h.*.attn\") whose heads What if? reaches")
 
 
+class Knob(Declared):
+    description: Text = Field(description="What moving it changes, for the learner (\"learning rate: how big a step "
+                                          "each update takes\")")
+    min: float | None = Field(None, description="Its least value (a number knob)")
+    max: float | None = Field(None, description="Its greatest value (a number knob)")
+    default: int | float | str = Field(description="What the recorded model was trained with")
+    step: float | None = Field(None, gt=0, description="The step a slider moves by, where it matters")
+    choices: Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=40)]],
+                       Field(min_length=1, max_length=20)] | None = Field(
+        None, description="Its names, for a knob that picks one (data = [\"xor\", \"circles\"])")
+
+
 class Training(Declared):
-    snapshots: Annotated[str, StringConstraints(pattern=whole(FILE_NAME))] = Field(
-        description="A safetensors file of the weights kept while training, in the recipe folder")
+    snapshots: Annotated[str, StringConstraints(pattern=whole(FILE_NAME))] | None = Field(
+        None, description="A safetensors file of the weights kept while training, in the recipe folder")
+    knobs: dict[Annotated[str, StringConstraints(pattern=r"\A[A-Za-z_][A-Za-z0-9_]{0,39}\Z")], Knob] = Field(
+        {}, description="The settings a learner may move to train a variant ([training.knobs.<name>]: recipekit/"
+                        "knobs.py checks their values, for train.py and the server alike)")
 
 
 class Group(Declared):

@@ -39,9 +39,9 @@ def header(path: Path) -> dict:
 
 def declared_training(declaration: dict, recipe_dir: Path) -> Training | None:
     """[training] checked against the snapshots file it names; DeclarationError says what is wrong."""
-    if not declaration:
-        return None
     name = declaration.get("snapshots")
+    if name is None:  # a [training] of knobs alone keeps no snapshots
+        return None
     if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith(".") or not name:
         raise DeclarationError("training.snapshots: must be the name of a file in the recipe folder")
     try:

@@ -2,17 +2,20 @@
 
     python train.py          # train (seconds), write weights.safetensors, print the greedy return from the start
     python train.py --check  # retrain in memory and compare with the stored weights; exit status 1 if they differ
+    python train.py --knob gamma=0.5 --knob explore_moves=1000   # a variant (recipe.toml's knobs), in variants/<id>/
 
 Needs torch, safetensors and the recipe kit. The environment is gridworld.py: nothing is downloaded.
 """
 
 import copy
 from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-from recipekit import training, weights
+from recipekit import knobs, training, weights
 from recipekit.script import package
 
 __package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
@@ -21,13 +24,15 @@ from .model import WEIGHTS, QConfig, QNetwork
 
 TRAIN_SEED = 2015  # initial weights, starts, exploration and replay sampling (Mnih et al., 2015)
 EPISODES = 400
-GAMMA = 0.9  # the discount: a reward n moves away counts 0.9ⁿ
+KNOBS = knobs.declared(Path(__file__).parent)  # gamma (the discount), explore_moves and explore_last (ε's fall)
+RECORDED = knobs.chosen(KNOBS, {})  # every knob at its default: the recorded model
+GAMMA = float(RECORDED["gamma"])  # the discount: a reward n moves away counts 0.9ⁿ
 BATCH = 32
 REPLAY = 5000  # transitions kept for replay
 WARMUP = 200  # transitions gathered before the first update
 TARGET_EVERY = 100  # moves between copies of the network into the target network
 LEARNING_RATE, LEARNING_RATE_LAST = 1e-3, 1e-4  # Adam's step size, annealed linearly over the episodes
-EXPLORE_FIRST, EXPLORE_LAST, EXPLORE_MOVES = 1.0, 0.05, 4000  # ε, annealed linearly over the first moves
+EXPLORE_FIRST = 1.0  # ε at first, annealed linearly to explore_last over the first explore_moves moves
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
 RETRAIN_TOLERANCE = 1e-3
@@ -44,9 +49,10 @@ ELSEWHERE = training.Elsewhere(
 )
 
 
-def exploring(moves: int) -> float:
-    """ε after this many moves: from EXPLORE_FIRST down to EXPLORE_LAST over EXPLORE_MOVES, then flat."""
-    return max(EXPLORE_LAST, EXPLORE_FIRST - (EXPLORE_FIRST - EXPLORE_LAST) * moves / EXPLORE_MOVES)
+def exploring(moves: int, settings: Mapping[str, knobs.Value] = RECORDED) -> float:
+    """ε after this many moves: from EXPLORE_FIRST down to explore_last over explore_moves, then flat."""
+    last, over = float(settings["explore_last"]), int(settings["explore_moves"])
+    return max(last, EXPLORE_FIRST - (EXPLORE_FIRST - last) * moves / over)
 
 
 @torch.no_grad()
@@ -55,11 +61,12 @@ def targets(target: QNetwork, rewards: Tensor, after: Tensor, done: Tensor, gamm
     return rewards + gamma * target(after).max(1).values * (1 - done)
 
 
-def train() -> tuple[QNetwork, list[float]]:
+def train(settings: Mapping[str, knobs.Value] = RECORDED) -> tuple[QNetwork, list[float]]:
     """The paper's Algorithm 1 on one thread: ε-greedy moves from a random open cell, every transition kept in a
     replay memory, a minibatch drawn from it each move for one Adam step on the Huber loss against the target
     network's y, the target network a copy of the online one every TARGET_EVERY moves. The network (in eval mode)
     and each episode's return."""
+    gamma = float(settings["gamma"])
     starts = [cell for cell in OPEN if not terminal(cell)]
     with training.one_thread(TRAIN_SEED):
         online = QNetwork(QConfig())
@@ -76,7 +83,7 @@ def train() -> tuple[QNetwork, list[float]]:
                 group["lr"] = LEARNING_RATE + (LEARNING_RATE_LAST - LEARNING_RATE) * episode / (EPISODES - 1)
             cell, total, losses = starts[int(torch.randint(len(starts), (1,), generator=draw))], 0.0, []
             for _ in range(MAX_STEPS):
-                if torch.rand(1, generator=draw).item() < exploring(moves):
+                if torch.rand(1, generator=draw).item() < exploring(moves, settings):
                     action = int(torch.randint(4, (1,), generator=draw))
                 else:
                     with torch.no_grad():
@@ -89,7 +96,11 @@ def train() -> tuple[QNetwork, list[float]]:
                     picked = [memory[i] for i in torch.randint(len(memory), (BATCH,), generator=draw).tolist()]
                     before, actions, rewards, after, done = zip(*picked, strict=True)
                     y = targets(
-                        target, torch.tensor(rewards), observe_all(list(after)), torch.tensor(done, dtype=torch.float32)
+                        target,
+                        torch.tensor(rewards),
+                        observe_all(list(after)),
+                        torch.tensor(done, dtype=torch.float32),
+                        gamma,
                     )
                     q = online(observe_all(list(before))).gather(1, torch.tensor(actions)[:, None])[:, 0]
                     loss = nn.functional.smooth_l1_loss(q, y)  # the paper's clipped error: Huber
@@ -109,7 +120,7 @@ def train() -> tuple[QNetwork, list[float]]:
     return online.eval(), returns
 
 
-def optimal_q() -> dict[tuple[int, int], list[float]]:
+def optimal_q(gamma: float = GAMMA) -> dict[tuple[int, int], list[float]]:
     """The exact Q*(s, a) of every open cell from which an episode goes on, by value iteration over the known
     environment until nothing moves: Q*(s, a) = r + γ max_a' Q*(s', a'), r alone where the move ends the episode."""
     states = [cell for cell in OPEN if not terminal(cell)]
@@ -119,7 +130,7 @@ def optimal_q() -> dict[tuple[int, int], list[float]]:
         for cell in states:
             for action in range(4):
                 moved = step(cell, action)
-                value = moved.reward + (0.0 if moved.done else GAMMA * max(q[moved.cell]))
+                value = moved.reward + (0.0 if moved.done else gamma * max(q[moved.cell]))
                 largest = max(largest, abs(value - q[cell][action]))
                 q[cell][action] = value
         if largest < 1e-12:
@@ -127,9 +138,9 @@ def optimal_q() -> dict[tuple[int, int], list[float]]:
 
 
 @torch.no_grad()
-def q_error(model: QNetwork) -> float:
+def q_error(model: QNetwork, gamma: float = GAMMA) -> float:
     """The largest |Q(s, a) − Q*(s, a)| over every cell an episode can be in and every move."""
-    exact = optimal_q()
+    exact = optimal_q(gamma)
     states = list(exact)
     q = model(observe_all(states)).tolist()  # (cells, 4)
     return max(abs(a - b) for cell, row in zip(states, q, strict=True) for a, b in zip(row, exact[cell], strict=True))
@@ -149,8 +160,8 @@ def greedy(model: QNetwork, start: tuple[int, int] = START) -> tuple[list[tuple[
     return path, total
 
 
-def trained() -> training.Trained:
-    model, returns = train()
+def trained(settings: Mapping[str, knobs.Value] = RECORDED) -> training.Trained:
+    model, returns = train(settings)
     path, total = greedy(model)
     return training.Trained(
         files={
@@ -159,7 +170,7 @@ def trained() -> training.Trained:
                 training.metadata(
                     greedy_return=total,
                     greedy_moves=len(path) - 1,
-                    largest_q_error=q_error(model),
+                    largest_q_error=q_error(model, float(settings["gamma"])),
                     return_per_episode=returns,
                     train_seed=TRAIN_SEED,
                     episodes=EPISODES,
@@ -172,7 +183,7 @@ def trained() -> training.Trained:
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE, knobs=KNOBS)
 
 
 if __name__ == "__main__":

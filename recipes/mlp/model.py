@@ -42,6 +42,44 @@ def xor() -> tuple[Tensor, Tensor]:
     return torch.tensor(INPUTS), torch.tensor(TARGETS)[:, None]
 
 
+DATA = ("xor", "circles", "spiral")  # the patterns a learner may train it on (train.py's `data` knob)
+POINTS = 64  # points drawn for a pattern other than XOR's four cases
+
+
+def dataset(name: str = "xor", noise: float = 0.0, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """A pattern's inputs (N, 2) in the plane's square, -0.5 to 1.5, and answers (N, 1): XOR's four cases (with
+    noise, 16 points around each), a disc inside a ring, or two interleaved spirals; `noise` moves each point by a
+    normal draw of that standard deviation (seeded: the same data every time)."""
+    generator = torch.Generator().manual_seed(seed)
+    if name == "xor":
+        x, y = xor()
+        if noise == 0:
+            return x, y
+        x, y = x.repeat_interleave(POINTS // 4, dim=0), y.repeat_interleave(POINTS // 4, dim=0)
+    elif name == "circles":
+        inner = torch.arange(POINTS) % 2 == 0  # half in the disc (answer 1), half in the ring (0)
+        radius = torch.where(
+            inner, 0.3 * torch.rand(POINTS, generator=generator), 0.55 + 0.2 * torch.rand(POINTS, generator=generator)
+        )
+        angle = 2 * torch.pi * torch.rand(POINTS, generator=generator)
+        x = 0.5 + radius[:, None] * torch.stack([angle.cos(), angle.sin()], dim=1)
+        y = inner.float()[:, None]
+    elif name == "spiral":
+        t = torch.linspace(0.1, 1, POINTS // 2)
+        arms = [
+            torch.stack(
+                [0.5 + 0.6 * t * (3 * torch.pi * t + turn).cos(), 0.5 + 0.6 * t * (3 * torch.pi * t + turn).sin()],
+                dim=1,
+            )
+            for turn in (0.0, torch.pi)
+        ]
+        x = torch.cat(arms)
+        y = torch.cat([torch.ones(POINTS // 2), torch.zeros(POINTS // 2)])[:, None]
+    else:
+        raise ValueError(f"data: {name!r} is not one of {', '.join(DATA)}")
+    return x + noise * torch.randn(x.shape, generator=generator), y
+
+
 def build_model(config: MLPConfig | None = None, weights: Path = WEIGHTS) -> MLP:
     """The recorded model: the trained weights from weights.safetensors, in eval mode."""
     model = MLP(config or MLPConfig())

@@ -2,22 +2,26 @@
 
     python train.py          # train (well under a second), write weights.safetensors, print the error
     python train.py --check  # retrain in memory and compare with the stored weights; exit status 1 if they differ
+    python train.py --knob data=circles --knob hidden=8   # a variant (recipe.toml's knobs), in variants/<id>/
 
 Needs torch, safetensors and the recipe kit (recipekit: the training loop). The data is XOR's four cases.
 """
 
+from collections.abc import Mapping
+from pathlib import Path
+
 import torch
 from torch import Tensor
 
-from recipekit import training, weights
+from recipekit import knobs, training, weights
 from recipekit.script import package
 
 __package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
-from .model import MLP, WEIGHTS, MLPConfig, xor
+from .model import MLP, WEIGHTS, MLPConfig, dataset
 
 TRAIN_SEED = 1986  # the initial weights (Rumelhart, Hinton & Williams, 1986); seed 8 gets stuck: README
-EPOCHS = 2000  # each a step on all four cases (the paper's batch learning)
-LEARNING_RATE = 0.5  # the paper's η
+KNOBS = knobs.declared(Path(__file__).parent)  # learning_rate (the paper's η), hidden, data, noise, steps
+RECORDED = knobs.chosen(KNOBS, {})  # every knob at its default: the recorded model (2,000 steps, η = 0.5, XOR)
 MOMENTUM = 0.9  # the paper's α
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
@@ -38,33 +42,37 @@ def squared_error(model: MLP, x: Tensor, target: Tensor) -> Tensor:
     return ((model(x) - target) ** 2).mean()
 
 
-def train() -> training.Fitted:
-    """Gradient descent with momentum on the four cases at once, on one thread: the model and its error after
-    every step (an epoch is the four cases)."""
+def train(settings: Mapping[str, knobs.Value] = RECORDED) -> training.Fitted:
+    """Gradient descent with momentum on all the cases at once, on one thread: the model and its error after every
+    step (an epoch is the whole data: XOR's four cases as the paper had them, unless a knob moved it)."""
     with training.one_thread(TRAIN_SEED):
-        model = MLP(MLPConfig())
-        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
-        x, target = xor()
-        return training.fit(model, optimizer, EPOCHS, lambda: [None], lambda _: squared_error(model, x, target))
+        model = MLP(MLPConfig(hidden=int(settings["hidden"])))
+        optimizer = torch.optim.SGD(model.parameters(), lr=float(settings["learning_rate"]), momentum=MOMENTUM)
+        x, target = dataset(str(settings["data"]), float(settings["noise"]), TRAIN_SEED)
+        steps = int(settings["steps"])
+        return training.fit(model, optimizer, steps, lambda: [None], lambda _: squared_error(model, x, target))
 
 
-def trained() -> training.Trained:
-    fitted = train()
+def trained(settings: Mapping[str, knobs.Value] = RECORDED) -> training.Trained:
+    fitted = train(settings)
+    x, target = dataset(str(settings["data"]), float(settings["noise"]), TRAIN_SEED)
     with torch.no_grad():
-        error = squared_error(fitted.model, *xor()).item()
+        error = squared_error(fitted.model, x, target).item()
     return training.Trained(
         files={
             WEIGHTS: (
                 weights.state_of(fitted.model),
-                training.metadata(error=error, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, epochs=EPOCHS),
+                training.metadata(
+                    error=error, loss_per_epoch=fitted.losses, train_seed=TRAIN_SEED, epochs=int(settings["steps"])
+                ),
             )
         },
-        summary=f"mean squared error {error:.6f} on XOR's four cases after {EPOCHS} steps",
+        summary=f"mean squared error {error:.6f} on its {len(x)} cases after {settings['steps']} steps",
     )
 
 
 def main(argv: list[str]) -> int:
-    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE)
+    return training.train_main(argv, trained, RETRAIN_TOLERANCE, ELSEWHERE, knobs=KNOBS)
 
 
 if __name__ == "__main__":

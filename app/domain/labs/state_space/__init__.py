@@ -48,7 +48,7 @@ class StateSpace(LabKind):
 
 
 def held_out_answers(found: dict, baseline: str) -> str | None:
-    """“Right on 3,993 of the 4,000 held-out answers (993 of the 1,000 sequences wholly); the LSTM 3,782 (802).”"""
+    """“Right on 3,993 of the 4,000 held-out answers (993 of the 1,000 sequences wholly); the baseline 3,782 (802).”"""
     if not {"test_right", "test_answers"} <= found.keys():
         return None
     said = f"Right on {int(found['test_right']):,} of the {int(found['test_answers']):,} held-out answers"
