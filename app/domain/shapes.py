@@ -774,6 +774,9 @@ class Live(TypedDict):
 
 class LabAnswer(Live):
     kind: str  # the lab endpoint that answered
+    # What the model answered, whether it is right and how sure, in one sentence (the lab kind reads the case, or a
+    # DataLab's trace); absent where the kind does not read this answer
+    outcome: NotRequired[str]
 
 
 class Token(TypedDict):
@@ -859,9 +862,6 @@ class CaseAnswer(LabAnswer):
     case: LiveCase
     axes: dict[str, Axes]  # by matrix key, where the lab kind knows; other matrices have numbered axes
     groups: list[CaseGroup]  # the matrices drawn together, as the recorded cases' pages draw them
-    # What the model answered, whether it is right and how sure, in one sentence (the lab kind reads the case); absent
-    # where the kind does not read this case
-    outcome: NotRequired[str]
     record_check: NotRequired[RecordCheck]
 
 

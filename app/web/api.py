@@ -2,6 +2,7 @@
 
 import json
 
+import orjson
 from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
 from werkzeug.exceptions import MethodNotAllowed, RequestEntityTooLarge, ServiceUnavailable, UnsupportedMediaType
 from werkzeug.routing import BaseConverter
@@ -431,6 +432,10 @@ def lab_endpoint(slug: str, action: str):
     result = answer.pop("result", None)
     envelope = {"kind": action, **answer}
     if declared.answers != "case":
+        if action in found.lab.kind.says_outcome:  # read, not encoded again: the answer is still spliced below
+            said = found.lab.kind.result_outcome(action, args, orjson.loads(raw) if result is None else result,
+                                                 found.lab)
+            envelope |= {"outcome": said} if said else {}
         if raw is not None and keys is not None and not set(keys) & set(envelope):
             return _spliced(envelope, raw)
         return jsonify(envelope | (json.loads(raw) if result is None else result))

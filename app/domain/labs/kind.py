@@ -135,6 +135,14 @@ class LabKind:
         (a threshold, the arrow of each move), stated once here rather than again in JavaScript."""
         return {}
 
+    # The endpoints whose results (not cases) the kind reads an outcome from (result_outcome): a DataLab's trace.
+    says_outcome: tuple[str, ...] = ()
+
+    def result_outcome(self, endpoint: str, args: dict, result: dict, spec) -> str | None:
+        """The outcome of a live answer that is no case (an endpoint of `says_outcome`), in the words its recorded
+        case's outcome uses; None where there is none to say."""
+        return None
+
     def outcome(self, case: dict, spec) -> str | None:
         """What the model answered in this case (a recorded one or a live run's), whether that is right and how sure,
         in one sentence a learner reads first; None where the case is not one the kind reads (a training curve)."""

@@ -53,6 +53,8 @@ class CausalDataLab(LabKind):
         return {"trace": {"prompt": prompt}, "generations": {"prompt": prompt, "steps": 2},
                 "patching": {"prompt": prompt, "corrupted": prompt}}[endpoint]
 
+    says_outcome = ("trace",)
+
     def outcome(self, case: dict, spec) -> str | None:
         """“After “3 1 4 1 =” it predicts “1” next, with probability 1.”: the recorded trace's most likely next token,
         named by the recording (the checkpoint's tokenizer's text)."""
@@ -61,7 +63,18 @@ class CausalDataLab(LabKind):
         prompt = case.get("request", {}).get("prompt")
         if not names or confidence is None or not isinstance(prompt, str):
             return None
-        return f"After “{prompt}” it predicts “{names[0]}” next, with probability {in_prose(confidence, 2)}."
+        return predicted(prompt, names[0], confidence)
+
+    def result_outcome(self, endpoint: str, args: dict, result: dict, spec) -> str | None:
+        """A live trace's next token, said as a recorded one is."""
+        found = result.get("prediction") or {}
+        if not isinstance(found.get("text"), str) or not isinstance(found.get("probability"), int | float):
+            return None
+        return predicted(args["prompt"], found["text"], found["probability"])
+
+
+def predicted(prompt: str, token: str, probability: float) -> str:
+    return f"After “{prompt}” it predicts “{token}” next, with probability {in_prose(probability, 2)}."
 
 
 KIND = CausalDataLab()

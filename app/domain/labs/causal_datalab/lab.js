@@ -62,7 +62,7 @@ export class Lab extends LabPanel {
       if (start.input.corrupted) this.$("causal-corrupted").value = start.input.corrupted;
       if (found) this.trace(); // a shared trace is shown, not just its prompt
     } else if (start.preset) {
-      this.usePreset(start.preset, false);
+      this.usePreset(start.preset, found); // the recorded prompt answered as the page opens
       if (start.problem) this.setStatus(start.problem);
     }
   }

@@ -33,13 +33,22 @@ class DataLab(LabKind):
         return [{"id": case["id"], "label": case["label"], "request": case["request"]}
                 for case in cases if isinstance(case.get("request"), dict) and "text" in case["request"]]
 
+    says_outcome = ("datalab",)
+
     def outcome(self, case: dict, spec) -> str | None:
         """A sentence compared with another: how alike their embeddings point ("cosine similarity 0.84")."""
         similarity = metrics(case).get("similarity")
-        if similarity is None:
-            return None
-        return (f"The two sentences' embeddings point alike to a cosine similarity of {in_prose(similarity, 2)} "
-                "(1: the same direction; 0: unrelated).")
+        return None if similarity is None else alike(similarity)
+
+    def result_outcome(self, endpoint: str, args: dict, result: dict, spec) -> str | None:
+        """A live comparison of two sentences, said as a recorded one is."""
+        cosine = (result.get("similarity") or {}).get("cosine")
+        return alike(cosine) if isinstance(cosine, int | float) else None
+
+
+def alike(similarity: float) -> str:
+    return (f"The two sentences' embeddings point alike to a cosine similarity of {in_prose(similarity, 2)} "
+            "(1: the same direction; 0: unrelated).")
 
 
 KIND = DataLab()

@@ -204,7 +204,7 @@ export class Lab extends LabPanel {
       if (start.input.top_k) this.topK.value = start.input.top_k;
       if (!submit.disabled) this.trace(false); // a shared trace is shown, not just its sentence
     } else if (start.preset) {
-      this.usePreset(start.preset, false);
+      this.usePreset(start.preset, !submit.disabled); // the recorded sentence answered as the page opens
       if (start.problem) this.setStatus(start.problem);
     }
   }
