@@ -208,6 +208,10 @@ def test_every_layer_and_head_of_attention_at_once_follows_one_query_through_all
     expect(overview.locator("[data-follow]")).to_have_value("6")
     expect(maps.nth(0).locator('rect.is-followed[data-row="6"]')).to_have_count(8)
     assert axe_violations(page) == []
+    # Wider than a phone (many layers and heads), the grid scrolls: the keyboard reaches it as a region of its own.
+    grid = overview.locator(".overview-grid")
+    expect(grid).to_have_attribute("tabindex", "0")
+    expect(grid).to_have_attribute("role", "region")
 
 
 def test_an_ops_recorded_name_is_read_out_in_its_details(watched):
