@@ -188,6 +188,7 @@ def train_main(
     name=value`, TENSORVIZ_KNOBS: recipekit.knobs), and a variant (a knob moved) is written to, and checked against,
     a folder of its own with its knobs.json, never the recorded files. A knob refused is exit status 2."""
     torch.use_deterministic_algorithms(True)
+    make, out, values = trained, None, {}
     if knobs is not None:
         try:
             values = chosen(knobs, given(argv))
@@ -196,15 +197,13 @@ def train_main(
         except KnobError as exc:
             print(f"train.py: {exc}", file=sys.stderr)
             return 2
-        recorded = trained
 
-        def trained() -> Trained:
-            made = recorded(values)
+        def make() -> Trained:  # with the knobs' values, into the variant's folder where one is moved
+            made = trained(values)
             if out is None:
                 return made
             return replace(made, files={out / path.name: written for path, written in made.files.items()})
-    else:
-        out = None
+
     if "--report" in argv:
 
         def write(event: dict) -> None:
@@ -212,10 +211,10 @@ def train_main(
             sys.stdout.flush()
 
         LISTENER.set(Listener(write))
-        report = compared(trained(), tolerance, elsewhere)
+        report = compared(make(), tolerance, elsewhere)
         write({"event": "report", "report": report})
         return 0 if report["passed"] else 1
-    made = trained()
+    made = make()
     if "--check" in argv:
         report = compared(made, tolerance, elsewhere)
         facts = "".join(f"; {fact['name']}: {fact['held']}" for fact in report["facts"])

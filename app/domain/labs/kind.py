@@ -75,6 +75,8 @@ class LabKind:
     limits: ClassVar[dict[str, dict[str, str]]] = {}
     # The keys of a recorded case's vectors that hold token ids: its page shows each token by its name.
     token_vectors: ClassVar[tuple[str, ...]] = ()
+    # The endpoints whose results (not cases) the kind reads an outcome from (result_outcome): a DataLab's trace.
+    says_outcome: ClassVar[tuple[str, ...]] = ()
 
     @property
     def folder(self) -> Path:
@@ -134,9 +136,6 @@ class LabKind:
         """What the kind's ES module reads beside the declaration (lab_settings): a rule the server also applies
         (a threshold, the arrow of each move), stated once here rather than again in JavaScript."""
         return {}
-
-    # The endpoints whose results (not cases) the kind reads an outcome from (result_outcome): a DataLab's trace.
-    says_outcome: tuple[str, ...] = ()
 
     def result_outcome(self, endpoint: str, args: dict, result: dict, spec) -> str | None:
         """The outcome of a live answer that is no case (an endpoint of `says_outcome`), in the words its recorded
