@@ -2,6 +2,7 @@
 own and by the server; a knob moved trains a variant into a folder of its own, deterministically."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -9,6 +10,7 @@ import pytest
 
 from app.services.config import PROJECT_ROOT
 from recipekit import knobs
+from recipekit.kernels import KERNELS
 from recipekit.knobs import KnobError
 
 MLP = PROJECT_ROOT / "recipes" / "mlp"
@@ -84,8 +86,12 @@ def test_the_catalog_serves_every_declared_knob_as_train_py_reads_it(app):
         "max": 50, "integer": True}
 
 
-def train(*args: str, cwd=MLP) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "train.py", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+def train(*args: str, kernels: bool = True) -> subprocess.CompletedProcess:
+    """train.py run alone in the MLP's folder; with its training kernels already set (`kernels`), as it would set them
+    by starting itself again (recipekit.training.run), so that torch is imported once."""
+    env = os.environ | (KERNELS if kernels else {})
+    return subprocess.run([sys.executable, "train.py", *args], cwd=MLP, env=env, capture_output=True, text=True,
+                          timeout=300)
 
 
 def test_train_py_alone_trains_a_variant_into_its_own_folder_and_checks_it_bit_for_bit(tmp_path):
@@ -93,7 +99,7 @@ def test_train_py_alone_trains_a_variant_into_its_own_folder_and_checks_it_bit_f
     before anything trains; moved knobs write the variant with its knobs.json where --out says, never the recorded
     weights; --check on it retrains and finds the same bits."""
     recorded = (MLP / "weights.safetensors").read_bytes()
-    refused = train("--knob", "hidden=99")
+    refused = train("--knob", "hidden=99", kernels=False)  # as a reader types it
     assert refused.returncode == 2 and "hidden: 99 is out of range 1..16" in refused.stderr
     out = tmp_path / "variant"
     made = train("--knob", "data=circles", "--knob", "hidden=4", "--knob", "steps=300", "--out", str(out))
