@@ -161,10 +161,9 @@ class Model:
                 found[matrix["key"]] = found.get(matrix["key"], {}) | named
         return found
 
-    def plain_name(self, node: str) -> str | None:
-        """A graph node's plain name (plain_names.plain_name), the recipe's where it declares one."""
-        layer = next((layer for layer in self.manifest["layers"] if layer["id"] == node), None)
-        return plain_name(layer, self.names) if layer else None
+    def plain_name(self, layer: dict) -> str | None:
+        """A recorded layer's plain name (plain_names.plain_name), the recipe's where it declares one."""
+        return plain_name(layer, self.names)
 
     def outcome(self, case: dict) -> str | None:
         """What the model answered in a case, in a sentence, where its lab kind reads the case; else None. Random

@@ -432,9 +432,9 @@ def lab_endpoint(slug: str, action: str):
     result = answer.pop("result", None)
     envelope = {"kind": action, **answer}
     if declared.answers != "case":
-        if action in found.lab.kind.says_outcome:  # read, not encoded again: the answer is still spliced below
-            said = found.lab.kind.result_outcome(action, args, orjson.loads(raw) if result is None else result,
-                                                 found.lab)
+        if action in found.lab.kind.says_outcome:  # read once, not encoded again: the answer is still spliced below
+            result = orjson.loads(raw) if result is None else result
+            said = found.lab.kind.result_outcome(action, args, result, found.lab)
             envelope |= {"outcome": said} if said else {}
         if raw is not None and keys is not None and not set(keys) & set(envelope):
             return _spliced(envelope, raw)

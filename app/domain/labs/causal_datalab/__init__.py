@@ -21,6 +21,7 @@ class CausalDataLab(LabKind):
         "patching": Reads(keys=("tokens", "corrupted_tokens", "answer", "foil", "clean", "corrupted", "patched",
                                 "effect", "stream_effect")),
     }
+    says_outcome = ("trace",)  # its live answers' outcome, said as its recorded cases' (result_outcome)
     results = {"trace": PromptTrace, "generations": PromptGeneration, "patching": PromptPatching}
     # The prompt's length in tokens is the checkpoint's tokenizer's to count, in the recipe process.
     limits = {"trace": {"prompt": "At most 48 byte-level BPE tokens."},
@@ -52,8 +53,6 @@ class CausalDataLab(LabKind):
             return None
         return {"trace": {"prompt": prompt}, "generations": {"prompt": prompt, "steps": 2},
                 "patching": {"prompt": prompt, "corrupted": prompt}}[endpoint]
-
-    says_outcome = ("trace",)
 
     def outcome(self, case: dict, spec) -> str | None:
         """“After “3 1 4 1 =” it predicts “1” next, with probability 1.”: the recorded trace's most likely next token,

@@ -16,6 +16,7 @@ class DataLab(LabKind):
     # What every checkpoint's answer holds; the MLM head's stages (top, softmax, prediction) or the encoder's
     # sentence embedding follow from `checkpoint.head`, which only the checkpoint found decides.
     reads = {"datalab": Reads(keys=("checkpoint", "tokens", "mask_positions", "position", "embedding", "layers"))}
+    says_outcome = ("datalab",)  # its live answers' outcome, said as its recorded cases' (result_outcome)
     results = {"datalab": DataLabTrace}
     limits = {"datalab": {"text": "With the MLM head, must hold [MASK]; at most the checkpoint's positions in "
                                   "WordPiece tokens."}}
@@ -32,8 +33,6 @@ class DataLab(LabKind):
         """Each recorded case with the DataLab request that traced it."""
         return [{"id": case["id"], "label": case["label"], "request": case["request"]}
                 for case in cases if isinstance(case.get("request"), dict) and "text" in case["request"]]
-
-    says_outcome = ("datalab",)
 
     def outcome(self, case: dict, spec) -> str | None:
         """A sentence compared with another: how alike their embeddings point ("cosine similarity 0.84")."""

@@ -10,7 +10,7 @@ from ..kind import LabKind, Reads
 from .shapes import Corruption, MaskedTrace
 
 
-def held_out(scores: dict, spec) -> str | None:
+def held_out_pairs(scores: dict, spec) -> str | None:
     """The held-out pairs' score: the masked tokens filled in right, and the causal twin's beside it where trained."""
     if "accuracy" not in scores or "held_out_pairs" not in scores:
         return None
@@ -104,7 +104,7 @@ class MaskedLM(LabKind):
         found, scores = vectors(case), metrics(case)
         ids = found.get("input_ids")
         if ids is None:
-            return held_out(scores, spec)
+            return held_out_pairs(scores, spec)
         mask, original = spec.special["MASK"], found.get("original_ids")
         filled = []
         for k, position in enumerate(i for i, token in enumerate(ids) if token == mask):

@@ -65,7 +65,9 @@ class Reinforcement(LabKind):
         return f"{ARROWS[move]} {move}" if move in ARROWS else move
 
     def settings(self, spec) -> dict:
-        return {"arrows": [ARROWS.get(move, "") for move in spec.names]}
+        """Each move's arrow (the grid's cells) and its arrow beside its name (the episode's table and steps)."""
+        return {"arrows": [ARROWS.get(move, "") for move in spec.names],
+                "arrowed": [self.arrowed(move) for move in spec.names]}
 
     def outcome(self, case: dict, spec) -> str | None:
         """An episode: “From row 4, column 0: 8 moves, return 0.72, the goal reached”; the policy: how many cells'

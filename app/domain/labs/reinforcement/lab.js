@@ -34,11 +34,6 @@ export class Lab extends LabPanel {
     this.ready.then(() => (start.input ? this.fromLink(start.input) : start.preset && this.load(start.preset, start.problem)));
   }
 
-  /** “↑ up”: a move's arrow (the kind's, from the server) beside its name. */
-  named(move) {
-    return [this.settings.arrows[move], this.moves[move]].filter(Boolean).join(" ");
-  }
-
   linked(params) {
     if (!params.has("start")) return null;
     const cell = params.get("start").split(",").map(Number);
@@ -173,7 +168,7 @@ export class Lab extends LabPanel {
     this.$("rl-results").replaceChildren(
       table(["move", "at", ...this.moves.map((m) => `Q(${m})`), "made", "paid"], actions.map((a, k) => [
         String(k + 1), `(${cells[k].join(", ")})`, ...this.shown.q[k].map((v) => sig(v, 3)),
-        `${this.named(a)}${this.shown.explored[k] ? " (random)" : ""}`, sig(this.shown.rewards[k], 2)]), "Every move of the episode", { reflow: true }));
+        `${this.settings.arrowed[a]}${this.shown.explored[k] ? " (random)" : ""}`, sig(this.shown.rewards[k], 2)]), "Every move of the episode", { reflow: true }));
     this.stop();
     const slider = this.$("rl-step");
     slider.max = String(actions.length);
@@ -190,7 +185,7 @@ export class Lab extends LabPanel {
     const [r, c] = cells[this.move];
     if (this.move < actions.length) {
       const a = actions[this.move];
-      this.$("rl-where").textContent = `Move ${this.move + 1} of ${actions.length}, at row ${r}, column ${c}: ${explored[this.move] ? "a random move" : "the best move"}, ${this.named(a)}, which pays ${sig(rewards[this.move], 2)}.`;
+      this.$("rl-where").textContent = `Move ${this.move + 1} of ${actions.length}, at row ${r}, column ${c}: ${explored[this.move] ? "a random move" : "the best move"}, ${this.settings.arrowed[a]}, which pays ${sig(rewards[this.move], 2)}.`;
       const max = Math.max(...q[this.move].map(Math.abs));
       this.$("rl-q").replaceChildren(el("p", { class: "fine" }, "Q(s, a) of each move here:"), bars(q[this.move], this.moves, max));
     } else {
