@@ -14,7 +14,7 @@
 A knob is a number from `min` to `max` (whole where its default and bounds are, with a `step` where it matters) or
 one of its `choices`. train.py takes them from its command line (`python train.py --knob learning_rate=0.3`,
 repeated) or, as the server passes them, from TENSORVIZ_KNOBS (a JSON object); a knob not given keeps its default.
-The server checks a request's knobs with the same `chosen`, so that a knob is refused in the same words everywhere.
+The catalog reads a declaration with the same `parse`, so that a knob is refused in the same words where it is served.
 Knobs at their defaults train the recorded model; moved ones, a variant, which train.py writes to a folder of its own
 (`variants/<id>/` beside it unless `--out` names one), never over the recorded weights. Imports no torch.
 """
@@ -76,17 +76,6 @@ class Knob:
                 f"{self.name}: {_shown(number)} is out of range {_shown(self.minimum)}..{_shown(self.maximum)}"
             )
         return number
-
-    def plain(self) -> dict:
-        """The knob as a page and the API describe it."""
-        found = {"name": self.name, "description": self.description, "default": self.default}
-        if self.choices:
-            return found | {"choices": list(self.choices)}
-        return (
-            found
-            | {"min": self.minimum, "max": self.maximum, "integer": self.integer}
-            | ({"step": self.step} if self.step is not None else {})
-        )
 
 
 def _number(name: str, value: object) -> float:

@@ -81,9 +81,9 @@ def test_the_catalog_serves_every_declared_knob_as_train_py_reads_it(app):
         assert found == knobs.declared(PROJECT_ROOT / "recipes" / slug)
         assert all(knob.description and knob.read(knob.default) == knob.default for knob in found.values())
     assert declaring["mlp"]["data"].choices == ("xor", "circles", "spiral")
-    assert declaring["lenet"]["epochs"].plain() == {
-        "name": "epochs", "description": declaring["lenet"]["epochs"].description, "default": 50, "min": 1,
-        "max": 50, "integer": True}
+    epochs = declaring["lenet"]["epochs"]
+    assert (epochs.name, epochs.default, epochs.minimum, epochs.maximum, epochs.integer, epochs.step) == (
+        "epochs", 50, 1, 50, True, None)
 
 
 def train(*args: str, kernels: bool = True) -> subprocess.CompletedProcess:
