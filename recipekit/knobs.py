@@ -16,7 +16,9 @@ one of its `choices`. train.py takes them from its command line (`python train.p
 repeated) or, as the server passes them, from TENSORVIZ_KNOBS (a JSON object); a knob not given keeps its default.
 The catalog reads a declaration with the same `parse`, so that a knob is refused in the same words where it is served.
 Knobs at their defaults train the recorded model; moved ones, a variant, which train.py writes to a folder of its own
-(`variants/<id>/` beside it unless `--out` names one), never over the recorded weights. Imports no torch.
+(`variants/<id>/` beside it unless `--out` names one), never over the recorded weights, with a knobs.json of every
+knob's value: in that folder train.py (`--check` too) and run.py read the variant's knobs from it (`settings`).
+Imports no torch.
 """
 
 import hashlib
@@ -149,17 +151,40 @@ def variant_id(values: Mapping[str, Value]) -> str:
     return hashlib.sha256(json.dumps(dict(values), sort_keys=True).encode()).hexdigest()[:12]
 
 
-def given(argv: list[str]) -> dict[str, str]:
-    """The knobs train.py was given: TENSORVIZ_KNOBS (a JSON object), then each `--knob name=value` of its command
-    line over it; KnobError for one that is not name=value."""
-    found: dict = {}
+def stored(recipe_dir: Path) -> dict[str, object] | None:
+    """The knobs a variant's folder was trained with (its knobs.json, as train.py wrote it); None for a recipe folder
+    that is no variant's."""
+    path = Path(recipe_dir) / SETTINGS
+    if not path.is_file():
+        return None
+    try:
+        found = json.loads(path.read_text())
+    except ValueError:
+        raise KnobError(f"{SETTINGS}: is not a JSON object") from None
+    if not isinstance(found, dict):
+        raise KnobError(f"{SETTINGS}: is not a JSON object")
+    return found
+
+
+def settings(recipe_dir: Path) -> dict[str, Value]:
+    """Every knob's value in this recipe folder: a variant's own (knobs.json), else the defaults (the recorded
+    model). What run.py and lab.py read where a knob changes the data they show."""
+    return chosen(declared(recipe_dir), stored(recipe_dir) or {})
+
+
+def given(argv: list[str], recipe_dir: Path | None = None) -> dict[str, object]:
+    """The knobs train.py was given: its folder's own (a variant's knobs.json), then TENSORVIZ_KNOBS (a JSON
+    object) over them, then each `--knob name=value` of its command line; KnobError for one that is not
+    name=value."""
+    found: dict = dict((stored(recipe_dir) if recipe_dir is not None else None) or {})
     if os.environ.get(ENVIRONMENT):
         try:
-            found = json.loads(os.environ[ENVIRONMENT])
+            environment = json.loads(os.environ[ENVIRONMENT])
         except ValueError:
             raise KnobError(f"{ENVIRONMENT}: is not a JSON object") from None
-        if not isinstance(found, dict):
+        if not isinstance(environment, dict):
             raise KnobError(f"{ENVIRONMENT}: is not a JSON object")
+        found |= environment
     for k, arg in enumerate(argv):
         if arg == "--knob":
             pair = argv[k + 1] if k + 1 < len(argv) else ""
@@ -172,10 +197,14 @@ def given(argv: list[str]) -> dict[str, str]:
 
 def out_folder(argv: list[str], recipe_dir: Path, moved_values: Mapping[str, Value]) -> Path | None:
     """Where train.py writes a variant: `--out DIR`, else variants/<id>/ in the recipe folder; None for the recorded
-    model (no knob moved, no --out)."""
+    model (no knob moved, no --out) and for a variant's own folder trained with its own knobs (its knobs.json)."""
     if "--out" in argv:
         k = argv.index("--out")
         if k + 1 >= len(argv):
             raise KnobError("--out: give it a folder")
         return Path(argv[k + 1])
+    own = stored(recipe_dir)
+    knobs = declared(recipe_dir)
+    if own is not None and moved(knobs, chosen(knobs, own)) == dict(moved_values):
+        return None
     return Path(recipe_dir) / VARIANTS / variant_id(moved_values) if moved_values else None

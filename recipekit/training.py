@@ -49,6 +49,9 @@ class Listener:
     def began(self) -> None:
         self.runs += 1
 
+    def drew(self, epoch: int, drawing: dict) -> None:
+        self.write({"event": "drawn", "run": max(self.runs, 1), "epoch": epoch, "drawing": drawing})
+
     def ended(self, epoch: int, epochs: int, loss: float | None, metrics: dict[str, float], unit: str) -> None:
         self.write(
             {
@@ -63,7 +66,7 @@ class Listener:
         )
 
 
-# Who hears the training this process runs: set by train_main --report, else no one (a plain train.py run).
+# Who hears the training this process runs: set by train_main --report or --progress, else no one (train.py alone).
 LISTENER: ContextVar[Listener | None] = ContextVar("listener", default=None)
 
 
@@ -82,6 +85,20 @@ def epoch_ended(
     listener = LISTENER.get()
     if listener is not None:
         listener.ended(epoch, epochs, loss, metrics or {}, unit)
+
+
+def drawn(epoch: int, drawing: dict) -> None:
+    """What the model makes of its inputs after `epoch` (JSON-ready: a picture the recipe's lab draws, such as the
+    decision regions over a plane): the listener, if any, passes it on, so that a page can draw the model as it
+    learns."""
+    listener = LISTENER.get()
+    if listener is not None:
+        listener.drew(epoch, drawing)
+
+
+def listened() -> bool:
+    """Whether anyone hears this training (a picture costs a forward pass, made only for a listener)."""
+    return LISTENER.get() is not None
 
 
 @dataclass
@@ -105,14 +122,27 @@ def fit(
     after_step: Callable[[], None] | None = None,
     keep: tuple[int, ...] = (),
     evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
+    draw: Callable[[nn.Module], dict] | None = None,
+    draw_every: int = 1,
 ) -> Fitted:
     """Train `model` for `epochs`: each epoch, every batch `batches()` yields (in the order the recipe's seeded
     generator draws) gives `loss_of(batch)`, a gradient step and `after_step()` (a learning-rate schedule).
     The weights are kept before each epoch in `keep` (0: at initialisation); `evaluate(model)`, in eval mode and
     without gradients, measures a held-out metric after each epoch; the listener (LISTENER) hears of each epoch as it
-    ends. Nothing here draws a random number: the recipe's generators decide."""
+    ends, and of `draw(model)` (in eval mode, without gradients) at the start and after every `draw_every` epochs
+    and the last, where a listener hears (drawn()). Nothing here draws a random number: the recipe's generators
+    decide."""
     fitted = Fitted(model, [])
     began()
+
+    def picture(epoch: int) -> None:
+        if draw is not None and listened():
+            model.eval()
+            with torch.no_grad():
+                drawn(epoch, draw(model))
+            model.train()
+
+    picture(0)
     model.train()
     for epoch in range(epochs):
         if epoch in keep:
@@ -135,6 +165,8 @@ def fit(
             model.train()
             fitted.metrics.append(measured)
         epoch_ended(epoch + 1, epochs, fitted.losses[-1], measured)
+        if (epoch + 1) % draw_every == 0 or epoch + 1 == epochs:
+            picture(epoch + 1)
     model.eval()
     return fitted
 
@@ -182,7 +214,8 @@ def train_main(
     """train.py's main: train and write the recipe's files, or with --check retrain in memory and compare every
     tensor of every file with the stored one, and say which guarantee held (compared()): exit status 1 when none
     did, a tensor is missing or reshaped, or a fact of `same` does not hold. --report is --check told as JSON lines
-    on stdout: each epoch as it ends, then the comparison.
+    on stdout: each epoch as it ends, then the comparison; --progress tells the epochs (and pictures) of a training
+    that writes its files.
 
     A recipe that declares knobs passes them: `trained(values)` is then called with every knob's value (`--knob
     name=value`, TENSORVIZ_KNOBS: recipekit.knobs), and a variant (a knob moved) is written to, and checked against,
@@ -191,8 +224,8 @@ def train_main(
     make, out, values = trained, None, {}
     if knobs is not None:
         try:
-            values = chosen(knobs, given(argv))
             recipe_dir = Path(trained.__code__.co_filename).resolve().parent  # train.py's folder
+            values = chosen(knobs, given(argv, recipe_dir))
             out = out_folder(argv, recipe_dir, moved(knobs, values))
         except KnobError as exc:
             print(f"train.py: {exc}", file=sys.stderr)
@@ -204,13 +237,13 @@ def train_main(
                 return made
             return replace(made, files={out / path.name: written for path, written in made.files.items()})
 
-    if "--report" in argv:
+    def write(event: dict) -> None:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
 
-        def write(event: dict) -> None:
-            sys.stdout.write(json.dumps(event) + "\n")
-            sys.stdout.flush()
-
+    if "--report" in argv or "--progress" in argv:
         LISTENER.set(Listener(write))
+    if "--report" in argv:
         report = compared(make(), tolerance, elsewhere)
         write({"event": "report", "report": report})
         return 0 if report["passed"] else 1

@@ -110,11 +110,11 @@ def test_model_page_header_and_snapshot(client):
 def test_every_page_opens_with_what_it_holds_and_a_section_navigation(client):
     """Two lines say what the page shows and what a reader can try; the navigation names only the sections the
     page has, each a link to its anchor."""
-    for slug, expected in (("lenet", ["lab", "architecture", "example", "whatif", "verification", "retraining",
-                                      "about"]),
+    for slug, expected in (("lenet", ["lab", "train-your-own", "architecture", "example", "whatif", "verification",
+                                      "retraining", "about"]),
                            ("bert", ["lab", "architecture", "example", "whatif", "verification", "about"]),
-                           ("mlp", ["lab", "architecture", "example", "whatif", "verification", "retraining",
-                                    "about"])):
+                           ("mlp", ["lab", "train-your-own", "architecture", "example", "whatif", "verification",
+                                    "retraining", "about"])):
         page = text(client.get(f"/models/{slug}"))
         nav = re.search(r'<nav class="section-nav".*?</nav>', page, re.S).group(0)
         anchors = re.findall(r'href="#([a-z-]+)"', nav)

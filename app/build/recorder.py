@@ -158,9 +158,9 @@ def _flat(value) -> list[float]:
 
 
 def _provenance(meta: dict, graph: dict, replay: dict, environment: dict, model_py: bytes, seed: int,
-                checkpoint: Checkpoint | None) -> dict:
+                checkpoint: Checkpoint | None, variant: bool = False) -> dict:
     failed = [c["name"] for c in replay.get("checks", []) if not c.get("passed")]
-    if failed:
+    if failed and not variant:
         raise RecordingError(f"run.py check failed, nothing was recorded: {failed[0]}")
     recording = meta["recording"]
     return {
@@ -177,7 +177,8 @@ def _provenance(meta: dict, graph: dict, replay: dict, environment: dict, model_
         "method": recording.get("method", "TensorViz recorder"),
         "scope": recording.get("scope", ""),
         "numericalChecks": [c["name"] for c in replay.get("checks", [])],
-    } | ({} if "checkpoint" not in meta else {"checkpoint": checkpoint and {"files": checkpoint.sha256}})
+    } | ({} if "checkpoint" not in meta else {"checkpoint": checkpoint and {"files": checkpoint.sha256}}) \
+      | ({"failedChecks": failed} if variant else {})
 
 
 # What the provenance says of the machine that recorded: what decides how its sums round.
@@ -221,11 +222,14 @@ def _check_lab(spec: LabSpec, manifest: dict, recipe_dir: Path, pool: WorkerPool
 
 
 def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0,
-                    settings: Mapping = MappingProxyType({}), measure: bool = True) -> Recording:
+                    settings: Mapping = MappingProxyType({}), measure: bool = True,
+                    variant: str | None = None) -> Recording:
     """Trace and replay the recipe in a worker, measure how far other roundings move each recorded value (its
     envelope: build/rounding.py; not with `measure` false, which --check compares within the stored ones), and
     assemble the manifest and its files; `settings` (the app's configuration) names a checkpoint folder where the
-    recipe reads one, and the kernel family it records with."""
+    recipe reads one, and the kernel family it records with. A `variant` (its path under the model: "mlp/variants/
+    <id>") is a learner's training, recorded whatever it learnt: a check it fails (it never learnt XOR) is recorded
+    as failed (provenance.failedChecks), where the recorded model's recording is refused."""
     try:
         check_links(recipe_dir, f"recipes/{slug}")
         declaration = read_declaration(recipe_dir)
@@ -249,7 +253,7 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
         if value is not None:
             manifest[key] = value
     manifest["provenance"] = _provenance(meta, graph, replay, reply.environment, files["model.py"], seed,
-                                         checkpoint)
+                                         checkpoint, variant is not None)
     manifest["layers"] = graph["layers"]
     manifest["connections"] = graph["connections"]
     manifest["steps"] = meta["steps"]
@@ -276,7 +280,7 @@ def build_recording(slug: str, recipe_dir: Path, pool: WorkerPool, seed: int = 0
     focus = declaration.graph.focus
     preview = build_preview(manifest, focus).encode()
     served = {GRAPH_FILE: graph_document(manifest), **files, PREVIEW_FILE: preview}
-    manifest["files"] = {name: {"url": file_path(slug, manifest["revision"], name),
+    manifest["files"] = {name: {"url": file_path(variant or slug, manifest["revision"], name),
                                 "sha256": _sha256(content), "bytes": len(content)}
                          for name, content in served.items()}
     return Recording(slug, manifest, {MANIFEST_NAME: manifest_bytes(manifest), PREVIEW_FILE: preview})

@@ -234,9 +234,13 @@ class Catalog:
             key=lambda m: (m.manifest["milestone"]["year"], m.manifest["milestone"]["name"], m.slug)))
 
     def neighbours(self, model: Model) -> tuple[Model | None, Model | None]:
-        """The milestones before and after `model` on the path (None at either end)."""
+        """The milestones before and after `model` on the path (None at either end, and for a learner's variant,
+        which is on no path)."""
         path = self.path()
-        at = [m.slug for m in path].index(model.slug)
+        slugs = [m.slug for m in path]
+        if model.slug not in slugs:
+            return None, None
+        at = slugs.index(model.slug)
         return (path[at - 1] if at else None), (path[at + 1] if at + 1 < len(path) else None)
 
     def trained_twins(self, model: Model) -> list[Model]:
@@ -444,8 +448,13 @@ def resolve(declaration: Declaration, manifest: dict, recipe_dir: Path) -> dict:
 
 def load_model(folder: Path, recipes_dir: Path, most_bytes: int = MANIFEST_MOST_BYTES) -> Model:
     """Read, parse and validate one manifest folder and its recipe folder; ManifestError says what is wrong."""
-    slug = folder.name
-    recipe_dir = recipes_dir / slug
+    return read_model(folder.name, folder, recipes_dir / folder.name, most_bytes)
+
+
+def read_model(slug: str, folder: Path, recipe_dir: Path, most_bytes: int = MANIFEST_MOST_BYTES,
+               served_as: str | None = None) -> Model:
+    """The model of the recording in `folder` and the recipe in `recipe_dir`, served under its slug or under
+    `served_as` (a learner's variant: "mlp/variants/<id>", recorded from a folder of its own)."""
     try:
         check_links(folder, f"manifests/{slug}")
         raw = read_inside(folder, MANIFEST_NAME, f"manifests/{slug}", most_bytes)
@@ -469,8 +478,8 @@ def load_model(folder: Path, recipes_dir: Path, most_bytes: int = MANIFEST_MOST_
     if needs:
         raise ManifestError(f"recipes/{slug}/{needs[0]}")
     kit = kit_digest() if requirements.uses_kit(recipe) else None
-    return Model(slug, manifest, raw, recipe_dir, _model_files(manifest, folder, recipe), tuple(recipe), **declared,
-                 kit_sha256=kit)
+    return Model(served_as or slug, manifest, raw, recipe_dir, _model_files(manifest, folder, recipe), tuple(recipe),
+                 **declared, kit_sha256=kit)
 
 
 def load_catalog(manifests_dir: Path, recipes_dir: Path, most_bytes: int = MANIFEST_MOST_BYTES) -> Catalog:

@@ -125,6 +125,7 @@ class Provenance(TypedDict):
     scope: str
     numericalChecks: list[str]
     checkpoint: NotRequired[RecordedCheckpoint | None]  # null: recorded without a checkpoint
+    failedChecks: NotRequired[list[str]]  # a variant's: the checks it failed when recorded (what it did not learn)
 
 
 class SourceSpan(TypedDict):
@@ -450,6 +451,7 @@ class CheckReport(TypedDict):
     message: NotRequired[str]
     detail: NotRequired[CheckDetail]
     recorded: NotRequired[Literal[False]]  # a check the recipe ran that the recording does not name
+    recorded_failed: NotRequired[Literal[True]]  # a variant's check that failed when recorded: it holds failing again
 
 
 class Summary(TypedDict):
@@ -563,6 +565,15 @@ class RetrainingProgress(TypedDict):
     loss: float | None
     metrics: dict[str, float]
     curves: list[TrainingCurve]
+    # What a watched training drew of its model as it learnt (a variant's: the decision regions), the latest, in the
+    # shape of the recipe's lab answer (its matrices and vectors), where the recipe draws any.
+    drawings: NotRequired[list["Drawing"]]
+
+
+class Drawing(TypedDict):
+    run: int
+    epoch: int  # drawn after this many epochs (0: at initialisation)
+    drawing: dict
 
 
 class TensorComparison(TypedDict):
@@ -651,6 +662,70 @@ class RetrainingJob(JobState):
     # In the POST's answer to the client that started it, and never again: the token that cancels it (DELETE with
     # Authorization: Bearer <token>). A client that joined a running retraining has none.
     cancel_token: NotRequired[str]
+
+
+KnobValue = float | int | str
+
+
+class VariantRequest(TypedDict):
+    """The knobs to train a variant with; each not given keeps its default (GET .../variants lists them)."""
+
+    __pydantic_config__ = EXACT
+    knobs: NotRequired[Annotated[dict[str, KnobValue], Field(description="Knob names and their values.")]]
+
+
+class Variant(TypedDict):
+    """A learner's variant of a model: trained with its knobs, recorded from its weights and served at `page` and
+    `manifest` as a model of its own, for as long as it is kept."""
+
+    model: str
+    id: str  # 16 hex digits: the recipe's files, torch and every knob's value name it
+    knobs: dict[str, KnobValue]  # every knob's value it trained with
+    moved: dict[str, KnobValue]  # those not at their default
+    created_at: Time
+    train_seconds: float
+    record_seconds: float
+    bytes: int  # its files, as kept
+    page: str
+    manifest: str
+    verifications: str
+
+
+class VariantReport(TypedDict):
+    """How a variant's job ended: made (with the variant), or why not."""
+
+    model: str
+    id: str
+    knobs: dict[str, KnobValue]
+    moved: dict[str, KnobValue]
+    status: Literal["made", "error", "cancelled"]
+    message: NotRequired[str]
+    variant: NotRequired[Variant]
+    cached: bool
+
+
+class VariantJob(JobState):
+    """A variant's job as a client polls it: the curves and pictures so far while it trains, then its report."""
+
+    progress: RetrainingProgress | None
+    stage: Literal["recording"] | None  # after its training, while the recorder records it
+    report: VariantReport | None
+
+
+class KnobDeclared(TypedDict):
+    name: str
+    description: str
+    default: KnobValue
+    minimum: float | None
+    maximum: float | None
+    step: float | None
+    choices: list[str]
+
+
+class Variants(TypedDict):
+    model: str
+    knobs: dict[str, KnobDeclared]
+    variants: list[Variant]
 
 
 Said = Annotated[str, Field(max_length=200)]  # a short text a reader's verifier reports

@@ -128,6 +128,16 @@ class Config:
     RETRAINING_TIMEOUT: above(0) = 900.0
     RETRAINING_COST: at_least(1, int) = 20
     RETRAINING_JOBS: at_least(1, int) = 1
+    # Variants (POST .../variants): a model trained with a learner's knobs in one of the machine's RETRAINING_JOBS
+    # places, stopped past VARIANT_TIMEOUT seconds of its one core, then recorded and served as a model of its own.
+    # The newest VARIANTS_KEPT (at most VARIANTS_MAX_BYTES of files together) are kept in the shared state, each at
+    # most VARIANT_KEEP_SECONDS, the oldest going first; each process unpacks those it serves under VARIANTS_DIR
+    # (None: a temporary folder of its own).
+    VARIANTS_DIR: Folder | None = str(PROJECT_ROOT / "instance" / "variants")
+    VARIANT_TIMEOUT: above(0) = 120.0
+    VARIANTS_KEPT: at_least(1, int) = 100
+    VARIANTS_MAX_BYTES: above(0, int) = 64 * 2**20
+    VARIANT_KEEP_SECONDS: above(0) = 30 * 86400
     # Each model's verification history (GET .../verifications/history): its last HISTORY_LIMIT reports, the server's
     # and those readers' verifiers post, kept HISTORY_SECONDS after the last.
     HISTORY_LIMIT: at_least(1, int) = 50
@@ -140,6 +150,7 @@ class TestConfig(Config):
     TESTING = True
     RECIPE_TIMEOUT = 60.0
     STATE_PATH = None  # each test app keeps its own state
+    VARIANTS_DIR = None  # and unpacks its variants in a folder of its own
     COMPUTE_BUDGET = "100000 per minute"
     VERIFY_WAIT = 0.0
     # The suite runs beside gunicorn, nginx, Celery and Chromium on two cores: a heartbeat may lag seconds there

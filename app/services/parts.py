@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask, current_app
 
 if TYPE_CHECKING:  # annotations only: the parts import this module to register themselves
+    from ..build.variants import Loaded
     from ..compute.executor import Executor
     from ..domain.catalog import LiveCatalog
     from .jobs import LocalJobs
@@ -32,6 +33,8 @@ class Parts:
     pages: str = ""  # the version of what renders a page (templates and code), in shared page keys
     compressed: Any = None  # the web tier's compressed bodies (web.compression.CompressedBodies)
     suspensions_checked: float = float("-inf")  # when the recipes other processes suspended were last read
+    variants: Loaded | None = None  # the learners' variants this process has loaded
+    variants_dir: str = ""  # where this process unpacks the variants it serves
 
 
 def parts(app: Flask | None = None) -> Parts:

@@ -11,10 +11,10 @@ the app's executor: in a thread of the web process that took the request (local)
 (celery). One job runs a model's retraining of given recipe files at a time: a second request joins it, from any
 process. A report is kept under the recipe's content (every recipe file, the recipe kit, torch), like every answer.
 
-Retraining takes a core for minutes, so it is bounded where the CPU is, not per process: RETRAINING_JOBS places
-for the whole machine (every machine, with Redis), held in the shared state; a job waits queued for one. A client
-has one retraining started at a time, and each start spends RETRAINING_COST of its budget however it ends
-(passed, failed, cancelled, stopped). With the shared state out of reach nothing starts (503).
+Retraining takes a core for minutes, so it is bounded where the CPU is, not per process (services/places.py):
+RETRAINING_JOBS places for the whole machine, shared with the variants that learners train; a job waits queued for
+one. A client has one training started at a time, and each start spends RETRAINING_COST of its budget however it
+ends (passed, failed, cancelled, stopped). With the shared state out of reach nothing starts (503).
 """
 
 import hashlib
@@ -22,18 +22,18 @@ import hmac
 import secrets
 import time
 
-from flask import current_app, request
+from flask import current_app
 
 from ..compute.errors import RecipeError, RecipeTimeout
 from ..compute.retraining import Cancelled, RetrainCall
 from ..domain import requirements
 from ..domain.catalog import Model
 from ..domain.shapes import RetrainingReport
-from . import budget, history, runs
+from . import history, places, runs
 from .cache import cache
 from .extensions import state, workers
 from .jobs import KEEP_JOB_SECONDS, Jobs, rfc3339
-from .refusals import BudgetSpent, NotYours, RequirementMissing
+from .refusals import NotYours, RequirementMissing
 from .state import StateUnavailable
 
 TRAINING_SCRIPT = "train.py"
@@ -66,50 +66,6 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-PLACE_WAIT = 1.0  # seconds between a queued job's looks for a free place (and for its cancel)
-WAITING_THREADS = 16  # per process
-
-
-def _gone(job_id: str) -> bool:
-    """Whether the job holding a place (or a client's start) has ended, its process included: a place is never
-    held by a job that no longer runs."""
-    job = retrainings.job(job_id)
-    return job is None or job["state"] == "done"
-
-
-def _claim(key: str, job_id: str, ttl: float) -> bool:
-    """Take the place `key` for the job: free, or held by a job that ended without giving it back."""
-    if state.store.add(key, job_id, ttl, strict=True):
-        return True
-    holder = state.store.get(key, strict=True)
-    if holder is not None and holder != job_id and _gone(holder):
-        state.store.delete(key)
-        return state.store.add(key, job_id, ttl, strict=True)
-    return holder == job_id
-
-
-def _places() -> list[str]:
-    """The keys of the machine's RETRAINING_JOBS places, each holding the id of the job that trains in it."""
-    return [f"retraining-place:{n}" for n in range(current_app.config["RETRAINING_JOBS"])]
-
-
-def _place(record: dict) -> None:
-    """Wait, queued, for one of the machine's places (_places) and take it; Cancelled when the job is cancelled
-    meanwhile, RecipeError when no place frees within RETRAINING_TIMEOUT. The job's release gives it back."""
-    config = current_app.config
-    ttl = config["RETRAINING_TIMEOUT"] + 60  # the training is stopped at its timeout; a place outlives it by little
-    waited = time.monotonic()
-    while True:
-        if state.store.get(_cancel_key(record["id"])) is not None:
-            raise Cancelled("cancelled while it waited for a place to train")
-        if any(_claim(key, record["id"], ttl) for key in _places()):
-            return
-        if time.monotonic() - waited > config["RETRAINING_TIMEOUT"]:
-            raise RecipeError(f"no place to train freed in {config['RETRAINING_TIMEOUT']:g} s (this server trains "
-                              f"{config['RETRAINING_JOBS']} at a time); start it again later")
-        time.sleep(PLACE_WAIT)
-
-
 def retrain(model: Model, record: dict) -> RetrainingReport:
     """Train the recipe again, telling the job's pollers each curve as it grows, and compare; always a report."""
     clock = time.perf_counter()
@@ -118,7 +74,8 @@ def retrain(model: Model, record: dict) -> RetrainingReport:
                        current_app.config["RECIPE_MEMORY_MB"])
     try:
         retrainings.made_known(record, state="queued")
-        _place(record)
+        places.take(retrainings.job_key(record["id"]), lambda: state.store.get(_cancel_key(record["id"])) is not None,
+                    current_app.config["RETRAINING_TIMEOUT"])
         retrainings.made_known(record, state="running", started=time.time())
         report["started_at"] = rfc3339(time.time())
         reply = workers.pool.retrain(call, lambda progress: retrainings.made_known(record, progress=progress),
@@ -148,12 +105,10 @@ class Retrainings(Jobs):
     """Flask extension: retraining jobs, joined, cancelled and polled from any process, with cached reports."""
 
     known = ("progress",)
-    queues_itself = True  # queued until it holds one of the machine's places (_place)
+    queues_itself = True  # queued until it holds one of the machine's places (places.take)
 
     def __init__(self) -> None:
-        # Threads that wait for one of the machine's places (_place) as much as train: a queued job waits in one, where
-        # it hears its cancel within a second (past these, a job waits for a thread first).
-        super().__init__("retraining", "api.retraining_job", threads=WAITING_THREADS)
+        super().__init__("retraining", "api.retraining_job", threads=places.WAITING_THREADS)
 
     def cached(self, model: Model) -> dict | None:
         return cache.get(cache_key(model))
@@ -165,24 +120,9 @@ class Retrainings(Jobs):
         training_needs(model)
         key = cache_key(model)
         token = secrets.token_urlsafe(24)
-        client = f"retraining-client:{request.remote_addr}"
 
         def admit(job_id: str):
-            config = current_app.config
-            if not _claim(client, job_id, 2 * config["RETRAINING_TIMEOUT"] + 60):
-                raise BudgetSpent("a retraining you started has not ended: one at a time per client (wait for it, "
-                                  "or cancel it with its token)", retry_after=10)
-            try:
-                budget.spend(config["RETRAINING_COST"])
-            except BaseException:
-                state.store.delete(client)
-                raise
-            def release() -> None:  # the client's start and the machine's place the job trained in, each if it holds it
-                for held in (client, *_places()):
-                    if state.store.get(held) == job_id:
-                        state.store.delete(held)
-
-            return release
+            return places.admit_client(self.job_key(job_id), "retraining")
 
         def finished(report: dict) -> None:
             if report["status"] in ("passed", "failed"):  # an error or a cancel may end otherwise next time

@@ -7,6 +7,7 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request, url
 from werkzeug.exceptions import MethodNotAllowed, RequestEntityTooLarge, ServiceUnavailable, UnsupportedMediaType
 from werkzeug.routing import BaseConverter
 
+from ..build.variants import model_or_404
 from ..domain.catalog import Model, file_listing
 from ..domain.compare import compare_case, tolerance_for
 from ..domain.labs import TAKEN
@@ -72,8 +73,8 @@ def no_compute_for_other_sites() -> None:
 
 
 def get_model(slug: str) -> Model:
-    """The model with this slug, or a 404 that says why it is missing."""
-    return models.get_or_404(slug)
+    """The model with this slug (or the variant at this path), or a 404 that says why it is missing."""
+    return model_or_404(slug)
 
 
 def model_links(model: Model) -> Links:
@@ -130,7 +131,7 @@ def list_models():
     return jsonify(models=entries, unavailable=unavailable)
 
 
-@bp.get("/models/<slug>")
+@bp.get("/models/<model:slug>")
 @documented(lambda f: {"operationId": "getManifest", "tags": ["catalog"],
                         "summary": "The stored manifest, byte for byte", "parameters": [f.slug],
                         "responses": found(ref("Manifest"), "The manifest.")})
@@ -143,7 +144,7 @@ def model(slug: str):
     return response
 
 
-@bp.get("/models/<slug>/files")
+@bp.get("/models/<model:slug>/files")
 @documented(lambda f: {"operationId": "listFiles", "tags": ["catalog"],
                         "summary": "Files with served and recorded hashes", "parameters": [f.slug],
                         "responses": found(ref("Files"), "The files.")})
@@ -155,7 +156,7 @@ def files(slug: str):
     return jsonify(model=slug, revision=found.revision, files=file_listing(found), not_served=missing)
 
 
-@bp.post("/models/<slug>/verifications")
+@bp.post("/models/<model:slug>/verifications")
 @documented(lambda f: {
     "operationId": "startVerification", "tags": ["verification"],
     "summary": "Re-execute the recipe and compare with the recording", "parameters": [f.slug],
@@ -181,7 +182,7 @@ def verify(slug: str):
     return _job_answer(verifications.public(job), 202)
 
 
-@bp.get("/models/<slug>/verifications/latest")
+@bp.get("/models/<model:slug>/verifications/latest")
 @documented(lambda f: {"operationId": "getLatestVerification", "tags": ["verification"],
                         "summary": "The latest verification report", "parameters": [f.slug],
                         "responses": found(ref("Report"), "The report.")})
@@ -201,7 +202,7 @@ def retrained_model(slug: str) -> Model:
     return found
 
 
-@bp.post("/models/<slug>/retrainings")
+@bp.post("/models/<model:slug>/retrainings")
 @documented(lambda f: {
     "operationId": "startRetraining", "tags": ["training"],
     "summary": "Train the recipe again on the server and compare its weights with the stored ones",
@@ -226,7 +227,7 @@ def retrain(slug: str):
     return _job_answer(retrainings.public(job) | ({"cancel_token": token} if token else {}), 202)
 
 
-@bp.get("/models/<slug>/retrainings/<job_id>")
+@bp.get("/models/<model:slug>/retrainings/<job_id>")
 @documented(lambda f: {
     "operationId": "getRetrainingJob", "tags": ["training"], "summary": "A retraining job",
     "parameters": [f.retrained_slug, f.job_id],
@@ -241,7 +242,7 @@ def retraining_job(slug: str, job_id: str):
     return response
 
 
-@bp.delete("/models/<slug>/retrainings/<job_id>")
+@bp.delete("/models/<model:slug>/retrainings/<job_id>")
 @documented(lambda f: {
     "operationId": "cancelRetraining", "tags": ["training"], "summary": "Cancel a retraining",
     "parameters": [f.retrained_slug, f.job_id],
@@ -275,7 +276,7 @@ def _job_answer(job: dict, status: int) -> Response:
     return response
 
 
-@bp.get("/models/<slug>/verifications/history")
+@bp.get("/models/<model:slug>/verifications/history")
 @documented(lambda f: {
     "operationId": "getVerificationHistory", "tags": ["verification"],
     "summary": "Where the model was verified and retrained, and the drift between environments",
@@ -285,7 +286,7 @@ def verification_history(slug: str):
     return jsonify(history.answer(get_model(slug)))
 
 
-@bp.post("/models/<slug>/verifications/history")
+@bp.post("/models/<model:slug>/verifications/history")
 @documented(lambda f: {
     "operationId": "shareVerification", "tags": ["verification"],
     "summary": "Keep a report a reader's verifier made, as a client's", "parameters": [f.slug],
@@ -303,7 +304,7 @@ def share_verification(slug: str):
     return response
 
 
-@bp.get("/models/<slug>/verifications/<job_id>")
+@bp.get("/models/<model:slug>/verifications/<job_id>")
 @documented(lambda f: {
     "operationId": "getVerificationJob", "tags": ["verification"], "summary": "A verification job",
     "parameters": [f.slug, f.job_id],
@@ -353,7 +354,7 @@ class ActionConverter(BaseConverter):
     regex = rf"(?!(?:{'|'.join(TAKEN)})$)[a-z][a-z_]{{0,39}}"
 
 
-@bp.post("/models/<slug>/interventions")
+@bp.post("/models/<model:slug>/interventions")
 @documented(lambda f: {
     "operationId": "intervene", "tags": ["interventions"],
     "summary": "A recorded case or a lab request run as it is and with modules or heads zeroed, averaged, scaled or "
@@ -368,7 +369,7 @@ def interventions_of(slug: str):
     return jsonify(interventions.answer(get_model(slug), _json_body()))
 
 
-@bp.post("/models/<slug>/interventions/options")
+@bp.post("/models/<model:slug>/interventions/options")
 @documented(lambda f: {
     "operationId": "interventionOptions", "tags": ["interventions"],
     "summary": "What an intervention can change on a recorded case or a lab request, node by node",
@@ -383,7 +384,7 @@ def intervention_options(slug: str):
     return jsonify(interventions.options(get_model(slug), _json_body()))
 
 
-@bp.post("/models/<slug>/training")
+@bp.post("/models/<model:slug>/training")
 @documented(lambda f: {
     "operationId": "trainingStages", "tags": ["training"],
     "summary": "A recorded case or a lab request run on every stage of weights kept while the model trained",
@@ -401,7 +402,7 @@ def training_of(slug: str):
     return jsonify(training_stages.answer(found, _json_body()))
 
 
-@bp.route("/models/<slug>/<action:action>", methods=["GET", "POST", "OPTIONS"], provide_automatic_options=False)
+@bp.route("/models/<model:slug>/<action:action>", methods=["GET", "POST", "OPTIONS"], provide_automatic_options=False)
 @spends_compute
 def lab_endpoint(slug: str, action: str):
     """A live-lab endpoint the model's recipe declares: what-if runs, samplers, generation, traces."""

@@ -5,7 +5,7 @@ from urllib.parse import quote
 
 from flask import Blueprint, Response, abort
 
-from ..services.extensions import models
+from ..build.variants import model_or_404
 
 bp = Blueprint("downloads", __name__)
 
@@ -16,10 +16,10 @@ def content_disposition(kind: str, filename: str) -> str:
     return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
-@bp.get("/models/<slug>/<revision>/<name>")
+@bp.get("/models/<model:slug>/<revision:revision>/<name>")
 def model_file(slug: str, revision: str, name: str):
     """One file of a model's current revision; anything not in its file list is a 404."""
-    model = models.get_or_404(slug)
+    model = model_or_404(slug)
     if revision != model.revision:
         abort(404, f"revision {revision!r} of {slug!r} is not served; the current one is {model.revision}")
     served = model.files.get(name)

@@ -8,6 +8,7 @@ from flask.json.provider import DefaultJSONProvider
 from jinja2 import ChoiceLoader, FunctionLoader
 
 from ..build import cli
+from ..build.variants import variants as variant_jobs
 from ..domain.jsonbytes import compact
 from ..domain.labs import kind_files
 from ..services import cache as answer_cache
@@ -16,6 +17,7 @@ from ..services.extensions import models, state, workers
 from ..services.retraining import retrainings
 from ..services.verification import verifications
 from . import api, assets, compression, conditional, downloads, errors, pages, proxy, response_cache, security
+from .variants import ModelPath, Revision
 
 
 class StrictJSON(DefaultJSONProvider):
@@ -71,7 +73,10 @@ def create_app(config: type | dict | None = None) -> Flask:
     workers.init_app(app)
     verifications.init_app(app)
     retrainings.init_app(app)
+    variant_jobs.init_app(app)
 
+    app.url_map.converters["model"] = ModelPath  # a model's slug, or a variant's path under it
+    app.url_map.converters["revision"] = Revision
     app.register_blueprint(api.bp)
     app.register_blueprint(downloads.bp)
     app.register_blueprint(pages.bp)

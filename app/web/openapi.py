@@ -55,9 +55,10 @@ HEADERS = {
 # The answers named in the document; each TypedDict these name is described too, under its own name.
 ANSWERS = (shapes.Catalog, shapes.Manifest, shapes.Files, shapes.Report, shapes.Job, shapes.Intervened,
            shapes.InterventionOptions, shapes.Stages, shapes.Error, shapes.LabAnswer, shapes.CaseAnswer,
-           shapes.Intervention, shapes.RetrainingReport, shapes.RetrainingJob, shapes.History, shapes.SharedEntry)
+           shapes.Intervention, shapes.RetrainingReport, shapes.RetrainingJob, shapes.History, shapes.SharedEntry,
+           shapes.Variant, shapes.VariantJob, shapes.Variants)
 # The request bodies validated against their types (shapes.py), described from the same types.
-BODIES = (shapes.SubjectRequest, shapes.InterventionRequest)
+BODIES = (shapes.SubjectRequest, shapes.InterventionRequest, shapes.VariantRequest)
 TAGS = [
     {"name": "catalog", "description": "The served models, their stored manifests and files."},
     {"name": "verification", "description": "The recipe re-executed on the server and compared with its recording."},

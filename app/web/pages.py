@@ -12,6 +12,7 @@ import numpy as np
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request, url_for
 from markupsafe import Markup, escape
 
+from ..build.variants import kept, model_or_404, split
 from ..domain import caches, tour
 from ..domain.catalog import GRAPH_FILE, Model, file_listing
 from ..domain.envelopes import amplified, described
@@ -92,7 +93,7 @@ def lab_settings(model: Model) -> dict:
 
 
 def page_model(slug: str) -> Model:
-    return models.get_or_404(slug)
+    return model_or_404(slug)
 
 
 def find_case(model: Model, case_id: str) -> dict:
@@ -163,7 +164,7 @@ def has_checkpoint(slug: str) -> bool:
     return model is not None and model.checkpoint is not None
 
 
-@bp.get("/models/<slug>")
+@bp.get("/models/<model:slug>")
 @cacheable(unless=has_checkpoint)
 def model_page(slug: str):
     """The model page; ?case= and ?step= choose the recorded case and the tour step shown."""
@@ -298,8 +299,48 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
         files=file_listing(model), whatif=whatif_settings(model), training=training_settings(model),
         retraining={"url": url_for("api.retrain", slug=model.slug)} if trained_here(model) else None,
         glossary=GLOSSARY | model.glossary, rounding=described(m), neighbours=models.catalog.neighbours(model),
-        twins=models.catalog.trained_twins(model),
+        twins=models.catalog.trained_twins(model), variants=variant_settings(model),
+        variant=variant_beside(model),
     )
+
+
+def variant_settings(model: Model) -> dict | None:
+    """The "Train your own" panel, where the recipe declares knobs and trains its model: each knob (a variant's page
+    starts from the variant's own values) and where to start a variant."""
+    if not model.knobs or not trained_here(model):
+        return None
+    found = split(model.slug)
+    slug = found[0] if found else model.slug
+    values = kept(*found).knobs if found and kept(*found) else {}
+    return {"url": url_for("api.start_variant", slug=slug),
+            "knobs": [{"name": knob.name, "description": knob.description, "value": values.get(knob.name, knob.default),
+                       "default": knob.default, "min": knob.minimum, "max": knob.maximum,
+                       "step": knob.step or (1 if knob.integer else None), "choices": list(knob.choices)}
+                      for knob in model.knobs.values()]}
+
+
+def variant_beside(model: Model) -> dict | None:
+    """On a variant's page, the variant beside the recorded model: its knobs, how long it trained, each case's outcome
+    beside the recorded one's, and each curve the recipe draws (the loss, step by step) over the recorded one."""
+    found = split(model.slug)
+    variant = kept(*found) if found else None
+    recorded = models.get(found[0]) if found else None
+    if variant is None or recorded is None:
+        return None
+    rows, curves = [], []
+    for case in model.manifest["experiment"]["cases"]:
+        other = recorded.case(case["id"])
+        rows.append({"label": case["label"], "id": case["id"], "variant": model.outcome(case),
+                     "recorded": recorded.outcome(other) if other else None})
+        for vector in case.get("vectors", []):
+            shown = model.display.curves.get(vector["key"])
+            theirs = next((v for v in (other or {}).get("vectors", []) if v["key"] == vector["key"]), None)
+            if shown and theirs:
+                curves.append({"label": vector["label"], "variant": vector["values"], "recorded": theirs["values"],
+                               "first": vector.get("first", 0)} | shown)
+    return {"of": recorded, "knobs": variant.knobs, "moved": variant.moved, "train_seconds": variant.train_seconds,
+            "record_seconds": variant.record_seconds, "created_at": variant.public()["created_at"],
+            "failed_checks": model.manifest["provenance"].get("failedChecks", []), "cases": rows, "curves": curves}
 
 
 def whatif_settings(model: Model) -> dict | None:
@@ -335,7 +376,7 @@ def training_settings(model: Model) -> dict | None:
             "numbers": recorded_numbers(model)}
 
 
-@bp.get("/models/<slug>/graph.json")
+@bp.get("/models/<model:slug>/graph.json")
 @cacheable()
 def graph_json(slug: str):
     """The recorded graph as the interactive graph draws it: every layer with its node's text, and the edges."""
@@ -343,7 +384,7 @@ def graph_json(slug: str):
     return Response(model.drawing, content_type="application/json")
 
 
-@bp.get("/models/<slug>/layers.csv")
+@bp.get("/models/<model:slug>/layers.csv")
 def layers_csv(slug: str):
     """Every layer and op of the recorded graph as CSV: id, op, parameters, parent, source lines."""
     model = page_model(slug)
@@ -361,14 +402,14 @@ def layers_csv(slug: str):
                     headers={"Content-Disposition": content_disposition("attachment", f"{slug}-layers.csv")})
 
 
-@bp.get("/models/<slug>/cases/<case_id>")
+@bp.get("/models/<model:slug>/cases/<case_id>")
 def case_fragment(slug: str, case_id: str):
     """One recorded case as an HTML fragment, for switching cases without reloading the page."""
     model = page_model(slug)
     return render_template("_case.html", model=model, m=model.manifest, case=drawn(model, find_case(model, case_id)))
 
 
-@bp.get("/models/<slug>/cases/<case_id>.json")
+@bp.get("/models/<model:slug>/cases/<case_id>.json")
 def case_json(slug: str, case_id: str):
     """One recorded case's numbers as JSON."""
     model = page_model(slug)
@@ -379,7 +420,7 @@ def case_json(slug: str, case_id: str):
     return response
 
 
-@bp.get("/models/<slug>/cases/<case_id>.csv")
+@bp.get("/models/<model:slug>/cases/<case_id>.csv")
 def case_csv(slug: str, case_id: str):
     """One recorded case's numbers as CSV, one value per row, with each item's key and each row's and column's
     name where the recording or the lab names them."""

@@ -9,11 +9,14 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from recipekit import knobs
 from recipekit import weights as stored
 
 from .data import karate
 
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
+# The knobs these weights were trained with: recipe.toml's defaults, or a variant's own (its knobs.json beside them).
+SETTINGS = knobs.settings(Path(__file__).parent)
 MEMBERS = 34
 
 
@@ -78,8 +81,8 @@ def features(members: int = MEMBERS) -> Tensor:
 
 
 def build_model(config: GCNConfig | None = None, weights: Path = WEIGHTS) -> GCN:
-    """The recorded model: the trained weights from weights.safetensors, in eval mode."""
-    model = GCN(config or GCNConfig())
+    """The recorded model (or a variant's): the trained weights from weights.safetensors, in eval mode."""
+    model = GCN(config or GCNConfig(hidden=int(SETTINGS["hidden"])))
     state, _ = stored.read(weights)
     model.load_state_dict(state)
     return model.eval()

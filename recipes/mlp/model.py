@@ -8,9 +8,12 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from recipekit import knobs
 from recipekit import weights as stored
 
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
+# The knobs these weights were trained with: recipe.toml's defaults, or a variant's own (its knobs.json beside them).
+SETTINGS = knobs.settings(Path(__file__).parent)
 INPUTS = ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0))  # XOR's four inputs
 TARGETS = (0.0, 1.0, 1.0, 0.0)  # and its answers: 1 where exactly one input is on
 NAMES = tuple(f"{a:g} {b:g}" for a, b in INPUTS)  # "0 1": how the page names each input
@@ -44,9 +47,10 @@ def xor() -> tuple[Tensor, Tensor]:
 
 DATA = ("xor", "circles", "spiral")  # the patterns a learner may train it on (train.py's `data` knob)
 POINTS = 64  # points drawn for a pattern other than XOR's four cases
+DATA_SEED = 1986  # the draws of a pattern's points and noise: the same data in train.py, run.py and lab.py
 
 
-def dataset(name: str = "xor", noise: float = 0.0, seed: int = 0) -> tuple[Tensor, Tensor]:
+def dataset(name: str = "xor", noise: float = 0.0, seed: int = DATA_SEED) -> tuple[Tensor, Tensor]:
     """A pattern's inputs (N, 2) in the plane's square, -0.5 to 1.5, and answers (N, 1): XOR's four cases (with
     noise, 16 points around each), a disc inside a ring, or two interleaved spirals; `noise` moves each point by a
     normal draw of that standard deviation (seeded: the same data every time)."""
@@ -81,11 +85,16 @@ def dataset(name: str = "xor", noise: float = 0.0, seed: int = 0) -> tuple[Tenso
 
 
 def build_model(config: MLPConfig | None = None, weights: Path = WEIGHTS) -> MLP:
-    """The recorded model: the trained weights from weights.safetensors, in eval mode."""
-    model = MLP(config or MLPConfig())
+    """The recorded model (or a variant's): the trained weights from weights.safetensors, in eval mode."""
+    model = MLP(config or MLPConfig(hidden=int(SETTINGS["hidden"])))
     state, _ = stored.read(weights)
     model.load_state_dict(state)
     return model.eval()
+
+
+def training_data() -> tuple[Tensor, Tensor]:
+    """The data these weights were trained on (SETTINGS' pattern and noise): XOR's four cases unless a knob moved it."""
+    return dataset(str(SETTINGS["data"]), float(SETTINGS["noise"]))
 
 
 def example_inputs() -> tuple[Tensor]:

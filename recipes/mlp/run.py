@@ -19,7 +19,7 @@ from recipekit.items import matrix, metric, vector
 from recipekit.script import package
 
 __package__ = package(__file__, __package__)  # python run.py: its folder is the package the server loads
-from .model import MLP, NAMES, WEIGHTS, build_model, xor
+from .model import MLP, NAMES, SETTINGS, WEIGHTS, build_model, training_data, xor
 
 SIDE = 21  # the input plane is drawn on a SIDE x SIDE grid
 REGION_SIDE = 41  # the lab's decision regions: finer, a grid step of 0.05
@@ -101,26 +101,27 @@ def plane_case(model: MLP) -> dict:
 
 
 @torch.no_grad()
-def point_case(model: MLP, x1: float, x2: float) -> dict:
-    """The network at one point of the input plane (the lab's answer): what each hidden unit outputs there and the
-    answer; over the whole plane, the answer (its decision regions) and each hidden unit's line, where its weighted
-    sum is 0; and XOR's four cases, the data it learnt."""
-    x1, x2 = float(x1), float(x2)  # a request's 1 as 1.0
-    hidden, answer = units(model, torch.tensor([[x1, x2]]))
-    grid, coordinates = plane(REGION_SIDE)
-    regions = units(model, grid)[1].reshape(REGION_SIDE, REGION_SIDE)  # (rows: x2 from the top, columns: x1)
+def picture(
+    model: MLP, x: torch.Tensor, target: torch.Tensor, pattern: str = str(SETTINGS["data"]), side: int = REGION_SIDE
+) -> dict:
+    """The network over the whole plane, as the lab draws it: the answer on a side x side grid (its decision
+    regions), each hidden unit's line, where its weighted sum is 0, and the data it learns (x: (N, 2), target:
+    (N, 1)) of the pattern named."""
+    grid, coordinates = plane(side)
+    regions = units(model, grid)[1].reshape(side, side)  # (rows: x2 from the top, columns: x1)
     lines = torch.cat([model.hidden.weight, model.hidden.bias[:, None]], 1)  # (hidden, 3): w1, w2, b
-    x, target = xor()
-    unit_names = [f"h{i + 1}" for i in range(hidden.size(1))]
+    unit_names = [f"h{i + 1}" for i in range(lines.size(0))]
+    xor_data = len(x) == len(NAMES) and torch.equal(x, xor()[0])
+    names = list(NAMES) if xor_data else [f"p{i + 1}" for i in range(len(x))]
+    said = (
+        ("XOR's four cases", "XOR's answer in each of its four cases")
+        if xor_data
+        else (f"The {len(x)} training points ({pattern})", "The answer at each training point")
+    )
     return {
-        "label": f"The point ({x1:g}, {x2:g})",
-        "vectors": [
-            vector("point", "The point (x1, x2)", [x1, x2], names=["x1", "x2"]),
-            vector("hidden", "What each hidden unit outputs there", hidden[0].tolist(), names=unit_names),
-            vector("targets", "XOR's answer in each of its four cases", target[:, 0].tolist(), names=list(NAMES)),
-        ],
+        "vectors": [vector("targets", said[1], target[:, 0].tolist(), names=names)],
         "matrices": [
-            matrix("data", "XOR's four cases (x1, x2)", x.tolist(), rows=list(NAMES), columns=["x1", "x2"]),
+            matrix("data", f"{said[0]} (x1, x2)", x.tolist(), rows=names, columns=["x1", "x2"]),
             matrix(
                 "lines",
                 "Each hidden unit's weights and bias: its line is where w1·x1 + w2·x2 + b = 0",
@@ -136,6 +137,26 @@ def point_case(model: MLP, x1: float, x2: float) -> dict:
                 columns=coordinates,
             ),
         ],
+    }
+
+
+@torch.no_grad()
+def point_case(model: MLP, x1: float, x2: float) -> dict:
+    """The network at one point of the input plane (the lab's answer): what each hidden unit outputs there and the
+    answer; over the whole plane, the answer (its decision regions) and each hidden unit's line, where its weighted
+    sum is 0; and the data it learnt (XOR's four cases unless a knob moved it)."""
+    x1, x2 = float(x1), float(x2)  # a request's 1 as 1.0
+    hidden, answer = units(model, torch.tensor([[x1, x2]]))
+    whole = picture(model, *training_data())
+    unit_names = [f"h{i + 1}" for i in range(hidden.size(1))]
+    return {
+        "label": f"The point ({x1:g}, {x2:g})",
+        "vectors": [
+            vector("point", "The point (x1, x2)", [x1, x2], names=["x1", "x2"]),
+            vector("hidden", "What each hidden unit outputs there", hidden[0].tolist(), names=unit_names),
+            *whole["vectors"],
+        ],
+        "matrices": whole["matrices"],
         "metrics": [metric("answer", "The network's answer there", answer.item())],
     }
 
@@ -214,10 +235,11 @@ def check_linear(model: MLP) -> dict:
 
 @torch.no_grad()
 def check_error(model: MLP) -> dict:
-    replayed = ((model(xor()[0]) - xor()[1]) ** 2).mean().item()
+    x, target = training_data()
+    replayed = ((model(x) - target) ** 2).mean().item()
     trained = float(stored.read(WEIGHTS)[1].get("error", "nan"))
     return kit.reproduced(
-        replayed, trained, 1e-9, "a float32 mean of four squared errors of about 1e-4: rounding moves it by about 1e-11"
+        replayed, trained, 1e-9, "a float32 mean of squared errors of about 1e-4: rounding moves it by about 1e-11"
     )
 
 

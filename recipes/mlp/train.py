@@ -18,11 +18,13 @@ from recipekit.script import package
 
 __package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
 from .model import MLP, WEIGHTS, MLPConfig, dataset
+from .run import SIDE, picture
 
 TRAIN_SEED = 1986  # the initial weights (Rumelhart, Hinton & Williams, 1986); seed 8 gets stuck: README
 KNOBS = knobs.declared(Path(__file__).parent)  # learning_rate (the paper's η), hidden, data, noise, steps
 RECORDED = knobs.chosen(KNOBS, {})  # every knob at its default: the recorded model (2,000 steps, η = 0.5, XOR)
 MOMENTUM = 0.9  # the paper's α
+PICTURES = 20  # how many times a watched training draws its decision regions
 # Retraining reproduces the stored weights to within this (max |difference|): the same torch build gives
 # identical bits; another build may round a few sums differently.
 RETRAIN_TOLERANCE = 1e-4
@@ -48,14 +50,22 @@ def train(settings: Mapping[str, knobs.Value] = RECORDED) -> training.Fitted:
     with training.one_thread(TRAIN_SEED):
         model = MLP(MLPConfig(hidden=int(settings["hidden"])))
         optimizer = torch.optim.SGD(model.parameters(), lr=float(settings["learning_rate"]), momentum=MOMENTUM)
-        x, target = dataset(str(settings["data"]), float(settings["noise"]), TRAIN_SEED)
+        x, target = dataset(str(settings["data"]), float(settings["noise"]))
         steps = int(settings["steps"])
-        return training.fit(model, optimizer, steps, lambda: [None], lambda _: squared_error(model, x, target))
+        return training.fit(
+            model,
+            optimizer,
+            steps,
+            lambda: [None],
+            lambda _: squared_error(model, x, target),
+            draw=lambda m: picture(m, x, target, str(settings["data"]), SIDE),  # the regions as it learns
+            draw_every=max(1, steps // PICTURES),
+        )
 
 
 def trained(settings: Mapping[str, knobs.Value] = RECORDED) -> training.Trained:
     fitted = train(settings)
-    x, target = dataset(str(settings["data"]), float(settings["noise"]), TRAIN_SEED)
+    x, target = dataset(str(settings["data"]), float(settings["noise"]))
     with torch.no_grad():
         error = squared_error(fitted.model, x, target).item()
     return training.Trained(

@@ -6,6 +6,7 @@ import { clampOnPhone, editQuery, el, keepingFocus, readJson, requireData, revea
 import { glossPage } from "./glossary.js";
 import { GraphView } from "./graph.js";
 import { RetrainPanel } from "./retrain.js";
+import { besideCurves, VariantPanel } from "./variants.js";
 import { Training } from "./training.js";
 import { VerifyHistory, VerifyPanel } from "./verify.js";
 import { WhatIf } from "./whatif.js";
@@ -398,6 +399,10 @@ async function main() {
   }
   const retraining = document.getElementById("retraining");
   if (retraining) new RetrainPanel(retraining, verifyHistory);
+  const trainYourOwn = document.getElementById("train-your-own");
+  if (trainYourOwn) new VariantPanel(trainYourOwn);
+  const beside = document.getElementById("beside-curves");
+  if (beside) besideCurves(beside);
   const whatifSection = document.getElementById("whatif");
   if (whatifSection) whatif = new WhatIf(whatifSection, { caseId: () => state.case });
   const labSection = document.getElementById("lab");

@@ -79,18 +79,7 @@ export class RetrainPanel {
   }
 
   draw(curves) {
-    const charts = [];
-    for (const curve of curves) {
-      const of = curves.length > 1 ? ` of model ${curve.run}` : "";
-      const unit = curve.unit;
-      const label = `Training loss${of}, ${unit} by ${unit} (${curve.loss.length} of ${curve.epochs})`;
-      charts.push(chartBox(label, curveSvg(curve.loss, { label, x: unit, y: "mean training loss", first: 1, extent: curve.epochs })));
-      for (const [name, values] of Object.entries(curve.metrics)) {
-        const titled = `${words(name)}${of} after each ${unit} (${values.length} of ${curve.epochs})`;
-        charts.push(chartBox(titled, curveSvg(values, { label: titled, x: unit, y: words(name), first: 1, extent: curve.epochs })));
-      }
-    }
-    this.curves.replaceChildren(...charts);
+    drawCurves(this.curves, curves);
   }
 
   async cancel() {
@@ -113,6 +102,22 @@ export class RetrainPanel {
       el("dl", { class: "report-env" }, ...[...environmentFacts(report.environment), ["training", duration(report.compute_seconds * 1000)]]
         .map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, String(v))))));
   }
+}
+
+/** A training's curves as they grow, one chart each: the loss of each model it trains, then each held-out metric. */
+export function drawCurves(container, curves) {
+  const charts = [];
+  for (const curve of curves) {
+    const of = curves.length > 1 ? ` of model ${curve.run}` : "";
+    const unit = curve.unit;
+    const label = `Training loss${of}, ${unit} by ${unit} (${curve.loss.length} of ${curve.epochs})`;
+    charts.push(chartBox(label, curveSvg(curve.loss, { label, x: unit, y: "mean training loss", first: 1, extent: curve.epochs })));
+    for (const [name, values] of Object.entries(curve.metrics)) {
+      const titled = `${words(name)}${of} after each ${unit} (${values.length} of ${curve.epochs})`;
+      charts.push(chartBox(titled, curveSvg(values, { label: titled, x: unit, y: words(name), first: 1, extent: curve.epochs })));
+    }
+  }
+  container.replaceChildren(...charts);
 }
 
 function headline(report) {

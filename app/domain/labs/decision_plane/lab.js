@@ -7,10 +7,12 @@ import { diverging, sig, svgEl } from "../charts.js";
 import { COLOUR } from "../palette.js";
 import { el } from "../dom.js";
 import { bars, item, LabPanel, linkInput, markPreset, postJson, startFromLink, table } from "./common.js";
+import { DRAWING } from "../variants.js";
 
 const SIZE = 400; // the drawing's side in its own units (it scales to its box)
 const STEP = 0.05; // how far an arrow key moves the point, and what a click is rounded to
 const SETTLE_MS = 120; // typed digits closer together than this share one run
+const LABELLED = 8; // data of at most this many points is labelled point by point (XOR's four cases); more, drawn small
 
 /** The ends of the line w1·x1 + w2·x2 + b = 0 inside the square [lo, hi]², or null where it misses it. */
 function clipped([w1, w2, b], lo, hi) {
@@ -52,6 +54,8 @@ export class Lab extends LabPanel {
     for (const button of section.querySelectorAll("[data-preset]")) {
       button.addEventListener("click", () => this.load(this.settings.presets.find((p) => p.id === button.dataset.preset)));
     }
+    // A variant training on this page ("Train your own") plays its pictures here: the regions as it learns.
+    document.addEventListener(DRAWING, (event) => this.watch(event.detail));
     const start = startFromLink(this.settings.presets, (params) => this.linked(params));
     if (start.input) this.edit(start.input);
     else if (start.preset) this.load(start.preset, start.problem);
@@ -128,6 +132,14 @@ export class Lab extends LabPanel {
     this.render(answer);
   }
 
+  /** A picture of a variant as it trains: its regions, lines and data drawn on the plane, said in the status. */
+  watch({ drawing, epoch, epochs, unit }) {
+    this.latest.supersede();
+    this.drawPlane(drawing);
+    this.drawing.dataset.epoch = String(epoch);
+    this.setStatus(`Your variant as it learns: after ${unit} ${epoch} of ${epochs}. Click the plane to ask this page's model again.`);
+  }
+
   /** The plane: the answer shaded cell by cell, each hidden unit's line, the data, and the point. */
   drawPlane(c) {
     const regions = item(c, "regions").values;
@@ -170,9 +182,12 @@ export class Lab extends LabPanel {
     defs.append(marker);
     svg.prepend(defs);
     const targets = item(c, "targets").values;
-    item(c, "data").values.forEach(([d1, d2], k) => {
+    const data = item(c, "data").values;
+    const labelled = data.length <= LABELLED;
+    data.forEach(([d1, d2], k) => {
       const on = targets[k] > this.settings.threshold;
-      svg.append(svgEl("circle", { class: "plane-data", cx: x(d1), cy: y(d2), r: 9, fill: on ? COLOUR.ink : COLOUR.paper, stroke: COLOUR.ink, "stroke-width": 2 }));
+      svg.append(svgEl("circle", { class: "plane-data", cx: x(d1), cy: y(d2), r: labelled ? 9 : 5, fill: on ? COLOUR.ink : COLOUR.paper, stroke: COLOUR.ink, "stroke-width": 2 }));
+      if (!labelled) return;
       const below = d2 < (this.lo + this.hi) / 2;
       svg.append(svgEl("text", { x: x(d1), y: y(d2) + (below ? -16 : 26), "text-anchor": "middle", "font-size": 16, fill: COLOUR.ink }, `${d1} ${d2} → ${targets[k]}`));
     });

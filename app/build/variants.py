@@ -1,0 +1,305 @@
+"""Variants: a model trained with a learner's knobs, recorded by the recorder from its own weights, and served as a
+model of its own under its model's path.
+
+    POST /api/models/<slug>/variants                   {"knobs": {"hidden": 8}}: the kept variant (200), or the job
+                                                       that trains and records it (202, Location)
+    GET  /api/models/<slug>/variants/jobs/<job id>     the job: the loss, the recipe's metrics and pictures so far
+    GET  /api/models/<slug>/variants/<id>              its manifest; every model route answers under this path too
+    /models/<slug>/variants/<id>                       its page
+
+The same knobs give the same variant: its id hashes the model's recipe files (the kit's too), torch and every
+knob's value, and a second request for it joins the job that makes it, or is answered the kept one. train.py runs
+with the knobs in a process of its own (compute/retraining.py, as a retraining does), in one of the machine's places
+to train (services/places.py: queued, a client's budget, one at a time per client), stopped past VARIANT_TIMEOUT.
+Its files are then laid over a copy of the recipe folder and recorded (build_recording, `variant`), and kept in the
+shared state, so that every web process (every machine, with Redis) serves it: each unpacks a variant it is asked
+for into VARIANTS_DIR once. The newest VARIANTS_KEPT are kept, at most VARIANTS_MAX_BYTES together, the oldest going
+first; a link to one that went answers 404 saying so.
+"""
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from flask import Flask, current_app
+
+from recipekit.knobs import KnobError, chosen, moved
+
+from ..compute.errors import RecipeError, RecipeTimeout
+from ..compute.retraining import Cancelled, RetrainCall
+from ..domain.catalog import MANIFEST_NAME, Model, read_model
+from ..domain.labs.fields import FieldError
+from ..domain.schema import ManifestError
+from ..services import places
+from ..services.extensions import models, state, workers
+from ..services.jobs import Jobs, rfc3339
+from ..services.parts import parts
+from ..services.refusals import ModelMissing, RequirementMissing
+from ..services.retraining import trained_here, training_needs
+from ..services.runs import torch_version
+from .recorder import RecordingError, build_recording, write_recording
+
+PATH = "{slug}/variants/{id}"  # where a variant is served, under its model's slug
+INDEX = "variants-kept"  # [[slug, id, created, bytes], ...], the oldest first: what the cap evicts
+LOADED = 16  # variants each process holds loaded (a Model each), the most recently asked for
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A kept variant as its record says: which model (and the hash of the recipe it was trained from), its id,
+    every knob's value and those moved, when it was made, how long it trained and was recorded, its curves, what it
+    trained on and the bytes of its files."""
+
+    slug: str
+    recipe: str
+    id: str
+    knobs: dict
+    moved: dict
+    created: float
+    train_seconds: float
+    record_seconds: float
+    curves: list
+    environment: dict | None
+    bytes: int
+
+    @property
+    def path(self) -> str:
+        return PATH.format(slug=self.slug, id=self.id)
+
+    def public(self) -> dict:
+        return {"model": self.slug, "id": self.id, "knobs": self.knobs, "moved": self.moved,
+                "created_at": rfc3339(self.created), "train_seconds": round(self.train_seconds, 3),
+                "record_seconds": round(self.record_seconds, 3), "bytes": self.bytes,
+                "page": f"/models/{self.path}", "manifest": f"/api/models/{self.path}",
+                "verifications": f"/api/models/{self.path}/verifications"}
+
+
+def split(slug: str) -> tuple[str, str] | None:
+    """A variant's path ("mlp/variants/<id>") as its model's slug and its id; None for a model's own slug."""
+    model, sep, variant = slug.partition("/variants/")
+    return (model, variant) if sep else None
+
+
+def _record_key(slug: str, variant_id: str) -> str:
+    return f"variant:{slug}:{variant_id}"
+
+
+def _files_key(slug: str, variant_id: str) -> str:
+    return f"variant-files:{slug}:{variant_id}"
+
+
+def knob_values(model: Model, body: dict) -> dict:
+    """Every knob's value for this request's `knobs` (the defaults for those not given): FieldError naming the knob
+    that is unknown or out of its range, in the words train.py refuses it with."""
+    if not model.knobs:
+        raise FieldError(f"knobs: model {model.slug!r} declares no knobs to train a variant with")
+    given = body.get("knobs", {})
+    if not isinstance(given, dict):
+        raise FieldError("knobs: must be an object of knob names and values")
+    try:
+        return chosen(model.knobs, given)
+    except KnobError as exc:
+        raise FieldError(f"knobs.{exc}") from None
+
+
+def variant_id(model: Model, values: dict) -> str:
+    """The variant of these knobs: the model's recipe files (weights, train.py, the kit), torch and every knob's
+    value decide its weights, so they name it."""
+    named = json.dumps({"recipe": model.recipe_sha256, "torch": torch_version(), "knobs": values}, sort_keys=True)
+    return hashlib.sha256(named.encode()).hexdigest()[:16]
+
+
+def kept(slug: str, variant_id: str) -> Variant | None:
+    """The kept variant's record, or None (never made, or gone to make room)."""
+    record = state.store.get(_record_key(slug, variant_id))
+    return Variant(**record) if record is not None else None
+
+
+def kept_of(model: Model) -> list[Variant]:
+    """The variants of this model that are kept, the newest first."""
+    index = state.store.get(INDEX) or []
+    found = [kept(slug, variant_id) for slug, variant_id, _, _ in reversed(index) if slug == model.slug]
+    return [v for v in found if v is not None]
+
+
+def _folder(slug: str, variant_id: str) -> Path:
+    return Path(parts().variants_dir) / slug / variant_id
+
+
+def _unpack(model: Model, variant: Variant) -> Path:
+    """The variant's folder on this machine (recipe/ and manifest/), unpacked from the shared state once: the model's
+    recipe files with the variant's own laid over them, and its recording."""
+    folder = _folder(model.slug, variant.id)
+    if (folder / "manifest" / MANIFEST_NAME).is_file():
+        return folder
+    files = state.store.get(_files_key(model.slug, variant.id))
+    if files is None:
+        raise ModelMissing(_gone_message(model.slug, variant.id))
+    staging = Path(tempfile.mkdtemp(prefix=f".{variant.id}-", dir=folder.parent if _ensure(folder.parent) else None))
+    recipe, manifest = staging / "recipe", staging / "manifest"
+    recipe.mkdir()
+    manifest.mkdir()
+    for name in model.recipe_file_names:
+        (recipe / name).write_bytes(model.files[name].content)
+    for name, content in files["recipe"].items():
+        (recipe / name).write_bytes(base64.b64decode(content))
+    for name, content in files["manifest"].items():
+        (manifest / name).write_bytes(base64.b64decode(content))
+    try:
+        os.rename(staging, folder)  # whole or not at all: another process unpacking it too loses the race quietly
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def _ensure(folder: Path) -> bool:
+    folder.mkdir(parents=True, exist_ok=True)
+    return True
+
+
+def _gone_message(slug: str, variant_id: str) -> str:
+    return (f"no variant {variant_id!r} of {slug!r} is kept: it was never trained, or it went to make room for "
+            f"newer ones (this server keeps {current_app.config['VARIANTS_KEPT']}); train it again with its knobs "
+            f"(POST /api/models/{slug}/variants)")
+
+
+def model_or_404(slug: str) -> Model:
+    """The model with this slug, or the variant at this path ("mlp/variants/<id>") as a model of its own; ModelMissing
+    (404) saying why there is none."""
+    found = split(slug)
+    if found is None:
+        return models.get_or_404(slug)
+    parent = models.get_or_404(found[0])
+    variant = kept(parent.slug, found[1])
+    if variant is None:
+        raise ModelMissing(_gone_message(parent.slug, found[1]))
+    if variant.recipe != parent.recipe_sha256:
+        raise ModelMissing(f"variant {variant.id!r} of {parent.slug!r} was trained from files of its recipe that have "
+                           f"changed since; train it again with its knobs (POST /api/models/{parent.slug}/variants)")
+    loaded = parts().variants
+    with loaded.lock:
+        model = loaded.models.get(variant.path)
+    if model is not None:
+        return model
+    folder = _unpack(parent, variant)
+    try:
+        model = read_model(parent.slug, folder / "manifest", folder / "recipe", served_as=variant.path)
+    except ManifestError as exc:
+        raise ModelMissing(f"variant {variant.id!r} of {parent.slug!r} cannot be served: {exc}") from None
+    with loaded.lock:
+        loaded.models[variant.path] = model
+        while len(loaded.models) > LOADED:
+            loaded.models.pop(next(iter(loaded.models)))
+    return model
+
+
+def _keep(model: Model, variant: Variant, files: dict) -> None:
+    """Keep the variant in the shared state, and make room: past VARIANTS_KEPT, or VARIANTS_MAX_BYTES together, the
+    oldest go (their records, files and this machine's unpacked folders)."""
+    config = current_app.config
+    ttl = config["VARIANT_KEEP_SECONDS"]
+    state.store.set(_files_key(model.slug, variant.id), files, ttl)
+    state.store.set(_record_key(model.slug, variant.id), variant.__dict__, ttl)
+    index = [entry for entry in state.store.get(INDEX) or []
+             if entry[1] != variant.id and time.time() - entry[2] < ttl]
+    index.append([model.slug, variant.id, variant.created, variant.bytes])
+    while len(index) > config["VARIANTS_KEPT"] or sum(e[3] for e in index) > config["VARIANTS_MAX_BYTES"]:
+        slug, old, _, _ = index.pop(0)
+        state.store.delete(_record_key(slug, old))
+        state.store.delete(_files_key(slug, old))
+        shutil.rmtree(_folder(slug, old), ignore_errors=True)
+    state.store.set(INDEX, index, ttl)
+
+
+def make(model: Model, values: dict, variant_id: str, record: dict) -> dict:
+    """Train the variant, telling the job's pollers its curves and pictures as they grow, record it from its weights
+    and keep it; always a report."""
+    config = current_app.config
+    report: dict = {"model": model.slug, "id": variant_id, "knobs": values, "moved": moved(model.knobs, values)}
+    holder = variants.job_key(record["id"])
+    try:
+        variants.made_known(record, state="queued")
+        places.take(holder, lambda: False, config["VARIANT_TIMEOUT"])
+        variants.made_known(record, state="running", started=time.time())
+        call = RetrainCall(model.recipe_dir, config["VARIANT_TIMEOUT"], config["RECIPE_MEMORY_MB"], knobs=values)
+        reply = workers.pool.retrain(call, lambda progress: variants.made_known(record, progress=progress),
+                                     lambda: False)
+        variants.made_known(record, progress=reply.progress, stage="recording")
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="variant-") as staging:
+            recipe = Path(staging) / variant_id  # named by its id: never taken for its model's folder
+            recipe.mkdir()
+            for name in model.recipe_file_names:
+                (recipe / name).write_bytes(model.files[name].content)
+            for name, content in reply.files.items():
+                (recipe / name).write_bytes(base64.b64decode(content))
+            path = PATH.format(slug=model.slug, id=variant_id)
+            recording = build_recording(model.slug, recipe, workers.pool, config["RECIPE_SEED"], config,
+                                        variant=path)
+            written = write_recording(recording, Path(staging) / "manifest")
+            files = {"recipe": reply.files,
+                     "manifest": {p.name: base64.b64encode(p.read_bytes()).decode() for p in written}}
+        curves = (reply.progress or {}).get("curves", [])
+        variant = Variant(model.slug, model.recipe_sha256, variant_id, values, report["moved"], time.time(),
+                          reply.compute_seconds, time.perf_counter() - started, curves, reply.environment,
+                          sum(len(c) for group in files.values() for c in group.values()))
+        _keep(model, variant, files)
+    except Cancelled as exc:
+        return report | {"status": "cancelled", "message": str(exc)}
+    except (RecipeTimeout, RecipeError, RecordingError) as exc:
+        return report | {"status": "error", "message": str(exc)}
+    return report | {"status": "made", "variant": variant.public()}
+
+
+@dataclass
+class Loaded:
+    """The variants this process has loaded, by path (Model each), and where it unpacks them."""
+
+    models: dict
+    lock: threading.Lock
+
+
+class Variants(Jobs):
+    """Flask extension: variant jobs, joined and polled from any process; the variants kept."""
+
+    known = ("progress", "stage")
+    queues_itself = True  # queued until it holds one of the machine's places (places.take)
+
+    def __init__(self) -> None:
+        super().__init__("variant", "api.variant_job", threads=places.WAITING_THREADS)
+
+    def init_app(self, app: Flask) -> None:
+        super().init_app(app)
+        folder = app.config["VARIANTS_DIR"] or tempfile.mkdtemp(prefix="tensorviz-variants-")
+        parts(app).variants_dir = str(folder)
+        parts(app).variants = Loaded({}, threading.Lock())
+
+    def start(self, model: Model, body: dict) -> tuple[Variant | None, dict | None]:
+        """The kept variant of the body's knobs, or the job that makes it (one already making it, in any process, or
+        a new one); FieldError naming a knob refused, before anything starts."""
+        if not trained_here(model):
+            raise FieldError(f"model {model.slug!r} is not trained by its recipe (no train.py): it has no variants")
+        values = knob_values(model, body)
+        if current_app.config["EXECUTOR"] != "local":
+            raise RequirementMissing("variants are trained and served where this server runs its recipes itself "
+                                     "(TENSORVIZ_EXECUTOR=local); this one sends them to compute workers")
+        training_needs(model)
+        found_id = variant_id(model, values)
+        found = kept(model.slug, found_id)
+        if found is not None:
+            return found, None
+        job = super().start(model, f"variant:{model.slug}:{found_id}",
+                            lambda record: make(model, values, found_id, record),
+                            admit=lambda job_id: places.admit_client(self.job_key(job_id), "variant"),
+                            limit=2 * current_app.config["VARIANT_TIMEOUT"] + 60, finished=lambda report: None)
+        return None, job
+
+
+variants = Variants()

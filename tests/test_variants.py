@@ -1,0 +1,195 @@
+"""A learner's variant: knobs moved, trained on the server with its progress polled, then recorded and served as a
+model of its own (page, manifest, verification, What if?, lab, retraining), refused by knob name, bounded."""
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.domain.compare import compare_checks
+from app.domain.shapes import Variant, VariantJob, validator
+from app.services.config import TestConfig
+from recipekit import knobs
+
+from .conftest import eventually
+
+MOVED = {"hidden": 3, "data": "circles", "steps": 600}  # a quick variant: 600 steps of a 3-unit network
+
+
+def made(client, knobs_given: dict) -> tuple[dict, list[dict]]:
+    """The variant these knobs make, trained through the API, and every poll of its job on the way."""
+    response = client.post("/api/models/mlp/variants", json={"knobs": knobs_given})
+    if response.status_code == 200:
+        return response.get_json(), []
+    assert response.status_code == 202, response.get_json()
+    assert response.headers["Retry-After"] == "1"
+    polls = []
+
+    def poll() -> dict:
+        job = client.get(response.headers["Location"]).get_json()
+        polls.append(job)
+        return job
+
+    job = eventually(poll, lambda j: j["state"] == "done", seconds=180, every=0.2)
+    validator(VariantJob).validate_python(job)
+    assert job["report"]["status"] == "made", job["report"]
+    return job["report"]["variant"], polls
+
+
+@pytest.fixture(scope="module")
+def variant_app(module_apps):
+    return module_apps(TestConfig)
+
+
+@pytest.fixture(scope="module")
+def made_variant(variant_app):
+    return made(variant_app.test_client(), MOVED)
+
+
+def test_a_variant_trains_with_progress_then_serves_as_a_model(variant_app, made_variant):
+    client = variant_app.test_client()
+    variant, polls = made_variant
+    validator(Variant).validate_python(variant)
+    assert variant["moved"] == MOVED and variant["knobs"]["learning_rate"] == 0.5
+    assert variant["page"] == f"/models/mlp/variants/{variant['id']}"
+    progressed = [p["progress"] for p in polls if p["progress"]]
+    assert progressed, "no poll showed the training's progress"
+    last = progressed[-1]
+    assert last["epochs"] == 600 and len(last["curves"][0]["loss"]) == last["epoch"]
+    # The recipe draws its decision regions as it learns: pictures at the start, along the way and at the end.
+    epochs = [d["epoch"] for d in last["drawings"]]
+    assert epochs[0] == 0 and epochs[-1] == 600 and len(epochs) > 10
+    regions = next(m for m in last["drawings"][-1]["drawing"]["matrices"] if m["key"] == "regions")
+    first = next(m for m in last["drawings"][0]["drawing"]["matrices"] if m["key"] == "regions")
+    assert regions["values"] != first["values"]
+    data = next(m for m in last["drawings"][-1]["drawing"]["matrices"] if m["key"] == "data")
+    assert len(data["values"]) == 64  # the circles, not XOR's four cases
+
+    manifest = client.get(variant["manifest"])
+    assert manifest.status_code == 200
+    recorded = manifest.get_json()
+    assert recorded["slug"] == "mlp" and recorded["files"]["weights.safetensors"]["url"].startswith(variant["page"])
+    # It never learnt XOR (it learnt circles): the checks it fails are recorded as failed, not refused.
+    assert "The output is above 0.5 exactly where XOR is 1" in recorded["provenance"]["failedChecks"]
+    hidden = next(m for c in recorded["experiment"]["cases"] for m in c["matrices"] if m["key"] == "hidden")
+    assert len(hidden["values"][0]) == 3  # its own three hidden units
+    files = client.get(f"{variant['manifest']}/files").get_json()["files"]
+    assert json.loads(client.get(next(f["url"] for f in files if f["name"] == "knobs.json")).data)["hidden"] == 3
+
+    page = client.get(variant["page"])
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    assert "Your variant of" in html and 'id="beside-cases"' in html
+    assert "3 of its 4 training cases" in html or "of its 4 training cases" in html  # its XOR outcome, and the recorded
+    assert "4 of its 4 training cases answered on the right side of 0.5." in html
+
+
+def test_a_variant_verifies_answers_what_if_and_its_lab_and_retrains_to_the_same_bits(variant_app, made_variant):
+    client = variant_app.test_client()
+    variant, _ = made_variant
+    base = variant["manifest"]
+    report = eventually(lambda: client.post(f"{base}/verifications").get_json(), lambda r: "status" in r, seconds=120)
+    assert report["status"] == "passed", report["summary"]
+    expected = [c for c in report["checks"] if c.get("recorded_failed")]
+    assert expected and all(c["status"] == "passed" and c["message"].endswith("fails again") for c in expected)
+    whatif = client.post(f"{base}/interventions", json={"case": "xor", "interventions": [
+        {"node": "hidden", "action": "zero"}]})
+    assert whatif.status_code == 200, whatif.get_json()
+    assert whatif.get_json()["model"] == f"mlp/variants/{variant['id']}"
+    lab = client.post(f"{base}/runs", json={"x1": 0.5, "x2": 0.5})
+    assert lab.status_code == 200 and len(lab.get_json()["case"]["vectors"][1]["values"]) == 3
+    started = client.post(f"{base}/retrainings")
+    assert started.status_code == 202
+    job = eventually(lambda: client.get(started.headers["Location"]).get_json(), lambda j: j["state"] == "done",
+                     seconds=120, every=0.2)
+    assert job["report"]["status"] == "passed" and job["report"]["guarantee"] == "same bits", job["report"]
+
+
+def test_the_same_knobs_give_the_kept_variant(variant_app, made_variant):
+    client = variant_app.test_client()
+    again = client.post("/api/models/mlp/variants", json={"knobs": {**MOVED, "learning_rate": 0.5}})
+    assert again.status_code == 200 and again.get_json()["id"] == made_variant[0]["id"]
+    listed = client.get("/api/models/mlp/variants").get_json()
+    assert made_variant[0]["id"] in [v["id"] for v in listed["variants"]]
+    assert listed["knobs"]["data"]["choices"] == ["xor", "circles", "spiral"]
+
+
+@pytest.mark.parametrize(("given", "named"), [
+    ({"learning_rate": 5}, "knobs.learning_rate: 5 is out of range 0.01..2"),
+    ({"hidden": 2.5}, "knobs.hidden: 2.5 is not a whole number"),
+    ({"data": "moons"}, "knobs.data: 'moons' is not one of xor, circles, spiral"),
+    ({"momentum": 0.5}, "knobs.momentum: is not a knob of this recipe"),
+])
+def test_a_knob_refused_is_named(module_client, given, named):
+    response = module_client.post("/api/models/mlp/variants", json={"knobs": given})
+    assert response.status_code == 400
+    assert response.get_json()["error"]["message"].startswith(named)
+
+
+def test_a_body_or_a_model_that_cannot_make_a_variant_is_refused(module_client):
+    assert module_client.post("/api/models/mlp/variants", json={"knob": {}}).status_code == 400
+    assert module_client.post("/api/models/mlp/variants", json={"knobs": []}).status_code == 400
+    no_knobs = module_client.post("/api/models/resnet/variants", json={"knobs": {}})
+    assert no_knobs.status_code == 400, no_knobs.get_json()
+    assert module_client.post("/api/models/nothing/variants", json={}).status_code == 404
+    gone = module_client.get("/models/mlp/variants/0123456789abcdef")
+    assert gone.status_code == 404 and b"train it again with its knobs" in gone.data
+    assert module_client.get("/api/models/mlp/variants/0123456789abcdef").status_code == 404
+
+
+def test_24_requests_at_once_are_bounded(variant_app):
+    """One client, 24 variants at once: one trains, the rest wait their turn as 429 with Retry-After; none 5xx."""
+    client = variant_app.test_client()
+    client.environ_base["REMOTE_ADDR"] = "203.0.113.24"
+    answers: list = []
+    barrier = threading.Barrier(24)
+
+    def ask(k: int) -> None:
+        barrier.wait()
+        answers.append(client.post("/api/models/mlp/variants", json={"knobs": {"steps": 100 + 100 * k}}))
+
+    threads = [threading.Thread(target=ask, args=(k,)) for k in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    statuses = sorted(a.status_code for a in answers)
+    assert all(s in (202, 429) for s in statuses), statuses
+    assert statuses.count(202) == 1
+    assert all(a.headers.get("Retry-After") for a in answers if a.status_code == 429)
+    started = next(a for a in answers if a.status_code == 202)
+    eventually(lambda: client.get(started.headers["Location"]).get_json(), lambda j: j["state"] == "done",
+               seconds=180, every=0.2)
+
+
+def test_the_oldest_variant_goes_first_past_the_cap(make_app):
+    app = make_app(type("OneKept", (TestConfig,), {"VARIANTS_KEPT": 1}))
+    client = app.test_client()
+    first, _ = made(client, {"steps": 100})
+    second, _ = made(client, {"steps": 200})
+    assert client.get(second["page"]).status_code == 200
+    gone = client.get(first["manifest"])
+    assert gone.status_code == 404 and "went to make room" in gone.get_json()["error"]["message"]
+
+
+def test_a_variant_folder_reads_its_own_knobs(tmp_path: Path):
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "mlp"
+    (tmp_path / "recipe.toml").write_bytes((recipe / "recipe.toml").read_bytes())
+    assert knobs.stored(tmp_path) is None and knobs.settings(tmp_path)["hidden"] == 2
+    (tmp_path / knobs.SETTINGS).write_text(json.dumps({"hidden": 5, "data": "spiral"}))
+    assert knobs.settings(tmp_path)["hidden"] == 5
+    assert knobs.given(["--knob", "hidden=7"], tmp_path) == {"hidden": "7", "data": "spiral"}
+    values = knobs.chosen(knobs.declared(tmp_path), knobs.given([], tmp_path))
+    assert knobs.out_folder([], tmp_path, knobs.moved(knobs.declared(tmp_path), values)) is None  # its own folder
+    (tmp_path / knobs.SETTINGS).write_text("[1]")
+    with pytest.raises(knobs.KnobError, match="knobs.json: is not a JSON object"):
+        knobs.stored(tmp_path)
+
+
+def test_a_check_recorded_as_failed_holds_where_it_fails_again():
+    replayed = [{"name": "learns XOR", "passed": False}, {"name": "gradients", "passed": True}]
+    held = compare_checks(["learns XOR", "gradients"], replayed, ["learns XOR"])
+    assert [c["status"] for c in held] == ["passed", "passed"]
+    now_passes = compare_checks(["learns XOR"], [{"name": "learns XOR", "passed": True}], ["learns XOR"])
+    assert now_passes[0]["status"] == "failed" and "not what was recorded" in now_passes[0]["message"]
