@@ -305,14 +305,17 @@ def render_model_page(model: Model, case: dict | None, step: dict, checkpoint: d
 
 
 def variant_settings(model: Model) -> dict | None:
-    """The "Train your own" panel, where the recipe declares knobs and trains its model: each knob (a variant's page
-    starts from the variant's own values) and where to start a variant."""
-    if not model.knobs or not trained_here(model):
-        return None
+    """The "Train your own" panel, where the recipe declares knobs and trains its model, on the page of a model whose
+    lab draws it as it learns (the MLP's plane) and on a variant's: each knob (a variant's page starts from the
+    variant's own values) and where to start a variant."""
     found = split(model.slug)
+    watched = bool(model.lab and model.lab.kind.watches_training)
+    if not model.knobs or not trained_here(model) or not (watched or found):
+        return None  # elsewhere a variant is trained through the API (POST .../variants): the page stays as short
     slug = found[0] if found else model.slug
     values = kept(*found).knobs if found and kept(*found) else {}
     return {"url": url_for("api.start_variant", slug=slug),
+            "open": True,
             "knobs": [{"name": knob.name, "description": knob.description, "value": values.get(knob.name, knob.default),
                        "default": knob.default, "min": knob.minimum, "max": knob.maximum,
                        "step": knob.step or (1 if knob.integer else None), "choices": list(knob.choices)}

@@ -77,6 +77,9 @@ class LabKind:
     token_vectors: ClassVar[tuple[str, ...]] = ()
     # The endpoints whose results (not cases) the kind reads an outcome from (result_outcome): a DataLab's trace.
     says_outcome: ClassVar[tuple[str, ...]] = ()
+    # Whether its page draws a variant's pictures as it trains (the decision plane's regions): such a page has the
+    # "Train your own" panel beside its lab.
+    watches_training: ClassVar[bool] = False
 
     @property
     def folder(self) -> Path:

@@ -16,6 +16,7 @@ class DecisionPlane(LabKind):
     # A run's case: the point, each hidden unit's output there, the answer; the data (points and their targets), each
     # hidden unit's weights and bias (w1, w2, b) and the answer over the plane.
     reads = {"runs": Reads(items=("point", "hidden", "answer", "data", "targets", "lines", "regions"))}
+    watches_training = True  # a variant's regions, played on the plane as it learns (lab.js `watch`)
 
     def check(self, spec) -> None:
         """Two inputs, asked for as the numbers x1 and x2."""
