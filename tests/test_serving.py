@@ -263,8 +263,8 @@ def cacheable_paths() -> list[str]:
     paths = []
     for rule in app.url_map.iter_rules():
         if getattr(app.view_functions[rule.endpoint], "cacheable", False):
-            paths += [rule.rule.replace("<slug>", slug) for slug in CATALOG_SLUGS] if "slug" in rule.arguments \
-                else [rule.rule]
+            slugged = "slug" in rule.arguments  # <model:slug>: a model's slug (or a variant's path, none here)
+            paths += [re.sub(r"<(?:\w+:)?slug>", slug, rule.rule) for slug in CATALOG_SLUGS] if slugged else [rule.rule]
     apps.close()
     return sorted(paths)
 

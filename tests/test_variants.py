@@ -2,6 +2,9 @@
 model of its own (page, manifest, verification, What if?, lab, retraining), refused by knob name, bounded."""
 
 import json
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -193,3 +196,10 @@ def test_a_check_recorded_as_failed_holds_where_it_fails_again():
     assert [c["status"] for c in held] == ["passed", "passed"]
     now_passes = compare_checks(["learns XOR"], [{"name": "learns XOR", "passed": True}], ["learns XOR"])
     assert now_passes[0]["status"] == "failed" and "not what was recorded" in now_passes[0]["message"]
+
+
+def test_a_training_is_stopped_past_its_cpu_time():
+    """A variant's process is capped in CPU time (RLIMIT_CPU): a loop that never ends is stopped by the kernel."""
+    code = "from app.compute.process import cap_cpu\ncap_cpu(1)\nwhile True:\n    pass\n"
+    ended = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], timeout=60)
+    assert ended.returncode == -signal.SIGXCPU

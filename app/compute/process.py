@@ -38,6 +38,19 @@ def cap_memory(headroom_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def cap_cpu(seconds: float) -> None:
+    """Stop this process (SIGXCPU) once it has used `seconds` of CPU time, whatever it waits on meanwhile: a bound on
+    the work a learner's variant may take, not on how long it waits for a core (0: no cap)."""
+    if seconds <= 0:
+        return
+    import math
+    import resource
+
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    limit = math.ceil(used.ru_utime + used.ru_stime + seconds)
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
+
+
 def use_kernels(torch: ModuleType, family: str) -> None:
     """Make this process compute with a kernel family (recipekit/kernels.py), before it computes anything: each
     library reads its setting at its first use, so a process forked from one that only imported torch can still

@@ -93,7 +93,7 @@ def retrain(call: RetrainCall, heard: Callable[[dict], None], cancelled: Callabl
     ({"run", "epoch", "epochs", "unit", "loss", "metrics"}); `cancelled()` is asked while it trains. RecipeTimeout
     past the call's timeout, Cancelled, or a RecipeError saying why the training stopped without a report."""
     started = time.perf_counter()
-    knobs = [] if call.knobs is None else [json.dumps(call.knobs)]
+    knobs = [] if call.knobs is None else [json.dumps(call.knobs), str(call.timeout)]  # and its CPU time
     process = subprocess.Popen(
         # -I: the recipe folder it starts in is not on its import path (a file there named as a module shadows none)
         [sys.executable, "-I", "-m", "app.compute.retraining", str(call.recipe_dir), str(call.memory_mb), *knobs],
@@ -133,6 +133,8 @@ def retrain(call: RetrainCall, heard: Callable[[dict], None], cancelled: Callabl
         for reader in readers:
             reader.join(timeout=5)
     ending = "report" if call.knobs is None else "written"
+    if process.returncode == -signal.SIGXCPU:
+        raise RecipeTimeout(f"the training used its {call.timeout:g} s of CPU time and was stopped")
     if ending not in found or process.returncode not in (0, 1):
         last = next((line for line in reversed(errors) if line), "")  # the stream's end is None
         said = without_paths(last, (str(call.recipe_dir.parent),))
@@ -252,7 +254,7 @@ def train(argv: list[str]) -> int:
     from recipekit.kernels import TRAINING
 
     from ..domain.recipes import load_module
-    from .process import cap_memory
+    from .process import cap_cpu, cap_memory
     from .worker import environment
 
     recipe_dir = Path(argv[0])
@@ -270,6 +272,7 @@ def train(argv: list[str]) -> int:
     from recipekit.knobs import ENVIRONMENT
 
     os.environ[ENVIRONMENT] = argv[2]  # train.py reads the knobs where the kit says the server passes them
+    cap_cpu(float(argv[3]))
     with tempfile.TemporaryDirectory(prefix="variant-") as out:
         status = module.main(["--progress", "--out", out])  # what it prints for a person is no event: passed over
         if status != 0:

@@ -129,7 +129,8 @@ class Config:
     RETRAINING_COST: at_least(1, int) = 20
     RETRAINING_JOBS: at_least(1, int) = 1
     # Variants (POST .../variants): a model trained with a learner's knobs in one of the machine's RETRAINING_JOBS
-    # places, stopped past VARIANT_TIMEOUT seconds of its one core, then recorded and served as a model of its own.
+    # places, stopped past VARIANT_TIMEOUT seconds (of the clock, and of CPU time in its process), then recorded and
+    # served as a model of its own.
     # The newest VARIANTS_KEPT (at most VARIANTS_MAX_BYTES of files together) are kept in the shared state, each at
     # most VARIANT_KEEP_SECONDS, the oldest going first; each process unpacks those it serves under VARIANTS_DIR
     # (None: a temporary folder of its own).

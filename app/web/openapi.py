@@ -167,6 +167,7 @@ class Fixed:
     intervened: dict
     subject: dict
     stages: dict
+    variant: dict
 
     @classmethod
     def build(cls, bodies: dict[str, dict], slugs: list[str], trained: dict[str, list[str]],
@@ -179,7 +180,8 @@ class Fixed:
         return cls(slug=_slug(slugs), trained_slug=_slug(list(trained)), retrained_slug=_slug(retrained),
                    job_id={"name": "job_id", "in": "path", "required": True,
                            "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
-                   intervened=bodies["InterventionRequest"], subject=bodies["SubjectRequest"], stages=stages)
+                   intervened=bodies["InterventionRequest"], subject=bodies["SubjectRequest"], stages=stages,
+                   variant=bodies["VariantRequest"])
 
 
 def documented(describe: Callable[[Fixed], dict]) -> Callable:
