@@ -235,11 +235,7 @@ def retrain(slug: str):
                                              "Retry-After).", "Retry-After")})
 def retraining_job(slug: str, job_id: str):
     """A retraining job: its curves so far while it trains, then its report."""
-    job = _retraining(slug, job_id)
-    response = jsonify(retrainings.public(job))
-    if job["state"] != "done":
-        response.headers["Retry-After"] = "1"
-    return response
+    return polled(retrainings.public(_retraining(slug, job_id)))
 
 
 @bp.delete("/models/<model:slug>/retrainings/<job_id>")
@@ -265,6 +261,14 @@ def _retraining(slug: str, job_id: str) -> dict:
     if job is None or job["model"] != slug:
         abort(404, f"no retraining job {job_id!r} for model {slug!r}")
     return job
+
+
+def polled(job: dict) -> Response:
+    """A job as a poll answers it: with Retry-After until it is done."""
+    response = jsonify(job)
+    if job["state"] != "done":
+        response.headers["Retry-After"] = "1"
+    return response
 
 
 def _job_answer(job: dict, status: int) -> Response:
@@ -316,10 +320,7 @@ def verification_job(slug: str, job_id: str):
     job = verifications.job(job_id)
     if job is None or job["model"] != slug:
         abort(404, f"no verification job {job_id!r} for model {slug!r}")
-    response = jsonify(verifications.public(job))
-    if job["state"] != "done":
-        response.headers["Retry-After"] = "1"
-    return response
+    return polled(verifications.public(job))
 
 
 def _json_body():

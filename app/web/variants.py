@@ -9,7 +9,7 @@ from ..build.variants import kept_of, variants
 from ..domain.shapes import VariantRequest
 from ..services.extensions import models
 from ..services.subjects import checked
-from .api import _job_answer, bp, spends_compute
+from .api import _job_answer, bp, polled, spends_compute
 from .openapi import documented, errors, found, json_body, ref, response_of
 
 
@@ -71,7 +71,4 @@ def variant_job(slug: str, job_id: str):
     job = variants.job(job_id)
     if job is None or job["model"] != slug:
         abort(404, f"no variant job {job_id!r} for model {slug!r}")
-    response = jsonify(variants.public(job))
-    if job["state"] != "done":
-        response.headers["Retry-After"] = "1"
-    return response
+    return polled(variants.public(job))

@@ -50,16 +50,10 @@ export class RetrainPanel {
   }
 
   /** Poll the job, drawing its curves as they grow, until it is done: its report. */
-  async follow(location, job) {
+  follow(location, job) {
     this.location = location;
     this.cancelButton.hidden = !this.token;
-    for (;;) {
-      this.progress(job);
-      if (job.state === "done") return job.report;
-      await sleep(POLL_MS);
-      const response = await fetch(location, { headers: { Accept: "application/json" } });
-      job = requireData(response, await readJson(response));
-    }
+    return followJob(location, job, (state) => this.progress(state));
   }
 
   progress(job) {
@@ -101,6 +95,18 @@ export class RetrainPanel {
     this.output.append(tensorTable(report), figureTable(report),
       el("dl", { class: "report-env" }, ...[...environmentFacts(report.environment), ["training", duration(report.compute_seconds * 1000)]]
         .map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, String(v))))));
+  }
+}
+
+/** Poll a training's job at `location` every POLL_MS, telling `seen(job)` each state as it comes, until it is done:
+ * its report. */
+export async function followJob(location, job, seen) {
+  for (;;) {
+    seen(job);
+    if (job.state === "done") return job.report;
+    await sleep(POLL_MS);
+    const response = await fetch(location, { headers: { Accept: "application/json" } });
+    job = requireData(response, await readJson(response));
   }
 }
 

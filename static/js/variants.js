@@ -4,9 +4,8 @@
 
 import { curveSvg } from "./charts.js";
 import { chartBox, duration, el, readJson, requireData, showStatus, sleep } from "./dom.js";
-import { drawCurves } from "./retrain.js";
+import { drawCurves, followJob } from "./retrain.js";
 
-const POLL_MS = 500;
 const FRAME_MS = 160; // one picture of the training after another: fast enough to watch it learn, slow enough to see
 export const DRAWING = "tensorviz:drawing"; // the event a lab hears a picture of a training by (detail: a Drawing)
 
@@ -65,16 +64,9 @@ export class VariantPanel {
   }
 
   async follow(location, job) {
-    for (;;) {
-      this.progress(job);
-      if (job.state === "done") {
-        this.polled = true; // the last pictures are queued: the player stops once it has shown them
-        return job.report;
-      }
-      await sleep(POLL_MS);
-      const response = await fetch(location, { headers: { Accept: "application/json" } });
-      job = requireData(response, await readJson(response));
-    }
+    const report = await followJob(location, job, (state) => this.progress(state));
+    this.polled = true; // the last pictures are queued: the player stops once it has shown them
+    return report;
   }
 
   progress(job) {
