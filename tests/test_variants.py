@@ -13,6 +13,7 @@ import pytest
 from app.domain.compare import compare_checks
 from app.domain.shapes import Variant, VariantJob, validator
 from app.services.config import TestConfig
+from app.services.parts import parts
 from recipekit import knobs
 
 from .conftest import eventually
@@ -142,9 +143,12 @@ def test_a_body_or_a_model_that_cannot_make_a_variant_is_refused(module_client):
 
 
 def test_24_requests_at_once_are_bounded(variant_app):
-    """One client, 24 variants at once: one trains, the rest wait their turn as 429 with Retry-After; none 5xx."""
+    """While a client's variant trains, 24 more of its requests at once each wait their turn as a 429 with Retry-After;
+    none is a 5xx, and none starts a second training beside the first."""
     client = variant_app.test_client()
     client.environ_base["REMOTE_ADDR"] = "203.0.113.24"
+    first = client.post("/api/models/mlp/variants", json={"knobs": {"steps": 5000, "hidden": 16}})
+    assert first.status_code == 202
     answers: list = []
     barrier = threading.Barrier(24)
 
@@ -157,12 +161,12 @@ def test_24_requests_at_once_are_bounded(variant_app):
         thread.start()
     for thread in threads:
         thread.join()
-    statuses = sorted(a.status_code for a in answers)
-    assert all(s in (202, 429) for s in statuses), statuses
-    assert statuses.count(202) == 1
-    assert all(a.headers.get("Retry-After") for a in answers if a.status_code == 429)
-    started = next(a for a in answers if a.status_code == 202)
-    eventually(lambda: client.get(started.headers["Location"]).get_json(), lambda j: j["state"] == "done",
+    running = client.get(first.headers["Location"]).get_json()
+    assert running["state"] != "done", "the first training ended before the 24 were asked: nothing was bounded"
+    assert [a.status_code for a in answers] == [429] * 24
+    assert all(a.headers.get("Retry-After") for a in answers)
+    assert "one at a time per client" in answers[0].get_json()["error"]["message"]
+    eventually(lambda: client.get(first.headers["Location"]).get_json(), lambda j: j["state"] == "done",
                seconds=180, every=0.2)
 
 
@@ -174,6 +178,16 @@ def test_the_oldest_variant_goes_first_past_the_cap(make_app):
     assert client.get(second["page"]).status_code == 200
     gone = client.get(first["manifest"])
     assert gone.status_code == 404 and "went to make room" in gone.get_json()["error"]["message"]
+
+
+def test_a_server_that_stops_stops_the_trainings_it_started(make_app):
+    app = make_app(TestConfig)
+    client = app.test_client()
+    started = client.post("/api/models/mlp/variants", json={"knobs": {"steps": 5000, "hidden": 16}})
+    eventually(lambda: client.get(started.headers["Location"]).get_json(), lambda j: j["state"] == "running")
+    parts(app).pool.shutdown()
+    job = eventually(lambda: client.get(started.headers["Location"]).get_json(), lambda j: j["state"] == "done")
+    assert job["report"]["status"] == "cancelled"
 
 
 def test_a_variant_folder_reads_its_own_knobs(tmp_path: Path):

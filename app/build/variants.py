@@ -44,10 +44,13 @@ from ..services.parts import parts
 from ..services.refusals import ModelMissing, RequirementMissing
 from ..services.retraining import trained_here, training_needs
 from ..services.runs import torch_version
+from ..services.state import StateUnavailable
 from .recorder import RecordingError, build_recording, write_recording
 
 PATH = "{slug}/variants/{id}"  # where a variant is served, under its model's slug
 INDEX = "variants-kept"  # [[slug, id, created, bytes], ...], the oldest first: what the cap evicts
+INDEX_LOCK = "variants-kept-lock"  # held while one process rewrites the index, so that no two lose each other's entry
+LOCK_SECONDS = 10.0
 LOADED = 16  # variants each process holds loaded (a Model each), the most recently asked for
 
 
@@ -142,7 +145,8 @@ def _unpack(model: Model, variant: Variant) -> Path:
     files = state.store.get(_files_key(model.slug, variant.id))
     if files is None:
         raise ModelMissing(_gone_message(model.slug, variant.id))
-    staging = Path(tempfile.mkdtemp(prefix=f".{variant.id}-", dir=folder.parent if _ensure(folder.parent) else None))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{variant.id}-", dir=folder.parent))
     recipe, manifest = staging / "recipe", staging / "manifest"
     recipe.mkdir()
     manifest.mkdir()
@@ -157,11 +161,6 @@ def _unpack(model: Model, variant: Variant) -> Path:
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
-
-
-def _ensure(folder: Path) -> bool:
-    folder.mkdir(parents=True, exist_ok=True)
-    return True
 
 
 def _gone_message(slug: str, variant_id: str) -> str:
@@ -207,15 +206,24 @@ def _keep(model: Model, variant: Variant, files: dict) -> None:
     ttl = config["VARIANT_KEEP_SECONDS"]
     state.store.set(_files_key(model.slug, variant.id), files, ttl)
     state.store.set(_record_key(model.slug, variant.id), variant.__dict__, ttl)
-    index = [entry for entry in state.store.get(INDEX) or []
-             if entry[1] != variant.id and time.time() - entry[2] < ttl]
-    index.append([model.slug, variant.id, variant.created, variant.bytes])
-    while len(index) > config["VARIANTS_KEPT"] or sum(e[3] for e in index) > config["VARIANTS_MAX_BYTES"]:
-        slug, old, _, _ = index.pop(0)
-        state.store.delete(_record_key(slug, old))
-        state.store.delete(_files_key(slug, old))
-        shutil.rmtree(_folder(slug, old), ignore_errors=True)
-    state.store.set(INDEX, index, ttl)
+    holder, waited = f"{os.getpid()}:{variant.id}", time.monotonic()
+    while not state.store.add(INDEX_LOCK, holder, LOCK_SECONDS, strict=True):
+        if time.monotonic() - waited > LOCK_SECONDS:  # a holder that died: its lock has expired by now
+            state.store.delete(INDEX_LOCK)
+        time.sleep(0.05)
+    try:
+        index = [entry for entry in state.store.get(INDEX) or []
+                 if entry[1] != variant.id and time.time() - entry[2] < ttl]
+        index.append([model.slug, variant.id, variant.created, variant.bytes])
+        while len(index) > config["VARIANTS_KEPT"] or sum(e[3] for e in index) > config["VARIANTS_MAX_BYTES"]:
+            slug, old, _, _ = index.pop(0)
+            state.store.delete(_record_key(slug, old))
+            state.store.delete(_files_key(slug, old))
+            shutil.rmtree(_folder(slug, old), ignore_errors=True)
+        state.store.set(INDEX, index, ttl)
+    finally:
+        if state.store.get(INDEX_LOCK) == holder:
+            state.store.delete(INDEX_LOCK)
 
 
 def make(model: Model, values: dict, variant_id: str, record: dict) -> dict:
@@ -253,7 +261,7 @@ def make(model: Model, values: dict, variant_id: str, record: dict) -> dict:
         _keep(model, variant, files)
     except Cancelled as exc:
         return report | {"status": "cancelled", "message": str(exc)}
-    except (RecipeTimeout, RecipeError, RecordingError) as exc:
+    except (RecipeTimeout, RecipeError, RecordingError, StateUnavailable) as exc:
         return report | {"status": "error", "message": str(exc)}
     return report | {"status": "made", "variant": variant.public()}
 

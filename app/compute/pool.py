@@ -284,8 +284,9 @@ class WorkerPool:
                 cancelled: Callable[[], bool]) -> Retrained:
         """A retraining (compute/retraining.py) in a process of its own, started from this thread: not one of the
         pool's recipe processes, whose kernels and threads are the server's, not the training's. RecipeTimeout,
-        Cancelled or a RecipeError when it ends without a report."""
-        return retrain_watched(call, progressed, cancelled)
+        Cancelled or a RecipeError when it ends without a report; a pool shut down meanwhile (its server stopping)
+        cancels it, so that no training outlives the server that started it."""
+        return retrain_watched(call, progressed, lambda: self._closed or cancelled())
 
     def _ready(self, w: _Worker, folder: str) -> _Worker:
         """Make this recipe's own warm-up in the worker first, never another's. A start that fails fails the run,

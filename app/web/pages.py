@@ -174,8 +174,10 @@ def model_page(slug: str):
     # Keyed by what is shown, not by what was asked: an unknown ?case= is the page shown instead, rendered once,
     # with its notice set in, so no query string makes the server render again.
     # The neighbours on the path and a random model's trained twins are other models' pages: named by their hashes.
+    # A variant's page shows its model's recorded outcomes beside its own: named by that model's hash too.
+    of = models.get(split(slug)[0]) if split(slug) else None
     around = [(m.slug, m.etag) if m else None for m in (*models.catalog.neighbours(model),
-                                                          *models.catalog.trained_twins(model))]
+                                                          *models.catalog.trained_twins(model), of)]
     key = (slug, case and case["id"], step["id"], repr(checkpoint), repr(around))
     page = remembered(model, key, lambda: render_model_page(model, case, step, checkpoint))
     return with_notices(page, notices) if notices else page
@@ -313,9 +315,9 @@ def variant_settings(model: Model) -> dict | None:
     if not model.knobs or not trained_here(model) or not (watched or found):
         return None  # elsewhere a variant is trained through the API (POST .../variants): the page stays as short
     slug = found[0] if found else model.slug
-    values = kept(*found).knobs if found and kept(*found) else {}
+    variant = kept(*found) if found else None
+    values = variant.knobs if variant else {}
     return {"url": url_for("api.start_variant", slug=slug),
-            "open": True,
             "knobs": [{"name": knob.name, "description": knob.description, "value": values.get(knob.name, knob.default),
                        "default": knob.default, "min": knob.minimum, "max": knob.maximum,
                        "step": knob.step or (1 if knob.integer else None), "choices": list(knob.choices)}

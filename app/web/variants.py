@@ -2,7 +2,8 @@
 once made is served as a model of its own: every model route answers under /api/models/<slug>/variants/<id> too (the
 `model` path converter)."""
 
-from flask import abort, jsonify, request
+from flask import abort, current_app, jsonify, request
+from werkzeug.exceptions import ServiceUnavailable
 from werkzeug.routing import BaseConverter
 
 from ..build.variants import kept_of, variants
@@ -45,6 +46,12 @@ def start_variant(slug: str):
     variant, job = variants.start(model, body)
     if variant is not None:
         return jsonify(variant.public())
+    if not job.get("recorded", True):  # the shared store is down: no poll could find the job, so this request waits
+        report = variants.wait(job["id"], 2 * current_app.config["VARIANT_TIMEOUT"] + 60)
+        if report is not None and report["status"] == "made":
+            return jsonify(report["variant"])
+        raise ServiceUnavailable("the shared state cannot be reached, so this variant could not be kept; try again "
+                                 "shortly", retry_after=5)
     return _job_answer(variants.public(job), 202)
 
 
