@@ -44,6 +44,10 @@ def test_a_knob_moved_trains_a_variant_whose_regions_change_as_it_learns(watched
     lab_ready(page)
     expect(page.locator(".plane-data")).to_have_count(64)  # its own lab: the circles it learnt
     assert axe_violations(page) == []
+    page.set_viewport_size(PHONE)  # its outcomes beside the recorded ones wrap at a phone's width
+    expect(page.locator("#beside-cases td").first).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert axe_violations(page) + small_text(page) == []
 
 
 def test_the_knobs_fit_a_phone(watched):
