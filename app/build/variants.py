@@ -136,6 +136,16 @@ def _folder(slug: str, variant_id: str) -> Path:
     return Path(parts().variants_dir) / slug / variant_id
 
 
+def _lay_out(folder: Path, model: Model | None, files: dict[str, str]) -> None:
+    """Make `folder` with the model's recipe files (where a model is given) and `files` (base64 by name) over them:
+    a variant's recipe folder, or its recording."""
+    folder.mkdir()
+    for name in model.recipe_file_names if model else ():
+        (folder / name).write_bytes(model.files[name].content)
+    for name, content in files.items():
+        (folder / name).write_bytes(base64.b64decode(content))
+
+
 def _unpack(model: Model, variant: Variant) -> Path:
     """The variant's folder on this machine (recipe/ and manifest/), unpacked from the shared state once: the model's
     recipe files with the variant's own laid over them, and its recording."""
@@ -147,15 +157,8 @@ def _unpack(model: Model, variant: Variant) -> Path:
         raise ModelMissing(_gone_message(model.slug, variant.id))
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{variant.id}-", dir=folder.parent))
-    recipe, manifest = staging / "recipe", staging / "manifest"
-    recipe.mkdir()
-    manifest.mkdir()
-    for name in model.recipe_file_names:
-        (recipe / name).write_bytes(model.files[name].content)
-    for name, content in files["recipe"].items():
-        (recipe / name).write_bytes(base64.b64decode(content))
-    for name, content in files["manifest"].items():
-        (manifest / name).write_bytes(base64.b64decode(content))
+    _lay_out(staging / "recipe", model, files["recipe"])
+    _lay_out(staging / "manifest", None, files["manifest"])
     try:
         os.rename(staging, folder)  # whole or not at all: another process unpacking it too loses the race quietly
     except OSError:
@@ -243,11 +246,7 @@ def make(model: Model, values: dict, variant_id: str, record: dict) -> dict:
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="variant-") as staging:
             recipe = Path(staging) / variant_id  # named by its id: never taken for its model's folder
-            recipe.mkdir()
-            for name in model.recipe_file_names:
-                (recipe / name).write_bytes(model.files[name].content)
-            for name, content in reply.files.items():
-                (recipe / name).write_bytes(base64.b64decode(content))
+            _lay_out(recipe, model, reply.files)
             path = PATH.format(slug=model.slug, id=variant_id)
             recording = build_recording(model.slug, recipe, workers.pool, config["RECIPE_SEED"], config,
                                         variant=path)

@@ -175,7 +175,8 @@ def model_page(slug: str):
     # with its notice set in, so no query string makes the server render again.
     # The neighbours on the path and a random model's trained twins are other models' pages: named by their hashes.
     # A variant's page shows its model's recorded outcomes beside its own: named by that model's hash too.
-    of = models.get(split(slug)[0]) if split(slug) else None
+    found = split(slug)
+    of = models.get(found[0]) if found else None
     around = [(m.slug, m.etag) if m else None for m in (*models.catalog.neighbours(model),
                                                           *models.catalog.trained_twins(model), of)]
     key = (slug, case and case["id"], step["id"], repr(checkpoint), repr(around))
