@@ -121,7 +121,8 @@ def check_sliding_budget(make_store) -> None:
 
 def check_units_and_lists(store) -> None:
     """A charge of several units is admitted whole or not at all (and says when it will be); a list keeps its last
-    `limit` values, oldest first, every push from several threads at once kept (stores made with 10_000 / 4_000)."""
+    `limit` values, oldest first, every push from several threads at once kept (stores made with 10_000 / 4_000); a
+    key is deleted only while it holds the value given."""
     assert store.admit("client", 10, 60.0, units=6) == 0
     wait = store.admit("client", 10, 60.0, units=6)  # 12 would pass 10: refused, nothing counted
     assert 59 < wait <= 60.0
@@ -139,6 +140,11 @@ def check_units_and_lists(store) -> None:
         store.push("history", {"n": 9, "i": i}, 25, 60)
     assert [k["i"] for k in store.items("history")] == list(range(5, 30))  # the last 25, oldest first
     assert store.items("none") == []
+    # A place handed from holder to holder: deleted only by the holder it names, however late a release comes.
+    assert store.add("place", "job-a", 60) and not store.delete_if("place", "job-b")
+    assert store.delete_if("place", "job-a") and store.add("place", "job-b", 60)
+    assert not store.delete_if("place", "job-a") and store.get("place") == "job-b"
+    assert not store.delete_if("never", "job-a")
 
 
 def kept_stages(path: Path) -> dict:

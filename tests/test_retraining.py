@@ -259,6 +259,28 @@ def test_retrainings_take_turns_on_the_machine_whichever_process_takes_them(tree
 
 
 
+def test_two_jobs_that_find_a_place_left_by_an_ended_job_never_both_take_it(app, monkeypatch):
+    """A place still held by a job that has ended is taken over; two waiters that looked at once both found the ended
+    job there, but the second to act finds it taken and waits on (it took it from the first, and they trained
+    together, before a takeover named the holder it replaced)."""
+    from app.services import places
+    from app.services.extensions import state
+
+    with app.app_context():
+        place = places.places()[0]
+        state.store.set("retraining-job:ended", {"state": "done"}, 60)
+        state.store.set("retraining-job:first", {"state": "queued", "heartbeat": time.time()}, 60)
+        state.store.set("retraining-job:second", {"state": "queued", "heartbeat": time.time()}, 60)
+        assert places.claim(place, "retraining-job:ended", 60)
+        assert places.claim(place, "retraining-job:first", 60)  # taken over from the ended job
+        read = state.store.get
+        monkeypatch.setattr(state.store, "get", lambda key, strict=False: "retraining-job:ended" if key == place
+                            else read(key, strict))  # the second read the place before the first took it
+        assert not places.claim(place, "retraining-job:second", 60)
+        monkeypatch.undo()
+        assert state.store.get(place) == "retraining-job:first"
+
+
 def test_a_queued_retraining_cancelled_before_its_turn_never_trains(tree, tree_app):
     tree.copy(LENET)
     tree.copy(GCN)

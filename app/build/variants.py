@@ -209,10 +209,8 @@ def _keep(model: Model, variant: Variant, files: dict) -> None:
     ttl = config["VARIANT_KEEP_SECONDS"]
     state.store.set(_files_key(model.slug, variant.id), files, ttl)
     state.store.set(_record_key(model.slug, variant.id), variant.__dict__, ttl)
-    holder, waited = f"{os.getpid()}:{variant.id}", time.monotonic()
-    while not state.store.add(INDEX_LOCK, holder, LOCK_SECONDS, strict=True):
-        if time.monotonic() - waited > LOCK_SECONDS:  # a holder that died: its lock has expired by now
-            state.store.delete(INDEX_LOCK)
+    holder = f"{os.getpid()}:{variant.id}"
+    while not state.store.add(INDEX_LOCK, holder, LOCK_SECONDS, strict=True):  # a dead holder's lock expires
         time.sleep(0.05)
     try:
         index = [entry for entry in state.store.get(INDEX) or []
@@ -225,8 +223,7 @@ def _keep(model: Model, variant: Variant, files: dict) -> None:
             shutil.rmtree(_folder(slug, old), ignore_errors=True)
         state.store.set(INDEX, index, ttl)
     finally:
-        if state.store.get(INDEX_LOCK) == holder:
-            state.store.delete(INDEX_LOCK)
+        state.store.delete_if(INDEX_LOCK, holder)
 
 
 def make(model: Model, values: dict, variant_id: str, record: dict) -> dict:

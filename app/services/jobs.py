@@ -100,8 +100,7 @@ class Jobs:
                 "model": record["model"], "status": "error", "cached": False,
                 "message": f"the server process running this {self.kind} stopped before it finished (no heartbeat "
                            f"for {stale:g} s); start a new {self.kind}"})
-            if state.store.get(self._running_key(record["key"])) == job_id:
-                state.store.delete(self._running_key(record["key"]))  # the next request starts afresh
+            state.store.delete_if(self._running_key(record["key"]), job_id)  # the next request starts afresh
         return record
 
     def wait(self, job_id: str, seconds: float) -> dict | None:

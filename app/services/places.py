@@ -40,7 +40,8 @@ def claim(key: str, holder: str, ttl: float) -> bool:
         return True
     found = state.store.get(key, strict=True)
     if found is not None and found != holder and _gone(found):
-        state.store.delete(key)
+        # Taken over only from the holder found: two waiters that both found it gone never both take it.
+        state.store.delete_if(key, found)
         return state.store.add(key, holder, ttl, strict=True)
     return found == holder
 
@@ -82,7 +83,6 @@ def admit_client(holder: str, what: str) -> Callable[[], None]:
 
     def release() -> None:  # the client's start and the machine's place the job trained in, each if it holds it
         for held in (client, *places()):
-            if state.store.get(held) == holder:
-                state.store.delete(held)
+            state.store.delete_if(held, holder)
 
     return release

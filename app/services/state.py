@@ -161,6 +161,11 @@ class Store:
         self._unwritten.discard(key)
         self._guard("delete", lambda: self._delete(key), None)
 
+    def delete_if(self, key: str, value: Any) -> bool:
+        """Delete `key` only while it holds `value`, in one step: a holder gives back (or a successor takes over)
+        what it held, never what another took a moment before. Whether it was deleted."""
+        return bool(self._guard("delete_if", lambda: self._delete_if(key, encode(value)), False))
+
     def admit(self, key: str, limit: int, window: float, units: int = 1) -> float:
         """Record `units` hits unless that would make more than `limit` in the last `window` seconds: a sliding
         window, so that no span of that length ever holds more. 0 when admitted, else the seconds until they will
@@ -188,6 +193,7 @@ class Store:
     def _set(self, key: str, raw: bytes, ttl: float, cached: bool) -> None: ...
     def _add(self, key: str, raw: bytes, ttl: float) -> bool: ...
     def _delete(self, key: str) -> None: ...
+    def _delete_if(self, key: str, raw: bytes) -> bool: ...
     def _admit(self, key: str, limit: int, window: float, units: int) -> float: ...
     def _push(self, key: str, raw: bytes, limit: int, ttl: float) -> None: ...
     def _items(self, key: str) -> list[bytes]: ...
@@ -356,6 +362,10 @@ class SQLiteStore(Store):
     def _delete(self, key: str) -> None:
         self._run(lambda db: db.execute("DELETE FROM entries WHERE key = ?", (key,)))
 
+    def _delete_if(self, key: str, raw: bytes) -> bool:
+        return self._run(lambda db: db.execute("DELETE FROM entries WHERE key = ? AND value = ? AND expires > ?",
+                                               (key, raw, self.clock())).rowcount == 1)
+
     def _admit(self, key: str, limit: int, window: float, units: int) -> float:
         def admit(db: sqlite3.Connection) -> float:
             now = self.clock()
@@ -453,6 +463,9 @@ class RedisStore(Store):
             for n = 1, units do redis.call('ZADD', KEYS[1], now, ARGV[3] .. ':' .. n) end
             redis.call('PEXPIRE', KEYS[1], math.ceil(window * 1000))
             return '0'""")
+        self._delete_if_script = self.client.register_script("""
+            if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+            return 0""")
         self.index = prefix + "cached:by-expiry"
         self.sizes = prefix + "cached:sizes"
         self.total = prefix + "cached:bytes"
@@ -502,6 +515,9 @@ class RedisStore(Store):
 
     def _delete(self, key: str) -> None:
         self.client.delete(self.prefix + key)
+
+    def _delete_if(self, key: str, raw: bytes) -> bool:
+        return bool(self._delete_if_script(keys=[self.prefix + key], args=[raw]))
 
     def _push(self, key: str, raw: bytes, limit: int, ttl: float) -> None:
         name = self.prefix + "list:" + key
