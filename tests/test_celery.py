@@ -273,7 +273,7 @@ def test_celery_reads_the_visibility_timeout_as_set_and_a_queue_admits_no_more_t
                            "RECIPE_TIMEOUT": 120, "RECIPE_MEMORY_MB": 0, "RECIPE_TORCH_THREADS": 1, "RECIPE_SEED": 0})
     with compute.connection_for_write() as connection:
         assert connection.transport_options["visibility_timeout"] == visibility_timeout(120) == 185
-    executor = CeleryExecutor(own_broker.url, None, 120, 2, 0)
+    executor = CeleryExecutor(own_broker.url, None, 120, 2, 0, PROJECT_ROOT / "recipes")
     admitted, refused = [], []
 
     def admit():
@@ -379,3 +379,34 @@ def test_a_retraining_on_a_compute_worker_is_joined_paid_for_and_fails_by_the_ch
     finally:
         w.stop()
 
+
+
+def test_a_variant_trains_on_a_compute_worker_and_another_machine_serves_verifies_and_changes_it(make_app, worker,
+                                                                                               broker):
+    """A learner's variant under Celery: trained on a compute worker with its progress polled, recorded through the
+    queue, then served by a second web machine that shares only the Redis (its page, a verification that passes, a
+    What if?, its lab and a retraining to the same bits), each run of it on a worker that laid the variant's files
+    over its own recipe folder."""
+    from .test_variants import MOVED, made
+
+    first, second = celery_app(make_app, broker.url), celery_app(make_app, broker.url)
+    variant, polls = made(first.test_client(), MOVED)
+    assert any(p["progress"] for p in polls) and any(p.get("stage") == "recording" for p in polls)
+    client = second.test_client()
+    assert client.get(variant["page"]).status_code == 200
+    recorded = client.get(variant["manifest"]).get_json()
+    hidden = next(m for c in recorded["experiment"]["cases"] for m in c["matrices"] if m["key"] == "hidden")
+    assert len(hidden["values"][0]) == 3  # its own three hidden units: the variant's weights ran, not the recipe's
+    report = eventually(lambda: client.post(f"{variant['manifest']}/verifications").get_json(),
+                        lambda r: "status" in r, seconds=120)
+    assert report["status"] == "passed", report["summary"]
+    whatif = client.post(f"{variant['manifest']}/interventions", json={"case": "xor", "interventions": [
+        {"node": "hidden", "action": "zero"}]})
+    assert whatif.status_code == 200, whatif.get_json()
+    lab = client.post(f"{variant['manifest']}/runs", json={"x1": 0.5, "x2": 0.5})
+    assert lab.status_code == 200 and len(lab.get_json()["case"]["vectors"][1]["values"]) == 3
+    started = client.post(f"{variant['manifest']}/retrainings")
+    assert started.status_code == 202
+    job = eventually(lambda: client.get(started.headers["Location"]).get_json(), lambda j: j["state"] == "done",
+                     seconds=120, every=0.2)
+    assert job["report"]["status"] == "passed" and job["report"]["guarantee"] == "same bits", job["report"]

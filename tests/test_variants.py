@@ -1,7 +1,9 @@
 """A learner's variant: knobs moved, trained on the server with its progress polled, then recorded and served as a
 model of its own (page, manifest, verification, What if?, lab, retraining), refused by knob name, bounded."""
 
+import base64
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -217,3 +219,35 @@ def test_a_training_is_stopped_past_its_cpu_time():
     code = "from app.compute.process import cap_cpu\ncap_cpu(1)\nwhile True:\n    pass\n"
     ended = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], timeout=60)
     assert ended.returncode == -signal.SIGXCPU
+
+
+def test_a_task_carries_a_variants_own_files_and_never_code(tmp_path):
+    """What a compute worker is sent of a variant: its recipe's name and the files that differ from that recipe's
+    (laid over the worker's own copy, once for each content); a variant whose code differs, or carried files that
+    name code or leave the folder, are refused."""
+    from app.compute.errors import RecipeError
+    from app.compute.variant_folders import carried, laid_out
+    from app.services.config import PROJECT_ROOT
+
+    recipes = PROJECT_ROOT / "recipes"
+    variant = tmp_path / "web" / "mlp" / "0123456789abcdef" / "recipe"
+    shutil.copytree(recipes / "mlp", variant, ignore=shutil.ignore_patterns("__pycache__", "variants"))
+    (variant / "knobs.json").write_text('{"hidden": 3}')
+    (variant / "weights.safetensors").write_bytes(b"not the recipe's weights")
+    assert carried(recipes / "mlp", recipes) is None  # a catalog folder goes by its name
+    sent = carried(variant, recipes)
+    assert sent["of"] == "mlp" and sorted(sent["files"]) == ["knobs.json", "weights.safetensors"]
+    root = tmp_path / "worker"
+    folder = laid_out(sent, recipes, root, kept=2)
+    assert (folder / "knobs.json").read_text() == '{"hidden": 3}' and (folder / "model.py").is_file()
+    assert laid_out(sent, recipes, root, kept=2) == folder  # once for each content
+    for n in range(3):  # past `kept`, the longest unused go
+        laid_out(sent | {"files": {"knobs.json": base64.b64encode(b'{"hidden": %d}' % n).decode()}}, recipes, root, 2)
+    assert len(list((root / "mlp").iterdir())) == 2 and not folder.exists()
+    assert laid_out(sent | {"of": "nothing"}, recipes, root, kept=2) is None
+    for name in ("model.py", "../escape.json", "/etc/passwd"):
+        with pytest.raises(RecipeError, match="a variant carries data"):
+            laid_out(sent | {"files": {name: ""}}, recipes, root, kept=2)
+    (variant / "model.py").write_text("print('not the recipe')")
+    with pytest.raises(RecipeError, match=r"this variant's code \(model.py\) is not its recipe's mlp"):
+        carried(variant, recipes)

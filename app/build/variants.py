@@ -41,7 +41,7 @@ from ..services import places
 from ..services.extensions import models, state, workers
 from ..services.jobs import Jobs, rfc3339
 from ..services.parts import parts
-from ..services.refusals import ModelMissing, RequirementMissing
+from ..services.refusals import ModelMissing
 from ..services.retraining import trained_here, training_needs
 from ..services.runs import torch_version
 from ..services.state import StateUnavailable
@@ -133,6 +133,8 @@ def kept_of(model: Model) -> list[Variant]:
 
 
 def _folder(slug: str, variant_id: str) -> Path:
+    """Where this process unpacks a variant: its recipe folder at <slug>/<id>/recipe, as the compute workers find
+    its model's name (compute/variant_folders.py), and its recording beside it at <slug>/<id>/manifest."""
     return Path(parts().variants_dir) / slug / variant_id
 
 
@@ -242,7 +244,8 @@ def make(model: Model, values: dict, variant_id: str, record: dict) -> dict:
         variants.made_known(record, progress=reply.progress, stage="recording")
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="variant-") as staging:
-            recipe = Path(staging) / variant_id  # named by its id: never taken for its model's folder
+            recipe = Path(staging) / model.slug / variant_id / "recipe"  # laid out as it is served (_folder)
+            recipe.parent.mkdir(parents=True)
             _lay_out(recipe, model, reply.files)
             path = PATH.format(slug=model.slug, id=variant_id)
             recording = build_recording(model.slug, recipe, workers.pool, config["RECIPE_SEED"], config,
@@ -291,9 +294,6 @@ class Variants(Jobs):
         if not trained_here(model):
             raise FieldError(f"model {model.slug!r} is not trained by its recipe (no train.py): it has no variants")
         values = knob_values(model, body)
-        if current_app.config["EXECUTOR"] != "local":
-            raise RequirementMissing("variants are trained and served where this server runs its recipes itself "
-                                     "(TENSORVIZ_EXECUTOR=local); this one sends them to compute workers")
         training_needs(model)
         found_id = variant_id(model, values)
         found = kept(model.slug, found_id)

@@ -13,6 +13,7 @@ web process sends tasks by name over the broker and waits for their reply; it ne
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import redis
 from celery import Celery
@@ -24,7 +25,8 @@ from .errors import ComputeUnavailable, PoolBusy, RecipeCrashed, RecipeError, Re
 from .messages import Failure, RecipeCall, Reply, Warmup, read_reply
 from .pool import outcome
 from .retraining import PROGRESS_SECONDS, Cancelled, RetrainCall, Retrained, read_retrained
-from .tasks import GRACE, PROGRESS, RETRAIN, TASK, cancel_key, options
+from .tasks import GRACE, PROGRESS, RETRAIN, TASK, VARIANT, cancel_key, options
+from .variant_folders import carried
 
 QUEUE = "celery"  # Celery's default queue: a Redis list of the tasks no worker has taken yet
 SENDING = "tensorviz:celery:sending"  # runs admitted and not yet in the queue, counted with it at admission
@@ -75,9 +77,10 @@ def _poll(result, timeout: float, every: float = POLL_SECONDS) -> tuple[dict | N
 class CeleryExecutor:
     """Sends recipe runs to the compute tier's queue and waits for each reply."""
 
-    def __init__(self, broker: str, backend: str | None, timeout: float, queue: int, memory_mb: int,
+    def __init__(self, broker: str, backend: str | None, timeout: float, queue: int, memory_mb: int, recipes: Path,
                  on_hang: Callable[[str], None] | None = None) -> None:
         self.timeout = timeout
+        self.recipes = recipes  # the catalog's recipe folders, named by name in a task; a variant's is carried
         self._on_hang = on_hang  # told of a run that ran past its time limit (its recipe is suspended for a while)
         self.capacity = queue
         self.celery = Celery("tensorviz-web")
@@ -107,7 +110,7 @@ class CeleryExecutor:
         """Send the call to the queue and wait for a worker's reply, saying truly what happened when none comes:
         no worker took it (the queue's wait), it ran past its time limit, or the worker that took it was lost."""
         try:
-            result = self.celery.send_task(TASK, args=[call.wire()])
+            result = self.celery.send_task(TASK, args=[self._task(call)])
         except (*UNREACHABLE, RuntimeError) as exc:
             raise _unreachable(exc) from None
         finally:
@@ -124,6 +127,11 @@ class CeleryExecutor:
             except (*UNREACHABLE, RuntimeError):
                 pass
         return answered
+
+    def _task(self, call: RecipeCall | RetrainCall) -> dict:
+        """The call as its task carries it: a catalog folder by its name, a learner's variant with its own files."""
+        variant = carried(call.recipe_dir, self.recipes)
+        return call.wire() | ({VARIANT: variant} if variant is not None else {})
 
     def _sent(self) -> None:
         """The admitted run is in the queue (or was refused): the queue's length counts it now."""
@@ -162,7 +170,7 @@ class CeleryExecutor:
         as it trains; `cancelled()` asked meanwhile, and a stop sent through the broker when it says so. The reply,
         or RecipeTimeout, Cancelled, RecipeCrashed (its worker lost) or a RecipeError that says why not."""
         try:
-            result = self.celery.send_task(RETRAIN, args=[call.wire()], soft_time_limit=call.timeout + GRACE,
+            result = self.celery.send_task(RETRAIN, args=[self._task(call)], soft_time_limit=call.timeout + GRACE,
                                            time_limit=call.timeout + 2 * GRACE)
         except (*UNREACHABLE, RuntimeError) as exc:
             raise _unreachable(exc) from None

@@ -7,9 +7,11 @@ child starts, one task at a time, acknowledged after it ran (a child killed mid-
 the queue for another worker), time limits from the recipe timeout, a child replaced once it holds more
 memory than the recipe's allowance. A task names its recipe folder by name; the worker runs the folder of
 that name in its own recipes directory, so every machine holds the same recipes (the web tier's cache keys
-hash them). The web tier sends tasks by name and never imports this module, or torch.
+hash them); a task for a learner's variant carries its files, laid over the worker's own folder of its recipe
+(variant_folders.py). The web tier sends tasks by name and never imports this module, or torch.
 """
 
+import tempfile
 from pathlib import Path
 
 import redis
@@ -20,8 +22,10 @@ from . import worker
 from .errors import RecipeError, RecipeTimeout
 from .messages import Failure
 from .retraining import Cancelled, RetrainCall, retrain_watched
+from .variant_folders import laid_out
 
 TASK = "tensorviz.run_recipe"
+VARIANT = "variant"  # a task's field for a learner's variant: its recipe and its own files (variant_folders.py)
 RETRAIN = "tensorviz.retrain"
 GRACE = 5.0  # seconds between the soft time limit (the recipe's timeout) and the hard one
 PROGRESS = "PROGRESS"  # a retraining task's state while it trains: its meta is the Curve's progress
@@ -69,6 +73,8 @@ def make_celery(settings: dict) -> Celery:
     app.conf.update(options(broker, settings.get("CELERY_RESULT_BACKEND"), settings["RECIPE_TIMEOUT"],
                             settings["RECIPE_MEMORY_MB"]))
     recipes = Path(settings["RECIPES_DIR"])
+    # The variants this worker's children lay out, apart from any a web process on this machine unpacks.
+    variants = Path(settings.get("VARIANTS_DIR") or tempfile.mkdtemp(prefix="tensorviz-variants-")) / "_compute"
     made: dict = {}  # this child's recipe process, made when the child starts, and its broker client
 
     def recipe_process() -> worker.RecipeProcess:
@@ -80,9 +86,17 @@ def make_celery(settings: dict) -> Celery:
         return made["process"]
 
     def local_folder(task: dict) -> Path | None:
-        """This machine's folder of the task's recipe (named by name: every machine holds the same recipes), or None."""
+        """This machine's folder of the task's recipe (named by name: every machine holds the same recipes), or of the
+        learner's variant it carries (laid over this machine's folder of its recipe); None where there is none."""
+        if task.get(VARIANT) is not None:
+            return laid_out(task[VARIANT], recipes, variants, settings["VARIANTS_KEPT"])
         folder = recipes / Path(task["recipe_dir"]).name
         return folder if folder.is_dir() else None
+
+    def missing(task: dict) -> dict:
+        name = task[VARIANT]["of"] if task.get(VARIANT) is not None else Path(task["recipe_dir"]).name
+        said = f"this compute worker has no recipe folder {Path(name).name}"
+        return Failure(said, said).wire()
 
     signals.worker_process_init.connect(lambda **_: recipe_process(), weak=False)  # torch loaded before a task
 
@@ -90,10 +104,12 @@ def make_celery(settings: dict) -> Celery:
     def run_recipe(task: dict) -> dict:
         """One recipe task, as a pipe worker runs it, in this machine's folder of the same name."""
         process = recipe_process()  # made here where no child started it (a solo pool)
-        folder = local_folder(task)
+        try:
+            folder = local_folder(task)
+        except RecipeError as exc:
+            return Failure(str(exc), str(exc)).wire()
         if folder is None:  # a machine set up with other recipes than the web tier's
-            missing = f"this compute worker has no recipe folder {Path(task['recipe_dir']).name}"
-            return Failure(missing, missing).wire()
+            return missing(task)
         return process.answer(task | {"recipe_dir": str(folder)}, timeouts=(SoftTimeLimitExceeded,))
 
     # Acknowledged when taken, unlike a recipe run: a retraining runs for minutes, past the broker's visibility
@@ -103,10 +119,12 @@ def make_celery(settings: dict) -> Celery:
     def retrain_recipe(self, task: dict) -> dict:
         """One retraining (compute/retraining.py) in this machine's folder of the same name: its progress written as
         the task's state, a stop asked through the broker (cancel_key) heard while it trains."""
-        folder = local_folder(task)
+        try:
+            folder = local_folder(task)
+        except RecipeError as exc:
+            return Failure(str(exc), str(exc)).wire()
         if folder is None:
-            missing = f"this compute worker has no recipe folder {Path(task['recipe_dir']).name}"
-            return Failure(missing, missing).wire()
+            return missing(task)
         if "broker" not in made:
             made["broker"] = redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
 

@@ -77,6 +77,7 @@ class Workers:
             broker = config["CELERY_BROKER_URL"] or config["REDIS_URL"]
             parts(app).pool = CeleryExecutor(broker, config["CELERY_RESULT_BACKEND"], config["RECIPE_TIMEOUT"],
                                              config["RECIPE_QUEUE"], config["RECIPE_MEMORY_MB"],
+                                             Path(config["RECIPES_DIR"]),
                                              on_hang=lambda folder: suspensions.hung(app, folder))
 
     @property
