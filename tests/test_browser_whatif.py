@@ -125,6 +125,43 @@ def test_what_if_tells_the_outcome_first_and_folds_what_did_not_move(watched):
     assert clipped == 0
 
 
+def test_a_changed_attention_pattern_is_drawn_before_and_after_on_one_scale_with_its_tokens(watched):
+    """Layer 0's attention zeroed: layer 1's heads now attend elsewhere, and a learner sees each pattern change as
+    two maps, before and after, on one colour scale, the tokens on their axes; a map that did not move is not drawn."""
+    changes = '[{"node":"h.0.attn","action":"zero"}]'
+    page = watched(f"/models/gpt?whatif={quote(changes)}")
+    graph_ready(page)
+    expect(page.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
+    maps = page.locator("#whatif-results figure.whatif-maps")
+    expect(maps).to_have_count(3)
+    keys = maps.evaluate_all("figures => figures.map((f) => f.dataset.item)")
+    assert {"attention_b1_h0", "attention_b1_h1"} <= set(keys) and not any(k.startswith("attention_b0") for k in keys)
+    head = page.locator('#whatif-results figure.whatif-maps[data-item="attention_b1_h0"]')
+    expect(head.locator("figcaption")).to_contain_text("before and after")
+    before, after = (head.locator("svg[role=img]").nth(n) for n in (0, 1))
+    assert before.get_attribute("aria-label").endswith("before") and after.get_attribute("aria-label").endswith("after")
+    fills = [box.locator("rect[fill]").evaluate_all("cells => cells.map((c) => c.getAttribute('fill'))")
+             for box in (before, after)]
+    assert fills[0] != fills[1]  # the pattern moved
+    legend = [box.locator("text").evaluate_all("texts => texts.map((t) => t.textContent)") for box in (before, after)]
+    assert "=" in legend[0] and "=" in legend[1]  # the case's tokens name the rows and columns
+    assert any(t.startswith("max") for t in legend[0])
+    # In the table, an answer's tokens are its ids, and a vector of amounts is told by its largest entry.
+    row = page.locator('#whatif-results tr[data-item="answer"] td')
+    expect(row).to_have_text(["1 1 3 4", "1 3 4 4", "2"])
+    expect(page.locator('#whatif-results tr[data-item="position_loss"] td').first).to_have_text("largest: entry 1, 32.03")
+    expect(page.locator('#whatif-results tr[data-item="attention_b1_h0"] td').first).to_have_text("8 × 8 map")
+
+
+def test_a_changed_vectors_largest_entry_is_named_as_the_recipe_names_it(watched):
+    changes = '[{"node":"encoder.attention","action":"zero"}]'
+    page = watched(f"/models/bert-mlm?whatif={quote(changes)}")
+    graph_ready(page)
+    expect(page.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
+    cells = page.locator('#whatif-results tr[data-item="first_mask_probabilities"] td')
+    expect(cells.first).to_have_text(re.compile(r"^largest: “[^”]+”, 0\.\d+$"))
+
+
 def test_a_what_if_link_shows_the_same_changes_on_a_phone(watched):
     changes = '[{"node":"h.1.attn","action":"zero","head":1},{"node":"h.0.mlp","action":"patch","from_case":"pi"}]'
     page = watched(f"/models/gpt?case=repeats&step=causal&whatif={quote(changes)}", PHONE)

@@ -950,6 +950,7 @@ class Change(TypedDict):
     after: Value
     delta: Value  # after - before
     names: NotRequired[list[str]]  # a vector's entries by name (the recipe's, or the tokens it holds), where known
+    axes: NotRequired[Axes]  # a matrix's rows and columns by name (an attention map's tokens), where known
 
 
 class Outcomes(TypedDict):

@@ -78,7 +78,7 @@ def answer(model: Model, body) -> dict:
     result = reply.result
     before, after = result["before"], result["after"]
     if asked.answers_case:  # item by item, each named as its page names it, and the answer in words
-        compared = items(before, after, model.vector_names(before)) | {
+        compared = items(before, after, model.vector_names(before), model.axes(before)) | {
             "outcome": {"before": model.outcome(before), "after": model.outcome(after)}}
     else:
         compared = {"before": before, "after": after, "delta": difference(before, after)}
@@ -104,10 +104,11 @@ def steps_shown(steps: list[Step]) -> list[dict]:
     return [step.shown() for step in steps]
 
 
-def items(before: dict, after: dict, names: dict[str, list[str]] | None = None) -> dict:
+def items(before: dict, after: dict, names: dict[str, list[str]] | None = None,
+          axes: dict[str, dict] | None = None) -> dict:
     """Every item of a case answer, keyed like the recording: its kind, label, value before and after the
     interventions, and their difference; a vector's entries by name where they are known (`names`, by key:
-    Model.vector_names)."""
+    Model.vector_names), and a matrix's rows and columns (`axes`, by key: Model.axes)."""
     found = {}
     for kind, group, field in ITEMS:
         new = {item["key"]: item for item in after.get(group, [])}
@@ -117,6 +118,8 @@ def items(before: dict, after: dict, names: dict[str, list[str]] | None = None) 
                                   "delta": difference(item[field], other)}
             if kind == "vector" and item["key"] in (names or {}):
                 found[item["key"]]["names"] = names[item["key"]]
+            if kind == "matrix" and item["key"] in (axes or {}):
+                found[item["key"]]["axes"] = axes[item["key"]]
     return {"items": found}
 
 

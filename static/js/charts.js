@@ -226,15 +226,16 @@ export function smallMap(values, { label, limit, under = null, size = 72 }) {
   return heatmapSvg(values, { label, colour: (v) => diverging(v, limit), cell: Math.max(6, Math.round(size / values.length)), indices: false });
 }
 
-/** The recorded attention-style heatmap: symmetric diverging scale around zero, per heatmap; `axes` as heatmapSvg's. */
-export function valueHeatmap(values, label, axes = null) {
-  const flat = values.flat();
-  const limit = Math.max(...flat.map(Math.abs));
+/** The recorded attention-style heatmap: symmetric diverging scale around zero, per heatmap unless `limit` gives one
+ * that several maps share (a map before and after a change); `axes` and `cell` as heatmapSvg's. */
+export function valueHeatmap(values, label, axes = null, { limit = null, cell = undefined } = {}) {
+  const flat = values.flat().filter((v) => typeof v === "number");
+  const scale = limit ?? Math.max(...flat.map(Math.abs));
   const lo = Math.min(...flat);
   const hi = Math.max(...flat);
-  const legend = [["0", diverging(0, limit)], [`max ${sig(hi)}`, diverging(hi, limit)]];
-  if (lo < 0) legend.unshift([`min ${sig(lo)}`, diverging(lo, limit)]);
-  return heatmapSvg(values, { label, colour: (v) => diverging(v, limit), legend, axes });
+  const legend = [["0", diverging(0, scale)], [`max ${sig(hi)}`, diverging(hi, scale)]];
+  if (lo < 0) legend.unshift([`min ${sig(lo)}`, diverging(lo, scale)]);
+  return heatmapSvg(values, { label, colour: (v) => diverging(v, scale), legend, axes, cell });
 }
 
 /** A horizontal bar chart on a given shared scale, its rows named by `names` where given, else numbered from `first`

@@ -7,7 +7,7 @@
 // checks every change again (POST .../interventions). The list lives in the URL (?whatif=, and ?whatif_on=lab
 // when it runs on the lab's input, which the lab keeps in the URL itself).
 
-import { barsSvg, sig } from "./charts.js";
+import { barsSvg, sig, valueHeatmap } from "./charts.js";
 import { chartBox, editQuery, el, inOrder, keepingFocus, readJson, requireData, reveal, showStatus } from "./dom.js";
 
 const PARAM = "whatif";
@@ -243,7 +243,8 @@ export class WhatIf {
   }
 
   /** The outcome first (the recorded numbers that changed, in words), then every item that moved, most first,
-   * the unchanged ones (the inputs among them) folded away, and the vectors that moved drawn before and after;
+   * the unchanged ones (the inputs among them) folded away, and the vectors and matrices that moved drawn before and
+   * after (a matrix as two maps on one scale);
    * or the kind's own view of a whole answer. */
   show(answer) {
     const results = this.results;
@@ -265,7 +266,7 @@ export class WhatIf {
       el("table", {}, el("caption", {}, caption),
         el("thead", {}, el("tr", {}, ...["item", "before", "after", "largest change"].map((h) => el("th", { scope: "col" }, h)))),
         el("tbody", {}, ...rows.map(({ key, item, change }) => {
-          const value = (v) => (typeof v === "number" ? sig(v) : item.kind === "vector" ? `largest at ${item.names?.[top(v)] ?? top(v)}` : "—");
+          const value = (v) => (typeof v === "number" ? sig(v) : item.kind === "vector" ? entries(v, item.names) : item.kind === "matrix" && Array.isArray(v?.[0]) ? `${v.length} × ${v[0].length} map` : "—");
           return el("tr", { "data-item": key }, el("th", { scope: "row" }, item.label),
             el("td", { class: "number" }, value(item.before)), el("td", { class: "number" }, value(item.after)), el("td", { class: "number" }, sig(change)));
         }))));
@@ -284,7 +285,15 @@ export class WhatIf {
         el("div", { class: "lab-columns is-compare" }, ...["before", "after"].map((when) =>
           chartBox(`${item.label}, ${when}`, barsSvg(item[when], max, `${item.label}, ${when}`, { names: item.names ?? null })))));
     });
-    results.replaceChildren(heading, ...parts, ...figures);
+    // A matrix that moved (an attention pattern) as maps before and after on one scale: a learner sees it change.
+    const maps = changed.filter(({ item }) => item.kind === "matrix" && Array.isArray(item.before?.[0])).slice(0, 3).map(({ key, item }) => {
+      const limit = Math.max(largest(item.before), largest(item.after), Number.MIN_VALUE);
+      const cell = Math.max(6, Math.min(24, Math.floor(280 / item.before[0].length)));
+      return el("figure", { class: "chart whatif-maps", "data-item": key }, el("figcaption", {}, `${item.label}: before and after`),
+        el("div", { class: "lab-columns is-compare" }, ...["before", "after"].map((when) =>
+          chartBox(`${item.label}, ${when}`, valueHeatmap(item[when], `${item.label}, ${when}`, item.axes ?? null, { limit, cell })))));
+    });
+    results.replaceChildren(heading, ...parts, ...figures, ...maps);
     reveal(results);
   }
 }
@@ -326,7 +335,13 @@ function largest(value) {
   return typeof value === "number" ? Math.abs(value) : 0;
 }
 
-/** Where a vector is largest. */
-function top(values) {
-  return values.indexOf(Math.max(...values));
+const SHOWN_IDS = 12; // the entries of a vector of ids (an answer's tokens, labels) a table cell shows
+
+/** A vector in a table cell: a vector of ids (an answer's tokens) as its ids; one of amounts by its largest entry,
+ * named as the recipe names its entries (else by its number) with its value. */
+function entries(values, names) {
+  if (!values?.length) return "—";
+  if (values.every(Number.isInteger)) return values.slice(0, SHOWN_IDS).join(" ") + (values.length > SHOWN_IDS ? " …" : "");
+  const at = values.indexOf(Math.max(...values.filter((v) => typeof v === "number")));
+  return `largest: ${names?.[at] !== undefined ? `“${names[at]}”` : `entry ${at}`}, ${sig(values[at])}`;
 }
