@@ -201,6 +201,26 @@ def test_feature_maps_are_small_multiples_by_declared_stage_with_every_value_in_
     assert vit.count("data-over=") == 2 and "4 heads of 4 × 4 on one scale, drawn over the input image" in vit
 
 
+def test_a_groups_maps_keep_their_own_labels_and_the_names_of_their_rows_and_columns(tree, tree_app):
+    """A map drawn among small multiples says which it is where the pointer rests (its own label: which layer or
+    head), and its table and cells name its rows and columns as the recipe named them."""
+    manifest_path, _ = tree.copy("lenet")
+    manifest = json.loads(manifest_path.read_text())
+    case = next(c for c in manifest["experiment"]["cases"] if c["id"] == "three")
+    for matrix in case["matrices"]:
+        if matrix["key"].startswith("stage1_pool_c"):
+            matrix["rows"] = [f"top {i}" for i in range(4)]
+            matrix["columns"] = [f"left {j}" for j in range(4)]
+    manifest_path.write_text(json.dumps(manifest))
+    page = tree_app().test_client().get("/models/lenet?case=three").get_data(as_text=True)
+    pooled = re.search(r'<figure class="chart multiples-figure" data-chart="multiples" data-label="Stage 1 pooled".*?'
+                       r'</details>', page, re.S).group(0)
+    assert 'title="Stage 1 pooled · channel 2 (4×4)"' in pooled
+    assert pooled.count("data-axes=") == 6 and "top 3" in pooled and "left 0" in pooled
+    tables = re.findall(r'<table class="value-table">.*?</table>', pooled, re.S)
+    assert len(tables) == 6 and all("left 3" in t and "top 0" in t for t in tables)
+
+
 def test_unknown_case_or_step_falls_back_with_a_notice(client):
     page = text(client.get("/models/bert?case=nope&step=gone"))
     assert "There is no recorded case “nope”" in page and "There is no tour step “gone”" in page

@@ -221,9 +221,10 @@ export function overlaySvg(image, values, { label, limit, size = 72 }) {
 
 /** One of a group's small maps, on the group's `limit`: over the image `under` where given, else a heatmap
  * without axes (a map of any side drawn about `size` px wide). */
-export function smallMap(values, { label, limit, under = null, size = 72 }) {
+export function smallMap(values, { label, limit, under = null, size = 72, axes = null }) {
   if (under) return overlaySvg(under, values, { label, limit, size: size * 1.5 }); // larger: the drawing shows through
-  return heatmapSvg(values, { label, colour: (v) => diverging(v, limit), cell: Math.max(6, Math.round(size / values.length)), indices: false });
+  // No axes drawn at this size; where the rows and columns have names, a cell's title says them.
+  return heatmapSvg(values, { label, colour: (v) => diverging(v, limit), cell: Math.max(6, Math.round(size / values.length)), indices: false, axes });
 }
 
 /** The recorded attention-style heatmap: symmetric diverging scale around zero, per heatmap unless `limit` gives one

@@ -71,15 +71,15 @@ function enhanceCase(panel) {
     figure.querySelector(".chart-canvas").replaceChildren(greySvg(values, { label: figure.dataset.label, max: Number(figure.dataset.ink), size: IMAGE_SIZE }));
   }
   for (const figure of panel.querySelectorAll('[data-chart="multiples"]')) {
-    const maps = [...figure.querySelectorAll(".feature-map")].map((map) => ({ map, values: JSON.parse(map.dataset.values) }));
+    const maps = [...figure.querySelectorAll(".feature-map")].map((map) => ({ map, values: JSON.parse(map.dataset.values), axes: map.dataset.axes ? JSON.parse(map.dataset.axes) : null }));
     const largest = (values) => Math.max(...values.flat().map(Math.abs));
     const shared = Math.max(...maps.map(({ values }) => largest(values)));
     const under = figure.dataset.over ? JSON.parse(figure.dataset.over) : null;
     const ink = figure.dataset.ink ? Number(figure.dataset.ink) : null; // pictures: ink on paper
-    for (const { map, values } of maps) {
+    for (const { map, values, axes } of maps) {
       const limit = figure.dataset.scale === "own" ? largest(values) : shared; // own: each map on its own scale
       map.querySelector(".map-canvas").replaceChildren(ink ? greySvg(values, { label: map.dataset.label, max: ink, size: MAP_SIZE })
-        : smallMap(values, { label: map.dataset.label, limit, under, size: MAP_SIZE }));
+        : smallMap(values, { label: map.dataset.label, limit, under, size: MAP_SIZE, axes }));
     }
   }
   for (const figure of panel.querySelectorAll('[data-chart="overview"]')) drawOverview(figure);
