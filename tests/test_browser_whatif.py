@@ -149,7 +149,8 @@ def test_a_changed_attention_pattern_is_drawn_before_and_after_on_one_scale_with
     # In the table, an answer's tokens are its ids, and a vector of amounts is told by its largest entry.
     row = page.locator('#whatif-results tr[data-item="answer"] td')
     expect(row).to_have_text(["1 1 3 4", "1 3 4 4", "2"])
-    expect(page.locator('#whatif-results tr[data-item="position_loss"] td').first).to_have_text("largest: entry 1, 32.03")
+    loss = page.locator('#whatif-results tr[data-item="position_loss"] td').first
+    expect(loss).to_have_text("largest: entry 1, 32.03")
     expect(page.locator('#whatif-results tr[data-item="attention_b1_h0"] td').first).to_have_text("8 × 8 map")
 
 
