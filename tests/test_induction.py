@@ -111,9 +111,38 @@ def test_without_the_previous_token_head_the_induction_stripe_fades(watched):
     expect(maps.first).to_be_visible()
     drawn = maps.evaluate_all("figures => figures.map((f) => f.dataset.item)")
     assert any(re.fullmatch(r"attention_l1_h\d", key) for key in drawn), drawn
-    row = page.locator('#whatif-results tr[data-item="second_copy_loss"] td')
+    row = page.locator('#whatif-results tr[data-item="seen_loss"] td')
     before, after = (float(row.nth(n).inner_text()) for n in (0, 1))
-    assert before < 0.5 < 2 < after  # copied, then guessed
+    assert before < 0.5 and after > 2  # copied, then guessed
     scores = page.locator('#whatif-results tr[data-item="induction_scores"] td')
-    assert re.fullmatch(r"largest: “head \d”, 0\.8\d+", scores.nth(0).inner_text())
+    assert re.fullmatch(r"largest: “layer 1 · head \d”, 0\.8\d+", scores.nth(0).inner_text())
     assert float(scores.nth(1).inner_text().rsplit(", ", 1)[1]) < 0.4
+
+
+@pytest.mark.browser
+def test_the_lab_finds_the_heads_and_switching_the_previous_token_head_off_collapses_the_induction(watched):
+    """A learner types a run twice: every head is scored, the previous-token head and the induction heads stand
+    out, the chosen head is drawn at full size with both patterns outlined; switched off, the previous-token head
+    takes the induction heads' copying and the loss of the repeat with it."""
+    page = watched("/models/induction#lab")
+    status = page.locator("#lab-status")
+    expect(status).to_contain_text("looks one letter back", timeout=30_000)  # the first recorded case, read
+    page.locator("#seq-text").fill("qzxjvkmaplehurtmaplehurt")
+    full = page.locator("#lab-results figure.head-full")
+    expect(full.locator("rect.cell-mark[data-mark='one letter back']")).to_have_count(23, timeout=30_000)  # 24 typed
+    expect(status).to_contain_text("Layer 0 · head 3 looks one letter back")
+    expect(status).to_contain_text("After a letter seen before the loss is")
+    expect(full).to_have_attribute("data-key", re.compile(r"attention_l1_h\d"))  # the best copier, drawn first
+    # Every letter of the run's second copy has an earlier place, just after which an induction head looks.
+    expect(full.locator("rect.cell-mark[data-mark='just after an earlier place']")).to_have_count(9)
+    page.locator('button.head-pick[data-head="attention_l0_h3"]').click()
+    expect(full).to_have_attribute("data-key", "attention_l0_h3")
+    page.locator("#head-off").click()
+    result = page.locator("#head-off-result")
+    expect(result.locator("h3")).to_have_text("Without layer 0 · head 3", timeout=30_000)
+    rows = result.locator("table").nth(1).locator("tbody tr")
+    copies = [[float(v) for v in rows.nth(k).locator("td").all_inner_texts()[2:4]] for k in range(4, 8)]
+    assert max(before for before, _ in copies) > 0.6 and max(after for _, after in copies) < 0.2
+    seen = result.locator("table").first.locator("tbody tr").nth(1).locator("td").all_inner_texts()
+    assert float(seen[0]) < 1 < 2 < float(seen[1])
+    expect(result.locator("figure.head-full")).to_have_count(2)  # a copier with the head and without it

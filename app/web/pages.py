@@ -89,6 +89,10 @@ def lab_settings(model: Model) -> dict:
                              "method": e.method,
                              "fields": {f: field.json_schema() for f, field in e.fields.items()}}
                       for name, e in spec.endpoints.items()},
+        # Where a lab runs its input again with a head switched off (What if?), and the modules whose heads it
+        # reaches, in the recorded graph's order: the n-th of them holds layer n's heads.
+        "interventions": url_for("api.interventions_of", slug=model.slug),
+        "head_modules": [layer["id"] for layer in model.manifest["layers"] if layer["id"] in model.heads],
     } | spec.kind.settings(spec)
 
 

@@ -34,8 +34,10 @@ class CausalSelfAttention(nn.Module):
         self.v = nn.Linear(config.n_embd, config.n_embd, bias=False)  # and its value
         self.softmax = nn.Softmax(dim=-1)  # a module, so a forward hook reads the attention pattern
         self.out = nn.Linear(config.n_embd, config.n_embd, bias=False)  # the heads' outputs into the stream
-        self.register_buffer(
-            "mask", torch.tril(torch.ones(config.block_size, config.block_size, dtype=torch.bool)), persistent=False
+        self.register_buffer(  # True above the diagonal: a key to the right of its query, never read
+            "future",
+            torch.triu(torch.ones(config.block_size, config.block_size, dtype=torch.bool), 1),
+            persistent=False,
         )
 
     def forward(self, x: Tensor, pos: Tensor) -> Tensor:
@@ -46,7 +48,7 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, heads, T, head_dim)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, heads, T, head_dim)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))  # (B, heads, T, T)
-        scores = scores.masked_fill(~self.mask[:T, :T], float("-inf"))  # a query reads itself and the left only
+        scores = scores.masked_fill(self.future[:T, :T], float("-inf"))  # a query reads itself and the left only
         pattern = self.softmax(scores)  # (B, heads, T, T): each row sums to one
         y = (pattern @ v).transpose(1, 2).contiguous().view(B, T, C)  # the heads side by side: (B, T, C)
         return self.out(y)

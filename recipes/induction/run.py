@@ -35,18 +35,32 @@ def encode(text: str) -> list[int]:
     return [LETTERS.index(letter) for letter in text.split()]
 
 
-def heads(count: int) -> list[str]:
-    return [f"head {h}" for h in range(count)]
+def induction_targets(ids: list[int]) -> Tensor:
+    """Where an induction head looks from each query (T, T): 1 just after every earlier place of the query's letter
+    (key s + 1 for each s < t where the letter at s is the letter at t), else 0."""
+    targets = torch.zeros(len(ids), len(ids))
+    for t, letter in enumerate(ids):
+        for s in range(t):
+            if ids[s] == letter:
+                targets[t, s + 1] = 1.0
+    return targets
+
+
+def head_names(attention: list[Tensor]) -> list[str]:
+    return [f"layer {layer} · head {h}" for layer, pattern in enumerate(attention) for h in range(pattern.size(1))]
 
 
 @torch.no_grad()
-def run_case(model: AttentionOnly, ids: list[int], run: tuple[int, int] | None = None) -> dict:
-    """A case in the manifest's shape: every layer's and head's attention over the letters, the next-token
-    distribution and loss at every position; where a run of letters stands twice in a row (`run`: its start and
-    length), each head's induction and previous-token score on it and the loss of each copy."""
+def run_case(model: AttentionOnly, ids: list[int]) -> dict:
+    """A case in the manifest's shape: every layer's and head's attention over the letters, where an induction head
+    would look, the next-letter distribution and loss at every position; every head's previous-token score (its mean
+    attention to the letter just before) and, where a letter repeats, its induction score (its mean attention, from
+    each letter seen before, to just after the earlier places of that letter), and the loss after a letter seen
+    before (which an induction head can copy) against the loss elsewhere."""
     tokens = torch.tensor([ids])
     logits, attention = patterns(model, tokens)
     letters = [LETTERS[t] for t in ids]
+    targets = induction_targets(ids)
     matrices = [
         matrix(
             f"attention_l{layer}_h{h}",
@@ -58,59 +72,67 @@ def run_case(model: AttentionOnly, ids: list[int], run: tuple[int, int] | None =
         for layer, pattern in enumerate(attention)
         for h in range(pattern.size(1))
     ]
+    matrices.append(
+        matrix(
+            "induction_targets",
+            "Where an induction head would look (1: just after an earlier place of the query's letter)",
+            targets,
+            rows=letters,
+            columns=letters,
+        )
+    )
     probs = logits[0].softmax(-1)  # (T, vocab)
     matrices.append(
         matrix(
             "next_token_probs", "Next-letter distribution at every position", probs, rows=letters, columns=list(LETTERS)
         )
     )
-    per_position = -probs[:-1].log().gather(1, tokens[0, 1:, None])[:, 0]  # (T - 1,): each against the next letter
-    case = {
-        "label": " ".join(letters),
-        "matrices": matrices,
-        "vectors": [
-            vector("input_ids", "Letters, as token ids (a = 0)", ids, names=letters),
-            vector("position_loss", "Loss of the next letter at each position", per_position, names=letters[:-1]),
-        ],
-        "metrics": [
+    every = torch.cat([pattern[0] for pattern in attention])  # (layers · heads, T, T)
+    names = head_names(attention)
+    vectors = [vector("tokens", "Letters, as token ids (a = 0)", ids, names=letters)]
+    metrics = []
+    if len(ids) > 1:  # one letter predicts nothing that can be scored
+        metrics.append(
             metric("loss", "Mean next-letter cross entropy over every position", next_token_loss(logits, tokens))
-        ],
-    }
-    if run is not None:
-        found = scores(logits, attention, tokens, torch.tensor([run]))
-        n_head = attention[0].size(1)
-        case["vectors"] += [
-            vector(
-                "induction_scores",
-                "Induction score of each head of layer 1 (attention to the letter after the earlier copy)",
-                found["induction"],
-                names=heads(n_head),
-            ),
+        )
+        per_position = -probs[:-1].log().gather(1, tokens[0, 1:, None])[:, 0]  # (T - 1,): each against the next
+        previous = every.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1)  # (layers · heads,)
+        vectors += [
+            vector("position_loss", "Loss of the next letter at each position", per_position, names=letters[:-1]),
             vector(
                 "previous_token_scores",
-                "Previous-token score of each head of layer 0 (attention to the letter just before)",
-                found["previous_token"],
-                names=heads(n_head),
+                "Previous-token score of every head (mean attention to the letter just before)",
+                previous,
+                names=names,
             ),
         ]
-        case["metrics"] += [
-            metric(
-                "first_copy_loss",
-                "Loss of the run's letters the first time (nothing to copy: a guess)",
-                found["first_half_loss"],
-            ),
-            metric(
-                "second_copy_loss",
-                "Loss of the run's letters the second time (copied from the first)",
-                found["second_half_loss"],
-            ),
-        ]
-    return case
+        seen = targets[:-1].bool().any(1)  # (T - 1,): predictions made after a letter seen before
+        if seen.any():
+            induction = (every * targets).sum(-1)[:, targets.bool().any(1)].mean(-1)  # (layers · heads,)
+            vectors.append(
+                vector(
+                    "induction_scores",
+                    "Induction score of every head (mean attention to just after the earlier places of the letter)",
+                    induction,
+                    names=names,
+                )
+            )
+            metrics.append(
+                metric(
+                    "seen_loss",
+                    "Loss after a letter seen before (an induction head can copy)",
+                    per_position[seen].mean(),
+                )
+            )
+        if not seen.all():
+            metrics.append(
+                metric("unseen_loss", "Loss after a letter not seen before (a guess)", per_position[~seen].mean())
+            )
+    return {"label": " ".join(letters), "matrices": matrices, "vectors": vectors, "metrics": metrics}
 
 
 def repeat_case(model: AttentionOnly, prefix: str, run: str) -> dict:
-    ids = encode(prefix) + encode(run) * 2
-    return run_case(model, ids, (len(encode(prefix)), len(encode(run))))
+    return run_case(model, encode(prefix) + encode(run) * 2)
 
 
 @torch.no_grad()
@@ -122,6 +144,7 @@ def test_case(model: AttentionOnly) -> dict:
     found = scores(logits, attention, tokens, runs)
     _, metadata = stored.read(WEIGHTS)
     n_head = attention[0].size(1)
+    names = [f"layer {layer} · head {h}" for layer in (1, 0) for h in range(n_head)]
 
     def per_round(name: str, label: str) -> dict:
         return vector(f"{name}_by_round", label, json.loads(metadata[f"{name}_per_round"]), first=1)
@@ -130,13 +153,16 @@ def test_case(model: AttentionOnly) -> dict:
         "label": f"{len(tokens)} held-out sequences, never trained on",
         "vectors": [
             vector(
-                "induction_scores", "Induction score of each head of layer 1", found["induction"], names=heads(n_head)
+                "held_out_induction_scores",
+                "Induction score of each head of layer 1, on the run's second copy",
+                found["induction"],
+                names=names[:n_head],
             ),
             vector(
-                "previous_token_scores",
+                "held_out_previous_token_scores",
                 "Previous-token score of each head of layer 0",
                 found["previous_token"],
-                names=heads(n_head),
+                names=names[n_head:],
             ),
             per_round("second_half_loss", "Loss of the repeated letters after each round of training"),
             per_round("induction_score", "Best induction score after each round of training"),

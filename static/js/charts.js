@@ -83,7 +83,7 @@ function cellSize(cols) {
  */
 const PLANE = 480; // px across a declared plane's picture
 
-export function heatmapSvg(values, { label, colour, legend = [], cell, describe = (v) => sig(v), indices: shown = true, axes = null }) {
+export function heatmapSvg(values, { label, colour, legend = [], cell, describe = (v) => sig(v), indices: shown = true, axes = null, outlines = [] }) {
   const indices = shown && axes?.numbered !== false; // a picture of a plane has titles, no row and column numbers
   const rows = values.length;
   const cols = values[0].length;
@@ -129,12 +129,24 @@ export function heatmapSvg(values, { label, colour, legend = [], cell, describe 
       svg.append(rect);
     }));
   }
+  // Cells a pattern names (a head's one-back diagonal, an induction stripe), outlined over the colours.
+  for (const { cells, colour: stroke, dash, name } of outlines) {
+    for (const [i, j] of cells) {
+      svg.append(svgEl("rect", { x: left + j * size + 1, y: top + i * size + 1, width: size - 3, height: size - 3, fill: "none",
+        stroke, "stroke-width": 2, "stroke-dasharray": dash, "pointer-events": "none", class: "cell-mark", "data-mark": name }));
+    }
+  }
   let x = left;
   const y = top + rows * size + 10;
   for (const [text, fill] of legend) {
     svg.append(svgEl("rect", { x, y, width: 14, height: 14, fill, stroke: COLOUR.cell }));
     svg.append(svgEl("text", { x: x + 18, y: y + 11, fill: COLOUR.ink }, text));
     x += 18 + text.length * CHAR + 12;
+  }
+  for (const { colour: stroke, dash, name } of outlines) {
+    svg.append(svgEl("rect", { x: x + 1, y: y + 1, width: 12, height: 12, fill: "none", stroke, "stroke-width": 2, "stroke-dasharray": dash }));
+    svg.append(svgEl("text", { x: x + 18, y: y + 11, fill: COLOUR.ink }, name));
+    x += 18 + name.length * CHAR + 12;
   }
   width = Math.max(width, x); // the legend may be wider than a small grid
   titles.forEach((text, k) => {
@@ -229,14 +241,14 @@ export function smallMap(values, { label, limit, under = null, size = 72, axes =
 
 /** The recorded attention-style heatmap: symmetric diverging scale around zero, per heatmap unless `limit` gives one
  * that several maps share (a map before and after a change); `axes` and `cell` as heatmapSvg's. */
-export function valueHeatmap(values, label, axes = null, { limit = null, cell = undefined } = {}) {
+export function valueHeatmap(values, label, axes = null, { limit = null, cell = undefined, outlines = [] } = {}) {
   const flat = values.flat().filter((v) => typeof v === "number");
   const scale = limit ?? Math.max(...flat.map(Math.abs));
   const lo = Math.min(...flat);
   const hi = Math.max(...flat);
   const legend = [["0", diverging(0, scale)], [`max ${sig(hi)}`, diverging(hi, scale)]];
   if (lo < 0) legend.unshift([`min ${sig(lo)}`, diverging(lo, scale)]);
-  return heatmapSvg(values, { label, colour: (v) => diverging(v, scale), legend, axes, cell });
+  return heatmapSvg(values, { label, colour: (v) => diverging(v, scale), legend, axes, cell, outlines });
 }
 
 /** A horizontal bar chart on a given shared scale, its rows named by `names` where given, else numbered from `first`

@@ -1,0 +1,1 @@
+"""An attention-heads lab's runs answer a case (the manifest's case shape); it has no other endpoint."""
