@@ -290,6 +290,8 @@ class Curve(Declared):
 class Scatter(Declared):
     x: Text = Field(description="The x axis's title (the matrix's first column)")
     y: Text = Field(description="The y axis's title (its second column)")
+    arrows: bool = Field(False, description="Each row drawn as an arrow from the origin, on equal axes with the unit "
+                                            "circle (directions: a weight matrix's columns)")
 
 
 class Plane(Declared):

@@ -354,18 +354,20 @@ export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, fir
 
 /** Points, one per row of `points` ([x, y]), each coloured by its row and named by `names` (else its number), on
  * titled axes with round ticks; every point's title gives its values. */
-export function scatterSvg(points, { label, x: xTitle, y: yTitle, names = null }) {
+export function scatterSvg(points, { label, x: xTitle, y: yTitle, names = null, arrows = false }) {
+  // Arrows are directions: drawn from the origin on equal axes (a right angle looks like one) with the unit circle.
   const width = 420;
-  const height = 360;
-  const [left, right, top, bottom] = [64, 20, 14, 48];
+  const [left, right, top, bottom] = [64, arrows ? 72 : 20, 14, 48]; // room for a name beyond a tip at the right
+  const height = arrows ? top + bottom + width - left - right : 360; // arrows: a square plot, one scale both ways
   const span = (values) => {
     let [lo, hi] = [Math.min(...values), Math.max(...values)];
     if (!(hi > lo)) [lo, hi] = [lo - 1, hi + 1];
     const pad = (hi - lo) * 0.08;
     return [lo - pad, hi + pad];
   };
-  const [xlo, xhi] = span(points.map((p) => p[0]));
-  const [ylo, yhi] = span(points.map((p) => p[1]));
+  const reach = 1.15 * Math.max(1, ...points.flat().map(Math.abs)); // the unit circle and every arrow's tip
+  const [xlo, xhi] = arrows ? [-reach, reach] : span(points.map((p) => p[0]));
+  const [ylo, yhi] = arrows ? [-reach, reach] : span(points.map((p) => p[1]));
   const px = (v) => left + ((v - xlo) / (xhi - xlo)) * (width - left - right);
   const py = (v) => top + (1 - (v - ylo) / (yhi - ylo)) * (height - top - bottom);
   const svg = svgEl("svg", {
@@ -384,17 +386,38 @@ export function scatterSvg(points, { label, x: xTitle, y: yTitle, names = null }
   svg.append(svgEl("text", { x: (left + width - right) / 2, y: height - 10, "text-anchor": "middle", fill: COLOUR.ink, class: "axis-title" }, xTitle));
   const middle = (top + height - bottom) / 2;
   svg.append(svgEl("text", { x: 14, y: middle, "text-anchor": "middle", fill: COLOUR.ink, transform: `rotate(-90 14 ${middle})`, class: "axis-title" }, yTitle));
+  if (arrows) {
+    const r = px(1) - px(0);
+    svg.append(svgEl("circle", { cx: px(0), cy: py(0), r, fill: "none", stroke: COLOUR.axis, "stroke-dasharray": "4 3", class: "unit-circle" }));
+    points.forEach(([x, y], i) => {
+      svg.append(svgEl("line", { x1: px(0), y1: py(0), x2: px(x), y2: py(y), stroke: COLOUR.categories[i % COLOUR.categories.length], "stroke-width": 3, class: "scatter-arrow" }));
+    });
+  }
   points.forEach(([x, y], i) => {
     const name = names ? names[i] : String(i);
     const colour = COLOUR.categories[i % COLOUR.categories.length];
     const point = svgEl("g", { class: "scatter-point", "data-row": i });
-    point.append(svgEl("circle", { cx: px(x), cy: py(y), r: 9, fill: colour, "fill-opacity": 0.85 }),
-      svgEl("text", { x: px(x), y: py(y) + 4, "text-anchor": "middle", fill: COLOUR.paper, "font-weight": 700 }, name),
-      svgEl("title", {}, `${name}: ${xTitle} ${sig(x)}, ${yTitle} ${sig(y)}`));
+    if (arrows) { // the tip, its name just beyond it, away from the origin (one at the origin is named below)
+      const along = Math.hypot(x, y);
+      point.append(svgEl("circle", { cx: px(x), cy: py(y), r: 5, fill: colour }));
+      if (along >= SHORT * reach) {
+        point.append(svgEl("text", { x: px(x) + (14 * x) / along, y: py(y) - (14 * y) / along + 4, "text-anchor": x < 0 ? "end" : "start", fill: COLOUR.ink }, name));
+      }
+    } else {
+      point.append(svgEl("circle", { cx: px(x), cy: py(y), r: 9, fill: colour, "fill-opacity": 0.85 }),
+        svgEl("text", { x: px(x), y: py(y) + 4, "text-anchor": "middle", fill: COLOUR.paper, "font-weight": 700 }, name));
+    }
+    point.append(svgEl("title", {}, `${name}: ${xTitle} ${sig(x)}, ${yTitle} ${sig(y)}`));
     svg.append(point);
   });
+  const short = arrows ? points.map(([x, y], i) => [Math.hypot(x, y), names ? names[i] : String(i)]).filter(([along]) => along < SHORT * reach) : [];
+  if (short.length) {
+    svg.append(svgEl("text", { x: left + 4, y: height - bottom - 6, fill: COLOUR.inkSoft, class: "scatter-short" }, `at the origin: ${short.map(([, name]) => name).join(", ")}`));
+  }
   return svg;
 }
+
+const SHORT = 0.12; // an arrow this short of the plot's reach is a point at the origin: named in one line, not at its tip
 
 export function downloadSvg(svg, filename) {
   const copy = svg.cloneNode(true);

@@ -84,9 +84,9 @@ function enhanceCase(panel) {
   }
   for (const figure of panel.querySelectorAll('[data-chart="overview"]')) drawOverview(figure);
   for (const figure of panel.querySelectorAll('[data-chart="scatter"]')) {
-    const { x, y } = JSON.parse(figure.dataset.scatter);
+    const { x, y, arrows } = JSON.parse(figure.dataset.scatter);
     const names = figure.dataset.names ? JSON.parse(figure.dataset.names) : null;
-    figure.querySelector(".chart-canvas").replaceChildren(scatterSvg(JSON.parse(figure.dataset.values), { label: figure.dataset.label, x, y, names }));
+    figure.querySelector(".chart-canvas").replaceChildren(scatterSvg(JSON.parse(figure.dataset.values), { label: figure.dataset.label, x, y, names, arrows }));
   }
   for (const figure of panel.querySelectorAll('[data-chart="curve"]')) {
     const curve = JSON.parse(figure.dataset.curve);
