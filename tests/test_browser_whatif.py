@@ -231,6 +231,7 @@ def test_what_if_runs_on_the_drawing_in_the_lab_and_a_link_keeps_it(watched):
     panel.get_by_label("your input in the lab").check()
     choose_node(page, "fc1")
     panel.locator("#whatif-action").select_option("zero")
+    expect(panel.locator("#whatif-add")).to_be_enabled()  # once the server said what fc1 can do on the drawing
     panel.locator("#whatif-add").click()
     expect(panel.locator("#whatif-status")).to_contain_text("modules' outputs moved", timeout=60_000)
     expect(page.locator("#whatif-results caption").first).to_contain_text("Your lab input: what the changes moved")

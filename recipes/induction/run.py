@@ -12,7 +12,7 @@ import sys
 from functools import partial
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from recipekit import replay as kit
 from recipekit import weights as stored
@@ -35,14 +35,14 @@ def encode(text: str) -> list[int]:
     return [LETTERS.index(letter) for letter in text.split()]
 
 
-def induction_targets(ids: list[int]) -> Tensor:
-    """Where an induction head looks from each query (T, T): 1 just after every earlier place of the query's letter
-    (key s + 1 for each s < t where the letter at s is the letter at t), else 0."""
-    targets = torch.zeros(len(ids), len(ids))
-    for t, letter in enumerate(ids):
-        for s in range(t):
-            if ids[s] == letter:
-                targets[t, s + 1] = 1.0
+def induction_targets(tokens: Tensor) -> Tensor:
+    """Where an induction head looks from each query, for letters (B, T): (B, T, T), 1 just after every earlier place
+    of the query's letter (key s + 1 for each s < t where the letter at s is the letter at t), else 0."""
+    T = tokens.size(1)
+    same = tokens[:, :, None] == tokens[:, None, :]  # (B, T, T): query t's letter is key s's
+    earlier = torch.ones(T, T, dtype=torch.bool).tril(-1)  # s < t
+    targets = torch.zeros(same.shape)
+    targets[:, :, 1:] = (same & earlier)[:, :, :-1].float()  # one past each earlier place
     return targets
 
 
@@ -50,17 +50,67 @@ def head_names(attention: list[Tensor]) -> list[str]:
     return [f"layer {layer} · head {h}" for layer, pattern in enumerate(attention) for h in range(pattern.size(1))]
 
 
+def head_scores(logits: Tensor, attention: list[Tensor], tokens: Tensor) -> dict[str, Tensor]:
+    """Over any letters (B, T), T > 1: every head's previous-token score (its mean attention to the letter just
+    before), its induction score where a letter repeats (its mean attention, from each letter seen before, to just
+    after that letter's earlier places), the loss at every position, and the losses after a letter seen before
+    (which an induction head can copy) and after one not seen, where there are such."""
+    targets = induction_targets(tokens)
+    every = torch.cat(attention, 1)  # (B, layers · heads, T, T)
+    losses = nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")  # (B, T-1)
+    found = {
+        "targets": targets,
+        "position_loss": losses,
+        "previous": every.diagonal(offset=-1, dim1=-2, dim2=-1).mean((0, 2)),
+    }  # (layers · heads,)
+    repeated = targets.bool().any(-1)  # (B, T): queries whose letter was seen before
+    if repeated.any():
+        found["induction"] = (every * targets[:, None]).sum(-1).transpose(0, 1)[:, repeated].mean(-1)
+    seen = repeated[:, :-1]  # (B, T - 1): predictions made after a letter seen before
+    if seen.any():
+        found["seen_loss"] = losses[seen].mean()
+    if not seen.all():
+        found["unseen_loss"] = losses[~seen].mean()
+    return found
+
+
+def scored(found: dict[str, Tensor], names: list[str]) -> tuple[list[dict], list[dict]]:
+    """head_scores() as a case's vectors and metrics."""
+    vectors = [
+        vector(
+            "previous_token_scores",
+            "Previous-token score of every head (mean attention to the letter just before)",
+            found["previous"],
+            names=names,
+        )
+    ]
+    if "induction" in found:
+        vectors.append(
+            vector(
+                "induction_scores",
+                "Induction score of every head (mean attention to just after the earlier places of the letter)",
+                found["induction"],
+                names=names,
+            )
+        )
+    metrics = [
+        metric(key, label, found[key])
+        for key, label in (
+            ("seen_loss", "Loss after a letter seen before (an induction head can copy)"),
+            ("unseen_loss", "Loss after a letter not seen before (a guess)"),
+        )
+        if key in found
+    ]
+    return vectors, metrics
+
+
 @torch.no_grad()
 def run_case(model: AttentionOnly, ids: list[int]) -> dict:
     """A case in the manifest's shape: every layer's and head's attention over the letters, where an induction head
-    would look, the next-letter distribution and loss at every position; every head's previous-token score (its mean
-    attention to the letter just before) and, where a letter repeats, its induction score (its mean attention, from
-    each letter seen before, to just after the earlier places of that letter), and the loss after a letter seen
-    before (which an induction head can copy) against the loss elsewhere."""
+    would look, the next-letter distribution and loss at every position, and every head's scores (head_scores)."""
     tokens = torch.tensor([ids])
     logits, attention = patterns(model, tokens)
     letters = [LETTERS[t] for t in ids]
-    targets = induction_targets(ids)
     matrices = [
         matrix(
             f"attention_l{layer}_h{h}",
@@ -76,58 +126,38 @@ def run_case(model: AttentionOnly, ids: list[int]) -> dict:
         matrix(
             "induction_targets",
             "Where an induction head would look (1: just after an earlier place of the query's letter)",
-            targets,
+            induction_targets(tokens)[0],
             rows=letters,
             columns=letters,
         )
     )
-    probs = logits[0].softmax(-1)  # (T, vocab)
     matrices.append(
         matrix(
-            "next_token_probs", "Next-letter distribution at every position", probs, rows=letters, columns=list(LETTERS)
+            "next_token_probs",
+            "Next-letter distribution at every position",
+            logits[0].softmax(-1),
+            rows=letters,
+            columns=list(LETTERS),
         )
     )
-    every = torch.cat([pattern[0] for pattern in attention])  # (layers · heads, T, T)
-    names = head_names(attention)
     vectors = [vector("tokens", "Letters, as token ids (a = 0)", ids, names=letters)]
     metrics = []
     if len(ids) > 1:  # one letter predicts nothing that can be scored
+        found = head_scores(logits, attention, tokens)
+        vectors.append(
+            vector(
+                "position_loss",
+                "Loss of the next letter at each position",
+                found["position_loss"][0],
+                names=letters[:-1],
+            )
+        )
         metrics.append(
             metric("loss", "Mean next-letter cross entropy over every position", next_token_loss(logits, tokens))
         )
-        per_position = -probs[:-1].log().gather(1, tokens[0, 1:, None])[:, 0]  # (T - 1,): each against the next
-        previous = every.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1)  # (layers · heads,)
-        vectors += [
-            vector("position_loss", "Loss of the next letter at each position", per_position, names=letters[:-1]),
-            vector(
-                "previous_token_scores",
-                "Previous-token score of every head (mean attention to the letter just before)",
-                previous,
-                names=names,
-            ),
-        ]
-        seen = targets[:-1].bool().any(1)  # (T - 1,): predictions made after a letter seen before
-        if seen.any():
-            induction = (every * targets).sum(-1)[:, targets.bool().any(1)].mean(-1)  # (layers · heads,)
-            vectors.append(
-                vector(
-                    "induction_scores",
-                    "Induction score of every head (mean attention to just after the earlier places of the letter)",
-                    induction,
-                    names=names,
-                )
-            )
-            metrics.append(
-                metric(
-                    "seen_loss",
-                    "Loss after a letter seen before (an induction head can copy)",
-                    per_position[seen].mean(),
-                )
-            )
-        if not seen.all():
-            metrics.append(
-                metric("unseen_loss", "Loss after a letter not seen before (a guess)", per_position[~seen].mean())
-            )
+        more_vectors, more_metrics = scored(found, head_names(attention))
+        vectors += more_vectors
+        metrics += more_metrics
     return {"label": " ".join(letters), "matrices": matrices, "vectors": vectors, "metrics": metrics}
 
 
@@ -143,8 +173,7 @@ def test_case(model: AttentionOnly) -> dict:
     logits, attention = patterns(model, tokens)
     found = scores(logits, attention, tokens, runs)
     _, metadata = stored.read(WEIGHTS)
-    n_head = attention[0].size(1)
-    names = [f"layer {layer} · head {h}" for layer in (1, 0) for h in range(n_head)]
+    heads_vectors, heads_metrics = scored(head_scores(logits, attention, tokens), head_names(attention))
 
     def per_round(name: str, label: str) -> dict:
         return vector(f"{name}_by_round", label, json.loads(metadata[f"{name}_per_round"]), first=1)
@@ -152,25 +181,18 @@ def test_case(model: AttentionOnly) -> dict:
     return {
         "label": f"{len(tokens)} held-out sequences, never trained on",
         "vectors": [
-            vector(
-                "held_out_induction_scores",
-                "Induction score of each head of layer 1, on the run's second copy",
-                found["induction"],
-                names=names[:n_head],
-            ),
-            vector(
-                "held_out_previous_token_scores",
-                "Previous-token score of each head of layer 0",
-                found["previous_token"],
-                names=names[n_head:],
-            ),
+            *heads_vectors,
             per_round("second_half_loss", "Loss of the repeated letters after each round of training"),
             per_round("induction_score", "Best induction score after each round of training"),
             per_round("previous_token_score", "Best previous-token score after each round of training"),
             loss_curve(metadata),
         ],
         "metrics": [
-            metric("induction_score", "Best induction score (layer 1), held out", found["induction"].max()),
+            metric(
+                "induction_score",
+                "Best induction score (layer 1, on the run's second copy), held out",
+                found["induction"].max(),
+            ),
             metric(
                 "previous_token_score", "Best previous-token score (layer 0), held out", found["previous_token"].max()
             ),
@@ -178,6 +200,7 @@ def test_case(model: AttentionOnly) -> dict:
             metric(
                 "second_half_loss", "Loss of the run's letters the second time, held out", found["second_half_loss"]
             ),
+            *heads_metrics,
             metric("test_size", "Held-out sequences", len(tokens)),
         ],
     }
