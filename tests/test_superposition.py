@@ -1,8 +1,9 @@
 """The superposition recipe: its model against a plain reading of the paper's formula, each check passing and failing
-when broken, and the features it is trained on."""
+when broken, the features it is trained on, and its lab's edits to W, in a browser too."""
 
 import pytest
 import torch
+from playwright.sync_api import expect
 
 from app.services.config import PROJECT_ROOT
 
@@ -74,3 +75,35 @@ def test_the_bias_check_fails_without_the_negative_bias(model):
 def test_the_reproduction_check_fails_on_a_changed_weight(model):
     assert run.check_reproduced(model)["passed"]
     assert not run.check_reproduced(changed(0.5, W=model.W[2].detach() * 0.9))["passed"]
+
+
+def test_the_lab_edits_w_and_says_what_the_loss_becomes():
+    """The lab's entry: a feature dropped is unwritten and a turned one points elsewhere, the loss as trained
+    beside the edited one; no edit reproduces the recorded model."""
+    lab = recipe_module(RECIPE, "lab")
+    as_trained = lab.live_run(5)
+    loss = next(m["value"] for m in as_trained["metrics"] if m["key"] == "held_out_loss")
+    assert loss == next(m["value"] for m in as_trained["metrics"] if m["key"] == "trained_loss")
+    edited = lab.live_run(5, drop=[4], turn=[90, 0, 0, 0, 0])
+    columns = next(m["values"] for m in edited["matrices"] if m["key"] == "columns")
+    before = next(m["values"] for m in as_trained["matrices"] if m["key"] == "columns")
+    assert columns[4] == [0.0, 0.0]
+    assert abs(columns[0][0] + before[0][1]) < 1e-6 and abs(columns[0][1] - before[0][0]) < 1e-6  # a quarter turn
+    assert next(m["value"] for m in edited["metrics"] if m["key"] == "held_out_loss") > loss
+
+
+@pytest.mark.browser
+def test_the_lab_draws_the_arrows_and_a_dropped_feature_goes_to_the_origin(watched):
+    page = watched("/models/superposition?case=sparsity-90#lab")
+    status = page.locator("#lab-status")
+    expect(status).to_contain_text("Writes 5 of its 5 features", timeout=30_000)  # sparsity 0.9, as trained
+    arrows = page.locator("#lab-results .geometry-arrows line.scatter-arrow")
+    expect(arrows).to_have_count(5)
+    page.locator("[data-drop='4']").check()
+    expect(status).to_contain_text("Writes 4 of its 5 features", timeout=30_000)
+    expect(status).to_contain_text("against 0.02084 as trained")
+    expect(page.locator("#lab-results .scatter-short")).to_have_text("at the origin: feature 4")
+    page.locator("#geometry-model").fill("0")
+    expect(status).to_contain_text("Writes 2 of its 5 features", timeout=30_000)  # dense: feature 4 was not written
+    page.locator("#geometry-reset").click()
+    expect(page.locator("[data-drop='4']")).not_to_be_checked()

@@ -79,6 +79,7 @@ def sparsity_case(model: ToyModel, index: int) -> dict:
             vector("read_back", "The example read back out", out, names=FEATURES),
         ],
         "metrics": [
+            metric("sparsity", "Sparsity: the chance that a feature is zero", SPARSITIES[index]),
             metric("features_written", "Features written (a column longer than 0.5) of 5", len(kept)),
             metric("held_out_loss", "Importance-weighted squared error on 4,096 held-out inputs", loss),
         ],

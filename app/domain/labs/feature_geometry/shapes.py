@@ -1,0 +1,1 @@
+"""A feature-geometry lab's runs answer a case (the manifest's case shape); it has no other endpoint."""
