@@ -1,10 +1,11 @@
-"""The grokking recipe: its model against an independent attention, its split, and each check passing and failing
-when broken."""
+"""The grokking recipe: its model against an independent attention, its split, each check passing and failing when
+broken, and its lab stepping through the rounds."""
 
 import json
 
 import pytest
 import torch
+from playwright.sync_api import expect
 
 from app.services.config import PROJECT_ROOT
 from recipekit import weights as stored
@@ -82,3 +83,27 @@ def test_the_stored_curves_and_spectra_are_those_of_every_round():
     spectra = json.loads(metadata["spectrum_per_round"])
     assert len(spectra) == train.ROUNDS and all(abs(sum(s) - 1) < 1e-5 for s in spectra)
     assert json.loads(metadata["train_accuracy_per_round"])[1] >= 0.99
+
+
+def test_the_lab_computes_a_rounds_spectrum_from_the_embedding_kept_after_it():
+    lab = recipe_module(RECIPE, "lab")
+    _, metadata = stored.read(model_py.WEIGHTS)
+    spectra = json.loads(metadata["spectrum_per_round"])
+    for round_ in (1, 20, 50):
+        found = lab.at_round(round_)
+        assert found["spectrum"] == pytest.approx(spectra[round_ - 1], abs=1e-6)
+        assert found["step"] == 100 * round_ and len(found["test_accuracy"]) == 50
+    assert lab.at_round(50)["key_frequencies"] == [3, 6, 12, 18, 19] and lab.at_round(1)["key_share"] < 0.5
+
+
+@pytest.mark.browser
+def test_the_lab_steps_from_memorised_to_grokked(watched):
+    page = watched("/models/grokking#lab")
+    status = page.locator("#lab-status")
+    expect(status).to_contain_text("After round 50 (step 5,000): 100.0% of the training sums right and 100.0% of "
+                                    "the held-out ones", timeout=30_000)
+    page.locator("#spectrum-round").fill("20")
+    expect(status).to_contain_text("After round 20 (step 2,000): 100.0% of the training sums right and 3.9% of the "
+                                   "held-out ones; its 5 strongest frequencies hold 49%")
+    expect(page.locator("#lab-results .curve-mark")).to_have_count(1)
+    expect(page.locator("#lab-results .spectrum-bars li")).to_have_count(20)

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from recipekit import weights as stored
 
 WEIGHTS = Path(__file__).with_name("weights.safetensors")  # written by train.py
+EMBEDDINGS = Path(__file__).with_name("embeddings.safetensors")  # the numbers' embedding after each round (train.py)
 P = 41  # the modulus: numbers 0-40, and token 41 is "="
 EQUALS = P
 

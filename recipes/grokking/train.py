@@ -1,7 +1,8 @@
 """Train the one-layer transformer on modular addition until it groks, and store its weights beside it.
 
-    python train.py          # train (about a minute on one CPU core), write weights.safetensors, print when it
-                             # memorised the training sums and when it generalised to the held-out ones
+    python train.py          # train (about a minute on one CPU core), write weights.safetensors and
+                             # embeddings.safetensors (the embedding after each round), print when it memorised the
+                             # training sums and when it generalised to the held-out ones
     python train.py --check  # retrain in memory and compare with the stored weights; exit status 1 if they differ
 
 Needs torch, safetensors and the recipe kit (recipekit: the training loop). The data is made here: every sum
@@ -16,7 +17,7 @@ from recipekit import training, weights
 from recipekit.script import package
 
 __package__ = package(__file__, __package__)  # python train.py: its folder is the package the server loads
-from .model import EQUALS, WEIGHTS, GrokConfig, OneLayer
+from .model import EMBEDDINGS, EQUALS, WEIGHTS, GrokConfig, OneLayer
 
 TRAIN_SEED = 2022  # initial weights and the split (Power et al.'s year)
 TRAIN_SHARE = 0.5  # of the 1,681 sums, trained on; the rest held out
@@ -56,19 +57,20 @@ def accuracy(model: OneLayer, pairs: Tensor) -> float:
     return (model(inputs(pairs)).argmax(-1) == answers(pairs, model.config.p)).float().mean().item()
 
 
-def spectrum(model: OneLayer) -> Tensor:
-    """How the embedding of the numbers (p, C) divides among the frequencies 1 .. (p - 1) / 2 of a number's circle
+def spectrum(embedding: Tensor) -> Tensor:
+    """How the embedding of the p numbers (p, C) divides among the frequencies 1 .. (p - 1) / 2 of a number's circle
     (the discrete Fourier transform along the numbers, every channel's power summed): each frequency's share of all
     but the constant part ((p - 1) / 2,)."""
-    p = model.config.p
-    power = torch.fft.rfft(model.embed.weight[:p].detach(), dim=0).abs().pow(2).sum(-1)  # (p // 2 + 1,)
+    power = torch.fft.rfft(embedding.detach(), dim=0).abs().pow(2).sum(-1)  # (p // 2 + 1,)
     return power[1:] / power[1:].sum()
 
 
-def train() -> tuple[training.Fitted, list[list[float]]]:
+def train() -> tuple[training.Fitted, list[list[float]], Tensor]:
     """AdamW on the whole training half at every step, on one thread so that every machine sums alike: the model,
-    the loss and both accuracies of every round, and the embedding's spectrum after each."""
+    the loss and both accuracies of every round, and the embedding's spectrum and the embedding itself after each
+    ((rounds, p, C): what the lab reads a round's spectrum from)."""
     spectra: list[list[float]] = []
+    embeddings: list[Tensor] = []
     with training.one_thread(TRAIN_SEED):
         model = OneLayer(GrokConfig())
         optimizer = torch.optim.AdamW(
@@ -77,7 +79,8 @@ def train() -> tuple[training.Fitted, list[list[float]]]:
         seen, held = split()
 
         def measured(m: OneLayer) -> dict[str, float]:
-            spectra.append(spectrum(m).tolist())
+            embeddings.append(m.embed.weight[: m.config.p].detach().clone())
+            spectra.append(spectrum(embeddings[-1]).tolist())
             return {"train_accuracy": accuracy(m, seen), "test_accuracy": accuracy(m, held)}
 
         fitted = training.fit(
@@ -88,7 +91,7 @@ def train() -> tuple[training.Fitted, list[list[float]]]:
             lambda batch: nn.functional.cross_entropy(model(inputs(batch)), answers(batch)),
             evaluate=measured,
         )
-    return fitted, spectra
+    return fitted, spectra, torch.stack(embeddings)
 
 
 def first_round(curve: list[float], level: float = 0.99) -> int | None:
@@ -97,7 +100,7 @@ def first_round(curve: list[float], level: float = 0.99) -> int | None:
 
 
 def trained() -> training.Trained:
-    fitted, spectra = train()
+    fitted, spectra, embeddings = train()
     train_curve = [m["train_accuracy"] for m in fitted.metrics]
     test_curve = [m["test_accuracy"] for m in fitted.metrics]
     memorised, generalised = first_round(train_curve), first_round(test_curve)
@@ -118,7 +121,8 @@ def trained() -> training.Trained:
                     rounds=ROUNDS,
                     steps=STEPS,
                 ),
-            )
+            ),
+            EMBEDDINGS: ({"embedding_by_round": embeddings}, training.metadata(rounds=ROUNDS, steps=STEPS)),
         },
         summary=f"memorised (99% of the training sums) at round {memorised}, generalised (99% of the held-out ones) "
         f"at round {generalised} of {ROUNDS}; held-out accuracy {test_curve[-1]:.4f}; key frequencies {key}",

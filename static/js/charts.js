@@ -294,7 +294,7 @@ function ticks(lo, hi, count = 5) {
  * `series` adds lines drawn on the same axes ([{ values, label, dashed }]), as a What if? draws before and after;
  * `extent` holds the x axis to that many values, so that a curve still growing (a training heard live) fills it.
  */
-export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, first = 0, series = [], extent = 0 }) {
+export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, first = 0, series = [], extent = 0, mark = null }) {
   const lines = [{ values, label: yTitle, dashed: false }, ...series];
   const width = 560;
   const height = 260;
@@ -349,6 +349,9 @@ export function curveSvg(values, { label, x: xTitle, y: yTitle, log = false, fir
       }
     }
   });
+  if (mark !== null) { // one point of the x axis marked: a lab's chosen round
+    svg.append(svgEl("line", { x1: px(mark), y1: top, x2: px(mark), y2: height - bottom, stroke: COLOUR.accent, "stroke-width": 2, class: "curve-mark" }));
+  }
   return svg;
 }
 
