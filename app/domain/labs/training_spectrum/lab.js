@@ -4,7 +4,7 @@
 
 import { curveSvg } from "../charts.js";
 import { chartBox, el, keepingFocus } from "../dom.js";
-import { bars, getJson, LabPanel, markPreset } from "./common.js";
+import { bars, LabPanel, markPreset, postJson } from "./common.js";
 
 const SETTLE_MS = 120; // a slider's steps closer together than this share one request
 
@@ -32,7 +32,7 @@ export class Lab extends LabPanel {
   }
 
   async run(round) {
-    const answer = await this.latest.run((busy) => getJson(this.urls.rounds, { round }, busy), `Reading round ${round} on the server…`);
+    const answer = await this.latest.run((busy) => postJson(this.urls.rounds, { round }, busy), `Reading round ${round} on the server…`);
     if (!answer) return;
     this.answered(answer);
     this.render(answer);
