@@ -75,6 +75,7 @@ def make_celery(settings: dict) -> Celery:
     recipes = Path(settings["RECIPES_DIR"])
     # The variants this worker's children lay out, apart from any a web process on this machine unpacks.
     variants = Path(settings.get("VARIANTS_DIR") or tempfile.mkdtemp(prefix="tensorviz-variants-")) / "_compute"
+    kept = settings["VARIANTS_KEPT"]
     made: dict = {}  # this child's recipe process, made when the child starts, and its broker client
 
     def recipe_process() -> worker.RecipeProcess:
@@ -85,18 +86,20 @@ def make_celery(settings: dict) -> Celery:
                                            settings.get("RECIPE_KERNELS", "native"))
         return made["process"]
 
-    def local_folder(task: dict) -> Path | None:
+    def local_folder(task: dict) -> Path | dict:
         """This machine's folder of the task's recipe (named by name: every machine holds the same recipes), or of the
-        learner's variant it carries (laid over this machine's folder of its recipe); None where there is none."""
-        if task.get(VARIANT) is not None:
-            return laid_out(task[VARIANT], recipes, variants, settings["VARIANTS_KEPT"])
-        folder = recipes / Path(task["recipe_dir"]).name
-        return folder if folder.is_dir() else None
-
-    def missing(task: dict) -> dict:
-        name = task[VARIANT]["of"] if task.get(VARIANT) is not None else Path(task["recipe_dir"]).name
-        said = f"this compute worker has no recipe folder {Path(name).name}"
-        return Failure(said, said).wire()
+        learner's variant it carries (laid over this machine's folder of its recipe); else the Failure the task
+        answers (a machine set up with other recipes than the web tier's, a variant that carries code)."""
+        variant = task.get(VARIANT)
+        name = Path(variant["of"] if variant is not None else task["recipe_dir"]).name
+        try:
+            found = recipes / name if variant is None else laid_out(variant, recipes, variants, kept)
+        except RecipeError as exc:
+            return Failure(str(exc), str(exc)).wire()
+        if found is None or not found.is_dir():
+            said = f"this compute worker has no recipe folder {name}"
+            return Failure(said, said).wire()
+        return found
 
     signals.worker_process_init.connect(lambda **_: recipe_process(), weak=False)  # torch loaded before a task
 
@@ -104,12 +107,9 @@ def make_celery(settings: dict) -> Celery:
     def run_recipe(task: dict) -> dict:
         """One recipe task, as a pipe worker runs it, in this machine's folder of the same name."""
         process = recipe_process()  # made here where no child started it (a solo pool)
-        try:
-            folder = local_folder(task)
-        except RecipeError as exc:
-            return Failure(str(exc), str(exc)).wire()
-        if folder is None:  # a machine set up with other recipes than the web tier's
-            return missing(task)
+        folder = local_folder(task)
+        if isinstance(folder, dict):
+            return folder
         return process.answer(task | {"recipe_dir": str(folder)}, timeouts=(SoftTimeLimitExceeded,))
 
     # Acknowledged when taken, unlike a recipe run: a retraining runs for minutes, past the broker's visibility
@@ -119,12 +119,9 @@ def make_celery(settings: dict) -> Celery:
     def retrain_recipe(self, task: dict) -> dict:
         """One retraining (compute/retraining.py) in this machine's folder of the same name: its progress written as
         the task's state, a stop asked through the broker (cancel_key) heard while it trains."""
-        try:
-            folder = local_folder(task)
-        except RecipeError as exc:
-            return Failure(str(exc), str(exc)).wire()
-        if folder is None:
-            return missing(task)
+        folder = local_folder(task)
+        if isinstance(folder, dict):
+            return folder
         if "broker" not in made:
             made["broker"] = redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
 

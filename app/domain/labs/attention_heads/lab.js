@@ -88,13 +88,7 @@ export class Lab extends EditedSequenceLab {
     return el("figure", { class: "chart lab-heatmap head-full", "data-key": head.key },
       el("figcaption", {}, el("span", { class: "chart-title" }, label),
         el("span", { class: "chart-range" }, `back ${sig(head.previous, 3)}${head.induction === null ? "" : ` · copy ${sig(head.induction, 3)}`}`)),
-      chartBox(`${label}: heatmap`, valueHeatmap(head.map.values, label, (answer.axes ?? {})[head.key] ?? this.axesOf(head), { limit: 1, cell: 18, outlines })));
-  }
-
-  /** The tokens on both axes of a map of this answer (What if?'s answers carry no axes of their own). */
-  axesOf() {
-    const named = this.tokens.map((t) => ({ id: t, name: this.name(t) }));
-    return { rows: named, columns: named, titles: this.settings.attention_titles };
+      chartBox(`${label}: heatmap`, valueHeatmap(head.map.values, label, head.map.axes ?? answer.axes?.[head.key] ?? null, { limit: 1, cell: 18, outlines })));
   }
 
   /** The same input again with the head zeroed (What if?, on the lab's request), then what every head lost. */
@@ -139,8 +133,10 @@ export class Lab extends EditedSequenceLab {
 function side(items, when) {
   const found = { matrices: [], vectors: [], metrics: [] };
   for (const [key, it] of Object.entries(items)) {
+    // A matrix keeps the axes and a vector the names the server gave the item.
     if (it.kind === "metric") found.metrics.push({ key, label: it.label, value: it[when] });
-    else found[`${it.kind === "matrix" ? "matrices" : "vectors"}`].push({ key, label: it.label, values: it[when], ...(it.names ? { names: it.names } : {}) });
+    else if (it.kind === "matrix") found.matrices.push({ key, label: it.label, values: it[when], axes: it.axes });
+    else found.vectors.push({ key, label: it.label, values: it[when], ...(it.names ? { names: it.names } : {}) });
   }
   return found;
 }

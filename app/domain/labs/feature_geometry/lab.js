@@ -17,37 +17,25 @@ export class Lab extends LabPanel {
     this.model = section.querySelector("#geometry-model");
     this.drops = [...section.querySelectorAll("[data-drop]")];
     this.turns = [...section.querySelectorAll("[data-turn]")];
-    // Another model unedited is its recorded case again; an edit is a model no case recorded.
-    this.model.addEventListener("input", () => this.changed(this.unedited() ? this.presetOf(Number(this.model.value)) : null));
-    for (const input of [...this.drops, ...this.turns]) input.addEventListener("input", () => this.changed(this.unedited() ? this.presetOf(Number(this.model.value)) : null));
+    for (const input of [this.model, ...this.drops, ...this.turns]) input.addEventListener("input", () => this.changed());
     section.querySelector("#geometry-reset").addEventListener("click", () => this.reset());
     for (const button of section.querySelectorAll("[data-preset]")) {
       button.addEventListener("click", () => {
-        const preset = this.settings.presets.find((p) => p.id === button.dataset.preset);
-        this.model.value = preset.request.model;
-        this.reset(preset.id);
+        this.model.value = this.settings.presets.find((p) => p.id === button.dataset.preset).request.model;
+        this.reset();
       });
     }
     // The recorded case the page shows (or the link's), as every lab starts.
     const { preset } = startFromLink(this.settings.presets, () => null);
     if (preset) this.model.value = preset.request.model;
-    this.reset(preset?.id ?? this.presetOf(Number(this.model.value)));
+    this.reset();
   }
 
-  /** The recorded case of a model, by its place. */
-  presetOf(model) {
-    return this.settings.presets.find((p) => p.request.model === model)?.id ?? null;
-  }
-
-  unedited() {
-    return this.drops.every((box) => !box.checked) && this.turns.every((slider) => Number(slider.value) === 0);
-  }
-
-  /** Every edit undone: the chosen model as trained, its recorded case. */
-  reset(preset = this.presetOf(Number(this.model.value))) {
+  /** Every edit undone: the chosen model as trained. */
+  reset() {
     for (const box of this.drops) box.checked = false;
     for (const slider of this.turns) slider.value = 0;
-    this.changed(preset);
+    this.changed();
   }
 
   /** The model and the edits; on a recorded model unedited, the case the server compares the run with. */
@@ -60,9 +48,12 @@ export class Lab extends LabPanel {
     };
   }
 
-  changed(preset = null) {
-    this.preset = preset;
-    markPreset(this.section, preset);
+  changed() {
+    // A model unedited is its recorded case; an edit is a model no case recorded.
+    const model = Number(this.model.value);
+    const unedited = this.drops.every((box) => !box.checked) && this.turns.every((slider) => Number(slider.value) === 0);
+    this.preset = unedited ? this.settings.presets.find((p) => p.request.model === model)?.id ?? null : null;
+    markPreset(this.section, this.preset);
     const request = this.request();
     this.section.querySelector("#geometry-model-said").textContent = `${this.settings.names[request.model]}`;
     for (const slider of this.turns) this.section.querySelector(`[data-turn-said="${slider.dataset.turn}"]`).textContent = `${slider.value}°`;
