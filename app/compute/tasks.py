@@ -75,7 +75,6 @@ def make_celery(settings: dict) -> Celery:
     recipes = Path(settings["RECIPES_DIR"])
     # The variants this worker's children lay out, apart from any a web process on this machine unpacks.
     variants = Path(settings.get("VARIANTS_DIR") or tempfile.mkdtemp(prefix="tensorviz-variants-")) / "_compute"
-    kept = settings["VARIANTS_KEPT"]
     made: dict = {}  # this child's recipe process, made when the child starts, and its broker client
 
     def recipe_process() -> worker.RecipeProcess:
@@ -93,7 +92,8 @@ def make_celery(settings: dict) -> Celery:
         variant = task.get(VARIANT)
         name = Path(variant["of"] if variant is not None else task["recipe_dir"]).name
         try:
-            found = recipes / name if variant is None else laid_out(variant, recipes, variants, kept)
+            found = recipes / name if variant is None else \
+                laid_out(variant, recipes, variants, settings["VARIANTS_KEPT"])
         except RecipeError as exc:
             return Failure(str(exc), str(exc)).wire()
         if found is None or not found.is_dir():
