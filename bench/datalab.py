@@ -78,7 +78,8 @@ def in_process(folder: Path, repeat: int) -> dict:
         reference = transformers.BertForMaskedLM.from_pretrained(folder).eval()
         hf = median_ms(lambda: reference(input_ids=input_ids), repeat)
     datalab = median_ms(lambda: lab.datalab(str(folder), SENTENCE, 10), repeat)
-    serialised = median_ms(lambda: encoded(lab.datalab(str(folder), SENTENCE, 10)), repeat)  # as the worker writes it
+    # as the worker writes it
+    serialised = median_ms(lambda: encoded(lab.datalab(str(folder), SENTENCE, 10), {}, 0.0), repeat)
     return {"load_s": load_s, "raw_ms": raw, "transformers_ms": hf, "datalab_ms": datalab,
             "datalab_json_ms": serialised}
 
@@ -92,7 +93,9 @@ def through_the_api(folder: Path, repeat: int) -> dict:
     from app import create_app
     from app.services.parts import parts
 
-    app = create_app({"BERT_CHECKPOINT": str(folder), "STATE_PATH": None, "COMPUTE_BUDGET": "100000 per minute"})
+    # Runs kept in this process alone: a shared runs folder would hold an earlier bench's runs of a kept checkpoint.
+    app = create_app({"BERT_CHECKPOINT": str(folder), "STATE_PATH": None, "COMPUTE_BUDGET": "100000 per minute",
+                      "SHARED_RUNS_DIR": None})
     client = app.test_client()
 
     def post(top_k: int) -> float:  # a new top_k each time: never a cached answer
@@ -117,9 +120,10 @@ def through_the_api(folder: Path, repeat: int) -> dict:
 
 
 def what_if(client, repeat: int, pause: float = 0.3) -> dict:
-    """What if? on the DataLab as a reader asks it: a text run in the lab, then, a moment later, one attention
-    module zeroed on it (the recipe process kept the text's run after answering: `kept`), and the same change
-    to a text never run (`first`); medians of the server times, each request after `pause` idle."""
+    """What if? on the DataLab as a reader asks it: a text run in the lab, its What if? options (which run the text
+    as asked and keep it), then, a moment later, one attention module zeroed on it (`kept`: the changed run alone),
+    and the same change to a text never run (`first`); medians of the server times, each request after `pause`
+    idle."""
     change = [{"node": "layers.5.attention", "action": "zero"}]
     times: dict[str, list[float]] = {"lab_ms": [], "kept_ms": [], "first_ms": []}
 
@@ -133,6 +137,7 @@ def what_if(client, repeat: int, pause: float = 0.3) -> dict:
 
     for top_k in range(41, 41 + min(repeat, 29)):  # a new top_k each round (of 1..100): a new input, none cached
         asked = post("/api/models/bert-base/datalab", {"text": SENTENCE, "top_k": top_k}, times["lab_ms"])["request"]
+        post("/api/models/bert-base/interventions/options", {"request": asked, "endpoint": "datalab"}, [])
         answer = post("/api/models/bert-base/interventions", {"request": asked, "endpoint": "datalab",
                                                               "interventions": change}, times["kept_ms"])
         assert answer["plain_run_cached"], "the lab run was not kept"
@@ -188,7 +193,7 @@ def main() -> None:
     print("What if? through the API, each request after 0.3 s idle (goal: a change within 1.5x the lab run)")
     print(f"  the lab run                           {api['lab_ms']:8.1f} ms   1.00x")
     kept = api["kept_ms"] / api["lab_ms"]
-    print(f"  a change to it, kept after its run    {api['kept_ms']:8.1f} ms   {kept:.2f}x "
+    print(f"  a change to it, after its options     {api['kept_ms']:8.1f} ms   {kept:.2f}x "
           f"(goal: {'met' if kept <= 1.5 else 'NOT met'})")
     print(f"  a change to a text never run          {api['first_ms']:8.1f} ms   {api['first_ms'] / api['lab_ms']:.2f}x "
           f"(runs the text twice)")

@@ -14,6 +14,7 @@ client's first. No answer is a kept one: every change is new.
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -50,8 +51,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     state = tempfile.mkdtemp(prefix="tensorviz-whatif-")  # no answer kept by an earlier run
+    # nor a plain run: a shared runs folder of its own, where the server's default is (in memory where there is one)
+    memory = Path("/dev/shm")
+    runs = tempfile.mkdtemp(prefix="tensorviz-whatif-runs-", dir=memory if memory.is_dir() else None)
     env = {"WEB_CONCURRENCY": "2", "TENSORVIZ_COMPUTE_BUDGET": '"1000000 per minute"',
-           "TENSORVIZ_STATE_PATH": str(Path(state) / "state.sqlite3")}
+           "TENSORVIZ_STATE_PATH": str(Path(state) / "state.sqlite3"), "TENSORVIZ_SHARED_RUNS_DIR": runs}
     with gunicorn("wsgi:app", env) as base:
         change = {"case": "pi", "interventions": [{"node": "h.0.mlp", "action": "zero"}]}
         status, boot = timed("POST", f"{base}/api/models/gpt/interventions", change)
@@ -78,6 +82,7 @@ def main() -> None:
             print(f"{slug:12} {cases[0]:12} {statistics.median(seconds) * 1000:7.0f} ms {max(seconds) * 1000:7.0f} ms"
                   f" {unseen:>9}  {statuses}", flush=True)
         print(f"median across models: {statistics.median(every) * 1000:.0f} ms; slowest: {max(every) * 1000:.0f} ms")
+    shutil.rmtree(runs, ignore_errors=True)
 
 
 if __name__ == "__main__":

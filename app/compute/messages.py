@@ -6,6 +6,9 @@ writes it, `read()` (read_reply for a reply) reads it once where it arrives, so 
 wire's keys."""
 
 import json
+import os
+import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from functools import cached_property
 from pathlib import Path
@@ -146,6 +149,27 @@ class RecipeCall:
     def plain_key(self, request: dict, run_key: str) -> str | None:
         """Where the plain run of `request` is kept under `run_key`; None where that is ""."""
         return plain_key(run_key, self.entry, self.asked(request)) if run_key else None
+
+
+@dataclass(frozen=True)
+class SharedRunsFolder:
+    """Where every recipe process of a machine shares the plain runs it keeps for What if? (compute/shared_runs.py),
+    and the most its files may take in all: a setting handed to each process that runs recipes."""
+
+    path: str
+    max_bytes: int
+
+    @classmethod
+    def configured(cls, settings: Mapping[str, Any]) -> "SharedRunsFolder | None":
+        """The folder SHARED_RUNS_DIR names ("": this user's folder among the machine's temporary files, in memory
+        where the machine has /dev/shm), or None where it is None: each recipe process keeps its runs to itself."""
+        folder = settings.get("SHARED_RUNS_DIR")
+        if folder is None:
+            return None
+        if folder == "":
+            memory = Path("/dev/shm")
+            folder = (memory if memory.is_dir() else Path(tempfile.gettempdir())) / f"tensorviz-runs-{os.geteuid()}"
+        return cls(str(folder), int(settings["SHARED_RUNS_MAX_BYTES"]))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from .errors import (
     RecipeTimeout,
     RecipeUnavailable,
 )
-from .messages import Failure, RecipeCall, Reply, Warmup, read_reply
+from .messages import Failure, RecipeCall, Reply, SharedRunsFolder, Warmup, read_reply
 from .retraining import RetrainCall, Retrained, retrain_watched
 
 log = logging.getLogger(__name__)
@@ -60,11 +60,12 @@ class _Worker:
     start)."""
 
     def __init__(self, ctx, torch_threads: int, seed: int, memory_mb: int, timeout: float,
-                 pending: list[Warmup] | None = None, kernels: str = "native") -> None:
+                 pending: list[Warmup] | None = None, kernels: str = "native",
+                 shared: SharedRunsFolder | None = None) -> None:
         self.pending: list[Warmup] = list(pending or [])
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout, kernels),
+            target=worker.serve, args=(child, torch_threads, seed, memory_mb, os.getpid(), timeout, kernels, shared),
             name="tensorviz-recipe", daemon=True,
         )
         self.process.start()
@@ -139,7 +140,7 @@ class WorkerPool:
                  memory_mb: int = 0, warmup_timeout: float | None = None,
                  on_failing: Callable[[str, str], None] | None = None,
                  kernels: str = "native", patience: float = 0.25,
-                 on_hang: Callable[[str], None] | None = None) -> None:
+                 on_hang: Callable[[str], None] | None = None, shared: SharedRunsFolder | None = None) -> None:
         self.size = size
         self.capacity = size + queue  # runs admitted at once: running plus waiting for a worker
         self._admitted = 0
@@ -149,6 +150,7 @@ class WorkerPool:
         self._seed = seed
         self._memory_mb = memory_mb
         self._kernels = kernels  # the family every recipe process computes with (recipekit/kernels.py)
+        self._shared = shared  # where the machine's recipe processes share What if?'s plain runs
         self._ctx = worker_context()
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[_Worker] = []
@@ -184,7 +186,7 @@ class WorkerPool:
         with self._lock:
             pending = [warmup for folder, warmup in self._warmups.items() if folder not in self.failing]
         return _Worker(self._ctx, self._torch_threads, self._seed, self._memory_mb, self.timeout, pending,
-                       self._kernels)
+                       self._kernels, self._shared)
 
     def _take(self) -> _Worker:
         """An idle worker: the one returned last; else one that is starting, waited for; else, past `patience`

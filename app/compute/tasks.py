@@ -20,7 +20,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from . import worker
 from .errors import RecipeError, RecipeTimeout
-from .messages import Failure
+from .messages import Failure, SharedRunsFolder
 from .retraining import Cancelled, RetrainCall, retrain_watched
 from .variant_folders import laid_out
 
@@ -82,7 +82,8 @@ def make_celery(settings: dict) -> Celery:
         # worker_max_memory_per_child replaces one that grew.
         if "process" not in made:
             made["process"] = worker.start(settings["RECIPE_TORCH_THREADS"], settings["RECIPE_SEED"], 0,
-                                           settings.get("RECIPE_KERNELS", "native"))
+                                           settings.get("RECIPE_KERNELS", "native"),
+                                           SharedRunsFolder.configured(settings))
         return made["process"]
 
     def local_folder(task: dict) -> Path | dict:

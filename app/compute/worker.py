@@ -36,6 +36,7 @@ from .messages import (
     RecipeCall,
     ReplayArgs,
     Reply,
+    SharedRunsFolder,
     TrainingArgs,
     Warmup,
     is_warmup,
@@ -241,11 +242,16 @@ class RecipeProcess:
     """What a process that runs recipes holds between tasks (torch loaded, the plain runs interventions made), and
     its one way to answer a task: the reply as plain JSON data, or the error that ended it."""
 
-    def __init__(self, torch: ModuleType, seed: int, kernels: str = "native") -> None:
+    def __init__(self, torch: ModuleType, seed: int, kernels: str = "native",
+                 shared: SharedRunsFolder | None = None) -> None:
+        from .shared_runs import RunsFolder, SharedRuns
+
         self.torch = torch
         self.seed = seed
         self.env = environment(torch, seed, kernels=kernels)
-        self.plain_runs = caches.lru("runs")  # a reader who stacks changes on one input runs it as asked once
+        # A reader who stacks changes on one input runs it as asked once, whichever recipe process of the machine
+        # their requests reach (`shared`).
+        self.plain_runs = SharedRuns(caches.LAYERS["runs"].size, RunsFolder.opened(shared) if shared else None)
 
     def answer(self, task: dict, timeouts: tuple[type[BaseException], ...] = ()) -> dict:
         """The task's reply, as plain data; an exception of `timeouts` (an executor's time limit) says that it timed
@@ -279,9 +285,10 @@ def failure(exc: BaseException, task: dict) -> str:
     return f"{where} stopped with {type(exc).__name__}; nothing was answered (the server's log says more)"
 
 
-def start(torch_threads: int, seed: int, memory_mb: int, kernels: str = "native") -> RecipeProcess:
+def start(torch_threads: int, seed: int, memory_mb: int, kernels: str = "native",
+          shared: SharedRunsFolder | None = None) -> RecipeProcess:
     """Make this process a recipe process: torch loaded with its kernel family and threads, deterministic, memory
-    capped."""
+    capped, sharing its plain runs through `shared`."""
     import torch
 
     from .intervene import follow_parents
@@ -291,7 +298,7 @@ def start(torch_threads: int, seed: int, memory_mb: int, kernels: str = "native"
     cap_memory(memory_mb)
     torch.set_num_threads(torch_threads)
     deterministic(torch)
-    return RecipeProcess(torch, seed, kernels)
+    return RecipeProcess(torch, seed, kernels, shared)
 
 
 class Watchdog:
@@ -358,10 +365,10 @@ def alive(pid: int) -> bool:
 
 
 def serve(conn: Connection, torch_threads: int, seed: int, memory_mb: int = 0, web: int | None = None,
-          timeout: float = 0.0, kernels: str = "native") -> None:
+          timeout: float = 0.0, kernels: str = "native", shared: SharedRunsFolder | None = None) -> None:
     """Answer tasks from the pipe until it closes; `web` is the web process whose runs these are."""
     watchdog = Watchdog(web if web is not None else os.getppid(), timeout)
-    process = start(torch_threads, seed, memory_mb, kernels)
+    process = start(torch_threads, seed, memory_mb, kernels, shared)
     conn.send({"ready": True})  # torch is loaded: from here on, task timeouts measure the recipe alone
     while True:
         try:

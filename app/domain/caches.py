@@ -1,5 +1,6 @@
 """Every cache layer of the app, named once: what it keeps, under which key, how far it may grow, and what lets an
-entry go. An in-process layer is made here alone (`lru`); docs/operations.md's table of layers is held to LAYERS
+entry go. An in-process layer is made here alone (`lru`), but for the runs layer, which a recipe process makes with the
+shared runs folder beneath it (compute/shared_runs.py); docs/operations.md's table of layers is held to LAYERS
 (tests/test_docs.py).
 
 A request meets the layers in the order below, from the browser down; each key names what the answer depends on (content
@@ -48,6 +49,10 @@ LAYERS: dict[str, Layer] = {layer.name: layer for layer in (
     Layer("runs", "the plain runs What if? made in a recipe process (their outputs), for the next change to the "
           "same input", "the run key, the entry and the input", "64 MiB per recipe process",
           "least recently used first; the process ending", "compute/worker.py", size=64 * 2**20),
+    Layer("shared runs", "the same runs in files that every recipe process of the machine reads (another web "
+          "process's, a Celery worker's)", "a hash of the runs layer's key, checked against the key in the file",
+          "`SHARED_RUNS_MAX_BYTES` in all (`SHARED_RUNS_DIR`)",
+          "least recently written or read first (a key names its content: never stale)", "compute/shared_runs.py"),
 )}
 
 

@@ -100,8 +100,8 @@ class Config:
     # most, then runs in a recipe process of its own (local): a model that hangs holds no other model's request.
     RECIPE_SUSPEND_SECONDS: above(0) = 300.0
     RECIPE_PATIENCE: above(0) = 0.25
-    # Seconds one recipe's warm-up in a new recipe process may take (imports, a checkpoint, its recorded cases kept
-    # for What if?); past it the process is replaced, and a recipe that fails so twice in a row is unavailable.
+    # Seconds one recipe's warm-up in a new recipe process may take (imports, a checkpoint); past it the process is
+    # replaced, and a recipe that fails so twice in a row is unavailable.
     WARMUP_TIMEOUT: above(0) = 30.0
     RECIPE_TORCH_THREADS: at_least(1, int) = 1
     RECIPE_MEMORY_MB: at_least(0, int) = 1024  # address space a worker may add after loading torch; 0 for no cap
@@ -110,6 +110,12 @@ class Config:
     # processor; "avx2"; or "portable", the scalar kernels, whose sums round as no processor's own choice does (how a
     # test plays a reader's other processor). Every answer's key names it.
     RECIPE_KERNELS: Literal["native", "avx2", "portable"] = "native"
+    # The plain runs What if? keeps for the next change to the same input are written to this folder too, which every
+    # recipe process of the machine reads (another web process's, a Celery worker's), up to SHARED_RUNS_MAX_BYTES in
+    # all, the least recently used going first: "" is this user's folder among the machine's temporary files (in
+    # memory where there is /dev/shm); None keeps each run in its own process.
+    SHARED_RUNS_DIR: Folder | None = ""
+    SHARED_RUNS_MAX_BYTES: above(0, int) = 128 * 2**20
     # One per-client budget for the recipe runs a client starts (a refused request or a kept answer starts
     # none), counted in the shared store.
     COMPUTE_BUDGET: str = "120 per minute"
@@ -152,6 +158,7 @@ class TestConfig(Config):
     RECIPE_TIMEOUT = 60.0
     STATE_PATH = None  # each test app keeps its own state
     VARIANTS_DIR = None  # and unpacks its variants in a folder of its own
+    SHARED_RUNS_DIR = None  # each recipe process keeps its own runs (a test of sharing names a folder)
     COMPUTE_BUDGET = "100000 per minute"
     VERIFY_WAIT = 0.0
     # The suite runs beside gunicorn, nginx, Celery and Chromium on two cores: a heartbeat may lag seconds there

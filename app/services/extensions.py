@@ -7,6 +7,7 @@ from pathlib import Path
 from flask import Flask, current_app
 
 from ..compute.executor import Executor
+from ..compute.messages import SharedRunsFolder
 from ..compute.pool import WorkerPool
 from ..domain.catalog import Catalog, LiveCatalog, Model
 from . import suspensions
@@ -70,6 +71,7 @@ class Workers:
                 on_failing=lambda folder, reason: suspensions.suspend(app, folder, reason),
                 on_hang=lambda folder: suspensions.hung(app, folder),
                 patience=config["RECIPE_PATIENCE"],
+                shared=SharedRunsFolder.configured(config),
             )
         else:  # "celery", the one other value settings() admits
             from ..compute.celery_executor import CeleryExecutor  # Celery is loaded only where it is used

@@ -1,7 +1,7 @@
 """Every recorded model verified through the API under each kernel family this processor runs, and the envelopes
 its recording holds: what a reader's other processor would see, played here.
 
-    python bench/kernels.py [--kernels native,avx2,portable] [SLUG ...]
+    python bench/kernel_families.py [--kernels native,avx2,portable] [SLUG ...]
 
 For each family an app is made with RECIPE_KERNELS set (its recipe processes compute with those kernels) and every
 model is verified with POST /api/models/<slug>/verifications. It prints, per model and family, the verdict, the
