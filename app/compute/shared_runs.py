@@ -3,8 +3,8 @@
 Each web process (gunicorn's workers) starts recipe processes of its own, and a reader's next request may reach any
 of them: the page asks What if?'s options of one web process, whose recipe process runs the case as asked and keeps
 it, and the reader's change may reach another, whose recipe process would run the case again beside the changed
-run (the DDPM's, 354-373 ms against 150-180 ms: bench/README.md, "What if?"). So a recipe process writes each plain
-run it keeps to this folder too, and one that does not hold a run reads it here before running the input again.
+run (for the DDPM's sampler, twice the wait: bench/README.md, "What if?"). So a recipe process writes each plain run
+it keeps to this folder too, and one that does not hold a run reads it here before running the input again.
 
 A file holds the length of its header, the header as JSON (the run's key, the entry's answer as JSON text, each
 output's key, shape and squared norm, the values' type and byte count), then the values' raw bytes: nothing in it is
