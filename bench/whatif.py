@@ -1,5 +1,5 @@
 """What a reader waits for a What if?, through the API, as the server is started: gunicorn with the project's
-config on loopback (two web workers, as `make serve` starts them), the served catalog.
+config on loopback (two web workers, as production runs it: `make serve-production`), the served catalog.
 
     python bench/whatif.py [--rounds N]
 
