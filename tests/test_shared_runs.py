@@ -78,7 +78,7 @@ def test_a_file_that_is_not_a_whole_run_of_its_key_is_a_miss_and_is_removed(tmp_
     plain, base, _ = plain_run(entry, {"input_ids": [1, 5]}, 0, "GPT", None, None)
     folder.save("a", plain, base)
     whole = folder.path("a").read_bytes()
-    assert folder.load("a")[0][0] == plain
+    assert folder.load("a")[0][0] == plain and folder.load("a")[1] == len(whole)  # the bytes its file takes
 
     folder.path("a").write_bytes(whole[:-3])
     assert folder.load("a") is None and not folder.path("a").exists()

@@ -84,7 +84,8 @@ class RunsFolder:
             return None
         try:
             with os.fdopen(handle, "rb") as opened:
-                found = read_run(opened, key, os.fstat(opened.fileno()).st_size)
+                size = os.fstat(opened.fileno()).st_size
+                found = read_run(opened, key, size)
             if found is not None:
                 os.utime(path)  # read lately: among the last to go
         except OSError:  # removed or cut meanwhile: a miss
@@ -92,7 +93,7 @@ class RunsFolder:
         if found is None:
             path.unlink(missing_ok=True)
             return None
-        return found, found[1].bytes()
+        return found, size  # the values and the answer's JSON, as plain_run measures a run it keeps
 
     def save(self, key: str, plain: Any, base: Baseline) -> None:
         """Write the run, unless it is not plain JSON data with finite squares or is past the folder's bound; a disk
