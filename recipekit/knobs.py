@@ -66,12 +66,12 @@ class Knob:
         """The value as the knob takes it (a number given as text is read), else KnobError naming the knob."""
         if self.choices:
             if value not in self.choices:
-                raise KnobError(f"{self.name}: {value!r} is not one of {', '.join(self.choices)}")
+                raise KnobError(f"{self.name}: {_quoted(value)} is not one of {', '.join(self.choices)}")
             return str(value)
         number = _number(self.name, value)
         if self.integer:
             if number != int(number):
-                raise KnobError(f"{self.name}: {value!r} is not a whole number")
+                raise KnobError(f"{self.name}: {_quoted(value)} is not a whole number")
             number = int(number)
         if not self.minimum <= number <= self.maximum:
             raise KnobError(
@@ -82,14 +82,22 @@ class Knob:
 
 def _number(name: str, value: object) -> float:
     if isinstance(value, bool):
-        raise KnobError(f"{name}: {value!r} is not a number")
+        raise KnobError(f"{name}: {_quoted(value)} is not a number")
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise KnobError(f"{name}: {value!r} is not a number") from None
+        raise KnobError(f"{name}: {_quoted(value)} is not a number") from None
+    except OverflowError:  # a whole number JSON holds but no float does (400 digits)
+        raise KnobError(f"{name}: {_quoted(value)} has too many digits to be a number") from None
     if not math.isfinite(number):
-        raise KnobError(f"{name}: {value!r} is not a finite number")
+        raise KnobError(f"{name}: {_quoted(value)} is not a finite number")
     return number
+
+
+def _quoted(value: object) -> str:
+    """The value as a message shows it: its first 40 characters, where a client sent a longer one."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else f"{shown[:37]}..."
 
 
 def _shown(value: float) -> str:

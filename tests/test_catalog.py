@@ -120,8 +120,12 @@ def test_a_manifest_broken_on_disk_is_reported_then_served_again_once_mended(mak
     body = eventually(lambda: client.get("/api/models").get_json(), lambda b: len(b["models"]) == 1)
     assert [m["slug"] for m in body["models"]] == ["other"]
     assert "not valid JSON" in body["unavailable"][0]["reason"]
-    response = client.get("/api/models/bert")
-    assert response.status_code == 404 and "unavailable" in response.get_json()["error"]["message"]
+    response = client.get("/api/models/bert")  # its folder is there: unavailable for now (503), never "no model"
+    assert response.status_code == 503 and "unavailable" in response.get_json()["error"]["message"]
+    assert int(response.headers["Retry-After"]) > 0
+    page = client.get("/models/bert")
+    assert page.status_code == 503 and b"unavailable" in page.data
+    assert client.get("/api/models/never-was").status_code == 404
     assert client.get("/api/models/other").status_code == 200
     path.write_bytes(good)
     eventually(lambda: client.get("/api/models/bert").status_code, lambda status: status == 200)

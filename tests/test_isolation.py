@@ -180,7 +180,7 @@ def test_a_recipe_that_hangs_at_start_is_suspended_and_holds_no_other_run(make_a
     assert "its recipe process could not start: warming it ran past 2 s (2 times in a row)" in reason, reason
     assert "hangs" in {u["slug"] for u in client.get("/api/models").get_json()["unavailable"]}
     # Never warmed there: told through the store, which the other process reads at most once a second.
-    told = eventually(lambda: other.test_client().get("/api/models/hangs"), lambda r: r.status_code == 404)
+    told = eventually(lambda: other.test_client().get("/api/models/hangs"), lambda r: r.status_code == 503)
     assert "warming it ran past 2 s" in told.get_json()["error"]["message"]
     warm_up(other)
     assert str(tree.recipes / "hangs") in parts(other).pool.failing  # and its workers never warm it
@@ -289,6 +289,30 @@ def test_a_pool_counts_a_warm_up_that_kills_its_process_against_its_recipe(tmp_p
         assert suspend == [(str(recipe), "its process died while warming it (exit code 3) (2 times in a row)")]
         replay = pool.run(RecipeCall.replay(PROJECT_ROOT / "recipes" / "mlp"))  # the others run on
         assert replay.result["checks"]
+    finally:
+        pool.shutdown()
+
+
+def test_a_warm_up_killed_by_a_signal_is_tried_again_after_a_backoff_and_never_suspends(tmp_path):
+    """The OOM killer's SIGKILL during a warm-up is no word of the recipe's: twice killed, the recipe is warmed again
+    after a backoff (no suspension), and its third warm-up, which succeeds, clears the count."""
+    recipe = tmp_path / "killed"
+    recipe.mkdir()
+    (recipe / "recipe.toml").write_text('[lab]\nkind = "causal-lm"\n'
+                                        '[lab.endpoints.pid]\nmethod = "GET"\nentry = "pid"\n')
+    tries = tmp_path / "tries"
+    (recipe / "lab.py").write_text(f"import os, signal\nfrom pathlib import Path\ntries = Path({str(tries)!r})\n"
+                                   "tries.write_text(tries.read_text() + 'x' if tries.exists() else 'x')\n"
+                                   "if len(tries.read_text()) <= 2:\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    suspend = []
+    pool = WorkerPool(size=1, timeout=30, torch_threads=1, seed=0, warmup_timeout=20,
+                      on_failing=lambda folder, reason: suspend.append((folder, reason)))
+    pool.BACKOFF_FIRST = 0.2
+    try:
+        pool.prestart([Warmup(str(recipe))])
+        eventually(lambda: tries.exists() and len(tries.read_text()) == 3 and pool.warming() == 0, seconds=60)
+        assert suspend == [] and str(recipe) not in pool.failing
+        assert pool._backoff == {} and pool._failures == {}  # the third warm-up succeeded and cleared both
     finally:
         pool.shutdown()
 

@@ -3,6 +3,7 @@ recipe process of another web process finds the run one of them kept, and answer
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,24 @@ def test_a_file_that_is_not_a_whole_run_of_its_key_is_a_miss_and_is_removed(tmp_
     target.write_bytes(whole)
     folder.path("a").symlink_to(target)
     assert folder.load("a") is None and not folder.path("a").is_symlink() and target.read_bytes() == whole
+
+
+def test_a_run_whose_values_were_changed_or_a_fifo_in_its_place_is_a_miss_at_once(tmp_path):
+    """A file with the right key and header but altered values does not check out (its SHA-256), and a FIFO at a
+    run's path is refused without blocking the reader (it is no regular file); both are removed."""
+    entry = recipe_module(GPT_RECIPE, "lab").live_run
+    folder = folder_at(tmp_path / "runs")
+    plain, base, _ = plain_run(entry, {"input_ids": [1, 5]}, 0, "GPT", None, None)
+    folder.save("a", plain, base)
+    whole = bytearray(folder.path("a").read_bytes())
+    whole[-5] ^= 0x40  # one bit of the last value
+    folder.path("a").write_bytes(bytes(whole))
+    assert folder.load("a") is None and not folder.path("a").exists()
+
+    os.mkfifo(folder.path("a"))
+    started = time.monotonic()
+    assert folder.load("a") is None and not folder.path("a").exists()
+    assert time.monotonic() - started < 5
 
 
 def test_the_folder_keeps_to_its_bound_the_least_recently_used_going_first(tmp_path):

@@ -100,16 +100,20 @@ def _files_key(slug: str, variant_id: str) -> str:
 
 def knob_values(model: Model, body: dict) -> dict:
     """Every knob's value for this request's `knobs` (the defaults for those not given): FieldError naming the knob
-    that is unknown or out of its range, in the words train.py refuses it with."""
+    that is unknown or out of its range, in the words train.py refuses it with, or saying that none moved."""
     if not model.knobs:
         raise FieldError(f"knobs: model {model.slug!r} declares no knobs to train a variant with")
     given = body.get("knobs", {})
     if not isinstance(given, dict):
         raise FieldError("knobs: must be an object of knob names and values")
     try:
-        return chosen(model.knobs, given)
+        values = chosen(model.knobs, given)
     except KnobError as exc:
         raise FieldError(f"knobs.{exc}") from None
+    if not moved(model.knobs, values):  # the recorded model, which is served already
+        raise FieldError(f"knobs: move at least one knob from its default (its knobs: {', '.join(model.knobs)}); "
+                         f"at their defaults they train the recorded model, /models/{model.slug}")
+    return values
 
 
 def variant_id(model: Model, values: dict) -> str:
@@ -236,11 +240,11 @@ def make(model: Model, values: dict, variant_id: str, record: dict) -> dict:
     holder = variants.job_key(record["id"])
     try:
         variants.made_known(record, state="queued")
-        places.take(holder, lambda: False, config["VARIANT_TIMEOUT"])
+        places.take(holder, lambda: variants.cancelled(record["id"]), config["VARIANT_TIMEOUT"])
         variants.made_known(record, state="running", started=time.time())
         call = RetrainCall(model.recipe_dir, config["VARIANT_TIMEOUT"], config["RECIPE_MEMORY_MB"], knobs=values)
         reply = workers.pool.retrain(call, lambda progress: variants.made_known(record, progress=progress),
-                                     lambda: False)
+                                     lambda: variants.cancelled(record["id"]))
         variants.made_known(record, progress=reply.progress, stage="recording")
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="variant-") as staging:
@@ -288,9 +292,10 @@ class Variants(Jobs):
         parts(app).variants_dir = str(folder)
         parts(app).variants = Loaded({}, threading.Lock())
 
-    def start(self, model: Model, body: dict) -> tuple[Variant | None, dict | None]:
+    def start(self, model: Model, body: dict) -> tuple[Variant | None, dict | None, str | None]:
         """The kept variant of the body's knobs, or the job that makes it (one already making it, in any process, or
-        a new one); FieldError naming a knob refused, before anything starts."""
+        a new one) with the token that cancels it for the client that started it; FieldError naming a knob refused,
+        before anything starts."""
         if not trained_here(model):
             raise FieldError(f"model {model.slug!r} is not trained by its recipe (no train.py): it has no variants")
         values = knob_values(model, body)
@@ -298,12 +303,13 @@ class Variants(Jobs):
         found_id = variant_id(model, values)
         found = kept(model.slug, found_id)
         if found is not None:
-            return found, None
-        job = super().start(model, f"variant:{model.slug}:{found_id}",
-                            lambda record: make(model, values, found_id, record),
-                            admit=lambda job_id: places.admit_client(self.job_key(job_id), "variant"),
-                            limit=2 * current_app.config["VARIANT_TIMEOUT"] + 60, finished=lambda report: None)
-        return None, job
+            return found, None, None
+        job, token = self.start_owned(model, f"variant:{model.slug}:{found_id}",
+                                      lambda record: make(model, values, found_id, record),
+                                      admit=lambda job_id: places.admit_client(self.job_key(job_id), "variant"),
+                                      limit=2 * current_app.config["VARIANT_TIMEOUT"] + 60,
+                                      finished=lambda report: None)
+        return None, job, token
 
 
 variants = Variants()

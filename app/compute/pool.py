@@ -124,8 +124,11 @@ class WorkerPool:
     each bounded by `warmup_timeout`. A worker takes runs as soon as torch is loaded and warms in the time it
     would idle, one recipe at a time, so that no recipe's warm-up holds another recipe's run for more than one
     step; a run of a recipe whose warm-up this worker has not made yet makes that one first. A recipe whose warm-up
-    fails (hangs, crashes the process or raises) FAILS_IN_A_ROW times in a row is suspended: no worker warms it
-    again, and `on_failing(recipe_dir, reason)` tells the service, which makes its model unavailable.
+    raises FAILS_IN_A_ROW times in a row is suspended: no worker warms it again, and `on_failing(recipe_dir,
+    reason)` tells the service, which makes its model unavailable. A warm-up whose process was killed by a signal
+    (the OOM killer's, a machine short of memory) is no word of the recipe's: it is not counted, and is tried again
+    in idle time after a backoff (BACKOFF_FIRST seconds, doubled each time to BACKOFF_MOST), or at once by a run
+    that needs it.
 
     A hang costs only its own recipe. A run waits for a worker behind runs of its own recipe, but behind another's
     for at most `patience` seconds: then it runs in a worker of its own (at most `size` such at once), so that a
@@ -135,6 +138,8 @@ class WorkerPool:
     """
 
     FAILS_IN_A_ROW = 2
+    BACKOFF_FIRST = 1.0
+    BACKOFF_MOST = 300.0
 
     def __init__(self, size: int, timeout: float, torch_threads: int, seed: int, queue: int = 0,
                  memory_mb: int = 0, warmup_timeout: float | None = None,
@@ -163,6 +168,7 @@ class WorkerPool:
         self._failures: dict[str, int] = {}  # by recipe folder: warm-ups failed in a row
         self.failing: dict[str, str] = {}  # by recipe folder: why its warm-up is no longer run
         self._last_error: dict[str, str] = {}  # by recipe folder: how its last failed warm-up failed
+        self._backoff: dict[str, tuple[float, float]] = {}  # by recipe folder: warmed no sooner than, and the delay
         self._on_failing = on_failing
         self._closed = False
         self.patience = patience
@@ -332,12 +338,15 @@ class WorkerPool:
         with self._lock:
             if self._waiting:
                 return
-            found = next((w for w in self._idle if w.pending), None)
+            now = time.monotonic()
+            found = next(((w, step) for w in self._idle for step in w.pending
+                          if self._backoff.get(step.recipe_dir, (0.0, 0.0))[0] <= now), None)
             if found is None:
                 return
+            found, task = found
             self._idle.remove(found)
             self._warming.append(found)
-            task = found.pending.pop(0)
+            found.pending.remove(task)
 
         def warm() -> None:
             if self._warm(found, task):
@@ -352,10 +361,11 @@ class WorkerPool:
 
     def _warm(self, w: _Worker, task: Warmup) -> bool:
         """Run one recipe's warm-up in the worker, within `warmup_timeout`; whether the worker lives on. A warm-up
-        that fails is counted against its recipe (a worker that hangs or dies is killed; one whose recipe raised is
-        sound); one that succeeds clears the count."""
+        that raised, hung or ended its process is counted against its recipe (a worker that hangs or dies is
+        killed); one whose process was killed by a signal is tried again after a backoff; one that succeeds clears
+        both."""
         folder = task.recipe_dir
-        error, sound = None, True
+        error, sound, signalled = None, True, False
         try:
             w.conn.send(task.wire())
             if not w.conn.poll(self.warmup_timeout):
@@ -367,14 +377,27 @@ class WorkerPool:
         except (EOFError, OSError):
             w.process.join(timeout=5)
             error, sound = f"its process died while warming it (exit code {w.process.exitcode})", False
+            signalled = w.process.exitcode is not None and w.process.exitcode < 0  # killed, not its own exit
         if error is None:
             with self._lock:
                 self._failures.pop(folder, None)
+                self._backoff.pop(folder, None)
             return True
-        self._failed(folder, error)
-        if not sound:
-            w.kill()
-        return sound
+        if not signalled:
+            self._failed(folder, error)
+            if not sound:
+                w.kill()
+            return sound
+        w.kill()
+        with self._lock:
+            self._last_error[folder] = error
+            delay = min(self.BACKOFF_MOST, 2 * self._backoff.get(folder, (0.0, self.BACKOFF_FIRST / 2))[1])
+            self._backoff[folder] = (time.monotonic() + delay, delay)
+        log.warning("warming %s failed: %s; tried again in %g s", Path(folder).name, error, delay)
+        retry = threading.Timer(delay, self._warm_when_idle)  # even where no run comes to prompt it
+        retry.daemon = True
+        retry.start()
+        return False
 
     def _failed(self, folder: str, error: str) -> None:
         log.warning("warming %s failed: %s", Path(folder).name, error)

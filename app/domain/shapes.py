@@ -710,6 +710,9 @@ class VariantJob(JobState):
     progress: RetrainingProgress | None
     stage: Literal["recording"] | None  # after its training, while the recorder records it
     report: VariantReport | None
+    # In the POST's answer to the client that started it, and never again: the token that cancels it (DELETE with
+    # Authorization: Bearer <token>).
+    cancel_token: NotRequired[str]
 
 
 class KnobDeclared(TypedDict):

@@ -12,8 +12,11 @@ from ..compute.pool import WorkerPool
 from ..domain.catalog import Catalog, LiveCatalog, Model
 from . import suspensions
 from .parts import parts
-from .refusals import ModelMissing, ModelSuspended
+from .refusals import ModelMissing, ModelUnavailable
 from .state import SharedState
+
+
+UNAVAILABLE_RETRY_AFTER = 60  # seconds: a model that waits for its files to change is asked for again after this
 
 
 class Models:
@@ -33,13 +36,15 @@ class Models:
         return self.catalog.models.get(slug)
 
     def get_or_404(self, slug: str) -> Model:
-        """The model with this slug, else ModelMissing (a 404) saying why it is missing (unknown, or unavailable
-        and why), or ModelSuspended (a 503 with Retry-After) while a hang keeps it suspended."""
+        """The model with this slug, else ModelMissing (a 404) where no model has it, or ModelUnavailable (a 503
+        with the reason and Retry-After) where its folder cannot be served now: until a hang's suspension ends, or
+        UNAVAILABLE_RETRY_AFTER where only a change of its files serves it again."""
         model = self.get(slug)
         if model is None:
             gone = self.catalog.unavailable.get(slug)
-            if gone is not None and gone.until is not None:  # suspended for a while: a moment later it is served
-                raise ModelSuspended(self.why_missing(slug), max(1, math.ceil(gone.until - time.time())))
+            if gone is not None:
+                wait = UNAVAILABLE_RETRY_AFTER if gone.until is None else math.ceil(gone.until - time.time())
+                raise ModelUnavailable(self.why_missing(slug), max(1, wait))
             raise ModelMissing(self.why_missing(slug))
         return model
 

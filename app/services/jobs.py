@@ -7,7 +7,10 @@ reported as an error, so that a poller never waits on a dead job. One job runs a
 time: a second request for it, in any process, joins the first.
 """
 
+import hashlib
+import hmac
 import os
+import secrets
 import socket
 import threading
 import time
@@ -22,6 +25,7 @@ from flask import Flask, current_app, url_for
 from ..domain.catalog import Model
 from .extensions import state
 from .parts import parts
+from .refusals import NotYours
 
 KEEP_JOB_SECONDS = 3600  # how long a finished job can still be polled
 
@@ -39,7 +43,9 @@ def owner_name() -> str:
 class LocalJobs:
     """The jobs this process runs (of every kind) and the threads they run on."""
 
-    running: dict = field(default_factory=dict)  # job id -> (job record, threading.Event, its store key)
+    # The job's store key (its kind's, so that a job answers under its own kind alone) -> (job record,
+    # threading.Event, that key)
+    running: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     executors: dict[str, ThreadPoolExecutor] = field(default_factory=dict)  # by kind
     heartbeat: threading.Thread | None = None
@@ -87,7 +93,7 @@ class Jobs:
     def job(self, job_id: str) -> dict | None:
         """A job's state, whichever process runs it (this one's as it stands, the others' as their heartbeat last
         wrote it); a job whose owner stopped ends here as an error."""
-        local = self._local.running.get(job_id)
+        local = self._local.running.get(self.job_key(job_id))
         if local is not None:
             with self._local.lock:
                 return dict(local[0])
@@ -105,7 +111,7 @@ class Jobs:
 
     def wait(self, job_id: str, seconds: float) -> dict | None:
         """The job's report if it is done within `seconds` (waiting only on jobs this process runs)."""
-        local = self._local.running.get(job_id)
+        local = self._local.running.get(self.job_key(job_id))
         if local is not None:
             return local[0]["report"] if local[1].wait(timeout=seconds) else None
         record = self.job(job_id)
@@ -130,15 +136,21 @@ class Jobs:
         if found is not None:
             return found
         job_id = uuid.uuid4().hex
-        release = admit(job_id)
         now = time.time()
         record = {"id": job_id, "model": model.slug, "key": key, "state": "queued", "created": now,
                   "finished": None, "owner": owner_name(), "heartbeat": now,
                   "location": url_for(self.endpoint, slug=model.slug, job_id=job_id), "report": None,
                   **dict.fromkeys(self.known), **(private or {})}
-        # A job the shared store cannot hold (Redis down) is not promised to a poller: its request waits for the
-        # report instead (the API's own choice).
+        # The record is written before the job is admitted: what admission claims names this record, and a claim
+        # whose record is not there yet would be taken for a dead job's (a second start of the same client beside
+        # the first). A job the shared store cannot hold (Redis down) is not promised to a poller: its request
+        # waits for the report instead (the API's own choice).
         record["recorded"] = state.store.set(self.job_key(job_id), record, KEEP_JOB_SECONDS)
+        try:
+            release = admit(job_id)
+        except BaseException:
+            state.store.delete(self.job_key(job_id))
+            raise
         if record["recorded"] and not state.store.add(self._running_key(key), job_id, ttl=2 * limit + 60):
             winner = self.running(key)
             if winner is not None:  # another process started the same work a moment ago
@@ -147,11 +159,34 @@ class Jobs:
                 return winner
         local = self._local
         with local.lock:
-            local.running[job_id] = (record, threading.Event(), self.job_key(job_id))
+            local.running[self.job_key(job_id)] = (record, threading.Event(), self.job_key(job_id))
             _ensure_heartbeat(current_app._get_current_object())
         local.executors[self.kind].submit(self._run, current_app._get_current_object(), model, work, record, release,
                                           finished)
         return record
+
+    def start_owned(self, model: Model, key: str, work: Callable[[dict], dict], **start) -> tuple[dict, str | None]:
+        """start(), for a job its starter may cancel: the job, and the token that cancels it for the client that
+        started it (None for one that joins a job already running)."""
+        token = secrets.token_urlsafe(24)
+        job = self.start(model, key, work, private={"cancel_sha256": _digest(token)}, **start)
+        return job, token if job.get("cancel_sha256") == _digest(token) else None
+
+    def _cancel_key(self, job_id: str) -> str:
+        return f"{self.kind}-cancel:{job_id}"
+
+    def cancelled(self, job_id: str) -> bool:
+        """Whether the job's starter asked it to stop (in whichever process it was asked)."""
+        return state.store.get(self._cancel_key(job_id)) is not None
+
+    def cancel(self, job: dict, token: str | None) -> None:
+        """Ask the job to stop, whichever process runs it: it ends as cancelled at its next look (within a second).
+        Only its starter's token cancels it (NotYours, 403, otherwise)."""
+        digest = job.get("cancel_sha256")
+        if not token or not digest or not hmac.compare_digest(_digest(token), digest):
+            raise NotYours(f"only the client that started this {self.kind} can cancel it: send the cancel_token its "
+                           f"POST answered, as Authorization: Bearer <token>")
+        state.store.set(self._cancel_key(job["id"]), True, KEEP_JOB_SECONDS)
 
     def made_known(self, record: dict, **fields) -> None:
         """What a running job tells its pollers (a retraining's progress): kept on its record, which the heartbeat
@@ -183,13 +218,17 @@ class Jobs:
                 local = parts(app).jobs
                 with local.lock:  # the heartbeat's lock: the job's end is its last write
                     record.update(self._finish(record, report))
-                    _, done, _ = local.running.pop(record["id"])
+                    _, done, _ = local.running.pop(self.job_key(record["id"]))
                 state.store.delete(self._running_key(record["key"]))
             finally:
                 # What the job holds (a run's place, a retraining's place on the machine) is given back once its end
                 # is recorded: no poller sees it running beside the job that took its place.
                 release()
             done.set()
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _ensure_heartbeat(app: Flask) -> None:

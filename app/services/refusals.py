@@ -3,7 +3,7 @@ status the web tier's one table gives it (web/errors.py STATUS)."""
 
 
 class ModelMissing(LookupError):
-    """No model answers to the slug asked for: unknown, or unavailable (the message says which, and why)."""
+    """No model answers to the slug asked for (a variant: never made, or no longer kept): the message says why."""
 
 
 class NoLiveLab(LookupError):
@@ -28,8 +28,9 @@ class NotYours(Exception):
     """The request acts on what another client started (a retraining's cancel without its starter's token)."""
 
 
-class ModelSuspended(Exception):
-    """The model is suspended for a while (a run of it hung): `retry_after` seconds until it is served again."""
+class ModelUnavailable(Exception):
+    """The model's folder exists but cannot be served now (a run of it hung, its recipe cannot start, its files are
+    refused): the message says why, `retry_after` when to ask again."""
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)

@@ -17,9 +17,6 @@ one. A client has one training started at a time, and each start spends RETRAINI
 ends (passed, failed, cancelled, stopped). With the shared state out of reach nothing starts (503).
 """
 
-import hashlib
-import hmac
-import secrets
 import time
 
 from flask import current_app
@@ -31,9 +28,9 @@ from ..domain.catalog import Model
 from ..domain.shapes import RetrainingReport
 from . import history, places, runs
 from .cache import cache
-from .extensions import state, workers
-from .jobs import KEEP_JOB_SECONDS, Jobs, rfc3339
-from .refusals import NotYours, RequirementMissing
+from .extensions import workers
+from .jobs import Jobs, rfc3339
+from .refusals import RequirementMissing
 from .state import StateUnavailable
 
 TRAINING_SCRIPT = "train.py"
@@ -58,14 +55,6 @@ def cache_key(model: Model) -> str:
     return f"retraining:{runs.run_key(model)}"
 
 
-def _cancel_key(job_id: str) -> str:
-    return f"retraining-cancel:{job_id}"
-
-
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 def retrain(model: Model, record: dict) -> RetrainingReport:
     """Train the recipe again, telling the job's pollers each curve as it grows, and compare; always a report."""
     clock = time.perf_counter()
@@ -74,12 +63,12 @@ def retrain(model: Model, record: dict) -> RetrainingReport:
                        current_app.config["RECIPE_MEMORY_MB"])
     try:
         retrainings.made_known(record, state="queued")
-        places.take(retrainings.job_key(record["id"]), lambda: state.store.get(_cancel_key(record["id"])) is not None,
+        places.take(retrainings.job_key(record["id"]), lambda: retrainings.cancelled(record["id"]),
                     current_app.config["RETRAINING_TIMEOUT"])
         retrainings.made_known(record, state="running", started=time.time())
         report["started_at"] = rfc3339(time.time())
         reply = workers.pool.retrain(call, lambda progress: retrainings.made_known(record, progress=progress),
-                                     lambda: state.store.get(_cancel_key(record["id"])) is not None)
+                                     lambda: retrainings.cancelled(record["id"]))
     except Cancelled as exc:
         report |= {"status": "cancelled", "message": str(exc)}
     except (RecipeTimeout, RecipeError, StateUnavailable) as exc:
@@ -119,7 +108,6 @@ class Retrainings(Jobs):
         (None for one that joins). BudgetSpent (429) while the client's last start still runs."""
         training_needs(model)
         key = cache_key(model)
-        token = secrets.token_urlsafe(24)
 
         def admit(job_id: str):
             return places.admit_client(self.job_key(job_id), "retraining")
@@ -129,19 +117,8 @@ class Retrainings(Jobs):
                 cache.set(key, report | {"cached": True}, timeout=current_app.config["CACHE_SECONDS"])
             history.retrained(model, report)
 
-        job = super().start(model, key, lambda record: retrain(model, record), admit=admit,
-                            limit=2 * current_app.config["RETRAINING_TIMEOUT"], finished=finished,
-                            private={"cancel_sha256": _digest(token)})
-        return job, token if job.get("cancel_sha256") == _digest(token) else None
-
-    def cancel(self, job: dict, token: str | None) -> None:
-        """Ask the job to stop, whichever process runs it: it ends as cancelled at its next look (within a second).
-        Only its starter's token cancels it (NotYours, 403, otherwise)."""
-        digest = job.get("cancel_sha256")
-        if not token or not digest or not hmac.compare_digest(_digest(token), digest):
-            raise NotYours("only the client that started this retraining can cancel it: send the cancel_token its "
-                           "POST answered, as Authorization: Bearer <token>")
-        state.store.set(_cancel_key(job["id"]), True, KEEP_JOB_SECONDS)
+        return self.start_owned(model, key, lambda record: retrain(model, record), admit=admit,
+                                limit=2 * current_app.config["RETRAINING_TIMEOUT"], finished=finished)
 
 
 retrainings = Retrainings()

@@ -15,6 +15,7 @@ from ..domain.labs.fields import parse_query, validate
 from ..domain.shapes import Links
 from ..services import budget, history, interventions, live, retraining, training_stages
 from ..services.extensions import models
+from ..services.jobs import Jobs
 from ..services.retraining import retrainings
 from ..services.state import encode
 from ..services.verification import verifications
@@ -247,12 +248,16 @@ def retraining_job(slug: str, job_id: str):
 @spends_compute
 def cancel_retraining(slug: str, job_id: str):
     """Cancel a retraining: 202 while it stops (poll the Location), 409 once it has ended."""
-    job = _retraining(slug, job_id)
+    return cancelled(retrainings, _retraining(slug, job_id))
+
+
+def cancelled(jobs: Jobs, job: dict) -> Response:
+    """A job its starter asked to stop with the token in Authorization: 202 while it stops, 409 once it ended."""
     if job["state"] == "done":
-        abort(409, f"retraining job {job_id!r} has ended already ({job['report']['status']}); nothing to cancel")
+        abort(409, f"{jobs.kind} job {job['id']!r} has ended already ({job['report']['status']}); nothing to cancel")
     bearer = request.headers.get("Authorization", "")
-    retrainings.cancel(job, bearer[7:].strip() if bearer[:7].lower() == "bearer " else None)
-    return _job_answer(retrainings.public(job), 202)
+    jobs.cancel(job, bearer[7:].strip() if bearer[:7].lower() == "bearer " else None)
+    return _job_answer(jobs.public(job), 202)
 
 
 def _retraining(slug: str, job_id: str) -> dict:

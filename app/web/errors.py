@@ -16,14 +16,14 @@ from ..compute.errors import (
 from ..domain.checkpoints import CheckpointUnavailable
 from ..domain.labs.fields import FieldError
 from ..domain.shapes import Error
-from ..services.refusals import BudgetSpent, ModelMissing, ModelSuspended, NoLiveLab, NotYours, RequirementMissing
+from ..services.refusals import BudgetSpent, ModelMissing, ModelUnavailable, NoLiveLab, NotYours, RequirementMissing
 from ..services.state import StateUnavailable
 
 # The one table from what the services and the compute tier refuse or fail with (their own types, never HTTP) to
 # the status it answers, the first that matches. A failed run is the server's (503: the recipe, its process or the
 # compute tier; 504: its time ran out), never the client's: a request the recipe refuses is a 400 (RecipeRefused).
 STATUS = ((FieldError, 400), (RecipeRefused, 400), (ModelMissing, 404), (NoLiveLab, 404), (BudgetSpent, 429),
-          (NotYours, 403), (ModelSuspended, 503), (RecipeSuspended, 503), (CheckpointUnavailable, 503),
+          (NotYours, 403), (ModelUnavailable, 503), (RecipeSuspended, 503), (CheckpointUnavailable, 503),
           (RequirementMissing, 503), (RecipeUnavailable, 503), (PoolBusy, 429), (RecipeTimeout, 504),
           (RecipeCrashed, 503), (ComputeUnavailable, 503), (StateUnavailable, 503), (RecipeError, 503))
 # Nothing was answered, and a moment later may be: the answer says when to ask again.

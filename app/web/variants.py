@@ -10,7 +10,7 @@ from ..build.variants import kept_of, variants
 from ..domain.shapes import VariantRequest
 from ..services.extensions import models
 from ..services.subjects import checked
-from .api import _job_answer, bp, polled, spends_compute
+from .api import _job_answer, _json_body, bp, cancelled, polled, spends_compute
 from .openapi import documented, errors, found, json_body, ref, response_of
 
 
@@ -40,10 +40,9 @@ class Revision(BaseConverter):
 def start_variant(slug: str):
     """The variant these knobs make: 200 with it where it is kept, else 202 with the job that trains and records it."""
     model = models.get_or_404(slug)
-    body = request.get_json(silent=True)
-    body = {} if body is None and not request.get_data() else body
+    body = _json_body() if request.get_data() else {}  # an empty body moves no knob, which start() refuses by name
     checked(body, VariantRequest)
-    variant, job = variants.start(model, body)
+    variant, job, token = variants.start(model, body)
     if variant is not None:
         return jsonify(variant.public())
     if not job.get("recorded", True):  # the shared store is down: no poll could find the job, so this request waits
@@ -52,7 +51,7 @@ def start_variant(slug: str):
             return jsonify(report["variant"])
         raise ServiceUnavailable("the shared state cannot be reached, so this variant could not be kept; try again "
                                  "shortly", retry_after=5)
-    return _job_answer(variants.public(job), 202)
+    return _job_answer(variants.public(job) | ({"cancel_token": token} if token else {}), 202)
 
 
 @bp.get("/models/<slug>/variants")
@@ -75,7 +74,23 @@ def list_variants(slug: str):
                                           "Retry-After).", "Retry-After")})
 def variant_job(slug: str, job_id: str):
     """A variant's job: the loss, the recipe's metrics and its pictures so far while it trains, then the variant."""
+    return polled(variants.public(_variant_job(slug, job_id)))
+
+
+@bp.delete("/models/<slug>/variants/jobs/<job_id>")
+@documented(lambda f: {
+    "operationId": "cancelVariant", "tags": ["training"], "summary": "Cancel a variant's training",
+    "parameters": [f.retrained_slug, f.job_id],
+    "responses": {"202": response_of(ref("VariantJob"), "Stopping: poll the Location for its end.", "Location",
+                                     "Retry-After"), **errors(403, 404, 409)}})
+@spends_compute
+def cancel_variant(slug: str, job_id: str):
+    """Cancel a variant's training (Authorization: Bearer <its cancel_token>): 202 while it stops, 409 once ended."""
+    return cancelled(variants, _variant_job(slug, job_id))
+
+
+def _variant_job(slug: str, job_id: str) -> dict:
     job = variants.job(job_id)
     if job is None or job["model"] != slug:
         abort(404, f"no variant job {job_id!r} for model {slug!r}")
-    return polled(variants.public(job))
+    return job

@@ -7,6 +7,14 @@ import { environmentFacts } from "./verify.js";
 
 const POLL_MS = 500;
 
+/** Ask the job at `location` to stop with its starter's token, saying so in `status`; it ends as cancelled. */
+export async function cancelJob(location, token, status) {
+  showStatus(status, "Cancelling…");
+  const headers = { Accept: "application/json", Authorization: `Bearer ${token}` };
+  const response = await fetch(location, { method: "DELETE", headers });
+  if (!response.ok && response.status !== 409) showStatus(status, `Could not cancel: ${(await readJson(response))?.error?.message}`, true);
+}
+
 /** A metric's name as the recipe stores it, in words: "test_accuracy" -> "test accuracy". */
 const words = (name) => name.replaceAll("_", " ");
 
@@ -79,10 +87,7 @@ export class RetrainPanel {
   async cancel() {
     if (!this.location || !this.token) return;
     this.cancelButton.hidden = true;
-    showStatus(this.status, "Cancelling…");
-    const headers = { Accept: "application/json", Authorization: `Bearer ${this.token}` };
-    const response = await fetch(this.location, { method: "DELETE", headers });
-    if (!response.ok && response.status !== 409) showStatus(this.status, `Could not cancel: ${(await readJson(response))?.error?.message}`, true);
+    await cancelJob(this.location, this.token, this.status);
   }
 
   finish(report) {

@@ -4,7 +4,7 @@
 
 import { curveSvg } from "./charts.js";
 import { chartBox, duration, el, readJson, requireData, showStatus, sleep } from "./dom.js";
-import { drawCurves, followJob } from "./retrain.js";
+import { cancelJob, drawCurves, followJob } from "./retrain.js";
 
 const FRAME_MS = 160; // one picture of the training after another: fast enough to watch it learn, slow enough to see
 export const DRAWING = "tensorviz:drawing"; // the event a lab hears a picture of a training by (detail: a Drawing)
@@ -18,6 +18,8 @@ export class VariantPanel {
     this.status = section.querySelector("#variant-status");
     this.curves = section.querySelector("#variant-curves");
     this.made = section.querySelector("#variant-made");
+    this.cancelButton = section.querySelector("#variant-cancel");
+    this.cancelButton.addEventListener("click", () => this.cancel());
     for (const range of this.form.querySelectorAll("input[type=range]")) {
       const shown = this.form.querySelector(`output[for="${range.id}"]`);
       range.addEventListener("input", () => { shown.value = range.value; });
@@ -51,6 +53,8 @@ export class VariantPanel {
         body: JSON.stringify({ knobs: this.knobs() }),
       });
       const body = requireData(response, await readJson(response));
+      // Given to the learner who started the job alone: one who joined the same knobs' training cannot cancel it.
+      this.token = body.cancel_token ?? null;
       const report = response.status === 202 ? await this.follow(response.headers.get("Location"), body) : { status: "made", variant: body, kept: true };
       this.polled = true;
       await this.played;
@@ -59,11 +63,21 @@ export class VariantPanel {
       this.polled = true;
       showStatus(this.status, `The variant could not be made: ${error.message}`, true);
     } finally {
+      this.location = this.token = null;
+      this.cancelButton.hidden = true;
       this.button.removeAttribute("aria-disabled");
     }
   }
 
+  async cancel() {
+    if (!this.location || !this.token) return;
+    this.cancelButton.hidden = true;
+    await cancelJob(this.location, this.token, this.status);
+  }
+
   async follow(location, job) {
+    this.location = location;
+    this.cancelButton.hidden = !this.token;
     const report = await followJob(location, job, (state) => this.progress(state));
     this.polled = true; // the last pictures are queued: the player stops once it has shown them
     return report;
