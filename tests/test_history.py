@@ -51,12 +51,15 @@ def test_a_readers_shared_report_is_kept_apart_and_its_replay_matches_the_server
     assert digests["client"] == digests["server"] and history["drift"] == []
 
 
+GOOD = {"kind": "verification", "status": "passed", "revision": "abc", "values": 3, "values_failed": 0,
+        "largest_deviation": 0.0, "digest": None,
+        "environment": {"python": "3.12.1", "torch": "2.5.0", "numpy": "2.1.0", "os": "Darwin 24.1", "cpu": "Apple M3",
+                        "vector_extensions": ["asimd"], "cpu_capability": "DEFAULT", "torch_threads": 8,
+                        "device": "cpu"}}
+
+
 def test_a_shared_report_is_checked_before_it_is_kept(client):
-    good = {"kind": "verification", "status": "passed", "revision": "abc", "values": 3, "values_failed": 0,
-            "largest_deviation": 0.0, "digest": None,
-            "environment": {"python": "3.12.1", "torch": "2.5.0", "numpy": "2.1.0", "os": "Darwin 24.1",
-                            "cpu": "Apple M3", "vector_extensions": ["asimd"], "cpu_capability": "DEFAULT",
-                            "torch_threads": 8, "device": "cpu"}}
+    good = GOOD
     kept = client.post("/api/models/mlp/verifications/history", json=good)
     assert kept.status_code == 201 and kept.get_json()["reported_by"] == "client"
     for bad, field in (({**good, "reported_by": "server"}, "reported_by"), ({**good, "values": -1}, "values"),
@@ -83,6 +86,27 @@ def test_a_shared_report_is_checked_before_it_is_kept(client):
     assert client.post("/api/models/mlp/verifications/history", json=good,
                        headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
     assert client.post("/api/models/nope/verifications/history", json=good).status_code == 404
+
+
+def test_no_number_of_addresses_displaces_the_reports_readers_shared_before_them(tree, tree_app):
+    """Fifty-one addresses each posting a fake "failed" report keep the genuine reader's report and the server's:
+    the readers are listed first come, the last place taken in turn by each newcomer."""
+    tree.copy("mlp")
+    client = tree_app(HISTORY_LIMIT=5).test_client()
+    genuine = client.post("/api/models/mlp/verifications/history", json=GOOD,
+                          environ_base={"REMOTE_ADDR": "198.51.100.7"})
+    assert genuine.status_code == 201
+    assert client.application.test_cli_runner().invoke(args=["verify", "mlp"]).exit_code == 0
+    fake = {**GOOD, "status": "failed", "values_failed": 3,
+            "environment": {**GOOD["environment"], "cpu": "a forged processor"}}
+    for n in range(51):
+        posted = client.post("/api/models/mlp/verifications/history", json=fake,
+                             environ_base={"REMOTE_ADDR": f"203.0.113.{n + 1}"})
+        assert posted.status_code == 201
+    entries = client.get("/api/models/mlp/verifications/history").get_json()["entries"]
+    cpus = [(e["reported_by"], e["environment"]["cpu"]) for e in entries]
+    assert ("client", "Apple M3") in cpus and any(by == "server" for by, _ in cpus)
+    assert sum(by == "client" for by, _ in cpus) == 5  # HISTORY_LIMIT readers, each with its latest
 
 
 def test_drift_is_none_for_the_same_bytes_and_bounded_by_both_deviations_otherwise():

@@ -33,11 +33,23 @@ def test_a_knob_reads_its_values_and_refuses_others_naming_itself():
     for name, value in refused.items():
         with pytest.raises(KnobError, match=f"^{said[name]}$"):
             knobs.chosen(found, {name: value})
-    for value in ("nan", "inf", True, None, "fast"):
+    for value in ("nan", "inf", True, None, "fast", 10**400, -(10**400), "1" * 400):
         with pytest.raises(KnobError, match="^rate: "):
             knobs.chosen(found, {"rate": value})
     with pytest.raises(KnobError, match=r"^depth: is not a knob of this recipe \(its knobs: rate, width, data\)$"):
         knobs.chosen(found, {"depth": 3})
+
+
+def test_train_py_refuses_a_knob_no_float_holds_in_words(tmp_path):
+    """train.py given a 400-digit knob (as the server passes knobs, or on its command line) stops with the knob's
+    name, not a traceback."""
+    recipe = MLP
+    for env, argv in (({knobs.ENVIRONMENT: '{"steps": 1%s}' % ("0" * 400)}, []),
+                      ({}, ["--knob", "steps=" + "9" * 400])):
+        ran = subprocess.run([sys.executable, "train.py", "--out", str(tmp_path / "out"), *argv], cwd=recipe,
+                             env=os.environ | env, capture_output=True, text=True, timeout=120)
+        assert ran.returncode != 0 and "Traceback" not in ran.stderr, ran.stderr[-2000:]
+        assert "steps:" in ran.stderr + ran.stdout
 
 
 @pytest.mark.parametrize(("table", "said"), [

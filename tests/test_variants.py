@@ -3,6 +3,7 @@ model of its own (page, manifest, verification, What if?, lab, retraining), refu
 
 import base64
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from app.build.variants import model_or_404
 from app.domain.compare import compare_checks
 from app.domain.shapes import Variant, VariantJob, validator
 from app.services.config import TestConfig
@@ -156,7 +158,7 @@ def test_24_requests_at_once_are_bounded(variant_app):
 
     def ask(k: int) -> None:
         barrier.wait()
-        answers.append(client.post("/api/models/mlp/variants", json={"knobs": {"steps": 100 + 100 * k}}))
+        answers.append(client.post("/api/models/mlp/variants", json={"knobs": {"steps": 110 + 100 * k}}))
 
     threads = [threading.Thread(target=ask, args=(k,)) for k in range(24)]
     for thread in threads:
@@ -251,3 +253,131 @@ def test_a_task_carries_a_variants_own_files_and_never_code(tmp_path):
     (variant / "model.py").write_text("print('not the recipe')")
     with pytest.raises(RecipeError, match=r"this variant's code \(model.py\) is not its recipe's mlp"):
         carried(variant, recipes)
+
+
+def test_a_number_json_holds_or_a_body_nested_deep_is_a_400_naming_what_is_wrong(module_client):
+    """Any number a JSON parser accepts (400 digits, 1e400), a body nested 5,000 deep, an empty body and knobs at
+    their defaults: each a 400 in words, never a 500."""
+    url = "/api/models/mlp/variants"
+    for text in ('{"knobs": {"steps": 1%s}}' % ("0" * 400), '{"knobs": {"steps": -1%s}}' % ("0" * 400),
+                 '{"knobs": {"learning_rate": 1e400}}', '{"knobs": {"hidden": NaN}}'):
+        refused = module_client.post(url, data=text, content_type="application/json")
+        assert refused.status_code == 400, refused.get_json()
+        message = refused.get_json()["error"]["message"]
+        assert message.startswith("knobs.") and len(message) < 200, message
+    deep = module_client.post(url, data="[" * 5000 + "]" * 5000, content_type="application/json")
+    assert deep.status_code == 400 and deep.get_json()["error"]["message"].startswith("body:")
+    for empty in ({}, {"knobs": {}}, {"knobs": {"hidden": 2}}):  # nothing moved: the recorded model
+        refused = module_client.post(url, json=empty)
+        assert refused.status_code == 400 and "move at least one knob" in refused.get_json()["error"]["message"]
+    bare = module_client.post(url)
+    assert bare.status_code == 400 and "move at least one knob" in bare.get_json()["error"]["message"]
+
+
+def test_a_running_variant_answers_under_its_own_kind_alone_and_its_starter_cancels_it(variant_app):
+    """While a variant job J runs, /verifications/J and /retrainings/J are 404 (a DELETE there too); its poll
+    never shows the cancel token; only the token its POST answered cancels it, and it ends cancelled."""
+    client = variant_app.test_client()
+    client.environ_base["REMOTE_ADDR"] = "203.0.113.77"
+    started = client.post("/api/models/mlp/variants", json={"knobs": {"steps": 5000, "hidden": 12}})
+    assert started.status_code == 202
+    job = started.get_json()
+    token = job["cancel_token"]
+    assert len(token) >= 32 and "cancel_token" not in client.get(started.headers["Location"]).get_json()
+    for kind in ("verifications", "retrainings"):
+        assert client.get(f"/api/models/mlp/{kind}/{job['id']}").status_code == 404
+    assert client.delete(f"/api/models/mlp/retrainings/{job['id']}",
+                         headers={"Authorization": f"Bearer {token}"}).status_code == 404
+    assert client.get(f"/api/models/lenet/variants/jobs/{job['id']}").status_code == 404
+    other = variant_app.test_client()
+    assert other.delete(started.headers["Location"]).status_code == 403
+    assert other.delete(started.headers["Location"], headers={"Authorization": "Bearer wrong"}).status_code == 403
+    stopping = client.delete(started.headers["Location"], headers={"Authorization": f"Bearer {token}"})
+    assert stopping.status_code == 202, stopping.get_json()
+    ended = eventually(lambda: client.get(started.headers["Location"]).get_json(), lambda j: j["state"] == "done",
+                       seconds=60)
+    assert ended["report"]["status"] == "cancelled"
+    again = client.delete(started.headers["Location"], headers={"Authorization": f"Bearer {token}"})
+    assert again.status_code == 409
+
+
+def test_an_idle_clients_burst_starts_one_training(variant_app):
+    """Twelve requests at once from a client with nothing running: one starts (its record is written before it is
+    admitted, so no other takes its claim for a dead job's), the rest are 429."""
+    client = variant_app.test_client()
+    client.environ_base["REMOTE_ADDR"] = "203.0.113.12"
+    answers: list = []
+    barrier = threading.Barrier(12)
+
+    def ask(k: int) -> None:
+        barrier.wait()
+        answers.append(client.post("/api/models/mlp/variants", json={"knobs": {"steps": 4000 + k, "hidden": 9}}))
+
+    threads = [threading.Thread(target=ask, args=(k,)) for k in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(a.status_code for a in answers) == [202] + [429] * 11
+    started = next(a for a in answers if a.status_code == 202)
+    token = started.get_json()["cancel_token"]
+    client.delete(started.headers["Location"], headers={"Authorization": f"Bearer {token}"})
+    eventually(lambda: client.get(started.headers["Location"]).get_json(), lambda j: j["state"] == "done", seconds=60)
+
+
+def test_a_client_past_its_bound_loses_its_own_least_recently_used_and_every_file_of_it(make_app):
+    """VARIANTS_PER_CLIENT 1 and VARIANTS_KEPT 2: a second client's two variants push out its own first, never the
+    first client's; past the machine's bound the least recently used goes (the one opened lately stays); a variant
+    gone leaves no folder behind, and one whose folder was cut short is unpacked again."""
+    app = make_app(type("Fair", (TestConfig,), {"VARIANTS_PER_CLIENT": 1, "VARIANTS_KEPT": 2}))
+    reader, other = app.test_client(), app.test_client()
+    reader.environ_base["REMOTE_ADDR"] = "198.51.100.1"
+    other.environ_base["REMOTE_ADDR"] = "198.51.100.2"
+    mine, _ = made(reader, {"steps": 100})
+    theirs, _ = made(other, {"steps": 200})
+    assert reader.get(theirs["manifest"]).status_code == 200
+    root = Path(parts(app).variants_dir)
+    unpacked = root / "mlp" / theirs["id"]
+    assert unpacked.is_dir()
+    shutil.rmtree(unpacked / "manifest")  # cut short, as by a copy a restart stopped,
+    parts(app).variants.models.clear()  # and found by a process that has not loaded it
+    with app.test_request_context():
+        assert model_or_404(f"mlp/variants/{theirs['id']}").slug == f"mlp/variants/{theirs['id']}"
+    assert (unpacked / "manifest" / "manifest.json").is_file()
+    newer, _ = made(other, {"steps": 300})  # the second client's second: its first goes, the reader's stays
+    assert reader.get(mine["manifest"]).status_code == 200
+    assert reader.get(theirs["manifest"]).status_code == 404 and not unpacked.exists()
+    assert reader.get(newer["page"]).status_code == 200
+    parts(app).variants.used.clear()  # this process notes a use once a minute: the next one is noted now
+    assert reader.get(mine["manifest"]).status_code == 200  # opened lately: the newest use
+    third = app.test_client()
+    third.environ_base["REMOTE_ADDR"] = "198.51.100.3"
+    made(third, {"steps": 400})  # past VARIANTS_KEPT: the least recently used of all goes
+    assert reader.get(mine["manifest"]).status_code == 200
+    assert reader.get(newer["manifest"]).status_code == 404 and not (root / "mlp" / newer["id"]).exists()
+
+
+def test_a_folder_a_dead_process_left_is_removed_when_a_process_starts(make_app, tmp_path):
+    folder = tmp_path / "variants"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = folder / f".staging-{dead.stdout.strip()}-abc" / "mlp" / "0123456789abcdef" / "recipe"
+    left.mkdir(parents=True)
+    mine = folder / f".staging-{os.getpid()}-xyz"
+    mine.mkdir()
+    make_app(type("Kept", (TestConfig,), {"VARIANTS_DIR": str(folder)}))
+    assert not left.parents[2].exists() and mine.is_dir()  # this process's own is left to it
+
+
+def test_a_clients_trainings_hold_the_places_within_their_share(make_app):
+    """Past TRAINING_SHARE_SECONDS of training in the window, a client's next start is a 429 that says when it may
+    start; another client starts at once."""
+    app = make_app(type("Share", (TestConfig,), {"TRAINING_SHARE_SECONDS": 0.5}))
+    client = app.test_client()
+    client.environ_base["REMOTE_ADDR"] = "198.51.100.9"
+    made(client, {"steps": 1500})
+    refused = client.post("/api/models/mlp/variants", json={"knobs": {"steps": 1600}})
+    assert refused.status_code == 429, refused.get_json()
+    assert "share per client" in refused.get_json()["error"]["message"] and int(refused.headers["Retry-After"]) > 0
+    other = app.test_client()
+    other.environ_base["REMOTE_ADDR"] = "198.51.100.10"
+    assert other.post("/api/models/mlp/variants", json={"knobs": {"steps": 1600}}).status_code == 202

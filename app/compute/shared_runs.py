@@ -7,12 +7,12 @@ run (for the DDPM's sampler, twice the wait: bench/README.md, "What if?"). So a 
 it keeps to this folder too, and one that does not hold a run reads it here before running the input again.
 
 A file holds the length of its header, the header as JSON (the run's key, the entry's answer as JSON text, each
-output's key, shape and squared norm, the values' type, byte count and SHA-256), then the values' raw bytes: nothing in it is
-executed when it is read (no pickle). The folder is this user's alone (made 0700; one that another user owns, or
-that others may write into, is not used), so a file in it was written by a recipe process of this user; still, it is
-a cache, never an authority: a file that is not whole, holds another key's run, values whose SHA-256 is not its
-header's or what no run holds (a square that is negative or not finite), or is a link or anything but a regular file
-(a FIFO would block its reader), is a miss, and is removed.
+output's key, shape and squared norm, the values' type, byte count and SHA-256), then the values' raw bytes: nothing
+in it is executed when it is read (no pickle). The folder is this user's alone (made 0700; one that another user
+owns, or that others may write into, is not used), so a file in it was written by a recipe process of this user;
+still, it is a cache, never an authority: a file that is not whole, holds another key's run, values whose SHA-256 is
+not its header's or what no run holds (a square that is negative or not finite), or is a link or anything but a
+regular file (a FIFO would block its reader), is a miss, and is removed.
 """
 
 import hashlib

@@ -134,15 +134,21 @@ class Config:
     RETRAINING_TIMEOUT: above(0) = 900.0
     RETRAINING_COST: at_least(1, int) = 20
     RETRAINING_JOBS: at_least(1, int) = 1
+    # A client's trainings (retrainings and variants) hold those places for at most TRAINING_SHARE_SECONDS in any
+    # TRAINING_SHARE_WINDOW seconds; a free place goes to the queued job whose client trained least in its window.
+    TRAINING_SHARE_SECONDS: above(0) = 900.0
+    TRAINING_SHARE_WINDOW: above(0) = 3600.0
     # Variants (POST .../variants): a model trained with a learner's knobs in one of the machine's RETRAINING_JOBS
     # places, stopped past VARIANT_TIMEOUT seconds (of the clock, and of CPU time in its process), then recorded and
     # served as a model of its own.
-    # The newest VARIANTS_KEPT (at most VARIANTS_MAX_BYTES of files together) are kept in the shared state, each at
-    # most VARIANT_KEEP_SECONDS, the oldest going first; each process unpacks those it serves under VARIANTS_DIR
-    # (None: a temporary folder of its own).
+    # VARIANTS_KEPT (at most VARIANTS_MAX_BYTES of files together, at most VARIANTS_PER_CLIENT of one client's) are
+    # kept in the shared state, each at most VARIANT_KEEP_SECONDS, the least recently used going first (a client past
+    # its own bound loses its own); each process unpacks those it serves under VARIANTS_DIR (None: a temporary
+    # folder of its own).
     VARIANTS_DIR: Folder | None = str(PROJECT_ROOT / "instance" / "variants")
     VARIANT_TIMEOUT: above(0) = 120.0
     VARIANTS_KEPT: at_least(1, int) = 100
+    VARIANTS_PER_CLIENT: at_least(1, int) = 10
     VARIANTS_MAX_BYTES: above(0, int) = 64 * 2**20
     VARIANT_KEEP_SECONDS: above(0) = 30 * 86400
     # Each model's verification history (GET .../verifications/history): its last HISTORY_LIMIT reports, the server's

@@ -15,7 +15,6 @@ from .parts import parts
 from .refusals import ModelMissing, ModelUnavailable
 from .state import SharedState
 
-
 UNAVAILABLE_RETRY_AFTER = 60  # seconds: a model that waits for its files to change is asked for again after this
 
 

@@ -1,8 +1,10 @@
 """Each model's verification history, kept in the shared state so that every process and machine adds to one:
 the server's own verifications and retrainings, and the reports readers' verifiers post (kept apart as a
 client's, each client's in a list of its own, so that no number of posts pushes the server's or another reader's
-out). Bounded: the server's last HISTORY_LIMIT entries, each client's last CLIENT_ENTRIES and HISTORY_LIMIT clients,
-for HISTORY_SECONDS after the last push."""
+out). Bounded: the server's last HISTORY_LIMIT entries, each client's last CLIENT_ENTRIES, and HISTORY_LIMIT
+clients, for HISTORY_SECONDS after the last push. The clients are kept first come: once HISTORY_LIMIT are listed,
+a new one takes the place of the one listed last, never an earlier one's, so that no number of addresses posting
+at once displaces the reports readers had shared before them."""
 
 import hashlib
 import time
@@ -39,8 +41,11 @@ def record(model: Model, entry: dict, client: str | None = None) -> dict:
         return stored
     key = _client_key(model, client)
     state.store.push(key, stored, CLIENT_ENTRIES, config["HISTORY_SECONDS"])
-    if key not in state.store.items(_key(model, "client")):  # named once: a flood does not push out other clients
-        state.store.push(_key(model, "client"), key, config["HISTORY_LIMIT"], config["HISTORY_SECONDS"])
+    with state.store.locked(_key(model, "readers-lock")):
+        listed = [name for name in state.store.get(_key(model, "readers")) or [] if state.store.items(name)]
+        if key not in listed:
+            listed[config["HISTORY_LIMIT"] - 1:] = [key]  # full: the last listed gives up its place, no earlier one
+        state.store.set(_key(model, "readers"), listed, config["HISTORY_SECONDS"])
     return stored
 
 
@@ -73,8 +78,8 @@ def shared(model: Model, body) -> dict:
 def answer(model: Model) -> History:
     """The model's history: its environments, the drift between the server's on its current revision, its entries
     (each client's latest CLIENT_ENTRIES)."""
-    clients = dict.fromkeys(state.store.items(_key(model, "client")))  # each client's list, once, the latest last
-    readers = [e for key in clients if isinstance(key, str) for e in state.store.items(key)]
+    listed = state.store.get(_key(model, "readers")) or []  # each client's list, in the order they came
+    readers = [e for key in listed if isinstance(key, str) for e in state.store.items(key)]
     entries = sorted([*state.store.items(_key(model, "server")), *readers], key=lambda e: e["at"])
     return {"model": model.slug, "limit": current_app.config["HISTORY_LIMIT"],
             **summarized(entries, model.revision)}

@@ -169,7 +169,7 @@ class Jobs:
         """start(), for a job its starter may cancel: the job, and the token that cancels it for the client that
         started it (None for one that joins a job already running)."""
         token = secrets.token_urlsafe(24)
-        job = self.start(model, key, work, private={"cancel_sha256": _digest(token)}, **start)
+        job = Jobs.start(self, model, key, work, private={"cancel_sha256": _digest(token)}, **start)  # not a kind's own
         return job, token if job.get("cancel_sha256") == _digest(token) else None
 
     def _cancel_key(self, job_id: str) -> str:

@@ -23,7 +23,8 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,19 @@ class Store:
     def items(self, key: str) -> list:
         """The list under `key`, oldest first; empty when there is none or the store cannot be read."""
         return [loads(raw) for raw in self._guard("items", lambda: self._items(key), [])]
+
+    @contextmanager
+    def locked(self, name: str, seconds: float = 10.0) -> Iterator[None]:
+        """Hold the lock `name` in every process (every machine, with Redis) while the block rewrites what it guards,
+        so that no two writers lose each other's change; a dead holder's lock expires after `seconds`.
+        StateUnavailable while the store is down."""
+        holder = uuid.uuid4().hex
+        while not self.add(name, holder, seconds, strict=True):
+            time.sleep(0.05)
+        try:
+            yield
+        finally:
+            self.delete_if(name, holder)
 
     # Backends implement these; values are JSON bytes, `expires` an epoch time.
     def _get(self, key: str) -> bytes | None: ...

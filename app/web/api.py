@@ -7,7 +7,7 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request, url
 from werkzeug.exceptions import MethodNotAllowed, RequestEntityTooLarge, ServiceUnavailable, UnsupportedMediaType
 from werkzeug.routing import BaseConverter
 
-from ..build.variants import model_or_404
+from ..build.variants import is_variant, model_or_404
 from ..domain.catalog import Model, file_listing
 from ..domain.compare import compare_case, tolerance_for
 from ..domain.labs import TAKEN
@@ -136,7 +136,7 @@ def list_models():
 @documented(lambda f: {"operationId": "getManifest", "tags": ["catalog"],
                         "summary": "The stored manifest, byte for byte", "parameters": [f.slug],
                         "responses": found(ref("Manifest"), "The manifest.")})
-@cacheable()
+@cacheable(unless=is_variant)
 def model(slug: str):
     """The stored manifest, byte for byte, with an ETag for conditional requests."""
     found = get_model(slug)

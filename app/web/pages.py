@@ -12,7 +12,7 @@ import numpy as np
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request, url_for
 from markupsafe import Markup, escape
 
-from ..build.variants import kept, model_or_404, split
+from ..build.variants import is_variant, kept, model_or_404, split
 from ..domain import caches, tour
 from ..domain.catalog import GRAPH_FILE, Model, file_listing
 from ..domain.envelopes import amplified, described
@@ -162,14 +162,15 @@ def remembered(model: Model, key: tuple, render) -> Response:
     return response
 
 
-def has_checkpoint(slug: str) -> bool:
-    """Whether the model's page shows its checkpoint's state, looked at on disk at every request."""
+def reads_more(slug: str) -> bool:
+    """Whether the model's page reads more than the catalog: a checkpoint's state, looked at on disk at every
+    request, or a variant's, kept in the shared state until it goes to make room."""
     model = models.get(slug)
-    return model is not None and model.checkpoint is not None
+    return is_variant(slug) or model is not None and model.checkpoint is not None
 
 
 @bp.get("/models/<model:slug>")
-@cacheable(unless=has_checkpoint)
+@cacheable(unless=reads_more)
 def model_page(slug: str):
     """The model page; ?case= and ?step= choose the recorded case and the tour step shown."""
     model = page_model(slug)
@@ -387,7 +388,7 @@ def training_settings(model: Model) -> dict | None:
 
 
 @bp.get("/models/<model:slug>/graph.json")
-@cacheable()
+@cacheable(unless=is_variant)
 def graph_json(slug: str):
     """The recorded graph as the interactive graph draws it: every layer with its node's text, and the edges."""
     model = page_model(slug)
