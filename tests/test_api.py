@@ -32,7 +32,7 @@ def test_catalog_reports_unavailable_models(make_app, tree):
     assert [m["slug"] for m in body["models"]] == ["bert"]
     assert body["unavailable"] == [{"slug": "zeta", "reason": "manifest: must be a JSON object"}]
     response = client.get("/api/models/zeta")
-    assert response.status_code == 404
+    assert response.status_code == 503
     assert "unavailable: manifest: must be a JSON object" in response.get_json()["error"]["message"]
 
 

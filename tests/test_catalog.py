@@ -81,8 +81,8 @@ def test_a_manifest_holding_a_non_finite_number_is_unavailable_with_the_reason(m
     client = app.test_client()
     unavailable = client.get("/api/models").get_json()["unavailable"]
     assert [u["slug"] for u in unavailable] == ["odd"] and reason in unavailable[0]["reason"]
-    assert client.get("/api/models/odd").status_code == 404
-    assert client.get("/models/odd").status_code == 404 and client.get("/models/bert").status_code == 200
+    assert client.get("/api/models/odd").status_code == 503
+    assert client.get("/models/odd").status_code == 503 and client.get("/models/bert").status_code == 200
 
 
 def test_missing_recipe_makes_the_model_unavailable(tree):

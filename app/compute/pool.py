@@ -383,6 +383,9 @@ class WorkerPool:
                 self._failures.pop(folder, None)
                 self._backoff.pop(folder, None)
             return True
+        if self._closed:  # killed by the pool's own shutdown: nothing to count or to try again
+            w.kill()
+            return False
         if not signalled:
             self._failed(folder, error)
             if not sound:
