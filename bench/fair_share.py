@@ -9,7 +9,8 @@ VARIANTS_PER_CLIENT 4 (so that eviction happens within the run), one place to tr
 share is met within the run). Each client sends from an address of its own (127.0.0.2 the abusive one, 127.0.0.3-5
 the ordinary ones). The abusive client trains long variants (5,000 steps of 16 hidden units, each of new knobs)
 without pause for `--seconds`, starting the next as soon as it is let; each ordinary client starts one quick
-variant at 15 s, then another every 60 s, and opens each of its variants again at the end. Prints, for each client,
+variant at 15 s, then another every `--every` seconds (80: three each), and opens each of its variants again at
+the end. Prints, for each client,
 the variants made and refused, each ordinary training's wait from its POST until it ran, and how many of its
 variants are still kept at the end.
 """
@@ -89,13 +90,13 @@ def abuse(client: Client, until: float) -> None:
             time.sleep(min(retry, max(0.0, until - time.monotonic())))
 
 
-def learn(client: Client, n: int, started: float, until: float) -> None:
+def learn(client: Client, n: int, started: float, until: float, every: float) -> None:
     at, k = started + 15 + 5 * n, 0
     while at < until:
         time.sleep(max(0.0, at - time.monotonic()))
         k += 1
         client.train({"steps": 300 + 10 * k + n, "hidden": 3 + n, "data": "circles"})
-        at += 60
+        at += every
 
 
 def main() -> None:
@@ -103,6 +104,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=240.0)
     parser.add_argument("--share", type=float, default=60.0)
     parser.add_argument("--window", type=float, default=600.0)
+    parser.add_argument("--every", type=float, default=80.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as state:
         env = {"WEB_CONCURRENCY": "2", "TENSORVIZ_STATE_PATH": str(Path(state) / "state.sqlite3"),
@@ -114,7 +116,8 @@ def main() -> None:
             started = time.monotonic()
             until = started + args.seconds
             threads = [threading.Thread(target=abuse, args=(abuser, until))]
-            threads += [threading.Thread(target=learn, args=(c, n, started, until)) for n, c in enumerate(ordinary)]
+            threads += [threading.Thread(target=learn, args=(c, n, started, until, args.every))
+                        for n, c in enumerate(ordinary)]
             for thread in threads:
                 thread.start()
             for thread in threads:

@@ -14,11 +14,11 @@ to train (services/places.py: queued, a client's budget, one at a time per clien
 Its files are then laid over a copy of the recipe folder and recorded (build_recording, `variant`), and kept in the
 shared state, so that every web process (every machine, with Redis) serves it: each unpacks a variant it is asked
 for into VARIANTS_DIR once. VARIANTS_KEPT are kept, at most VARIANTS_MAX_BYTES together, and at most
-VARIANTS_PER_CLIENT of those one client trained: past a bound the least recently used go first (a client past its
-own bound loses its own), so that no client's trainings push out the variants others use; each goes at the latest
-VARIANT_KEEP_SECONDS after it was made. A link to one that went answers 404 saying so, and its files go from the
-shared state and from this machine's folder (another machine's, at its next keep or start). A folder left whole
-by no process (a restart while recording or unpacking) is removed when a process starts.
+VARIANTS_PER_CLIENT of those one client trained: past a bound the least recently used go first, of the client past
+its own bound, or of those that keep the most, so that no client's trainings push out the variants others keep;
+each goes at the latest VARIANT_KEEP_SECONDS after it was made. A link to one that went answers 404 saying so, and
+its files go from the shared state and from this machine's folder (another machine's, at its next keep or start).
+What a process was recording or unpacking when it died (a restart) is removed when a process starts.
 """
 
 import base64
@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -286,8 +287,8 @@ def model_or_404(slug: str) -> Model:
 def _keep(model: Model, variant: Variant, files: dict, client: str) -> None:
     """Keep the variant in the shared state for `client` (client_of), and make room: past VARIANTS_PER_CLIENT of
     its client's, that client's least recently used go; past VARIANTS_KEPT or VARIANTS_MAX_BYTES together, the least
-    recently used of all; past VARIANT_KEEP_SECONDS, any. Each goes whole: its record, its files, its last use and
-    this machine's unpacked folder."""
+    recently used of the clients that keep the most (_next_to_go); past VARIANT_KEEP_SECONDS, any. Each goes whole:
+    its record, its files, its last use and this machine's unpacked folder."""
     config = current_app.config
     ttl = config["VARIANT_KEEP_SECONDS"]
     state.store.set(_files_key(model.slug, variant.id), files, ttl)
@@ -305,12 +306,20 @@ def _keep(model: Model, variant: Variant, files: dict, client: str) -> None:
             index.remove(entry)
             gone.append(entry)
         while len(index) > config["VARIANTS_KEPT"] or sum(e[3] for e in index) > config["VARIANTS_MAX_BYTES"]:
-            gone.append(index.pop(0))
+            gone.append(index.pop(index.index(_next_to_go(index))))
         for slug, old, *_ in gone:
             for key in (_record_key(slug, old), _files_key(slug, old), _used_key(slug, old)):
                 state.store.delete(key)
         state.store.set(INDEX, sorted(index, key=lambda e: e[2]), ttl)
     sweep(Path(parts().variants_dir), {(e[0], e[1]) for e in index})
+
+
+def _next_to_go(index: list) -> list:
+    """The entry that makes room past the machine's bounds: the least recently used (`index` is in that order) of
+    the clients that keep the most, so that the ones who train most give up theirs first."""
+    counts = Counter(tuple(entry[4:]) for entry in index)
+    most = max(counts.values())
+    return next(entry for entry in index if counts[tuple(entry[4:])] == most)
 
 
 def make(model: Model, values: dict, variant_id: str, record: dict, client: str) -> dict:
