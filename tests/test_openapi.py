@@ -88,6 +88,16 @@ def test_each_fixed_route_declares_its_own_operation(client):
     assert not re.findall(r'(?<![f\w])"/api/models[^"]*"', source)  # the lab's paths are made from declarations
 
 
+@schema.include(path_regex="/variants").parametrize()
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+def test_the_variant_routes_never_fail_on_the_server_whatever_they_are_sent(case):
+    """A learner's variants are where a client's numbers reach a training: 150 bodies, paths and headers each,
+    knobs of any JSON number or string, never a 5xx (trainings refused as over any budget: a documented 429)."""
+    from schemathesis.checks import not_a_server_error
+
+    case.call_and_validate(headers={"Accept-Encoding": "identity"}, checks=[not_a_server_error])
+
+
 @schema.parametrize()
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 def test_every_operation_conforms_and_never_fails_on_the_server(case):
