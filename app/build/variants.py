@@ -183,7 +183,8 @@ def sweep(root: Path, kept_paths: set[tuple[str, str]] | None = None) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
         elif kept_paths is not None and entry.is_dir() and not entry.is_symlink():
             for unpacked in entry.iterdir():
-                if (entry.name, unpacked.name) not in kept_paths:
+                # One another process is keeping has its record before its place in the index: left to it.
+                if (entry.name, unpacked.name) not in kept_paths and kept(entry.name, unpacked.name) is None:
                     shutil.rmtree(unpacked, ignore_errors=True)
 
 
@@ -259,6 +260,8 @@ def model_or_404(slug: str) -> Model:
     variant = kept(parent.slug, found[1])
     if variant is None:
         shutil.rmtree(_folder(parent.slug, found[1]), ignore_errors=True)  # gone from the shared state: here too
+        with parts().variants.lock:
+            parts().variants.models.pop(PATH.format(slug=parent.slug, id=found[1]), None)
         raise ModelMissing(_gone_message(parent.slug, found[1]))
     if variant.recipe != parent.recipe_sha256:
         raise ModelMissing(f"variant {variant.id!r} of {parent.slug!r} was trained from files of its recipe that have "

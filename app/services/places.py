@@ -12,6 +12,7 @@ gone, or its heartbeat stale) is taken over: a place is never held by a job that
     take(holder, cancelled)                         # queued until a place frees
 """
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from ..compute.retraining import Cancelled
 from . import budget
 from .extensions import state
 from .refusals import BudgetSpent
+from .state import StateUnavailable
 
 PLACE_WAIT = 1.0  # seconds between a queued job's looks for a free place (and for its cancel)
 QUEUE = "training-queue"  # {holder: [its client's training seconds in the window when queued, when]}: who goes next
@@ -143,7 +145,8 @@ def admit_client(holder: str, what: str) -> Callable[[], None]:
         record = state.store.get(holder) or {}
         state.store.delete_if(client, holder)
         trained = [key for key in places() if state.store.delete_if(key, holder)]
-        _leave_queue(holder)
+        with contextlib.suppress(StateUnavailable):  # a queue the store lost meanwhile forgets the job by itself
+            _leave_queue(holder)
         if trained and record.get("started"):  # the seconds it held its place count against its client
             seconds = (record.get("finished") or time.time()) - record["started"]
             state.store.push(USED.format(client=address), [time.time(), seconds], 1000,
