@@ -152,7 +152,7 @@ def test_a_requirement_installed_while_the_server_runs_serves_its_model_at_the_n
     listed.write_text(listed.read_text() + "tensorviz-installed-later>=1\n")
     client = tree_app(CATALOG_RELOAD_SECONDS=0.01).test_client()
     gone = client.get("/api/models/mlp")
-    assert gone.status_code == 404 and "tensorviz-installed-later>=1, which is not installed here (pip install " \
+    assert gone.status_code == 503 and "tensorviz-installed-later>=1, which is not installed here (pip install " \
         "'tensorviz-installed-later>=1', or make setup)" in gone.get_json()["error"]["message"]
     info = site / "tensorviz_installed_later-1.0.dist-info"
     info.mkdir()

@@ -327,6 +327,6 @@ def test_a_relabelled_recorded_item_is_served_by_its_key_or_suspended_with_the_r
     client = tree_app(make_app, tree).test_client()
     [gone] = client.get("/api/models").get_json()["unavailable"]
     assert gone["slug"] == "bert" and "maps none for its label" in gone["reason"]
-    assert client.get("/models/bert").status_code == 404
+    assert client.get("/models/bert").status_code == 503
     page = client.get("/models/gpt")
     assert page.status_code == 200 and "Token IDs, renamed" in page.get_data(as_text=True)
