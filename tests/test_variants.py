@@ -296,9 +296,23 @@ def test_a_running_variant_answers_under_its_own_kind_alone_and_its_starter_canc
     assert stopping.status_code == 202, stopping.get_json()
     ended = eventually(lambda: client.get(started.headers["Location"]).get_json(), lambda j: j["state"] == "done",
                        seconds=60)
-    assert ended["report"]["status"] == "cancelled"
+    assert ended["report"]["status"] == "cancelled" and "you cancelled this variant" in ended["report"]["message"]
     again = client.delete(started.headers["Location"], headers={"Authorization": f"Bearer {token}"})
     assert again.status_code == 409
+
+
+def test_a_cancel_asked_while_a_variant_is_recorded_keeps_nothing(variant_app):
+    client = variant_app.test_client()
+    client.environ_base["REMOTE_ADDR"] = "203.0.113.78"
+    started = client.post("/api/models/mlp/variants", json={"knobs": {"steps": 700, "hidden": 5}})
+    token = started.get_json()["cancel_token"]
+    eventually(lambda: client.get(started.headers["Location"]).get_json(),
+               lambda j: j["stage"] == "recording" or j["state"] == "done", seconds=120, every=0.02)
+    assert client.delete(started.headers["Location"], headers={"Authorization": f"Bearer {token}"}).status_code == 202
+    ended = eventually(lambda: client.get(started.headers["Location"]).get_json(), lambda j: j["state"] == "done",
+                       seconds=120)
+    assert ended["report"]["status"] == "cancelled" and "nothing was kept" in ended["report"]["message"]
+    assert client.get(f"/api/models/mlp/variants/{ended['report']['id']}").status_code == 404
 
 
 def test_an_idle_clients_burst_starts_one_training(variant_app):

@@ -357,9 +357,11 @@ def make(model: Model, values: dict, variant_id: str, record: dict, client: str)
         variant = Variant(model.slug, model.recipe_sha256, variant_id, values, report["moved"], time.time(),
                           reply.compute_seconds, time.perf_counter() - started, curves, reply.environment,
                           sum(len(c) for group in files.values() for c in group.values()))
+        if variants.cancelled(record["id"]):  # asked while it was recorded: nothing is kept
+            raise Cancelled("cancelled while it was recorded")
         _keep(model, variant, files, client)
     except Cancelled as exc:
-        return report | {"status": "cancelled", "message": str(exc)}
+        return report | {"status": "cancelled", "message": f"you cancelled this variant ({exc}); nothing was kept"}
     except (RecipeTimeout, RecipeError, RecordingError, StateUnavailable) as exc:
         return report | {"status": "error", "message": str(exc)}
     return report | {"status": "made", "variant": variant.public()}

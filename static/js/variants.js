@@ -115,6 +115,10 @@ export class VariantPanel {
 
   finish(report) {
     const took = duration(performance.now() - this.started);
+    if (report.status === "cancelled") {
+      showStatus(this.status, `Cancelled after ${took}: ${report.message}.`);
+      return;
+    }
     if (report.status !== "made") {
       showStatus(this.status, `The variant could not be made: ${report.message}`, true);
       return;
