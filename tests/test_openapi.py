@@ -14,7 +14,7 @@ from openapi_spec_validator import validate
 from app.services.config import Config, TestConfig
 
 from .bert_checkpoints import make_checkpoint
-from .conftest import CATALOG_SLUGS, Apps
+from .conftest import CATALOG_SLUGS, Apps, lab_subject
 from .gpt2_checkpoints import make_checkpoint as make_gpt2_checkpoint
 
 # Schemathesis starts verifications of every model that run on in the background; the answers checked after
@@ -104,7 +104,7 @@ def test_every_operation_conforms_and_never_fails_on_the_server(case):
     excluded = []
     intervened = isinstance(case.body, dict) and "interventions" in case.body
     beyond = case.operation.definition.raw.get("x-checked-beyond-schema")  # fields the document says more of
-    if intervened or beyond or case.operation.path.endswith(("/training", "/interventions/options")):
+    if intervened or beyond or case.operation.path.endswith(("/training", "/interventions/options", "/activations")):
         # Valid by the schema but refused by design, a 400 naming the field, where the document says so of a field
         # (x-checked-beyond-schema): a masked-LM trace without MASK and without position, a position past the
         # prompt, more new tokens than the context has room for, a DataLab text without [MASK] or longer than 128
@@ -177,6 +177,10 @@ def test_every_answer_about_a_model_conforms_to_its_schema(slug):
     made = report is not None and "no heartbeat" not in report.get("message", "")
     assert latest.status_code == (200 if made else latest.status_code) and latest.status_code in (200, 404), report
     conforms(latest, answer_schema("/api/models/{slug}/verifications/latest", "get", latest.status_code))
+    if model.checkpoint is None or model.manifest["experiment"]["cases"]:  # a checkpoint's lab needs it here
+        drawn = client.post(f"/api/models/{slug}/activations", json=lab_subject(model))
+        assert drawn.status_code == 200, drawn.get_json()
+        conforms(drawn, answer_schema("/api/models/{slug}/activations", "post"))
     if not model.has_lab:
         return
     presets = model.lab.kind.presets(model.manifest["experiment"]["cases"], model.lab)

@@ -63,6 +63,20 @@ class OutlineArgs(_Arguments):
 
 
 @dataclass(frozen=True)
+class ActivationsArgs(_Arguments):
+    """What every node computes on one request: the lab request (`args`), the recorded model's class (`root`), the
+    module each of the model's inputs enters (`inputs`, by input node), every input node in the order of the
+    model's arguments (`arguments`), and the one node drawn large, if any."""
+
+    MODULE: ClassVar[str] = "activations"
+    args: dict
+    root: str
+    inputs: dict[str, str]
+    arguments: list[str]
+    node: str | None = None
+
+
+@dataclass(frozen=True)
 class TrainingArgs(_Arguments):
     """The arguments of a run on each stage of training: the lab request, and the recorded model's class, whose
     weights are swapped."""
@@ -92,9 +106,10 @@ class CaptureArgs(_Arguments):
     inputs: list | None
 
 
-Arguments = InterveneArgs | OutlineArgs | TrainingArgs | ReplayArgs | CaptureArgs
+Arguments = InterveneArgs | OutlineArgs | ActivationsArgs | TrainingArgs | ReplayArgs | CaptureArgs
 ARGUMENTS: dict[str, type[Arguments]] = {kind.MODULE: kind for kind in
-                                         (InterveneArgs, OutlineArgs, TrainingArgs, ReplayArgs, CaptureArgs)}
+                                         (InterveneArgs, OutlineArgs, ActivationsArgs, TrainingArgs, ReplayArgs,
+                                          CaptureArgs)}
 
 
 @dataclass(frozen=True)

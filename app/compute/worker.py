@@ -29,6 +29,7 @@ from ..domain.recipes import METADATA_FILE, load_module, read_metadata
 from ..domain.stamps import file_stamp
 from .errors import out_of_memory
 from .messages import (
+    ActivationsArgs,
     CaptureArgs,
     Failure,
     InterveneArgs,
@@ -159,6 +160,14 @@ def _outline(call: RecipeCall, arguments: OutlineArgs, seed: int, plain_runs: Si
                    [call.plain_key(each, arguments.key) for each in arguments.requests])
 
 
+def _activations(call: RecipeCall, arguments: ActivationsArgs, seed: int,
+                 plain_runs: SizedLRU | None) -> Callable[[], Any]:
+    from . import activations
+
+    return partial(activations.activations, entry_function(call.recipe_dir, call.entry), call.asked(arguments.args),
+                   seed, arguments.root, arguments.inputs, arguments.arguments, arguments.node)
+
+
 def _replay(call: RecipeCall, arguments: ReplayArgs, seed: int, plain_runs: SizedLRU | None) -> Callable[[], Any]:
     import torch
 
@@ -180,7 +189,7 @@ def _training(call: RecipeCall, arguments: TrainingArgs, seed: int, plain_runs: 
 
 HANDLERS: dict[type, Callable[..., Callable[[], Any]]] = {
     CaptureArgs: _capture, InterveneArgs: _intervene, OutlineArgs: _outline, TrainingArgs: _training,
-    ReplayArgs: _replay}
+    ReplayArgs: _replay, ActivationsArgs: _activations}
 
 
 def _declared(call: RecipeCall, request: dict, seed: int, plain_runs: SizedLRU | None) -> Callable[[], Any]:

@@ -1066,6 +1066,45 @@ class Stages(Live):
     stages: list[Stage]
 
 
+class ActivationsRequest(SubjectRequest):
+    """What to run, and the one node to draw large (else every node small)."""
+
+    node: NotRequired[Annotated[str, Field(description="A node of the graph to draw large, alone.")]]
+
+
+class NodeDrawing(TypedDict):
+    """One output drawn within a bound, by its shape: feature maps (channels × side × side), a heatmap (rows ×
+    columns), bars, a value, or integers (token ids). `of` is the output's whole shape; `pooled`, whether what is
+    drawn was averaged down from it; `low` and `high`, its least and greatest finite values."""
+
+    kind: Literal["maps", "heatmap", "bars", "value", "ids"]
+    values: list[float | int | None]  # row-major, in `shape`; None where not finite
+    of: list[int]
+    pooled: bool
+    shape: NotRequired[list[int]]
+    low: NotRequired[float]
+    high: NotRequired[float]
+
+
+class NodeActivation(TypedDict):
+    """What one node computed on this input: its output's shape, its input's, how often it ran, and its drawing."""
+
+    shape: list[int]
+    calls: int
+    input_shape: NotRequired[list[int]]
+    drawing: NotRequired[NodeDrawing]  # absent past the answer's bound of numbers
+    from_part: NotRequired[str]  # a container never called itself: the last of its parts the run reached
+
+
+class Activations(Live):
+    """Every node the run reaches (or the one asked for), by graph node: what it computed on this input."""
+
+    endpoint: str | None  # as Intervened's
+    case: str | None
+    node: str | None
+    nodes: dict[str, NodeActivation]
+
+
 class ErrorBody(TypedDict):
     status: int
     name: str

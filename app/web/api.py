@@ -13,7 +13,7 @@ from ..domain.compare import compare_case, tolerance_for
 from ..domain.labs import TAKEN
 from ..domain.labs.fields import parse_query, validate
 from ..domain.shapes import Links
-from ..services import budget, history, interventions, live, retraining, training_stages
+from ..services import activations, budget, history, interventions, live, retraining, training_stages
 from ..services.extensions import models
 from ..services.jobs import Jobs
 from ..services.retraining import retrainings
@@ -388,6 +388,20 @@ def interventions_of(slug: str):
 def intervention_options(slug: str):
     """What What if? can change on a recorded case or a lab request, node by node, and why not the rest."""
     return jsonify(interventions.options(get_model(slug), _json_body()))
+
+
+@bp.post("/models/<model:slug>/activations")
+@documented(lambda f: {
+    "operationId": "activations", "tags": ["lab"],
+    "summary": "What every node of the graph computes on a recorded case or a lab request, each output drawn small "
+               "(or one node's large)", "parameters": [f.slug],
+    "requestBody": json_body(f.activations),
+    "responses": {"200": response_of(ref("Activations"), "Each node's output shape, its input's, and a bounded "
+                                                        "drawing of its output."), **errors(*POST_ERRORS)}})
+@spends_compute
+def activations_of(slug: str):
+    """What every node computes on a recorded case or a lab request: its output's shape and a bounded drawing."""
+    return jsonify(activations.answer(get_model(slug), _json_body()))
 
 
 @bp.post("/models/<model:slug>/training")

@@ -56,9 +56,9 @@ HEADERS = {
 ANSWERS = (shapes.Catalog, shapes.Manifest, shapes.Files, shapes.Report, shapes.Job, shapes.Intervened,
            shapes.InterventionOptions, shapes.Stages, shapes.Error, shapes.LabAnswer, shapes.CaseAnswer,
            shapes.Intervention, shapes.RetrainingReport, shapes.RetrainingJob, shapes.History, shapes.SharedEntry,
-           shapes.Variant, shapes.VariantJob, shapes.Variants)
+           shapes.Variant, shapes.VariantJob, shapes.Variants, shapes.Activations)
 # The request bodies validated against their types (shapes.py), described from the same types.
-BODIES = (shapes.SubjectRequest, shapes.InterventionRequest, shapes.VariantRequest)
+BODIES = (shapes.SubjectRequest, shapes.InterventionRequest, shapes.VariantRequest, shapes.ActivationsRequest)
 TAGS = [
     {"name": "catalog", "description": "The served models, their stored manifests and files."},
     {"name": "verification", "description": "The recipe re-executed on the server and compared with its recording."},
@@ -168,6 +168,7 @@ class Fixed:
     subject: dict
     stages: dict
     variant: dict
+    activations: dict
 
     @classmethod
     def build(cls, bodies: dict[str, dict], slugs: list[str], trained: dict[str, list[str]],
@@ -181,7 +182,7 @@ class Fixed:
                    job_id={"name": "job_id", "in": "path", "required": True,
                            "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
                    intervened=bodies["InterventionRequest"], subject=bodies["SubjectRequest"], stages=stages,
-                   variant=bodies["VariantRequest"])
+                   variant=bodies["VariantRequest"], activations=bodies["ActivationsRequest"])
 
 
 def documented(describe: Callable[[Fixed], dict]) -> Callable:

@@ -114,7 +114,7 @@ def _size(manifest: dict, reference, where: str) -> int:
 
 
 # The fixed routes beside a model's lab endpoints (/api/models/<slug>/<name>): no endpoint may take their names.
-TAKEN = ("files", "verifications", "interventions", "training", "retrainings", "variants")
+TAKEN = ("files", "verifications", "interventions", "training", "retrainings", "variants", "activations")
 
 
 def lab_spec(declaration: dict, manifest: dict, groups: tuple[dict, ...] = ()) -> LabSpec:
