@@ -8,7 +8,16 @@ from app.services.config import PROJECT_ROOT
 
 
 def graph_ready(page) -> None:
+    """The graph is drawn, and so is its first picture of an input (which lays the nodes out again, taller), where
+    the page has one to draw: a recorded case, or the lab's first run."""
     expect(page.locator("#graph-stage svg .g-node").first).to_be_visible()
+    stage = page.locator("#graph-stage")
+    for waited in range(600):
+        state = stage.get_attribute("data-picture")
+        if state in ("drawn", "failed") or (state == "waiting" and waited >= 100):
+            return
+        page.wait_for_timeout(50)
+    raise AssertionError(f"the graph's picture was still {state!r} after 30 s")
 
 
 def settled(page) -> None:

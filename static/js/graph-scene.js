@@ -5,8 +5,10 @@
 
 import { edgeKey, layered } from "./graph-layout.js";
 
-const NODE_HEIGHT = 32;
+export const NODE_HEIGHT = 32; // a node's two lines of text
 const NODE_PAD = 20;
+// A node drawn with what it computed on the lab's input: the drawing's box below its two lines of text.
+export const PICTURE = Object.freeze({ w: 96, h: 30, pad: 5 });
 const PORT = 1;
 const PORT_MARK = "\u0002"; // in port ids (`in␂<source>`, `out␂<source>`): a character no recorded id holds
 const GROUP_PAD = 12;
@@ -79,8 +81,9 @@ export class GraphScene {
     return edges;
   }
 
-  /** Lay the graph out with `open` modules open (an open module inside a closed one stays hidden). */
-  layout(open) {
+  /** Lay the graph out with `open` modules open (an open module inside a closed one stays hidden); a node in
+   * `pictured` is drawn taller, with what it computed below its name. */
+  layout(open, pictured = new Set()) {
     const nodes = [];
     const edges = this.visibleEdges(open);
     // Each edge is cut into pieces, one per level it passes: out of each open module around its source,
@@ -130,7 +133,9 @@ export class GraphScene {
       } else {
         const { label, op, plain } = this.text.get(id);
         const extra = this.layers.get(id).kind === "module" ? 14 : 0; // the ▸ after a closed module's name
-        box = { w: Math.max(this.measure(label) + extra, this.measure(plain ?? op)) + NODE_PAD, h: NODE_HEIGHT };
+        const w = Math.max(this.measure(label) + extra, this.measure(plain ?? op)) + NODE_PAD;
+        box = pictured.has(id) ? { w: Math.max(w, PICTURE.w + 2 * PICTURE.pad), h: NODE_HEIGHT + PICTURE.h + PICTURE.pad }
+          : { w, h: NODE_HEIGHT };
       }
       size.set(id, box);
       return box;

@@ -2,8 +2,9 @@
 // modules open at once (graph-scene.js lays out each open module's contents), pan and zoom, node selection,
 // a tour highlight, and, for a large graph, only what is near the view in the page.
 
+import { shapeText, thumbnail } from "./activations.js";
 import { deviationColour, downloadSvg, sig, svgEl } from "./charts.js";
-import { GraphScene } from "./graph-scene.js";
+import { GraphScene, NODE_HEIGHT, PICTURE } from "./graph-scene.js";
 
 const MIN_ZOOM = 0.15;
 const MAX_ZOOM = 4;
@@ -22,6 +23,8 @@ export class GraphView {
     this.scenery = new GraphScene(graph.layers, graph.connections);
     this.palette = graph.palette; // the server's colours, also the snapshot's (graphlayout.PALETTE)
     this.effects = null; // by node: how much an intervention or training moved it (shade)
+    this.activations = null; // by node: what it computed on the lab's input ({shape, input_shape, drawing})
+    this.pictured = new Set(); // the nodes drawn with their drawing
     this.shading = { scale: 1, what: "output moved" };
     this.layers = this.scenery.layers;
     this.modules = this.scenery.modules;
@@ -61,7 +64,7 @@ export class GraphView {
 
   /** Lay the graph out for the open modules, then draw what is in view. */
   render() {
-    this.scene = this.scenery.layout(this.open);
+    this.scene = this.scenery.layout(this.open, this.pictured);
     for (const e of this.scene.edges) {
       const xs = e.points.map((p) => p[0]);
       const ys = e.points.map((p) => p[1]);
@@ -166,6 +169,25 @@ export class GraphView {
     this.effects = effects;
     this.shading = { scale, what };
     this.draw();
+  }
+
+  /** Draw in every node what it computed on one input (`nodes`, by node id, as POST .../activations answers),
+   * and every edge's tensor shape; null draws the graph as recorded again. The view stays where the reader left
+   * it; a first view not moved yet is laid out again around the taller nodes. */
+  picture(nodes) {
+    this.activations = nodes;
+    this.pictured = new Set(Object.entries(nodes ?? {}).filter(([, n]) => n.drawing).map(([id]) => id));
+    const moved = this.moved;
+    this.render();
+    if (!moved) this.firstView();
+    if (this.target) this.highlight(this.target, { animate: false, open: false });
+    this.moved = moved;
+  }
+
+  /** The shape of the tensor along the edge from `source` to `target`, where the picture knows it. */
+  edgeShape(source, target) {
+    const shape = this.activations?.[source]?.shape ?? this.activations?.[target]?.input_shape;
+    return shape ? shapeText(shape) : null;
   }
 
   /** Open a closed module or close an open one; every other module stays as it is. */
@@ -427,6 +449,13 @@ function drawing(view, scene, near) {
     g.append(svgEl("path", { d: smooth(e.points), class: "g-edge", fill: "none", stroke: palette.edge }));
     const p = e.points;
     if (p.length > 1) g.append(arrowHead(p[p.length - 2], p[p.length - 1], palette.edge));
+    const shape = view.edgeShape(e.source, e.target);
+    if (shape) { // beside the edge's middle, where it runs between its two nodes
+      const [x, y] = p[Math.floor((p.length - 1) / 2)];
+      const [x2, y2] = p[Math.min(p.length - 1, Math.floor((p.length - 1) / 2) + 1)];
+      g.append(svgEl("text", { x: (x + x2) / 2 + 4, y: (y + y2) / 2 + 3, class: "g-shape", "font-size": 9, fill: palette.node.op }, shape));
+      g.dataset.shape = shape;
+    }
     out.push(g);
   }
   for (const n of scene.nodes) {
@@ -436,14 +465,20 @@ function drawing(view, scene, near) {
     const g = svgEl("g", {
       class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, "data-layer": n.id, tabindex: -1, role: "button",
       // The name starts with the visible text (label, then op), as speech-input users say what they see.
-      "aria-label": `${n.label} ${n.plain ? `${n.plain}, ` : ""}${n.op}${isModule ? ", closed module: press Enter for details" : ""} (${n.id})${view.effects?.[n.id] !== undefined ? `, ${view.shading.what} ${sig(100 * view.effects[n.id], 3)}%` : ""}`,
+      "aria-label": `${n.label} ${n.plain ? `${n.plain}, ` : ""}${n.op}${isModule ? ", closed module: press Enter for details" : ""} (${n.id})${view.activations?.[n.id] ? `, computes ${shapeText(view.activations[n.id].shape)}` : ""}${view.effects?.[n.id] !== undefined ? `, ${view.shading.what} ${sig(100 * view.effects[n.id], 3)}%` : ""}`,
     });
     const effect = view.effects?.[n.id];
     if (effect !== undefined) g.dataset.effect = sig(effect, 3);
     g.append(svgEl("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: effect > 0 ? deviationColour(effect / view.shading.scale) : colours.fill, stroke: colours.stroke }));
-    g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 - 2, "text-anchor": "middle", "font-size": 10, fill: palette.node.text }, isModule ? `${n.label} ▸ ` : `${n.label} `)); // the space parts label and op in the text a name must contain
+    const middle = n.y + NODE_HEIGHT / 2; // the two lines of text, at the top of a node that holds a drawing
+    g.append(svgEl("text", { x: n.x + n.w / 2, y: middle - 2, "text-anchor": "middle", "font-size": 10, fill: palette.node.text }, isModule ? `${n.label} ▸ ` : `${n.label} `)); // the space parts label and op in the text a name must contain
     // Beside the path, the node's plain name (its op and class are in its details), else its op
-    g.append(svgEl("text", { x: n.x + n.w / 2, y: n.y + n.h / 2 + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: palette.node.op }, n.plain ?? n.op));
+    g.append(svgEl("text", { x: n.x + n.w / 2, y: middle + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: palette.node.op }, n.plain ?? n.op));
+    const computed = view.activations?.[n.id];
+    if (computed?.drawing && view.pictured.has(n.id)) {
+      g.append(...thumbnail(computed.drawing, { x: n.x + PICTURE.pad, y: n.y + NODE_HEIGHT, w: n.w - 2 * PICTURE.pad, h: PICTURE.h }));
+      g.dataset.drawn = computed.drawing.kind;
+    }
     g.addEventListener("click", () => view.select(n.id));
     g.addEventListener("focus", () => view.rove(n.id));
     g.addEventListener("keydown", (ev) => view.nodeKey(ev, n.id));

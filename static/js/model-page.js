@@ -3,6 +3,7 @@
 
 import { LARGE_GRID, barsSvg, curveSvg, downloadSvg, greySvg, scatterSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
 import { clampOnPhone, editQuery, el, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
+import { Activations, drawingInWords, fullDrawing } from "./activations.js";
 import { glossPage } from "./glossary.js";
 import { GraphView } from "./graph.js";
 import { RetrainPanel } from "./retrain.js";
@@ -20,6 +21,8 @@ let graph = null;
 let whatif = null;
 let training = null;
 let sourceLines = null;
+const activations = new Activations(page.dataset.activationsUrl);
+let pictureSubject = null; // what the picture is drawn on: {case} or the lab's {endpoint, request}
 const recordedInputs = JSON.parse(page.dataset.recordedInputs || "[]");
 
 // ---- URL state: ?case=…&step=… is a shareable view; back and forward restore it.
@@ -174,6 +177,7 @@ async function showCase(caseId, push) {
   state.case = caseId;
   whatif?.subjectChanged(); // what each node can do on the case now shown, and the changes, if any, run on it
   training?.refresh();
+  drawPicture({ case: caseId });
   announce(`Showing the recorded case “${document.getElementById("case-panel").dataset.caseLabel}”.`);
   if (push !== undefined) writeUrl(push);
 }
@@ -185,6 +189,56 @@ for (const link of document.querySelectorAll("[data-case-id]")) {
   });
 }
 enhanceCase(document.getElementById("case-panel"));
+
+// ---- The picture: what every node computed on the input shown (the case, or the lab's last run)
+
+/** Where the picture's input came from, in words. */
+function pictureSource(subject) {
+  if (subject.case === undefined) return "your input in the lab";
+  const label = document.querySelector(`[data-case-id="${CSS.escape(subject.case)}"]`)?.textContent.trim();
+  return `the recorded case “${label || subject.case}”`;
+}
+
+async function drawPicture(subject) {
+  pictureSubject = subject;
+  if (!graph) return; // drawn once the graph is
+  const stage = document.getElementById("graph-stage");
+  const status = document.getElementById("graph-picture-status");
+  stage.dataset.picture = "drawing";
+  status.textContent = `Drawing what every node computes on ${pictureSource(subject)}…`;
+  let answer;
+  try {
+    answer = await activations.of(subject);
+  } catch (error) {
+    if (subject !== pictureSubject) return;
+    stage.dataset.picture = "failed";
+    status.textContent = `The graph shows the architecture alone: what each node computes could not be drawn (${error.message}).`;
+    return;
+  }
+  if (!answer || subject !== pictureSubject) return; // another input was asked for meanwhile
+  graph.picture(answer.nodes);
+  stage.dataset.picture = "drawn";
+  status.textContent = `Each node shows what it computed on ${pictureSource(subject)}, and each arrow the shape of the tensor it carries. Select a node to see its output full size.`;
+  if (graph.selected) showComputed(graph.layers.get(graph.selected));
+}
+
+/** The selected node's output on the picture's input, full size, in its details. */
+async function showComputed(layer) {
+  const panel = document.getElementById("node-details");
+  panel.querySelector(".node-computed")?.remove();
+  const entry = graph?.activations?.[layer.id];
+  if (!entry) return;
+  const box = el("div", { class: "node-computed" }, el("h4", {}, "On this input"), el("p", {}, `${layer.id} computed ${drawingInWords(entry)}.`));
+  panel.querySelector("dl")?.before(box);
+  try {
+    const large = await activations.node(layer.id);
+    if (large && graph.selected === layer.id && box.isConnected) box.append(el("div", { class: "chart-canvas" }, fullDrawing(layer.id, large)));
+  } catch (error) {
+    box.append(el("p", { class: "notice" }, `Its output could not be drawn full size: ${error.message}`));
+  }
+}
+
+document.addEventListener("lab-request", (event) => drawPicture({ endpoint: event.detail.endpoint, request: event.detail.request }));
 
 // ---- Tour
 
@@ -289,6 +343,7 @@ async function showDetails(layer) {
     children.push(button);
   }
   keepingFocus(panel, () => panel.replaceChildren(...children));
+  showComputed(layer);
   if (!src) return;
   try {
     const text = await loadSource();
@@ -420,6 +475,9 @@ async function main() {
   const trainingSection = document.getElementById("training");
   if (trainingSection) training = new Training(trainingSection, { caseId: () => state.case });
   await startGraph(recorded);
+  const firstSubject = pictureSubject ?? (state.case ? { case: state.case } : null);
+  if (graph && firstSubject) drawPicture(firstSubject);
+  else if (graph) document.getElementById("graph-stage").dataset.picture = "waiting"; // for the lab's first run
   if (graph) {
     whatif?.attach(graph);
     training?.attach(graph);
