@@ -69,10 +69,19 @@ def test_the_page_leads_with_what_a_learner_can_try(watched, slug, viewport, fir
             assert page.evaluate(TINY_IN_PROSE) == [], slug  # nor in the lab's answer
         first = page.locator("#lab").locator(CONTROLS).first
         assert first.evaluate(top) < limit, f"{slug}: the lab's first control at {first.evaluate(top):.0f} px"
-        # the lab comes before the graph, the recorded cases and the verification
-        for later in ("#architecture", "#example", "#verification"):
+        # the lab comes before the recorded cases and the verification; the graph beside it on a desktop, after it
+        # on a phone
+        for later in ("#example", "#verification"):
             if page.locator(later).count():
                 assert page.locator("#lab").evaluate(top) < page.locator(later).evaluate(top), later
+        lab, graph = page.locator("#lab").bounding_box(), page.locator("#graph-stage").bounding_box()
+        if viewport is DESKTOP:  # both on the first screen, as loaded: the input and its picture
+            assert graph["x"] > lab["x"] + lab["width"] - 1, (slug, lab, graph)
+            assert first.evaluate(top) < DESKTOP["height"], slug
+            assert graph["y"] + min(graph["height"], 320) <= DESKTOP["height"], (slug, graph)  # its first nodes
+            assert graph["y"] + graph["height"] / 2 < 800, (slug, graph)  # at 1280 × 800 too, half of it at least
+        else:
+            assert graph["y"] > lab["y"], slug
     else:
         cases = page.locator("#example")
         assert cases.evaluate(top) < limit, f"{slug}: the recorded cases at {cases.evaluate(top):.0f} px"
