@@ -29,7 +29,7 @@ def test_the_graph_draws_the_labs_input_and_another_case_redraws_it(watched):
     assert len(shapes) >= 3 and all(SHAPE.match(s) for s in shapes), shapes
     assert {"8×8", "6×4×4", "64"} <= set(shapes)  # the digit, stage 1's pooled maps, the flattened vector
     assert page.locator("#graph-stage .g-node[data-drawn]").count() >= 5
-    expect(page.locator("#graph-picture-status")).to_contain_text("Each node shows what it computed")
+    expect(page.locator("#graph-picture-status")).to_contain_text("in each node what it computed")
     first = input_picture(page)
     assert first
     presets = page.locator("#lab [data-preset]")

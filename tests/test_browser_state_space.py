@@ -55,7 +55,7 @@ def test_the_scan_is_stepped_through_with_the_keyboard_and_a_typed_sequence_is_r
         page.get_by_role("button", name="Add ?").click()
     assert "tokens=0%2C6%2C0%2C2%2C9%2C9" in page.url or "tokens=0,6,0,2,9,9" in page.url
     text.fill(".6x")
-    expect(page.locator("#lab-status")).to_contain_text("“x” is not a token")
+    expect(page.locator("#lab-status")).to_contain_text("“x” is not one of the tokens: type one of . 1 2 3 4 5 6 7 8 ?")
     text.fill("..3")  # no marker: the server says what is missing
     expect(page.locator("#lab-status")).to_contain_text("put at least one marker (?) where an answer is wanted")
     no_violations(page)

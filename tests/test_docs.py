@@ -48,3 +48,15 @@ def test_the_cache_layers_table_is_the_code_s_and_no_layer_is_made_elsewhere():
     makers = [p.relative_to(PROJECT_ROOT).as_posix() for p in (PROJECT_ROOT / "app").rglob("*.py")
               if "SizedLRU(" in p.read_text()]
     assert makers == ["app/domain/caches.py"]
+
+
+def test_the_readmes_first_screen_says_where_to_open_and_lists_every_model():
+    """The address to open and the port setting under the two commands, then the catalog, every model once."""
+    from .conftest import CATALOG_SLUGS
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    first_screen = readme[:readme.index("**Which PyTorch.**")]
+    assert "http://127.0.0.1:8000/" in first_screen and "PORT=" in first_screen
+    table = first_screen[first_screen.index("| the catalog, by year |"):]
+    listed = re.findall(r"\(`([a-z0-9-]+)`\)", table)
+    assert sorted(listed) == sorted(CATALOG_SLUGS), set(listed) ^ set(CATALOG_SLUGS)

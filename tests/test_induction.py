@@ -146,3 +146,22 @@ def test_the_lab_finds_the_heads_and_switching_the_previous_token_head_off_colla
     seen = result.locator("table").first.locator("tbody tr").nth(1).locator("td").all_inner_texts()
     assert float(seen[0]) < 1 < 2 < float(seen[1])
     expect(result.locator("figure.head-full")).to_have_count(2)  # a copier with the head and without it
+
+
+@pytest.mark.browser
+def test_the_lab_reads_what_a_person_types_and_a_refused_text_clears_the_old_answer(watched):
+    """Words with spaces and a capital are read as letters, and the status says how; a digit is refused in words
+    that say what may be typed, and the answer to the text before it goes."""
+    page = watched("/models/induction#lab")
+    status = page.locator("#lab-status")
+    expect(status).to_contain_text("looks one letter back", timeout=30_000)
+    expect(page.locator(".seq-text .fine")).to_contain_text("letters a–z")
+    expect(page.locator("#lab .lab-task")).to_contain_text("an induction head looks back")
+    page.locator("#seq-text").fill("The cat sat the cat")
+    expect(status).to_contain_text("Read as “thecatsatthecat”: spaces left out, capitals read as small letters.",
+                                   timeout=30_000)
+    expect(page.locator("#lab-results figure.head-full")).to_have_count(1)
+    page.locator("#seq-text").fill("the cat 3")
+    expect(status).to_contain_text("“3” is not one of the tokens: type letters a–z.")
+    expect(page.locator("#lab-results")).to_be_empty()
+    expect(page.locator("#lab-provenance")).to_have_count(0)

@@ -20,7 +20,7 @@ import orjson
 from recipekit.knobs import Knob, KnobError
 from recipekit.knobs import declared as declared_knobs
 
-from . import attention, requirements, tour
+from . import attention, pictures, requirements, tour
 from .checkpoints import CheckpointDeclarationError, CheckpointSpec, checkpoint_spec
 from .declaration import Declaration, read_declaration
 from .figures import Display
@@ -48,6 +48,7 @@ README_FILE = "README.md"  # the recipe's documentation: never run, so neither s
 LAB_FILE = "lab.py"  # what-if runs, the corruption sampler and the trace, where a recipe has them
 GRAPH_FILE = "graph.tensorviz.json"
 PREVIEW_FILE = "preview.svg"  # the static architecture snapshot, stored beside the manifest
+PICTURE_FILE = "picture.svg"  # one recorded matrix, the model's own output: the catalog card's picture (pictures.py)
 THUMBNAIL_FILE = "thumbnail.svg"  # the snapshot without its labels: the model's shape, for the catalog's cards
 CONTENT_TYPES = {
     ".py": "text/x-python; charset=utf-8",
@@ -269,6 +270,7 @@ DIFFERS_FROM_RECORDING = {
                             "the capture's graph file had another format.",
     "preview.svg": "Drawn by this project from the manifest's graph; the capture's snapshot differed.",
     "thumbnail.svg": "The snapshot without its labels, drawn by this project for the catalog.",
+    "picture.svg": "One recorded matrix drawn by this project for the catalog's card.",
 }
 
 
@@ -324,8 +326,11 @@ def recipe_files(recipe_dir: Path) -> dict[str, bytes]:
         raise ManifestError(str(exc)) from None
 
 
-def _model_files(manifest: dict, folder: Path, recipe: dict[str, bytes]) -> dict[str, ServedFile]:
+def _model_files(manifest: dict, folder: Path, recipe: dict[str, bytes], display: Display) -> dict[str, ServedFile]:
     files = {GRAPH_FILE: _served_file(GRAPH_FILE, graph_document(manifest))}
+    shown = pictures.chosen(manifest, display.picture)
+    if shown is not None:  # the model's own output, for its catalog card
+        files[PICTURE_FILE] = _served_file(PICTURE_FILE, pictures.picture_svg(shown, display.ink(shown)))
     files |= {name: _served_file(name, content) for name, content in recipe.items()}
     if (folder / PREVIEW_FILE).is_file():
         try:
@@ -422,7 +427,9 @@ def resolve(declaration: Declaration, manifest: dict, recipe_dir: Path) -> dict:
                       {key: curve.model_dump() for key, curve in shown.curves.items()},
                       {key: scatter.model_dump() for key, scatter in shown.scatters.items()},
                       {key: plane.model_dump() for key, plane in shown.planes.items()},
-                      {key: image.model_dump() for key, image in shown.images.items()})
+                      {key: image.model_dump() for key, image in shown.images.items()},
+                      shown.picture.model_dump() if shown.picture else None)
+    pictures.chosen(manifest, display.picture)  # a declared picture the recording holds
     focus = declaration.graph.focus
     if focus is not None and next((layer["kind"] for layer in manifest["layers"] if layer["id"] == focus),
                                   None) != "module":
@@ -478,7 +485,8 @@ def read_model(slug: str, folder: Path, recipe_dir: Path, most_bytes: int = MANI
     if needs:
         raise ManifestError(f"recipes/{slug}/{needs[0]}")
     kit = kit_digest() if requirements.uses_kit(recipe) else None
-    return Model(served_as or slug, manifest, raw, recipe_dir, _model_files(manifest, folder, recipe), tuple(recipe),
+    files = _model_files(manifest, folder, recipe, declared["display"])
+    return Model(served_as or slug, manifest, raw, recipe_dir, files, tuple(recipe),
                  **declared, kit_sha256=kit)
 
 

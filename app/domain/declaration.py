@@ -303,7 +303,15 @@ class Image(Declared):
     ink: float = Field(gt=0, description="The value drawn as full ink (16 for grey levels 0-16); 0 is paper")
 
 
+class Picture(Declared):
+    case: Id = Field(description="A recorded case's id")
+    item: Id = Field(description="The key of one of its matrices")
+
+
 class Display(Declared):
+    picture: Picture | None = Field(
+        None, description="The catalog card's picture, the model's own output: a recorded matrix { case, item } (a "
+                          "generated digit, an attention map); else the first case's first matrix of 3×3 or more")
     groups: Annotated[list[Group], Field(max_length=100)] = Field(
         [], description="Matrices drawn together as small multiples, each { key, title, each, over, scale }")
     curves: dict[Id, Curve] = Field({}, description="Vectors drawn as line charts, by key: { x, y, log }")

@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 class Display:
     """A recipe's [display]: its groups in order (each {key, title} and optionally each, over, scale, ink), its
     curves by vector key (each {x, y, log}), its scatters and its planes by matrix key (each {x, y}), its images by
-    matrix key (each {ink})."""
+    matrix key (each {ink}), and the recorded matrix a catalog card shows ({case, item}, else None)."""
 
     groups: tuple[dict, ...] = ()
     curves: dict[str, dict] = field(default_factory=dict)
     scatters: dict[str, dict] = field(default_factory=dict)
     planes: dict[str, dict] = field(default_factory=dict)
     images: dict[str, dict] = field(default_factory=dict)
+    picture: dict | None = None  # the catalog card's: {case, item}
 
     def sections(self, matrices: list[dict]) -> list[dict]:
         """A case's matrices as a page draws them, in order: the maps of each declared group (keyed `<key>_c<n>`)
@@ -50,6 +51,14 @@ class Display:
     def image(self, matrix: dict) -> dict | None:
         """How a matrix declared an image is drawn: {ink}, the value of full ink."""
         return self.images.get(matrix["key"])
+
+    def ink(self, matrix: dict) -> float | None:
+        """The value of full ink where the matrix is drawn as ink on paper (an image, or a map of a group with ink)."""
+        if (image := self.image(matrix)) is not None:
+            return image["ink"]
+        key, marked, index = matrix["key"].rpartition("_c")
+        group = next((g for g in self.groups if g["key"] == key), None) if marked and index.isdigit() else None
+        return group.get("ink") if group else None
 
     def plane_axes(self, matrix: dict) -> dict | None:
         """A declared plane's axes as a heatmap draws them: titled, without row and column numbers."""

@@ -82,6 +82,7 @@ def lab_settings(model: Model) -> dict:
         "sizes": spec.sizes,
         "special": {str(v): k for k, v in spec.special.items()},
         "names": spec.token_names(),
+        "names_hint": spec.names_hint(),  # what a reader may type, in words (the hint and a refusal say it)
         "words": spec.words,
         "attention_titles": ATTENTION_TITLES,  # the axes of a map a lab draws from its own answer
         "presets": spec.kind.presets(model.manifest["experiment"]["cases"], spec),

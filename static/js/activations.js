@@ -71,8 +71,14 @@ export function thumbnail(drawing, box) {
         return bar;
       })];
   }
-  const text = kind === "ids" ? values.join(" ") : sig(values[0], 3);
-  return [svgEl("text", { x: box.x + box.w / 2, y: box.y + box.h / 2 + 4, "text-anchor": "middle", class: "g-value" }, text.length > 18 ? `${text.slice(0, 17)}…` : text)];
+  return [svgEl("text", { x: box.x + box.w / 2, y: box.y + box.h / 2 + 4, "text-anchor": "middle", class: "g-value" }, ` ${drawnText(drawing)}`)]; // the space parts it from the op above in the node's text
+}
+
+/** The text a node's drawing writes (token ids, a number), which its name says too; null for a picture. */
+export function drawnText(drawing) {
+  if (!["ids", "value"].includes(drawing?.kind)) return null;
+  const text = drawing.kind === "ids" ? drawing.values.join(" ") : sig(drawing.values[0], 3);
+  return text.length > 18 ? `${text.slice(0, 17)}…` : text;
 }
 
 /** What a node computed, in words: "6 feature maps of 8×8 (4 drawn), from −1.9 to 2.4". */

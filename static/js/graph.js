@@ -2,7 +2,7 @@
 // modules open at once (graph-scene.js lays out each open module's contents), pan and zoom, node selection,
 // a tour highlight, and, for a large graph, only what is near the view in the page.
 
-import { shapeText, thumbnail } from "./activations.js";
+import { drawnText, shapeText, thumbnail } from "./activations.js";
 import { deviationColour, downloadSvg, sig, svgEl } from "./charts.js";
 import { GraphScene, NODE_HEIGHT, PICTURE } from "./graph-scene.js";
 
@@ -465,7 +465,7 @@ function drawing(view, scene, near) {
     const g = svgEl("g", {
       class: `g-node${isModule ? " is-module" : ""}`, "data-id": n.id, "data-layer": n.id, tabindex: -1, role: "button",
       // The name starts with the visible text (label, then op), as speech-input users say what they see.
-      "aria-label": `${n.label} ${n.plain ? `${n.plain}, ` : ""}${n.op}${isModule ? ", closed module: press Enter for details" : ""} (${n.id})${view.activations?.[n.id] ? `, computes ${shapeText(view.activations[n.id].shape)}` : ""}${view.effects?.[n.id] !== undefined ? `, ${view.shading.what} ${sig(100 * view.effects[n.id], 3)}%` : ""}`,
+      "aria-label": nodeName(view, n, isModule),
     });
     const effect = view.effects?.[n.id];
     if (effect !== undefined) g.dataset.effect = sig(effect, 3);
@@ -485,6 +485,19 @@ function drawing(view, scene, near) {
     out.push(g);
   }
   return out;
+}
+
+/** A node's accessible name: its visible text first, in the order it is drawn (label, plain name or op, what its
+ * drawing writes), as speech-input users say what they see; then the rest. */
+function nodeName(view, n, isModule) {
+  const computed = view.activations?.[n.id];
+  const written = drawnText(computed?.drawing);
+  const seen = `${n.label} ${n.plain ?? n.op}${written ? ` ${written}` : ""}`;
+  const op = n.plain ? `, ${n.op}` : "";
+  const closed = isModule ? ", closed module: press Enter for details" : "";
+  const shape = computed ? `, computes ${shapeText(computed.shape)}` : "";
+  const effect = view.effects?.[n.id] !== undefined ? `, ${view.shading.what} ${sig(100 * view.effects[n.id], 3)}%` : "";
+  return `${seen}${op}${closed} (${n.id})${shape}${effect}`;
 }
 
 /** A path through the points, its corners rounded (quadratic curves between the midpoints). */

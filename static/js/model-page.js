@@ -205,7 +205,7 @@ async function drawPicture(subject) {
   const stage = document.getElementById("graph-stage");
   const status = document.getElementById("graph-picture-status");
   stage.dataset.picture = "drawing";
-  status.textContent = `Drawing what every node computes on ${pictureSource(subject)}…`;
+  status.textContent = `Drawing what each node computes on ${pictureSource(subject)}…`;
   let answer;
   try {
     answer = await activations.of(subject);
@@ -218,7 +218,7 @@ async function drawPicture(subject) {
   if (!answer || subject !== pictureSubject) return; // another input was asked for meanwhile
   graph.picture(answer.nodes);
   stage.dataset.picture = "drawn";
-  status.textContent = `Each node shows what it computed on ${pictureSource(subject)}, and each arrow the shape of the tensor it carries. Select a node to see its output full size.`;
+  status.textContent = `Drawn on ${pictureSource(subject)}: in each node what it computed, on each arrow its tensor's shape.`;
   if (graph.selected) showComputed(graph.layers.get(graph.selected));
 }
 
@@ -232,7 +232,9 @@ async function showComputed(layer) {
   panel.querySelector("dl")?.before(box);
   try {
     const large = await activations.node(layer.id);
-    if (large && graph.selected === layer.id && box.isConnected) box.append(el("div", { class: "chart-canvas" }, fullDrawing(layer.id, large)));
+    if (large && graph.selected === layer.id && box.isConnected) { // a region that scrolls by keyboard too
+      box.append(watchOverflow(el("div", { class: "chart-canvas", tabindex: 0, role: "region", "aria-label": `${layer.id}'s output on this input, full size` }, fullDrawing(layer.id, large))));
+    }
   } catch (error) {
     box.append(el("p", { class: "notice" }, `Its output could not be drawn full size: ${error.message}`));
   }

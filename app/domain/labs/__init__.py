@@ -84,6 +84,20 @@ class LabSpec:
             return list(self.names)
         return [self.token_name(t) for t in range(self.sizes["vocab"])]
 
+    def names_hint(self) -> str:
+        """What a reader may type, in a few words: "letters a–z", "digits 0–9", "a or b", else the names listed."""
+        names = self.token_names()
+        runs = {"letters": "abcdefghijklmnopqrstuvwxyz", "capital letters": "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                "digits": "0123456789"}
+        joined = "".join(names)
+        if len(names) > 2 and all(len(n) == 1 for n in names):
+            for word, alphabet in runs.items():
+                if joined in alphabet:
+                    return f"{word} {names[0]}–{names[-1]}"
+        if len(names) <= 3:
+            return " or ".join(names)
+        return f"one of {' '.join(names[:12])}{' …' if len(names) > 12 else ''}"
+
     def tokens(self, ids: list[int]) -> list[dict]:
         """An axis of token ids: each with its name, for a heatmap's labels and its table's headers."""
         return [{"id": t, "name": self.token_name(t)} for t in ids]

@@ -360,15 +360,27 @@ export function linkedInts(params, name) {
 
 /**
  * Token ids typed as text: one character per token where every name is one character, else names separated
- * by spaces. Throws an Error naming the first part that is not a token.
+ * by spaces. Where the names are characters, what a person types beside them is read as they meant it: a space
+ * that is no token is left out, a capital whose small letter is a token (or the other way round) is read as that
+ * token; `read` says so ("spaces left out"), with the text as read. Throws an Error naming the first part that is
+ * still not a token, and what may be typed (`hint`, the server's words).
  */
-export function typedTokens(text, names) {
+export function typedTokens(text, names, hint = null) {
   const single = names.every((n) => n.length === 1);
-  const parts = single ? [...text] : text.trim().split(/\s+/).filter(Boolean);
+  const said = [];
+  let parts = single ? [...text] : text.trim().split(/\s+/).filter(Boolean);
+  if (single) {
+    const kept = parts.filter((c) => !/\s/.test(c) || names.includes(c));
+    if (kept.length < parts.length) said.push("spaces left out");
+    const cased = kept.map((c) => (names.includes(c) ? c : names.find((n) => n.toLowerCase() === c.toLowerCase()) ?? c));
+    if (cased.some((c, k) => c !== kept[k])) said.push(cased.some((c, k) => c !== kept[k] && c === c.toLowerCase()) ? "capitals read as small letters" : "small letters read as capitals");
+    parts = cased;
+  }
   const ids = parts.map((part) => names.indexOf(part));
   const stray = parts.find((_, k) => ids[k] < 0);
-  if (stray !== undefined) throw new Error(`“${stray}” is not a token: type ${names.length === 2 ? names.join(" or ") : `one of ${names.join(" ")}`}`);
-  return ids;
+  const may = hint ?? (names.length === 2 ? names.join(" or ") : `one of ${names.join(" ")}`);
+  if (stray !== undefined) throw new Error(`“${stray}” is not one of the tokens: type ${may}`);
+  return { ids, read: said.length ? `read as “${parts.join("")}”: ${said.join(", ")}` : null };
 }
 
 /** Token ids a link or a text box gave, checked against a length and the highest id; an Error says what is wrong. */
@@ -426,22 +438,33 @@ export class SequenceLab extends LabPanel {
 
   /** The text box as tokens; what is not a token, or too much, is said instead of sent. */
   typedEdit() {
-    let ids;
+    let typed;
     try {
-      ids = typedTokens(this.text.value, this.typeable);
-      if (ids.length) this.checked(ids);
+      typed = typedTokens(this.text.value, this.typeable, this.typeable === this.names ? this.settings.names_hint : null);
+      if (typed.ids.length) this.checked(typed.ids);
     } catch (error) {
-      // The run of the last good sequence, pending or under way, would answer over this message.
+      // The run of the last good sequence, pending or under way, would answer over this message; the answer to
+      // the text before it goes too, so that nothing under the new text is another text's.
       clearTimeout(this.timer);
       this.latest.supersede();
+      this.results.replaceChildren();
+      this.section.querySelector("#lab-provenance")?.remove();
       this.setStatus(`${error.message}.`, true);
       return;
     }
-    this.edit(ids, { typed: true });
+    this.read = typed.read; // said with the run's outcome
+    this.edit(typed.ids, { typed: true });
+  }
+
+  /** The run's outcome, after how the typed text was read where it was not taken as typed. */
+  answered(answer, options = {}) {
+    const read = this.read ? `${this.read[0].toUpperCase()}${this.read.slice(1)}.` : null;
+    super.answered(answer, { ...options, problem: [options.problem, read].filter(Boolean).join(" ") || null });
   }
 
   /** A recorded case's sequence; `problem` says why a link's sequence was not used instead. */
   load(preset, problem = null) {
+    this.read = null;
     this.preset = preset.id;
     this.presetLabel = preset.label;
     markPreset(this.section, preset.id);
@@ -453,6 +476,7 @@ export class SequenceLab extends LabPanel {
   }
 
   edit(tokens, { typed = false } = {}) {
+    if (!typed) this.read = null;
     this.preset = null;
     markPreset(this.section, null);
     this.tokens = tokens;
