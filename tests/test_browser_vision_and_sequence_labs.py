@@ -265,7 +265,7 @@ def test_the_recurrent_lab_is_typed_and_stepped_with_the_keyboard(watched):
     text.focus()
     page.keyboard.press("End")
     page.keyboard.type("x")
-    expect(page.locator("#lab-status")).to_have_text("“x” is not a token: type ( or ).")
+    expect(page.locator("#lab-status")).to_have_text("“x” is not one of the tokens: type ( or ).")
     page.keyboard.press("Backspace")
     page.get_by_role("button", name="Add )").click()
     expect(page.locator("#lab-status")).to_contain_text("Read 5 tokens, 5 of them right")
@@ -314,7 +314,7 @@ def test_the_seq2seq_lab_is_typed_and_stepped_with_the_keyboard(watched):
     text.focus()
     page.keyboard.press("End")
     page.keyboard.type("x")
-    expect(page.locator("#lab-status")).to_have_text("“x” is not a token: type one of 0 1 2 3 4 5 6 7 8 9.")
+    expect(page.locator("#lab-status")).to_have_text("“x” is not one of the tokens: type one of 0 1 2 3 4 5 6 7 8 9.")
     page.keyboard.press("Backspace")
     text.fill("2718281828")  # longer than any trained source: written wrong, and the page says so
     expect(page.locator("#lab-status")).to_contain_text(

@@ -204,6 +204,11 @@ async function drawPicture(subject) {
   if (!graph) return; // drawn once the graph is
   const stage = document.getElementById("graph-stage");
   const status = document.getElementById("graph-picture-status");
+  if (!page.dataset.activationsUrl) { // the model's checkpoint is missing: the lab says how to provide one
+    stage.dataset.picture = "failed";
+    status.textContent = "The graph shows the architecture alone: drawing what each node computes needs the model's checkpoint.";
+    return;
+  }
   stage.dataset.picture = "drawing";
   status.textContent = `Drawing what each node computes on ${pictureSource(subject)}…`;
   let answer;
