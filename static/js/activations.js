@@ -43,8 +43,8 @@ function gridImage(grid, { x, y, w, h }, limit) {
   });
 }
 
-/** What a node computed, drawn small inside `box` of the graph: SVG elements. */
-export function thumbnail(drawing, box) {
+/** What a node computed, drawn small inside `box` of the graph: SVG elements; token ids by `names`, where given. */
+export function thumbnail(drawing, box, names = null) {
   const limit = limitOf(drawing);
   const { kind, values } = drawing;
   if (kind === "maps") {
@@ -71,13 +71,15 @@ export function thumbnail(drawing, box) {
         return bar;
       })];
   }
-  return [svgEl("text", { x: box.x + box.w / 2, y: box.y + box.h / 2 + 4, "text-anchor": "middle", class: "g-value" }, ` ${drawnText(drawing)}`)]; // the space parts it from the op above in the node's text
+  return [svgEl("text", { x: box.x + box.w / 2, y: box.y + box.h / 2 + 4, "text-anchor": "middle", class: "g-value" }, ` ${drawnText(drawing, names)}`)]; // the space parts it from the op above in the node's text
 }
 
-/** The text a node's drawing writes (token ids, a number), which its name says too; null for a picture. */
-export function drawnText(drawing) {
+/** The text a node's drawing writes (token ids, each by its name where `names` holds the lab's vocabulary; a
+ * number), which its name says too; null for a picture. */
+export function drawnText(drawing, names = null) {
   if (!["ids", "value"].includes(drawing?.kind)) return null;
-  const text = drawing.kind === "ids" ? drawing.values.join(" ") : sig(drawing.values[0], 3);
+  const named = (id) => (names && names[id] !== undefined ? names[id] : String(id));
+  const text = drawing.kind === "ids" ? drawing.values.map(named).join(" ") : sig(drawing.values[0], 3);
   return text.length > 18 ? `${text.slice(0, 17)}…` : text;
 }
 

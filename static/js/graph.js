@@ -25,6 +25,7 @@ export class GraphView {
     this.effects = null; // by node: how much an intervention or training moved it (shade)
     this.activations = null; // by node: what it computed on the lab's input ({shape, input_shape, drawing})
     this.pictured = new Set(); // the nodes drawn with their drawing
+    this.tokenNames = null; // the lab's vocabulary: an input's token ids drawn as the tokens they are
     this.shading = { scale: 1, what: "output moved" };
     this.layers = this.scenery.layers;
     this.modules = this.scenery.modules;
@@ -182,6 +183,11 @@ export class GraphView {
     if (!moved) this.firstView();
     if (this.target) this.highlight(this.target, { animate: false, open: false });
     this.moved = moved;
+  }
+
+  /** The names an input node's token ids are drawn with (the lab's vocabulary), else null. */
+  namesFor(node) {
+    return node.kind === "input" ? this.tokenNames : null;
   }
 
   /** The shape of the tensor along the edge from `source` to `target`, where the picture knows it. */
@@ -476,7 +482,7 @@ function drawing(view, scene, near) {
     g.append(svgEl("text", { x: n.x + n.w / 2, y: middle + 10, "text-anchor": "middle", "font-size": 10, class: "g-op", fill: palette.node.op }, n.plain ?? n.op));
     const computed = view.activations?.[n.id];
     if (computed?.drawing && view.pictured.has(n.id)) {
-      g.append(...thumbnail(computed.drawing, { x: n.x + PICTURE.pad, y: n.y + NODE_HEIGHT, w: n.w - 2 * PICTURE.pad, h: PICTURE.h }));
+      g.append(...thumbnail(computed.drawing, { x: n.x + PICTURE.pad, y: n.y + NODE_HEIGHT, w: n.w - 2 * PICTURE.pad, h: PICTURE.h }, view.namesFor(n)));
       g.dataset.drawn = computed.drawing.kind;
     }
     g.addEventListener("click", () => view.select(n.id));
@@ -491,7 +497,7 @@ function drawing(view, scene, near) {
  * drawing writes), as speech-input users say what they see; then the rest. */
 function nodeName(view, n, isModule) {
   const computed = view.activations?.[n.id];
-  const written = drawnText(computed?.drawing);
+  const written = drawnText(computed?.drawing, view.namesFor(n));
   const seen = `${n.label} ${n.plain ?? n.op}${written ? ` ${written}` : ""}`;
   const op = n.plain ? `, ${n.op}` : "";
   const closed = isModule ? ", closed module: press Enter for details" : "";

@@ -416,6 +416,8 @@ async function startGraph(recorded) {
     }));
     return;
   }
+  const lab = document.getElementById("lab");
+  graph.tokenNames = lab ? JSON.parse(lab.dataset.settings).names ?? null : null; // an input's ids drawn as tokens
   moduleToggles();
   for (const button of document.querySelectorAll("[data-zoom]")) {
     button.addEventListener("click", () => {
