@@ -43,13 +43,12 @@ def test_the_graph_draws_the_labs_input_and_another_case_redraws_it(watched):
 def test_a_recorded_case_chosen_below_redraws_the_picture(watched):
     page = watched("/models/induction")
     graph_ready(page)
-    before = page.eval_on_selector_all("#graph-stage .g-node[data-drawn] image", "i => i.map((x) => x.getAttribute('href'))")
-    cases = page.locator("[data-case-id]:not(.is-current)")
-    cases.first.click()
+    pictures = "#graph-stage .g-node[data-drawn] image"
+    drawn = "images => images.map((image) => image.getAttribute('href'))"
+    before = page.eval_on_selector_all(pictures, drawn)
+    page.locator("[data-case-id]:not(.is-current)").first.click()
     expect(page.locator("#graph-picture-status")).to_contain_text("the recorded case")
-    eventually(lambda: page.eval_on_selector_all("#graph-stage .g-node[data-drawn] image",
-                                                 "i => i.map((x) => x.getAttribute('href'))"),
-               lambda now: now and now != before)
+    eventually(lambda: page.eval_on_selector_all(pictures, drawn), lambda now: now and now != before)
 
 
 def test_a_selected_node_shows_its_output_full_size_with_its_numbers(watched):
