@@ -56,9 +56,13 @@ def test_a_selected_node_shows_its_output_full_size_with_its_numbers(watched):
     graph_ready(page)
     choose_node(page, "stage1.conv")
     computed = page.locator("#node-details .node-computed")
-    expect(computed).to_contain_text("stage1.conv computed 6 maps of 8×8")
+    expect(computed).to_contain_text("stage1.conv computed 6 maps of 8×8, from ")
     maps = computed.locator(".node-map")
-    expect(maps).to_have_count(6)  # drawn large: every channel
+    expect(maps).to_have_count(6)  # drawn large: every channel, whole
+    expect(maps.first.locator("figcaption")).to_have_text("channel 0")
+    expect(computed.locator("p.fine")).to_have_count(0)  # nothing left out to say
+    choose_node(page, "stage2")  # a closed module: its output, 16 maps of 2×2, every one drawn
+    expect(computed).to_contain_text("stage2 computed 16 maps of 2×2")
     title = maps.first.locator("svg title").nth(1).text_content()
     assert re.search(r"-?\d", title), title  # a cell says its number on hover
     assert axe_violations(page) == []

@@ -157,11 +157,14 @@ def test_the_lab_reads_what_a_person_types_and_a_refused_text_clears_the_old_ans
     expect(status).to_contain_text("looks one letter back", timeout=30_000)
     expect(page.locator(".seq-text .fine")).to_contain_text("letters a–z")
     expect(page.locator("#lab .lab-task")).to_contain_text("an induction head looks back")
-    page.locator("#seq-text").fill("The cat sat the cat")
-    expect(status).to_contain_text("Read as “thecatsatthecat”: spaces left out, capitals read as small letters.",
-                                   timeout=30_000)
+    page.locator("#seq-text").fill("The cat sat on the mat. The cat")
+    expect(status).to_contain_text("Read as “thecatsatonthematthecat”: spaces and punctuation left out, capitals "
+                                   "read as small letters.", timeout=30_000)
     expect(page.locator("#lab-results figure.head-full")).to_have_count(1)
+    expect(page.locator("#graph-stage")).to_have_attribute("data-picture", "drawn")
     page.locator("#seq-text").fill("the cat 3")
     expect(status).to_contain_text("“3” is not one of the tokens: type letters a–z.")
     expect(page.locator("#lab-results")).to_be_empty()
     expect(page.locator("#lab-provenance")).to_have_count(0)
+    # the picture is still the last run's, and says so
+    expect(page.locator("#graph-picture-status")).to_contain_text("the last input the lab ran: the lab refused")

@@ -83,23 +83,32 @@ export function drawnText(drawing, names = null) {
   return text.length > 18 ? `${text.slice(0, 17)}…` : text;
 }
 
-/** What a node computed, in words: "6 feature maps of 8×8 (4 drawn), from −1.9 to 2.4". */
+/** What a node computed, in words: "6 maps of 8×8, from −1.9 to 2.4" (its output, whatever the drawing holds). */
 export function drawingInWords(entry) {
   const drawing = entry.drawing;
   const shape = shapeText(entry.shape);
   if (!drawing) return `an output of ${shape}`;
   const range = drawing.low !== undefined ? `, from ${sig(drawing.low, 3)} to ${sig(drawing.high, 3)}` : "";
-  const pooled = drawing.pooled ? ", averaged down to draw" : "";
   const calls = entry.calls > 1 ? ` (the last of its ${entry.calls} calls)` : "";
   if (drawing.kind === "maps") {
-    const [count, height, width] = drawing.shape;
-    const of = entry.shape.length >= 3 ? entry.shape.at(-3) : count;
-    return `${of} map${of === 1 ? "" : "s"} of ${entry.shape.at(-2)}×${entry.shape.at(-1)}${count < of ? ` (${count} drawn, ${height}×${width})` : ""}${range}${pooled}${calls}`;
+    const count = entry.shape.length >= 3 ? entry.shape.at(-3) : drawing.shape[0];
+    return `${count} map${count === 1 ? "" : "s"} of ${entry.shape.at(-2)}×${entry.shape.at(-1)}${range}${calls}`;
   }
-  if (drawing.kind === "heatmap") return `${shape}: a row per position${range}${pooled}${calls}`;
-  if (drawing.kind === "bars") return `a vector of ${shape}${range}${pooled}${calls}`;
+  if (drawing.kind === "heatmap") return `${shape}: a row per position${range}${calls}`;
+  if (drawing.kind === "bars") return `a vector of ${shape}${range}${calls}`;
   if (drawing.kind === "ids") return `${shape} integers (ids): ${drawing.values.slice(0, 12).join(" ")}${drawing.values.length > 12 ? " …" : ""}${calls}`;
   return `the number ${sig(drawing.values[0])}${calls}`;
+}
+
+/** What a full-size drawing leaves out of the output, said under it ("the first 16 of 64 maps, each averaged down
+ * to 32×32"); null where it is the output whole. */
+export function drawnOf(entry) {
+  const drawing = entry.drawing;
+  if (!drawing || !["maps", "heatmap", "bars"].includes(drawing.kind)) return null;
+  const parts = [];
+  if (drawing.kind === "maps" && drawing.shape[0] < entry.shape.at(-3)) parts.push(`the first ${drawing.shape[0]} of ${entry.shape.at(-3)} maps`);
+  if (drawing.pooled) parts.push(`averaged down to ${drawing.shape.slice(-2).join("×")} to draw`);
+  return parts.length ? `Drawn: ${parts.join(", ")}.` : null;
 }
 
 /** A node's output drawn full size, for its details: each map, the heatmap or the bars with its numbers on hover. */
@@ -111,8 +120,8 @@ export function fullDrawing(id, entry) {
   if (drawing.kind === "maps") {
     const [count, height, width] = drawing.shape;
     return el("div", { class: "node-maps" }, ...Array.from({ length: count }, (_, c) => el("figure", { class: "node-map" },
-      valueHeatmap(rows(drawing.values, [height, width], c * height * width), `${label}, map ${c + 1}`, null, { limit, cell: Math.max(4, Math.floor(160 / width)) }),
-      el("figcaption", { class: "fine" }, `map ${c + 1}`))));
+      valueHeatmap(rows(drawing.values, [height, width], c * height * width), `${label}, channel ${c}`, null, { limit, cell: Math.max(4, Math.floor(160 / width)) }),
+      el("figcaption", { class: "fine" }, `channel ${c}`)))); // counted from 0, as its cells' rows and columns are
   }
   if (drawing.kind === "heatmap") {
     return valueHeatmap(rows(drawing.values, drawing.shape), label, null, { limit, cell: Math.max(3, Math.floor(300 / drawing.shape[1])) });

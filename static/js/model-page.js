@@ -3,7 +3,7 @@
 
 import { LARGE_GRID, barsSvg, curveSvg, downloadSvg, greySvg, scatterSvg, slugify, smallMap, valueHeatmap } from "./charts.js";
 import { clampOnPhone, editQuery, el, keepingFocus, readJson, requireData, reveal, setDisabled, watchOverflow } from "./dom.js";
-import { Activations, drawingInWords, fullDrawing } from "./activations.js";
+import { Activations, drawingInWords, drawnOf, fullDrawing } from "./activations.js";
 import { glossPage } from "./glossary.js";
 import { GraphView } from "./graph.js";
 import { RetrainPanel } from "./retrain.js";
@@ -239,6 +239,8 @@ async function showComputed(layer) {
     const large = await activations.node(layer.id);
     if (large && graph.selected === layer.id && box.isConnected) { // a region that scrolls by keyboard too
       box.append(watchOverflow(el("div", { class: "chart-canvas", tabindex: 0, role: "region", "aria-label": `${layer.id}'s output on this input, full size` }, fullDrawing(layer.id, large))));
+      const left = drawnOf(large);
+      if (left) box.append(el("p", { class: "fine" }, left));
     }
   } catch (error) {
     box.append(el("p", { class: "notice" }, `Its output could not be drawn full size: ${error.message}`));
@@ -246,6 +248,13 @@ async function showComputed(layer) {
 }
 
 document.addEventListener("lab-request", (event) => drawPicture({ endpoint: event.detail.endpoint, request: event.detail.request }));
+// The lab refused what was typed: the picture is still of the input it last ran, and says so.
+document.addEventListener("lab-refused", () => {
+  const stage = document.getElementById("graph-stage");
+  if (stage.dataset.picture !== "drawn") return;
+  stage.dataset.picture = "stale";
+  document.getElementById("graph-picture-status").textContent = `Still drawn on ${pictureSource(pictureSubject)}, the last input the lab ran: the lab refused what you typed since.`;
+});
 
 // ---- Tour
 

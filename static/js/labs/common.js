@@ -361,7 +361,7 @@ export function linkedInts(params, name) {
 /**
  * Token ids typed as text: one character per token where every name is one character, else names separated
  * by spaces. Where the names are characters, what a person types beside them is read as they meant it: a space
- * that is no token is left out, a capital whose small letter is a token (or the other way round) is read as that
+ * or a punctuation mark that is no token is left out, a capital whose small letter is a token (or the other way round) is read as that
  * token; `read` says so ("spaces left out"), with the text as read. Throws an Error naming the first part that is
  * still not a token, and what may be typed (`hint`, the server's words).
  */
@@ -370,8 +370,8 @@ export function typedTokens(text, names, hint = null) {
   const said = [];
   let parts = single ? [...text] : text.trim().split(/\s+/).filter(Boolean);
   if (single) {
-    const kept = parts.filter((c) => !/\s/.test(c) || names.includes(c));
-    if (kept.length < parts.length) said.push("spaces left out");
+    const kept = parts.filter((c) => !/[\s\p{P}]/u.test(c) || names.includes(c));
+    if (kept.length < parts.length) said.push(parts.some((c) => /\p{P}/u.test(c) && !names.includes(c)) ? "spaces and punctuation left out" : "spaces left out");
     const cased = kept.map((c) => (names.includes(c) ? c : names.find((n) => n.toLowerCase() === c.toLowerCase()) ?? c));
     if (cased.some((c, k) => c !== kept[k])) said.push(cased.some((c, k) => c !== kept[k] && c === c.toLowerCase()) ? "capitals read as small letters" : "small letters read as capitals");
     parts = cased;
@@ -450,6 +450,7 @@ export class SequenceLab extends LabPanel {
       this.results.replaceChildren();
       this.section.querySelector("#lab-provenance")?.remove();
       this.setStatus(`${error.message}.`, true);
+      this.section.dispatchEvent(new CustomEvent("lab-refused", { bubbles: true })); // the picture says it is the last run's
       return;
     }
     this.read = typed.read; // said with the run's outcome
