@@ -2,7 +2,7 @@
 // and the server's comparison of a live run with the recorded case it replays.
 
 import { diverging, inProse, sig } from "../charts.js";
-import { editQuery, el, readJson, requireData, scrollBox, setDisabled, showStatus } from "../dom.js";
+import { editQuery, el, errorMessage, readJson, requireData, scrollBox, setDisabled, showStatus } from "../dom.js";
 
 const BUSY_RETRIES = 3;
 const PROGRESS_MS = 1000; // how often a waiting run's elapsed time is shown
@@ -19,6 +19,8 @@ async function send(url, init, onBusy) {
       await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
       continue;
     }
+    // A 400 is the input refused, said apart from a run that failed: the learner has something to change.
+    if (response.status === 400) throw Object.assign(new Error(errorMessage(response, data)), { refused: true });
     requireData(response, data);
   }
 }
@@ -72,7 +74,7 @@ class Latest {
       });
       return current() ? answer : null;
     } catch (error) {
-      if (current()) this.report(`The run failed: ${error.message}`, true);
+      if (current()) this.report(`${error.refused ? "The model cannot take this input" : "The run failed"}: ${error.message}`, true);
       return null;
     } finally {
       clearInterval(progress);
