@@ -13,6 +13,7 @@ import json
 
 from ..compute.messages import ActivationsArgs, RecipeCall
 from ..domain.catalog import Model
+from ..domain.interventions import changeable
 from ..domain.labs.fields import FieldError
 from ..domain.shapes import ActivationsRequest
 from . import runs
@@ -24,17 +25,11 @@ NOTE = "Computed live on the server by the model's recipe, every node's output d
 OUTPUT = "output"  # the compute side's name for the recorded model's own output
 
 
-def drawable(manifest: dict) -> set[str]:
-    """The nodes a run's hooks see: modules and layers that are modules (not ops, whose ids hold an @)."""
-    return {layer["id"] for layer in manifest["layers"]
-            if layer["kind"] in ("module", "layer") and "@" not in layer["id"].split("#", 1)[0]}
-
-
 def entries(manifest: dict) -> tuple[dict[str, str], list[str]]:
     """Each input node and the first module it enters (whose input it is drawn as), and every input node in the
     recorded order (the model's positional arguments, for an input that enters an op first)."""
     kinds = {layer["id"]: layer["kind"] for layer in manifest["layers"]}
-    hooked = drawable(manifest)
+    hooked = set(changeable(manifest))  # the nodes a run's hooks see: modules, not ops
     found: dict[str, str] = {}
     for edge in manifest["connections"]:
         if kinds.get(edge["source"]) == "input" and edge["target"] in hooked:
@@ -50,18 +45,21 @@ def in_graph(manifest: dict, reached: dict[str, dict]) -> dict[str, dict]:
     found = {}
     layers = manifest["layers"]
     feeding = {edge["target"]: edge["source"] for edge in manifest["connections"]}
+    inside: dict[str, list[str]] = {}  # dotted prefix -> the reached nodes under it, in the graph's order
+    for layer in layers:
+        if layer["id"] in reached:
+            parts = layer["id"].split(".")
+            for depth in range(1, len(parts)):
+                inside.setdefault(".".join(parts[:depth]), []).append(layer["id"])
     for layer in layers:
         if layer["id"] in reached:
             found[layer["id"]] = reached[layer["id"]]
         elif layer["kind"] == "output" and feeding.get(layer["id"]) in reached:  # a model of another class (a
             found[layer["id"]] = reached[feeding[layer["id"]]] | {"from_part": feeding[layer["id"]]}  # checkpoint's)
-        elif layer["kind"] == "module":
-            inside = [other["id"] for other in layers if other["id"].startswith(layer["id"] + ".")
-                      and other["id"] in reached]
-            if inside:  # its outermost parts reached, the last of them (h.1, not h.1.mlp's last op)
-                depth = min(part.count(".") for part in inside)
-                part = [part for part in inside if part.count(".") == depth][-1]
-                found[layer["id"]] = reached[part] | {"from_part": part}
+        elif layer["kind"] == "module" and (parts := inside.get(layer["id"])):
+            depth = min(part.count(".") for part in parts)  # its outermost parts reached, the last of them (h.1,
+            part = [part for part in parts if part.count(".") == depth][-1]  # not h.1.mlp's last op)
+            found[layer["id"]] = reached[part] | {"from_part": part}
     return found
 
 
@@ -76,7 +74,7 @@ def answer(model: Model, body) -> dict:
             raise FieldError(f"node: must be a node's id, a string (not {type(node).__name__})")
         if node not in known:
             raise FieldError(f"node: {str(node)[:60]!r} is not a node of {model.slug}'s graph")
-        if node not in drawable(manifest) and known[node] not in ("input", "output"):
+        if node not in changeable(manifest) and known[node] not in ("input", "output"):
             raise FieldError(f"node: {node} is an op, which no module call runs; its output is the input of the "
                              "node it feeds")
     asked = subject(model, body)

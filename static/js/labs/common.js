@@ -363,9 +363,9 @@ export function linkedInts(params, name) {
 /**
  * Token ids typed as text: one character per token where every name is one character, else names separated
  * by spaces. Where the names are characters, what a person types beside them is read as they meant it: a space
- * or a punctuation mark that is no token is left out, a capital whose small letter is a token (or the other way round) is read as that
- * token; `read` says so ("spaces left out"), with the text as read. Throws an Error naming the first part that is
- * still not a token, and what may be typed (`hint`, the server's words).
+ * or a punctuation mark that is no token is left out, a capital whose small letter is a token (or the other way
+ * round) is read as that token; `read` says so ("spaces left out"), with the text as read. Throws an Error naming
+ * the first part that is still not a token, and what may be typed (`hint`, the server's words).
  */
 export function typedTokens(text, names, hint = null) {
   const single = names.every((n) => n.length === 1);
